@@ -1,0 +1,26 @@
+/* common/secret: holds a credential (bearer token, admin token, evaluator
+ * shared secret) so that it is never passed around as a plain string.
+ *
+ * The only way to read the bytes back is secret_expose(), which callers use
+ * at the one place a credential must leave the process (an Authorization
+ * header, a constant-time comparison). The logger has no field type for a
+ * secret, and secret_free wipes the memory. */
+#ifndef FPS_SECRET_H
+#define FPS_SECRET_H
+#include <stddef.h>
+
+typedef struct secret secret;
+
+/* Copies `value` (trailing whitespace/newlines trimmed). NULL if empty. */
+secret *secret_from_str(const char *value);
+/* Reads a secret file (a mounted Kubernetes Secret, say). Returns NULL and
+ * fills err (never containing file contents) if unreadable, empty or > 4 KiB. */
+secret *secret_from_file(const char *path, char *err, size_t errcap);
+/* Borrowed view of the bytes; valid until secret_free. */
+const char *secret_expose(const secret *s);
+size_t secret_len(const secret *s);
+/* Constant-time comparison against a candidate; 1 if equal. */
+int secret_equals(const secret *s, const char *candidate, size_t len);
+void secret_free(secret *s);
+
+#endif

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds, and runs every test twice: a Release build,
+# then an AddressSanitizer + UndefinedBehaviorSanitizer build. Fails on any
+# failure. This is the README's test command and what .ci/run executes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/web-deps.sh
+
+jobs=$(nproc)
+run_suite() { # name, build dir, extra cmake args...
+  local name=$1 dir=$2
+  shift 2
+  echo "=== ${name}: configure + build (${dir}) ==="
+  cmake -S . -B "$dir" "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  echo "=== ${name}: tests ==="
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
+}
+
+run_suite release build -DCMAKE_BUILD_TYPE=Release -DFPS_SANITIZE=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_suite sanitizers build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFPS_SANITIZE=ON
+echo "=== all suites passed ==="

@@ -1,0 +1,187 @@
+/* sidecar/config: see config.h. */
+#include "sidecar/config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OFF(f) offsetof(run_config, f)
+
+static const cli_opt run_opts[] = {
+    {"--server", "FAILPROOFAI_EVALUATOR_URL", CLI_STR, OFF(server_url), "URL",
+     "FailproofAI server origin (https unless loopback)", 0, 0},
+    {"--token-file", "FAILPROOFAI_EVALUATOR_TOKEN_FILE", CLI_STR, OFF(token_file), "PATH",
+     "file holding the bearer token (else FAILPROOFAI_EVALUATOR_TOKEN)", 0, 0},
+    {"--worker-id", "FAILPROOFAI_EVALUATOR_WORKER_ID", CLI_STR, OFF(worker_id), "ID",
+     "worker id (default <hostname>-<pid>)", 0, 0},
+    {"--concurrency", "FAILPROOFAI_EVALUATOR_CONCURRENCY", CLI_INT, OFF(concurrency), "N",
+     "assignments processed at once (1..32, default 4)", 1, 32},
+    {"--listen", "FAILPROOFAI_SIDECAR_LISTEN", CLI_STR, OFF(listen), "HOST:PORT",
+     "admin API address (default 127.0.0.1:8787)", 0, 0},
+    {"--db", "FAILPROOFAI_SIDECAR_DB", CLI_STR, OFF(db_path), "PATH",
+     "SQLite database (default ./failproofai-sidecar.db)", 0, 0},
+    {"--request-timeout", "FAILPROOFAI_EVALUATOR_REQUEST_TIMEOUT_SECONDS", CLI_DOUBLE,
+     OFF(request_timeout), "S", "server request timeout in seconds (default 30)", 0.1, 600},
+    {"--drain-timeout", "FAILPROOFAI_EVALUATOR_DRAIN_TIMEOUT_SECONDS", CLI_DOUBLE,
+     OFF(drain_timeout), "S", "graceful shutdown budget in seconds (default 60)", 0, 3600},
+    {"--max-sandboxes", "FAILPROOFAI_SIDECAR_MAX_SANDBOXES", CLI_INT, OFF(max_sandboxes), "N",
+     "concurrent sandbox processes (default 4)", 1, 256},
+    {"--sandbox-memory-mb", "FAILPROOFAI_SIDECAR_SANDBOX_MEMORY_MB", CLI_INT,
+     OFF(sandbox_memory_mb), "N", "address-space limit per sandbox (default 512)", 32, 65536},
+    {"--log-level", "FAILPROOFAI_SIDECAR_LOG_LEVEL", CLI_STR, OFF(log_level), "LEVEL",
+     "debug|info|warn|error (default info)", 0, 0},
+    {"--ca-bundle", "FAILPROOFAI_SIDECAR_CA_BUNDLE", CLI_STR, OFF(ca_bundle), "PATH",
+     "CA certificates for the server's TLS (default: system store)", 0, 0},
+    {"--admin-host", "FAILPROOFAI_SIDECAR_ADMIN_HOSTS", CLI_LIST, OFF(admin_hosts), "NAME",
+     "extra Host name the admin API accepts (repeatable)", 0, 0},
+    {"--admin-token-file", "FAILPROOFAI_SIDECAR_ADMIN_TOKEN_FILE", CLI_STR,
+     OFF(admin_token_file), "PATH", "token required for state-changing admin requests", 0, 0},
+    {"--allow-remote-admin", "FAILPROOFAI_SIDECAR_ALLOW_REMOTE_ADMIN", CLI_FLAG,
+     OFF(allow_remote_admin), NULL, "permit a non-loopback --listen (needs the admin token)", 0,
+     0},
+    {"--allow-evaluator-host", "FAILPROOFAI_SIDECAR_ALLOW_EVALUATOR_HOSTS", CLI_LIST,
+     OFF(evaluator_hosts), "HOST", "non-loopback host local evaluators may use (repeatable)",
+     0, 0},
+    {"--evaluator-secret-file", "FAILPROOFAI_SIDECAR_EVALUATOR_SECRET_FILE", CLI_STR,
+     OFF(evaluator_secret_file), "PATH", "shared secret sent to local evaluators", 0, 0},
+    {"--retention-hours", "FAILPROOFAI_SIDECAR_RETENTION_HOURS", CLI_DOUBLE,
+     OFF(retention_hours), "H", "keep finished history this long (default 168)", 0, 87600},
+    {"--retention-runs", "FAILPROOFAI_SIDECAR_RETENTION_RUNS", CLI_INT, OFF(retention_runs),
+     "N", "keep at most this many finished runs (default 200000)", 0, 100000000},
+};
+
+static const cli_command run_command = {
+    "run", "Run the evaluation sidecar daemon against a FailproofAI server.", run_opts,
+    sizeof run_opts / sizeof run_opts[0]};
+
+void config_defaults(run_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->concurrency = 4;
+    cfg->listen = "127.0.0.1:8787";
+    cfg->db_path = "failproofai-sidecar.db";
+    cfg->request_timeout = 30;
+    cfg->drain_timeout = 60;
+    cfg->max_sandboxes = 4;
+    cfg->sandbox_memory_mb = 512;
+    cfg->log_level = "info";
+    cfg->retention_hours = 168;
+    cfg->retention_runs = 200000;
+    /* The token comes only from the environment or a file, never a flag (argv
+     * is world-readable in /proc). */
+    cfg->token = getenv("FAILPROOFAI_EVALUATOR_TOKEN");
+}
+
+const cli_command *config_run_command(void)
+{
+    return &run_command;
+}
+
+/* Host part of a URL ("https://h:1/x" -> "h"), copied into out. */
+static int url_host(const char *url, char *out, size_t cap)
+{
+    const char *p = strstr(url, "://");
+    if (p == NULL) return -1;
+    p += 3;
+    size_t n;
+    if (*p == '[') {
+        const char *e = strchr(p, ']');
+        if (e == NULL) return -1;
+        p++;
+        n = (size_t)(e - p);
+    } else {
+        n = strcspn(p, ":/?#");
+    }
+    if (n == 0 || n >= cap) return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 0;
+}
+
+int config_host_is_loopback(const char *host)
+{
+    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+}
+
+int config_validate(const run_config *cfg, char *err, size_t errcap)
+{
+    char host[256];
+    if (cfg->server_url == NULL || *cfg->server_url == '\0') {
+        snprintf(err, errcap, "run: no server URL (use --server or FAILPROOFAI_EVALUATOR_URL)");
+        return -1;
+    }
+    if (url_host(cfg->server_url, host, sizeof host) != 0 ||
+        (strncmp(cfg->server_url, "https://", 8) != 0 &&
+         strncmp(cfg->server_url, "http://", 7) != 0)) {
+        snprintf(err, errcap, "run: --server '%s' is not an http(s) URL", cfg->server_url);
+        return -1;
+    }
+    if (strncmp(cfg->server_url, "http://", 7) == 0 && !config_host_is_loopback(host)) {
+        snprintf(err, errcap,
+                 "run: --server must use https for non-loopback host '%s' (the bearer token "
+                 "is never sent in cleartext)",
+                 host);
+        return -1;
+    }
+    if (cfg->token == NULL && cfg->token_file == NULL) {
+        snprintf(err, errcap,
+                 "run: no token (set FAILPROOFAI_EVALUATOR_TOKEN or use --token-file)");
+        return -1;
+    }
+    if (cfg->worker_id != NULL) {
+        size_t n = strlen(cfg->worker_id);
+        if (n == 0 || n > 128) {
+            snprintf(err, errcap, "run: --worker-id must be 1..128 bytes");
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)cfg->worker_id[i];
+            if (c < 0x20 || c == 0x7f) {
+                snprintf(err, errcap, "run: --worker-id contains a control character");
+                return -1;
+            }
+        }
+    }
+    log_level lvl;
+    if (log_parse_level(cfg->log_level, &lvl) != 0) {
+        snprintf(err, errcap, "run: --log-level '%s' is not one of debug|info|warn|error",
+                 cfg->log_level);
+        return -1;
+    }
+    const char *colon = strrchr(cfg->listen, ':');
+    if (colon == NULL || colon == cfg->listen || colon[1] == '\0') {
+        snprintf(err, errcap, "run: --listen '%s' is not HOST:PORT", cfg->listen);
+        return -1;
+    }
+    char lhost[256];
+    size_t hl = (size_t)(colon - cfg->listen);
+    if (hl >= sizeof lhost) hl = sizeof lhost - 1;
+    memcpy(lhost, cfg->listen, hl);
+    lhost[hl] = '\0';
+    char *b = lhost;
+    if (*b == '[') {
+        b++;
+        b[strcspn(b, "]")] = '\0';
+    }
+    if (!config_host_is_loopback(b)) {
+        if (!cfg->allow_remote_admin) {
+            snprintf(err, errcap,
+                     "run: --listen %s is not loopback; pass --allow-remote-admin and "
+                     "--admin-token-file to expose the admin API",
+                     cfg->listen);
+            return -1;
+        }
+        if (cfg->admin_token_file == NULL) {
+            snprintf(err, errcap, "run: a non-loopback --listen requires --admin-token-file");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void config_free(run_config *cfg)
+{
+    cli_list_free(&cfg->admin_hosts);
+    cli_list_free(&cfg->evaluator_hosts);
+}

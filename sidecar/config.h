@@ -1,0 +1,45 @@
+/* sidecar/config: the `run` daemon's configuration: defaults, environment
+ * variables (the reference SDK's FAILPROOFAI_EVALUATOR_* names plus
+ * FAILPROOFAI_SIDECAR_* for what only the sidecar has), flags; and the
+ * validation that turns bad configuration into one clear line. */
+#ifndef FPS_CONFIG_H
+#define FPS_CONFIG_H
+#include "common/cli.h"
+#include "common/log.h"
+#include <stddef.h>
+
+typedef struct {
+    const char *server_url;      /* --server / FAILPROOFAI_EVALUATOR_URL */
+    const char *token;           /* FAILPROOFAI_EVALUATOR_TOKEN (env only, never a flag) */
+    const char *token_file;      /* --token-file */
+    const char *worker_id;       /* --worker-id; default <hostname>-<pid> */
+    long concurrency;            /* --concurrency, 1..32 */
+    const char *listen;          /* --listen HOST:PORT (admin) */
+    const char *db_path;         /* --db */
+    double request_timeout;      /* --request-timeout seconds */
+    double drain_timeout;        /* --drain-timeout seconds */
+    long max_sandboxes;          /* --max-sandboxes */
+    long sandbox_memory_mb;      /* --sandbox-memory-mb */
+    const char *log_level;       /* --log-level */
+    const char *ca_bundle;       /* --ca-bundle */
+    cli_list admin_hosts;        /* --admin-host (extra accepted Host names) */
+    const char *admin_token_file;/* --admin-token-file */
+    int allow_remote_admin;      /* --allow-remote-admin */
+    cli_list evaluator_hosts;    /* --allow-evaluator-host */
+    const char *evaluator_secret_file; /* --evaluator-secret-file */
+    double retention_hours;      /* --retention-hours */
+    long retention_runs;         /* --retention-runs */
+} run_config;
+
+/* Fills `cfg` with the defaults. */
+void config_defaults(run_config *cfg);
+/* The option table of `run` (static storage). */
+const cli_command *config_run_command(void);
+/* Checks cross-field rules (URL scheme, listen address, ...). Returns 0, or -1
+ * with a one-line message in err. */
+int config_validate(const run_config *cfg, char *err, size_t errcap);
+void config_free(run_config *cfg);
+/* 1 if host is localhost, 127.0.0.0/8 or ::1. */
+int config_host_is_loopback(const char *host);
+
+#endif
