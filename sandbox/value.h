@@ -234,7 +234,7 @@ typedef struct {
 int v_iter_init(vctx *c, val *v, viter *it);
 val *v_iter_next(vctx *c, viter *it);
 /* Materializes any iterable into a fresh arena array (for list(), sorted(),
- * unpacking). Returns 0 and sets *items/*n, or -1. */
+ * unpacking). Returns 0 and sets *items and *n, or -1. */
 int v_iter_collect(vctx *c, val *v, val ***items, size_t *n);
 
 /* Subscript: obj[key] where key may be a VT_SLICE. */
@@ -262,6 +262,9 @@ val *v_call(vctx *c, val *callee, val **args, size_t nargs, const vkwarg *kw, si
  * not one of them (the evaluator handles session/True/False/None and raises
  * NameError "name 'x' is not defined" for the rest). */
 val *v_builtin_lookup(const char *name);
+/* The `session` global: NULL when the context has no image (the evaluator
+ * then raises NameError "name 'session' is not defined"). */
+val *v_session(vctx *c);
 
 /* ---- outcomes (result.c) --------------------------------------------- */
 
