@@ -51,6 +51,9 @@ typedef enum {
     VT_ASSERTION,
     VT_EVALRESULT,
     VT_CONDRESULT,
+    VT_DICT_KEYS,   /* views from dict.keys()/values()/items(): u.rec.f[0] = the dict */
+    VT_DICT_VALUES,
+    VT_DICT_ITEMS,
     VT__COUNT
 } vtype;
 
@@ -65,10 +68,13 @@ typedef struct {
 } ventry;
 
 typedef struct {
-    ventry *entries;   /* len entries, in insertion order */
-    size_t len;
-    int32_t *index;    /* open-addressing table of entry indexes, -1 empty */
+    ventry *entries;   /* dict: len entries in insertion order;
+                          set: mask+1 slots laid out as CPython's setobject
+                          (key NULL = empty, key == dummy = deleted) */
+    size_t len;        /* live entries */
+    int32_t *index;    /* dict: open-addressing table of entry indexes, -1 empty */
     size_t mask;       /* table size - 1 */
+    size_t fill;       /* set: live + dummy slots; dict: entries capacity */
 } vtable;
 
 struct val {
