@@ -4,6 +4,8 @@
  * arena. */
 #include "sandbox/lexer.h"
 
+#include "sandbox/unicode_names.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -550,6 +552,95 @@ int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, si
     return 0;
 }
 
+/* ---- \N{name}: unicodedata's name lookup (case-insensitive; no aliases) -- */
+
+static const char *const hangul_l[] = {"G", "GG", "N", "D", "DD", "R", "M", "B", "BB", "S",
+                                       "SS", "", "J", "JJ", "C", "K", "T", "P", "H"};
+static const char *const hangul_v[] = {"A", "AE", "YA", "YAE", "EO", "E", "YEO", "YE", "O", "WA",
+                                       "WAE", "OE", "YO", "U", "WEO", "WE", "WI", "YU", "EU", "YI",
+                                       "I"};
+static const char *const hangul_t[] = {"", "G", "GG", "GS", "N", "NJ", "NH", "D", "L", "LG",
+                                       "LM", "LB", "LS", "LT", "LP", "LH", "M", "B", "BS", "S",
+                                       "SS", "NG", "J", "C", "K", "T", "P", "H"};
+
+/* Longest entry of `tab` that prefixes s[0..n); returns its index or -1. */
+static int longest(const char *const *tab, int count, const char *s, size_t n, size_t *used)
+{
+    int best = -1;
+    size_t bl = 0;
+    for (int i = 0; i < count; i++) {
+        size_t l = strlen(tab[i]);
+        if (l <= n && !memcmp(tab[i], s, l) && (best < 0 || l > bl)) best = i, bl = l;
+    }
+    *used = bl;
+    return best;
+}
+
+static int unicode_name_lookup(const char *raw, size_t n, uint32_t *cp)
+{
+    char name[128];
+    if (n == 0 || n >= sizeof name) return -1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)raw[i];
+        if (c >= 128) return -1;
+        name[i] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+    }
+    name[n] = 0;
+    if (n > 16 && !memcmp(name, "HANGUL SYLLABLE ", 16)) {
+        const char *s = name + 16;
+        size_t rest = n - 16, u;
+        int l = longest(hangul_l, 19, s, rest, &u);
+        s += u, rest -= u;
+        int v = longest(hangul_v, 21, s, rest, &u);
+        s += u, rest -= u;
+        int t = longest(hangul_t, 28, s, rest, &u);
+        rest -= u;
+        if (l < 0 || v < 0 || t < 0 || rest) return -1;
+        *cp = 0xAC00 + (uint32_t)((l * 21 + v) * 28 + t);
+        return 0;
+    }
+    if ((n == 26 || n == 27) && !memcmp(name, "CJK UNIFIED IDEOGRAPH-", 22)) {
+        uint32_t v = 0;
+        for (size_t i = 22; i < n; i++) {
+            int h = name[i] >= '0' && name[i] <= '9' ? name[i] - '0'
+                  : name[i] >= 'A' && name[i] <= 'F' ? name[i] - 'A' + 10
+                                                     : -1;
+            if (h < 0) return -1;
+            v = v * 16 + (uint32_t)h;
+        }
+        for (size_t i = 0; i < unicode_names_cjk_len; i++)
+            if (v >= unicode_names_cjk[i][0] && v <= unicode_names_cjk[i][1]) {
+                *cp = v;
+                return 0;
+            }
+        return -1;
+    }
+    char cur[128];
+    size_t curlen = 0;
+    const char *p = unicode_names_blob, *end = p + unicode_names_blob_len;
+    while (p < end) {
+        size_t keep = (size_t)(unsigned char)*p++ - 0x21;
+        const char *semi = memchr(p, ';', (size_t)(end - p));
+        if (!semi || keep > curlen) return -1;
+        size_t add = (size_t)(semi - p);
+        if (keep + add >= sizeof cur) return -1;
+        memcpy(cur + keep, p, add);
+        curlen = keep + add;
+        p = semi + 1;
+        uint32_t v = 0;
+        while (p < end && *p != '\n') {
+            v = v * 16 + (uint32_t)(*p >= 'A' ? *p - 'A' + 10 : *p - '0');
+            p++;
+        }
+        p++;
+        if (curlen == n && !memcmp(cur, name, n)) {
+            *cp = v;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 static int hexval(int c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -640,9 +731,16 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
         }
         case 'N':
             if (!bytes) {
-                /* No Unicode name database is linked in: \N{...} is rejected. */
-                snprintf(err, errcap, "\\N{...} escapes are not supported");
-                return -1;
+                const char *close = i < len && body[i] == '{' ? memchr(body + i, '}', len - i) : NULL;
+                uint32_t cp;
+                if (!close || close == body + i + 1 ||
+                    unicode_name_lookup(body + i + 1, (size_t)(close - body - i - 1), &cp)) {
+                    snprintf(err, errcap, "malformed \\N character escape");
+                    return -1;
+                }
+                k += (size_t)lex_put_utf8(o + k, cp);
+                i = (size_t)(close - body) + 1;
+                break;
             }
             /* fallthrough */
         default:
