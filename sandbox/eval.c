@@ -630,21 +630,6 @@ static val *ev(E *e, ast_node *x)
     }
 }
 
-/* The reference's defense in depth: a result whose repr embeds " at 0x<hex>"
- * or "0x" + 6 hex digits is refused (UnsafeEvaluatorSource). */
-static int has_object_repr(const char *s, size_t n)
-{
-    for (size_t i = 0; i + 2 < n; i++) {
-        if (s[i] != '0' || s[i + 1] != 'x') continue;
-        size_t k = i + 2, h = 0;
-        while (k < n && ((s[k] >= '0' && s[k] <= '9') || ((s[k] | 0x20) >= 'a' && (s[k] | 0x20) <= 'f')))
-            k++, h++;
-        if (h >= 6) return 1;
-        if (h >= 1 && i >= 4 && !memcmp(s + i - 4, " at ", 4)) return 1;
-    }
-    return 0;
-}
-
 static void put_error(strbuf *out, vctx *c)
 {
     strbuf_reset(out);
@@ -691,23 +676,10 @@ void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *
             }
             strbuf_free(&r);
         } else {
-            /* Type check, then the object-repr scan, then the outcome. */
-            int typed = kind == LANG_CONDITION
-                            ? (v_type(v) == VT_BOOL || v_type(v) == VT_CONDRESULT)
-                            : v_type(v) == VT_EVALRESULT;
-            if (typed) {
-                strbuf r;
-                strbuf_init(&r);
-                rc = v_repr_buf(c, &r, v);
-                if (!rc && has_object_repr(r.data ? r.data : "", r.len)) {
-                    v_raise(c, "UnsafeEvaluatorSource", "result may not embed a runtime object repr");
-                    rc = -1;
-                }
-                strbuf_free(&r);
-            }
-            if (!rc)
-                rc = kind == LANG_CONDITION ? v_condition_outcome(c, v, out)
-                                            : v_evaluator_outcome(c, v, eval_key, out);
+            /* The value runtime applies the type check and the reference's
+             * object-repr guard before building the outcome fields. */
+            rc = kind == LANG_CONDITION ? v_condition_outcome(c, v, out)
+                                        : v_evaluator_outcome(c, v, eval_key, out);
         }
         strbuf_putc(out, '}');
         if (rc) v = NULL;
