@@ -426,9 +426,9 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     memset(out, 0, sizeof *out);
     out->results = json_array();
     out->started_at = time_now();
-    double timeout = req->timeout_s > 0 ? req->timeout_s : LOCAL_DEFAULT_TIMEOUT_S;
+    double timeout = req->timeout_s;
     int64_t t0 = time_mono_ms();
-    int64_t deadline = t0 + (int64_t)(timeout * 1000.0);
+    int64_t deadline = 0;
     char *endpoint = NULL, *name = NULL, *kind = NULL, *transcript_text = NULL;
     CURL *h = NULL;
     struct curl_slist *hdrs = NULL;
@@ -447,8 +447,11 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         endpoint = strdup(ev->endpoint);
         name = strdup(ev->name);
         kind = strdup(req->result_kind ? req->result_kind : d->result_kind);
+        if (!(timeout > 0)) timeout = d->timeout_s; /* as registered */
     }
     pthread_mutex_unlock(&r->mu);
+    if (!(timeout > 0)) timeout = LOCAL_DEFAULT_TIMEOUT_S;
+    deadline = t0 + (int64_t)(timeout * 1000.0);
     if (ev == NULL) {
         set_result(out, "failed", "evaluator_unavailable",
                    "no registered local evaluator offers this definition (it expired or was "
