@@ -730,8 +730,8 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
     }
     code = step_done(st, s, "record submission", err);
     if (code) goto fail;
+    char last[MAX_ERR_CODE + 512];
     if (a->outcome == STORE_SUBMIT_RETRY) {
-        char last[MAX_ERR_CODE + 512];
         snprintf(last, sizeof last, "%s: %.500s",
                  a->error_code ? a->error_code
                                : (a->http_status ? "http_error" : "transport_error"),
