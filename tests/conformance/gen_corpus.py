@@ -831,7 +831,7 @@ def write_outputs(root):
     kept_in, kept_out, dropped = [], [], 0
     for i, line in enumerate(lines):
         outs = {r[i] for r in results}
-        if len(outs) != 1:
+        if len(outs) != 1 or "UnsafeEvaluatorSource" in results[0][i]:
             dropped += 1
             continue
         kept_in.append(line)
