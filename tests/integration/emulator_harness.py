@@ -103,6 +103,9 @@ class EmulatorProcess:
         if not line:
             err = self.proc.stderr.read()
             self.proc.wait(5)
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+            self.proc = None
             raise RuntimeError(f"emulator did not start: {err.strip()}")
         self.port = int(json.loads(line)["listening"].rsplit(":", 1)[1])
         self.base = f"http://127.0.0.1:{self.port}"
