@@ -124,6 +124,7 @@ static val *no_kw(vctx *c, const char *fname, size_t nkw)
 
 static val *b_abs(vctx *c, val *x)
 {
+    if (x->type == VT_COMPLEX) return vc_abs(c, x);
     if (x->type == VT_FLOAT) return v_float(c, fabs(x->u.f));
     if (v_is_intlike(x)) {
         if (vi_sign(x) >= 0) return x->type == VT_BOOL ? v_int(c, x->u.b) : x;

@@ -286,6 +286,33 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
             if ((unsigned char)s->u.s.s[i] >= 128) o[i] = s->u.s.s[i];
         return mk_bytes(c, o, r->u.s.blen);
     }
+    if (!strcmp(name, "splitlines")) {
+        static const char *const names[] = {"keepends"};
+        val *p[1];
+        if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 0, 0, p)) return NULL;
+        bool keep = p[0] && v_truthy(p[0]);
+        val **items = v_items_alloc(c, s->u.s.blen + 1);
+        if (!items) return NULL;
+        size_t n = 0, i = 0, start = 0, len = s->u.s.blen;
+        const char *d = s->u.s.s;
+        while (i < len) {
+            if (d[i] != '\n' && d[i] != '\r') {
+                i++;
+                continue;
+            }
+            size_t eol = i;
+            if (d[i] == '\r' && i + 1 < len && d[i + 1] == '\n') i += 2;
+            else i++;
+            items[n] = mk_bytes(c, d + start, (keep ? i : eol) - start);
+            if (!items[n++]) return NULL;
+            start = i;
+        }
+        if (start < len) {
+            items[n] = mk_bytes(c, d + start, len - start);
+            if (!items[n++]) return NULL;
+        }
+        return v_list_take(c, items, n);
+    }
     static const char *const struct_m[] = {"count", "find", "rfind", "index", "startswith", "endswith",
                                            "replace", "split", "rsplit", "strip", "lstrip", "rstrip",
                                            "join", "partition", "rpartition", "removeprefix", "removesuffix",
@@ -309,7 +336,19 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         val **ca = v_items_alloc(c, na);
         if (!ca) return NULL;
         bool is_join = !strcmp(name, "join");
+        bool int_sub = !strcmp(name, "count") || !strcmp(name, "find") || !strcmp(name, "rfind") ||
+                       !strcmp(name, "index");
         for (size_t i = 0; i < na; i++) {
+            if (i == 0 && int_sub && v_is_intlike(a[0])) {
+                int64_t x;
+                if (!v_as_i64(a[0], &x) || x < 0 || x > 255)
+                    return v_raise(c, "ValueError", "byte must be in range(0, 256)");
+                char tmp[2];
+                size_t k = (size_t)vs_encode1((int32_t)x, tmp);
+                ca[i] = v_str(c, tmp, k);
+                if (!ca[i]) return NULL;
+                continue;
+            }
             if (is_join) {
                 val **items;
                 size_t n;
@@ -346,4 +385,38 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
     }
     *found = false;
     return NULL;
+}
+
+/* bytes % args: the str implementation over the latin-1 view (bytes
+ * arguments are inserted as their raw bytes). */
+val *vby_percent(vctx *c, val *fmt, val *args)
+{
+    val *f = as_latin1(c, fmt);
+    if (!f) return NULL;
+    bool has_str = args->type == VT_STR;
+    for (size_t i = 0; args->type == VT_TUPLE && i < args->u.seq.len; i++)
+        if (args->u.seq.items[i]->type == VT_STR) has_str = true;
+    if (has_str)
+        return v_raise(c, "TypeError",
+                       "%%b requires a bytes-like object, or an object that implements __bytes__, not 'str'");
+    val *a = args;
+    if (args->type == VT_BYTES) a = as_latin1(c, args);
+    else if (args->type == VT_TUPLE) {
+        val **it = v_items_alloc(c, args->u.seq.len);
+        if (!it) return NULL;
+        for (size_t i = 0; i < args->u.seq.len; i++) {
+            val *x = args->u.seq.items[i];
+            it[i] = x->type == VT_BYTES ? as_latin1(c, x) : x;
+            if (!it[i]) return NULL;
+        }
+        a = v_tuple_take(c, it, args->u.seq.len);
+    }
+    if (!a) return NULL;
+    if (args->type == VT_BYTES) {
+        /* a bytes argument is a mapping for % (it has __getitem__) */
+        val *r = vfmt_percent(c, f, a);
+        if (!r && v_failed(c)) return NULL;
+        return back(c, r);
+    }
+    return back(c, vfmt_percent(c, f, a));
 }

@@ -912,8 +912,44 @@ val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const v
         }
         break;
     case VT_SET: return set_method(c, o, name, a, na, kw, nkw, found);
+    case VT_DICT_KEYS:
+    case VT_DICT_ITEMS:
+        if (!strcmp(name, "isdisjoint")) {
+            if (nkw) return v_raise(c, "TypeError", "%s.isdisjoint() takes no keyword arguments", v_type_name(o));
+            if (na != 1)
+                return v_raise(c, "TypeError", "%s.isdisjoint() takes exactly one argument (%zu given)",
+                               v_type_name(o), na);
+            viter it;
+            if (v_iter_init(c, a[0], &it)) return NULL;
+            val *x;
+            while ((x = v_iter_next(c, &it)) != NULL) {
+                int r = v_contains(c, o, x);
+                if (r < 0) return NULL;
+                if (r) return v_false();
+            }
+            return v_failed(c) ? NULL : v_true();
+        }
+        break;
     default: break;
     }
     *found = false;
     return NULL;
+}
+
+val *v_set_from_constants(vctx *c, val **items, size_t n)
+{
+    val *s = v_set_new(c, n);
+    if (!s) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (v_set_add(c, s, items[i])) return NULL;
+    if (n <= 2) return s;
+    /* the compiler's frozenset constant is rebuilt once from its own
+     * iteration order (merge_consts_recursive), then SET_UPDATE copies it */
+    val *f2 = v_set_new(c, n);
+    if (!f2) return NULL;
+    for (size_t i = 0; i <= s->u.t.mask; i++) {
+        ventry *e = &s->u.t.entries[i];
+        if (e->key && e->key != &v_dummy_key && set_add_entry(c, f2, e->key, e->hash)) return NULL;
+    }
+    return vset_copy(c, f2);
 }

@@ -12,25 +12,79 @@
 #include <stdlib.h>
 #include <strings.h>
 
-/* Shortest digits that round-trip (see the comment in vf_repr_buf). */
+/* Shortest digits that round-trip. */
+static bool digits_roundtrip(const char *dg, int n, int decpt, double a)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "0.%.*se%d", n, dg, decpt);
+    return strtod(buf, NULL) == a;
+}
+
+/* adds delta (+1/-1) to the last digit of dg[0..n), with carry; returns the
+ * new decpt (a carry out of the first digit shifts it) or INT32_MIN if the
+ * result would be zero/invalid */
+static int bump(char *dg, int n, int decpt, int delta)
+{
+    int i = n - 1;
+    if (delta > 0) {
+        while (i >= 0 && dg[i] == '9') dg[i--] = '0';
+        if (i < 0) {
+            memmove(dg + 1, dg, (size_t)n);
+            dg[0] = '1';
+            return decpt + 1;
+        }
+        dg[i]++;
+        return decpt;
+    }
+    while (i >= 0 && dg[i] == '0') dg[i--] = '9';
+    if (i < 0) return INT32_MIN;
+    dg[i]--;
+    if (dg[0] == '0') return INT32_MIN;
+    return decpt;
+}
+
 int vf_shortest(double d, char *digits, int *ndigits)
 {
     char buf[64];
     double a = fabs(d);
-    for (int p = 15; p <= 17; p++) {
+    bool sub = a < 2.2250738585072014e-308;
+    int p0 = sub ? 1 : 15;
+    for (int p = p0; p <= 17; p++) {
         snprintf(buf, sizeof buf, "%.*e", p - 1, a);
-        if (p == 17 || strtod(buf, NULL) == a) break;
+        int n = 0;
+        char *q = buf;
+        for (; *q && *q != 'e'; q++)
+            if (*q >= '0' && *q <= '9') digits[n++] = *q;
+        int decpt = atoi(q + 1) + 1;
+        bool ok = strtod(buf, NULL) == a;
+        if (!ok && p < 17) {
+            /* the correctly rounded p digits may miss where the rounding
+             * interval is asymmetric (powers of two); try the neighbours */
+            char alt[32];
+            for (int delta = -1; delta <= 1 && !ok; delta += 2) {
+                memcpy(alt, digits, (size_t)n);
+                int dp = bump(alt, n, decpt, delta);
+                if (dp == INT32_MIN) continue;
+                int an = n + (dp != decpt && delta > 0 ? 0 : 0);
+                if (digits_roundtrip(alt, an, dp, a)) {
+                    memcpy(digits, alt, (size_t)an);
+                    decpt = dp;
+                    ok = true;
+                }
+            }
+        }
+        if (ok || p == 17) {
+            while (n > 1 && digits[n - 1] == '0') n--;
+            digits[n] = 0;
+            *ndigits = n;
+            if (!sub && p == 15) {
+                /* fewer digits may still round-trip only if they are a
+                 * prefix with trailing zeros, handled by the stripping */
+            }
+            return decpt;
+        }
     }
-    /* buf = D.DDDDe[+-]XX */
-    int n = 0;
-    char *q = buf;
-    for (; *q && *q != 'e'; q++)
-        if (*q >= '0' && *q <= '9') digits[n++] = *q;
-    int e = atoi(q + 1);
-    while (n > 1 && digits[n - 1] == '0') n--;
-    digits[n] = 0;
-    *ndigits = n;
-    return e + 1;
+    return 0;
 }
 
 /* repr(float). Digits: if any decimal of <= 15 significant digits rounds to
@@ -175,7 +229,23 @@ static val *parse_error(vctx *c, const char *s, size_t len)
     return NULL;
 }
 
+static val *fparse_core(vctx *c, const char *s0, size_t len0);
+
 val *vf_parse(vctx *c, const char *s0, size_t len0)
+{
+    bool ascii = true;
+    for (size_t i = 0; i < len0 && ascii; i++)
+        if ((unsigned char)s0[i] >= 0x80) ascii = false;
+    if (ascii) return fparse_core(c, s0, len0);
+    size_t n;
+    char *t = vs_to_ascii_number(s0, len0, &n);
+    if (!t) return v_limit(c, "memory");
+    val *r = fparse_core(c, t, n);
+    free(t);
+    return r;
+}
+
+static val *fparse_core(vctx *c, const char *s0, size_t len0)
 {
     const char *s = s0;
     size_t len = len0;
@@ -324,4 +394,43 @@ val *vf_round(vctx *c, double x, val *nd)
     mpq_clear(q);
     mpz_clears(num, den, quo, rem, ten, NULL);
     return res;
+}
+
+/* float.hex() as CPython's float_hex */
+val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+{
+    if (strcmp(name, "hex")) {
+        *found = false;
+        return NULL;
+    }
+    *found = true;
+    if (v_parse_args(c, "float.hex", a, na, kw, nkw, NULL, 0, 0, 0, NULL)) return NULL;
+    double x = v->u.f;
+    strbuf b;
+    strbuf_init(&b);
+    if (isnan(x) || isinf(x)) vf_repr_buf(&b, x);
+    else if (x == 0.0) strbuf_puts(&b, signbit(x) ? "-0x0.0p+0" : "0x0.0p+0");
+    else {
+        int e;
+        double m = frexp(fabs(x), &e);
+        int shift = 1 - ((-1021 - e) > 0 ? (-1021 - e) : 0);
+        m = ldexp(m, shift);
+        e -= shift;
+        static const char hx[] = "0123456789abcdef";
+        char s[32];
+        int si = 0;
+        s[si++] = hx[(int)m];
+        m -= (int)m;
+        s[si++] = '.';
+        for (int i = 0; i < 13; i++) {
+            m *= 16.0;
+            s[si++] = hx[(int)m];
+            m -= (int)m;
+        }
+        s[si] = 0;
+        strbuf_printf(&b, "%s0x%sp%c%d", x < 0 ? "-" : "", s, e < 0 ? '-' : '+', e < 0 ? -e : e);
+    }
+    val *r = v_str(c, b.data, b.len);
+    strbuf_free(&b);
+    return r;
 }

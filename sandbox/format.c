@@ -238,7 +238,8 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int);
 
 static val *fmt_int(vctx *c, val *v, fspec *f)
 {
-    if (f->prec >= 0) return v_raise(c, "ValueError", "Precision not allowed in integer format specifier");
+    bool floaty = f->type && strchr("eEfFgG%", f->type);
+    if (f->prec >= 0 && !floaty) return v_raise(c, "ValueError", "Precision not allowed in integer format specifier");
     switch (f->type) {
     case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': case '%': {
         int err;
@@ -362,6 +363,7 @@ static val *fmt_str(vctx *c, val *s, fspec *f)
     if (f->z) return v_raise(c, "ValueError", "Negative zero coercion (z) not allowed in format specifier");
     if (f->alt) return v_raise(c, "ValueError", "Alternate form (#) not allowed in string format specifier");
     if (f->align == '=') return v_raise(c, "ValueError", "'=' alignment not allowed in string format specifier");
+    if (f->group) return v_raise(c, "ValueError", "Cannot specify '%c' with 's'.", f->group);
     size_t blen = s->u.s.blen, ncp = s->u.s.clen;
     if (f->prec >= 0 && (size_t)f->prec < ncp) {
         ncp = (size_t)f->prec;
@@ -419,7 +421,10 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         a.n = 1;
         a.single = true;
     }
-    if (args->type == VT_DICT) a.mapping = args;
+    /* CPython: any object with __getitem__ other than tuple/str counts as a
+     * mapping, which also disables "not all arguments converted" */
+    if (args->type == VT_DICT || args->type == VT_LIST || args->type == VT_BYTES || args->type == VT_RANGE)
+        a.mapping = args;
     const char *s = fmt->u.s.s;
     size_t n = fmt->u.s.blen, i = 0;
     strbuf out;
@@ -529,6 +534,8 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         }
         char t = s[i++];
         if (t == '%') {
+            /* '%%' is a literal; '%5%' and the like consume an argument */
+            if (!arg && s[i - 2] != '%' && !next_arg(c, &a)) goto fail;
             strbuf_putc(&out, '%');
             continue;
         }

@@ -359,7 +359,23 @@ static int digit_val(int ch)
 
 /* int(str, base) / int literal. Whitespace (Unicode) around is allowed for
  * int() but not for literals (the lexer never passes any). */
+static val *parse_core(vctx *c, const char *s, size_t len, int base, bool literal);
+
 val *vi_parse(vctx *c, const char *s, size_t len, int base, bool literal)
+{
+    bool ascii = true;
+    for (size_t i = 0; i < len && ascii; i++)
+        if ((unsigned char)s[i] >= 0x80) ascii = false;
+    if (ascii || literal) return parse_core(c, s, len, base, literal);
+    size_t n;
+    char *t = vs_to_ascii_number(s, len, &n);
+    if (!t) return v_limit(c, "memory");
+    val *r = parse_core(c, t, n, base, literal);
+    free(t);
+    return r;
+}
+
+static val *parse_core(vctx *c, const char *s, size_t len, int base, bool literal)
 {
     const char *orig = s;
     size_t olen = len;

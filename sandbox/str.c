@@ -160,6 +160,43 @@ static const struct vu_special *find_special(const struct vu_special *t, size_t 
     return NULL;
 }
 
+int vs_decimal_value(int32_t cp)
+{
+    if (cp < 128) return (cp >= '0' && cp <= '9') ? cp - '0' : -1;
+    size_t lo = 0, hi = vu_decimal_len;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)cp < vu_decimal[mid][0]) hi = mid;
+        else if ((uint32_t)cp > vu_decimal[mid][1]) lo = mid + 1;
+        else return (int)(((uint32_t)cp - vu_decimal[mid][0]) % 10);
+    }
+    return -1;
+}
+
+/* int()/float() input: Unicode decimal digits become ASCII digits and
+ * Unicode white space a space, as CPython's
+ * _PyUnicode_TransformDecimalAndSpaceToASCII. Returns malloc'd text. */
+char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen)
+{
+    char *o = malloc(len + 1);
+    if (!o) return NULL;
+    size_t i = 0, k = 0;
+    while (i < len) {
+        size_t adv;
+        int32_t cp = vs_decode1(s + i, len - i, &adv);
+        if (cp < 128) o[k++] = (char)cp;
+        else if (vs_isspace_cp(cp)) o[k++] = ' ';
+        else {
+            int d = vs_decimal_value(cp);
+            o[k++] = d >= 0 ? (char)('0' + d) : '?';
+        }
+        i += adv;
+    }
+    o[k] = 0;
+    *outlen = k;
+    return o;
+}
+
 bool vs_isspace_cp(int32_t cp)
 {
     if (cp < 128) return cp == ' ' || (cp >= 9 && cp <= 13) || (cp >= 28 && cp <= 31);
@@ -726,14 +763,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             while (i < n && vs_isspace_cp(vs_decode1(b + i, n - i, &adv))) i += adv;
             if (i >= n) break;
             if (maxs == 0) {
-                size_t e = n;
-                while (e > i) {
-                    size_t k0 = e - 1;
-                    while (k0 > i && ((unsigned char)b[k0] & 0xC0) == 0x80) k0--;
-                    if (!vs_isspace_cp(vs_decode1(b + k0, e - k0, &adv))) break;
-                    e = k0;
-                }
-                if (lb_push(c, &l, str_bytes(c, b + i, e - i))) return NULL;
+                /* the rest keeps its trailing whitespace */
+                if (lb_push(c, &l, str_bytes(c, b + i, n - i))) return NULL;
                 break;
             }
             size_t j = i;
@@ -755,9 +786,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             }
             if (e == 0) break;
             if (maxs == 0) {
-                size_t i = 0;
-                while (i < e && vs_isspace_cp(vs_decode1(b + i, e - i, &adv))) i += adv;
-                if (lb_push(c, &l, str_bytes(c, b + i, e - i))) return NULL;
+                /* the rest keeps its leading whitespace */
+                if (lb_push(c, &l, str_bytes(c, b, e))) return NULL;
                 break;
             }
             size_t st = e;
@@ -1093,60 +1123,123 @@ static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, c
     return v_tuple(c, t, 3);
 }
 
+static void put_unit(strbuf *b, uint32_t u, int width, bool be)
+{
+    for (int k = 0; k < width; k++) {
+        int sh = be ? 8 * (width - 1 - k) : 8 * k;
+        strbuf_putc(b, (char)((u >> sh) & 0xFF));
+    }
+}
+
 val *vs_encode(vctx *c, val *s, val *enc, val *errors)
 {
-    const char *e = "utf-8";
-    char lower[32];
+    char e[32] = "utf-8";
     if (enc) {
         if (enc->type != VT_STR)
             return v_raise(c, "TypeError", "encode() argument 'encoding' must be str, not %s", v_type_name(enc));
         size_t k = 0;
-        for (size_t i = 0; i < enc->u.s.blen && k < sizeof lower - 1; i++) {
+        for (size_t i = 0; i < enc->u.s.blen && k < sizeof e - 1; i++) {
             char ch = enc->u.s.s[i];
-            lower[k++] = (ch >= 'A' && ch <= 'Z') ? ch + 32 : (ch == '_' ? '-' : ch);
+            e[k++] = (ch >= 'A' && ch <= 'Z') ? ch + 32 : (ch == '_' || ch == ' ') ? '-' : ch;
         }
-        lower[k] = 0;
-        e = lower;
+        e[k] = 0;
     }
     if (errors && errors->type != VT_STR)
         return v_raise(c, "TypeError", "encode() argument 'errors' must be str, not %s", v_type_name(errors));
-    bool strict = true;
     const char *ev = errors ? errors->u.s.s : "strict";
-    size_t evl = errors ? errors->u.s.blen : 6;
-    bool ignore = evl == 6 && !memcmp(ev, "ignore", 6);
-    bool replace = evl == 7 && !memcmp(ev, "replace", 7);
-    if (ignore || replace) strict = false;
-    int kind;
-    if (!strcmp(e, "utf-8") || !strcmp(e, "utf8") || !strcmp(e, "u8")) kind = 0;
-    else if (!strcmp(e, "ascii") || !strcmp(e, "us-ascii")) kind = 1;
-    else if (!strcmp(e, "latin-1") || !strcmp(e, "latin1") || !strcmp(e, "iso-8859-1") || !strcmp(e, "l1"))
-        kind = 2;
-    else return v_raise(c, "LookupError", "unknown encoding: %.100s", enc->u.s.s);
-    char *out = v_alloc(c, s->u.s.blen + 1);
-    if (!out) return NULL;
-    size_t o = 0, i = 0;
+    enum { E_STRICT, E_IGNORE, E_REPLACE, E_XML, E_BACKSLASH, E_SURROGATEPASS, E_OTHER } eh = E_STRICT;
+    if (errors) {
+        size_t l = errors->u.s.blen;
+        if (l == 6 && !memcmp(ev, "strict", 6)) eh = E_STRICT;
+        else if (l == 6 && !memcmp(ev, "ignore", 6)) eh = E_IGNORE;
+        else if (l == 7 && !memcmp(ev, "replace", 7)) eh = E_REPLACE;
+        else if (l == 17 && !memcmp(ev, "xmlcharrefreplace", 17)) eh = E_XML;
+        else if (l == 16 && !memcmp(ev, "backslashreplace", 16)) eh = E_BACKSLASH;
+        else if (l == 14 && !memcmp(ev, "surrogatepass", 14)) eh = E_SURROGATEPASS;
+        else eh = E_OTHER;
+    }
+    int kind, width = 1;
+    bool be = false, bom = false;
+    const char *en;
+    if (!strcmp(e, "utf-8") || !strcmp(e, "utf8") || !strcmp(e, "u8") || !strcmp(e, "utf")) kind = 0, en = "utf-8";
+    else if (!strcmp(e, "ascii") || !strcmp(e, "us-ascii") || !strcmp(e, "646")) kind = 1, en = "ascii";
+    else if (!strcmp(e, "latin-1") || !strcmp(e, "latin1") || !strcmp(e, "iso-8859-1") || !strcmp(e, "l1") ||
+             !strcmp(e, "iso8859-1") || !strcmp(e, "8859") || !strcmp(e, "cp819") || !strcmp(e, "latin"))
+        kind = 2, en = "latin-1";
+    else if (!strcmp(e, "utf-16") || !strcmp(e, "utf16")) kind = 3, width = 2, bom = true, en = "utf-16";
+    else if (!strcmp(e, "utf-16-le") || !strcmp(e, "utf-16le")) kind = 3, width = 2, en = "utf-16-le";
+    else if (!strcmp(e, "utf-16-be") || !strcmp(e, "utf-16be")) kind = 3, width = 2, be = true, en = "utf-16-be";
+    else if (!strcmp(e, "utf-32") || !strcmp(e, "utf32")) kind = 4, width = 4, bom = true, en = "utf-32";
+    else if (!strcmp(e, "utf-32-le") || !strcmp(e, "utf-32le")) kind = 4, width = 4, en = "utf-32-le";
+    else if (!strcmp(e, "utf-32-be") || !strcmp(e, "utf-32be")) kind = 4, width = 4, be = true, en = "utf-32-be";
+    else return v_raise(c, "LookupError", "unknown encoding: %.100s", enc ? enc->u.s.s : e);
+    strbuf b;
+    strbuf_init(&b);
+    if (bom) put_unit(&b, 0xFEFF, width, false);
+    size_t i = 0;
     while (i < s->u.s.blen) {
         size_t adv;
         int32_t cp = vs_decode1(s->u.s.s + i, s->u.s.blen - i, &adv);
-        bool bad = (cp >= 0xD800 && cp <= 0xDFFF) || (kind == 1 && cp >= 128) || (kind == 2 && cp >= 256);
+        bool sur = cp >= 0xD800 && cp <= 0xDFFF;
+        bool bad = (sur && !(eh == E_SURROGATEPASS && kind != 1 && kind != 2)) || (kind == 1 && cp >= 128) ||
+                   (kind == 2 && cp >= 256);
         if (bad) {
-            if (strict) {
-                const char *en = kind == 0 ? "utf-8" : kind == 1 ? "ascii" : "latin-1";
+            switch (eh) {
+            case E_IGNORE: break;
+            case E_REPLACE:
+                if (kind >= 3) put_unit(&b, '?', width, be);
+                else strbuf_putc(&b, '?');
+                break;
+            case E_XML:
+                if (!sur) {
+                    char tmp[24];
+                    int n = snprintf(tmp, sizeof tmp, "&#%d;", cp);
+                    for (int k = 0; k < n; k++) {
+                        if (kind >= 3) put_unit(&b, (unsigned char)tmp[k], width, be);
+                        else strbuf_putc(&b, tmp[k]);
+                    }
+                    break;
+                }
+                /* fallthrough */
+            case E_BACKSLASH: {
+                char tmp[16];
+                int n = cp < 0x100 ? snprintf(tmp, sizeof tmp, "\\x%02x", cp)
+                        : cp < 0x10000 ? snprintf(tmp, sizeof tmp, "\\u%04x", cp)
+                                       : snprintf(tmp, sizeof tmp, "\\U%08x", cp);
+                for (int k = 0; k < n; k++) {
+                    if (kind >= 3) put_unit(&b, (unsigned char)tmp[k], width, be);
+                    else strbuf_putc(&b, tmp[k]);
+                }
+                break;
+            }
+            case E_OTHER:
+                strbuf_free(&b);
+                return v_raise(c, "LookupError", "unknown error handler name '%.50s'", ev);
+            default:
+                strbuf_free(&b);
                 return v_raise(c, "UnicodeEncodeError", "'%s' codec can't encode character", en);
             }
-            if (replace) out[o++] = '?';
-        } else if (kind == 2 && cp >= 128) {
-            out[o++] = (char)cp;
+        } else if (kind == 0 || kind == 1) {
+            strbuf_put(&b, s->u.s.s + i, adv);
+        } else if (kind == 2) {
+            strbuf_putc(&b, (char)cp);
+        } else if (kind == 3) {
+            if (cp >= 0x10000) {
+                uint32_t x = (uint32_t)cp - 0x10000;
+                put_unit(&b, 0xD800 + (x >> 10), 2, be);
+                put_unit(&b, 0xDC00 + (x & 0x3FF), 2, be);
+            } else put_unit(&b, (uint32_t)cp, 2, be);
         } else {
-            memcpy(out + o, s->u.s.s + i, adv);
-            o += adv;
+            put_unit(&b, (uint32_t)cp, 4, be);
         }
         i += adv;
+        if (b.len > c->lim.max_str_bytes) {
+            strbuf_free(&b);
+            return v_limit(c, "memory");
+        }
     }
-    val *v = v_new(c, VT_BYTES);
-    if (!v) return NULL;
-    v->u.s.s = out;
-    v->u.s.blen = v->u.s.clen = o;
+    val *v = v_bytes(c, b.data ? b.data : "", b.len);
+    strbuf_free(&b);
     return v;
 }
 

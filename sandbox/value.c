@@ -373,6 +373,8 @@ const char *v_type_name(const val *v)
     case VT_DICT_KEYS: return "dict_keys";
     case VT_DICT_VALUES: return "dict_values";
     case VT_DICT_ITEMS: return "dict_items";
+    case VT_COMPLEX: return "complex";
+    case VT_ELLIPSIS: return "ellipsis";
     case VT__COUNT: break;
     }
     return "object";
@@ -420,6 +422,7 @@ bool v_truthy(const val *v)
     case VT_BOOL: return v->u.b;
     case VT_INT: return v->u.i.big ? mpz_sgn(v->u.i.big) != 0 : v->u.i.small != 0;
     case VT_FLOAT: return v->u.f != 0.0;
+    case VT_COMPLEX: return v->u.cx.re != 0.0 || v->u.cx.im != 0.0;
     case VT_STR:
     case VT_BYTES: return v->u.s.blen != 0;
     case VT_TUPLE:
@@ -490,6 +493,9 @@ static val *view_as_set(vctx *c, val *v)
 
 int v_eq(vctx *c, val *a, val *b)
 {
+    if ((a->type == VT_COMPLEX && (v_is_number(b) || b->type == VT_COMPLEX)) ||
+        (b->type == VT_COMPLEX && v_is_number(a)))
+        return vc_eq(c, a, b);
     if ((a->type == VT_DICT_KEYS || a->type == VT_DICT_ITEMS || b->type == VT_DICT_KEYS ||
          b->type == VT_DICT_ITEMS) &&
         a->type != VT_DICT_VALUES && b->type != VT_DICT_VALUES &&
@@ -562,6 +568,8 @@ int v_hash(vctx *c, val *v, int64_t *out)
     case VT_BOOL: *out = v->u.b; return 0;
     case VT_INT: *out = vi_hash(v); return 0;
     case VT_FLOAT: *out = vf_hash(v->u.f); return 0;
+    case VT_COMPLEX: *out = vc_hash(v); return 0;
+    case VT_ELLIPSIS: *out = 0x5f5e1e0; return 0;
     case VT_STR:
     case VT_BYTES: *out = vs_hash(v); return 0;
     case VT_TUPLE: {
@@ -705,6 +713,13 @@ int v_contains(vctx *c, val *cont, val *item)
 
 static val *binop_type_error(vctx *c, vbinop op, val *a, val *b)
 {
+    if (op == BIN_FLOORDIV || op == BIN_MOD) {
+        if (a->type == VT_COMPLEX || b->type == VT_COMPLEX) {
+            static const char *s2[] = {"+", "-", "*", "/", "//", "%", "**"};
+            return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'", s2[op],
+                           v_type_name(a), v_type_name(b));
+        }
+    }
     static const char *sym[] = {"+", "-", "*", "/", "//", "%", "** or pow()"};
     if (op == BIN_ADD && a->type == VT_STR)
         return v_raise(c, "TypeError", "can only concatenate str (not \"%s\") to str", v_type_name(b));
@@ -727,11 +742,8 @@ static val *seq_times(vctx *c, val *seq, val *n)
 {
     int64_t k;
     if (!v_as_i64(n, &k)) {
-        if (vi_sign(n) < 0) k = 0;
-        else {
-            v_raise(c, "OverflowError", "cannot fit 'int' into an index-sized integer");
-            return NULL;
-        }
+        v_raise(c, "OverflowError", "cannot fit 'int' into an index-sized integer");
+        return NULL;
     }
     if (seq->type == VT_STR) return vs_repeat(c, seq, k);
     if (seq->type == VT_BYTES) {
@@ -753,6 +765,11 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
 {
     bool ai = v_is_intlike(a), bi = v_is_intlike(b);
     if (ai && bi) return vi_binop(c, op, a, b);
+    if ((a->type == VT_COMPLEX && (v_is_number(b) || b->type == VT_COMPLEX)) ||
+        (b->type == VT_COMPLEX && v_is_number(a))) {
+        if (op == BIN_FLOORDIV || op == BIN_MOD) return binop_type_error(c, op, a, b);
+        return vc_binop(c, op, a, b);
+    }
     if ((ai || a->type == VT_FLOAT) && (bi || b->type == VT_FLOAT)) {
         double x, y;
         int err = 0;
@@ -796,6 +813,7 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
         break;
     case BIN_MOD:
         if (a->type == VT_STR) return vfmt_percent(c, a, b);
+        if (a->type == VT_BYTES) return vby_percent(c, a, b);
         break;
     case BIN_SUB:
         if (a->type == VT_SET && b->type == VT_SET) {
@@ -812,6 +830,7 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
 val *v_unop(vctx *c, vunop op, val *a)
 {
     if (op == UN_NOT) return v_bool(!v_truthy(a));
+    if (a->type == VT_COMPLEX) return op == UN_NEG ? v_complex(c, -a->u.cx.re, -a->u.cx.im) : a;
     if (a->type == VT_FLOAT) return v_float(c, op == UN_NEG ? -a->u.f : a->u.f);
     if (v_is_intlike(a)) {
         if (op == UN_POS) return a->type == VT_BOOL ? v_int(c, a->u.b) : a;
@@ -983,11 +1002,15 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     switch ((vtype)obj->type) {
     case VT_STR: r = vs_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_BYTES: r = vby_method(c, obj, name, args, nargs, kw, nkw, &found); break;
+    case VT_FLOAT: r = vf_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_TUPLE:
     case VT_LIST:
     case VT_DICT:
     case VT_SET:
-    case VT_RANGE: r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found); break;
+    case VT_RANGE:
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS: r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_SESSION: r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_BUILTIN:
         if (vb_is_class(obj->u.bi.id))
@@ -1114,6 +1137,8 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
     case VT_FLOAT: return vf_repr_buf(b, v->u.f);
     case VT_STR: return vs_repr_buf(b, v);
     case VT_BYTES: return vby_repr_buf(b, v);
+    case VT_COMPLEX: return vc_repr_buf(b, v);
+    case VT_ELLIPSIS: strbuf_puts(b, "Ellipsis"); return 0;
     default: break;
     }
     if (++c->depth > 800) {

@@ -54,6 +54,8 @@ typedef enum {
     VT_DICT_KEYS,   /* views from dict.keys()/values()/items(): u.rec.f[0] = the dict */
     VT_DICT_VALUES,
     VT_DICT_ITEMS,
+    VT_COMPLEX,     /* u.cx */
+    VT_ELLIPSIS,    /* the Ellipsis singleton (`...`) */
     VT__COUNT
 } vtype;
 
@@ -84,6 +86,7 @@ struct val {
         bool b;                                  /* VT_BOOL */
         struct { int64_t small; mpz_ptr big; } i; /* VT_INT: big==NULL => small */
         double f;                                /* VT_FLOAT */
+        struct { double re, im; } cx;            /* VT_COMPLEX */
         struct {                                 /* VT_STR (UTF-8), VT_BYTES */
             const char *s;   /* not necessarily NUL-terminated */
             size_t blen;     /* bytes */
@@ -153,6 +156,12 @@ val *v_int(vctx *c, int64_t i);            /* interned for -5..256 */
 val *v_int_mpz(vctx *c, const mpz_t z);    /* copies; normalizes to small */
 val *v_int_parse(vctx *c, const char *s, size_t len, int base); /* literal text (underscores ok); NULL on error */
 val *v_float(vctx *c, double d);
+val *v_complex(vctx *c, double re, double im); /* imaginary literal 2j: v_complex(c, 0.0, 2.0) */
+val *v_ellipsis(void);
+/* A set display whose items are all constants after CPython's constant
+ * folding (n > 2): CPython builds it from a frozenset constant, which gives a
+ * different iteration order than adding the items one by one. */
+val *v_set_from_constants(vctx *c, val **items, size_t n);
 val *v_str(vctx *c, const char *utf8, size_t blen);        /* copies; must be valid UTF-8 */
 val *v_str_borrow(vctx *c, const char *utf8, size_t blen); /* no copy: bytes outlive the ctx */
 val *v_strz(vctx *c, const char *utf8);

@@ -61,11 +61,19 @@ size_t vi_bits(const val *v);
 /* floats (float.c) */
 int vf_repr_buf(strbuf *b, double d);
 int64_t vf_hash(double d);
+val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found);
 val *vf_binop(vctx *c, vbinop op, double a, double b);
 val *vf_parse(vctx *c, const char *s, size_t len); /* float(str) */
 val *vf_round(vctx *c, double x, val *ndigits); /* ndigits NULL/None => int */
 /* Shortest repr digits: writes digits (no dot) and returns decpt (value = 0.DIGITS * 10^decpt). */
 int vf_shortest(double d, char *digits, int *ndigits);
+
+/* complex (complex.c) */
+val *vc_binop(vctx *c, vbinop op, val *a, val *b);
+int vc_repr_buf(strbuf *b, const val *v);
+int64_t vc_hash(const val *v);
+int vc_eq(vctx *c, val *a, val *b);
+val *vc_abs(vctx *c, val *v);
 
 /* strings (str.c) */
 val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii); /* s in arena */
@@ -87,6 +95,8 @@ static inline bool vs_eq(const val *a, const val *b)
     return a->u.s.blen == b->u.s.blen && memcmp(a->u.s.s, b->u.s.s, a->u.s.blen) == 0;
 }
 bool vs_isspace_cp(int32_t cp);
+int vs_decimal_value(int32_t cp);
+char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen);
 int32_t vs_decode1(const char *s, size_t len, size_t *adv);
 int vs_encode1(int32_t cp, char *out);
 
@@ -95,6 +105,7 @@ int vby_repr_buf(strbuf *b, const val *v);
 val *vby_method(vctx *c, val *s, const char *name, val **args, size_t nargs, const vkwarg *kw, size_t nkw, bool *found);
 val *vby_getitem(vctx *c, val *s, val *key);
 val *vs_encode(vctx *c, val *s, val *encoding, val *errors);
+val *vby_percent(vctx *c, val *fmt, val *args);
 
 /* containers (containers.c) */
 int vseq_slice_indices(vctx *c, val *slice, int64_t len, int64_t *start, int64_t *stop, int64_t *step, int64_t *slen);
