@@ -77,6 +77,10 @@ static const char *const MIGRATIONS[] = {
     " SELECT CAST(finished_at / 60 AS INTEGER), status, count(*) FROM runs"
     " WHERE finished_at IS NOT NULL AND status IN ('succeeded','failed','timed_out','cancelled')"
     " GROUP BY 1, 2;",
+
+    /* v3: the admin API's combined status + eval_key filter gets its own index
+     * (with only one of them, SQLite scanned every run of that key). */
+    "CREATE INDEX runs_status_key ON runs(status, eval_key, seq);",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
