@@ -150,7 +150,10 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
 {
     if (na > 1) return v_raise(c, "TypeError", "dict expected at most 1 argument, got %zu", na);
     size_t hint = nkw;
-    if (na == 1 && (a[0]->type == VT_DICT)) hint += a[0]->u.t.len;
+    if (na == 1 && (a[0]->type == VT_DICT)) {
+        if (v_dict_force(c, a[0])) return NULL;
+        hint += a[0]->u.t.len;
+    }
     val *d = v_dict_new(c, hint);
     if (!d) return NULL;
     if (na == 1) {

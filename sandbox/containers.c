@@ -256,8 +256,18 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
     return 0;
 }
 
+int v_dict_force(vctx *c, val *d)
+{
+    if (d->type != VT_DICT || !vd_lazy(d)) return 0;
+    return vsess_lazy_force(c, d);
+}
+
 val *v_dict_get(vctx *c, val *d, val *key)
 {
+    if (vd_lazy(d)) {
+        bool found;
+        return vsess_lazy_get(c, d, key, &found);
+    }
     if (d->u.t.len == 0) {
         int64_t h;
         if (v_hash(c, key, &h)) return NULL;
@@ -281,6 +291,7 @@ val *v_dict_get_str(vctx *c, val *d, const char *key, size_t len)
 
 int vdict_eq(vctx *c, val *a, val *b)
 {
+    if (v_dict_force(c, a) || v_dict_force(c, b)) return -1;
     if (a->u.t.len != b->u.t.len) return 0;
     for (size_t i = 0; i < a->u.t.len; i++) {
         ventry *e = &a->u.t.entries[i];
@@ -482,6 +493,7 @@ static int set_merge(vctx *c, val *so, val *other)
 
 static int set_update(vctx *c, val *so, val *other)
 {
+    if (v_dict_force(c, other)) return -1;
     if (other->type == VT_SET) return set_merge(c, so, other);
     if (other->type == VT_DICT) {
         size_t n = other->u.t.len;
@@ -608,6 +620,7 @@ static int in_other(vctx *c, val *other, val *key, int64_t h)
 
 static val *set_difference(vctx *c, val *so, val *other)
 {
+    if (v_dict_force(c, other)) return NULL;
     if (other->type != VT_SET && other->type != VT_DICT) {
         val *r = vset_copy(c, so);
         if (!r || set_difference_update(c, r, other)) return NULL;
@@ -807,6 +820,7 @@ int vrange_eq(val *a, val *b)
 
 static val *make_view(vctx *c, val *d, vtype t)
 {
+    if (v_dict_force(c, d)) return NULL;
     val *v = v_new(c, t);
     if (v) v->u.rec.f[0] = d;
     return v;

@@ -963,6 +963,37 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
         }
         return vs_new_owned(c, p, n, n, true);
     }
+    bool sigma = memmem(s->u.s.s, n, "\xce\xa3", 2) != NULL;
+    if (mode <= 2 && !(mode == 1 && sigma)) {
+        /* streaming: ASCII inline, other code points through the tables */
+        if (v_check_strlen(c, 3 * n)) return NULL;
+        char *o = v_alloc(c, 3 * n + 16);
+        if (!o) return NULL;
+        size_t k = 0, i = 0, ncp = 0;
+        bool ascii = true;
+        const unsigned char *p = (const unsigned char *)s->u.s.s;
+        while (i < n) {
+            unsigned char ch = p[i];
+            if (ch < 0x80) {
+                if (mode == 0) o[k++] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch);
+                else o[k++] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
+                i++;
+                ncp++;
+                continue;
+            }
+            size_t adv;
+            int32_t cp = vs_decode1(s->u.s.s + i, n - i, &adv);
+            i += adv;
+            int32_t out[3];
+            int cnt = map_full(mode == 0 ? 0 : mode == 1 ? 1 : 3, cp, out);
+            for (int j = 0; j < cnt; j++) {
+                if (out[j] >= 0x80) ascii = false;
+                k += (size_t)vs_encode1(out[j], o + k);
+            }
+            ncp += (size_t)cnt;
+        }
+        return vs_new_owned(c, o, k, ncp, ascii);
+    }
     int32_t *cps = to_cps(c, s);
     if (!cps) return NULL;
     size_t m = s->u.s.clen;

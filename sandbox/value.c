@@ -65,6 +65,12 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     return c;
 }
 
+/* Standard-size chunks freed by one evaluation are kept (per thread, up to a
+ * bound) for the next: fresh memory costs page faults on every evaluation. */
+static _Thread_local struct vchunk *t_spare;
+static _Thread_local size_t t_spare_n;
+#define SPARE_MAX 256 /* 64 MiB */
+
 void vctx_free(vctx *c)
 {
     if (c == NULL) return;
@@ -72,7 +78,13 @@ void vctx_free(vctx *c)
     struct vchunk *k = c->chunk;
     while (k) {
         struct vchunk *n = k->next;
-        free(k);
+        if (k->cap == CHUNK_SIZE && t_spare_n < SPARE_MAX) {
+            k->next = t_spare;
+            t_spare = k;
+            t_spare_n++;
+        } else {
+            free(k);
+        }
         k = n;
     }
     free(c);
@@ -86,6 +98,7 @@ void *v_alloc(vctx *c, size_t size)
     if (k && k->cap - k->used >= size) {
         void *p = (char *)k->data + k->used;
         k->used += size;
+        memset(p, 0, size);
         return p;
     }
     if (c->used + size > c->lim.max_alloc_bytes || size > c->lim.max_alloc_bytes) {
@@ -93,11 +106,19 @@ void *v_alloc(vctx *c, size_t size)
         return NULL;
     }
     size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
-    struct vchunk *n = calloc(1, sizeof *n + cap);
+    struct vchunk *n;
+    if (cap == CHUNK_SIZE && t_spare) {
+        n = t_spare;
+        t_spare = n->next;
+        t_spare_n--;
+    } else {
+        n = malloc(sizeof *n + cap);
+    }
     if (n == NULL) {
         v_limit(c, "memory");
         return NULL;
     }
+    memset(n->data, 0, size);
     n->cap = cap;
     c->used += cap;
     if (cap == size && k) {
@@ -403,7 +424,7 @@ int64_t v_len(vctx *c, val *v)
     case VT_BYTES: return (int64_t)v->u.s.blen;
     case VT_TUPLE:
     case VT_LIST: return (int64_t)v->u.seq.len;
-    case VT_DICT:
+    case VT_DICT: return (int64_t)vd_len(v);
     case VT_SET: return (int64_t)v->u.t.len;
     case VT_RANGE: return v->u.r.len;
     case VT_DICT_KEYS:
@@ -427,7 +448,7 @@ bool v_truthy(const val *v)
     case VT_BYTES: return v->u.s.blen != 0;
     case VT_TUPLE:
     case VT_LIST: return v->u.seq.len != 0;
-    case VT_DICT:
+    case VT_DICT: return vd_len(v) != 0;
     case VT_SET: return v->u.t.len != 0;
     case VT_RANGE: return v->u.r.len != 0;
     case VT_DICT_KEYS:
@@ -846,6 +867,7 @@ val *v_unop(vctx *c, vunop op, val *a)
 int v_iter_init(vctx *c, val *v, viter *it)
 {
     memset(it, 0, sizeof *it);
+    if (v_dict_force(c, v)) return -1;
     it->src = v;
     switch ((vtype)v->type) {
     case VT_STR:
@@ -935,7 +957,7 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     switch ((vtype)v->type) {
     case VT_STR: cap = v->u.s.clen; break;
     case VT_BYTES: cap = v->u.s.blen; break;
-    case VT_DICT:
+    case VT_DICT: cap = vd_len(v); break;
     case VT_SET: cap = v->u.t.len; break;
     case VT_RANGE: cap = (size_t)v->u.r.len; break;
     case VT_DICT_KEYS:
@@ -1151,6 +1173,10 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
     case VT_TUPLE:
     case VT_LIST: rc = seq_repr(c, b, v); break;
     case VT_DICT:
+        if (v_dict_force(c, v)) {
+            rc = -1;
+            break;
+        }
         strbuf_putc(b, '{');
         for (size_t i = 0; i < v->u.t.len && rc == 0; i++) {
             if (i) strbuf_put(b, ", ", 2);

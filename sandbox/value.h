@@ -106,6 +106,9 @@ struct val {
 
 enum {
     VF_ASCII = 1,  /* VT_STR: every code point < 128 (byte index == char index) */
+    VF_LAZY = 2,   /* VT_DICT: a payload object still in the session image; its
+                      vtable is not built (len reads 0): call v_dict_force before
+                      reading u.t directly */
 };
 
 /* ---- context, arena, exceptions, limits ------------------------------ */
@@ -181,6 +184,9 @@ val *v_dict_new(vctx *c, size_t hint);
 int v_dict_set(vctx *c, val *dict, val *key, val *value);
 val *v_dict_get(vctx *c, val *dict, val *key); /* NULL if absent (no exception) or on error (check v_failed) */
 val *v_dict_get_str(vctx *c, val *dict, const char *key, size_t len); /* fast path for str keys */
+/* Builds the hash table of a lazy dict (VF_LAZY) in place; no-op otherwise.
+ * Call before reading dict->u.t.entries/len yourself. 0 or -1. */
+int v_dict_force(vctx *c, val *dict);
 val *v_set_new(vctx *c, size_t hint);
 int v_set_add(vctx *c, val *set, val *item);
 int v_set_contains(vctx *c, val *set, val *item); /* 1/0/-1 */
