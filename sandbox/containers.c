@@ -775,7 +775,7 @@ val *vrange_getitem(vctx *c, val *r, val *key)
     int64_t i;
     if (v_int_index(c, key, &i, "range indices must be integers or slices")) return NULL;
     if (vseq_index_norm(&i, r->u.r.len)) return v_raise(c, "IndexError", "range object index out of range");
-    return v_int(c, r->u.r.start + i * r->u.r.step);
+    return v_int64(c, r->u.r.start + i * r->u.r.step);
 }
 
 static int range_index_of(val *r, int64_t x, int64_t *idx)
@@ -799,7 +799,7 @@ int vrange_contains(vctx *c, val *r, val *item)
     }
     for (int64_t i = 0; i < r->u.r.len; i++) {
         if (v_step(c)) return -1;
-        val *v = v_int(c, r->u.r.start + i * r->u.r.step);
+        val *v = v_int64(c, r->u.r.start + i * r->u.r.step);
         if (!v) return -1;
         int e = v_eq(c, v, item);
         if (e) return e;
@@ -854,20 +854,20 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
                     strbuf_free(&b);
                     return NULL;
                 }
-                return v_int(c, idx);
+                return v_int64(c, idx);
             }
-            return v_int(c, found);
+            return v_int64(c, found);
         }
         int64_t n = 0;
         for (int64_t i = 0; i < o->u.r.len; i++) {
             if (v_step(c)) return NULL;
-            int e = v_eq(c, v_int(c, o->u.r.start + i * o->u.r.step), a[0]);
+            int e = v_eq(c, v_int64(c, o->u.r.start + i * o->u.r.step), a[0]);
             if (e < 0) return NULL;
-            if (e && index) return v_int(c, i);
+            if (e && index) return v_int64(c, i);
             n += e;
         }
         if (index) return v_raise(c, "ValueError", "sequence.index(x): x not in sequence");
-        return v_int(c, n);
+        return v_int64(c, n);
     }
     int64_t len = (int64_t)o->u.seq.len, st = 0, en = len;
     if (index) {
@@ -892,11 +892,11 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
     for (int64_t i = st; i < en; i++) {
         int e = ieq(c, o->u.seq.items[i], a[0]);
         if (e < 0) return NULL;
-        if (e && index) return v_int(c, i);
+        if (e && index) return v_int64(c, i);
         n += e;
     }
     if (index) return v_raise(c, "ValueError", "%s.index(x): x not in %s", tn, tn);
-    return v_int(c, n);
+    return v_int64(c, n);
 }
 
 val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)

@@ -28,7 +28,7 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
     case SN_NULL: return v_none();
     case SN_TRUE: return v_true();
     case SN_FALSE: return v_false();
-    case SN_INT: return v_int(c, (int64_t)n->b);
+    case SN_INT: return v_int64(c, (int64_t)n->b);
     case SN_BIGINT: return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
     case SN_FLOAT: {
         double d;
@@ -147,7 +147,7 @@ val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
     if (v->type == VT_SESSION) {
         const simg_hdr *h = hdr(v->u.sess.img);
         if (!strcmp(name, "events")) return events_tuple(c, v);
-        if (!strcmp(name, "event_count")) return v_int(c, h->event_count);
+        if (!strcmp(name, "event_count")) return v_int64(c, h->event_count);
         for (int k = 0; k < SF__COUNT; k++)
             if (!strcmp(name, g_sess_fields[k])) return img_str(c, v->u.sess.img, &h->fields[k]);
     } else {
@@ -219,7 +219,7 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
         if (of_type) out[k] = evs->u.seq.items[i];
         k++;
     }
-    if (!of_type) return v_int(c, (int64_t)k);
+    if (!of_type) return v_int64(c, (int64_t)k);
     return v_tuple_take(c, out, k);
 }
 

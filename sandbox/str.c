@@ -564,15 +564,15 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
     if (adjust_indices(c, p[1], p[2], len, &st, &en)) return NULL;
     val *sub = p[0];
     if (en - st < (int64_t)sub->u.s.clen) {
-        if (mode == 0) return v_int(c, 0);
+        if (mode == 0) return v_int64(c, 0);
         if (mode == 3) return v_raise(c, "ValueError", "substring not found");
-        return v_int(c, -1);
+        return v_int64(c, -1);
     }
     size_t bo = vs_offset(s, (size_t)st), be = vs_offset(s, (size_t)en);
     const char *h = s->u.s.s + bo;
     size_t hl = be - bo;
     if (mode == 0) {
-        if (sub->u.s.blen == 0) return v_int(c, en - st + 1);
+        if (sub->u.s.blen == 0) return v_int64(c, en - st + 1);
         int64_t n = 0;
         const char *q = h;
         size_t left = hl;
@@ -583,15 +583,15 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
             q = f + sub->u.s.blen;
         }
         if (v_steps(c, hl / 64)) return NULL;
-        return v_int(c, n);
+        return v_int64(c, n);
     }
     const char *f = mode == 2 ? rfind_bytes(h, hl, sub->u.s.s, sub->u.s.blen)
                               : find_bytes(h, hl, sub->u.s.s, sub->u.s.blen);
     if (!f) {
         if (mode == 3) return v_raise(c, "ValueError", "substring not found");
-        return v_int(c, -1);
+        return v_int64(c, -1);
     }
-    return v_int(c, (int64_t)cps_before(s, (size_t)(f - s->u.s.s)));
+    return v_int64(c, (int64_t)cps_before(s, (size_t)(f - s->u.s.s)));
 }
 
 static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,

@@ -238,7 +238,7 @@ val *v_true(void) { return &g_true; }
 val *v_false(void) { return &g_false; }
 val *v_bool(bool b) { return b ? &g_true : &g_false; }
 
-val *v_int(vctx *c, int64_t i)
+val *v_int64(vctx *c, int64_t i)
 {
     if (i >= -5 && i <= 256) {
         init_small();
@@ -251,7 +251,7 @@ val *v_int(vctx *c, int64_t i)
 
 val *v_int_mpz(vctx *c, const mpz_t z)
 {
-    if (mpz_fits_slong_p(z)) return v_int(c, mpz_get_si(z));
+    if (mpz_fits_slong_p(z)) return v_int64(c, mpz_get_si(z));
     mpz_ptr n = vi_mpz_new(c);
     if (n == NULL) return NULL;
     mpz_set(n, z);
@@ -602,9 +602,9 @@ int v_hash(vctx *c, val *v, int64_t *out)
         /* hash((len, start, step)) with CPython's normalization */
         val *t[3];
         val tv = {.type = VT_TUPLE};
-        t[0] = v_int(c, v->u.r.len);
-        t[1] = v->u.r.len ? v_int(c, v->u.r.start) : v_none();
-        t[2] = v->u.r.len > 1 ? v_int(c, v->u.r.step) : v_none();
+        t[0] = v_int64(c, v->u.r.len);
+        t[1] = v->u.r.len ? v_int64(c, v->u.r.start) : v_none();
+        t[2] = v->u.r.len > 1 ? v_int64(c, v->u.r.step) : v_none();
         if (!t[0] || !t[1] || !t[2]) return -1;
         tv.u.seq.items = t;
         tv.u.seq.len = 3;
@@ -854,7 +854,7 @@ val *v_unop(vctx *c, vunop op, val *a)
     if (a->type == VT_COMPLEX) return op == UN_NEG ? v_complex(c, -a->u.cx.re, -a->u.cx.im) : a;
     if (a->type == VT_FLOAT) return v_float(c, op == UN_NEG ? -a->u.f : a->u.f);
     if (v_is_intlike(a)) {
-        if (op == UN_POS) return a->type == VT_BOOL ? v_int(c, a->u.b) : a;
+        if (op == UN_POS) return a->type == VT_BOOL ? v_int64(c, a->u.b) : a;
         val zero = {.type = VT_INT};
         return vi_binop(c, BIN_SUB, &zero, a);
     }
@@ -911,7 +911,7 @@ val *v_iter_next(vctx *c, viter *it)
         {
             int64_t x = it->cur;
             it->cur += v->u.r.step;
-            return v_int(c, x);
+            return v_int64(c, x);
         }
     case VT_STR: {
         if (it->i >= v->u.s.blen) return NULL;
@@ -925,7 +925,7 @@ val *v_iter_next(vctx *c, viter *it)
     }
     case VT_BYTES:
         if (it->i >= v->u.s.blen) return NULL;
-        return v_int(c, (unsigned char)v->u.s.s[it->i++]);
+        return v_int64(c, (unsigned char)v->u.s.s[it->i++]);
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: {

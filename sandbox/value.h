@@ -155,7 +155,7 @@ val *v_none(void);
 val *v_true(void);
 val *v_false(void);
 val *v_bool(bool b);
-val *v_int(vctx *c, int64_t i);            /* interned for -5..256 */
+val *v_int64(vctx *c, int64_t i);            /* interned for -5..256 */
 val *v_int_mpz(vctx *c, const mpz_t z);    /* copies; normalizes to small */
 val *v_int_parse(vctx *c, const char *s, size_t len, int base); /* literal text (underscores ok); NULL on error */
 val *v_float(vctx *c, double d);
