@@ -374,23 +374,32 @@ static int set_add_entry(vctx *c, val *s, val *key, int64_t hash)
     size_t mask = s->u.t.mask;
     size_t i = (size_t)hash & mask;
     size_t perturb = (size_t)hash;
-    ventry *e;
+    ventry *e, *freeslot = NULL;
     for (;;) {
         e = &s->u.t.entries[i];
         size_t probes = (i + LINEAR_PROBES <= mask) ? LINEAR_PROBES : 0;
         do {
-            if (e->hash == 0 && e->key == NULL) goto found_unused;
+            if (e->hash == 0 && e->key == NULL) goto found_unused_or_dummy;
             if (e->hash == hash && e->key != &v_dummy_key) {
                 int err = 0;
                 if (key_eq_fast(c, e->key, key, &err)) return 0;
                 if (err) return -1;
+            } else if (e->key == &v_dummy_key) { /* CPython 3.11 keeps the last one seen */
+                freeslot = e;
             }
             e++;
         } while (probes--);
         perturb >>= PERTURB_SHIFT;
         i = (i * 5 + 1 + perturb) & mask;
     }
-found_unused:
+found_unused_or_dummy:
+    if (freeslot) {
+        /* CPython reuses a deleted slot seen on the probe path */
+        s->u.t.len++;
+        freeslot->key = key;
+        freeslot->hash = hash;
+        return 0;
+    }
     s->u.t.fill++;
     s->u.t.len++;
     e->key = key;
