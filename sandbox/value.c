@@ -1016,6 +1016,77 @@ val *v_getattr(vctx *c, val *obj, const char *name)
     return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
 }
 
+static vtype class_vtype(int id)
+{
+    switch (id) {
+    case BI_STR: return VT_STR;
+    case BI_DICT: return VT_DICT;
+    case BI_SET: return VT_SET;
+    case BI_LIST: return VT_LIST;
+    case BI_TUPLE: return VT_TUPLE;
+    case BI_FLOAT: return VT_FLOAT;
+    case BI_RANGE: return VT_RANGE;
+    default: return VT_NONE;
+    }
+}
+
+static bool in_list(const char *name, const char *list)
+{
+    /* list: space-separated names, with a leading and trailing space */
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if (p[-1] == ' ' && p[n] == ' ') return true;
+    return false;
+}
+
+int v_check_method(vctx *c, val *obj, const char *name)
+{
+    static const char *str_m =
+        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith replace find rfind "
+        "index join title capitalize casefold swapcase isdigit isalpha isalnum isspace isnumeric isdecimal "
+        "islower isupper istitle zfill ljust rjust center partition rpartition removeprefix removesuffix encode ";
+    static const char *bytes_m =
+        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith replace find rfind "
+        "index join title capitalize swapcase isdigit isalpha isalnum isspace islower isupper istitle zfill ljust "
+        "rjust center partition rpartition removeprefix removesuffix decode hex ";
+    static const char *set_m = " union intersection difference symmetric_difference issubset issuperset isdisjoint ";
+    const char *list = NULL;
+    switch ((vtype)obj->type) {
+    case VT_STR: list = str_m; break;
+    case VT_BYTES: list = bytes_m; break;
+    case VT_LIST:
+    case VT_TUPLE:
+    case VT_RANGE: list = " count index "; break;
+    case VT_DICT: list = " get keys values items "; break;
+    case VT_SET: list = set_m; break;
+    case VT_DICT_KEYS:
+    case VT_DICT_ITEMS: list = " isdisjoint "; break;
+    case VT_FLOAT: list = " hex "; break;
+    case VT_SESSION:
+        list = " events_of_type count events event_count assignment_id session_id session_revision_id agent_id "
+               "environment started_at ended_at schema_version ";
+        break;
+    case VT_EVENT: list = " id ts event_type payload "; break;
+    case VT_SCORE: list = " value passed unit display_value description "; break;
+    case VT_METRIC: list = " value unit display_value description "; break;
+    case VT_ASSERTION: list = " passed description "; break;
+    case VT_EVALRESULT: list = " score metrics assertions reasoning summary labels "; break;
+    case VT_CONDRESULT: list = " applicable reason_code "; break;
+    default: break;
+    }
+    if (obj->type == VT_BUILTIN) {
+        /* unbound methods of builtin classes: str.lower('X'), dict.get(d, k) */
+        val probe = {.type = (uint8_t)class_vtype(obj->u.bi.id)};
+        if (probe.type != VT_NONE && v_check_method(c, &probe, name) == 0) return 0;
+        v_exc_clear(c);
+    }
+    if (list && in_list(name, list)) return 0;
+    if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
+        v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'", vb_name(obj->u.bi.id), name);
+    else v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
+    return -1;
+}
+
 val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs, const vkwarg *kw,
                    size_t nkw)
 {
@@ -1035,9 +1106,22 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     case VT_DICT_ITEMS: r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_SESSION: r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_BUILTIN:
-        if (vb_is_class(obj->u.bi.id))
+        if (vb_is_class(obj->u.bi.id)) {
+            vtype t = class_vtype(obj->u.bi.id);
+            val probe = {.type = (uint8_t)t};
+            if (t != VT_NONE && v_check_method(c, &probe, name) == 0) {
+                const char *cn = vb_name(obj->u.bi.id);
+                if (nargs == 0)
+                    return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn, name);
+                if (args[0]->type != t)
+                    return v_raise(c, "TypeError", "descriptor '%s' for '%s' objects doesn't apply to a '%s' object",
+                                   name, cn, v_type_name(args[0]));
+                return v_call_method(c, args[0], name, args + 1, nargs - 1, kw, nkw);
+            }
+            v_exc_clear(c);
             return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
                            vb_name(obj->u.bi.id), name);
+        }
         break;
     default: break;
     }

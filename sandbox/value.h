@@ -271,6 +271,10 @@ typedef struct {
     val *value;
 } vkwarg;
 
+/* CPython looks the method up before evaluating the call's arguments:
+ * call this first (0, or -1 with AttributeError set when obj's type has
+ * no attribute `name`), then evaluate the arguments, then v_call_method. */
+int v_check_method(vctx *c, val *obj, const char *name);
 /* obj.name(args, **kw): method call by name (the checker guarantees the name
  * is allowlisted; a receiver without it raises AttributeError). */
 val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs,

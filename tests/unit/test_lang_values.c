@@ -226,7 +226,8 @@ static void test_format(void **state)
     assert_string_equal(R(fmt(F(0.25), ".1%")), "'25.0%'");
     assert_string_equal(R(fmt(F(1234.5), ".3")), "'1.23e+03'");
     assert_string_equal(R(fmt(F(1.0), "")), "'1.0'");
-    assert_string_equal(R(fmt(F(100.0), ".3")), "'100.0'");
+    assert_string_equal(R(fmt(F(100.0), ".3")), "'1e+02'");
+    assert_string_equal(R(fmt(F(1e16), " #")), "' 1.e+16'");
     assert_string_equal(R(fmt(F(-0.0), "z.1f")), "'0.0'");
     assert_string_equal(R(fmt(F(12345.678), "_.2f")), "'12_345.68'");
     assert_string_equal(R(fmt(S("ab"), "^6")), "'  ab  '");
