@@ -177,7 +177,7 @@ static json_t *parse_body(emu_req *r)
     }
     const char *pv;
     char err[256];
-    if (v_string(body, "protocol_version", NULL, &pv, err, sizeof err) != 0) {
+    if (emu_v_string(body, "protocol_version", NULL, &pv, err, sizeof err) != 0) {
         json_decref(body);
         emu_reply_error(r, "invalid_request", "%s", err);
         return NULL;
