@@ -107,7 +107,7 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     char checksum[72];
     emulator_source_checksum(cond, src, checksum);
     json_t *desc = json_pack(
-        "{s:O, s:O, s:O, s:O, s:O, s:s, s:O, s:s, s:O}", "eval_key", json_object_get(copy, "eval_key"),
+        "{s:O, s:O, s:O, s:O, s:O, s:s, s:O, s:s, s:o}", "eval_key", json_object_get(copy, "eval_key"),
         "display_name", json_object_get(copy, "display_name"), "eval_version",
         json_object_get(copy, "eval_version"), "result_kind", json_object_get(copy, "result_kind"),
         "labels", json_object_get(copy, "labels"), "execution_mode", "python", "condition_source",
