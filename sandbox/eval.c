@@ -506,17 +506,19 @@ static val *eval_joined(E *e, ast_node *x)
             strbuf_put(&b, p->str, p->len);
             continue;
         }
+        /* CPython's order: the value, then the format spec's fields, then
+         * the conversion and the formatting (FORMAT_VALUE). */
         val *v = ev(e, p->a);
-        if (!v) goto fail;
-        if (p->op == 's') v = v_tostr(e->c, v);
-        else if (p->op == 'r') v = v_repr(e->c, v);
-        else if (p->op == 'a') v = v_ascii(e->c, v);
         if (!v) goto fail;
         val *spec = NULL;
         if (p->b) {
             spec = eval_joined(e, p->b);
             if (!spec) goto fail;
         }
+        if (p->op == 's') v = v_tostr(e->c, v);
+        else if (p->op == 'r') v = v_repr(e->c, v);
+        else if (p->op == 'a') v = v_ascii(e->c, v);
+        if (!v) goto fail;
         val *s = (!spec && v_type(v) == VT_STR) ? v : v_format(e->c, v, spec);
         if (!s) goto fail;
         strbuf_put(&b, s->u.s.s, s->u.s.blen);
