@@ -70,6 +70,10 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
 static _Thread_local struct vchunk *t_spare;
 static _Thread_local size_t t_spare_n;
 #define SPARE_MAX 256 /* 64 MiB */
+/* big one-off blocks (events tuple, long lists) are kept too, a few */
+static _Thread_local struct vchunk *t_spare_big;
+static _Thread_local size_t t_spare_big_n;
+#define SPARE_BIG_MAX 8
 
 void vctx_free(vctx *c)
 {
@@ -82,6 +86,10 @@ void vctx_free(vctx *c)
             k->next = t_spare;
             t_spare = k;
             t_spare_n++;
+        } else if (k->cap != CHUNK_SIZE && k->cap <= (16u << 20) && t_spare_big_n < SPARE_BIG_MAX) {
+            k->next = t_spare_big;
+            t_spare_big = k;
+            t_spare_big_n++;
         } else {
             free(k);
         }
@@ -107,13 +115,23 @@ void *v_alloc(vctx *c, size_t size)
     }
     size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
     struct vchunk *n;
+    n = NULL;
     if (cap == CHUNK_SIZE && t_spare) {
         n = t_spare;
         t_spare = n->next;
         t_spare_n--;
-    } else {
-        n = malloc(sizeof *n + cap);
+    } else if (cap != CHUNK_SIZE) {
+        for (struct vchunk **pp = &t_spare_big; *pp; pp = &(*pp)->next) {
+            if ((*pp)->cap >= cap && (*pp)->cap <= 2 * cap) {
+                n = *pp;
+                *pp = n->next;
+                t_spare_big_n--;
+                cap = n->cap;
+                break;
+            }
+        }
     }
+    if (n == NULL) n = malloc(sizeof *n + cap);
     if (n == NULL) {
         v_limit(c, "memory");
         return NULL;
@@ -121,7 +139,7 @@ void *v_alloc(vctx *c, size_t size)
     memset(n->data, 0, size);
     n->cap = cap;
     c->used += cap;
-    if (cap == size && k) {
+    if (size > CHUNK_SIZE / 4 && k) {
         /* a big block: keep the current chunk as the bump target */
         n->next = k->next;
         k->next = n;
