@@ -164,10 +164,8 @@ static val *const_value(E *e, ast_node *x)
     case CONST_FLOAT: v = v_float(e->c, x->f); break;
     case CONST_STR: v = v_str(e->c, x->str, x->len); break;
     case CONST_BYTES: v = v_bytes(e->c, x->str, x->len); break;
-    case CONST_ELLIPSIS:
-        return v_raise(e->c, "NotImplementedError", "Ellipsis is not supported");
-    case CONST_IMAG:
-        return v_raise(e->c, "NotImplementedError", "complex numbers are not supported");
+    case CONST_ELLIPSIS: v = v_ellipsis(); break;
+    case CONST_IMAG: v = v_complex(e->c, 0.0, x->f); break;
     default:
         break;
     }
@@ -419,6 +417,8 @@ static val *eval_call(E *e, ast_node *x)
     if (f->kind == AST_Attribute) {
         recv = ev(e, f->a);
         if (!recv) return NULL;
+        /* The attribute is looked up before the arguments are evaluated. */
+        if (v_check_method(e->c, recv, f->str) < 0) return NULL;
     } else {
         callee = ev(e, f);
         if (!callee) return NULL;
