@@ -293,10 +293,10 @@ static uint64_t str_hash(const char *s, size_t n)
 }
 
 /* stores s[0..n) in the image (interned when short); fills out */
-static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out)
+static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out, size_t limit)
 {
     simg_str *slot = NULL;
-    if (n <= INTERN_MAX) {
+    if (n <= limit) {
         if (p->itab == NULL || (p->icount + 1) * 2 > p->imask + 1) {
             size_t size = p->itab ? (p->imask + 1) * 2 : 1024;
             simg_str *nt = calloc(size, sizeof *nt);
@@ -418,7 +418,9 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
 }
 
 /* parses a JSON string at p->s (after the quote) into the image */
-static int parse_string(jp *p, simg_str *out)
+/* limit: strings up to this many bytes are interned (object keys: 32; values: 16,
+ * enough for event types and enums, not for unique ids and timestamps) */
+static int parse_string(jp *p, simg_str *out, size_t limit)
 {
     const char *st = p->s;
     const char *q = st;
@@ -431,7 +433,7 @@ static int parse_string(jp *p, simg_str *out)
             p->err = "invalid UTF-8 in a string";
             return -1;
         }
-        if (store_str(p, st, (size_t)(q - st), (uint32_t)n, ascii, out)) return -1;
+        if (store_str(p, st, (size_t)(q - st), (uint32_t)n, ascii, out, limit)) return -1;
         p->s = q + 1;
         return 0;
     }
@@ -513,7 +515,7 @@ static int parse_string(jp *p, simg_str *out)
         if (ch >= 0x80) ascii = false;
         if ((ch & 0xC0) != 0x80) n++;
     }
-    if (store_str(p, p->tmp, o, n, ascii, out)) return -1;
+    if (store_str(p, p->tmp, o, n, ascii, out, limit)) return -1;
     p->s = r;
     return 0;
 }
@@ -666,7 +668,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
     case '"': {
         p->s++;
         simg_str s;
-        if (parse_string(p, &s)) return -1;
+        if (parse_string(p, &s, 16)) return -1;
         n.tag = SN_STR;
         n.flags = (uint8_t)s.ascii;
         n.a = s.blen;
@@ -711,7 +713,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
                     }
                     p->s++;
                     simg_str s;
-                    if (parse_string(p, &s)) {
+                    if (parse_string(p, &s, INTERN_MAX)) {
                         free(kids);
                         return -1;
                     }
