@@ -41,7 +41,8 @@ static int fail(lexer *L, const char *fmt, ...)
 static lex_token *push(lexer *L, int type, int op, size_t pos, const char *text, size_t len)
 {
     if (L->n == L->cap) {
-        size_t nc = L->cap ? L->cap * 2 : 256;
+        /* small sources (f-string fields) start small: at most len + 3 tokens */
+        size_t nc = L->cap ? L->cap * 2 : (L->len < 253 ? L->len + 3 : 256);
         lex_token *t = ast_arena_alloc(L->ar, nc * sizeof *t);
         if (!t) {
             L->oom = 1;
