@@ -691,7 +691,7 @@ static const char *lang_field(lang_kind k)
     return k == LANG_CONDITION ? "condition_source" : "evaluator_source";
 }
 
-void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
+static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out)
 {
     memset(out, 0, sizeof *out);
     double t0 = now_ms();
@@ -745,14 +745,14 @@ void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
     memset(&hdr, 0, sizeof hdr);
     hdr.magic = JAIL_REQ_MAGIC;
     hdr.kind = (uint32_t)req->kind;
-    hdr.flags = (req->image ? JAIL_REQ_IMAGE : 0) | (req->check_only ? JAIL_REQ_CHECK : 0);
+    hdr.flags = check_only ? JAIL_REQ_CHECK : req->image ? JAIL_REQ_IMAGE : 0;
     hdr.key_len = (uint32_t)key_len;
     double left_s = (deadline - t_run) / 1e3;
     hdr.cpu_seconds = (uint32_t)ceil(left_s);
     if (hdr.cpu_seconds < 1) hdr.cpu_seconds = 1;
     if (hdr.cpu_seconds > 60) hdr.cpu_seconds = 60;
     hdr.source_len = src_len;
-    hdr.image_len = req->image ? req->image->len : 0;
+    hdr.image_len = (hdr.flags & JAIL_REQ_IMAGE) ? req->image->len : 0;
     hdr.max_alloc_bytes = ((size_t)pool->cfg.memory_mb << 20) / 2;
 
     /* A pre-started child may have died while idle (killed from outside):
@@ -766,7 +766,7 @@ void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
         handed = 1;
         track_running(pool, c.pid, 1);
         atomic_fetch_add(&pool->started, 1);
-        int s = send_request(&c, &hdr, req->image ? req->image->fd : -1, src, key, deadline,
+        int s = send_request(&c, &hdr, (hdr.flags & JAIL_REQ_IMAGE) ? req->image->fd : -1, src, key, deadline,
                              req->cancel);
         if (s == 0) break;
         track_running(pool, c.pid, 0);
@@ -872,6 +872,16 @@ done:
     free(buf);
     atomic_fetch_sub(&pool->active, 1);
     release_slot(pool);
+}
+
+void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
+{
+    eval_impl(pool, req, 0, out);
+}
+
+void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
+{
+    eval_impl(pool, req, 1, out);
 }
 
 void sbx_outcome_free(sbx_outcome *out)

@@ -66,8 +66,6 @@ typedef struct {
     double timeout_s;       /* clamped to (0, 60]; <= 0 means 30        */
     sbx_image *image;       /* borrowed; may be NULL (no session)       */
     atomic_int *cancel;     /* borrowed; may be NULL; non-zero kills    */
-    int check_only;         /* added by the jail: run lang_check only; the
-                               outcome is {"ok": true} or the compile one */
 } sbx_request;
 
 typedef struct {
@@ -89,6 +87,11 @@ void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
 void sbx_outcome_free(sbx_outcome *out);
 
 /* ---- Added by the jail ---- */
+
+/* Like sbx_eval, but the child only runs lang_check (parse + source
+ * checks; req->image is not sent): the outcome is {"ok": true} or the
+ * compile outcome {"ok": false, "stage": "compile", "message": ...}. */
+void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
 
 /* The budget rule of LANGUAGE.md: <= 0 (or NaN) -> 30 s, capped at 60 s. */
 double sbx_clamp_timeout(double timeout_s);

@@ -183,12 +183,14 @@ static void eval_one(eval_job *job, eval_item *it)
     req.source_len = it->source ? it->source_len : 0;
     req.eval_key = it->eval_key;
     req.timeout_s = job->timeout;
-    req.image = job->check_only ? NULL : job->image;
-    req.check_only = job->check_only;
+    req.image = job->image;
     char *line = NULL;
     for (long r = 0; r < job->repeat; r++) {
         sbx_outcome out;
-        sbx_eval(job->pool, &req, &out);
+        if (job->check_only)
+            sbx_check(job->pool, &req, &out);
+        else
+            sbx_eval(job->pool, &req, &out);
         free(line);
         line = sbx_outcome_line(&out);
         sbx_outcome_free(&out);

@@ -503,7 +503,7 @@ static void test_many_evaluations_leak_nothing(void **state)
 {
     (void)state;
 #ifdef FPS_SANITIZE
-    const int total = 2000; /* each child pays the sanitizer runtime's start-up */
+    const int total = 300; /* each child pays the sanitizer runtime's start-up */
 #else
     const int total = 10000;
 #endif
@@ -526,7 +526,13 @@ static void test_many_evaluations_leak_nothing(void **state)
     assert_int_equal(count_zombies(), 0);
     long rss1 = status_field("/proc/self/status", "VmRSS");
     fprintf(stderr, "RSS before %ld kB, after %d evaluations %ld kB\n", rss0, total, rss1);
+#ifndef FPS_SANITIZE
     assert_true(rss1 - rss0 < 4096);
+#else
+    /* ASan keeps freed memory in its quarantine (up to 256 MiB): RSS is not
+     * a leak signal there; LeakSanitizer at exit is. */
+    assert_true(rss1 - rss0 < 300 * 1024);
+#endif
     sbx_stats s = sbx_pool_stats(p);
     assert_int_equal(s.started, (unsigned long)total + 40);
     sbx_pool_free(p);

@@ -5,6 +5,7 @@
  * reference-style anchor (anchor.py) and prints the ratios.
  *
  * usage: bench_jail SIDECAR TRANSCRIPT.json N EXPR [--no-ns] [--no-prestart]
+ *        [--pace-ms MS]   (sleep between evaluations)
  * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...} */
 #include "sandbox/sbx.h"
 
@@ -51,7 +52,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_jail SIDECAR TRANSCRIPT N EXPR [--no-ns] [--no-prestart]\n");
         return 2;
     }
-    int n = atoi(argv[3]);
+    int n = atoi(argv[3]), pace_ms = 0;
     const char *expr = argv[4];
     sbx_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -61,6 +62,7 @@ int main(int argc, char **argv)
     for (int i = 5; i < argc; i++) {
         if (!strcmp(argv[i], "--no-ns")) cfg.no_namespaces = 1;
         if (!strcmp(argv[i], "--no-prestart")) cfg.prestart = -1;
+        if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) pace_ms = atoi(argv[++i]);
     }
     char err[256];
     json_error_t jerr;
@@ -93,13 +95,17 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         sbx_request req;
         memset(&req, 0, sizeof req);
-        req.kind = LANG_RAW;
+        req.kind = LANG_EVALUATOR;
         req.source = expr;
         req.source_len = strlen(expr);
         req.eval_key = "q";
         req.timeout_s = 30;
         req.image = img;
         sbx_outcome out;
+        if (pace_ms > 0) {
+            struct timespec pace = {pace_ms / 1000, (long)(pace_ms % 1000) * 1000000L};
+            nanosleep(&pace, NULL);
+        }
         double s = now_ms();
         sbx_eval(pool, &req, &out);
         lat[i] = now_ms() - s;
