@@ -40,3 +40,11 @@ void local_dispatch_result_free(local_dispatch_result *out)
     out->results = NULL;
     out->summary = NULL;
 }
+int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
+                    const char *eval_version, sbx_image *img, double timeout_s,
+                    atomic_int *cancel, local_condition_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->reason_code, sizeof out->reason_code, "condition_error");
+    return -1;
+}

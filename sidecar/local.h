@@ -16,9 +16,9 @@
  * failed/timed_out results with bounded messages that never echo the
  * evaluator's response body.
  *
- * Conditions of local definitions are not evaluated here: the worker gets
- * the condition source with local_registry_definition and runs it in the
- * jail exactly like a managed condition (same lease-bounded phase).
+ * Conditions of local definitions: local_condition runs a definition's
+ * registered condition in the jail (sbx_eval); the worker calls it in its
+ * lease-bounded condition phase (it decides lease_exhausted itself).
  *
  * Thread-safe: the admin API's threads, the worker's threads and the
  * registry's own timer thread call into one registry. */
@@ -26,6 +26,7 @@
 #define FPS_LOCAL_H
 #include "common/cli.h"
 #include "common/secret.h"
+#include "sandbox/sbx.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -116,6 +117,24 @@ typedef struct {
 int local_registry_definition(local_registry *r, const char *eval_key, const char *eval_version,
                               local_definition *out);
 void local_definition_free(local_definition *d);
+
+/* The outcome of a local definition's condition. */
+typedef struct {
+    int applicable;          /* 1: selected; 0: skipped with reason_code   */
+    char reason_code[136];   /* "condition_false" | ConditionResult code |
+                                "condition_error"                        */
+    char detail[256];        /* for logs when condition_error (no transcript text) */
+} local_condition_outcome;
+
+/* Evaluates the registered condition of (eval_key, eval_version) against the
+ * session image in a jailed child, bounded by timeout_s (clamped by the jail
+ * to <= 60 s). A definition without a condition is applicable. Rejected
+ * source, an exception, a non-bool value, a jail failure or a timeout give
+ * applicable 0 / "condition_error". Returns 0 when *out is filled, -1 if no
+ * registered evaluator offers that key/version (out: condition_error). */
+int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
+                    const char *eval_version, sbx_image *img, double timeout_s,
+                    atomic_int *cancel, local_condition_outcome *out);
 
 typedef struct {
     const char *evaluation_run_id;
