@@ -170,6 +170,7 @@ static int do_register(worker *w, cloud_error *e)
     return 0;
 }
 
+static void set_not_ready(worker *w, const char *fmt, const cloud_error *e) __attribute__((format(printf, 2, 0)));
 static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
 {
     pthread_mutex_lock(&w->mu);

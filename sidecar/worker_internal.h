@@ -104,7 +104,7 @@ struct worker {
     json_t *disabled;        /* array of eval keys */
     long long hb_interval_s, lease_duration_s, poll_interval_s, claim_limit;
     atomic_int catalog_dirty;
-    char not_ready[256];     /* reason while not ready ("" otherwise) */
+    char not_ready[1024];     /* reason while not ready ("" otherwise) */
 
     /* lifecycle */
     int started, draining, stopping;
