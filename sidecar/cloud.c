@@ -7,6 +7,7 @@
 
 #include "common/ids.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/secret.h"
 #include "common/strbuf.h"
 #include "common/timeutil.h"
@@ -464,8 +465,13 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
             break;
         }
         memset(e, 0, sizeof *e);
+        int64_t t0 = time_mono_ms();
         attempt(c, r, rid, out, e);
         memcpy(e->request_id, rid, sizeof rid);
+        const char *nm = r->name ? r->name : "other";
+        metrics_observe(METRIC_SERVER_REQUEST_SECONDS, (time_mono_ms() - t0) / 1000.0, "call", nm);
+        if (e->kind == CLOUD_PROTOCOL)
+            metrics_inc(METRIC_PROTOCOL_ERRORS, "call", nm, "code", e->code);
         if (e->kind == CLOUD_OK) return 0;
         if (!e->retryable || i + 1 >= max) break;
         /* Full jitter: uniform in [delay/2, delay]. */

@@ -136,6 +136,7 @@ typedef struct {
     int retry;               /* 1 = apply the retry policy */
     long long lease_generation; /* > 0 adds the worker-id and lease headers */
     int allow_no_version;    /* transcript: no protocol_version field */
+    const char *name;        /* call name for metrics (register, claim, ...) */
 } cloud_req;
 /* Performs the call; on CLOUD_OK *out is the parsed JSON object. */
 int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);

@@ -11,7 +11,7 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, cloud_er
     json_t *t = NULL;
     *out = NULL;
     cloud_req req = {"GET", a->transcript_url, NULL, 0, CLOUD_MAX_TRANSCRIPT, 1,
-                     a->lease_generation, 1};
+                     a->lease_generation, 1, "transcript"};
     if (cloud_call(c, &req, &t, e) != 0) {
         if (!strcmp(e->code, "response_too_large"))
             snprintf(e->code, sizeof e->code, "transcript_too_large");

@@ -54,7 +54,7 @@ int daemon_run(const run_config *cfg)
 {
     char err[512];
     int status = 1;
-    secret *token = NULL;
+    secret *token = NULL, *evsecret = NULL;
     sbx_pool *pool = NULL;
     local_registry *local = NULL;
     api_server *api = NULL;
@@ -91,6 +91,15 @@ int daemon_run(const run_config *cfg)
     local_config lc;
     memset(&lc, 0, sizeof lc);
     lc.allowed_hosts = &cfg->evaluator_hosts;
+    if (cfg->evaluator_secret_file != NULL) {
+        evsecret = secret_from_file(cfg->evaluator_secret_file, err, sizeof err);
+        if (evsecret == NULL) {
+            log_error("cannot read the evaluator secret file",
+                      LOG_S("path", cfg->evaluator_secret_file), LOG_S("error", err));
+            goto done;
+        }
+        lc.shared_secret = evsecret;
+    }
     local = local_registry_new(&lc, err, sizeof err);
     if (local == NULL) {
         if (strstr(err, "not built yet") == NULL) {
@@ -154,6 +163,7 @@ done:
     local_registry_free(local);
     sbx_pool_free(pool);
     secret_free(token);
+    secret_free(evsecret);
     g_have_main = 0;
     log_info("daemon exited", LOG_I("status", status));
     return status;

@@ -161,6 +161,7 @@ static int do_register(worker *w, cloud_error *e)
     pthread_cond_broadcast(&w->hb_cv);
     pthread_mutex_unlock(&w->mu);
     wcount(w, WC_REGISTRATIONS, 1);
+    metrics_inc(METRIC_REGISTRATIONS);
     log_info("registered with the server", LOG_S("worker_id", w->worker_id),
              LOG_S("evaluator_instance_id", reg.instance_id), LOG_S("catalog_revision", rev),
              LOG_I("heartbeat_interval_seconds", reg.heartbeat_interval_s),
@@ -288,8 +289,10 @@ static void *main_loop(void *arg)
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("session_id", x->a.session_id));
         }
+        worker_gauges_locked(w);
         pthread_cond_broadcast(&w->q_cv);
         pthread_mutex_unlock(&w->mu);
+        metrics_add(METRIC_ASSIGNMENTS_CLAIMED, (double)n);
         free(as);
     }
     return NULL;
@@ -329,6 +332,7 @@ static void *pool_main(void *arg)
                 break;
             }
         w->nactive--;
+        worker_gauges_locked(w);
         pthread_cond_broadcast(&w->cv);
         pthread_cond_broadcast(&w->idle_cv);
         pthread_mutex_unlock(&w->mu);
@@ -340,6 +344,11 @@ static void *pool_main(void *arg)
     return NULL;
 }
 
+static void catalog_changed_cb(void *ud)
+{
+    worker_catalog_changed(ud);
+}
+
 int worker_start(worker *w, char *err, size_t errcap)
 {
     w->started_at = time_now();
@@ -347,7 +356,7 @@ int worker_start(worker *w, char *err, size_t errcap)
     w->npool = w->concurrency;
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
     if (w->local != NULL)
-        local_registry_set_change_callback(w->local, (local_change_fn)worker_catalog_changed, w);
+        local_registry_set_change_callback(w->local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 256 * 1024);
@@ -373,6 +382,7 @@ void worker_drain(worker *w)
     w->draining = 1;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
+    metrics_gauge_set(METRIC_DRAINING, 1);
 }
 
 int worker_wait_drained(worker *w, double timeout_s)

@@ -50,6 +50,7 @@ static void lease_lost(actx *x, const char *where)
 {
     if (atomic_exchange(&x->lost, 1) == 0) {
         wcount(x->w, WC_LEASES_LOST, 1);
+        metrics_inc(METRIC_LEASES_LOST);
         log_warn("lease lost", LOG_S("assignment_id", x->a.assignment_id), LOG_S("during", where),
                  LOG_I("lease_generation", x->a.lease_generation));
     }
@@ -117,6 +118,7 @@ static void skip(selection *s, const json_t *d, const char *reason, worker *w)
                                                 "eval_version", sget(d, "eval_version"),
                                                 "reason_code", reason));
     wcount(w, WC_CONDITIONS_SKIPPED, 1);
+    metrics_inc(METRIC_CONDITIONS, "outcome", "skipped", "reason", reason);
 }
 
 /* The condition phase. Returns 0, or -1 if the assignment must end. */
@@ -152,6 +154,7 @@ static int conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
             json_array_append_new(s->selected,
                                   json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
             wcount(w, WC_CONDITIONS_SELECTED, 1);
+            metrics_inc(METRIC_CONDITIONS, "outcome", "selected", "reason", "none");
             continue;
         }
         double remaining = deadline - time_now();
@@ -217,6 +220,7 @@ static int conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
             json_array_append_new(s->selected,
                                   json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
             wcount(w, WC_CONDITIONS_SELECTED, 1);
+            metrics_inc(METRIC_CONDITIONS, "outcome", "selected", "reason", "none");
         }
     }
     return 0;
@@ -496,6 +500,7 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
         }
         pthread_mutex_lock(&w->mu);
         w->active_runs++;
+        worker_gauges_locked(w);
         pthread_mutex_unlock(&w->mu);
         run_outcome o = {0};
         o.results = json_array();
@@ -506,9 +511,14 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
         else run_local(x, r, transcript, &o);
         double finished = time_now();
         long long dur = time_mono_ms() - t0;
+        const char *mode = sget(r->run, "execution_mode");
+        metrics_observe(METRIC_EVAL_SECONDS, dur / 1000.0, "mode", mode);
+        metrics_inc(METRIC_RUNS, "mode", mode, "status",
+                    atomic_load(&r->cancel) ? "cancelled" : o.status);
         atomic_store(&r->done, 1);
         pthread_mutex_lock(&w->mu);
         w->active_runs--;
+        worker_gauges_locked(w);
         pthread_mutex_unlock(&w->mu);
         if (!strcmp(o.status, "cancelled") || atomic_load(&r->cancel)) {
             /* Not accepted by the server any more, lost, or stopping:
@@ -549,6 +559,7 @@ void worker_process(worker *w, actx *x)
     if (cloud_transcript(w->cloud, &x->a, &transcript, &e) != 0) {
         if (!strcmp(e.code, "transcript_too_large")) {
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
+            metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
             wcount(w, WC_ASSIGNMENTS_FAILED, 1);
             log_warn("transcript too large; assignment ends", LOG_S("assignment_id", x->a.assignment_id),
                      LOG_S("error", e.message), LOG_S("request_id", e.request_id));
@@ -571,9 +582,11 @@ void worker_process(worker *w, actx *x)
         call_failed(x, "plan", &e);
         goto done;
     }
+    if (plan.idempotent_replay) metrics_inc(METRIC_REPLAYS, "call", "plan");
     if (match_plan(x, &plan, defs, &s, err, sizeof err) != 0) {
         memset(&e, 0, sizeof e);
         cloud_set_protocol_error(&e, "%s", err);
+        metrics_inc(METRIC_PROTOCOL_ERRORS, "call", "plan", "code", "plan_mismatch");
         fail_assignment(x, "protocol_error", err, &e);
         goto done;
     }

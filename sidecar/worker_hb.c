@@ -71,6 +71,7 @@ static void beat(worker *w, actx *x)
     } else if (e.kind == CLOUD_REMOTE && !strcmp(e.code, "lease_lost")) {
         if (!atomic_exchange(&x->lost, 1)) {
             wcount(w, WC_LEASES_LOST, 1);
+            metrics_inc(METRIC_LEASES_LOST);
             log_warn("lease lost (heartbeat); cancelling runs",
                      LOG_S("assignment_id", x->a.assignment_id),
                      LOG_I("lease_generation", x->a.lease_generation),
@@ -80,6 +81,7 @@ static void beat(worker *w, actx *x)
         atomic_store(&x->cancel_conditions, 1);
     } else if (e.kind != CLOUD_ABORTED) {
         wcount(w, WC_HEARTBEAT_FAILURES, 1);
+        metrics_inc(METRIC_HEARTBEAT_FAILURES);
         if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
         log_warn("heartbeat failed; retrying next tick", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_S("code", e.code), LOG_S("error", e.message), LOG_S("request_id", e.request_id));

@@ -4,6 +4,7 @@
  * worker_outbox.c: result submission and the outbox). Private to sidecar/. */
 #ifndef FPS_WORKER_INTERNAL_H
 #define FPS_WORKER_INTERNAL_H
+#include "common/metrics.h"
 #include "sidecar/cloud.h"
 #include "sidecar/worker.h"
 
@@ -135,6 +136,14 @@ extern const char *const worker_counter_names[WC__COUNT];
 static inline void wcount(struct worker *w, int c, long long n)
 {
     atomic_fetch_add(&w->counters[c], n);
+}
+/* Publishes the gauges (active assignments/runs, outbox depth). Call with
+ * w->mu held, after changing them. */
+static inline void worker_gauges_locked(struct worker *w)
+{
+    metrics_gauge_set(METRIC_ACTIVE_ASSIGNMENTS, w->nactive);
+    metrics_gauge_set(METRIC_ACTIVE_RUNS, w->active_runs);
+    metrics_gauge_set(METRIC_OUTBOX_DEPTH, w->outbox_depth);
 }
 /* Records the last error (status page) and logs it. */
 void worker_note_error(struct worker *w, const char *code, const char *msg);

@@ -23,8 +23,14 @@ static int attempt(worker *w, obx *o)
     cloud_error e;
     o->attempts++;
     if (cloud_result(w->cloud, o->run_id, o->body, o->len, &ack, &e) == 0) {
-        if (ack.idempotent_replay) wcount(w, WC_RESULTS_REPLAYED, 1);
-        else wcount(w, WC_RESULTS_COMMITTED, 1);
+        if (ack.idempotent_replay) {
+            wcount(w, WC_RESULTS_REPLAYED, 1);
+            metrics_inc(METRIC_SUBMISSIONS, "outcome", "idempotent_replay");
+            metrics_inc(METRIC_REPLAYS, "call", "result");
+        } else {
+            wcount(w, WC_RESULTS_COMMITTED, 1);
+            metrics_inc(METRIC_SUBMISSIONS, "outcome", "committed");
+        }
         log_debug("result committed", LOG_S("evaluation_run_id", o->run_id),
                   LOG_S("submission_id", o->submission_id), LOG_S("status", ack.status),
                   LOG_B("idempotent_replay", ack.idempotent_replay));
@@ -33,6 +39,7 @@ static int attempt(worker *w, obx *o)
     if (e.kind == CLOUD_ABORTED) return 0;
     if (e.retryable) {
         wcount(w, WC_RESULT_RETRIES, 1);
+        metrics_inc(METRIC_SUBMISSIONS, "outcome", "retried");
         if (e.kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
         log_warn("result submission failed; will retry", LOG_S("evaluation_run_id", o->run_id),
                  LOG_S("code", e.code), LOG_S("error", e.message), LOG_S("request_id", e.request_id),
@@ -40,6 +47,7 @@ static int attempt(worker *w, obx *o)
         return 0;
     }
     wcount(w, WC_RESULTS_REJECTED, 1);
+    metrics_inc(METRIC_SUBMISSIONS, "outcome", "rejected");
     if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
     log_error("result rejected", LOG_S("evaluation_run_id", o->run_id),
               LOG_S("assignment_id", o->assignment_id), LOG_S("code", e.code),
@@ -75,6 +83,7 @@ static void unlink_entry(worker *w, obx *o)
             break;
         }
     w->outbox_depth--;
+    worker_gauges_locked(w);
     pthread_cond_broadcast(&w->idle_cv);
 }
 
@@ -94,6 +103,7 @@ void worker_submit(worker *w, actx *x, const char *run_id, const char *submissio
     o->next = w->outbox;
     w->outbox = o;
     w->outbox_depth++;
+    worker_gauges_locked(w);
     pthread_mutex_unlock(&w->mu);
     int finished = attempt(w, o);
     pthread_mutex_lock(&w->mu);
