@@ -149,7 +149,7 @@ class FakeCloud:
                 if scripted is not None:
                     status, headers, raw = scripted
                     if callable(raw):
-                        raw = raw(cloud)
+                        raw = raw(cloud, path)
                     return self._send(status, raw=raw, headers=headers)
                 if self.headers.get("Authorization") != "Bearer " + TOKEN:
                     return self._send(401, cloud.err("invalid_credentials", False))

@@ -225,12 +225,13 @@ class Hostile(Base):
         self.cloud = cloud
         cloud.script("definitions", 200, {"protocol_version": "2", "assignment_id": "zz",
                                           "catalog_revision": "x", "definitions": []})
-        cloud.script("definitions", 200, lambda c: json.dumps(
-            {"protocol_version": "2", "assignment_id": c.order[-1], "catalog_revision": "x",
+        aid = lambda path: path.split("/")[4]
+        cloud.script("definitions", 200, lambda c, path: json.dumps(
+            {"protocol_version": "2", "assignment_id": aid(path), "catalog_revision": "x",
              "definitions": [{"eval_key": "good", "display_name": "g", "eval_version": "1.0",
                               "result_kind": "score", "labels": []}]}).encode())
-        cloud.script("plan", 200, lambda c: json.dumps(
-            {"protocol_version": "2", "assignment_id": c.order[-1],
+        cloud.script("plan", 200, lambda c, path: json.dumps(
+            {"protocol_version": "2", "assignment_id": aid(path),
              "assignment_status": "planned", "idempotent_replay": "yes", "runs": []}).encode())
         self.sidecar = sc = Sidecar(cloud.url)
         for _ in range(3):
