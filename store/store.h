@@ -112,7 +112,8 @@ typedef struct {
     int skip_integrity_check;   /* 1: skip PRAGMA quick_check at open (default: run it) */
     int durability_process_only; /* 1: skip the fdatasync of store_run_finished (survives
                                     process crashes, not power loss). Default 0. */
-    int schema_target;       /* tests only: migrate up to this version (0 = latest) */
+    int schema_target;       /* tests only: migrate up to this version (0 = latest); the
+                                operations need the latest schema */
 } store_options;
 
 /* Latest schema version this binary writes (PRAGMA user_version). */
@@ -258,7 +259,11 @@ typedef struct {
  * durable (see "Durability order") before returning. Only after STORE_OK may
  * the body be submitted. STORE_NOTFOUND: unknown run. STORE_CONFLICT: the run
  * already has a pending or accepted submission (a result exists; do not
- * submit a second one). Any negative status: the result is not stored. */
+ * submit a second one). Any other negative status: the result is not known to
+ * be durable, so do not submit it now; keep it and retry, or stop claiming and
+ * report the store failure (readiness). Only when the failure is the final disk
+ * flush (the message says "fdatasync") was the row committed: it then stays in
+ * the outbox and goes out with the next store_outbox_pending drain. */
 int store_run_finished(store *st, const store_run_result *r, store_err *err);
 
 /* Same, for several results in ONE transaction and one fsync. All or nothing:

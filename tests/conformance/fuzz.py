@@ -468,7 +468,7 @@ def deterministic_cases(seed, count):
     lines = [json.dumps(c, ensure_ascii=False) for c in cases]
     a = oracle_outcomes(lines, 0)
     b = oracle_outcomes(lines, 4242)
-    keep = [i for i in range(len(lines)) if a[i] == b[i]]
+    keep = [i for i in range(len(lines)) if a[i] == b[i] and "UnsafeEvaluatorSource" not in a[i]]
     return [lines[i] for i in keep], [a[i] for i in keep]
 
 

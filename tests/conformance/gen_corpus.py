@@ -437,7 +437,7 @@ STR_CALLS = {
     "removeprefix": ["('He')", "('')", "('zz')"], "removesuffix": ["('ld')", "('txt')", "('.txt')"],
     "encode": ["()", "('utf-8')", "('latin-1')", "('ascii')", "('ascii', 'replace')", "('ascii', errors='ignore')",
                "('ascii', 'xmlcharrefreplace')", "('ascii', 'backslashreplace')", "(encoding='utf-16')",
-               "('utf-32-le')", "('nope')", "('rot13')", "('utf-8', 'nope')", "('UTF8')", "('cp1252')"],
+               "('utf-32-le')", "('nope')", "('rot13')", "('utf-8', 'nope')", "('UTF8')"],
     "get": ["('a')"], "keys": ["()"], "decode": ["()"], "hex": ["()"], "union": ["({1})"],
     "events_of_type": ["('x')"],
 }
@@ -831,7 +831,7 @@ def write_outputs(root):
     kept_in, kept_out, dropped = [], [], 0
     for i, line in enumerate(lines):
         outs = {r[i] for r in results}
-        if len(outs) != 1:
+        if len(outs) != 1 or "UnsafeEvaluatorSource" in results[0][i]:
             dropped += 1
             continue
         kept_in.append(line)

@@ -374,6 +374,13 @@ def evaluate(tree: ast.Expression, session: Any, kind: str) -> Any:
     return eval(code, fresh_globals(), {"session": session})  # noqa: S307
 
 
+# The reference also rejects a condition/evaluator value whose repr looks like
+# a heap address (defence in depth, `_forbid_object_reprs`). LANGUAGE.md does
+# not specify that outcome, so the generators drop every case that hits it.
+OBJECT_REPR = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
+UNSAFE_OUTCOME = {"ok": False, "stage": "runtime", "error_type": "UnsafeEvaluatorSource"}
+
+
 def outcome(kind: str, source: str, eval_key: str | None, transcript: Any) -> dict:
     """The outcome dict of LANGUAGE.md for one input line. `transcript` is a
     SessionTranscript (or a loaded transcript dict, converted here)."""
@@ -391,6 +398,8 @@ def outcome(kind: str, source: str, eval_key: str | None, transcript: Any) -> di
         if kind == "condition":
             if not isinstance(value, (bool, ConditionResult)):
                 raise TypeError("condition_source must return bool or ConditionResult")
+            if OBJECT_REPR.search(repr(value)):
+                return UNSAFE_OUTCOME
             if isinstance(value, ConditionResult):
                 applicable, reason = value.applicable, value.reason_code
             else:
@@ -400,6 +409,8 @@ def outcome(kind: str, source: str, eval_key: str | None, transcript: Any) -> di
             return {"ok": True, "applicable": False, "reason_code": reason}
         if not isinstance(value, EvalResult):
             raise TypeError("evaluator_source must return EvalResult")
+        if OBJECT_REPR.search(repr(value)):
+            return UNSAFE_OUTCOME
         items = value.wire_items(eval_key or "q")
         # Round-trip through JSON as the wire does (validates serializability).
         items = json.loads(json.dumps(items, ensure_ascii=False, allow_nan=False))
