@@ -9,6 +9,7 @@
 #include "sandbox/sbx.h"
 #include "sidecar/local.h"
 #include "sidecar/worker.h"
+#include "store/store.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -59,6 +60,7 @@ int daemon_run(const run_config *cfg)
     local_registry *local = NULL;
     api_server *api = NULL;
     worker *w = NULL;
+    store *db = NULL;
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
     g_main = pthread_self();
@@ -79,6 +81,18 @@ int daemon_run(const run_config *cfg)
             goto done;
         }
     }
+    store_options so;
+    memset(&so, 0, sizeof so);
+    so.path = cfg->db_path;
+    so.retention_hours = cfg->retention_hours;
+    so.retention_runs = cfg->retention_runs;
+    so.maintenance_interval_s = 300;
+    store_err se;
+    if (store_open(&so, &db, &se) != STORE_OK) {
+        /* Refuse to run without durability. */
+        log_error("cannot open the store", LOG_S("path", cfg->db_path), LOG_S("error", se.msg));
+        goto done;
+    }
     sbx_config sc;
     memset(&sc, 0, sizeof sc);
     sc.max_sandboxes = (int)cfg->max_sandboxes;
@@ -90,6 +104,7 @@ int daemon_run(const run_config *cfg)
     }
     local_config lc;
     memset(&lc, 0, sizeof lc);
+    lc.db = db;
     lc.allowed_hosts = &cfg->evaluator_hosts;
     if (cfg->evaluator_secret_file != NULL) {
         evsecret = secret_from_file(cfg->evaluator_secret_file, err, sizeof err);
@@ -108,13 +123,13 @@ int daemon_run(const run_config *cfg)
         }
         log_warn("local evaluators unavailable", LOG_S("reason", err));
     }
-    worker_deps wd = {.cfg = cfg, .token = token, .store = NULL, .pool = pool, .local = local};
+    worker_deps wd = {.cfg = cfg, .token = token, .store = db, .pool = pool, .local = local};
     w = worker_new(&wd, err, sizeof err);
     if (w == NULL) {
         log_error("cannot create the worker", LOG_S("error", err));
         goto done;
     }
-    api_deps ad = {.cfg = cfg, .db = NULL, .w = w, .pool = pool, .local = local};
+    api_deps ad = {.cfg = cfg, .db = db, .w = w, .pool = pool, .local = local};
     api = api_start(&ad, err, sizeof err);
     if (api == NULL) {
         if (strstr(err, "not built yet") == NULL) {
@@ -162,6 +177,7 @@ done:
     worker_free(w);
     local_registry_free(local);
     sbx_pool_free(pool);
+    store_close(db);
     secret_free(token);
     secret_free(evsecret);
     g_have_main = 0;

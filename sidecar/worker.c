@@ -80,6 +80,10 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     w->pool = d->pool;
     w->local = d->local;
     const char *id = d->worker_id ? d->worker_id : d->cfg->worker_id;
+    /* Without an explicit id, reuse the stored one: the leases in the
+     * database are fenced by it. */
+    char *stored = id == NULL ? ws_stored_worker_id(d->store) : NULL;
+    if (stored != NULL) id = stored;
     if (id == NULL) {
         char host[64] = "sidecar";
         gethostname(host, sizeof host - 1);
@@ -87,6 +91,7 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     } else {
         snprintf(w->worker_id, sizeof w->worker_id, "%s", id);
     }
+    free(stored);
     w->concurrency = d->cfg->concurrency > 0 ? d->cfg->concurrency : 4;
     if (w->concurrency > CLOUD_MAX_CAPACITY) w->concurrency = CLOUD_MAX_CAPACITY;
     cloud_config cc = {.server_url = d->cfg->server_url,
@@ -160,6 +165,7 @@ static int do_register(worker *w, cloud_error *e)
     w->not_ready[0] = '\0';
     pthread_cond_broadcast(&w->hb_cv);
     pthread_mutex_unlock(&w->mu);
+    ws_registered(w, rev, cat);
     wcount(w, WC_REGISTRATIONS, 1);
     metrics_inc(METRIC_REGISTRATIONS);
     log_info("registered with the server", LOG_S("worker_id", w->worker_id),
@@ -275,12 +281,18 @@ static void *main_loop(void *arg)
             continue;
         }
         wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);
+        actx **xs = calloc(n, sizeof *xs);
+        for (size_t i = 0; i < n; i++) {
+            xs[i] = calloc(1, sizeof *xs[i]);
+            xs[i]->w = w;
+            xs[i]->a = as[i];
+            xs[i]->claimed_at = claimed_at;
+        }
+        /* Durable before any further protocol step on them. */
+        ws_claimed(w, xs, n);
         pthread_mutex_lock(&w->mu);
         for (size_t i = 0; i < n; i++) {
-            actx *x = calloc(1, sizeof *x);
-            x->w = w;
-            x->a = as[i];
-            x->claimed_at = claimed_at;
+            actx *x = xs[i];
             if (w->q_tail) w->q_tail->q_next = x;
             else w->q_head = x;
             w->q_tail = x;
@@ -293,6 +305,7 @@ static void *main_loop(void *arg)
         pthread_cond_broadcast(&w->q_cv);
         pthread_mutex_unlock(&w->mu);
         metrics_add(METRIC_ASSIGNMENTS_CLAIMED, (double)n);
+        free(xs);
         free(as);
     }
     return NULL;
@@ -338,6 +351,7 @@ static void *pool_main(void *arg)
         pthread_mutex_unlock(&w->mu);
         worker_outbox_detach(w, x);
         cloud_assignment_clear(&x->a);
+        json_decref(x->skip_runs);
         free(x->runs);
         free(x);
     }
@@ -353,6 +367,7 @@ int worker_start(worker *w, char *err, size_t errcap)
 {
     w->started_at = time_now();
     w->started_mono = time_mono_ms();
+    ws_recover(w);
     w->npool = w->concurrency;
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
     if (w->local != NULL)

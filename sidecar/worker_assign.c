@@ -40,6 +40,7 @@ static void fail_assignment(actx *x, const char *code, const char *msg, const cl
     wcount(w, WC_ASSIGNMENTS_FAILED, 1);
     if (e && e->kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
     if (e && e->kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
+    ws_finish(w, x, "failed", code, msg);
     log_error("assignment failed", LOG_S("assignment_id", x->a.assignment_id),
               LOG_S("code", code), LOG_S("error", msg),
               LOG_S("request_id", e ? e->request_id : ""));
@@ -53,6 +54,7 @@ static void lease_lost(actx *x, const char *where)
         metrics_inc(METRIC_LEASES_LOST);
         log_warn("lease lost", LOG_S("assignment_id", x->a.assignment_id), LOG_S("during", where),
                  LOG_I("lease_generation", x->a.lease_generation));
+        ws_finish(x->w, x, "lost", "lease_lost", where);
     }
     for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
     atomic_store(&x->cancel_conditions, 1);
@@ -498,6 +500,15 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
             wcount(w, WC_RUNS_CANCELLED, 1);
             continue;
         }
+        int already = 0;
+        for (size_t k = 0; k < json_array_size(x->skip_runs) && !already; k++)
+            already = !strcmp(json_string_value(json_array_get(x->skip_runs, k)), r->run_id);
+        if (already) {
+            /* Resumed after a restart: this run's result is stored (and in
+             * the outbox if not yet acknowledged). */
+            atomic_store(&r->done, 1);
+            continue;
+        }
         pthread_mutex_lock(&w->mu);
         w->active_runs++;
         worker_gauges_locked(w);
@@ -538,7 +549,12 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
             log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
                       LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
                       LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
-            if (body) worker_submit(w, x, r->run_id, sid, body, len);
+            if (body && ws_run_finished(w, x, r->run_id, o.status, started, finished, dur,
+                                        o.summary, o.results, o.error_code, o.error_message, sid,
+                                        body, len) == 0)
+                worker_submit(w, x, r->run_id, sid, body, len);
+            else
+                free(body);
         }
         json_decref(o.results);
         json_decref(o.summary);
@@ -564,6 +580,7 @@ void worker_process(worker *w, actx *x)
             log_warn("transcript too large; assignment ends", LOG_S("assignment_id", x->a.assignment_id),
                      LOG_S("error", e.message), LOG_S("request_id", e.request_id));
             worker_note_error(w, e.code, e.message);
+            ws_finish(w, x, "failed", "transcript_too_large", e.message);
         } else {
             call_failed(x, "transcript", &e);
         }
@@ -590,7 +607,11 @@ void worker_process(worker *w, actx *x)
         fail_assignment(x, "protocol_error", err, &e);
         goto done;
     }
+    ws_planned(w, x, defs, s.selected, s.skipped, plan.obj,
+               !strcmp(plan.assignment_status, "skipped"));
     if (x->nruns == 0) {
+        if (strcmp(plan.assignment_status, "skipped") != 0)
+            ws_finish(w, x, "completed", NULL, NULL);
         wcount(w, WC_ASSIGNMENTS_SKIPPED, 1);
         log_info("assignment skipped", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_I("skipped", (long long)json_array_size(s.skipped)));
@@ -605,6 +626,7 @@ void worker_process(worker *w, actx *x)
     for (size_t i = 0; i < x->nruns; i++)
         need_img |= !strcmp(sget(x->runs[i].run, "execution_mode"), "python");
     if (need_img && ensure_image(x, &img, transcript, &img_failed) == NULL) goto done;
+    ws_runs_started(w, x);
     worker_hb_add(w, x);
     execute_runs(x, transcript, img);
     worker_hb_remove(w, x);

@@ -54,7 +54,10 @@ static void beat(worker *w, actx *x)
         0) {
         wcount(w, WC_HEARTBEATS, 1);
         double exp;
-        if (time_parse_rfc3339(lease, &exp) == 0) x->a.lease_expires_epoch = exp;
+        if (time_parse_rfc3339(lease, &exp) == 0) {
+            x->a.lease_expires_epoch = exp;
+            ws_lease(w, x);
+        }
         for (size_t i = 0; i < x->nruns; i++) {
             wrun *r = &x->runs[i];
             if (atomic_load(&r->done)) continue;

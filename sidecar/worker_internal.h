@@ -59,6 +59,8 @@ typedef struct actx {
     wrun *runs;
     size_t nruns;
     atomic_int lost;              /* lease_lost seen */
+    json_t *skip_runs;            /* resumed: run ids that already have a result */
+    int resumed;
     atomic_int cancel_conditions; /* stop: kills condition sandboxes */
     /* heartbeat bookkeeping (under w->mu) */
     int hb_registered, hb_busy;
@@ -147,6 +149,28 @@ static inline void worker_gauges_locked(struct worker *w)
 }
 /* Records the last error (status page) and logs it. */
 void worker_note_error(struct worker *w, const char *code, const char *msg);
+
+/* worker_store.c: the durable state (store/store.h); every function is a
+ * no-op without a store. Failures are logged; ws_run_finished's decides
+ * whether the result may be submitted (0) or not (-1). */
+void ws_registered(struct worker *w, const char *rev, const json_t *catalog);
+void ws_claimed(struct worker *w, actx **xs, size_t n);
+void ws_planned(struct worker *w, actx *x, const json_t *defs, const json_t *selected,
+                const json_t *skipped, const json_t *plan_response, int skipped_status);
+void ws_runs_started(struct worker *w, actx *x);
+int ws_run_finished(struct worker *w, actx *x, const char *run_id, const char *status,
+                    double started, double finished, long long duration_ms, const json_t *summary,
+                    const json_t *results, const char *error_code, const char *error_message,
+                    const char *submission_id, const char *body, size_t len);
+void ws_attempt(struct worker *w, const char *submission_id, int outcome, double at,
+                long long duration_ms, const cloud_error *e);
+void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
+void ws_lease(struct worker *w, actx *x);
+/* At start: drop expired assignments, load the pending outbox into memory,
+ * and queue the assignments whose lease is still valid. */
+void ws_recover(struct worker *w);
+/* The worker id stored by a previous run (NULL if none); malloc'd. */
+char *ws_stored_worker_id(struct store *st);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(struct worker *w, actx *x);

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "store/store.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,14 @@ static int attempt(worker *w, obx *o)
     cloud_result_ack ack;
     cloud_error e;
     o->attempts++;
-    if (cloud_result(w->cloud, o->run_id, o->body, o->len, &ack, &e) == 0) {
+    double at = time_now();
+    int64_t t0 = time_mono_ms();
+    int rc = cloud_result(w->cloud, o->run_id, o->body, o->len, &ack, &e);
+    long long dur = time_mono_ms() - t0;
+    if (rc == 0) {
+        ws_attempt(w, o->submission_id,
+                   ack.idempotent_replay ? STORE_SUBMIT_REPLAYED : STORE_SUBMIT_COMMITTED, at, dur,
+                   NULL);
         if (ack.idempotent_replay) {
             wcount(w, WC_RESULTS_REPLAYED, 1);
             metrics_inc(METRIC_SUBMISSIONS, "outcome", "idempotent_replay");
@@ -37,6 +45,8 @@ static int attempt(worker *w, obx *o)
         return 1;
     }
     if (e.kind == CLOUD_ABORTED) return 0;
+    ws_attempt(w, o->submission_id, e.retryable ? STORE_SUBMIT_RETRY : STORE_SUBMIT_REJECTED, at,
+               dur, &e);
     if (e.retryable) {
         wcount(w, WC_RESULT_RETRIES, 1);
         metrics_inc(METRIC_SUBMISSIONS, "outcome", "retried");
