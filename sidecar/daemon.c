@@ -11,6 +11,7 @@
 #include "sidecar/worker.h"
 #include "store/store.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -63,6 +64,9 @@ int daemon_run(const run_config *cfg)
     store *db = NULL;
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
+    /* Few malloc arenas: the threads are mostly idle and each arena keeps
+     * its own free pages (idle RSS). */
+    mallopt(M_ARENA_MAX, 2);
     g_main = pthread_self();
     g_have_main = 1;
     daemon_block_signals();

@@ -14,6 +14,7 @@
 #include "sidecar/local.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,6 +278,10 @@ static void *main_loop(void *arg)
         if (rejected) wcount(w, WC_PROTOCOL_ERRORS, (long long)rejected);
         if (n == 0) {
             free(as);
+            pthread_mutex_lock(&w->mu);
+            int idle = w->nactive == 0;
+            pthread_mutex_unlock(&w->mu);
+            if (idle) malloc_trim(0); /* give freed pages back while idle */
             if (rejected == 0) loop_wait(w, poll_ms);
             continue;
         }

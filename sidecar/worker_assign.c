@@ -489,9 +489,31 @@ static char *result_body(actx *x, const run_outcome *o, const char *submission_i
     return text;
 }
 
+/* Makes a batch of finished results durable (one transaction, one fsync),
+ * then submits them. */
+static void flush_results(actx *x, ws_result *pend, size_t *np)
+{
+    worker *w = x->w;
+    int stored = ws_runs_finished(w, x, pend, *np) == 0;
+    for (size_t i = 0; i < *np; i++) {
+        if (stored) worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body,
+                                  pend[i].len);
+        else free(pend[i].body);
+        json_decref(pend[i].results);
+        json_decref(pend[i].summary);
+        free(pend[i].error_message);
+    }
+    *np = 0;
+}
+
+#define FLUSH_AFTER_MS 1000
+
 static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
 {
     worker *w = x->w;
+    ws_result *pend = calloc(x->nruns ? x->nruns : 1, sizeof *pend);
+    size_t np = 0;
+    int64_t batch_start = 0;
     for (size_t i = 0; i < x->nruns; i++) {
         wrun *r = &x->runs[i];
         if (atomic_load(&x->lost)) break;
@@ -537,28 +559,42 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
             wcount(w, WC_RUNS_CANCELLED, 1);
             log_info("run cancelled", LOG_S("assignment_id", x->a.assignment_id),
                      LOG_S("evaluation_run_id", r->run_id));
-        } else {
-            wcount(w, !strcmp(o.status, "succeeded") ? WC_RUNS_SUCCEEDED
-                      : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
-                                                       : WC_RUNS_FAILED,
-                   1);
-            char sid[37];
-            ids_uuid(sid);
-            size_t len;
-            char *body = result_body(x, &o, sid, started, finished, dur, &len);
-            log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
-                      LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
-                      LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
-            if (body && ws_run_finished(w, x, r->run_id, o.status, started, finished, dur,
-                                        o.summary, o.results, o.error_code, o.error_message, sid,
-                                        body, len) == 0)
-                worker_submit(w, x, r->run_id, sid, body, len);
-            else
-                free(body);
+            json_decref(o.results);
+            json_decref(o.summary);
+            continue;
         }
-        json_decref(o.results);
-        json_decref(o.summary);
+        wcount(w, !strcmp(o.status, "succeeded") ? WC_RUNS_SUCCEEDED
+                  : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
+                                                   : WC_RUNS_FAILED,
+               1);
+        ws_result *p = &pend[np];
+        memset(p, 0, sizeof *p);
+        ids_uuid(p->submission_id);
+        /* Serialized once: these bytes are stored and every (re)submission
+         * sends them unchanged. */
+        p->body = result_body(x, &o, p->submission_id, started, finished, dur, &p->len);
+        log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
+                  LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
+                  LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
+        if (p->body == NULL) {
+            json_decref(o.results);
+            json_decref(o.summary);
+            continue;
+        }
+        p->run_id = r->run_id;
+        p->status = o.status;
+        p->started = started;
+        p->finished = finished;
+        p->duration_ms = dur;
+        p->results = o.results;
+        p->summary = o.summary;
+        snprintf(p->error_code, sizeof p->error_code, "%s", o.error_code);
+        p->error_message = o.error_message[0] ? strdup(o.error_message) : NULL;
+        if (np++ == 0) batch_start = time_mono_ms();
+        if (time_mono_ms() - batch_start >= FLUSH_AFTER_MS) flush_results(x, pend, &np);
     }
+    flush_results(x, pend, &np);
+    free(pend);
 }
 
 void worker_process(worker *w, actx *x)

@@ -158,10 +158,20 @@ void ws_claimed(struct worker *w, actx **xs, size_t n);
 void ws_planned(struct worker *w, actx *x, const json_t *defs, const json_t *selected,
                 const json_t *skipped, const json_t *plan_response, int skipped_status);
 void ws_runs_started(struct worker *w, actx *x);
-int ws_run_finished(struct worker *w, actx *x, const char *run_id, const char *status,
-                    double started, double finished, long long duration_ms, const json_t *summary,
-                    const json_t *results, const char *error_code, const char *error_message,
-                    const char *submission_id, const char *body, size_t len);
+typedef struct {
+    const char *run_id, *status;
+    double started, finished;
+    long long duration_ms;
+    json_t *summary, *results; /* owned by the caller */
+    char error_code[64];
+    char *error_message;       /* owned, may be NULL */
+    char submission_id[37];
+    char *body;                /* owned until handed to worker_submit */
+    size_t len;
+} ws_result;
+/* Stores finished results with their outbox entries in one durable
+ * transaction. 0: they may be submitted; -1: not stored, do not submit. */
+int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
 void ws_attempt(struct worker *w, const char *submission_id, int outcome, double at,
                 long long duration_ms, const cloud_error *e);
 void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);

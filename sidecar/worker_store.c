@@ -112,33 +112,37 @@ void ws_runs_started(worker *w, actx *x)
     free(ids);
 }
 
-int ws_run_finished(worker *w, actx *x, const char *run_id, const char *status, double started,
-                    double finished, long long duration_ms, const json_t *summary,
-                    const json_t *results, const char *error_code, const char *error_message,
-                    const char *submission_id, const char *body, size_t len)
+int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
 {
-    if (w->store == NULL) return 0;
-    char *rj = json_dumps(results, JSON_COMPACT);
-    store_run_result r = {run_id,
-                          status,
-                          started,
-                          finished,
-                          duration_ms,
-                          json_is_string(summary) ? json_string_value(summary) : NULL,
-                          rj,
-                          error_code && *error_code ? error_code : NULL,
-                          error_message && *error_message ? error_message : NULL,
-                          submission_id,
-                          w->worker_id,
-                          x->a.lease_generation,
-                          body,
-                          len};
+    if (w->store == NULL || n == 0) return 0;
+    store_run_result *sr = calloc(n, sizeof *sr);
+    char **rj = calloc(n, sizeof *rj);
+    for (size_t i = 0; i < n; i++) {
+        rj[i] = json_dumps(r[i].results, JSON_COMPACT);
+        sr[i] = (store_run_result){r[i].run_id,
+                                   r[i].status,
+                                   r[i].started,
+                                   r[i].finished,
+                                   r[i].duration_ms,
+                                   json_is_string(r[i].summary) ? json_string_value(r[i].summary)
+                                                                : NULL,
+                                   rj[i],
+                                   r[i].error_code[0] ? r[i].error_code : NULL,
+                                   r[i].error_message,
+                                   r[i].submission_id,
+                                   w->worker_id,
+                                   x->a.lease_generation,
+                                   r[i].body,
+                                   r[i].len};
+    }
     store_err e;
-    int rc = store_run_finished(w->store, &r, &e);
+    int rc = store_runs_finished(w->store, sr, n, &e);
+    for (size_t i = 0; i < n; i++) free(rj[i]);
     free(rj);
+    free(sr);
     if (rc < 0) {
-        /* Not durable: it must not be submitted (SPEC §3). */
-        report("run_finished", &e);
+        /* Not durable: must not be submitted (SPEC §3). */
+        report("runs_finished", &e);
         worker_note_error(w, "store_error", e.msg);
         return -1;
     }
