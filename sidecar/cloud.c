@@ -383,6 +383,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     e->http_status = status;
+    e->response_bytes = x.body.len;
     if (x.too_large) {
         cloud_set_protocol_error(e, "response larger than the %zu-byte cap", r->cap);
         snprintf(e->code, sizeof e->code, "response_too_large");

@@ -44,6 +44,7 @@ typedef struct {
                              response_too_large / redirect_refused / aborted */
     char message[512];
     char request_id[33];  /* our X-Request-Id of the logical call */
+    size_t response_bytes; /* body size of the last response (also on success) */
 } cloud_error;
 
 cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap);
@@ -93,7 +94,8 @@ int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *ou
                                size_t errcap);
 
 /* ---- transcript ---- (validated; new reference in *out) */
-int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);
+int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
+                     cloud_error *e);
 
 /* ---- definitions ---- (validated array of definitions, new reference) */
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);

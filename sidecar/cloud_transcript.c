@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e)
+int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
+                     cloud_error *e)
 {
     json_t *t = NULL;
     *out = NULL;
@@ -58,6 +59,7 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, cloud_er
         }
     }
     *out = t;
+    if (bytes) *bytes = e->response_bytes;
     return 0;
 fail:
     json_decref(t);

@@ -226,7 +226,8 @@ static void *main_loop(void *arg)
         long limit = w->claim_limit < w->concurrency ? (long)w->claim_limit : w->concurrency;
         if (limit > CLOUD_MAX_CAPACITY) limit = CLOUD_MAX_CAPACITY;
         long capacity = limit - w->nactive;
-        while (capacity <= 0 && !w->stopping && !w->draining && !atomic_load(&w->catalog_dirty)) {
+        while ((capacity <= 0 || w->store_failing) && !w->stopping && !w->draining &&
+               !atomic_load(&w->catalog_dirty)) {
             pthread_cond_wait(&w->cv, &w->mu);
             capacity = limit - w->nactive;
         }
@@ -234,7 +235,7 @@ static void *main_loop(void *arg)
         snprintf(rev, sizeof rev, "%s", w->catalog_revision);
         int64_t poll_ms = w->poll_interval_s * 1000;
         pthread_mutex_unlock(&w->mu);
-        if (capacity <= 0) continue;
+        if (capacity <= 0 || w->store_failing) continue;
         cloud_assignment *as = NULL;
         size_t n = 0, rejected = 0;
         double claimed_at = time_now();
@@ -461,6 +462,7 @@ void worker_free(worker *w)
         cloud_assignment_clear(&x->a);
         free(x);
     }
+    for (int k = 0; k < 16; k++) json_decref(w->recent[k].t);
     json_decref(w->catalog);
     json_decref(w->disabled);
     cloud_free(w->cloud);
@@ -491,6 +493,7 @@ int worker_ready(worker *w, char *reason, size_t cap)
     if (w->stopping || w->draining) snprintf(reason, cap, "draining");
     else if (!w->registered) snprintf(reason, cap, "%s", w->not_ready[0] ? w->not_ready : "not registered");
     else if (w->not_ready[0]) snprintf(reason, cap, "%s", w->not_ready);
+    else if (w->store_failing) snprintf(reason, cap, "store failing: results cannot be made durable");
     else if (last == 0 || time_mono_ms() - last > w->lease_duration_s * 1000)
         snprintf(reason, cap, "no server contact within the lease duration (%llds)",
                  w->lease_duration_s);
@@ -510,6 +513,41 @@ size_t worker_counters(worker *w, const char **names, long long *values, size_t 
         values[n] = atomic_load(&w->counters[i]);
     }
     return n;
+}
+
+#define RECENT_MAX_BYTES (64u * 1024 * 1024)
+
+void worker_remember_transcript(worker *w, const char *assignment_id, json_t *t, size_t bytes)
+{
+    pthread_mutex_lock(&w->mu);
+    int i = w->recent_next;
+    w->recent_next = (i + 1) % 16;
+    json_decref(w->recent[i].t);
+    snprintf(w->recent[i].id, sizeof w->recent[i].id, "%s", assignment_id);
+    w->recent[i].t = json_incref(t);
+    w->recent[i].bytes = bytes;
+    /* Bound the total: evict the oldest others while over budget. */
+    size_t total = 0;
+    for (int k = 0; k < 16; k++) total += w->recent[k].t ? w->recent[k].bytes : 0;
+    for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
+        int j = (i + k) % 16;
+        if (w->recent[j].t == NULL) continue;
+        total -= w->recent[j].bytes;
+        json_decref(w->recent[j].t);
+        w->recent[j].t = NULL;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+json_t *worker_recent_transcript(worker *w, const char *assignment_id)
+{
+    json_t *t = NULL;
+    if (w == NULL || assignment_id == NULL) return NULL;
+    pthread_mutex_lock(&w->mu);
+    for (int k = 0; k < 16 && t == NULL; k++)
+        if (w->recent[k].t && !strcmp(w->recent[k].id, assignment_id)) t = json_incref(w->recent[k].t);
+    pthread_mutex_unlock(&w->mu);
+    return t;
 }
 
 json_t *worker_status_json(worker *w)

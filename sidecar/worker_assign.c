@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LEASE_MARGIN_S 5.0
 #define MAX_ERROR_MESSAGE 4096
@@ -494,7 +495,28 @@ static char *result_body(actx *x, const run_outcome *o, const char *submission_i
 static void flush_results(actx *x, ws_result *pend, size_t *np)
 {
     worker *w = x->w;
-    int stored = ws_runs_finished(w, x, pend, *np) == 0;
+    /* Never drop a result: retry the store (claiming pauses, not ready)
+     * until it takes it or the worker stops. */
+    int stored = 0;
+    for (int64_t delay = 100;; delay = delay < 5000 ? delay * 2 : 5000) {
+        if (ws_runs_finished(w, x, pend, *np) == 0) {
+            stored = 1;
+            break;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->store_failing = 1;
+        int stop = w->stopping;
+        pthread_mutex_unlock(&w->mu);
+        if (stop) break;
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&w->mu);
+    if (w->store_failing && stored) {
+        w->store_failing = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; i < *np; i++) {
         if (stored) worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body,
                                   pend[i].len);
@@ -608,7 +630,8 @@ void worker_process(worker *w, actx *x)
     memset(&plan, 0, sizeof plan);
     char err[512];
 
-    if (cloud_transcript(w->cloud, &x->a, &transcript, &e) != 0) {
+    size_t tbytes = 0;
+    if (cloud_transcript(w->cloud, &x->a, &transcript, &tbytes, &e) != 0) {
         if (!strcmp(e.code, "transcript_too_large")) {
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
@@ -622,6 +645,7 @@ void worker_process(worker *w, actx *x)
         }
         goto done;
     }
+    worker_remember_transcript(w, x->a.assignment_id, transcript, tbytes);
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(w->cloud, &x->a, &defs, &e) != 0) {
             call_failed(x, "definitions", &e);

@@ -124,6 +124,16 @@ struct worker {
     int outbox_depth;
     int active_runs;
 
+    /* recent transcripts (under mu): ring for the admin playground */
+    struct {
+        char id[128];
+        json_t *t;
+        size_t bytes;
+    } recent[16];
+    int recent_next;
+    /* store failing: no new claims until results can be made durable */
+    int store_failing;
+
     /* status */
     atomic_llong counters[WC__COUNT];
     char last_error_code[64];
@@ -181,6 +191,10 @@ void ws_lease(struct worker *w, actx *x);
 void ws_recover(struct worker *w);
 /* The worker id stored by a previous run (NULL if none); malloc'd. */
 char *ws_stored_worker_id(struct store *st);
+
+/* Keeps a transcript in the recent ring (takes a new reference). */
+void worker_remember_transcript(struct worker *w, const char *assignment_id, json_t *t,
+                                size_t bytes);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(struct worker *w, actx *x);
