@@ -102,7 +102,7 @@ static int put_value(strbuf *b, const json_t *v)
         const char *k;
         json_t *item;
         json_object_foreach((json_t *)v, k, item) keys[i++] = k;
-        qsort(keys, n, sizeof *keys, cmp_str);
+        if (n > 1) qsort(keys, n, sizeof *keys, cmp_str);
         strbuf_putc(b, '{');
         int rc = 0;
         for (i = 0; i < n && rc == 0; i++) {

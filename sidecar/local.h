@@ -141,7 +141,8 @@ typedef struct {
     const char *eval_key;
     const char *eval_version;
     const char *result_kind;   /* primary result kind; NULL: as registered */
-    double timeout_s;          /* run timeout; <= 0: LOCAL_DEFAULT_TIMEOUT_S */
+    double timeout_s;          /* the run's or descriptor's timeout; <= 0: the
+                                  registered one, else LOCAL_DEFAULT_TIMEOUT_S */
     /* The transcript, as the raw JSON object text received from the server
      * (sent as is, no re-serialization), or, when raw is NULL, a json_t. */
     const char *transcript_raw;

@@ -77,6 +77,10 @@ static const char *const MIGRATIONS[] = {
     " SELECT CAST(finished_at / 60 AS INTEGER), status, count(*) FROM runs"
     " WHERE finished_at IS NOT NULL AND status IN ('succeeded','failed','timed_out','cancelled')"
     " GROUP BY 1, 2;",
+
+    /* v3: the admin API's combined status + eval_key filter gets its own index
+     * (with only one of them, SQLite scanned every run of that key). */
+    "CREATE INDEX runs_status_key ON runs(status, eval_key, seq);",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -307,7 +311,20 @@ static int durable_wait(store *st, uint64_t ticket, store_err *err)
     return code;
 }
 
+int store_durable_wait(store *st, uint64_t ticket, store_err *err)
+{
+    return durable_wait(st, ticket, err);
+}
+
 int st_wcommit(store *st, const char *op, int durable, store_err *err)
+{
+    uint64_t ticket = 0;
+    int code = st_wcommit_ticket(st, op, &ticket, err);
+    if (code == STORE_OK && durable) return durable_wait(st, ticket, err);
+    return code;
+}
+
+int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *err)
 {
     int rc = exec_cached(&st->w, SQL_COMMIT);
     if (rc != SQLITE_OK) {
@@ -316,9 +333,8 @@ int st_wcommit(store *st, const char *op, int durable, store_err *err)
         pthread_mutex_unlock(&st->wmu);
         return code;
     }
-    uint64_t ticket = __atomic_add_fetch(&st->commit_seq, 1, __ATOMIC_ACQ_REL);
+    *ticket = __atomic_add_fetch(&st->commit_seq, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&st->wmu);
-    if (durable) return durable_wait(st, ticket, err);
     return STORE_OK;
 }
 
@@ -507,6 +523,56 @@ static int write_probe(store *st, store_err *err)
 
 static void *maint_main(void *arg);
 
+/* ------------------------------------------------------------- checkpoints */
+
+#define CKPT_PAGES 2000 /* WAL frames that trigger a checkpoint (~8 MiB) */
+
+/* WAL hook of the writer connection (called after each commit, writer mutex
+ * held): replaces SQLite's auto-checkpoint, which would run the checkpoint
+ * and its two fsyncs inside the committing worker's call. */
+static int wal_hook(void *ctx, sqlite3 *db, const char *name, int pages)
+{
+    (void)db;
+    (void)name;
+    store *st = ctx;
+    if (pages >= CKPT_PAGES) {
+        pthread_mutex_lock(&st->ckpt_mu);
+        if (!st->ckpt_wanted) {
+            st->ckpt_wanted = 1;
+            pthread_cond_signal(&st->ckpt_cv);
+        }
+        pthread_mutex_unlock(&st->ckpt_mu);
+    }
+    return SQLITE_OK;
+}
+
+/* Copies WAL frames back into the database (PASSIVE: never blocks the writer
+ * or readers), when signalled and at least every second. */
+static void *ckpt_main(void *arg)
+{
+    store *st = arg;
+    pthread_mutex_lock(&st->ckpt_mu);
+    while (!st->ckpt_stop) {
+        if (!st->ckpt_wanted) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&st->ckpt_cv, &st->ckpt_mu, &ts);
+        }
+        if (st->ckpt_stop) break;
+        st->ckpt_wanted = 0;
+        pthread_mutex_unlock(&st->ckpt_mu);
+        int log_frames = 0, done = 0;
+        int rc = sqlite3_wal_checkpoint_v2(st->ck.db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                           &log_frames, &done);
+        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
+            log_warn("store checkpoint failed", LOG_S("error", sqlite3_errmsg(st->ck.db)));
+        pthread_mutex_lock(&st->ckpt_mu);
+    }
+    pthread_mutex_unlock(&st->ckpt_mu);
+    return NULL;
+}
+
 int store_open(const store_options *opt, store **out, store_err *err)
 {
     *out = NULL;
@@ -529,6 +595,8 @@ int store_open(const store_options *opt, store **out, store_err *err)
     pthread_mutex_init(&st->sync_mu, NULL);
     pthread_mutex_init(&st->maint_mu, NULL);
     pthread_cond_init(&st->maint_cv, NULL);
+    pthread_mutex_init(&st->ckpt_mu, NULL);
+    pthread_cond_init(&st->ckpt_cv, NULL);
     int code = STORE_OK;
     char buf[64];
     int rc;
@@ -587,7 +655,7 @@ int store_open(const store_options *opt, store **out, store_err *err)
         code = exec_sql(st,
                         "PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;"
                         " PRAGMA cache_size=-8192; PRAGMA journal_size_limit=67108864;"
-                        " PRAGMA wal_autocheckpoint=1000; PRAGMA foreign_keys=OFF",
+                        " PRAGMA foreign_keys=OFF",
                         "configure", err);
         if (code) goto fail;
     } else {
@@ -626,6 +694,14 @@ int store_open(const store_options *opt, store **out, store_err *err)
             if (code) goto fail;
             sqlite3_exec(st->readers[i].db, "PRAGMA cache_size=-4096", NULL, NULL, NULL);
         }
+        code = open_conn(st, &st->ck, 0, err);
+        if (code) goto fail;
+        sqlite3_wal_hook(st->w.db, wal_hook, st);
+        if (pthread_create(&st->ckpt, NULL, ckpt_main, st) != 0) {
+            code = st_errf(err, STORE_ERROR, "start checkpoint thread: %s", strerror(errno));
+            goto fail;
+        }
+        st->ckpt_running = 1;
     }
     if (st->opt.maintenance_interval_s > 0) {
         if (pthread_create(&st->maint, NULL, maint_main, st) != 0) {
@@ -651,6 +727,14 @@ void store_close(store *st)
         pthread_mutex_unlock(&st->maint_mu);
         pthread_join(st->maint, NULL);
     }
+    if (st->ckpt_running) {
+        pthread_mutex_lock(&st->ckpt_mu);
+        st->ckpt_stop = 1;
+        pthread_cond_signal(&st->ckpt_cv);
+        pthread_mutex_unlock(&st->ckpt_mu);
+        pthread_join(st->ckpt, NULL);
+    }
+    if (st->ck.db) sqlite3_close(st->ck.db);
     for (int i = 0; i < st->nreaders; i++) {
         sc_finalize_all(&st->readers[i]);
         sqlite3_close(st->readers[i].db);
@@ -673,6 +757,8 @@ void store_close(store *st)
     pthread_mutex_destroy(&st->sync_mu);
     pthread_mutex_destroy(&st->maint_mu);
     pthread_cond_destroy(&st->maint_cv);
+    pthread_mutex_destroy(&st->ckpt_mu);
+    pthread_cond_destroy(&st->ckpt_cv);
     free(st->path);
     free(st);
 }
@@ -805,11 +891,6 @@ static void *maint_main(void *arg)
             log_warn("store pruning failed", LOG_S("error", e.msg));
         else if (rd || ad)
             log_info("store pruned history", LOG_I("runs", rd), LOG_I("assignments", ad));
-        if (!st->memory) {
-            pthread_mutex_lock(&st->wmu);
-            sqlite3_wal_checkpoint_v2(st->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
-            pthread_mutex_unlock(&st->wmu);
-        }
         pthread_mutex_lock(&st->maint_mu);
     }
     pthread_mutex_unlock(&st->maint_mu);

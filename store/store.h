@@ -270,6 +270,19 @@ int store_run_finished(store *st, const store_run_result *r, store_err *err);
  * on error none is stored (the message names the failing run). */
 int store_runs_finished(store *st, const store_run_result *r, size_t n, store_err *err);
 
+/* The same commit without waiting for the disk, for a worker that wants the
+ * run's thread back at once: *ticket (set on STORE_OK) must be passed to
+ * store_durable_wait, and the body may be submitted for the first time ONLY
+ * after store_durable_wait(ticket) returned STORE_OK. The commit itself
+ * already survives a crash of the process. */
+int store_run_finished_async(store *st, const store_run_result *r, uint64_t *ticket,
+                             store_err *err);
+/* Blocks until every commit up to `ticket` is on disk. Callers share flushes
+ * (group commit): one fdatasync covers every commit made before it started,
+ * so N results waiting together cost one disk flush. STORE_OK immediately
+ * for ":memory:" and with durability_process_only. */
+int store_durable_wait(store *st, uint64_t ticket, store_err *err);
+
 /* ------------------------------------------------------------------- outbox */
 
 typedef struct {

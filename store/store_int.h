@@ -46,6 +46,16 @@ struct store {
     pthread_mutex_t maint_mu;
     pthread_cond_t maint_cv;
 
+    /* Checkpoints run on their own connection and thread, never inside a
+     * worker's commit: the WAL hook on the writer only signals. */
+    sconn ck;
+    pthread_t ckpt;
+    int ckpt_running;
+    int ckpt_stop;
+    int ckpt_wanted;
+    pthread_mutex_t ckpt_mu;
+    pthread_cond_t ckpt_cv;
+
     int schema_version;
 };
 
@@ -67,6 +77,8 @@ int st_map_rc(sqlite3 *db, int rc);
 int st_wbegin(store *st, const char *op, store_err *err);
 int st_wcommit(store *st, const char *op, int durable, store_err *err);
 void st_wabort(store *st);
+/* Commits without waiting for the disk; *ticket is for store_durable_wait. */
+int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *err);
 
 /* Read connections: a pooled read-only connection (or the writer, locked, for
  * ":memory:"). Always paired. */

@@ -551,8 +551,10 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     return step_done(st, s, "save result", err);
 }
 
-int store_runs_finished(store *st, const store_run_result *r, size_t n, store_err *err)
+static int finish_many(store *st, const store_run_result *r, size_t n, uint64_t *ticket,
+                       store_err *err)
 {
+    *ticket = 0;
     if (n == 0) return STORE_OK;
     int code = st_wbegin(st, "save result", err);
     if (code) return code;
@@ -563,12 +565,26 @@ int store_runs_finished(store *st, const store_run_result *r, size_t n, store_er
             return code;
         }
     }
-    return st_wcommit(st, "save result", 1, err);
+    return st_wcommit_ticket(st, "save result", ticket, err);
+}
+
+int store_runs_finished(store *st, const store_run_result *r, size_t n, store_err *err)
+{
+    uint64_t ticket = 0;
+    int code = finish_many(st, r, n, &ticket, err);
+    if (code == STORE_OK && ticket) code = store_durable_wait(st, ticket, err);
+    return code;
 }
 
 int store_run_finished(store *st, const store_run_result *r, store_err *err)
 {
     return store_runs_finished(st, r, 1, err);
+}
+
+int store_run_finished_async(store *st, const store_run_result *r, uint64_t *ticket,
+                             store_err *err)
+{
+    return finish_many(st, r, 1, ticket, err);
 }
 
 /* ----------------------------------------------------------------- outbox */

@@ -778,7 +778,7 @@ static void test_migration_from_v1(void **state)
         SQLITE_OK);
     sqlite3_close(db);
     st = open_at(path);
-    assert_int_equal(store_schema_version(st), 2);
+    assert_int_equal(store_schema_version(st), store_schema_latest());
     strbuf b;
     strbuf_init(&b);
     assert_int_equal(store_charts_json(st, 6030, 2, &b, &e), STORE_OK);
@@ -795,7 +795,7 @@ static void test_migration_from_v1(void **state)
     assert_string_equal(ob[0].body, "{\"exact\":1}");
     store_outbox_free(ob, n);
     store_close(st);
-    assert_int_equal(count_rows(path, "PRAGMA user_version"), 2);
+    assert_int_equal(count_rows(path, "PRAGMA user_version"), store_schema_latest());
 
     /* a database from a newer binary is refused, untouched */
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
@@ -1266,6 +1266,16 @@ static void test_batch_finish_all_or_nothing(void **state)
     assert_int_equal(n, 1);
     assert_string_equal(ob[0].submission_id, "bs2");
     store_outbox_free(ob, n);
+    /* the asynchronous form: committed at once, durable after the wait */
+    seed_assignment(st, "b2", 1, 9e9, 1, NULL);
+    store_run_result ra = mk_result("b2-r0", "bs3", 1, "succeeded", "{\"async\":1}", 10, 1);
+    uint64_t ticket = 0;
+    assert_int_equal(store_run_finished_async(st, &ra, &ticket, &e), STORE_OK);
+    assert_true(ticket > 0);
+    assert_int_equal(outbox_depth(st), 4);
+    assert_int_equal(store_durable_wait(st, ticket, &e), STORE_OK);
+    assert_int_equal(store_durable_wait(st, ticket, &e), STORE_OK);
+    assert_int_equal(store_run_finished_async(st, &ra, &ticket, &e), STORE_CONFLICT);
     store_attempt rej = {.outcome = STORE_SUBMIT_REJECTED, .at = 11, .http_status = 404,
                          .error_code = "run_not_found", .message = "gone"};
     assert_int_equal(store_outbox_record(st, "bs0", &rej, &e), STORE_OK);
