@@ -203,7 +203,10 @@ static int conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
                 sbx_outcome_free(&out);
                 return -1;
             }
-            if (out.status == SBX_TIMEOUT) {
+            const char *stage = sget(out.json, "stage"), *etype = sget(out.json, "error_type");
+            if (out.status == SBX_TIMEOUT ||
+                (out.status == SBX_OK && stage && !strcmp(stage, "limit") && etype &&
+                 !strcmp(etype, "timeout"))) {
                 reason = limited ? "lease_exhausted" : "condition_error";
             } else if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok"))) {
                 reason = "condition_error";
