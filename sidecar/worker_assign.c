@@ -396,8 +396,10 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
                 break;
             }
             o->status = "succeeded";
+            json_decref(o->results);
             o->results = json_incref(res);
             json_t *sm = json_object_get(j, "summary");
+            json_decref(o->summary);
             o->summary = json_is_string(sm) ? json_incref(sm) : json_null();
             break;
         }
@@ -457,7 +459,9 @@ static void run_local(actx *x, wrun *r, const json_t *transcript, run_outcome *o
             outcome_fail(o, "failed", "eval_error", "%s",
                          "evaluation result does not contain its declared primary result");
         } else {
+            json_decref(o->results);
             o->results = json_incref(res.results);
+            json_decref(o->summary);
             o->summary = res.summary ? json_string(res.summary) : json_null();
         }
     } else if (strcmp(o->status, "cancelled") != 0) {

@@ -97,8 +97,12 @@ class EndToEnd(EmulatorBase):
         self.assertEqual(sc.stop(signal.SIGTERM), 0)
 
     def test_faults_every_session_completes(self):
+        # A dropped claim response holds leases the worker never saw: a short
+        # lease gives them back quickly.
         emu = self.start_emu(DEFS[:2], "--sessions", "30", "--fault-5xx", "0.2",
-                             "--fault-drop", "0.05", "--fault-latency-ms", "20")
+                             "--fault-drop", "0.05", "--fault-latency-ms", "20",
+                             "--lease-seconds", "8", "--heartbeat-seconds", "2",
+                             "--max-attempts", "100")
         sc = self.start_sidecar()
         self.assertTrue(wait_for(self.finished(30), 120), sc.raw_log()[-3000:])
         st = emu.state()
