@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ routes */
 
@@ -579,6 +580,14 @@ static void *flush_main(void *arg)
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* One event loop per core (2..8): handlers are short and CPU-bound (store
+ * reads, JSON); the slow one (/v1/evaluate) runs on its own job thread. */
+static unsigned pool_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return (unsigned)(n < 2 ? 2 : n > 8 ? 8 : n);
+}
+
 static unsigned conn_timeout_s(void)
 {
     const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT");
@@ -649,7 +658,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     srv->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)4, MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+        MHD_OPTION_THREAD_POOL_SIZE, pool_threads(), MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
         MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s(), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)64 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,

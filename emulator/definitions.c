@@ -14,17 +14,17 @@ int emu_validate_catalog_entry(json_t *d, const char *ctx, char *err, size_t n)
 {
     const char *key, *name, *version, *kind;
     char f[160];
-    if (v_string(d, "eval_key", ctx, &key, err, n) != 0) return -1;
+    if (emu_v_string(d, "eval_key", ctx, &key, err, n) != 0) return -1;
     snprintf(f, sizeof f, "%s.eval_key", ctx);
-    if (v_key(key, f, err, n) != 0) return -1;
-    if (v_string(d, "display_name", ctx, &name, err, n) != 0) return -1;
+    if (emu_v_key(key, f, err, n) != 0) return -1;
+    if (emu_v_string(d, "display_name", ctx, &name, err, n) != 0) return -1;
     snprintf(f, sizeof f, "%s.display_name", ctx);
-    if (v_bounded(name, f, 128, err, n) != 0) return -1;
-    if (v_string(d, "eval_version", ctx, &version, err, n) != 0) return -1;
+    if (emu_v_bounded(name, f, 128, err, n) != 0) return -1;
+    if (emu_v_string(d, "eval_version", ctx, &version, err, n) != 0) return -1;
     snprintf(f, sizeof f, "%s.eval_version", ctx);
-    if (v_bounded(version, f, 128, err, n) != 0) return -1;
-    if (v_enum(d, "result_kind", ctx, result_kinds, &kind, err, n) != 0) return -1;
-    return v_labels(d, "labels", ctx, err, n);
+    if (emu_v_bounded(version, f, 128, err, n) != 0) return -1;
+    if (emu_v_enum(d, "result_kind", ctx, result_kinds, &kind, err, n) != 0) return -1;
+    return emu_v_labels(d, "labels", ctx, err, n);
 }
 
 const char *emulator_sample_definitions(void)
@@ -88,11 +88,11 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     double timeout = 0;
     int rc = -1;
     if (emu_validate_catalog_entry(copy, ctx, err, n) != 0) goto done;
-    if (v_opt_string(copy, "condition_source", ctx, &cond, err, n) != 0) goto done;
-    if (v_string(copy, "evaluator_source", ctx, &src, err, n) != 0) goto done;
+    if (emu_v_opt_string(copy, "condition_source", ctx, &cond, err, n) != 0) goto done;
+    if (emu_v_string(copy, "evaluator_source", ctx, &src, err, n) != 0) goto done;
     snprintf(f, sizeof f, "%s.evaluator_source", ctx);
-    if (v_bounded(src, f, 128 * 1024, err, n) != 0) goto done;
-    if (v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err, n) != 0) goto done;
+    if (emu_v_bounded(src, f, 128 * 1024, err, n) != 0) goto done;
+    if (emu_v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err, n) != 0) goto done;
     if (has_timeout && timeout <= 0) {
         snprintf(err, n, "%s.timeout_seconds must be finite and greater than zero", ctx);
         goto done;
@@ -107,7 +107,7 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     char checksum[72];
     emulator_source_checksum(cond, src, checksum);
     json_t *desc = json_pack(
-        "{s:O, s:O, s:O, s:O, s:O, s:s, s:O, s:s, s:O}", "eval_key", json_object_get(copy, "eval_key"),
+        "{s:O, s:O, s:O, s:O, s:O, s:s, s:O, s:s, s:o}", "eval_key", json_object_get(copy, "eval_key"),
         "display_name", json_object_get(copy, "display_name"), "eval_version",
         json_object_get(copy, "eval_version"), "result_kind", json_object_get(copy, "result_kind"),
         "labels", json_object_get(copy, "labels"), "execution_mode", "python", "condition_source",

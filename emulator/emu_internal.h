@@ -203,23 +203,23 @@ int emu_validate_catalog_entry(json_t *d, const char *ctx, char *err, size_t n);
 void emu_definitions_for(emulator *e, emu_assignment *a, emu_instance *inst);
 
 /* validate.c: each returns 0, or -1 with a precise message in err */
-int v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n);
-int v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
+int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n);
+int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
                  size_t n);
-int v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
-int v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
-int v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
+int emu_v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
+int emu_v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
+int emu_v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
                  size_t n);
-int v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err, size_t n);
-int v_bounded(const char *s, const char *name, size_t max, char *err, size_t n);
-int v_no_control(const char *s, const char *name, char *err, size_t n);
-int v_key(const char *s, const char *name, char *err, size_t n);
-int v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
+int emu_v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err, size_t n);
+int emu_v_bounded(const char *s, const char *name, size_t max, char *err, size_t n);
+int emu_v_no_control(const char *s, const char *name, char *err, size_t n);
+int emu_v_key(const char *s, const char *name, char *err, size_t n);
+int emu_v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
            const char **out, char *err, size_t n);
-int v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
+int emu_v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
                  char *err, size_t n);
-int v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n);
-int v_timestamp(json_t *o, const char *key, const char *ctx, char *err, size_t n);
+int emu_v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n);
+int emu_v_timestamp(json_t *o, const char *key, const char *ctx, char *err, size_t n);
 
 /* handlers_*.c: protocol calls. body is the parsed request (POST) or NULL. */
 void emu_h_register(emu_req *r, json_t *body);

@@ -30,6 +30,7 @@ typedef struct {
     const char *transcripts_dir;  /* load *.json transcripts from here, or NULL */
     const char *definitions_file; /* managed definitions (JSON array), or NULL */
     const char *definitions_json; /* same, as text (API users); used if no file */
+    int sample_definitions;       /* subcommand: --sample-definitions */
     cli_list disabled;            /* eval keys sent in disabled_definitions. Borrowed. */
     long lease_seconds;           /* default 120 */
     long heartbeat_seconds;       /* default 30 */

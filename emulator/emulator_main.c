@@ -26,6 +26,8 @@ static const cli_opt emulator_opts[] = {
      "managed definitions: a JSON array of {eval_key, eval_version, display_name, result_kind, "
      "labels, condition_source, evaluator_source, timeout_seconds}",
      0, 0},
+    {"--sample-definitions", NULL, CLI_FLAG, OFF(sample_definitions), NULL,
+     "serve a few built-in realistic managed definitions (when no --definitions)", 0, 0},
     {"--disable", NULL, CLI_LIST, OFF(disabled), "EVAL_KEY",
      "list EVAL_KEY in disabled_definitions (repeatable)", 0, 0},
     {"--lease-seconds", NULL, CLI_INT, OFF(lease_seconds), "S", "lease duration (default 120)", 1,
@@ -82,6 +84,8 @@ int emulator_main(int argc, char **argv)
         goto done;
     }
     log_set_level(lvl);
+    if (cfg.sample_definitions && cfg.definitions_file == NULL)
+        cfg.definitions_json = emulator_sample_definitions();
     /* Block the stop signals before threads start, so only sigwait sees them. */
     sigset_t set;
     sigemptyset(&set);

@@ -15,11 +15,11 @@ void emu_h_claim(emu_req *r, json_t *body)
     char err[512];
     const char *worker_id, *revision;
     long long capacity;
-    if (v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        v_bounded(worker_id, "worker_id", 128, err, sizeof err) ||
-        v_no_control(worker_id, "worker_id", err, sizeof err) ||
-        v_string(body, "catalog_revision", NULL, &revision, err, sizeof err) ||
-        v_int(body, "capacity", NULL, &capacity, err, sizeof err)) {
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
+        emu_v_bounded(worker_id, "worker_id", 128, err, sizeof err) ||
+        emu_v_no_control(worker_id, "worker_id", err, sizeof err) ||
+        emu_v_string(body, "catalog_revision", NULL, &revision, err, sizeof err) ||
+        emu_v_int(body, "capacity", NULL, &capacity, err, sizeof err)) {
         emu_reply_error(r, "invalid_request", "%s", err);
         return;
     }

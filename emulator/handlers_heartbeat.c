@@ -16,9 +16,9 @@ void emu_h_heartbeat(emu_req *r, json_t *body)
     const char *worker_id;
     long long gen;
     json_t *runs;
-    if (v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        v_pos_int(body, "lease_generation", NULL, &gen, err, sizeof err) ||
-        v_array(body, "runs", NULL, &runs, err, sizeof err)) {
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
+        emu_v_pos_int(body, "lease_generation", NULL, &gen, err, sizeof err) ||
+        emu_v_array(body, "runs", NULL, &runs, err, sizeof err)) {
         emu_reply_error(r, "invalid_request", "%s", err);
         return;
     }
@@ -38,9 +38,9 @@ void emu_h_heartbeat(emu_req *r, json_t *body)
             emu_reply_error(r, "invalid_request", "%s must be an object", ctx);
             return;
         }
-        if (v_string(item, "evaluation_run_id", ctx, &s, err, sizeof err) ||
-            v_string(item, "state", ctx, &s, err, sizeof err) ||
-            v_opt_number(item, "progress", ctx, &has, &progress, err, sizeof err)) {
+        if (emu_v_string(item, "evaluation_run_id", ctx, &s, err, sizeof err) ||
+            emu_v_string(item, "state", ctx, &s, err, sizeof err) ||
+            emu_v_opt_number(item, "progress", ctx, &has, &progress, err, sizeof err)) {
             emu_reply_error(r, "invalid_request", "%s", err);
             return;
         }

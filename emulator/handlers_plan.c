@@ -38,10 +38,10 @@ void emu_h_plan(emu_req *r, json_t *body, const char *assignment_id)
     const char *worker_id;
     long long gen;
     json_t *selected, *skipped;
-    if (v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        v_pos_int(body, "lease_generation", NULL, &gen, err, sizeof err) ||
-        v_array(body, "selected", NULL, &selected, err, sizeof err) ||
-        v_array(body, "skipped", NULL, &skipped, err, sizeof err)) {
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
+        emu_v_pos_int(body, "lease_generation", NULL, &gen, err, sizeof err) ||
+        emu_v_array(body, "selected", NULL, &selected, err, sizeof err) ||
+        emu_v_array(body, "skipped", NULL, &skipped, err, sizeof err)) {
         emu_reply_error(r, "invalid_request", "%s", err);
         return;
     }
@@ -56,16 +56,16 @@ void emu_h_plan(emu_req *r, json_t *body, const char *assignment_id)
             emu_reply_error(r, "invalid_request", "%s must be an object", ctx);
             return;
         }
-        if (v_string(item, "eval_key", ctx, &s, err, sizeof err) ||
-            v_string(item, "eval_version", ctx, &s, err, sizeof err) ||
-            (!sel && v_string(item, "reason_code", ctx, &s, err, sizeof err))) {
+        if (emu_v_string(item, "eval_key", ctx, &s, err, sizeof err) ||
+            emu_v_string(item, "eval_version", ctx, &s, err, sizeof err) ||
+            (!sel && emu_v_string(item, "reason_code", ctx, &s, err, sizeof err))) {
             emu_reply_error(r, "invalid_request", "%s", err);
             return;
         }
         if (!sel) {
             char f[64];
             snprintf(f, sizeof f, "%s.reason_code", ctx);
-            if (v_bounded(s, f, 64, err, sizeof err) != 0) {
+            if (emu_v_bounded(s, f, 64, err, sizeof err) != 0) {
                 emu_reply_error(r, "invalid_request", "%s", err);
                 return;
             }

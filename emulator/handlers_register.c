@@ -14,13 +14,13 @@ void emu_h_register(emu_req *r, json_t *body)
     const char *worker_id, *sdk_version, *revision;
     long long max_conc;
     json_t *defs;
-    if (v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        v_bounded(worker_id, "worker_id", 128, err, sizeof err) ||
-        v_no_control(worker_id, "worker_id", err, sizeof err) ||
-        v_string(body, "sdk_version", NULL, &sdk_version, err, sizeof err) ||
-        v_string(body, "catalog_revision", NULL, &revision, err, sizeof err) ||
-        v_int(body, "max_concurrency", NULL, &max_conc, err, sizeof err) ||
-        v_array(body, "definitions", NULL, &defs, err, sizeof err)) {
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
+        emu_v_bounded(worker_id, "worker_id", 128, err, sizeof err) ||
+        emu_v_no_control(worker_id, "worker_id", err, sizeof err) ||
+        emu_v_string(body, "sdk_version", NULL, &sdk_version, err, sizeof err) ||
+        emu_v_string(body, "catalog_revision", NULL, &revision, err, sizeof err) ||
+        emu_v_int(body, "max_concurrency", NULL, &max_conc, err, sizeof err) ||
+        emu_v_array(body, "definitions", NULL, &defs, err, sizeof err)) {
         emu_reply_error(r, "invalid_request", "%s", err);
         return;
     }

@@ -19,12 +19,12 @@ static const char *const kinds[] = {"score", "metric", "assertion", NULL};
 static int opt_bounded(json_t *o, const char *key, const char *ctx, size_t max, char *err, size_t n)
 {
     const char *s;
-    if (v_opt_string(o, key, ctx, &s, err, n) != 0) return -1;
+    if (emu_v_opt_string(o, key, ctx, &s, err, n) != 0) return -1;
     if (s == NULL) return 0;
     char f[96];
     if (ctx) snprintf(f, sizeof f, "%s.%s", ctx, key);
     else snprintf(f, sizeof f, "%s", key);
-    return v_bounded(s, f, max, err, n);
+    return emu_v_bounded(s, f, max, err, n);
 }
 
 static int validate_item(json_t *it, const char *ctx, char *err, size_t n)
@@ -37,30 +37,30 @@ static int validate_item(json_t *it, const char *ctx, char *err, size_t n)
         snprintf(err, n, "%s must be an object", ctx);
         return -1;
     }
-    if (v_string(it, "result_key", ctx, &s, err, n) != 0) return -1;
+    if (emu_v_string(it, "result_key", ctx, &s, err, n) != 0) return -1;
     snprintf(f, sizeof f, "%s.result_key", ctx);
-    if (v_key(s, f, err, n) != 0) return -1;
-    if (v_enum(it, "result_kind", ctx, kinds, &s, err, n) != 0) return -1;
+    if (emu_v_key(s, f, err, n) != 0) return -1;
+    if (emu_v_enum(it, "result_kind", ctx, kinds, &s, err, n) != 0) return -1;
     json_t *nv = json_object_get(it, "numeric_value");
     if (nv && json_is_boolean(nv)) {
         snprintf(err, n, "%s.numeric_value must be a number or null", ctx);
         return -1;
     }
-    if (v_opt_number(it, "numeric_value", ctx, &has, &num, err, n) != 0) return -1;
+    if (emu_v_opt_number(it, "numeric_value", ctx, &has, &num, err, n) != 0) return -1;
     json_t *bv = json_object_get(it, "bool_value");
     if (bv && !json_is_null(bv) && !json_is_boolean(bv)) {
         snprintf(err, n, "%s.bool_value must be a boolean or null", ctx);
         return -1;
     }
-    if (v_opt_string(it, "text_value", ctx, &s, err, n) != 0) return -1;
-    if (v_string(it, "unit", ctx, &s, err, n) != 0) return -1;
+    if (emu_v_opt_string(it, "text_value", ctx, &s, err, n) != 0) return -1;
+    if (emu_v_string(it, "unit", ctx, &s, err, n) != 0) return -1;
     snprintf(f, sizeof f, "%s.unit", ctx);
-    if (*s && v_bounded(s, f, 64, err, n) != 0) return -1;
+    if (*s && emu_v_bounded(s, f, 64, err, n) != 0) return -1;
     if (opt_bounded(it, "display_value", ctx, 256, err, n) ||
         opt_bounded(it, "description", ctx, 1000, err, n) ||
         opt_bounded(it, "reasoning", ctx, 16384, err, n))
         return -1;
-    return v_labels(it, "labels", ctx, err, n);
+    return emu_v_labels(it, "labels", ctx, err, n);
 }
 
 static int validate(json_t *body, char *err, size_t n)
@@ -68,22 +68,22 @@ static int validate(json_t *body, char *err, size_t n)
     const char *s;
     long long v;
     json_t *results;
-    if (v_string(body, "result_schema_version", NULL, &s, err, n) != 0) return -1;
+    if (emu_v_string(body, "result_schema_version", NULL, &s, err, n) != 0) return -1;
     if (strcmp(s, "2") != 0) {
         snprintf(err, n, "unsupported result schema version '%.32s'", s);
         return -1;
     }
-    if (v_string(body, "submission_id", NULL, &s, err, n) ||
-        v_bounded(s, "submission_id", 128, err, n) ||
-        v_no_control(s, "submission_id", err, n) ||
-        v_string(body, "worker_id", NULL, &s, err, n) ||
-        v_pos_int(body, "lease_generation", NULL, &v, err, n) ||
-        v_enum(body, "status", NULL, statuses, &s, err, n) ||
-        v_timestamp(body, "started_at", NULL, err, n) ||
-        v_timestamp(body, "finished_at", NULL, err, n) ||
-        v_nonneg_int(body, "duration_ms", NULL, &v, err, n) ||
+    if (emu_v_string(body, "submission_id", NULL, &s, err, n) ||
+        emu_v_bounded(s, "submission_id", 128, err, n) ||
+        emu_v_no_control(s, "submission_id", err, n) ||
+        emu_v_string(body, "worker_id", NULL, &s, err, n) ||
+        emu_v_pos_int(body, "lease_generation", NULL, &v, err, n) ||
+        emu_v_enum(body, "status", NULL, statuses, &s, err, n) ||
+        emu_v_timestamp(body, "started_at", NULL, err, n) ||
+        emu_v_timestamp(body, "finished_at", NULL, err, n) ||
+        emu_v_nonneg_int(body, "duration_ms", NULL, &v, err, n) ||
         opt_bounded(body, "summary", NULL, 4096, err, n) ||
-        v_array(body, "results", NULL, &results, err, n) ||
+        emu_v_array(body, "results", NULL, &results, err, n) ||
         opt_bounded(body, "error_code", NULL, 64, err, n) ||
         opt_bounded(body, "error_message", NULL, 4096, err, n))
         return -1;

@@ -177,7 +177,7 @@ static json_t *parse_body(emu_req *r)
     }
     const char *pv;
     char err[256];
-    if (v_string(body, "protocol_version", NULL, &pv, err, sizeof err) != 0) {
+    if (emu_v_string(body, "protocol_version", NULL, &pv, err, sizeof err) != 0) {
         json_decref(body);
         emu_reply_error(r, "invalid_request", "%s", err);
         return NULL;
@@ -304,7 +304,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (is_hex32(rid)) memcpy(r.request_id, rid, 33);
     else ids_request_id(r.request_id);
 
-    if (dispatch(&r, ctx)) {
+    int drop = dispatch(&r, ctx);
+    if (log_get_level() <= LOG_DEBUG)
+        log_debug("emulator request", LOG_S("method", method), LOG_S("path", url),
+                  LOG_I("status", r.status), LOG_S("request_id", r.request_id),
+                  LOG_B("dropped", drop));
+    if (drop) {
         if (!r.resp_static) free(r.resp);
         return MHD_NO; /* committed, then the connection drops: the fault */
     }

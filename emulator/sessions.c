@@ -31,8 +31,8 @@ static int check_events(json_t *events, char *err, size_t n)
             snprintf(err, n, "%s must be an object", ctx);
             return -1;
         }
-        if (v_string(ev, "id", ctx, &s, err, n) || v_string(ev, "ts", ctx, &s, err, n) ||
-            v_string(ev, "event_type", ctx, &s, err, n))
+        if (emu_v_string(ev, "id", ctx, &s, err, n) || emu_v_string(ev, "ts", ctx, &s, err, n) ||
+            emu_v_string(ev, "event_type", ctx, &s, err, n))
             return -1;
         if (!json_is_object(json_object_get(ev, "payload"))) {
             snprintf(err, n, "%s.payload must be an object", ctx);

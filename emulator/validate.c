@@ -14,7 +14,7 @@
     if (ctx) snprintf(buf, sizeof buf, "%s.%s", ctx, key);                                         \
     else snprintf(buf, sizeof buf, "%s", key)
 
-int v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n)
+int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n)
 {
     json_t *v = json_object_get(o, key);
     if (!json_is_string(v)) {
@@ -26,7 +26,7 @@ int v_string(json_t *o, const char *key, const char *ctx, const char **out, char
     return 0;
 }
 
-int v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
+int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
                  size_t n)
 {
     json_t *v = json_object_get(o, key);
@@ -43,7 +43,7 @@ int v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, 
     return 0;
 }
 
-int v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n)
+int emu_v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n)
 {
     json_t *v = json_object_get(o, key);
     if (!json_is_integer(v)) {
@@ -55,9 +55,9 @@ int v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err
     return 0;
 }
 
-int v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n)
+int emu_v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n)
 {
-    if (v_int(o, key, ctx, out, err, n) != 0) return -1;
+    if (emu_v_int(o, key, ctx, out, err, n) != 0) return -1;
     if (*out <= 0) {
         NAME(f, ctx, key);
         snprintf(err, n, "%s must be greater than zero", f);
@@ -66,10 +66,10 @@ int v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char 
     return 0;
 }
 
-int v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
+int emu_v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
                  size_t n)
 {
-    if (v_int(o, key, ctx, out, err, n) != 0) return -1;
+    if (emu_v_int(o, key, ctx, out, err, n) != 0) return -1;
     if (*out < 0) {
         NAME(f, ctx, key);
         snprintf(err, n, "%s must not be negative", f);
@@ -78,7 +78,7 @@ int v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, ch
     return 0;
 }
 
-int v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err, size_t n)
+int emu_v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err, size_t n)
 {
     json_t *v = json_object_get(o, key);
     if (!json_is_array(v)) {
@@ -90,7 +90,7 @@ int v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err
     return 0;
 }
 
-int v_bounded(const char *s, const char *name, size_t max, char *err, size_t n)
+int emu_v_bounded(const char *s, const char *name, size_t max, char *err, size_t n)
 {
     size_t len = strlen(s);
     if (len == 0) {
@@ -104,7 +104,7 @@ int v_bounded(const char *s, const char *name, size_t max, char *err, size_t n)
     return 0;
 }
 
-int v_no_control(const char *s, const char *name, char *err, size_t n)
+int emu_v_no_control(const char *s, const char *name, char *err, size_t n)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if (*p < 32 || *p == 127) {
@@ -115,9 +115,9 @@ int v_no_control(const char *s, const char *name, char *err, size_t n)
     return 0;
 }
 
-int v_key(const char *s, const char *name, char *err, size_t n)
+int emu_v_key(const char *s, const char *name, char *err, size_t n)
 {
-    if (v_bounded(s, name, 128, err, n) != 0) return -1;
+    if (emu_v_bounded(s, name, 128, err, n) != 0) return -1;
     int ok = s[0] >= 'a' && s[0] <= 'z';
     for (const char *p = s + 1; ok && *p; p++)
         ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
@@ -128,10 +128,10 @@ int v_key(const char *s, const char *name, char *err, size_t n)
     return 0;
 }
 
-int v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
+int emu_v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
            const char **out, char *err, size_t n)
 {
-    if (v_string(o, key, ctx, out, err, n) != 0) return -1;
+    if (emu_v_string(o, key, ctx, out, err, n) != 0) return -1;
     for (size_t i = 0; allowed[i]; i++)
         if (!strcmp(*out, allowed[i])) return 0;
     NAME(f, ctx, key);
@@ -141,7 +141,7 @@ int v_enum(json_t *o, const char *key, const char *ctx, const char *const *allow
     return -1;
 }
 
-int v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
+int emu_v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
                  char *err, size_t n)
 {
     json_t *v = json_object_get(o, key);
@@ -162,10 +162,10 @@ int v_opt_number(json_t *o, const char *key, const char *ctx, int *present, doub
     return 0;
 }
 
-int v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n)
+int emu_v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n)
 {
     json_t *labels;
-    if (v_array(o, key, ctx, &labels, err, n) != 0) return -1;
+    if (emu_v_array(o, key, ctx, &labels, err, n) != 0) return -1;
     NAME(f, ctx, key);
     if (json_array_size(labels) > 20) {
         snprintf(err, n, "%s has %zu entries; at most 20 labels are allowed", f,
@@ -180,7 +180,7 @@ int v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n)
             snprintf(err, n, "%s must be a string", item);
             return -1;
         }
-        if (v_bounded(json_string_value(l), item, 64, err, n) != 0) return -1;
+        if (emu_v_bounded(json_string_value(l), item, 64, err, n) != 0) return -1;
         for (size_t j = 0; j < i; j++) {
             if (!strcmp(json_string_value(l), json_string_value(json_array_get(labels, j)))) {
                 snprintf(err, n, "%s must be unique", f);
@@ -191,10 +191,10 @@ int v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n)
     return 0;
 }
 
-int v_timestamp(json_t *o, const char *key, const char *ctx, char *err, size_t n)
+int emu_v_timestamp(json_t *o, const char *key, const char *ctx, char *err, size_t n)
 {
     const char *s;
-    if (v_string(o, key, ctx, &s, err, n) != 0) return -1;
+    if (emu_v_string(o, key, ctx, &s, err, n) != 0) return -1;
     double t;
     if (time_parse_rfc3339(s, &t) != 0) {
         NAME(f, ctx, key);

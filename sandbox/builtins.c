@@ -127,7 +127,7 @@ static val *b_abs(vctx *c, val *x)
     if (x->type == VT_COMPLEX) return vc_abs(c, x);
     if (x->type == VT_FLOAT) return v_float(c, fabs(x->u.f));
     if (v_is_intlike(x)) {
-        if (vi_sign(x) >= 0) return x->type == VT_BOOL ? v_int(c, x->u.b) : x;
+        if (vi_sign(x) >= 0) return x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
         return v_unop(c, UN_NEG, x);
     }
     return v_raise(c, "TypeError", "bad operand type for abs(): '%s'", v_type_name(x));
@@ -150,7 +150,10 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
 {
     if (na > 1) return v_raise(c, "TypeError", "dict expected at most 1 argument, got %zu", na);
     size_t hint = nkw;
-    if (na == 1 && (a[0]->type == VT_DICT)) hint += a[0]->u.t.len;
+    if (na == 1 && (a[0]->type == VT_DICT)) {
+        if (v_dict_force(c, a[0])) return NULL;
+        hint += a[0]->u.t.len;
+    }
     val *d = v_dict_new(c, hint);
     if (!d) return NULL;
     if (na == 1) {
@@ -213,7 +216,7 @@ static val *b_int(vctx *c, val *x, val *base)
 {
     if (!x) {
         if (base) return v_raise(c, "TypeError", "int() missing string argument");
-        return v_int(c, 0);
+        return v_int64(c, 0);
     }
     if (base) {
         int64_t b;
@@ -227,7 +230,7 @@ static val *b_int(vctx *c, val *x, val *base)
     }
     switch ((vtype)x->type) {
     case VT_INT: return x;
-    case VT_BOOL: return v_int(c, x->u.b);
+    case VT_BOOL: return v_int64(c, x->u.b);
     case VT_FLOAT: return vi_from_double(c, x->u.f);
     case VT_STR:
     case VT_BYTES: return vi_parse(c, x->u.s.s, x->u.s.blen, 10, false);
@@ -319,12 +322,12 @@ static val *b_round(vctx *c, val *x, val *nd)
     if (nd && nd->type == VT_NONE) nd = NULL;
     if (x->type == VT_FLOAT) return vf_round(c, x->u.f, nd);
     if (v_is_intlike(x)) {
-        if (!nd) return x->type == VT_BOOL ? v_int(c, x->u.b) : x;
+        if (!nd) return x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
         if (!v_is_intlike(nd))
             return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(nd));
         int64_t n;
         if (!v_as_i64(nd, &n)) n = vi_sign(nd) > 0 ? 1 : INT64_MIN;
-        val *xi = x->type == VT_BOOL ? v_int(c, x->u.b) : x;
+        val *xi = x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
         if (n >= 0) return xi;
         /* round half to even at 10^-n */
         mpz_t z, p, q, r;
@@ -352,7 +355,7 @@ static val *b_sum(vctx *c, val *it, val *start)
         return v_raise(c, "TypeError", "sum() can't sum bytes [use b''.join(seq) instead]");
     viter iter;
     if (v_iter_init(c, it, &iter)) return NULL;
-    val *result = start ? start : v_int(c, 0);
+    val *result = start ? start : v_int64(c, 0);
     /* int fast path */
     val *item = NULL;
     if (result->type == VT_INT && !result->u.i.big) {
@@ -361,7 +364,7 @@ static val *b_sum(vctx *c, val *it, val *start)
             item = v_iter_next(c, &iter);
             if (!item) {
                 if (v_failed(c)) return NULL;
-                return v_int(c, acc);
+                return v_int64(c, acc);
             }
             int64_t x;
             if ((item->type == VT_INT && !item->u.i.big) || item->type == VT_BOOL) {
@@ -372,7 +375,7 @@ static val *b_sum(vctx *c, val *it, val *start)
                     continue;
                 }
             }
-            result = v_int(c, acc);
+            result = v_int64(c, acc);
             if (!result) return NULL;
             if (item->type == VT_FLOAT) {
                 /* switch to the float path with this item pending */
@@ -478,7 +481,7 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
         if (id == BI_ABS) return b_abs(c, a[0]);
         {
             int64_t n = v_len(c, a[0]);
-            return n < 0 ? NULL : v_int(c, n);
+            return n < 0 ? NULL : v_int64(c, n);
         }
     case BI_ALL:
     case BI_ANY:

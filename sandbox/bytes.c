@@ -55,7 +55,7 @@ val *vby_getitem(vctx *c, val *s, val *key)
     int64_t i;
     if (v_int_index(c, key, &i, "byte indices must be integers or slices")) return NULL;
     if (vseq_index_norm(&i, len)) return v_raise(c, "IndexError", "index out of range");
-    return v_int(c, (unsigned char)s->u.s.s[i]);
+    return v_int64(c, (unsigned char)s->u.s.s[i]);
 }
 
 /* latin-1 view of bytes as a str value */

@@ -256,8 +256,18 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
     return 0;
 }
 
+int v_dict_force(vctx *c, val *d)
+{
+    if (d->type != VT_DICT || !vd_lazy(d)) return 0;
+    return vsess_lazy_force(c, d);
+}
+
 val *v_dict_get(vctx *c, val *d, val *key)
 {
+    if (vd_lazy(d)) {
+        bool found;
+        return vsess_lazy_get(c, d, key, &found);
+    }
     if (d->u.t.len == 0) {
         int64_t h;
         if (v_hash(c, key, &h)) return NULL;
@@ -281,6 +291,7 @@ val *v_dict_get_str(vctx *c, val *d, const char *key, size_t len)
 
 int vdict_eq(vctx *c, val *a, val *b)
 {
+    if (v_dict_force(c, a) || v_dict_force(c, b)) return -1;
     if (a->u.t.len != b->u.t.len) return 0;
     for (size_t i = 0; i < a->u.t.len; i++) {
         ventry *e = &a->u.t.entries[i];
@@ -363,23 +374,32 @@ static int set_add_entry(vctx *c, val *s, val *key, int64_t hash)
     size_t mask = s->u.t.mask;
     size_t i = (size_t)hash & mask;
     size_t perturb = (size_t)hash;
-    ventry *e;
+    ventry *e, *freeslot = NULL;
     for (;;) {
         e = &s->u.t.entries[i];
         size_t probes = (i + LINEAR_PROBES <= mask) ? LINEAR_PROBES : 0;
         do {
-            if (e->hash == 0 && e->key == NULL) goto found_unused;
+            if (e->hash == 0 && e->key == NULL) goto found_unused_or_dummy;
             if (e->hash == hash && e->key != &v_dummy_key) {
                 int err = 0;
                 if (key_eq_fast(c, e->key, key, &err)) return 0;
                 if (err) return -1;
+            } else if (e->key == &v_dummy_key) { /* CPython 3.11 keeps the last one seen */
+                freeslot = e;
             }
             e++;
         } while (probes--);
         perturb >>= PERTURB_SHIFT;
         i = (i * 5 + 1 + perturb) & mask;
     }
-found_unused:
+found_unused_or_dummy:
+    if (freeslot) {
+        /* CPython reuses a deleted slot seen on the probe path */
+        s->u.t.len++;
+        freeslot->key = key;
+        freeslot->hash = hash;
+        return 0;
+    }
     s->u.t.fill++;
     s->u.t.len++;
     e->key = key;
@@ -482,6 +502,7 @@ static int set_merge(vctx *c, val *so, val *other)
 
 static int set_update(vctx *c, val *so, val *other)
 {
+    if (v_dict_force(c, other)) return -1;
     if (other->type == VT_SET) return set_merge(c, so, other);
     if (other->type == VT_DICT) {
         size_t n = other->u.t.len;
@@ -608,6 +629,7 @@ static int in_other(vctx *c, val *other, val *key, int64_t h)
 
 static val *set_difference(vctx *c, val *so, val *other)
 {
+    if (v_dict_force(c, other)) return NULL;
     if (other->type != VT_SET && other->type != VT_DICT) {
         val *r = vset_copy(c, so);
         if (!r || set_difference_update(c, r, other)) return NULL;
@@ -762,7 +784,7 @@ val *vrange_getitem(vctx *c, val *r, val *key)
     int64_t i;
     if (v_int_index(c, key, &i, "range indices must be integers or slices")) return NULL;
     if (vseq_index_norm(&i, r->u.r.len)) return v_raise(c, "IndexError", "range object index out of range");
-    return v_int(c, r->u.r.start + i * r->u.r.step);
+    return v_int64(c, r->u.r.start + i * r->u.r.step);
 }
 
 static int range_index_of(val *r, int64_t x, int64_t *idx)
@@ -786,7 +808,7 @@ int vrange_contains(vctx *c, val *r, val *item)
     }
     for (int64_t i = 0; i < r->u.r.len; i++) {
         if (v_step(c)) return -1;
-        val *v = v_int(c, r->u.r.start + i * r->u.r.step);
+        val *v = v_int64(c, r->u.r.start + i * r->u.r.step);
         if (!v) return -1;
         int e = v_eq(c, v, item);
         if (e) return e;
@@ -807,6 +829,7 @@ int vrange_eq(val *a, val *b)
 
 static val *make_view(vctx *c, val *d, vtype t)
 {
+    if (v_dict_force(c, d)) return NULL;
     val *v = v_new(c, t);
     if (v) v->u.rec.f[0] = d;
     return v;
@@ -840,20 +863,20 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
                     strbuf_free(&b);
                     return NULL;
                 }
-                return v_int(c, idx);
+                return v_int64(c, idx);
             }
-            return v_int(c, found);
+            return v_int64(c, found);
         }
         int64_t n = 0;
         for (int64_t i = 0; i < o->u.r.len; i++) {
             if (v_step(c)) return NULL;
-            int e = v_eq(c, v_int(c, o->u.r.start + i * o->u.r.step), a[0]);
+            int e = v_eq(c, v_int64(c, o->u.r.start + i * o->u.r.step), a[0]);
             if (e < 0) return NULL;
-            if (e && index) return v_int(c, i);
+            if (e && index) return v_int64(c, i);
             n += e;
         }
         if (index) return v_raise(c, "ValueError", "sequence.index(x): x not in sequence");
-        return v_int(c, n);
+        return v_int64(c, n);
     }
     int64_t len = (int64_t)o->u.seq.len, st = 0, en = len;
     if (index) {
@@ -878,11 +901,11 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
     for (int64_t i = st; i < en; i++) {
         int e = ieq(c, o->u.seq.items[i], a[0]);
         if (e < 0) return NULL;
-        if (e && index) return v_int(c, i);
+        if (e && index) return v_int64(c, i);
         n += e;
     }
     if (index) return v_raise(c, "ValueError", "%s.index(x): x not in %s", tn, tn);
-    return v_int(c, n);
+    return v_int64(c, n);
 }
 
 val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)

@@ -233,7 +233,8 @@ static int compare(E *e, int op, val *l, val *r)
     }
 }
 
-/* A growable array of values in the arena. */
+/* A growable array of values on the heap (realloc: no arena waste while
+ * growing); moved into one exact arena array when complete. */
 typedef struct {
     val **v;
     size_t n, cap;
@@ -242,10 +243,12 @@ typedef struct {
 static int vv_push(E *e, vvec *a, val *x)
 {
     if (a->n == a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 8;
-        val **nv = v_alloc(e->c, nc * sizeof *nv);
-        if (!nv) return -1;
-        if (a->n) memcpy(nv, a->v, a->n * sizeof *nv);
+        size_t nc = a->cap ? a->cap * 2 : 16;
+        val **nv = realloc(a->v, nc * sizeof *nv);
+        if (!nv) {
+            v_limit(e->c, "memory");
+            return -1;
+        }
         a->v = nv;
         a->cap = nc;
     }
@@ -374,9 +377,11 @@ static val *eval_comp(E *e, ast_node *x)
     if (x->kind == AST_SetComp) cs.coll = v_set_new(e->c, 0);
     else if (x->kind == AST_DictComp) cs.coll = v_dict_new(e->c, 0);
     if (x->kind != AST_ListComp && !cs.coll) return NULL;
-    if (comp_loop(e, &cs, 0, first)) return NULL;
-    if (x->kind == AST_ListComp) return v_list_take(e->c, cs.list.v, cs.list.n);
-    return cs.coll;
+    int rc = comp_loop(e, &cs, 0, first);
+    val *res = cs.coll;
+    if (!rc && x->kind == AST_ListComp) res = v_list(e->c, cs.list.v, cs.list.n);
+    free(cs.list.v);
+    return rc ? NULL : res;
 }
 
 static val *eval_dict(E *e, ast_node *x)

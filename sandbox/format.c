@@ -291,6 +291,112 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
     return r;
 }
 
+/* CPython's format_float_short (pystrtod.c) for a finite x >= 0: digits
+ * and decimal point position as _Py_dg_dtoa gives them (mode 0 for 'r',
+ * 2 for 'e'/'g', 3 for 'f'; obtained here from correctly rounded printf),
+ * then the same padding, exponent and '#' rules. */
+static int float_short(strbuf *out, double x, char type, int prec, bool alt, bool add_dot0)
+{
+    char lower = (char)(type | 32);
+    char *digits;
+    int nd, decpt;
+    char small[40];
+    char *heap = NULL;
+    if (lower == 'r') {
+        digits = small;
+        decpt = vf_shortest(x, small, &nd);
+        if (x == 0) {
+            small[0] = '0';
+            nd = 1;
+            decpt = 1;
+        }
+    } else {
+        int p = prec;
+        if (lower == 'e') p = prec + 1;
+        if (lower == 'g' && p == 0) p = 1;
+        size_t need = (size_t)p + 400;
+        heap = malloc(need);
+        if (!heap) return -1;
+        if (lower == 'f') {
+            snprintf(heap, need, "%.*f", prec, x);
+            /* digits without the point, leading zeros removed */
+            char *dot = strchr(heap, '.');
+            int intlen = dot ? (int)(dot - heap) : (int)strlen(heap);
+            int k = 0;
+            for (char *q = heap; *q; q++)
+                if (*q != '.') heap[k++] = *q;
+            heap[k] = 0;
+            int lead = 0;
+            while (lead < k - 1 && heap[lead] == '0') lead++;
+            digits = heap + lead;
+            nd = k - lead;
+            decpt = intlen - lead;
+        } else {
+            snprintf(heap, need, "%.*e", p - 1, x);
+            char *e = strchr(heap, 'e');
+            int ex = atoi(e + 1);
+            int k = 0;
+            for (char *q = heap; q < e; q++)
+                if (*q != '.') heap[k++] = *q;
+            heap[k] = 0;
+            digits = heap;
+            nd = k;
+            decpt = ex + 1;
+        }
+        while (nd > 1 && digits[nd - 1] == '0') nd--;
+        if (nd == 1 && digits[0] == '0') decpt = 1;
+    }
+    bool use_exp = false;
+    int vend = nd, exp = 0;
+    switch (lower) {
+    case 'e': use_exp = true; vend = prec + 1; break;
+    case 'f': vend = decpt + prec; break;
+    case 'g': {
+        int p = prec == 0 ? 1 : prec;
+        if (decpt <= -4 || decpt > (add_dot0 ? p - 1 : p)) use_exp = true;
+        if (alt) vend = p;
+        break;
+    }
+    default:
+        if (decpt <= -4 || decpt > 16) use_exp = true;
+        break;
+    }
+    if (use_exp) {
+        exp = decpt - 1;
+        decpt = 1;
+    }
+    int vstart = decpt <= 0 ? decpt - 1 : 0;
+    if (!use_exp && add_dot0) vend = vend > decpt ? vend : decpt + 1;
+    else vend = vend > decpt ? vend : decpt;
+    size_t mark = out->len;
+    if (decpt <= 0) {
+        for (int i = 0; i < decpt - vstart; i++) strbuf_putc(out, '0');
+        strbuf_putc(out, '.');
+        for (int i = 0; i < -decpt; i++) strbuf_putc(out, '0');
+    } else {
+        for (int i = 0; i < -vstart; i++) strbuf_putc(out, '0');
+    }
+    if (0 < decpt && decpt <= nd) {
+        strbuf_put(out, digits, (size_t)decpt);
+        strbuf_putc(out, '.');
+        strbuf_put(out, digits + decpt, (size_t)(nd - decpt));
+    } else {
+        strbuf_put(out, digits, (size_t)nd);
+    }
+    if (nd < decpt) {
+        for (int i = 0; i < decpt - nd; i++) strbuf_putc(out, '0');
+        strbuf_putc(out, '.');
+        for (int i = 0; i < vend - decpt; i++) strbuf_putc(out, '0');
+    } else {
+        for (int i = 0; i < vend - nd; i++) strbuf_putc(out, '0');
+    }
+    if (out->len > mark && out->data[out->len - 1] == '.' && !alt) out->data[--out->len] = 0;
+    if (use_exp) strbuf_printf(out, "%c%c%02d", type == 'E' || type == 'G' ? 'E' : 'e', exp < 0 ? '-' : '+',
+                               exp < 0 ? -exp : exp);
+    free(heap);
+    return 0;
+}
+
 static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
 {
     char type = f->type;
@@ -319,22 +425,11 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
         bool up = type == 'E' || type == 'F' || type == 'G';
         strbuf_puts(&body, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
         if (isnan(x)) neg = signbit(x) != 0;
-    } else if (type == 'r') {
-        vf_repr_buf(&body, ax);
     } else {
-        char fmtc[8];
-        if (type == 'g' || type == 'G') snprintf(fmtc, sizeof fmtc, "%%%s.*%c", f->alt ? "#" : "", type);
-        else snprintf(fmtc, sizeof fmtc, "%%%s.*%c", f->alt ? "#" : "", type);
-        int p2 = prec;
-        if ((type == 'g' || type == 'G') && p2 == 0) p2 = 1;
-        size_t need = (size_t)p2 + 400;
-        char *tmp = malloc(need);
-        if (!tmp) return v_limit(c, "memory");
-        snprintf(tmp, need, fmtc, p2, ax);
-        strbuf_puts(&body, tmp);
-        free(tmp);
-        if (add_dot0 && !strchr(body.data, '.') && !strchr(body.data, 'e') && !strchr(body.data, 'E'))
-            strbuf_put(&body, ".0", 2);
+        if (float_short(&body, ax, type, prec, f->alt, add_dot0)) {
+            strbuf_free(&body);
+            return v_limit(c, "memory");
+        }
     }
     if (pct) strbuf_putc(&body, '%');
     /* z: negative zero after rounding becomes positive */

@@ -22,7 +22,7 @@ size_t vi_bits(const val *v)
 
 val *vi_from_mpz_take(vctx *c, mpz_ptr z)
 {
-    if (mpz_fits_slong_p(z)) return v_int(c, mpz_get_si(z));
+    if (mpz_fits_slong_p(z)) return v_int64(c, mpz_get_si(z));
     size_t bits = mpz_sizeinbase(z, 2);
     if (bits > c->lim.max_int_bits) return v_limit(c, "memory");
     c->used += bits / 8;
@@ -293,26 +293,26 @@ val *vi_binop(vctx *c, vbinop op, val *a, val *b)
     if (small_of(a, &x) && small_of(b, &y)) {
         switch (op) {
         case BIN_ADD:
-            if (!__builtin_add_overflow(x, y, &r)) return v_int(c, r);
+            if (!__builtin_add_overflow(x, y, &r)) return v_int64(c, r);
             break;
         case BIN_SUB:
-            if (!__builtin_sub_overflow(x, y, &r)) return v_int(c, r);
+            if (!__builtin_sub_overflow(x, y, &r)) return v_int64(c, r);
             break;
         case BIN_MUL:
-            if (!__builtin_mul_overflow(x, y, &r)) return v_int(c, r);
+            if (!__builtin_mul_overflow(x, y, &r)) return v_int64(c, r);
             break;
         case BIN_FLOORDIV:
             if (y == 0) return v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
             if (x == INT64_MIN && y == -1) break;
             r = x / y;
             if ((x % y != 0) && ((x < 0) != (y < 0))) r--;
-            return v_int(c, r);
+            return v_int64(c, r);
         case BIN_MOD:
             if (y == 0) return v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
-            if (y == -1) return v_int(c, 0);
+            if (y == -1) return v_int64(c, 0);
             r = x % y;
             if (r != 0 && ((r < 0) != (y < 0))) r += y;
-            return v_int(c, r);
+            return v_int64(c, r);
         case BIN_DIV:
             if (y == 0) return v_raise(c, "ZeroDivisionError", "division by zero");
             if (x >= -(1LL << 53) && x <= (1LL << 53) && y >= -(1LL << 53) && y <= (1LL << 53))
@@ -329,7 +329,7 @@ val *vi_binop(vctx *c, vbinop op, val *a, val *b)
                     if (e) ovf |= __builtin_mul_overflow(base, base, &base);
                     if (ovf) break;
                 }
-                if (!ovf) return v_int(c, acc);
+                if (!ovf) return v_int64(c, acc);
             }
             break;
         }
@@ -342,7 +342,7 @@ val *vi_from_double(vctx *c, double d)
     if (isnan(d)) return v_raise(c, "ValueError", "cannot convert float NaN to integer");
     if (isinf(d)) return v_raise(c, "OverflowError", "cannot convert float infinity to integer");
     double t = trunc(d);
-    if (t >= -9.2e18 && t <= 9.2e18) return v_int(c, (int64_t)t);
+    if (t >= -9.2e18 && t <= 9.2e18) return v_int64(c, (int64_t)t);
     mpz_ptr z = vi_mpz_new(c);
     if (!z) return NULL;
     mpz_set_d(z, t);
@@ -473,7 +473,7 @@ static val *parse_core(vctx *c, const char *s, size_t len, int base, bool litera
         int64_t x = 0;
         for (size_t k = 0; k < nd; k++) x = x * b + digit_val((unsigned char)digits[k]);
         free(digits);
-        return v_int(c, neg ? -x : x);
+        return v_int64(c, neg ? -x : x);
     }
     mpz_ptr z = vi_mpz_new(c);
     if (!z) {

@@ -319,6 +319,7 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
         strbuf_putc(b, ']');
         return 0;
     case VT_DICT:
+        if (v_dict_force(c, v)) return -1;
         strbuf_putc(b, '{');
         for (size_t i = 0; i < v->u.t.len; i++) {
             val *k = v->u.t.entries[i].key;
@@ -404,6 +405,7 @@ static int sort_items(vctx *c, val *mapping, val ***keys, val ***vals, size_t *n
         v_raise(c, "AttributeError", "'%s' object has no attribute 'items'", v_type_name(mapping));
         return -1;
     }
+    if (v_dict_force(c, mapping)) return -1;
     size_t m = mapping->u.t.len;
     val **ks = v_items_alloc(c, m), **vs = v_items_alloc(c, m);
     if (!ks || !vs) return -1;
@@ -431,6 +433,7 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
     val *ek = v_strz(c, eval_key && *eval_key ? eval_key : "result");
     if (!ek) return -1;
     size_t cap = 1;
+    if (v_dict_force(c, metrics) || v_dict_force(c, assertions)) return -1;
     if (metrics->type == VT_DICT) cap += metrics->u.t.len;
     if (assertions->type == VT_DICT) cap += assertions->u.t.len;
     ritem *items = v_alloc(c, cap * sizeof *items);

@@ -28,7 +28,7 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
     case SN_NULL: return v_none();
     case SN_TRUE: return v_true();
     case SN_FALSE: return v_false();
-    case SN_INT: return v_int(c, (int64_t)n->b);
+    case SN_INT: return v_int64(c, (int64_t)n->b);
     case SN_BIGINT: return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
     case SN_FLOAT: {
         double d;
@@ -48,18 +48,55 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
         return v_list_take(c, items, n->a);
     }
     case SN_OBJ: {
-        const simg_node *kids = (const simg_node *)(img + n->b);
-        val *d = v_dict_new(c, n->a);
+        /* lazy: lookups read the image; the table is built only if needed */
+        val *d = v_new(c, VT_DICT);
         if (!d) return NULL;
-        for (uint32_t i = 0; i < n->a; i++) {
-            val *k = node_val(c, img, &kids[2 * i], depth + 1);
-            val *v = k ? node_val(c, img, &kids[2 * i + 1], depth + 1) : NULL;
-            if (!v || v_dict_set(c, d, k, v)) return NULL;
-        }
+        d->flags = VF_LAZY;
+        d->u.t.fill = n->a;
+        d->u.t.index = (int32_t *)(void *)(img + n->b);
+        d->u.t.mask = (size_t)(uintptr_t)img;
         return d;
     }
     default: return v_raise(c, "ValueError", "corrupt session image");
     }
+}
+
+val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
+{
+    *found = false;
+    if (key->type != VT_STR) {
+        int64_t h;
+        if (v_hash(c, key, &h)) return NULL;
+        return NULL; /* JSON object keys are all str */
+    }
+    const char *img = (const char *)(uintptr_t)d->u.t.mask;
+    const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
+    size_t n = d->u.t.fill;
+    for (size_t i = 0; i < n; i++) {
+        const simg_node *k = &kids[2 * i];
+        if (k->a == key->u.s.blen && !memcmp(img + (uint32_t)k->b, key->u.s.s, k->a)) {
+            *found = true;
+            return node_val(c, img, &kids[2 * i + 1], 0);
+        }
+    }
+    return NULL;
+}
+
+int vsess_lazy_force(vctx *c, val *d)
+{
+    const char *img = (const char *)(uintptr_t)d->u.t.mask;
+    const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
+    size_t n = d->u.t.fill;
+    val *t = v_dict_new(c, n);
+    if (!t) return -1;
+    for (size_t i = 0; i < n; i++) {
+        val *k = node_val(c, img, &kids[2 * i], 0);
+        val *v = k ? node_val(c, img, &kids[2 * i + 1], 0) : NULL;
+        if (!v || v_dict_set(c, t, k, v)) return -1;
+    }
+    d->u.t = t->u.t;
+    d->flags = 0;
+    return 0;
 }
 
 static val *make_event(vctx *c, const void *img, uint32_t i)
@@ -110,7 +147,7 @@ val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
     if (v->type == VT_SESSION) {
         const simg_hdr *h = hdr(v->u.sess.img);
         if (!strcmp(name, "events")) return events_tuple(c, v);
-        if (!strcmp(name, "event_count")) return v_int(c, h->event_count);
+        if (!strcmp(name, "event_count")) return v_int64(c, h->event_count);
         for (int k = 0; k < SF__COUNT; k++)
             if (!strcmp(name, g_sess_fields[k])) return img_str(c, v->u.sess.img, &h->fields[k]);
     } else {
@@ -182,7 +219,7 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
         if (of_type) out[k] = evs->u.seq.items[i];
         k++;
     }
-    if (!of_type) return v_int(c, (int64_t)k);
+    if (!of_type) return v_int64(c, (int64_t)k);
     return v_tuple_take(c, out, k);
 }
 

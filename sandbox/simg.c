@@ -40,7 +40,7 @@ static size_t ib_reserve(ibuf *b, size_t n)
         b->p = np;
         b->cap = nc;
     }
-    memset(b->p + b->len, 0, at + n - b->len);
+    memset(b->p + b->len, 0, at - b->len); /* alignment padding only: callers fill the rest */
     b->len = at + n;
     return at;
 }
@@ -468,7 +468,7 @@ static int parse_string(jp *p, simg_str *out)
     return 0;
 }
 
-static int parse_value(jp *p, size_t node_off, int depth);
+static int parse_value(jp *p, simg_node *out, int depth);
 
 static int parse_number(jp *p, simg_node *n)
 {
@@ -599,7 +599,7 @@ static int dedup_keys(ibuf *b, simg_node *kids, size_t *cnt)
     return 0;
 }
 
-static int parse_value(jp *p, size_t node_off, int depth)
+static int parse_value(jp *p, simg_node *out, int depth)
 {
     if (depth > SIMG_MAX_DEPTH) {
         p->err = "nesting too deep";
@@ -675,12 +675,11 @@ static int parse_value(jp *p, size_t node_off, int depth)
                     }
                     p->s++;
                 }
-                size_t slot = ib_reserve(p->b, sizeof(simg_node));
-                if (p->b->oom || parse_value(p, slot, depth + 1)) {
+                if (parse_value(p, &kids[cnt], depth + 1)) {
                     free(kids);
                     return -1;
                 }
-                kids[cnt++] = *NODE(p->b, slot);
+                cnt++;
                 skip_ws(p);
                 if (p->s < p->end && *p->s == ',') {
                     p->s++;
@@ -769,7 +768,7 @@ static int parse_value(jp *p, size_t node_off, int depth)
         p->err = "unexpected character";
         return -1;
     }
-    *NODE(p->b, node_off) = n;
+    *out = n;
     return 0;
 }
 
@@ -795,16 +794,16 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
 {
     ibuf b = {0};
     /* worst case the image is a few times the text; start near it */
-    b.cap = len + len / 2 + 4096;
+    b.cap = 2 * len + 4096;
     b.p = malloc(b.cap);
     if (!b.p) {
         snprintf(err, errcap, "out of memory");
         return -1;
     }
     ib_reserve(&b, sizeof(simg_hdr));
-    size_t root = ib_reserve(&b, sizeof(simg_node));
     jp p = {json, json + len, &b, NULL, 0, NULL};
-    if (parse_value(&p, root, 0)) {
+    simg_node rootn;
+    if (parse_value(&p, &rootn, 0)) {
         if (b.oom) snprintf(err, errcap, "transcript too large for a session image");
         else snprintf(err, errcap, "invalid JSON: %s at byte %zu", p.err ? p.err : "error", (size_t)(p.s - json));
         goto fail;
@@ -814,6 +813,9 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
         snprintf(err, errcap, "invalid JSON: extra data at byte %zu", (size_t)(p.s - json));
         goto fail;
     }
+    size_t root = ib_reserve(&b, sizeof(simg_node));
+    if (b.oom) goto oom;
+    *NODE(&b, root) = rootn;
     const simg_node *t = NODE(&b, root);
     if (t->tag != SN_OBJ) {
         snprintf(err, errcap, "transcript must be an object");

@@ -564,15 +564,15 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
     if (adjust_indices(c, p[1], p[2], len, &st, &en)) return NULL;
     val *sub = p[0];
     if (en - st < (int64_t)sub->u.s.clen) {
-        if (mode == 0) return v_int(c, 0);
+        if (mode == 0) return v_int64(c, 0);
         if (mode == 3) return v_raise(c, "ValueError", "substring not found");
-        return v_int(c, -1);
+        return v_int64(c, -1);
     }
     size_t bo = vs_offset(s, (size_t)st), be = vs_offset(s, (size_t)en);
     const char *h = s->u.s.s + bo;
     size_t hl = be - bo;
     if (mode == 0) {
-        if (sub->u.s.blen == 0) return v_int(c, en - st + 1);
+        if (sub->u.s.blen == 0) return v_int64(c, en - st + 1);
         int64_t n = 0;
         const char *q = h;
         size_t left = hl;
@@ -583,15 +583,15 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
             q = f + sub->u.s.blen;
         }
         if (v_steps(c, hl / 64)) return NULL;
-        return v_int(c, n);
+        return v_int64(c, n);
     }
     const char *f = mode == 2 ? rfind_bytes(h, hl, sub->u.s.s, sub->u.s.blen)
                               : find_bytes(h, hl, sub->u.s.s, sub->u.s.blen);
     if (!f) {
         if (mode == 3) return v_raise(c, "ValueError", "substring not found");
-        return v_int(c, -1);
+        return v_int64(c, -1);
     }
-    return v_int(c, (int64_t)cps_before(s, (size_t)(f - s->u.s.s)));
+    return v_int64(c, (int64_t)cps_before(s, (size_t)(f - s->u.s.s)));
 }
 
 static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
@@ -962,6 +962,37 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
             p[i] = o;
         }
         return vs_new_owned(c, p, n, n, true);
+    }
+    bool sigma = memmem(s->u.s.s, n, "\xce\xa3", 2) != NULL;
+    if (mode <= 2 && !(mode == 1 && sigma)) {
+        /* streaming: ASCII inline, other code points through the tables */
+        if (v_check_strlen(c, 3 * n)) return NULL;
+        char *o = v_alloc(c, 3 * n + 16);
+        if (!o) return NULL;
+        size_t k = 0, i = 0, ncp = 0;
+        bool ascii = true;
+        const unsigned char *p = (const unsigned char *)s->u.s.s;
+        while (i < n) {
+            unsigned char ch = p[i];
+            if (ch < 0x80) {
+                if (mode == 0) o[k++] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch);
+                else o[k++] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
+                i++;
+                ncp++;
+                continue;
+            }
+            size_t adv;
+            int32_t cp = vs_decode1(s->u.s.s + i, n - i, &adv);
+            i += adv;
+            int32_t out[3];
+            int cnt = map_full(mode == 0 ? 0 : mode == 1 ? 1 : 3, cp, out);
+            for (int j = 0; j < cnt; j++) {
+                if (out[j] >= 0x80) ascii = false;
+                k += (size_t)vs_encode1(out[j], o + k);
+            }
+            ncp += (size_t)cnt;
+        }
+        return vs_new_owned(c, o, k, ncp, ascii);
     }
     int32_t *cps = to_cps(c, s);
     if (!cps) return NULL;

@@ -65,6 +65,12 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     return c;
 }
 
+/* Standard-size chunks freed by one evaluation are kept (per thread, up to a
+ * bound) for the next: fresh memory costs page faults on every evaluation. */
+static _Thread_local struct vchunk *t_spare;
+static _Thread_local size_t t_spare_n;
+#define SPARE_MAX 256 /* 64 MiB */
+
 void vctx_free(vctx *c)
 {
     if (c == NULL) return;
@@ -72,7 +78,13 @@ void vctx_free(vctx *c)
     struct vchunk *k = c->chunk;
     while (k) {
         struct vchunk *n = k->next;
-        free(k);
+        if (k->cap == CHUNK_SIZE && t_spare_n < SPARE_MAX) {
+            k->next = t_spare;
+            t_spare = k;
+            t_spare_n++;
+        } else {
+            free(k);
+        }
         k = n;
     }
     free(c);
@@ -86,6 +98,7 @@ void *v_alloc(vctx *c, size_t size)
     if (k && k->cap - k->used >= size) {
         void *p = (char *)k->data + k->used;
         k->used += size;
+        memset(p, 0, size);
         return p;
     }
     if (c->used + size > c->lim.max_alloc_bytes || size > c->lim.max_alloc_bytes) {
@@ -93,11 +106,19 @@ void *v_alloc(vctx *c, size_t size)
         return NULL;
     }
     size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
-    struct vchunk *n = calloc(1, sizeof *n + cap);
+    struct vchunk *n;
+    if (cap == CHUNK_SIZE && t_spare) {
+        n = t_spare;
+        t_spare = n->next;
+        t_spare_n--;
+    } else {
+        n = malloc(sizeof *n + cap);
+    }
     if (n == NULL) {
         v_limit(c, "memory");
         return NULL;
     }
+    memset(n->data, 0, size);
     n->cap = cap;
     c->used += cap;
     if (cap == size && k) {
@@ -217,7 +238,7 @@ val *v_true(void) { return &g_true; }
 val *v_false(void) { return &g_false; }
 val *v_bool(bool b) { return b ? &g_true : &g_false; }
 
-val *v_int(vctx *c, int64_t i)
+val *v_int64(vctx *c, int64_t i)
 {
     if (i >= -5 && i <= 256) {
         init_small();
@@ -230,7 +251,7 @@ val *v_int(vctx *c, int64_t i)
 
 val *v_int_mpz(vctx *c, const mpz_t z)
 {
-    if (mpz_fits_slong_p(z)) return v_int(c, mpz_get_si(z));
+    if (mpz_fits_slong_p(z)) return v_int64(c, mpz_get_si(z));
     mpz_ptr n = vi_mpz_new(c);
     if (n == NULL) return NULL;
     mpz_set(n, z);
@@ -403,7 +424,7 @@ int64_t v_len(vctx *c, val *v)
     case VT_BYTES: return (int64_t)v->u.s.blen;
     case VT_TUPLE:
     case VT_LIST: return (int64_t)v->u.seq.len;
-    case VT_DICT:
+    case VT_DICT: return (int64_t)vd_len(v);
     case VT_SET: return (int64_t)v->u.t.len;
     case VT_RANGE: return v->u.r.len;
     case VT_DICT_KEYS:
@@ -427,7 +448,7 @@ bool v_truthy(const val *v)
     case VT_BYTES: return v->u.s.blen != 0;
     case VT_TUPLE:
     case VT_LIST: return v->u.seq.len != 0;
-    case VT_DICT:
+    case VT_DICT: return vd_len(v) != 0;
     case VT_SET: return v->u.t.len != 0;
     case VT_RANGE: return v->u.r.len != 0;
     case VT_DICT_KEYS:
@@ -581,9 +602,9 @@ int v_hash(vctx *c, val *v, int64_t *out)
         /* hash((len, start, step)) with CPython's normalization */
         val *t[3];
         val tv = {.type = VT_TUPLE};
-        t[0] = v_int(c, v->u.r.len);
-        t[1] = v->u.r.len ? v_int(c, v->u.r.start) : v_none();
-        t[2] = v->u.r.len > 1 ? v_int(c, v->u.r.step) : v_none();
+        t[0] = v_int64(c, v->u.r.len);
+        t[1] = v->u.r.len ? v_int64(c, v->u.r.start) : v_none();
+        t[2] = v->u.r.len > 1 ? v_int64(c, v->u.r.step) : v_none();
         if (!t[0] || !t[1] || !t[2]) return -1;
         tv.u.seq.items = t;
         tv.u.seq.len = 3;
@@ -833,7 +854,7 @@ val *v_unop(vctx *c, vunop op, val *a)
     if (a->type == VT_COMPLEX) return op == UN_NEG ? v_complex(c, -a->u.cx.re, -a->u.cx.im) : a;
     if (a->type == VT_FLOAT) return v_float(c, op == UN_NEG ? -a->u.f : a->u.f);
     if (v_is_intlike(a)) {
-        if (op == UN_POS) return a->type == VT_BOOL ? v_int(c, a->u.b) : a;
+        if (op == UN_POS) return a->type == VT_BOOL ? v_int64(c, a->u.b) : a;
         val zero = {.type = VT_INT};
         return vi_binop(c, BIN_SUB, &zero, a);
     }
@@ -846,6 +867,7 @@ val *v_unop(vctx *c, vunop op, val *a)
 int v_iter_init(vctx *c, val *v, viter *it)
 {
     memset(it, 0, sizeof *it);
+    if (v_dict_force(c, v)) return -1;
     it->src = v;
     switch ((vtype)v->type) {
     case VT_STR:
@@ -889,7 +911,7 @@ val *v_iter_next(vctx *c, viter *it)
         {
             int64_t x = it->cur;
             it->cur += v->u.r.step;
-            return v_int(c, x);
+            return v_int64(c, x);
         }
     case VT_STR: {
         if (it->i >= v->u.s.blen) return NULL;
@@ -903,7 +925,7 @@ val *v_iter_next(vctx *c, viter *it)
     }
     case VT_BYTES:
         if (it->i >= v->u.s.blen) return NULL;
-        return v_int(c, (unsigned char)v->u.s.s[it->i++]);
+        return v_int64(c, (unsigned char)v->u.s.s[it->i++]);
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: {
@@ -935,7 +957,7 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     switch ((vtype)v->type) {
     case VT_STR: cap = v->u.s.clen; break;
     case VT_BYTES: cap = v->u.s.blen; break;
-    case VT_DICT:
+    case VT_DICT: cap = vd_len(v); break;
     case VT_SET: cap = v->u.t.len; break;
     case VT_RANGE: cap = (size_t)v->u.r.len; break;
     case VT_DICT_KEYS:
@@ -994,6 +1016,77 @@ val *v_getattr(vctx *c, val *obj, const char *name)
     return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
 }
 
+static vtype class_vtype(int id)
+{
+    switch (id) {
+    case BI_STR: return VT_STR;
+    case BI_DICT: return VT_DICT;
+    case BI_SET: return VT_SET;
+    case BI_LIST: return VT_LIST;
+    case BI_TUPLE: return VT_TUPLE;
+    case BI_FLOAT: return VT_FLOAT;
+    case BI_RANGE: return VT_RANGE;
+    default: return VT_NONE;
+    }
+}
+
+static bool in_list(const char *name, const char *list)
+{
+    /* list: space-separated names, with a leading and trailing space */
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if (p[-1] == ' ' && p[n] == ' ') return true;
+    return false;
+}
+
+int v_check_method(vctx *c, val *obj, const char *name)
+{
+    static const char *str_m =
+        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith replace find rfind "
+        "index join title capitalize casefold swapcase isdigit isalpha isalnum isspace isnumeric isdecimal "
+        "islower isupper istitle zfill ljust rjust center partition rpartition removeprefix removesuffix encode ";
+    static const char *bytes_m =
+        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith replace find rfind "
+        "index join title capitalize swapcase isdigit isalpha isalnum isspace islower isupper istitle zfill ljust "
+        "rjust center partition rpartition removeprefix removesuffix decode hex ";
+    static const char *set_m = " union intersection difference symmetric_difference issubset issuperset isdisjoint ";
+    const char *list = NULL;
+    switch ((vtype)obj->type) {
+    case VT_STR: list = str_m; break;
+    case VT_BYTES: list = bytes_m; break;
+    case VT_LIST:
+    case VT_TUPLE:
+    case VT_RANGE: list = " count index "; break;
+    case VT_DICT: list = " get keys values items "; break;
+    case VT_SET: list = set_m; break;
+    case VT_DICT_KEYS:
+    case VT_DICT_ITEMS: list = " isdisjoint "; break;
+    case VT_FLOAT: list = " hex "; break;
+    case VT_SESSION:
+        list = " events_of_type count events event_count assignment_id session_id session_revision_id agent_id "
+               "environment started_at ended_at schema_version ";
+        break;
+    case VT_EVENT: list = " id ts event_type payload "; break;
+    case VT_SCORE: list = " value passed unit display_value description "; break;
+    case VT_METRIC: list = " value unit display_value description "; break;
+    case VT_ASSERTION: list = " passed description "; break;
+    case VT_EVALRESULT: list = " score metrics assertions reasoning summary labels "; break;
+    case VT_CONDRESULT: list = " applicable reason_code "; break;
+    default: break;
+    }
+    if (obj->type == VT_BUILTIN) {
+        /* unbound methods of builtin classes: str.lower('X'), dict.get(d, k) */
+        val probe = {.type = (uint8_t)class_vtype(obj->u.bi.id)};
+        if (probe.type != VT_NONE && v_check_method(c, &probe, name) == 0) return 0;
+        v_exc_clear(c);
+    }
+    if (list && in_list(name, list)) return 0;
+    if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
+        v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'", vb_name(obj->u.bi.id), name);
+    else v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
+    return -1;
+}
+
 val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs, const vkwarg *kw,
                    size_t nkw)
 {
@@ -1013,9 +1106,22 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     case VT_DICT_ITEMS: r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_SESSION: r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_BUILTIN:
-        if (vb_is_class(obj->u.bi.id))
+        if (vb_is_class(obj->u.bi.id)) {
+            vtype t = class_vtype(obj->u.bi.id);
+            val probe = {.type = (uint8_t)t};
+            if (t != VT_NONE && v_check_method(c, &probe, name) == 0) {
+                const char *cn = vb_name(obj->u.bi.id);
+                if (nargs == 0)
+                    return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn, name);
+                if (args[0]->type != t)
+                    return v_raise(c, "TypeError", "descriptor '%s' for '%s' objects doesn't apply to a '%s' object",
+                                   name, cn, v_type_name(args[0]));
+                return v_call_method(c, args[0], name, args + 1, nargs - 1, kw, nkw);
+            }
+            v_exc_clear(c);
             return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
                            vb_name(obj->u.bi.id), name);
+        }
         break;
     default: break;
     }
@@ -1151,6 +1257,10 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
     case VT_TUPLE:
     case VT_LIST: rc = seq_repr(c, b, v); break;
     case VT_DICT:
+        if (v_dict_force(c, v)) {
+            rc = -1;
+            break;
+        }
         strbuf_putc(b, '{');
         for (size_t i = 0; i < v->u.t.len && rc == 0; i++) {
             if (i) strbuf_put(b, ", ", 2);

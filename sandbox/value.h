@@ -106,6 +106,9 @@ struct val {
 
 enum {
     VF_ASCII = 1,  /* VT_STR: every code point < 128 (byte index == char index) */
+    VF_LAZY = 2,   /* VT_DICT: a payload object still in the session image; its
+                      vtable is not built (len reads 0): call v_dict_force before
+                      reading u.t directly */
 };
 
 /* ---- context, arena, exceptions, limits ------------------------------ */
@@ -152,7 +155,7 @@ val *v_none(void);
 val *v_true(void);
 val *v_false(void);
 val *v_bool(bool b);
-val *v_int(vctx *c, int64_t i);            /* interned for -5..256 */
+val *v_int64(vctx *c, int64_t i);            /* interned for -5..256 */
 val *v_int_mpz(vctx *c, const mpz_t z);    /* copies; normalizes to small */
 val *v_int_parse(vctx *c, const char *s, size_t len, int base); /* literal text (underscores ok); NULL on error */
 val *v_float(vctx *c, double d);
@@ -181,6 +184,9 @@ val *v_dict_new(vctx *c, size_t hint);
 int v_dict_set(vctx *c, val *dict, val *key, val *value);
 val *v_dict_get(vctx *c, val *dict, val *key); /* NULL if absent (no exception) or on error (check v_failed) */
 val *v_dict_get_str(vctx *c, val *dict, const char *key, size_t len); /* fast path for str keys */
+/* Builds the hash table of a lazy dict (VF_LAZY) in place; no-op otherwise.
+ * Call before reading dict->u.t.entries/len yourself. 0 or -1. */
+int v_dict_force(vctx *c, val *dict);
 val *v_set_new(vctx *c, size_t hint);
 int v_set_add(vctx *c, val *set, val *item);
 int v_set_contains(vctx *c, val *set, val *item); /* 1/0/-1 */
@@ -265,6 +271,10 @@ typedef struct {
     val *value;
 } vkwarg;
 
+/* CPython looks the method up before evaluating the call's arguments:
+ * call this first (0, or -1 with AttributeError set when obj's type has
+ * no attribute `name`), then evaluate the arguments, then v_call_method. */
+int v_check_method(vctx *c, val *obj, const char *name);
 /* obj.name(args, **kw): method call by name (the checker guarantees the name
  * is allowlisted; a receiver without it raises AttributeError). */
 val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs,

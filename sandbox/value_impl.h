@@ -145,6 +145,13 @@ int vr_eq(vctx *c, val *a, val *b);
 val *vr_getattr(vctx *c, val *v, const char *name, bool *found);
 int vr_hash(vctx *c, val *v, int64_t *out);
 
+/* lazy payload dicts (session.c): u.t.len 0, u.t.fill = item count,
+ * u.t.index = the image's key/value node block, u.t.mask = image base */
+static inline bool vd_lazy(const val *d) { return (d->flags & VF_LAZY) != 0; }
+static inline size_t vd_len(const val *d) { return vd_lazy(d) ? d->u.t.fill : d->u.t.len; }
+val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found);
+int vsess_lazy_force(vctx *c, val *d);
+
 /* session (session.c) */
 val *vsess_getattr(vctx *c, val *v, const char *name, bool *found);
 val *vsess_method(vctx *c, val *v, const char *name, val **args, size_t nargs, const vkwarg *kw, size_t nkw, bool *found);

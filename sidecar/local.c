@@ -316,7 +316,7 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
                 goto fail;
             }
             for (size_t j = 0; j < json_array_size(labels); j++) {
-                char lf[112];
+                char lf[136];
                 snprintf(lf, sizeof lf, "%s[%zu]", f, j);
                 if ((s = bounded(json_array_get(labels, j), lf, LOCAL_MAX_LABEL_BYTES, e)) ==
                     NULL)

@@ -16,8 +16,10 @@ evaluated by the oracle under two PYTHONHASHSEEDs and dropped if they differ
 """
 import argparse
 import json
+import math
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -30,6 +32,7 @@ TRANSCRIPT = os.path.join(HERE, "transcript.json")
 EVENT_TYPES = ["tool_use", "tool_result", "model_response", "agent_start", "agent_end", "human_input", "nope"]
 STRS = ["''", "'a'", "'abc'", "'Hello World'", "'  pad  '", "'ß'", "'é'", "'日本'", "'😀'", "'a,b,,c'",
         "'x.txt'", "'123'", "'-7'", "'ΑΣ'", "'ﬁ'", "'tool_use'", "'A1 b2'", "'\\t\\n'", "'İ'", "'e\\u0301'"]
+POOL = "aAzZ09 _-.,;\t\nßéÉıİΣσςﬁǅ日本😀\u0301\u00a0½²٣Ⅻ\x00\x7f\u2028"
 STRS_PLAIN = [x for x in STRS if "\\" not in x]
 INTS = ["0", "1", "2", "3", "-1", "-7", "10", "255", "1000", "2 ** 31", "10 ** 18", "-(2 ** 64)", "True", "False"]
 FLOATS = ["0.0", "-0.0", "0.5", "1.5", "-2.25", "0.1", "3.14159", "1e-07", "1e16", "2.5", "1e300", "-1e-300", "100.0"]
@@ -86,13 +89,61 @@ class Gen:
             return self.leaf(t)
         return getattr(self, "g_" + t)(d - 1)
 
+    def rand_int(self):
+        r = self.r
+        n = r.choice([r.randrange(-300, 300), r.getrandbits(r.randrange(1, 130)), -r.getrandbits(r.randrange(1, 130))])
+        return str(n) if n >= 0 else f"({n})"
+
+    def rand_float(self):
+        r = self.r
+        c = r.randrange(4)
+        if c == 0:
+            x = struct.unpack("<d", struct.pack("<Q", r.getrandbits(64)))[0]
+            if not math.isfinite(x):
+                x = 1.5
+        elif c == 1:
+            x = r.uniform(-1, 1) * 10 ** r.randrange(-12, 25)
+        elif c == 2:
+            x = r.randrange(-2000, 2000) / r.choice([2, 4, 8, 10, 100, 1000, 3])
+        else:
+            x = round(r.uniform(-100, 100), r.randrange(0, 6))
+        return repr(x) if x >= 0 and not (x == 0 and math.copysign(1, x) < 0) else f"({x!r})"
+
+    def rand_str(self):
+        r = self.r
+        chars = [r.choice(POOL) for _ in range(r.randrange(0, 8))]
+        return repr("".join(chars))
+
+    def rand_spec(self):
+        r = self.r
+        spec = ""
+        if r.random() < 0.3:
+            spec += r.choice(["", "*", "0", "x", "é"]) + r.choice("<>^=")
+        if r.random() < 0.3:
+            spec += r.choice("+- ")
+        if r.random() < 0.2:
+            spec += "#"
+        if r.random() < 0.2:
+            spec += "0"
+        if r.random() < 0.5:
+            spec += str(r.randrange(0, 15))
+        if r.random() < 0.25:
+            spec += r.choice(",_")
+        if r.random() < 0.5:
+            spec += "." + str(r.randrange(0, 12))
+        if r.random() < 0.7:
+            spec += r.choice("bcdeEfFgGnosxX%")
+        return spec
+
     def leaf(self, t):
         r = self.r
         if t == "int":
-            return self.pick(INTS)
+            return self.rand_int() if r.random() < 0.3 else self.pick(INTS)
         if t == "float":
-            return self.pick(FLOATS)
+            return self.rand_float() if r.random() < 0.4 else self.pick(FLOATS)
         if t == "str":
+            if not self.in_fstr and r.random() < 0.25:
+                return self.rand_str()
             return self.pick(self.strs())
         if t == "bool":
             return self.pick(["True", "False"])
@@ -268,7 +319,7 @@ class Gen:
             return f"{g('str', d)}.{self.pick(['zfill', 'center', 'ljust', 'rjust'])}({self.r.randrange(12)})"
         if c == 5:
             t = self.pick(["int", "float", "int", "float", "str"])
-            spec = self.pick(SPECS)
+            spec = self.pick(SPECS) if self.r.random() < 0.5 else self.rand_spec()
             return self.fstr(lambda: g(t, d), ":" + spec if spec else "")
         if c == 6:
             return self.fstr(lambda: g(self.pick(["lint", "dict", "str", "tup", "float"]), d), "!r")

@@ -814,6 +814,31 @@ def session_cases():
       "[e for e in session.events if e.event_type == 'agent_end']")
 
 
+# ------------------------------------------------------------------ evaluation order
+def evaluation_order():
+    R("0.5.partition(1 / 0)", "[].lower(1 / 0)", "(1).hex(1 / 0)", "'a'.upper(1 / 0)", "None.get([][0])",
+      "session.events_of_type([][0])", "session.nope_count" if False else "session.count(1 / 0)",
+      "{1 / 0: [][0]}", "{[][0]: 1 / 0}", "(1 / 0) + [][0]", "[][0] + (1 / 0)", "1 > 2 > 1 / 0",
+      "1 < 2 > 1 / 0", "Score(1 / 0, [][0])", "f'{1 / 0}{[][0]}'", "f'{[][0]}{1 / 0}'", "[][0][1 / 0]",
+      "(1 / 0)[[][0]]", "[1][1 / 0:[][0]]", "[1][[][0]:1 / 0]", "sorted([], key=1 / 0, reverse=[][0])",
+      "sorted([], reverse=[][0], key=1 / 0)", "[1 / 0 for x in []]", "[1 / 0 for x in [][0]]",
+      "1 / 0 if [][0] else 2", "[][0] if 1 / 0 else 2", "(1 / 0) in [][0]", "[][0] in (1 / 0)",
+      "{**{}[1], 'a': 1 / 0}", "{'a': 1 / 0, **{}[1]}", "[1 / 0, [][0]]", "([][0], 1 / 0)", "{1 / 0, [][0]}",
+      "len(1 / 0, [][0])", "enumerate(1 / 0)", "undefined_fn(1 / 0)", "max([][0], key=1 / 0)",
+      "1 / 0 and [][0]", "0 and 1 / 0 or [][0]", "not 1 / 0", "-(1 / 0)", "(1 / 0) ** 2",
+      "'%s %s' % (1 / 0, [][0])", "[x for x in [1, 2] if 1 / (x - 1)]", "[1 / (x - 1) for x in [2, 1]]",
+      "{x: 1 / 0 for x in [1]}", "{1 / 0: x for x in [1]}", "[y for x in [[]] for y in x[0]]",
+      "EvalResult(score=Score(2), metrics={'a': 1 / 0})", "EvalResult(metrics={'a': 1 / 0}, score=Score(2))",
+      "Score(0.5, passed=1, unit=5)", "Score(2, passed=1)", "Metric('x', unit=5)", "Assertion(1, description=5)",
+      "EvalResult(reasoning='', summary=5)", "EvalResult(summary=5, reasoning='')", "EvalResult(labels=[1], summary='')",
+      "ConditionResult(1, 'BAD')", "ConditionResult(True, 'BAD')")
+    E("EvalResult(metrics={'b': 'x', 'a': Metric(1), 'A': 1})", "EvalResult(metrics={'a': 1}, assertions={'B': 1})",
+      "EvalResult(metrics={'a': 'x'}, assertions={'B': True})", "EvalResult(score=Score(0.5), metrics={'B': 1}, assertions={'q': 1})",
+      "EvalResult(metrics={('m' + str(i)): i for i in range(26)}, assertions={'a': 1})",
+      "EvalResult(metrics={('m' + str(i)): i for i in range(26)}, assertions={'q': True})",
+      "EvalResult(score=Score(0.5), metrics={('m' + str(i)): i for i in range(25)}, assertions={'q': True})")
+
+
 def write_outputs(root):
     make = make_transcript.build()
     with open(os.path.join(root, "transcript.json"), "w", encoding="utf-8") as f:
@@ -845,7 +870,7 @@ def write_outputs(root):
 
 def main():
     for section in (literals, operators, comparisons, booleans, indexing, comprehensions, formatting,
-                    builtins_cases, methods, source_checks, results, session_cases):
+                    builtins_cases, methods, source_checks, results, session_cases, evaluation_order):
         section()
     kept, dropped = write_outputs(HERE)
     print(f"corpus: {kept} cases written, {dropped} dropped (hash-order dependent)")

@@ -115,14 +115,16 @@ class EmulatorProcess:
             return
         if self.proc.poll() is None:
             self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc.stdout.close()
-        self.proc.stderr.close()
+        try:
+            _, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=5)
         self.proc = None
+        # Under the sanitizer build, a leak or undefined behaviour in the
+        # emulator fails the test that ran it.
+        if "Sanitizer" in err or "runtime error:" in err:
+            raise AssertionError("emulator sanitizer report:\n" + err[-4000:])
 
     # -- raw HTTP ---------------------------------------------------------
     def request(self, method, path, body=None, *, token=TOKEN, headers=None, timeout=30):

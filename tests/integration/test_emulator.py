@@ -140,6 +140,43 @@ class AuthAndVersion(EmulatorCase):
         self.assertEqual(r.status, 405)
 
 
+class InstancesAndFlags(unittest.TestCase):
+    def test_managed_token_and_disabled_definitions(self):
+        with EmulatorProcess("--token", "fleet:managed", "--token", "cust", "--disable", "tool_count",
+                             "--disable", "ended", "--claim-limit", "3") as emu:
+            r = emu.register([], token="fleet", max_concurrency=8)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body["evaluator_kind"], "managed")
+            self.assertEqual(r.body["disabled_definitions"], ["tool_count", "ended"])
+            self.assertEqual(r.body["claim_limit"], 3)
+            other = emu.register([], token="cust")
+            self.assertEqual(other.body["evaluator_kind"], "customer")
+            self.assertNotEqual(other.body["evaluator_instance_id"], r.body["evaluator_instance_id"])
+
+    def test_instances_are_fenced_from_each_other(self):
+        with EmulatorProcess("--token", "a", "--token", "b", "--sessions", "1") as emu:
+            emu.register([], token="a")
+            emu.register([], token="b")
+            got = emu.claim(1, token="a").body["assignments"][0]
+            r = emu.fenced_get(got, "transcript", token="b")
+            self.assertEqual(r.code, "lease_lost")
+            self.assertEqual(emu.fenced_get(got, "transcript", token="a").status, 200)
+
+    def test_ipv6_loopback_listen(self):
+        import subprocess
+        from emulator_harness import BIN
+        p = subprocess.Popen([BIN, "emulator", "--listen", "[::1]:0", "--log-level", "warn"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line = p.stdout.readline()
+            if not line:
+                self.skipTest("no IPv6 loopback here: " + p.stderr.read().strip())
+            self.assertRegex(json.loads(line)["listening"], r"^\[::1\]:\d+$")
+        finally:
+            p.terminate()
+            p.communicate(timeout=10)
+
+
 class DisabledInstance(unittest.TestCase):
     def test_disabled_token_is_403_instance_disabled(self):
         with EmulatorProcess("--token", "live", "--token", "off:disabled") as emu:

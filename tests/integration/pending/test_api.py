@@ -127,7 +127,7 @@ class AdminApiTest(unittest.TestCase):
             self.assertError(self.sc.get("/v1/runs?" + q), 400, "invalid_request")
             self.assertError(self.sc.get("/v1/assignments?" + q), 400, "invalid_request")
         self.assertError(self.sc.get("/v1/runs?status=bogus"), 400, "invalid_request")
-        self.assertError(self.sc.get("/v1/runs?cursor=%00garbage"), 400, "invalid_request")
+        self.assertError(self.sc.get("/v1/runs?cursor=garbage!!"), 400, "invalid_request")
         self.assertError(self.sc.get("/v1/runs/does-not-exist"), 404, "not_found")
         self.assertError(self.sc.get("/v1/assignments/does-not-exist"), 404, "not_found")
         self.assertError(self.sc.get("/v1/stats?minutes=0"), 400, "invalid_request")
@@ -193,12 +193,39 @@ class AdminApiTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
 
     # -- hardening: bodies -----------------------------------------------------
+    def raw_post(self, path, length, body_iter, method=b"POST"):
+        """Sends a POST declaring `length` bytes, then as much of the body as
+        the server takes (it may answer early and close), then reads."""
+        with socket.create_connection(("127.0.0.1", self.sc.port), timeout=30) as s:
+            s.sendall(b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % (method, path.encode(), length))
+            try:
+                for chunk in body_iter:
+                    s.sendall(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            data = b""
+            try:
+                while True:
+                    c = s.recv(65536)
+                    if not c:
+                        break
+                    data += c
+                    if b"\r\n\r\n" in data and data.rstrip().endswith(b"}"):
+                        break
+            except ConnectionResetError:
+                pass
+        head, _, body = data.partition(b"\r\n\r\n")
+        return head.split(b"\r\n")[0], body
+
     def test_30mb_body_refused(self):
-        big = b"{\"source\": \"" + b"x" * (30 * 1024 * 1024) + b"\"}"
-        r = self.sc.request("POST", "/v1/evaluate", body=big)
-        self.assertError(r, 413, "body_too_large")
-        r = self.sc.request("PUT", "/v1/evaluators/big", body=b" " * (2 * 1024 * 1024))
-        self.assertError(r, 413, "body_too_large")
+        n = 30 * 1024 * 1024
+        status, body = self.raw_post("/v1/evaluate", n, (b"x" * (1 << 20) for _ in range(30)))
+        self.assertIn(b" 413 ", status)
+        self.assertEqual(json.loads(body)["error"]["code"], "body_too_large")
+        status, body = self.raw_post("/v1/evaluators/big", 2 << 20, (b" " * (1 << 20) for _ in range(2)),
+                                     method=b"PUT")
+        self.assertIn(b" 413 ", status)
         self.assertEqual(self.sc.get("/healthz").status, 200)
 
     def test_30mb_chunked_body_refused(self):

@@ -312,6 +312,33 @@ class ExampleEvaluatorTest(LocalBase):
             ex.stderr.close()
 
 
+class RegistryRestartTest(unittest.TestCase):
+    """Registrations survive a restart with their TTL still running (no
+    server needed)."""
+
+    def test_restart_keeps_and_expires(self):
+        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+            body = {"version": "2", "endpoint": "http://localhost:9/x",
+                    "definitions": [{"eval_key": "kept", "eval_version": "1", "labels": ["l"]}]}
+            self.assertEqual(sc.request("PUT", "/v1/evaluators/long", body=dict(body, ttl_seconds=600)).status, 201)
+            short = {"version": "1", "endpoint": "http://localhost:9/y", "ttl_seconds": 2,
+                     "definitions": [{"eval_key": "brief", "eval_version": "1"}]}
+            self.assertEqual(sc.request("PUT", "/v1/evaluators/short", body=short).status, 201)
+            before = sc.get("/v1/evaluators/long").body
+            self.assertEqual(sc.stop(), 0)
+            time.sleep(2.5)  # "short" runs out of TTL while the sidecar is down
+            sc.start()
+            after = sc.get("/v1/evaluators/long")
+            self.assertEqual(after.status, 200, after)
+            for k in ("version", "endpoint", "ttl_seconds", "registered_at", "expires_at",
+                      "definitions"):
+                self.assertEqual(after.body[k], before[k], k)
+            self.assertLess(after.body["ttl_remaining_seconds"], before["ttl_remaining_seconds"])
+            self.assertEqual(sc.get("/v1/evaluators/short").status, 404)
+            names = [e["name"] for e in sc.get("/v1/evaluators").body["evaluators"]]
+            self.assertEqual(names, ["long"])
+
+
 class RegistrationValidationTest(unittest.TestCase):
     """Registration rules through the real daemon (no server needed)."""
 
