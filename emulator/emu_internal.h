@@ -233,6 +233,7 @@ void emu_h_result(emu_req *r, json_t *body, const char *run_id);
 int emu_fence_headers(emu_req *r, const char **worker_id, long *generation);
 
 /* inspect.c: /emulator/v1/... */
+json_t *emu_state_json(emulator *e);
 void emu_inspect(emu_req *r, const char *path);
 
 /* server.c */

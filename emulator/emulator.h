@@ -68,6 +68,9 @@ int emulator_generate_sessions(emulator *e, long n);
 /* The contract's sample-style managed definitions (a JSON array, static
  * storage): a few realistic expressions in the sandbox language. */
 const char *emulator_sample_definitions(void);
+/* The inspection API's state (GET /emulator/v1/state) as compact JSON;
+ * malloc'd, the caller frees. */
+char *emulator_state_json(emulator *e);
 /* Stops the server and frees everything. NULL is a no-op. */
 void emulator_stop(emulator *e);
 

@@ -16,9 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void state(emu_req *r)
+json_t *emu_state_json(emulator *e)
 {
-    emulator *e = r->e;
     pthread_mutex_lock(&e->mu);
     emu_state_sweep(e, time_now());
     json_t *as = json_object();
@@ -41,7 +40,20 @@ static void state(emu_req *r)
                                   (json_int_t)atomic_load(&st->faults_5xx), "dropped",
                                   (json_int_t)atomic_load(&st->faults_drop), "lease_loss",
                                   (json_int_t)atomic_load(&st->faults_lease_loss)));
-    emu_reply_json(r, 200, resp);
+    return resp;
+}
+
+char *emulator_state_json(emulator *e)
+{
+    json_t *st = emu_state_json(e);
+    char *text = json_dumps(st, JSON_COMPACT);
+    json_decref(st);
+    return text;
+}
+
+static void state(emu_req *r)
+{
+    emu_reply_json(r, 200, emu_state_json(r->e));
 }
 
 static void runs(emu_req *r)

@@ -74,6 +74,9 @@ static void test_start_add_observe_stop(void **state)
     json_decref(st);
     free(body);
 
+    char *text = emulator_state_json(e);
+    assert_non_null(strstr(text, "\"sessions\":6"));
+    free(text);
     char path[80];
     snprintf(path, sizeof path, "/emulator/v1/assignments/%s", id);
     body = http_get(emulator_port(e), path);
