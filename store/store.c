@@ -81,6 +81,29 @@ static const char *const MIGRATIONS[] = {
     /* v3: the admin API's combined status + eval_key filter gets its own index
      * (with only one of them, SQLite scanned every run of that key). */
     "CREATE INDEX runs_status_key ON runs(status, eval_key, seq);",
+
+    /* v4: the large JSON documents (claim, definitions, plan, run descriptor,
+     * results) move out of the hot rows into tables keyed by the row's seq:
+     * every lease extension, run start or submission outcome then rewrites a
+     * small row instead of the row and its overflow pages. */
+    "CREATE TABLE assignment_docs(seq INTEGER PRIMARY KEY, claim_json TEXT,"
+    " definitions_json TEXT, plan_request_json TEXT, plan_response_json TEXT);"
+    "INSERT INTO assignment_docs(seq, claim_json, definitions_json, plan_request_json,"
+    " plan_response_json) SELECT seq, claim_json, definitions_json, plan_request_json,"
+    " plan_response_json FROM assignments;"
+    "ALTER TABLE assignments DROP COLUMN claim_json;"
+    "ALTER TABLE assignments DROP COLUMN definitions_json;"
+    "ALTER TABLE assignments DROP COLUMN plan_request_json;"
+    "ALTER TABLE assignments DROP COLUMN plan_response_json;"
+    "CREATE TABLE run_docs(seq INTEGER PRIMARY KEY, descriptor_json TEXT, results_json TEXT);"
+    "INSERT INTO run_docs(seq, descriptor_json, results_json)"
+    " SELECT seq, descriptor_json, results_json FROM runs;"
+    "ALTER TABLE runs DROP COLUMN descriptor_json;"
+    "ALTER TABLE runs DROP COLUMN results_json;"
+    "CREATE TRIGGER assignments_delete_docs AFTER DELETE ON assignments BEGIN"
+    " DELETE FROM assignment_docs WHERE seq = old.seq; END;"
+    "CREATE TRIGGER runs_delete_docs AFTER DELETE ON runs BEGIN"
+    " DELETE FROM run_docs WHERE seq = old.seq; END;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -280,6 +303,8 @@ int st_wbegin(store *st, const char *op, store_err *err)
         pthread_mutex_unlock(&st->wmu);
         return code;
     }
+    /* Queued updates first: they happened before this one. */
+    st_drain_deferred(st);
     return STORE_OK;
 }
 
@@ -573,6 +598,37 @@ static void *ckpt_main(void *arg)
     return NULL;
 }
 
+/* Applies the deferred updates defer_ms after the first one was queued (or at
+ * once when many are queued). */
+static void *flusher_main(void *arg)
+{
+    store *st = arg;
+    pthread_mutex_lock(&st->qmu);
+    while (!st->flusher_stop) {
+        if (st->qhead == NULL) {
+            pthread_cond_wait(&st->qcv, &st->qmu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (long)st->opt.defer_ms * 1000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        while (!st->flusher_stop && st->qhead != NULL && st->qlen < 512) {
+            if (pthread_cond_timedwait(&st->qcv, &st->qmu, &ts) == ETIMEDOUT) break;
+        }
+        if (st->flusher_stop) break;
+        pthread_mutex_unlock(&st->qmu);
+        store_err e = {0};
+        if (store_flush(st, &e) != STORE_OK)
+            log_warn("store: applying deferred updates failed; they are retried",
+                     LOG_S("error", e.msg));
+        pthread_mutex_lock(&st->qmu);
+    }
+    pthread_mutex_unlock(&st->qmu);
+    return NULL;
+}
+
 int store_open(const store_options *opt, store **out, store_err *err)
 {
     *out = NULL;
@@ -597,6 +653,9 @@ int store_open(const store_options *opt, store **out, store_err *err)
     pthread_cond_init(&st->maint_cv, NULL);
     pthread_mutex_init(&st->ckpt_mu, NULL);
     pthread_cond_init(&st->ckpt_cv, NULL);
+    pthread_mutex_init(&st->qmu, NULL);
+    pthread_cond_init(&st->qcv, NULL);
+    if (st->opt.defer_ms <= 0) st->opt.defer_ms = 25;
     int code = STORE_OK;
     char buf[64];
     int rc;
@@ -703,6 +762,13 @@ int store_open(const store_options *opt, store **out, store_err *err)
         }
         st->ckpt_running = 1;
     }
+    if (!st->opt.sync_updates) {
+        if (pthread_create(&st->flusher, NULL, flusher_main, st) != 0) {
+            code = st_errf(err, STORE_ERROR, "start flusher thread: %s", strerror(errno));
+            goto fail;
+        }
+        st->flusher_running = 1;
+    }
     if (st->opt.maintenance_interval_s > 0) {
         if (pthread_create(&st->maint, NULL, maint_main, st) != 0) {
             code = st_errf(err, STORE_ERROR, "start maintenance thread: %s", strerror(errno));
@@ -726,6 +792,19 @@ void store_close(store *st)
         pthread_cond_signal(&st->maint_cv);
         pthread_mutex_unlock(&st->maint_mu);
         pthread_join(st->maint, NULL);
+    }
+    if (st->flusher_running) {
+        pthread_mutex_lock(&st->qmu);
+        st->flusher_stop = 1;
+        pthread_cond_signal(&st->qcv);
+        pthread_mutex_unlock(&st->qmu);
+        pthread_join(st->flusher, NULL);
+    }
+    if (st->w.db && st->schema_version > 0) {
+        store_err e = {0};
+        if (store_flush(st, &e) != STORE_OK)
+            log_warn("store: deferred updates lost at close (they are idempotent)",
+                     LOG_S("error", e.msg));
     }
     if (st->ckpt_running) {
         pthread_mutex_lock(&st->ckpt_mu);
@@ -759,6 +838,8 @@ void store_close(store *st)
     pthread_cond_destroy(&st->maint_cv);
     pthread_mutex_destroy(&st->ckpt_mu);
     pthread_cond_destroy(&st->ckpt_cv);
+    pthread_mutex_destroy(&st->qmu);
+    pthread_cond_destroy(&st->qcv);
     free(st->path);
     free(st);
 }

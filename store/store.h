@@ -112,6 +112,10 @@ typedef struct {
     int skip_integrity_check;   /* 1: skip PRAGMA quick_check at open (default: run it) */
     int durability_process_only; /* 1: skip the fdatasync of store_run_finished (survives
                                     process crashes, not power loss). Default 0. */
+    int sync_updates;        /* 1: apply every update in its own transaction before the call
+                                returns. Default 0: the updates marked "deferred" below are
+                                batched (see store_flush). */
+    int defer_ms;            /* batching delay of deferred updates; default 25 (0 = default) */
     int schema_target;       /* tests only: migrate up to this version (0 = latest); the
                                 operations need the latest schema */
 } store_options;
@@ -138,6 +142,24 @@ void store_close(store *st);
 const char *store_path(const store *st);
 /* Schema version of the open database. */
 int store_schema_version(store *st);
+
+/* Deferred updates. Three updates only ever repeat an idempotent protocol
+ * step when they are lost, so by default they are queued and committed in
+ * batches (one transaction for many; persistence must not cost the worker its
+ * throughput): store_runs_started (without n_started), store_assignment_lease
+ * and store_outbox_record. They are applied, in call order, at the latest
+ * defer_ms later, before any other write, before store_outbox_pending /
+ * store_outbox_depth / store_recoverable_assignments / store_assignment_load,
+ * and at store_close. A crash in between loses only them: the run is then
+ * still "planned" (it runs again), the stored lease is shorter (the
+ * assignment may be dropped and reclaimed), the outbox entry is still pending
+ * (it is resent unchanged: idempotent_replay). When deferred, those calls
+ * return STORE_OK after validating their arguments; their STORE_NOTFOUND /
+ * STORE_STALE outcomes are logged, not returned. The admin JSON queries do
+ * not wait for the queue (they may lag by defer_ms). */
+
+/* Applies the queued deferred updates now. */
+int store_flush(store *st, store_err *err);
 
 /* -------------------------------------------------------- worker registration */
 
@@ -210,7 +232,8 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
                              const char *plan_response_json, int skipped,
                              const store_plan_run *runs, size_t n, double now, store_err *err);
 
-/* Records a lease extension (heartbeat response). Ignored (STORE_OK) if the
+/* Deferred (unless sync_updates). Records a lease extension (heartbeat
+ * response). Ignored (STORE_OK) if the
  * assignment is terminal; STORE_STALE if the generation differs;
  * STORE_NOTFOUND if unknown. */
 int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_generation,
@@ -229,7 +252,8 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
 
 /* --------------------------------------------------------------------- runs */
 
-/* Marks runs "running" with started_at = now, in ONE transaction (batch the
+/* Deferred (unless n_started != NULL or sync_updates).
+ * Marks runs "running" with started_at = now, in ONE transaction (batch the
  * runs started together). Only runs that may (re)start change: "planned",
  * "running" (resumed after a crash) and "abandoned"; runs with a result are
  * left alone. *n_started (may be NULL) receives how many changed. Unknown ids
@@ -328,8 +352,8 @@ typedef struct {
     const char *request_id;   /* X-Request-Id used, may be NULL */
 } store_attempt;
 
-/* Records one submission attempt of the outbox entry `submission_id` in ONE
- * transaction (kept in the run's attempt history) and applies its outcome (see
+/* Deferred (unless sync_updates). Records one submission attempt of the
+ * outbox entry `submission_id` in ONE transaction (kept in the run's attempt history) and applies its outcome (see
  * store_submit_outcome). When the last pending submission of a "planned"
  * assignment whose runs all have results ends, the assignment becomes
  * "completed". STORE_NOTFOUND if no pending entry has this submission_id

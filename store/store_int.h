@@ -11,6 +11,8 @@
 
 #define SCACHE_SLOTS 128
 
+typedef struct st_op st_op; /* a deferred update (store_ops.c) */
+
 /* One SQLite connection and its prepared statements, cached by the address of
  * their (static) SQL text. Used by one thread at a time (the writer mutex or
  * the read pool guarantees it). */
@@ -56,8 +58,21 @@ struct store {
     pthread_mutex_t ckpt_mu;
     pthread_cond_t ckpt_cv;
 
+    /* Deferred updates (see store_ops.c) and their flusher thread. */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    st_op *qhead, *qtail;
+    size_t qlen;
+    pthread_t flusher;
+    int flusher_running;
+    int flusher_stop;
+
     int schema_version;
 };
+
+/* Applies every queued deferred update inside the open write transaction
+ * (writer mutex held), each in its own savepoint. */
+void st_drain_deferred(store *st);
 
 /* Prepared statement for `sql` (static storage: cached by address) on c, reset
  * and with bindings cleared. NULL on error (message in c->db). */

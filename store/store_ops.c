@@ -5,6 +5,7 @@
  * transaction on the writer connection (see store.h). */
 #include "store/store_int.h"
 
+#include "common/log.h"
 #include "common/timeutil.h"
 
 #include <math.h>
@@ -158,14 +159,19 @@ static int is_terminal(const char *status)
     return is_one_of(status, T);
 }
 
+static const char SQL_CLAIM_DOC[] =
+    "INSERT INTO assignment_docs(seq, claim_json)"
+    " SELECT seq, ?2 FROM assignments WHERE id = ?1"
+    " ON CONFLICT(seq) DO UPDATE SET claim_json = excluded.claim_json";
+
 int store_assignments_claimed(store *st, const store_claim *claims, size_t n, double now,
                               store_err *err)
 {
     static const char sql[] =
         "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at, status,"
         " session_id, session_revision_id, agent_id, environment, trigger_reason, event_count,"
-        " transcript_url, definitions_url, claim_json, claimed_at)"
-        " VALUES(?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)"
+        " transcript_url, definitions_url, claimed_at)"
+        " VALUES(?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14)"
         " ON CONFLICT(id) DO UPDATE SET"
         " status = CASE WHEN lease_generation = excluded.lease_generation"
         "   AND status IN " ST_ACTIVE_SQL " THEN status ELSE 'claimed' END,"
@@ -180,7 +186,7 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
         " session_revision_id = excluded.session_revision_id, agent_id = excluded.agent_id,"
         " environment = excluded.environment, trigger_reason = excluded.trigger_reason,"
         " event_count = excluded.event_count, transcript_url = excluded.transcript_url,"
-        " definitions_url = excluded.definitions_url, claim_json = excluded.claim_json,"
+        " definitions_url = excluded.definitions_url,"
         " claimed_at = excluded.claimed_at";
     for (size_t i = 0; i < n; i++) {
         if (!claims[i].assignment_id || !claims[i].assignment_id[0] || !claims[i].worker_id ||
@@ -219,8 +225,14 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
             b_int(s, 10, c->event_count);
             b_text(s, 11, c->transcript_url);
             b_text(s, 12, c->definitions_url);
-            b_text(s, 13, c->claim_json);
             b_dbl(s, 14, now);
+        }
+        code = step_done(st, s, "save claim", err);
+        if (code) goto fail;
+        s = W(st, SQL_CLAIM_DOC);
+        if (s) {
+            b_text(s, 1, c->assignment_id);
+            b_text(s, 2, c->claim_json);
         }
         code = step_done(st, s, "save claim", err);
         if (code) goto fail;
@@ -257,15 +269,23 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
 {
     static const char upd[] =
         "UPDATE assignments SET status = ?2, planned_at = COALESCE(planned_at, ?3),"
-        " finished_at = ?4, definitions_json = COALESCE(?5, definitions_json),"
-        " plan_request_json = COALESCE(?6, plan_request_json),"
-        " plan_response_json = COALESCE(?7, plan_response_json) WHERE id = ?1";
+        " finished_at = ?4 WHERE id = ?1";
+    static const char doc[] =
+        "INSERT INTO assignment_docs(seq, definitions_json, plan_request_json,"
+        " plan_response_json) SELECT seq, ?2, ?3, ?4 FROM assignments WHERE id = ?1"
+        " ON CONFLICT(seq) DO UPDATE SET"
+        " definitions_json = COALESCE(excluded.definitions_json, definitions_json),"
+        " plan_request_json = COALESCE(excluded.plan_request_json, plan_request_json),"
+        " plan_response_json = COALESCE(excluded.plan_response_json, plan_response_json)";
+    static const char run_doc[] =
+        "INSERT INTO run_docs(seq, descriptor_json) SELECT seq, ?2 FROM runs WHERE id = ?1"
+        " ON CONFLICT(seq) DO UPDATE SET"
+        " descriptor_json = COALESCE(excluded.descriptor_json, descriptor_json)";
     static const char ins[] =
         "INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
-        " timeout_seconds, descriptor_json, status, created_at)"
-        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, 'planned', ?8)"
+        " timeout_seconds, status, created_at)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 'planned', ?8)"
         " ON CONFLICT(id) DO UPDATE SET"
-        " descriptor_json = COALESCE(excluded.descriptor_json, descriptor_json),"
         " timeout_seconds = excluded.timeout_seconds,"
         " status = CASE WHEN status = 'abandoned' AND submit_status = 'none' THEN 'planned'"
         "   WHEN submit_status = 'rejected' AND lease_generation < ?9 THEN 'planned'"
@@ -303,12 +323,20 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
         b_text(s, 2, skipped ? "skipped" : "planned");
         b_dbl(s, 3, now);
         b_time(s, 4, skipped ? now : 0);
-        b_text(s, 5, definitions_json);
-        b_text(s, 6, plan_request_json);
-        b_text(s, 7, plan_response_json);
     }
     code = step_done(st, s, "save plan", err);
     if (code) goto fail;
+    if (definitions_json || plan_request_json || plan_response_json) {
+        s = W(st, doc);
+        if (s) {
+            b_text(s, 1, assignment_id);
+            b_text(s, 2, definitions_json);
+            b_text(s, 3, plan_request_json);
+            b_text(s, 4, plan_response_json);
+        }
+        code = step_done(st, s, "save plan", err);
+        if (code) goto fail;
+    }
     for (size_t i = 0; i < n; i++) {
         const store_plan_run *r = &runs[i];
         s = W(st, ins);
@@ -319,12 +347,20 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
             b_text(s, 4, r->eval_version);
             b_text(s, 5, r->execution_mode);
             b_dbl(s, 6, r->timeout_seconds);
-            b_text(s, 7, r->descriptor_json);
             b_dbl(s, 8, now);
             b_int(s, 9, lease_generation);
         }
         code = step_done(st, s, "save plan", err);
         if (code) goto fail;
+        if (r->descriptor_json) {
+            s = W(st, run_doc);
+            if (s) {
+                b_text(s, 1, r->run_id);
+                b_text(s, 2, r->descriptor_json);
+            }
+            code = step_done(st, s, "save plan", err);
+            if (code) goto fail;
+        }
     }
     if (!skipped) {
         int rc = st_maybe_complete(st, assignment_id, now);
@@ -339,19 +375,16 @@ fail:
     return code;
 }
 
-int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_generation,
-                           double lease_expires_at, store_err *err)
+static int lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                    double lease_expires_at, store_err *err)
 {
     static const char sql[] = "UPDATE assignments SET lease_expires_at = ?2 WHERE id = ?1";
-    if (!assignment_id) return st_errf(err, STORE_INVALID, "extend lease: no assignment_id");
-    int code = st_wbegin(st, "extend lease", err);
-    if (code) return code;
+    int code = STORE_OK;
     int64_t gen = 0;
     char status[16];
     code = assignment_head(st, assignment_id, &gen, status, sizeof status, "extend lease", err);
     if (code) goto fail;
     if (is_terminal(status)) {
-        st_wabort(st);
         return STORE_OK;
     }
     if (gen != lease_generation) {
@@ -367,9 +400,8 @@ int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_g
     }
     code = step_done(st, s, "extend lease", err);
     if (code) goto fail;
-    return st_wcommit(st, "extend lease", 0, err);
+    return STORE_OK;
 fail:
-    st_wabort(st);
     return code;
 }
 
@@ -428,19 +460,18 @@ fail:
 
 /* ------------------------------------------------------------------- runs */
 
-int store_runs_started(store *st, const char *const *run_ids, size_t n, double now,
-                       size_t *n_started, store_err *err)
+static int started_tx(store *st, const char *const *run_ids, size_t n, double now,
+                      size_t *changed, store_err *err)
 {
     static const char sql[] =
         "UPDATE runs SET status = 'running', started_at = ?2, finished_at = NULL,"
-        " duration_ms = NULL, summary = NULL, results_json = NULL, error_code = NULL,"
+        " duration_ms = NULL, summary = NULL, error_code = NULL,"
         " error_message = NULL WHERE id = ?1 AND status IN ('planned','running','abandoned')"
         " AND submit_status = 'none'";
-    size_t changed = 0;
-    if (n_started) *n_started = 0;
-    if (n == 0) return STORE_OK;
-    int code = st_wbegin(st, "start runs", err);
-    if (code) return code;
+    static const char clear_results[] =
+        "UPDATE run_docs SET results_json = NULL WHERE results_json IS NOT NULL"
+        " AND seq = (SELECT seq FROM runs WHERE id = ?1)";
+    *changed = 0;
     for (size_t i = 0; i < n; i++) {
         if (!run_ids[i]) continue;
         sqlite3_stmt *s = W(st, sql);
@@ -448,16 +479,18 @@ int store_runs_started(store *st, const char *const *run_ids, size_t n, double n
             b_text(s, 1, run_ids[i]);
             b_dbl(s, 2, now);
         }
-        code = step_done(st, s, "start runs", err);
-        if (code) {
-            st_wabort(st);
-            return code;
+        int code = step_done(st, s, "start runs", err);
+        if (code) return code;
+        int c = sqlite3_changes(st->w.db);
+        *changed += (size_t)c;
+        if (c > 0) {
+            s = W(st, clear_results);
+            if (s) b_text(s, 1, run_ids[i]);
+            code = step_done(st, s, "start runs", err);
+            if (code) return code;
         }
-        changed += (size_t)sqlite3_changes(st->w.db);
     }
-    code = st_wcommit(st, "start runs", 0, err);
-    if (code == STORE_OK && n_started) *n_started = changed;
-    return code;
+    return STORE_OK;
 }
 
 static int finish_one(store *st, const store_run_result *r, store_err *err)
@@ -465,7 +498,7 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     static const char head[] = "SELECT submit_status FROM runs WHERE id = ?1";
     static const char upd[] =
         "UPDATE runs SET status = ?2, started_at = ?3, finished_at = ?4, duration_ms = ?5,"
-        " summary = ?6, results_json = ?7, error_code = ?8, error_message = ?9,"
+        " summary = ?6, error_code = ?8, error_message = ?9,"
         " submission_id = ?10, worker_id = ?11, lease_generation = ?12,"
         " submit_status = 'pending', submit_error_code = NULL, submit_error_message = NULL,"
         " attempts = 0, first_attempt_at = NULL, last_attempt_at = NULL, body_bytes = ?13"
@@ -473,6 +506,9 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     static const char ins[] =
         "INSERT INTO outbox(submission_id, run_id, assignment_id, worker_id, lease_generation,"
         " body, created_at) SELECT ?1, ?2, assignment_id, ?3, ?4, ?5, ?6 FROM runs WHERE id = ?2";
+    static const char res_doc[] =
+        "INSERT INTO run_docs(seq, results_json) SELECT seq, ?2 FROM runs WHERE id = ?1"
+        " ON CONFLICT(seq) DO UPDATE SET results_json = excluded.results_json";
     static const char stat[] =
         "INSERT INTO minute_stats(minute, status, count) VALUES(?1, ?2, 1)"
         " ON CONFLICT(minute, status) DO UPDATE SET count = count + 1";
@@ -511,7 +547,6 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
         b_time(s, 4, r->finished_at);
         b_int(s, 5, r->duration_ms);
         b_text(s, 6, r->summary);
-        b_text(s, 7, r->results_json);
         b_textn(s, 8, r->error_code, MAX_ERR_CODE);
         b_textn(s, 9, r->error_message, MAX_ERR_MSG);
         b_text(s, 10, r->submission_id);
@@ -521,6 +556,15 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     }
     code = step_done(st, s, "save result", err);
     if (code) return code;
+    if (r->results_json) {
+        s = W(st, res_doc);
+        if (s) {
+            b_text(s, 1, r->run_id);
+            b_text(s, 2, r->results_json);
+        }
+        code = step_done(st, s, "save result", err);
+        if (code) return code;
+    }
     s = W(st, ins);
     if (s) {
         b_text(s, 1, r->submission_id);
@@ -596,6 +640,7 @@ int store_outbox_pending(store *st, int64_t after_seq, int limit, store_outbox_e
         "SELECT seq, submission_id, run_id, assignment_id, worker_id, lease_generation, body,"
         " attempts, created_at, last_attempt_at, last_error FROM outbox WHERE seq > ?1"
         " ORDER BY seq LIMIT ?2";
+    store_flush(st, NULL); /* deferred updates first (see store.h) */
     *out = NULL;
     *n = 0;
     sconn *c = st_rget(st);
@@ -665,6 +710,7 @@ void store_outbox_free(store_outbox_entry *e, size_t n)
 int store_outbox_depth(store *st, int64_t *depth, store_err *err)
 {
     static const char sql[] = "SELECT count(*) FROM outbox";
+    store_flush(st, NULL); /* deferred updates first (see store.h) */
     *depth = 0;
     sconn *c = st_rget(st);
     sqlite3_stmt *s = sc_stmt(c, sql);
@@ -688,8 +734,8 @@ static const char *outcome_name(store_submit_outcome o)
     return NULL;
 }
 
-int store_outbox_record(store *st, const char *submission_id, const store_attempt *a,
-                        store_err *err)
+static int record_tx(store *st, const char *submission_id, const store_attempt *a,
+                     store_err *err)
 {
     static const char head[] =
         "SELECT o.run_id, o.assignment_id, r.attempts FROM outbox o"
@@ -708,12 +754,8 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
         " submit_error_code = CASE WHEN ?3 = 'rejected' THEN ?4 ELSE submit_error_code END,"
         " submit_error_message = CASE WHEN ?3 = 'rejected' THEN ?5 ELSE submit_error_message END"
         " WHERE id = ?1";
-    const char *oname = a ? outcome_name(a->outcome) : NULL;
-    if (!submission_id || !oname)
-        return st_errf(err, STORE_INVALID,
-                       "record submission: a submission_id and a valid outcome are required");
-    int code = st_wbegin(st, "record submission", err);
-    if (code) return code;
+    const char *oname = outcome_name(a->outcome);
+    int code = STORE_OK;
     sqlite3_stmt *s = W(st, head);
     int rc = s ? (b_text(s, 1, submission_id), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
     char *run_id = NULL, *assignment_id = NULL;
@@ -781,23 +823,20 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
             goto fail;
         }
     }
-    free(run_id);
-    free(assignment_id);
-    return st_wcommit(st, "record submission", 0, err);
 fail:
     free(run_id);
     free(assignment_id);
-    st_wabort(st);
     return code;
 }
 
 /* --------------------------------------------------------------- recovery */
 
 static const char SQL_ASSIGNMENT_COLS[] =
-    "SELECT id, worker_id, lease_generation, lease_expires_at, status, session_id,"
-    " session_revision_id, agent_id, environment, trigger_reason, event_count, transcript_url,"
-    " definitions_url, claim_json, definitions_json, plan_request_json, plan_response_json,"
-    " claimed_at FROM assignments";
+    "SELECT a.id, a.worker_id, a.lease_generation, a.lease_expires_at, a.status, a.session_id,"
+    " a.session_revision_id, a.agent_id, a.environment, a.trigger_reason, a.event_count,"
+    " a.transcript_url, a.definitions_url, d.claim_json, d.definitions_json,"
+    " d.plan_request_json, d.plan_response_json, a.claimed_at"
+    " FROM assignments a LEFT JOIN assignment_docs d ON d.seq = a.seq";
 
 static void read_assignment(sqlite3_stmt *s, store_assignment_state *a)
 {
@@ -825,8 +864,9 @@ static void read_assignment(sqlite3_stmt *s, store_assignment_state *a)
 static int load_runs(sconn *c, store_assignment_state *a, store_err *err)
 {
     static const char sql[] =
-        "SELECT id, eval_key, eval_version, execution_mode, descriptor_json, timeout_seconds,"
-        " status, submit_status FROM runs WHERE assignment_id = ?1 ORDER BY seq";
+        "SELECT r.id, r.eval_key, r.eval_version, r.execution_mode, d.descriptor_json,"
+        " r.timeout_seconds, r.status, r.submit_status FROM runs r"
+        " LEFT JOIN run_docs d ON d.seq = r.seq WHERE r.assignment_id = ?1 ORDER BY r.seq";
     sqlite3_stmt *s = sc_stmt(c, sql);
     if (!s) return st_sqlfail(err, c->db, sqlite3_errcode(c->db), "load runs");
     b_text(s, 1, a->assignment_id);
@@ -891,22 +931,23 @@ void store_assignments_free(store_assignment_state *a, size_t n)
     free(a);
 }
 
-static char SQL_RECOVERABLE[512];
-static char SQL_ONE_ASSIGNMENT[512];
+static char SQL_RECOVERABLE[1024];
+static char SQL_ONE_ASSIGNMENT[1024];
 static pthread_once_t sql_once = PTHREAD_ONCE_INIT;
 
 static void build_sql(void)
 {
     snprintf(SQL_RECOVERABLE, sizeof SQL_RECOVERABLE,
-             "%s WHERE status IN " ST_ACTIVE_SQL " AND lease_expires_at > ?1 ORDER BY seq",
+             "%s WHERE a.status IN " ST_ACTIVE_SQL " AND a.lease_expires_at > ?1 ORDER BY a.seq",
              SQL_ASSIGNMENT_COLS);
-    snprintf(SQL_ONE_ASSIGNMENT, sizeof SQL_ONE_ASSIGNMENT, "%s WHERE id = ?1",
+    snprintf(SQL_ONE_ASSIGNMENT, sizeof SQL_ONE_ASSIGNMENT, "%s WHERE a.id = ?1",
              SQL_ASSIGNMENT_COLS);
 }
 
 int store_recoverable_assignments(store *st, double now, double margin_s,
                                   store_assignment_state **out, size_t *n, store_err *err)
 {
+    store_flush(st, NULL); /* deferred updates first (see store.h) */
     pthread_once(&sql_once, build_sql);
     *out = NULL;
     *n = 0;
@@ -951,6 +992,7 @@ done:
 int store_assignment_load(store *st, const char *assignment_id, store_assignment_state *out,
                           store_err *err)
 {
+    store_flush(st, NULL); /* deferred updates first (see store.h) */
     pthread_once(&sql_once, build_sql);
     memset(out, 0, sizeof *out);
     if (!assignment_id) return st_errf(err, STORE_INVALID, "load assignment: no id");
@@ -1216,4 +1258,201 @@ void store_metrics_free(store_metric *m, size_t n)
         free(m[i].labels);
     }
     free(m);
+}
+
+/* ------------------------------------------------ deferred updates (batched) */
+
+/* Updates that only repeat idempotent protocol steps when lost (a run marked
+ * running, a lease extension, a submission outcome: the entry is then resent
+ * and answered idempotent_replay) are queued and applied in batches: by the
+ * flusher thread every defer_ms, before any other write transaction (so the
+ * order of updates is kept), and before the worker-facing reads. One commit
+ * for many of them instead of one each. */
+typedef enum { OP_STARTED = 1, OP_LEASE, OP_RECORD } op_kind;
+
+struct st_op {
+    struct st_op *next;
+    op_kind kind;
+    char *id;        /* submission_id or assignment_id */
+    char **ids;      /* run ids (OP_STARTED) */
+    size_t n;
+    double t;        /* now / lease_expires_at */
+    int64_t gen;
+    store_attempt a; /* OP_RECORD; its strings owned below */
+    char *a_code, *a_msg, *a_rid;
+};
+
+static char *dup0(const char *s)
+{
+    if (!s) return NULL;
+    char *p = strdup(s);
+    if (!p) abort();
+    return p;
+}
+
+static void op_free(st_op *o)
+{
+    free(o->id);
+    for (size_t i = 0; i < o->n; i++) free(o->ids[i]);
+    free(o->ids);
+    free(o->a_code);
+    free(o->a_msg);
+    free(o->a_rid);
+    free(o);
+}
+
+static int deferred(store *st)
+{
+    return !st->opt.sync_updates;
+}
+
+static void enqueue(store *st, st_op *o)
+{
+    pthread_mutex_lock(&st->qmu);
+    if (st->qtail) st->qtail->next = o;
+    else st->qhead = o;
+    st->qtail = o;
+    st->qlen++;
+    if (st->qlen == 1 || st->qlen >= 512) pthread_cond_signal(&st->qcv);
+    pthread_mutex_unlock(&st->qmu);
+}
+
+static int apply_op(store *st, st_op *o, store_err *err)
+{
+    size_t changed = 0;
+    switch (o->kind) {
+    case OP_STARTED: return started_tx(st, (const char *const *)o->ids, o->n, o->t, &changed, err);
+    case OP_LEASE: return lease_tx(st, o->id, o->gen, o->t, err);
+    case OP_RECORD: return record_tx(st, o->id, &o->a, err);
+    }
+    return STORE_OK;
+}
+
+static const char SQL_SP[] = "SAVEPOINT deferred";
+static const char SQL_SP_RELEASE[] = "RELEASE deferred";
+static const char SQL_SP_ROLLBACK[] = "ROLLBACK TO deferred";
+
+static void sp_exec(store *st, const char *sql)
+{
+    sqlite3_stmt *s = W(st, sql);
+    if (s) {
+        sqlite3_step(s);
+        sqlite3_reset(s);
+    }
+}
+
+void st_drain_deferred(store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    st_op *o = st->qhead;
+    st->qhead = st->qtail = NULL;
+    st->qlen = 0;
+    pthread_mutex_unlock(&st->qmu);
+    while (o) {
+        st_op *next = o->next;
+        store_err e = {0};
+        sp_exec(st, SQL_SP);
+        int code = apply_op(st, o, &e);
+        if (code < 0) {
+            sp_exec(st, SQL_SP_ROLLBACK);
+            /* Lost updates are safe (see above); say so, once per update. */
+            log_warn("store: deferred update not applied", LOG_S("error", e.msg));
+        }
+        sp_exec(st, SQL_SP_RELEASE);
+        op_free(o);
+        o = next;
+    }
+}
+
+int store_flush(store *st, store_err *err)
+{
+    pthread_mutex_lock(&st->qmu);
+    int empty = st->qhead == NULL;
+    pthread_mutex_unlock(&st->qmu);
+    if (empty) return STORE_OK;
+    int code = st_wbegin(st, "apply deferred updates", err); /* drains */
+    if (code) return code;
+    return st_wcommit(st, "apply deferred updates", 0, err);
+}
+
+int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_generation,
+                           double lease_expires_at, store_err *err)
+{
+    if (!assignment_id) return st_errf(err, STORE_INVALID, "extend lease: no assignment_id");
+    if (deferred(st)) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_LEASE;
+        o->id = dup0(assignment_id);
+        o->gen = lease_generation;
+        o->t = lease_expires_at;
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "extend lease", err);
+    if (code) return code;
+    code = lease_tx(st, assignment_id, lease_generation, lease_expires_at, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    return st_wcommit(st, "extend lease", 0, err);
+}
+
+int store_runs_started(store *st, const char *const *run_ids, size_t n, double now,
+                       size_t *n_started, store_err *err)
+{
+    if (n_started) *n_started = 0;
+    if (n == 0) return STORE_OK;
+    if (deferred(st) && !n_started) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_STARTED;
+        o->ids = calloc(n, sizeof *o->ids);
+        if (!o->ids) abort();
+        for (size_t i = 0; i < n; i++)
+            if (run_ids[i]) o->ids[o->n++] = dup0(run_ids[i]);
+        o->t = now;
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "start runs", err);
+    if (code) return code;
+    size_t changed = 0;
+    code = started_tx(st, run_ids, n, now, &changed, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    code = st_wcommit(st, "start runs", 0, err);
+    if (code == STORE_OK && n_started) *n_started = changed;
+    return code;
+}
+
+int store_outbox_record(store *st, const char *submission_id, const store_attempt *a,
+                        store_err *err)
+{
+    if (!submission_id || !a || !outcome_name(a->outcome))
+        return st_errf(err, STORE_INVALID,
+                       "record submission: a submission_id and a valid outcome are required");
+    if (deferred(st)) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_RECORD;
+        o->id = dup0(submission_id);
+        o->a = *a;
+        o->a.error_code = o->a_code = dup0(a->error_code);
+        o->a.message = o->a_msg = dup0(a->message);
+        o->a.request_id = o->a_rid = dup0(a->request_id);
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "record submission", err);
+    if (code) return code;
+    code = record_tx(st, submission_id, a, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    return st_wcommit(st, "record submission", 0, err);
 }

@@ -128,6 +128,11 @@ bad:
     "seq, id, assignment_id, eval_key, eval_version, execution_mode, status, submit_status," \
     " created_at, started_at, finished_at, duration_ms, error_code, summary"
 
+#define RUN_ITEM_COLS_R                                                                      \
+    "r.seq, r.id, r.assignment_id, r.eval_key, r.eval_version, r.execution_mode, r.status,"   \
+    " r.submit_status, r.created_at, r.started_at, r.finished_at, r.duration_ms,"             \
+    " r.error_code, r.summary"
+
 static void run_item_fields(strbuf *b, sqlite3_stmt *s)
 {
     jstr(b, "id", s, 1);
@@ -147,7 +152,7 @@ static void run_item_fields(strbuf *b, sqlite3_stmt *s)
 
 static char RUN_LIST_SQL[8][512];
 static char ASG_LIST_SQL[3][1024];
-static char ASG_ONE_SQL[1024];
+static char ASG_ONE_SQL[1536];
 static pthread_once_t q_once = PTHREAD_ONCE_INIT;
 
 #define ASG_COLS                                                                            \
@@ -177,8 +182,9 @@ static void build_queries(void)
                  " ORDER BY a.seq DESC LIMIT ?3",
                  filt[m]);
     snprintf(ASG_ONE_SQL, sizeof ASG_ONE_SQL,
-             "SELECT " ASG_COLS ", a.definitions_json, a.plan_request_json,"
-             " a.plan_response_json FROM assignments a WHERE a.id = ?1");
+             "SELECT " ASG_COLS ", d.definitions_json, d.plan_request_json,"
+             " d.plan_response_json FROM assignments a LEFT JOIN assignment_docs d"
+             " ON d.seq = a.seq WHERE a.id = ?1");
 }
 
 int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, store_err *err)
@@ -243,10 +249,10 @@ int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, stor
 int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *err)
 {
     static const char sql[] =
-        "SELECT " RUN_ITEM_COLS ", lease_generation, worker_id, timeout_seconds,"
-        " descriptor_json, results_json, error_message, submission_id, attempts,"
-        " first_attempt_at, last_attempt_at, submit_error_code, submit_error_message,"
-        " body_bytes FROM runs WHERE id = ?1";
+        "SELECT " RUN_ITEM_COLS_R ", r.lease_generation, r.worker_id, r.timeout_seconds,"
+        " d.descriptor_json, d.results_json, r.error_message, r.submission_id, r.attempts,"
+        " r.first_attempt_at, r.last_attempt_at, r.submit_error_code, r.submit_error_message,"
+        " r.body_bytes FROM runs r LEFT JOIN run_docs d ON d.seq = r.seq WHERE r.id = ?1";
     static const char att[] =
         "SELECT attempt, at, outcome, http_status, duration_ms, error_code, message, request_id"
         " FROM submit_attempts WHERE run_id = ?1 ORDER BY id";

@@ -39,6 +39,7 @@ static store *open_at(const char *path)
     store_options o = {0};
     o.path = path;
     o.busy_timeout_ms = 200;
+    o.sync_updates = 1; /* most tests check each update's own outcome */
     store *st = NULL;
     store_err e = {0};
     int rc = store_open(&o, &st, &e);
@@ -688,7 +689,8 @@ static void test_prune(void **state)
     (void)state;
     char path[512];
     make_path(path, sizeof path, "prune");
-    store_options o = {.path = path, .retention_hours = 1, .retention_runs = 25};
+    store_options o = {.path = path, .retention_hours = 1, .retention_runs = 25,
+                       .sync_updates = 1};
     store *st = NULL;
     store_err e = {0};
     assert_int_equal(store_open(&o, &st, &e), STORE_OK);
@@ -766,11 +768,14 @@ static void test_migration_from_v1(void **state)
     assert_int_equal(
         sqlite3_exec(db,
                      "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at,"
-                     " status, claimed_at, finished_at) VALUES('v1a','w',2,100,'completed',10,20);"
+                     " status, claimed_at, finished_at, claim_json, plan_response_json)"
+                     " VALUES('v1a','w',2,100,'completed',10,20,'{\"c\":1}','{\"p\":2}');"
                      "INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
-                     " status, created_at, finished_at, duration_ms, submit_status) VALUES"
-                     " ('v1r1','v1a','k','1','python','succeeded',10,6000.5,7,'committed'),"
-                     " ('v1r2','v1a','k','1','python','failed',10,6010,9,'committed');"
+                     " status, created_at, finished_at, duration_ms, submit_status, descriptor_json,"
+                     " results_json) VALUES"
+                     " ('v1r1','v1a','k','1','python','succeeded',10,6000.5,7,'committed',"
+                     " '{\"d\":3}','[4]'),"
+                     " ('v1r2','v1a','k','1','python','failed',10,6010,9,'committed',NULL,NULL);"
                      "INSERT INTO outbox(submission_id, run_id, assignment_id, worker_id,"
                      " lease_generation, body, created_at) VALUES('v1s','v1r3','v1a','w',2,"
                      " CAST('{\"exact\":1}' AS BLOB),11);",
@@ -786,6 +791,23 @@ static void test_migration_from_v1(void **state)
     json_t *m = json_array_get(json_object_get(j, "minutes"), 1);
     assert_int_equal(json_integer_value(json_object_get(m, "succeeded")), 1);
     assert_int_equal(json_integer_value(json_object_get(m, "failed")), 1);
+    json_decref(j);
+    strbuf_free(&b);
+    /* the documents moved to their own tables (v4) and are intact */
+    store_assignment_state as;
+    assert_int_equal(store_assignment_load(st, "v1a", &as, &e), STORE_OK);
+    assert_string_equal(as.claim_json, "{\"c\":1}");
+    assert_string_equal(as.plan_response_json, "{\"p\":2}");
+    assert_null(as.definitions_json);
+    assert_int_equal(as.n_runs, 2);
+    assert_string_equal(as.runs[0].descriptor_json, "{\"d\":3}");
+    store_assignment_state_free(&as);
+    strbuf_init(&b);
+    assert_int_equal(store_run_get_json(st, "v1r1", &b, &e), STORE_OK);
+    j = parse(&b);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(j, "results"), 0)), 4);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "descriptor"), "d")),
+                     3);
     json_decref(j);
     strbuf_free(&b);
     store_outbox_entry *ob = NULL;
@@ -1216,6 +1238,7 @@ static void run_concurrency(const char *path)
     }
     strbuf b;
     strbuf_init(&b);
+    assert_int_equal(store_flush(st, NULL), STORE_OK); /* deferred records (default mode) */
     assert_int_equal(store_summary_json(st, &b, NULL), STORE_OK);
     json_t *j = parse(&b);
     assert_int_equal(
@@ -1286,6 +1309,107 @@ static void test_batch_finish_all_or_nothing(void **state)
     store_close(st);
 }
 
+static store *open_deferred(const char *path, int defer_ms)
+{
+    store_options o = {.path = path, .defer_ms = defer_ms};
+    store *st = NULL;
+    store_err e = {0};
+    assert_int_equal(store_open(&o, &st, &e), STORE_OK);
+    return st;
+}
+
+static void test_deferred_updates(void **state)
+{
+    (void)state;
+    char path[512];
+    make_path(path, sizeof path, "deferred");
+    store *st = open_deferred(path, 10000); /* the flusher waits long: we drive it */
+    store_err e = {0};
+    seed_assignment(st, "q1", 2, 9e9, 2, NULL);
+    const char *ids[] = {"q1-r0", "q1-r1"};
+    assert_int_equal(store_runs_started(st, ids, 2, 50, NULL, &e), STORE_OK);
+    char s[64];
+    /* admin JSON reads do not wait for the queue */
+    assert_string_equal(run_field(st, "q1-r0", "status", s, sizeof s), "planned");
+    /* worker-facing reads do */
+    store_assignment_state a;
+    assert_int_equal(store_assignment_load(st, "q1", &a, &e), STORE_OK);
+    assert_string_equal(a.runs[0].status, "running");
+    assert_string_equal(a.runs[1].status, "running");
+    store_assignment_state_free(&a);
+    /* a write applies the queue first, in order */
+    assert_int_equal(store_assignment_lease(st, "q1", 2, 9.5e9, &e), STORE_OK);
+    assert_int_equal(store_assignment_lease(st, "q1", 1, 1, &e), STORE_OK); /* stale: logged */
+    store_run_result r = mk_result("q1-r0", "qs0", 2, "succeeded", "{}", 60, 1);
+    assert_int_equal(store_run_finished(st, &r, &e), STORE_OK);
+    assert_int_equal(store_assignment_load(st, "q1", &a, &e), STORE_OK);
+    assert_true(a.lease_expires_at == 9.5e9);
+    store_assignment_state_free(&a);
+    store_attempt ok = {.outcome = STORE_SUBMIT_COMMITTED, .at = 61, .http_status = 200};
+    assert_int_equal(store_outbox_record(st, "qs0", &ok, &e), STORE_OK);
+    assert_int_equal(store_outbox_record(st, "nope", &ok, &e), STORE_OK); /* logged */
+    store_attempt bad = {.outcome = 42};
+    assert_int_equal(store_outbox_record(st, "qs0", &bad, &e), STORE_INVALID);
+    assert_string_equal(run_field(st, "q1-r0", "submit_status", s, sizeof s), "pending");
+    assert_int_equal(outbox_depth(st), 0); /* flushed first */
+    assert_string_equal(run_field(st, "q1-r0", "submit_status", s, sizeof s), "committed");
+    /* n_started asks for a count: applied at once */
+    size_t n = 9;
+    assert_int_equal(store_runs_started(st, ids, 2, 70, &n, &e), STORE_OK);
+    assert_int_equal(n, 1);
+    store_close(st);
+
+    /* the flusher thread applies the queue by itself within defer_ms */
+    st = open_deferred(path, 20);
+    r = mk_result("q1-r1", "qs1", 2, "failed", "{}", 80, 1);
+    assert_int_equal(store_run_finished(st, &r, &e), STORE_OK);
+    assert_int_equal(store_outbox_record(st, "qs1", &ok, &e), STORE_OK);
+    for (int i = 0; i < 200; i++) {
+        if (!strcmp(run_field(st, "q1-r1", "submit_status", s, sizeof s), "committed")) break;
+        usleep(10000);
+    }
+    assert_string_equal(s, "committed");
+    assert_int_equal(store_assignment_load(st, "q1", &a, &e), STORE_OK);
+    assert_string_equal(a.status, "completed");
+    store_assignment_state_free(&a);
+    /* and store_close applies what is left */
+    seed_assignment(st, "q2", 1, 9e9, 1, NULL);
+    const char *id2[] = {"q2-r0"};
+    assert_int_equal(store_runs_started(st, id2, 1, 90, NULL, &e), STORE_OK);
+    store_close(st);
+    assert_int_equal(count_rows(path, "SELECT count(*) FROM runs WHERE id='q2-r0' AND "
+                                      "status='running'"), 1);
+}
+
+static void child_crash_before_deferred_record(const char *path)
+{
+    store *st = open_deferred(path, 10000);
+    seed_assignment(st, "z1", 1, 9e9, 1, NULL);
+    store_run_result r = mk_result("z1-r0", "zs0", 1, "succeeded", "{\"z\":1}", 2000, 1);
+    if (store_run_finished(st, &r, NULL) != STORE_OK) _exit(1);
+    store_attempt ok = {.outcome = STORE_SUBMIT_COMMITTED, .at = 2001, .http_status = 200};
+    if (store_outbox_record(st, "zs0", &ok, NULL) != STORE_OK) _exit(2);
+    raise(SIGKILL); /* the committed outcome was only queued */
+}
+
+static void test_crash_loses_only_idempotent_updates(void **state)
+{
+    (void)state;
+    char path[512];
+    make_path(path, sizeof path, "crashq");
+    assert_int_equal(in_child(child_crash_before_deferred_record, path, 0), 128 + SIGKILL);
+    store *st = open_at(path);
+    /* the result is still pending: it will be resent, byte-identical, and answered
+     * idempotent_replay; nothing was lost and nothing can be duplicated */
+    store_outbox_entry *ob = NULL;
+    size_t n = 0;
+    assert_int_equal(store_outbox_pending(st, 0, 0, &ob, &n, NULL), STORE_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(ob[0].body, "{\"z\":1}");
+    store_outbox_free(ob, n);
+    store_close(st);
+}
+
 static int setup_dir(void **state)
 {
     (void)state;
@@ -1323,6 +1447,8 @@ int main(void)
         cmocka_unit_test(test_concurrency_file),
         cmocka_unit_test(test_concurrency_memory),
         cmocka_unit_test(test_batch_finish_all_or_nothing),
+        cmocka_unit_test(test_deferred_updates),
+        cmocka_unit_test(test_crash_loses_only_idempotent_updates),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -42,6 +42,22 @@ typedef struct {
     int failures;
 } targ;
 
+static char BIG_DEFS[6000], BIG_PLAN[3000], DESC[600];
+
+static void init_docs(void)
+{
+    /* realistic sizes: definitions ~5 KiB, plan response ~2.5 KiB, descriptor ~0.5 KiB */
+    memset(BIG_DEFS, 'd', sizeof BIG_DEFS - 1);
+    BIG_DEFS[0] = '"';
+    BIG_DEFS[sizeof BIG_DEFS - 2] = '"';
+    memset(BIG_PLAN, 'p', sizeof BIG_PLAN - 1);
+    BIG_PLAN[0] = '"';
+    BIG_PLAN[sizeof BIG_PLAN - 2] = '"';
+    memset(DESC, 'x', sizeof DESC - 1);
+    DESC[0] = '"';
+    DESC[sizeof DESC - 2] = '"';
+}
+
 static void one_assignment(store *st, int tid, long a, int *failures)
 {
     char aid[64];
@@ -58,10 +74,11 @@ static void one_assignment(store *st, int tid, long a, int *failures)
     for (int i = 0; i < 3; i++) {
         snprintf(rid[i], sizeof rid[i], "%s-r%d", aid, i);
         ids[i] = rid[i];
-        pr[i] = (store_plan_run){rid[i], keys[i], "1.0.0", "python", 30, NULL};
+        pr[i] = (store_plan_run){rid[i], keys[i], "1.0.0", "python", 30, DESC};
     }
-    if (store_assignment_planned(st, aid, 1, "[]", "{}", "{}", 0, pr, 3, t, NULL)) (*failures)++;
+    if (store_assignment_planned(st, aid, 1, BIG_DEFS, BIG_PLAN, BIG_PLAN, 0, pr, 3, t, NULL)) (*failures)++;
     if (store_runs_started(st, ids, 3, t, NULL, NULL)) (*failures)++;
+    if (store_assignment_lease(st, aid, 1, t + 150, NULL)) (*failures)++;
     for (int i = 0; i < 3; i++) {
         char sub[128], body[2048];
         snprintf(sub, sizeof sub, "sub-%s", rid[i]);
@@ -135,6 +152,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: store_bench worker DB THREADS ASSIGNMENTS | admin DB RUNS SECONDS\n");
         return 2;
     }
+    init_docs();
     store_options o = {.path = argv[2], .skip_integrity_check = 1,
                        .durability_process_only = getenv("FPS_BENCH_NOSYNC") != NULL};
     store *st = NULL;
