@@ -1,6 +1,8 @@
 /* Unit tests for the language front end: lexer, parser (AST shapes as
  * CPython's ast.parse builds them), checker (every LANGUAGE.md message, node
- * counting as ast.walk, precedence) and adversarial sources. */
+ * counting as ast.walk, precedence) and adversarial sources; plus the
+ * evaluator's own rules (scopes, evaluation order, outcome lines). Values
+ * are covered by test_lang_values and the conformance corpus. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -384,12 +386,76 @@ static void test_adversarial(void **state)
     free(junk);
 }
 
+static void expect_eval(lang_kind k, const char *src, const char *want)
+{
+    char *out = lang_eval(k, src, strlen(src), "q", NULL, 0, NULL);
+    assert_non_null(out);
+    assert_string_equal(out, want);
+    free(out);
+}
+
+static void test_eval_outcomes(void **state)
+{
+    (void)state;
+    const lang_kind R = LANG_RAW;
+    expect_eval(R, "[y for x in [1, 2] for y in [x, x * 10] if y != 2]",
+                "{\"ok\": true, \"repr\": \"[1, 10, 20]\"}");
+    expect_eval(R, "{k: v for k, (v, w) in [(1, (2, 3)), (4, (5, 6))]}",
+                "{\"ok\": true, \"repr\": \"{1: 2, 4: 5}\"}");
+    expect_eval(R, "[[x for y in [1]] for x in [1, 2]]", "{\"ok\": true, \"repr\": \"[[1], [2]]\"}");
+    expect_eval(R, "[x for x in [1]] + [x for x in [2]]", "{\"ok\": true, \"repr\": \"[1, 2]\"}");
+    /* a comprehension's own names are unbound before assignment */
+    expect_eval(R, "[y for x in [1] if y for y in [2]]",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"UnboundLocalError\"}");
+    expect_eval(R, "[a for a, b in [(1, 2, 3)]]",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"ValueError\"}");
+    expect_eval(R, "[a for a, b in [1]]",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
+    /* no session image: `session` is not defined; unknown names are NameError */
+    expect_eval(R, "session", "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"NameError\"}");
+    expect_eval(R, "enumerate([1])",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"NameError\"}");
+    /* and/or return operands and short-circuit; chains short-circuit */
+    expect_eval(R, "(0 or '' or 'x') + (1 and 'y')", "{\"ok\": true, \"repr\": \"'xy'\"}");
+    expect_eval(R, "0 and undefined_name", "{\"ok\": true, \"repr\": \"0\"}");
+    expect_eval(R, "2 > 3 < 'a'", "{\"ok\": true, \"repr\": \"False\"}");
+    expect_eval(R, "1 < 'a' < 3", "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
+    /* method looked up before its arguments are evaluated */
+    expect_eval(R, "(1).lower(undefined_name)",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"AttributeError\"}");
+    /* f-strings: debug text, conversions, nested spec evaluated before the conversion */
+    expect_eval(R, "f'{1 + 1 = }|{\"a\"!r:>5}|{3.5:{\"^\"}{7}}'",
+                "{\"ok\": true, \"repr\": \"\\\"1 + 1 = 2|  'a'|  3.5  \\\"\"}");
+    /* keyword arguments and ** unpacking */
+    expect_eval(R, "sorted([3, 1, 2], **{'reverse': True})", "{\"ok\": true, \"repr\": \"[3, 2, 1]\"}");
+    expect_eval(R, "sorted([3, 1], reverse=True, **{'reverse': True})",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
+    expect_eval(R, "{**{1: 2}, 3: 4, **{1: 5}}", "{\"ok\": true, \"repr\": \"{1: 5, 3: 4}\"}");
+    /* constant set displays iterate as CPython's folded frozenset */
+    expect_eval(R, "{-5, 5, 13, 21}", "{\"ok\": true, \"repr\": \"{5, 13, -5, 21}\"}");
+    /* outcome kinds */
+    expect_eval(LANG_CONDITION, "1 < 2", "{\"ok\": true, \"applicable\": true}");
+    expect_eval(LANG_CONDITION, "1",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
+    expect_eval(LANG_EVALUATOR, "1",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
+    expect_eval(LANG_EVALUATOR, "lambda: 1",
+                "{\"ok\": false, \"stage\": \"compile\", \"message\": \"evaluator_source contains "
+                "disallowed syntax: Lambda\"}");
+    lang_limits lim = {.max_steps = 1000};
+    const char *bomb = "len([x for x in range(10**6)])";
+    char *out = lang_eval(R, bomb, strlen(bomb), "q", NULL, 0, &lim);
+    assert_string_equal(out, "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"steps\"}");
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lexer_tokens),     cmocka_unit_test(test_lexer_unescape),
         cmocka_unit_test(test_parser_shapes),    cmocka_unit_test(test_checker_messages),
         cmocka_unit_test(test_node_counting),    cmocka_unit_test(test_adversarial),
+        cmocka_unit_test(test_eval_outcomes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
