@@ -92,6 +92,35 @@ void emu_reply_error_status(emu_req *r, int status, const char *code, const char
     va_end(ap);
 }
 
+/* A fresh request id: 32 lowercase hex from a per-thread generator seeded
+ * once from the OS (ids are correlation handles, not secrets; this keeps a
+ * syscall off every request). */
+static void mint_request_id(char out[33])
+{
+    static _Thread_local uint64_t s0, s1;
+    static _Thread_local int seeded;
+    if (!seeded) {
+        char seed[33];
+        ids_request_id(seed);
+        s0 = strtoull((char[17]){seed[0], seed[1], seed[2], seed[3], seed[4], seed[5], seed[6],
+                                 seed[7], seed[8], seed[9], seed[10], seed[11], seed[12],
+                                 seed[13], seed[14], seed[15], 0},
+                      NULL, 16) | 1;
+        s1 = strtoull(seed + 16, NULL, 16) | 2;
+        seeded = 1;
+    }
+    static const char digits[] = "0123456789abcdef";
+    for (int half = 0; half < 2; half++) {
+        uint64_t x = s0, y = s1; /* xorshift128+ */
+        s0 = y;
+        x ^= x << 23;
+        s1 = x ^ y ^ (x >> 17) ^ (y >> 26);
+        uint64_t v = s1 + y;
+        for (int i = 0; i < 16; i++) out[half * 16 + i] = digits[(v >> (60 - 4 * i)) & 15];
+    }
+    out[32] = '\0';
+}
+
 /* ---- per-connection request state ---- */
 
 typedef struct {
@@ -302,7 +331,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r.content_type = "application/json";
     const char *rid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
     if (is_hex32(rid)) memcpy(r.request_id, rid, 33);
-    else ids_request_id(r.request_id);
+    else mint_request_id(r.request_id);
 
     int drop = dispatch(&r, ctx);
     if (log_get_level() <= LOG_DEBUG)

@@ -494,6 +494,15 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
         snprintf(err, errcap, "sandbox binary %s: %s", exe, strerror(errno));
         goto fail;
     }
+    if (!cfg->no_helper) {
+        /* Prefer the small child image installed beside the binary. */
+        char helper[PATH_MAX + 32];
+        const char *slash = strrchr(pool->exe, '/');
+        int dir = slash ? (int)(slash - pool->exe) : 0;
+        snprintf(helper, sizeof helper, "%.*s/failproofai-sandbox", dir, pool->exe);
+        if (dir > 0 && strlen(helper) < sizeof pool->exe && access(helper, X_OK) == 0)
+            snprintf(pool->exe, sizeof pool->exe, "%s", helper);
+    }
     pool->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (pool->devnull < 0) {
         snprintf(err, errcap, "/dev/null: %s", strerror(errno));
@@ -534,7 +543,8 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
         }
         pool->refill_started = 1;
     }
-    log_info("sandbox pool ready", LOG_I("max_sandboxes", pool->cfg.max_sandboxes),
+    log_info("sandbox pool ready", LOG_S("child_image", pool->exe),
+             LOG_I("max_sandboxes", pool->cfg.max_sandboxes),
              LOG_I("memory_mb", pool->cfg.memory_mb), LOG_I("prestart", pool->idle_target),
              LOG_I("seccomp", pool->layers.seccomp), LOG_I("no_new_privs", pool->layers.no_new_privs),
              LOG_I("rlimits", pool->layers.rlimits), LOG_I("user_ns", pool->layers.user_ns),

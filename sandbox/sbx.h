@@ -19,12 +19,18 @@ typedef struct sbx_image sbx_image;
 typedef struct {
     int max_sandboxes;      /* concurrent children (default 4)          */
     long memory_mb;         /* RLIMIT_AS per child (default 512)        */
-    const char *self_exe;   /* binary to exec; NULL = /proc/self/exe    */
+    const char *self_exe;   /* binary to exec; NULL = /proc/self/exe.
+                               The jail prefers the child image
+                               `failproofai-sandbox` in the same directory
+                               (same argv contract, far fewer libraries)
+                               and falls back to self_exe SBX_CHILD_ARG. */
     /* Added by the jail: */
     int prestart;           /* idle pre-started (already jailed, single-use)
                                children kept ready; 0 = max_sandboxes,
                                -1 = none (spawn on demand)               */
     int no_namespaces;      /* 1 = never try user/net namespaces        */
+    int no_helper;          /* 1 = exec self_exe itself, not the small
+                               failproofai-sandbox image found beside it */
     const char *test_mode;  /* TESTS ONLY: "sleep", "open", ... makes every
                                child run jail_child.c's --test-<mode>
                                behaviour instead of the interpreter      */

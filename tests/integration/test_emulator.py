@@ -134,6 +134,10 @@ class AuthAndVersion(EmulatorCase):
             self.assertNotEqual(rid, given)
             self.assertEqual(r.body["error"]["request_id"], rid)
 
+    def test_minted_request_ids_are_distinct(self):
+        ids = {self.emu.claim(1, token="bad").headers["x-request-id"] for _ in range(200)}
+        self.assertEqual(len(ids), 200)
+
     def test_unknown_route_and_method(self):
         self.assertEqual(self.emu.request("GET", "/v1/evaluator/nope").status, 404)
         r = self.emu.request("GET", "/v1/evaluator/assignments/claim")

@@ -31,6 +31,8 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static int g_no_helper;
+
 static sbx_pool *make_pool(int slots, int prestart, const char *mode)
 {
     sbx_config cfg;
@@ -40,6 +42,7 @@ static sbx_pool *make_pool(int slots, int prestart, const char *mode)
     cfg.self_exe = getenv("FPS_BIN");
     cfg.prestart = prestart;
     cfg.test_mode = mode;
+    cfg.no_helper = g_no_helper;
     char err[256] = "";
     sbx_pool *p = sbx_pool_new(&cfg, err, sizeof err);
     if (p == NULL) fprintf(stderr, "sbx_pool_new: %s\n", err);
@@ -334,6 +337,23 @@ static void test_jail_observed_from_outside(void **state)
     fclose(f);
     assert_int_equal(seen, 6);
 
+    /* It is a fresh exec of the child image (not a fork of this process). */
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char cmd[512];
+    size_t cl = fread(cmd, 1, sizeof cmd - 1, f);
+    fclose(f);
+    cmd[cl] = '\0';
+    assert_true(cl > strlen(cmd) + 1);
+    assert_string_equal(cmd + strlen(cmd) + 1, SBX_CHILD_ARG);
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    char exe[512];
+    ssize_t el = readlink(path, exe, sizeof exe - 1);
+    assert_true(el > 0);
+    exe[el] = '\0';
+    assert_non_null(strstr(exe, "failproofai-sandbox"));
+
     /* Cancellation kills it promptly. */
     double t = now_ms();
     atomic_store(&cancel, 1);
@@ -481,6 +501,27 @@ static void test_cancel_while_waiting_for_a_slot(void **state)
     sbx_pool_free(p);
 }
 
+/* The fallback child image (the sidecar itself, SBX_CHILD_ARG) works the
+ * same when the small failproofai-sandbox image is not installed. */
+static void test_fallback_child_image(void **state)
+{
+    (void)state;
+    g_no_helper = 1;
+    sbx_pool *p = make_pool(1, -1, "echo");
+    sbx_outcome o;
+    eval_src(p, "1 + 1", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_OK);
+    assert_string_equal(json_string_value(json_object_get(o.json, "source")), "1 + 1");
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+    p = make_pool(1, -1, "socket");
+    eval_src(p, "1", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_JAIL_FAILURE);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+    g_no_helper = 0;
+}
+
 typedef struct {
     sbx_pool *pool;
     int n, bad;
@@ -556,6 +597,7 @@ int main(void)
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_more_bombs_than_slots),
         cmocka_unit_test(test_cancel_while_waiting_for_a_slot),
+        cmocka_unit_test(test_fallback_child_image),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
