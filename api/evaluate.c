@@ -5,6 +5,8 @@
  * connection is suspended (see api.c), so a 60 s evaluation never blocks the
  * server's event loops.
  *
+ * Compile-checks go through the jail as well (sbx_check).
+ *
  * Body: {"kind": "evaluator"|"condition"|"raw", "source": "...",
  *        "eval_key": "q", "mode": "run"|"check", "timeout_seconds": 30,
  *        "transcript": {...}}
@@ -96,21 +98,12 @@ void route_evaluate(api_req *rq, api_resp *rs)
         goto done;
     }
 
-    if (!strcmp(mode, "check")) {
-        char msg[512];
-        int rej = lang_check(kind, src, src_len, msg, sizeof msg);
-        json_t *o = rej ? json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "compile", "message", msg)
-                        : json_pack("{s:b,s:s}", "ok", 1, "stage", "compile");
-        json_object_set_new(o, "kind", json_string(kind_s));
-        json_object_set_new(o, "mode", json_string(mode));
-        api_json(rs, 200, o);
-        goto done;
-    }
+    int check = !strcmp(mode, "check");
     if (srv->deps.pool == NULL) {
         api_error(rs, 503, "sandbox_unavailable", "the sandbox pool is not running");
         goto done;
     }
-    if (transcript != NULL) {
+    if (transcript != NULL && !check) {
         char err[256];
         img = sbx_image_new(transcript, NULL, err, sizeof err);
         if (img == NULL) {
@@ -118,21 +111,27 @@ void route_evaluate(api_req *rq, api_resp *rs)
             goto done;
         }
     }
-    sbx_request req = {kind, src, src_len, eval_key, timeout, img, &srv->eval_cancel};
+    sbx_request req = {.kind = kind, .source = src, .source_len = src_len, .eval_key = eval_key,
+                       .timeout_s = timeout, .image = img, .cancel = &srv->eval_cancel};
     int64_t t0 = time_mono_ms();
-    sbx_eval(srv->deps.pool, &req, &out);
+    if (check) sbx_check(srv->deps.pool, &req, &out); /* compile only, in the jail too */
+    else sbx_eval(srv->deps.pool, &req, &out);
     have_out = 1;
-    metrics_observe(METRIC_EVAL_SECONDS, (double)(time_mono_ms() - t0) / 1000.0, "mode",
-                    "playground");
+    if (!check)
+        metrics_observe(METRIC_EVAL_SECONDS, (double)(time_mono_ms() - t0) / 1000.0, "mode",
+                        "playground");
     json_t *o = NULL;
     switch (out.status) {
     case SBX_OK:
         o = json_is_object(out.json) ? json_deep_copy(out.json) : NULL;
         if (o == NULL) o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "jail", "message",
                                      "the sandbox returned no outcome");
+        if (check && json_is_true(json_object_get(o, "ok")))
+            json_object_set_new(o, "stage", json_string("compile"));
         break;
     case SBX_TIMEOUT:
-        o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "limit", "error_type", "timeout");
+        o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "limit", "error_type",
+                      out.limit[0] ? out.limit : "timeout");
         break;
     case SBX_OUTPUT:
         o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "limit", "error_type", "output");

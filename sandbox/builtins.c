@@ -286,16 +286,14 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
     return best;
 }
 
+/* 0 ok, 1 does not fit int64 (a big range), -1 error */
 static int range_arg(vctx *c, val *v, int64_t *out)
 {
     if (!v_is_intlike(v)) {
         v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(v));
         return -1;
     }
-    if (!v_as_i64(v, out)) {
-        v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
-        return -1;
-    }
+    if (!v_as_i64(v, out)) return 1;
     return 0;
 }
 
@@ -305,14 +303,25 @@ static val *b_range(vctx *c, val **a, size_t na, size_t nkw)
     if (na == 0) return v_raise(c, "TypeError", "range expected at least 1 argument, got 0");
     if (na > 3) return v_raise(c, "TypeError", "range expected at most 3 arguments, got %zu", na);
     int64_t start = 0, stop, step = 1;
+    int big = 0, r;
     if (na == 1) {
-        if (range_arg(c, a[0], &stop)) return NULL;
+        if ((r = range_arg(c, a[0], &stop)) < 0) return NULL;
+        big |= r;
     } else {
-        if (range_arg(c, a[0], &start) || range_arg(c, a[1], &stop)) return NULL;
+        if ((r = range_arg(c, a[0], &start)) < 0) return NULL;
+        big |= r;
+        if ((r = range_arg(c, a[1], &stop)) < 0) return NULL;
+        big |= r;
         if (na == 3) {
-            if (range_arg(c, a[2], &step)) return NULL;
-            if (step == 0) return v_raise(c, "ValueError", "range() arg 3 must not be zero");
+            if ((r = range_arg(c, a[2], &step)) < 0) return NULL;
+            big |= r;
+            if (!r && step == 0) return v_raise(c, "ValueError", "range() arg 3 must not be zero");
         }
+    }
+    if (big) {
+        val *s0 = na == 1 ? v_int64(c, 0) : a[0], *s1 = na == 1 ? a[0] : a[1], *s2 = na == 3 ? a[2] : v_int64(c, 1);
+        if (!s0 || !s2) return NULL;
+        return vbr_new(c, s0, s1, s2);
     }
     return v_range(c, start, stop, step);
 }
@@ -356,6 +365,28 @@ static val *b_sum(vctx *c, val *it, val *start)
     viter iter;
     if (v_iter_init(c, it, &iter)) return NULL;
     val *result = start ? start : v_int64(c, 0);
+    if (it->type == VT_RANGE && result->type == VT_INT && !result->u.i.big) {
+        /* no per-item values; charge a step per item as the generic loop would */
+        int64_t acc = result->u.i.small, x = it->u.r.start;
+        mpz_ptr big = NULL;
+        for (int64_t i = 0; i < it->u.r.len; i++, x += it->u.r.step) {
+            if ((i & 1023) == 0 && v_steps(c, (uint64_t)(it->u.r.len - i < 1024 ? it->u.r.len - i : 1024)))
+                return NULL;
+            if (!big) {
+                int64_t r;
+                if (!__builtin_add_overflow(acc, x, &r)) {
+                    acc = r;
+                    continue;
+                }
+                big = vi_mpz_new(c);
+                if (!big) return NULL;
+                mpz_set_si(big, acc);
+            }
+            if (x >= 0) mpz_add_ui(big, big, (unsigned long)x);
+            else mpz_sub_ui(big, big, (unsigned long)-(x + 1) + 1);
+        }
+        return big ? vi_from_mpz_take(c, big) : v_int64(c, acc);
+    }
     /* int fast path */
     val *item = NULL;
     if (result->type == VT_INT && !result->u.i.big) {

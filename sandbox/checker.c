@@ -277,8 +277,10 @@ int checker_check(ast_node *root, const char *field, strbuf *msg)
             rc = 1;
             break;
         }
-        if (compile_error(x)) late = 1;
     }
+    /* compile()'s own errors, once every node passed (at most 5000 visited). */
+    for (size_t i = 0; rc == 0 && i < q.len; i++)
+        if (q.v[i].n && compile_error(q.v[i].n)) late = 1;
     free(q.v);
     if (root->depth > COMPILE_MAX_DEPTH) late = 1;
     if (rc == 0 && late) {

@@ -164,10 +164,8 @@ static val *const_value(E *e, ast_node *x)
     case CONST_FLOAT: v = v_float(e->c, x->f); break;
     case CONST_STR: v = v_str(e->c, x->str, x->len); break;
     case CONST_BYTES: v = v_bytes(e->c, x->str, x->len); break;
-    case CONST_ELLIPSIS:
-        return v_raise(e->c, "NotImplementedError", "Ellipsis is not supported");
-    case CONST_IMAG:
-        return v_raise(e->c, "NotImplementedError", "complex numbers are not supported");
+    case CONST_ELLIPSIS: v = v_ellipsis(); break;
+    case CONST_IMAG: v = v_complex(e->c, 0.0, x->f); break;
     default:
         break;
     }
@@ -419,6 +417,8 @@ static val *eval_call(E *e, ast_node *x)
     if (f->kind == AST_Attribute) {
         recv = ev(e, f->a);
         if (!recv) return NULL;
+        /* The attribute is looked up before the arguments are evaluated. */
+        if (v_check_method(e->c, recv, f->str) < 0) return NULL;
     } else {
         callee = ev(e, f);
         if (!callee) return NULL;
@@ -506,17 +506,19 @@ static val *eval_joined(E *e, ast_node *x)
             strbuf_put(&b, p->str, p->len);
             continue;
         }
+        /* CPython's order: the value, then the format spec's fields, then
+         * the conversion and the formatting (FORMAT_VALUE). */
         val *v = ev(e, p->a);
-        if (!v) goto fail;
-        if (p->op == 's') v = v_tostr(e->c, v);
-        else if (p->op == 'r') v = v_repr(e->c, v);
-        else if (p->op == 'a') v = v_ascii(e->c, v);
         if (!v) goto fail;
         val *spec = NULL;
         if (p->b) {
             spec = eval_joined(e, p->b);
             if (!spec) goto fail;
         }
+        if (p->op == 's') v = v_tostr(e->c, v);
+        else if (p->op == 'r') v = v_repr(e->c, v);
+        else if (p->op == 'a') v = v_ascii(e->c, v);
+        if (!v) goto fail;
         val *s = (!spec && v_type(v) == VT_STR) ? v : v_format(e->c, v, spec);
         if (!s) goto fail;
         strbuf_put(&b, s->u.s.s, s->u.s.blen);

@@ -468,6 +468,61 @@ static val *fmt_str(vctx *c, val *s, fspec *f)
     return finish(c, f, s->u.s.s, blen, ncp, 0, '<');
 }
 
+/* complex.__format__ (format_complex_internal) */
+static val *fmt_complex(vctx *c, val *v, fspec *f)
+{
+    char type = f->type;
+    if (f->fill == '0' && f->align == '=')
+        return v_raise(c, "ValueError", "Zero padding is not allowed in complex format specifier");
+    if (f->align == '=')
+        return v_raise(c, "ValueError", "'=' alignment flag is not allowed in complex format specifier");
+    bool parens = false, skip_re = false;
+    int prec = (int)f->prec;
+    double re = v->u.cx.re, im = v->u.cx.im;
+    switch (type) {
+    case 0:
+        type = prec >= 0 ? 'g' : 'r';
+        if (re == 0.0 && !signbit(re)) skip_re = true;
+        else parens = true;
+        break;
+    case 'n': type = 'g'; break;
+    case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': break;
+    default: return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'complex'", type);
+    }
+    if (prec < 0) prec = type == 'r' ? 0 : 6;
+    strbuf b;
+    strbuf_init(&b);
+    if (parens) strbuf_putc(&b, '(');
+    for (int part = 0; part < 2; part++) {
+        double x = part == 0 ? re : im;
+        if (part == 0 && skip_re) continue;
+        bool neg = signbit(x) != 0;
+        if (neg) strbuf_putc(&b, '-');
+        else if (part == 1) strbuf_putc(&b, '+');
+        else if (f->sign == '+' || f->sign == ' ') strbuf_putc(&b, f->sign);
+        double ax = fabs(x);
+        if (isnan(x) || isinf(x)) {
+            bool up = type == 'E' || type == 'F' || type == 'G';
+            strbuf_puts(&b, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
+        } else if (float_short(&b, ax, type, prec, f->alt, false)) {
+            strbuf_free(&b);
+            return v_limit(c, "memory");
+        }
+    }
+    if (skip_re && (f->sign == '+' || f->sign == ' ') && !signbit(im)) {
+        /* the imaginary part alone takes the requested sign instead of '+' */
+        if (b.data[0] == '+') b.data[0] = f->sign;
+    } else if (skip_re && b.data[0] == '+') {
+        memmove(b.data, b.data + 1, b.len);
+        b.len--;
+    }
+    strbuf_putc(&b, 'j');
+    if (parens) strbuf_putc(&b, ')');
+    val *r = finish(c, f, b.data, b.len, b.len, 0, '>');
+    strbuf_free(&b);
+    return r;
+}
+
 val *vfmt_format(vctx *c, val *v, const char *spec, size_t n)
 {
     if (n == 0) return v_tostr(c, v);
@@ -483,6 +538,9 @@ val *vfmt_format(vctx *c, val *v, const char *spec, size_t n)
     case VT_FLOAT:
         if (parse_spec(c, spec, n, &f, '>', "float")) return NULL;
         return fmt_double(c, v->u.f, &f, false);
+    case VT_COMPLEX:
+        if (parse_spec(c, spec, n, &f, '>', "complex")) return NULL;
+        return fmt_complex(c, v, &f);
     default: break;
     }
     return v_raise(c, "TypeError", "unsupported format string passed to %s.__format__", v_type_name(v));

@@ -41,7 +41,8 @@ static int fail(lexer *L, const char *fmt, ...)
 static lex_token *push(lexer *L, int type, int op, size_t pos, const char *text, size_t len)
 {
     if (L->n == L->cap) {
-        size_t nc = L->cap ? L->cap * 2 : 256;
+        /* small sources (f-string fields) start small: at most len + 3 tokens */
+        size_t nc = L->cap ? L->cap * 2 : (L->len < 253 ? L->len + 3 : 256);
         lex_token *t = ast_arena_alloc(L->ar, nc * sizeof *t);
         if (!t) {
             L->oom = 1;
@@ -136,33 +137,29 @@ static int is_id_char_ascii(int c)
     return is_id_start_ascii(c) || (c >= '0' && c <= '9');
 }
 
-/* XID_Start / XID_Continue, approximated by general category. */
+static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < r[mid][0]) hi = mid;
+        else if (cp > r[mid][1]) lo = mid + 1;
+        else return 1;
+    }
+    return 0;
+}
+
+/* XID_Start / XID_Continue as CPython's str.isidentifier() has them. */
 static int xid_start(utf8proc_int32_t cp)
 {
-    if (cp == '_') return 1;
-    switch (utf8proc_category(cp)) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL:
-        return 1;
-    default:
-        break;
-    }
-    /* Other_ID_Start */
-    return cp == 0x1885 || cp == 0x1886 || cp == 0x2118 || cp == 0x212E || cp == 0x309B ||
-           cp == 0x309C;
+    if (cp < 128) return is_id_start_ascii(cp) && cp != 0;
+    return in_ranges(unicode_id_start, unicode_id_start_len, (uint32_t)cp);
 }
 
 static int xid_continue(utf8proc_int32_t cp)
 {
-    if (xid_start(cp)) return 1;
-    switch (utf8proc_category(cp)) {
-    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_PC:
-        return 1;
-    default:
-        break;
-    }
-    return cp == 0x00B7 || cp == 0x0387 || (cp >= 0x1369 && cp <= 0x1371) || cp == 0x19DA;
+    if (cp < 128) return is_id_char_ascii(cp);
+    return in_ranges(unicode_id_continue, unicode_id_continue_len, (uint32_t)cp);
 }
 
 /* Validates and NFKC-normalises a non-ASCII identifier. */

@@ -74,7 +74,8 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
     size_t n = d->u.t.fill;
     for (size_t i = 0; i < n; i++) {
         const simg_node *k = &kids[2 * i];
-        if (k->a == key->u.s.blen && !memcmp(img + (uint32_t)k->b, key->u.s.s, k->a)) {
+        const char *ks = img + (uint32_t)k->b;
+        if (k->a == key->u.s.blen && (k->a == 0 || ks[0] == key->u.s.s[0]) && !memcmp(ks, key->u.s.s, k->a)) {
             *found = true;
             return node_val(c, img, &kids[2 * i + 1], 0);
         }
@@ -132,7 +133,7 @@ static val *payload(vctx *c, val *e)
 {
     if (e->u.ev.payload) return e->u.ev.payload;
     const simg_event *r = event_rec(e->u.ev.img, e->u.ev.index);
-    val *d = node_val(c, e->u.ev.img, (const simg_node *)((const char *)e->u.ev.img + r->payload), 0);
+    val *d = node_val(c, e->u.ev.img, &r->payload, 0);
     e->u.ev.payload = d;
     return d;
 }

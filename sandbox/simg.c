@@ -224,8 +224,8 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
         }
         fields[k] = ib_str(&b, json_string_value(f), json_string_length(f));
     }
-    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
-    if (b.oom) goto oom;
+    simg_event *recs = calloc(ne ? ne : 1, sizeof *recs);
+    if (!recs) goto oom;
     for (size_t i = 0; i < ne; i++) {
         const json_t *e = json_array_get(evs, i);
         simg_event ev = {0};
@@ -235,18 +235,17 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
         ev.ts = ib_str(&b, json_string_value(x), json_string_length(x));
         x = json_object_get(e, "event_type");
         ev.type = ib_str(&b, json_string_value(x), json_string_length(x));
-        simg_node pnode;
-        if (put_json(&b, &pnode, json_object_get(e, "payload"), 0)) {
+        if (put_json(&b, &ev.payload, json_object_get(e, "payload"), 0)) {
+            free(recs);
             if (b.oom) goto oom;
             snprintf(err, errcap, "payload nesting too deep");
             goto fail;
         }
-        size_t pn = ib_reserve(&b, sizeof(simg_node));
-        if (b.oom) goto oom;
-        *NODE(&b, pn) = pnode;
-        ev.payload = (uint32_t)pn;
-        memcpy(b.p + evoff + i * sizeof(simg_event), &ev, sizeof ev);
+        recs[i] = ev;
     }
+    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
+    if (!b.oom && ne) memcpy(b.p + evoff, recs, ne * sizeof(simg_event));
+    free(recs);
     if (b.oom) goto oom;
     simg_hdr h = {0};
     memcpy(h.magic, SIMG_MAGIC, 8);
@@ -275,7 +274,72 @@ typedef struct {
     char *tmp;   /* scratch for unescaped strings */
     size_t tmpcap;
     const char *err;
+    /* short strings (keys, event types, enums) are stored once: every
+     * payload's keys then share a few hot cache lines when read */
+    simg_str *itab;
+    size_t imask, icount;
 } jp;
+
+#define INTERN_MAX 32
+
+static uint64_t str_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* stores s[0..n) in the image (interned when short); fills out */
+static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out, size_t limit)
+{
+    simg_str *slot = NULL;
+    if (n <= limit) {
+        if (p->itab == NULL || (p->icount + 1) * 2 > p->imask + 1) {
+            size_t size = p->itab ? (p->imask + 1) * 2 : 1024;
+            simg_str *nt = calloc(size, sizeof *nt);
+            if (!nt) {
+                p->b->oom = true;
+                return -1;
+            }
+            for (size_t i = 0; p->itab && i <= p->imask; i++) {
+                simg_str *e = &p->itab[i];
+                if (!e->off) continue;
+                size_t h = (size_t)str_hash(p->b->p + e->off, e->blen) & (size - 1);
+                while (nt[h].off) h = (h + 1) & (size - 1);
+                nt[h] = *e;
+            }
+            free(p->itab);
+            p->itab = nt;
+            p->imask = size - 1;
+        }
+        size_t h = (size_t)str_hash(s, n) & p->imask;
+        while (p->itab[h].off) {
+            simg_str *e = &p->itab[h];
+            if (e->blen == n && !memcmp(p->b->p + e->off, s, n)) {
+                *out = *e;
+                return 0;
+            }
+            h = (h + 1) & p->imask;
+        }
+        slot = &p->itab[h];
+    }
+    size_t at = ib_reserve(p->b, n + 1);
+    if (p->b->oom) return -1;
+    memcpy(p->b->p + at, s, n);
+    p->b->p[at + n] = 0;
+    out->off = (uint32_t)at;
+    out->blen = (uint32_t)n;
+    out->clen = clen;
+    out->ascii = ascii;
+    if (slot) {
+        *slot = *out;
+        p->icount++;
+    }
+    return 0;
+}
 
 static void skip_ws(jp *p)
 {
@@ -354,7 +418,9 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
 }
 
 /* parses a JSON string at p->s (after the quote) into the image */
-static int parse_string(jp *p, simg_str *out)
+/* limit: strings up to this many bytes are interned (object keys: 32; values: 16,
+ * enough for event types and enums, not for unique ids and timestamps) */
+static int parse_string(jp *p, simg_str *out, size_t limit)
 {
     const char *st = p->s;
     const char *q = st;
@@ -367,14 +433,7 @@ static int parse_string(jp *p, simg_str *out)
             p->err = "invalid UTF-8 in a string";
             return -1;
         }
-        size_t at = ib_reserve(p->b, (size_t)(q - st) + 1);
-        if (p->b->oom) return -1;
-        memcpy(p->b->p + at, st, (size_t)(q - st));
-        p->b->p[at + (size_t)(q - st)] = 0;
-        out->off = (uint32_t)at;
-        out->blen = (uint32_t)(q - st);
-        out->clen = (uint32_t)n;
-        out->ascii = ascii;
+        if (store_str(p, st, (size_t)(q - st), (uint32_t)n, ascii, out, limit)) return -1;
         p->s = q + 1;
         return 0;
     }
@@ -456,14 +515,7 @@ static int parse_string(jp *p, simg_str *out)
         if (ch >= 0x80) ascii = false;
         if ((ch & 0xC0) != 0x80) n++;
     }
-    size_t at = ib_reserve(p->b, o + 1);
-    if (p->b->oom) return -1;
-    memcpy(p->b->p + at, p->tmp, o);
-    p->b->p[at + o] = 0;
-    out->off = (uint32_t)at;
-    out->blen = (uint32_t)o;
-    out->clen = n;
-    out->ascii = ascii;
+    if (store_str(p, p->tmp, o, n, ascii, out, limit)) return -1;
     p->s = r;
     return 0;
 }
@@ -616,7 +668,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
     case '"': {
         p->s++;
         simg_str s;
-        if (parse_string(p, &s)) return -1;
+        if (parse_string(p, &s, 16)) return -1;
         n.tag = SN_STR;
         n.flags = (uint8_t)s.ascii;
         n.a = s.blen;
@@ -661,7 +713,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
                     }
                     p->s++;
                     simg_str s;
-                    if (parse_string(p, &s)) {
+                    if (parse_string(p, &s, INTERN_MAX)) {
                         free(kids);
                         return -1;
                     }
@@ -801,7 +853,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
         return -1;
     }
     ib_reserve(&b, sizeof(simg_hdr));
-    jp p = {json, json + len, &b, NULL, 0, NULL};
+    jp p = {json, json + len, &b, NULL, 0, NULL, NULL, 0, 0};
     simg_node rootn;
     if (parse_value(&p, &rootn, 0)) {
         if (b.oom) snprintf(err, errcap, "transcript too large for a session image");
@@ -895,8 +947,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
         e.id = node_str(obj_get(&b, &ev[i], "id"));
         e.ts = node_str(obj_get(&b, &ev[i], "ts"));
         e.type = node_str(obj_get(&b, &ev[i], "event_type"));
-        const simg_node *pl = obj_get(&b, &ev[i], "payload");
-        e.payload = (uint32_t)((const char *)pl - b.p);
+        e.payload = *obj_get(&b, &ev[i], "payload");
         memcpy(b.p + evoff + i * sizeof(simg_event), &e, sizeof e);
     }
     simg_hdr h = {0};
@@ -909,6 +960,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
     memcpy(h.fields, fields, sizeof fields);
     memcpy(b.p, &h, sizeof h);
     free(p.tmp);
+    free(p.itab);
     *out = b.p;
     *out_len = b.len;
     return 0;
@@ -916,6 +968,7 @@ oom:
     snprintf(err, errcap, "transcript too large for a session image");
 fail:
     free(p.tmp);
+    free(p.itab);
     free(b.p);
     return -1;
 }
@@ -977,8 +1030,8 @@ int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
     for (uint32_t i = 0; i < h->nevents; i++) {
         const simg_event *e = (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
         if (!str_ok(&e->id, len) || !str_ok(&e->ts, len) || !str_ok(&e->type, len)) goto bad;
-        if (check_node(base, len, e->payload, 0, &budget)) goto bad;
-        if (((const simg_node *)(base + e->payload))->tag != SN_OBJ) goto bad;
+        size_t poff = (size_t)((const char *)&e->payload - base);
+        if (e->payload.tag != SN_OBJ || check_node(base, len, poff, 0, &budget)) goto bad;
     }
     return 0;
 bad:

@@ -28,12 +28,6 @@ typedef struct {
     simg_str fields[SF__COUNT];
 } simg_hdr;
 
-typedef struct {
-    simg_str id, ts, type;
-    uint32_t payload;   /* node offset (an OBJ node) */
-    uint32_t pad;
-} simg_event;
-
 enum { SN_NULL, SN_TRUE, SN_FALSE, SN_INT, SN_BIGINT, SN_FLOAT, SN_STR, SN_ARR, SN_OBJ };
 
 /* 16 bytes. STR: a=blen, b=off | clen<<32, flags=ascii. INT: b=int64.
@@ -47,5 +41,12 @@ typedef struct {
     uint32_t a;
     uint64_t b;
 } simg_node;
+
+/* one per event, contiguous; the payload's OBJ node is inline so a scan over
+ * events touches one cache line per event */
+typedef struct {
+    simg_str id, ts, type;
+    simg_node payload;
+} simg_event;
 
 #endif

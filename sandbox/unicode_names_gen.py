@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Generates sandbox/unicode_names.c: the Unicode character names of the
-CPython whose semantics we follow, for the lexer's \\N{...} escapes. Names
+CPython whose semantics we follow, for the lexer's \\N{...} escapes, and its
+identifier ranges (XID_Start / XID_Continue as str.isidentifier() sees them). Names
 are sorted and front-coded (one record per name: a prefix-length byte, the
 rest of the name, ';', the code point in hex, newline); CJK unified
 ideographs and Hangul syllables are algorithmic and left to the lookup code.
@@ -45,6 +46,27 @@ for a, b in cjk:
 print("};")
 print("const size_t unicode_names_cjk_len = %d;" % len(cjk))
 print()
+def id_ranges(pred):
+    out, start = [], None
+    for cp in range(0x80, 0x110001):
+        ok = cp < 0x110000 and not 0xD800 <= cp <= 0xDFFF and pred(cp)
+        if ok and start is None:
+            start = cp
+        elif not ok and start is not None:
+            out.append((start, cp - 1))
+            start = None
+    return out
+
+
+for name, pred in (("unicode_id_start", lambda cp: chr(cp).isidentifier()),
+                   ("unicode_id_continue", lambda cp: ("a" + chr(cp)).isidentifier())):
+    rs = id_ranges(pred)
+    print("const uint32_t %s[][2] = {" % name)
+    for a, b in rs:
+        print("    {0x%X, 0x%X}," % (a, b))
+    print("};")
+    print("const size_t %s_len = %d;" % (name, len(rs)))
+    print()
 print("const char unicode_names_blob[] =")
 line = ""
 for rec in out:

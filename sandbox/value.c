@@ -70,6 +70,10 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
 static _Thread_local struct vchunk *t_spare;
 static _Thread_local size_t t_spare_n;
 #define SPARE_MAX 256 /* 64 MiB */
+/* big one-off blocks (events tuple, long lists) are kept too, a few */
+static _Thread_local struct vchunk *t_spare_big;
+static _Thread_local size_t t_spare_big_n;
+#define SPARE_BIG_MAX 8
 
 void vctx_free(vctx *c)
 {
@@ -82,6 +86,10 @@ void vctx_free(vctx *c)
             k->next = t_spare;
             t_spare = k;
             t_spare_n++;
+        } else if (k->cap != CHUNK_SIZE && k->cap <= (16u << 20) && t_spare_big_n < SPARE_BIG_MAX) {
+            k->next = t_spare_big;
+            t_spare_big = k;
+            t_spare_big_n++;
         } else {
             free(k);
         }
@@ -107,13 +115,23 @@ void *v_alloc(vctx *c, size_t size)
     }
     size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
     struct vchunk *n;
+    n = NULL;
     if (cap == CHUNK_SIZE && t_spare) {
         n = t_spare;
         t_spare = n->next;
         t_spare_n--;
-    } else {
-        n = malloc(sizeof *n + cap);
+    } else if (cap != CHUNK_SIZE) {
+        for (struct vchunk **pp = &t_spare_big; *pp; pp = &(*pp)->next) {
+            if ((*pp)->cap >= cap && (*pp)->cap <= 2 * cap) {
+                n = *pp;
+                *pp = n->next;
+                t_spare_big_n--;
+                cap = n->cap;
+                break;
+            }
+        }
     }
+    if (n == NULL) n = malloc(sizeof *n + cap);
     if (n == NULL) {
         v_limit(c, "memory");
         return NULL;
@@ -121,7 +139,7 @@ void *v_alloc(vctx *c, size_t size)
     memset(n->data, 0, size);
     n->cap = cap;
     c->used += cap;
-    if (cap == size && k) {
+    if (size > CHUNK_SIZE / 4 && k) {
         /* a big block: keep the current chunk as the bump target */
         n->next = k->next;
         k->next = n;
@@ -351,7 +369,11 @@ val *v_range(vctx *c, int64_t start, int64_t stop, int64_t step)
     __int128 len = 0;
     if (step > 0 && start < stop) len = ((__int128)stop - start - 1) / step + 1;
     else if (step < 0 && start > stop) len = ((__int128)start - stop - 1) / (-(__int128)step) + 1;
-    if (len > INT64_MAX) return v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
+    if (len > INT64_MAX) {
+        /* exact, but only as a big range */
+        val *a = v_int64(c, start), *b = a ? v_int64(c, stop) : NULL, *s = b ? v_int64(c, step) : NULL;
+        return s ? vbr_new(c, a, b, s) : NULL;
+    }
     v->u.r.len = (int64_t)len;
     return v;
 }
@@ -396,6 +418,7 @@ const char *v_type_name(const val *v)
     case VT_DICT_ITEMS: return "dict_items";
     case VT_COMPLEX: return "complex";
     case VT_ELLIPSIS: return "ellipsis";
+    case VT_BIGRANGE: return "range";
     case VT__COUNT: break;
     }
     return "object";
@@ -427,6 +450,7 @@ int64_t v_len(vctx *c, val *v)
     case VT_DICT: return (int64_t)vd_len(v);
     case VT_SET: return (int64_t)v->u.t.len;
     case VT_RANGE: return v->u.r.len;
+    case VT_BIGRANGE: return vbr_len(c, v);
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: return (int64_t)v->u.rec.f[0]->u.t.len;
@@ -451,6 +475,7 @@ bool v_truthy(const val *v)
     case VT_DICT: return vd_len(v) != 0;
     case VT_SET: return v->u.t.len != 0;
     case VT_RANGE: return v->u.r.len != 0;
+    case VT_BIGRANGE: return vbr_truthy(v);
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: return v->u.rec.f[0]->u.t.len != 0;
@@ -530,6 +555,8 @@ int v_eq(vctx *c, val *a, val *b)
         int r = num_cmp(a, b, &un);
         return !un && r == 0;
     }
+    if ((a->type == VT_BIGRANGE || a->type == VT_RANGE) && (b->type == VT_BIGRANGE || b->type == VT_RANGE))
+        return vbr_eq(a, b);
     if (a->type != b->type) return 0;
     switch ((vtype)a->type) {
     case VT_NONE: return 1;
@@ -613,6 +640,7 @@ int v_hash(vctx *c, val *v, int64_t *out)
         return err ? -1 : 0;
     }
     case VT_BUILTIN: *out = 0x1000 + v->u.bi.id; return 0;
+    case VT_BIGRANGE: return vbr_hash(c, v, out);
     case VT_SESSION:
     case VT_EVENT:
         v_raise(c, "TypeError", "unhashable type: 'dict'");
@@ -709,6 +737,7 @@ int v_contains(vctx *c, val *cont, val *item)
     }
     case VT_SET: return v_set_contains(c, cont, item);
     case VT_RANGE: return vrange_contains(c, cont, item);
+    case VT_BIGRANGE: return vbr_contains(c, cont, item);
     case VT_DICT_KEYS: return v_contains(c, cont->u.rec.f[0], item);
     case VT_DICT_ITEMS: {
         if (item->type != VT_TUPLE || item->u.seq.len != 2) return 0;
@@ -879,6 +908,7 @@ int v_iter_init(vctx *c, val *v, viter *it)
     case VT_RANGE:
         it->cur = v->u.r.start;
         return 0;
+    case VT_BIGRANGE: return 0;
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: return 0;
@@ -913,6 +943,7 @@ val *v_iter_next(vctx *c, viter *it)
             it->cur += v->u.r.step;
             return v_int64(c, x);
         }
+    case VT_BIGRANGE: return vbr_next(c, it);
     case VT_STR: {
         if (it->i >= v->u.s.blen) return NULL;
         size_t adv = 1;
@@ -960,6 +991,12 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     case VT_DICT: cap = vd_len(v); break;
     case VT_SET: cap = v->u.t.len; break;
     case VT_RANGE: cap = (size_t)v->u.r.len; break;
+    case VT_BIGRANGE: {
+        int64_t n = vbr_len(c, v);
+        if (n < 0) return -1;
+        cap = (size_t)n;
+        break;
+    }
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: cap = v->u.rec.f[0]->u.t.len; break;
@@ -988,6 +1025,7 @@ val *v_getitem(vctx *c, val *obj, val *key)
     case VT_TUPLE:
     case VT_LIST: return vseq_getitem(c, obj, key);
     case VT_RANGE: return vrange_getitem(c, obj, key);
+    case VT_BIGRANGE: return vbr_getitem(c, obj, key);
     case VT_DICT: {
         val *r = v_dict_get(c, obj, key);
         if (r) return r;
@@ -1056,7 +1094,8 @@ int v_check_method(vctx *c, val *obj, const char *name)
     case VT_BYTES: list = bytes_m; break;
     case VT_LIST:
     case VT_TUPLE:
-    case VT_RANGE: list = " count index "; break;
+    case VT_RANGE:
+    case VT_BIGRANGE: list = " count index "; break;
     case VT_DICT: list = " get keys values items "; break;
     case VT_SET: list = set_m; break;
     case VT_DICT_KEYS:
@@ -1105,6 +1144,7 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_SESSION: r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found); break;
+    case VT_BIGRANGE: r = vbr_method(c, obj, name, args, nargs, kw, nkw, &found); break;
     case VT_BUILTIN:
         if (vb_is_class(obj->u.bi.id)) {
             vtype t = class_vtype(obj->u.bi.id);
@@ -1113,7 +1153,7 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
                 const char *cn = vb_name(obj->u.bi.id);
                 if (nargs == 0)
                     return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn, name);
-                if (args[0]->type != t)
+                if (args[0]->type != t && !(t == VT_RANGE && args[0]->type == VT_BIGRANGE))
                     return v_raise(c, "TypeError", "descriptor '%s' for '%s' objects doesn't apply to a '%s' object",
                                    name, cn, v_type_name(args[0]));
                 return v_call_method(c, args[0], name, args + 1, nargs - 1, kw, nkw);
@@ -1290,6 +1330,7 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         }
         strbuf_putc(b, '}');
         break;
+    case VT_BIGRANGE: rc = vbr_repr_buf(c, b, v); break;
     case VT_RANGE:
         if (v->u.r.step == 1) strbuf_printf(b, "range(%ld, %ld)", (long)v->u.r.start, (long)v->u.r.stop);
         else

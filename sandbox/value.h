@@ -56,6 +56,7 @@ typedef enum {
     VT_DICT_ITEMS,
     VT_COMPLEX,     /* u.cx */
     VT_ELLIPSIS,    /* the Ellipsis singleton (`...`) */
+    VT_BIGRANGE,    /* a range whose bounds or length do not fit int64 (u.rb); type name "range" */
     VT__COUNT
 } vtype;
 
@@ -96,6 +97,7 @@ struct val {
         struct { val **items; size_t len; } seq;  /* VT_TUPLE, VT_LIST */
         vtable t;                                 /* VT_DICT, VT_SET */
         struct { int64_t start, stop, step, len; } r; /* VT_RANGE */
+        struct { mpz_ptr start, stop, step, len; } rb; /* VT_BIGRANGE */
         struct { val *lo, *hi, *step; } sl;      /* VT_SLICE (NULL = None) */
         struct { const void *img; size_t len; val *events; } sess; /* VT_SESSION */
         struct { const void *img; uint32_t index; val *payload; } ev; /* VT_EVENT */
@@ -251,6 +253,7 @@ typedef struct {
     size_t i;
     int64_t cur;   /* range */
     size_t n;
+    mpz_ptr big;   /* big range cursor */
 } viter;
 int v_iter_init(vctx *c, val *v, viter *it);
 val *v_iter_next(vctx *c, viter *it);

@@ -75,6 +75,18 @@ int64_t vc_hash(const val *v);
 int vc_eq(vctx *c, val *a, val *b);
 val *vc_abs(vctx *c, val *v);
 
+/* big ranges (bigrange.c) */
+val *vbr_new(vctx *c, val *start, val *stop, val *step);
+int64_t vbr_len(vctx *c, val *v);
+bool vbr_truthy(const val *v);
+int vbr_repr_buf(vctx *c, strbuf *b, val *v);
+val *vbr_getitem(vctx *c, val *v, val *key);
+int vbr_contains(vctx *c, val *v, val *x);
+int vbr_eq(val *a, val *b);
+int vbr_hash(vctx *c, val *v, int64_t *out);
+val *vbr_next(vctx *c, viter *it);
+val *vbr_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found);
+
 /* strings (str.c) */
 val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii); /* s in arena */
 size_t vs_count_cps(const char *s, size_t blen, bool *ascii);

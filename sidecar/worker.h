@@ -65,6 +65,11 @@ int worker_ready(worker *w, char *reason, size_t cap);
  * non-blocking; callable from any thread, including a callback. */
 void worker_catalog_changed(worker *w);
 
+/* The transcript of a recently processed assignment (the last 16 fetched,
+ * at most 64 MiB in all), for the admin playground: a new reference, or
+ * NULL if unknown or already evicted. */
+json_t *worker_recent_transcript(worker *w, const char *assignment_id);
+
 /* Counters (monotonic since start) for /metrics, by name, e.g.
  * "assignments_claimed", "runs_succeeded", "runs_failed", "runs_timed_out",
  * "runs_cancelled", "results_committed", "results_replayed",

@@ -85,7 +85,8 @@ class Sidecar:
             [BIN, "run", "--server", self.server_url, "--listen", "127.0.0.1:0", "--db", self.db,
              *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env)
-        threading.Thread(target=self._reader, args=(self.proc.stderr,), daemon=True).start()
+        self._thread = threading.Thread(target=self._reader, args=(self.proc.stderr,), daemon=True)
+        self._thread.start()
         deadline = time.time() + timeout
         while time.time() < deadline:
             for rec in self.logs():
@@ -125,6 +126,8 @@ class Sidecar:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 rc = self.proc.wait(5)
+        self._thread.join(5)
+        self.proc.stderr.close()
         self.proc = None
         return rc
 

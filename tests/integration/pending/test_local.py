@@ -120,9 +120,11 @@ class LocalBase(unittest.TestCase):
     def tearDown(self):
         alive = self.sc.alive()
         self.sc.stop()
+        self.sc.tmp.cleanup()
         self.emu.stop()
         for s in self.servers:
             s.shutdown()
+            s.server_close()
         self.tmp.cleanup()
         self.assertTrue(alive, "the sidecar died")
 
