@@ -20,7 +20,7 @@
 typedef struct {
     const char *transcript, *expr, *file, *batch, *kind, *eval_key;
     double timeout;
-    long sandboxes, repeat;
+    long sandboxes, repeat, memory_mb;
 } eval_config;
 
 #define OFF(f) offsetof(eval_config, f)
@@ -34,6 +34,8 @@ static const cli_opt eval_opts[] = {
     {"--timeout", NULL, CLI_DOUBLE, OFF(timeout), "S", "budget per evaluation (default 30, max 60)", 0.001, 60},
     {"--max-sandboxes", "FAILPROOFAI_SIDECAR_MAX_SANDBOXES", CLI_INT, OFF(sandboxes), "N",
      "concurrent sandboxes (default 4)", 1, 64},
+    {"--sandbox-memory-mb", "FAILPROOFAI_SIDECAR_SANDBOX_MEMORY_MB", CLI_INT, OFF(memory_mb), "N",
+     "address-space limit per sandbox in MiB (default 512)", 32, 65536},
     {"--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)", 1, 1000000},
 };
 static const cli_command eval_command = {"eval", "Evaluate expressions against a transcript in the sandbox.",
@@ -245,7 +247,7 @@ static int usage_error(const char *cmd, const char *msg)
 
 static int common(const cli_command *cmd, int check_only, int argc, char **argv)
 {
-    eval_config cfg = {NULL, NULL, NULL, NULL, "evaluator", "q", 30, 4, 1};
+    eval_config cfg = {NULL, NULL, NULL, NULL, "evaluator", "q", 30, 4, 1, 512};
     char err[512];
     int rc = cli_parse(cmd, argc, argv, &cfg, stdout, err, sizeof err);
     if (rc == CLI_HELP) return 0;
@@ -321,7 +323,7 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     sbx_config sc;
     memset(&sc, 0, sizeof sc);
     sc.max_sandboxes = (int)cfg.sandboxes;
-    sc.memory_mb = 512;
+    sc.memory_mb = cfg.memory_mb;
     /* Pre-started children pay off only when there is more than one input. */
     sc.prestart = nitems * (size_t)cfg.repeat > 1 ? 0 : -1;
     pool = sbx_pool_new(&sc, err, sizeof err);

@@ -28,6 +28,17 @@ TRANSCRIPT = os.path.join(CONF, "transcript.json")
 CHUNK = 3000
 
 
+def sanitized(binary):
+    """True for an ASan/UBSan build: every sandboxed evaluation is several
+    times slower there, so that pass runs every 4th corpus line (the plain
+    build runs them all)."""
+    try:
+        with open(binary, "rb") as fh:
+            return b"__asan_init" in fh.read()
+    except OSError:
+        return False
+
+
 def read_lines(path):
     if not os.path.exists(path):
         return []
@@ -86,9 +97,11 @@ class ConformanceTest(unittest.TestCase):
         expected = read_lines(os.path.join(CONF, "expected.jsonl"))
         self.assertGreaterEqual(len(lines), 2000)
         self.assertEqual(len(lines), len(expected))
+        if sanitized(BIN):
+            lines, expected = lines[::4], expected[::4]
         actual = run_batch(lines)
         bad = disagreements(lines, expected, actual)
-        known = set(read_lines(os.path.join(CONF, "known-failures.jsonl")))
+        known = set(read_lines(os.path.join(CONF, "known-failures.jsonl"))) & set(lines)
         failing = {inp for inp, _, _ in bad}
         new = [b for b in bad if b[0] not in known]
         fixed = sorted(known - failing)

@@ -447,8 +447,8 @@ static void test_bounds(void **state)
 static void test_more_bombs_than_slots(void **state)
 {
     (void)state;
-    enum { N = 8 };
-    const double budget = 1.0;
+    enum { N = 10 };
+    const double budget = 1.5; /* back to back, 10 on 2 slots would take 7.5 s */
     sbx_pool *p = make_pool(2, 2, "spin");
     eval_thread_arg a[N];
     pthread_t th[N];
@@ -463,14 +463,16 @@ static void test_more_bombs_than_slots(void **state)
     for (int i = 0; i < N; i++) {
         assert_int_equal(a[i].out.status, SBX_TIMEOUT);
         /* Each one ended within its own budget (plus kill/reap slack). */
-        assert_true(a[i].ended - a[i].started < budget * 1e3 + 1000);
+        assert_true(a[i].ended - a[i].started < budget * 1e3 + 2000);
         if (a[i].out.run_ms > 0) {
             ran++;
             assert_true(a[i].out.wait_ms < budget * 1e3);
         }
         sbx_outcome_free(&a[i].out);
     }
-    assert_true(total < 2 * budget * 1e3 + 1000);
+    /* About one budget (not N/slots budgets back to back), with slack for a
+     * loaded machine. */
+    assert_true(total < 2 * budget * 1e3 + 2000);
     sbx_stats s = sbx_pool_stats(p);
     assert_int_equal(s.started, (unsigned long)ran);
     assert_true(s.started >= 2 && s.started < N);

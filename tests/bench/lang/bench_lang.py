@@ -5,12 +5,11 @@ vs CPython's in-process eval of the same source on the same 20,000-event
 
 Ours is timed through the real CLI (`failproofai-sidecar eval`), so a
 process/jail start and the transcript hand-off are part of every run. If the
-CLI has `--repeat N` it is used (per-evaluation time = run time / N minus
-nothing); otherwise each expression is run as a batch of K identical lines
-and a batch of K trivial lines (`1`) on the same transcript, and the
-per-evaluation time is (T_expr - T_trivial) / K: the difference removes the
-start-up, the transcript ingest and the per-line sandbox cost. Best of R
-runs. CPython: json.loads + the session model (tests/conformance/oracle.py)
+CLI has `--repeat N` (each repetition in a fresh sandbox) it is used,
+otherwise a batch of K identical lines; either way the same run with the
+trivial expression `1` is subtracted, so per-evaluation time is
+(T_expr - T_trivial) / K: the difference removes the start-up, the
+transcript ingest and the per-sandbox cost. Best of R runs. CPython: json.loads + the session model (tests/conformance/oracle.py)
 built once, the source compiled once, eval repeated; best per-eval time.
 
 Ingest: ours = `eval --expr 1` on the big transcript minus the same on the
@@ -98,16 +97,22 @@ def ours_batch(binary, transcript, kind, source, k, runs):
 
 
 def ours_repeat(binary, transcript, kind, source, k, runs):
-    best = math.inf
+    """--repeat K runs the expression K times, each in a fresh sandbox; the
+    same with the trivial expression `1` removes start-up, ingest and the
+    per-sandbox cost, leaving the interpreter's own time."""
+    best_e = best_t = math.inf
     first = None
     for _ in range(runs):
         te, out = timed([binary, "eval", "--transcript", transcript, "--kind", kind, "--expr", source,
                          "--repeat", str(k)])
-        t1, _ = timed([binary, "eval", "--transcript", transcript, "--kind", kind, "--expr", source,
-                       "--repeat", "1"])
-        best = min(best, (te - t1) / max(k - 1, 1))
+        tt, _ = timed([binary, "eval", "--transcript", transcript, "--kind", "raw", "--expr", "1",
+                       "--repeat", str(k)])
+        best_e, best_t = min(best_e, te), min(best_t, tt)
         first = first or out.split("\n")[0]
-    return max(best, 1e-9), first
+    if best_e - best_t < 0.05 * best_t:
+        print(f"  note: {source[:40]!r}: difference {1e3 * (best_e - best_t):.2f} ms is within "
+              f"noise of the trivial run ({1e3 * best_t:.1f} ms); raise --k", file=sys.stderr)
+    return max(best_e - best_t, 1e-6 * k) / k, first
 
 
 def cpython(session, kind, source, min_time=0.5):
@@ -171,10 +176,14 @@ def main():
         except ValueError:
             agree = False
         ratio = t_ours / t_py
-        ratios.append(ratio)
-        print(f"{name:16} {t_ours * 1e3:10.3f} {t_py * 1e3:11.3f} {ratio:9.3f}  {'yes' if agree else 'NO: ' + first[:80]}")
-    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
-    print(f"\ngeometric mean ours/CPython over {len(ratios)} expressions: {gm:.3f}   (target <= 1.0, stretch <= 0.5)")
+        noisy = t_ours <= 1e-6 * 1.0001
+        if not noisy:
+            ratios.append(ratio)
+        shown = f"{ratio:9.3f}" if not noisy else "    noise"
+        print(f"{name:16} {t_ours * 1e3:10.3f} {t_py * 1e3:11.3f} {shown}  {'yes' if agree else 'NO: ' + first[:80]}")
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else float("nan")
+    print(f"\ngeometric mean ours/CPython over {len(ratios)} expressions (below-noise ones left out): "
+          f"{gm:.3f}   (target <= 1.0, stretch <= 0.5)")
     return 0
 
 
