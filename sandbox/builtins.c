@@ -365,28 +365,6 @@ static val *b_sum(vctx *c, val *it, val *start)
     viter iter;
     if (v_iter_init(c, it, &iter)) return NULL;
     val *result = start ? start : v_int64(c, 0);
-    if (it->type == VT_RANGE && result->type == VT_INT && !result->u.i.big) {
-        /* no per-item values; charge a step per item as the generic loop would */
-        int64_t acc = result->u.i.small, x = it->u.r.start;
-        mpz_ptr big = NULL;
-        for (int64_t i = 0; i < it->u.r.len; i++, x += it->u.r.step) {
-            if ((i & 1023) == 0 && v_steps(c, (uint64_t)(it->u.r.len - i < 1024 ? it->u.r.len - i : 1024)))
-                return NULL;
-            if (!big) {
-                int64_t r;
-                if (!__builtin_add_overflow(acc, x, &r)) {
-                    acc = r;
-                    continue;
-                }
-                big = vi_mpz_new(c);
-                if (!big) return NULL;
-                mpz_set_si(big, acc);
-            }
-            if (x >= 0) mpz_add_ui(big, big, (unsigned long)x);
-            else mpz_sub_ui(big, big, (unsigned long)-(x + 1) + 1);
-        }
-        return big ? vi_from_mpz_take(c, big) : v_int64(c, acc);
-    }
     /* int fast path */
     val *item = NULL;
     if (result->type == VT_INT && !result->u.i.big) {
