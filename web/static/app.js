@@ -83,17 +83,19 @@
     text("server", st.server);
     text("uptime", duration(st.uptime_seconds));
     text("version", st.version);
-    const reg = st.registration || {};
-    text("reg-state", reg.state || "unknown");
-    $("reg-state").className = "big st st-" + (reg.state === "registered" ? "succeeded" : "failed");
-    text("reg-detail", reg.evaluator_instance_id ? `${reg.evaluator_kind || ""} ${short(reg.evaluator_instance_id, 13)}` : st.ready_reason || "");
+    const registered = st.registered === true;
+    text("reg-state", registered ? "registered" : st.state || "not registered");
+    $("reg-state").className = "big st st-" + (registered ? "succeeded" : "failed");
+    text("reg-detail", registered && st.evaluator_instance_id ? `instance ${short(st.evaluator_instance_id, 13)}` : st.ready_reason || "");
     text("catalog", st.catalog_revision || "—");
+    const timing = st.timing || {};
     text("active-assignments", st.active_assignments ?? 0);
-    text("claim-limit", st.claim_limit ?? "—");
+    text("claim-limit", timing.claim_limit ?? "—");
     text("active-runs", st.active_runs ?? 0);
     text("sandboxes", st.active_sandboxes ?? 0);
     text("outbox", st.outbox_depth ?? 0);
-    text("last-error", st.last_error || "none");
+    const le = st.last_error;
+    text("last-error", le ? `${le.code || "error"}: ${le.message || ""}${le.at ? " (" + ago(le.at) + ")" : ""}` : "none");
     if (changed("jail", st.jail)) {
       const box = $("jail"); box.replaceChildren();
       const jail = st.jail || {};
@@ -121,15 +123,15 @@
     recentAssignments.length = 0; recentAssignments.push(...list);
     if (!changed("assignments", list)) return;
     $("assignments").replaceChildren(...list.map((a) => h("tr", null,
-      h("td", { class: "mono", title: a.assignment_id }, short(a.assignment_id, 13)),
+      h("td", { class: "mono", title: a.id }, short(a.id, 13)),
       h("td", null, a.session_id), h("td", null, a.agent_id), statusCell(a.status),
       h("td", null, a.lease_generation),
-      h("td", null, a.runs_total != null ? `${a.runs_finished ?? 0}/${a.runs_total}` : "—"),
+      h("td", null, a.runs ? `${a.runs.finished ?? 0}/${a.runs.total ?? 0}` : "—"),
       h("td", null, ago(a.lease_expires_at)))));
     const sel = $("play-assignment");
     const keep = sel.value;
-    sel.replaceChildren(...list.map((a) => h("option", { value: a.assignment_id }, `${short(a.assignment_id, 13)} · ${a.session_id || ""}`)));
-    if (keep && list.some((a) => a.assignment_id === keep)) sel.value = keep;
+    sel.replaceChildren(...list.map((a) => h("option", { value: a.id }, `${short(a.id, 13)} · ${a.session_id || ""}`)));
+    if (keep && list.some((a) => a.id === keep)) sel.value = keep;
   }
 
   /* ---------- runs ---------- */
@@ -151,12 +153,12 @@
     text("page-info", `page ${runsState.page + 1}`);
     if (!changed("runs", [list, runsState.selected])) return;
     $("runs").replaceChildren(...list.map((r) => {
-      const tr = h("tr", { class: r.evaluation_run_id === runsState.selected ? "selected" : "", "data-run": r.evaluation_run_id },
-        h("td", { class: "mono", title: r.evaluation_run_id }, short(r.evaluation_run_id, 13)),
+      const tr = h("tr", { class: r.id === runsState.selected ? "selected" : "", "data-run": r.id },
+        h("td", { class: "mono", title: r.id }, short(r.id, 13)),
         h("td", null, r.eval_key), h("td", null, r.eval_version), h("td", null, r.execution_mode),
         statusCell(r.status), h("td", null, ago(r.started_at)), h("td", null, ms(r.duration_ms)),
         h("td", null, r.error_code || ""));
-      tr.addEventListener("click", () => openRun(r.evaluation_run_id));
+      tr.addEventListener("click", () => openRun(r.id));
       return tr;
     }));
   }
@@ -166,7 +168,7 @@
     lastRendered.delete("runs");
     const r = await api("/v1/runs/" + encodeURIComponent(id));
     $("run-detail").hidden = false;
-    text("detail-id", r.evaluation_run_id);
+    text("detail-id", r.id);
     const f = $("detail-fields"); f.replaceChildren();
     for (const k of ["assignment_id", "eval_key", "eval_version", "execution_mode", "status", "started_at", "finished_at"]) field(f, k, r[k]);
     field(f, "duration", ms(r.duration_ms));
@@ -179,7 +181,8 @@
     $("detail-error").textContent = r.error_code ? `${r.error_code}: ${r.error_message || ""}` : "none";
     const s = $("detail-submission"); s.replaceChildren();
     const sub = r.submission || {};
-    for (const k of ["submission_id", "state", "attempts", "last_error"]) field(s, k, sub[k]);
+    for (const k of ["submission_id", "status", "attempts_count", "first_attempt_at", "last_attempt_at", "error_code", "error_message"]) field(s, k, sub[k]);
+    for (const a of sub.attempts || []) field(s, `attempt ${a.attempt}`, `${a.at || ""} ${a.outcome || ""} ${a.http_status || ""} ${a.duration_ms != null ? ms(a.duration_ms) : ""} ${a.error_code || ""}`);
     $("run-detail").scrollIntoView({ behavior: "smooth", block: "nearest" });
     loadRuns().catch(() => {});
   }
@@ -187,16 +190,15 @@
   /* ---------- charts ---------- */
   function renderStats(st) {
     if (!st || !changed("stats", st)) return;
-    const per = st.per_minute || [];
-    const labels = per.map((p) => String(p.minute || "").slice(11, 16));
+    const per = st.minutes || [];
+    const labels = per.map((p) => String(p.t || "").slice(11, 16));
     const names = ["succeeded", "failed", "timed_out", "cancelled"];
     window.FpsChart.stackedBars($("chart-throughput"), $("legend-throughput"), labels,
       names.map((n) => ({ name: n, color: STATUS_COLORS[n], values: per.map((p) => p[n] || 0) })));
-    const lat = st.latency || [];
-    window.FpsChart.lines($("chart-latency"), $("legend-latency"), lat.map((p) => String(p.minute || "").slice(11, 16)), [
-      { name: "p50", color: "#2f6fd6", values: lat.map((p) => p.p50_ms ?? null) },
-      { name: "p95", color: "#d98c12", values: lat.map((p) => p.p95_ms ?? null) },
-      { name: "p99", color: "#d64545", values: lat.map((p) => p.p99_ms ?? null) }], "ms");
+    window.FpsChart.lines($("chart-latency"), $("legend-latency"), labels, [
+      { name: "p50", color: "#2f6fd6", values: per.map((p) => p.p50_ms ?? null) },
+      { name: "p90", color: "#d98c12", values: per.map((p) => p.p90_ms ?? null) },
+      { name: "p99", color: "#d64545", values: per.map((p) => p.p99_ms ?? null) }], "ms");
   }
 
   /* ---------- playground ---------- */
