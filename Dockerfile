@@ -7,7 +7,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)" \
-      --target failproofai-sidecar
+      --target failproofai-sidecar failproofai-sandbox
 
 # Runtime stage: only the shared libraries the binary needs.
 FROM debian:12-slim
@@ -17,6 +17,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && useradd --system --uid 10001 --home-dir /var/lib/failproofai sidecar \
     && mkdir -p /var/lib/failproofai && chown sidecar /var/lib/failproofai
 COPY --from=build /src/build/failproofai-sidecar /usr/local/bin/failproofai-sidecar
+# The sandbox child image, exec'd per evaluation from beside the sidecar.
+COPY --from=build /src/build/failproofai-sandbox /usr/local/bin/failproofai-sandbox
 USER 10001
 WORKDIR /var/lib/failproofai
 ENV FAILPROOFAI_SIDECAR_DB=/var/lib/failproofai/sidecar.db \

@@ -1,10 +1,495 @@
-/* sandbox/jail_child: the child side of one jailed evaluation. */
+/* sandbox/jail_child: the child side of one jailed evaluation (see jail.h
+ * for the fd/argv contract). Installs the layers in order (optional user+net
+ * namespaces, capability drop, rlimits, no_new_privs, seccomp allowlist),
+ * then waits for its single request on fd 0, maps the session image
+ * read-only, runs lang_eval and writes the outcome line to fd 1.
+ *
+ * The `--test-*` modes exist for the jail's own tests (tests/unit/test_jail*):
+ * they are selected only by argv, which only the parent's sbx_config.test_mode
+ * can set (never anything from a request), and act AFTER the jail is in place
+ * (e.g. try open/socket/fork, which seccomp must kill). */
 #include "sandbox/jail.h"
+#include "sandbox/lang.h"
+#include "sandbox/simg.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <seccomp.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+typedef struct {
+    long memory_mb;
+    int userns, netns, probe;
+    const char *test; /* NULL or the mode after "--test-" */
+} child_opts;
+
+typedef struct {
+    int user_ns, net_ns, caps, rlimits, nnp, seccomp;
+} child_layers;
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reports a setup failure to the parent (fd 1, plain text) and exits. */
+static void die_setup(const char *what)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "jail: %s: %s", what, strerror(errno));
+    if (n > 0) (void)write_all(1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    _exit(JAIL_EXIT_SETUP);
+}
+
+static int set_limit(int res, rlim_t soft, rlim_t hard)
+{
+    struct rlimit rl = {soft, hard}, got;
+    if (setrlimit(res, &rl) != 0) return -1;
+    if (getrlimit(res, &got) != 0 || got.rlim_cur != soft || got.rlim_max != hard) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+#ifdef FPS_SANITIZE
+/* Sanitizer builds: ASan reserves terabytes of shadow address space at
+ * start-up, so RLIMIT_AS is set relative to what is already mapped: the
+ * child may still map `memory_mb` more. */
+static rlim_t current_vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f == NULL) return 0;
+    if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+    fclose(f);
+    return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Seccomp traps (instead of killing) in sanitizer builds so a blocked call
+ * made by the sanitizer runtime is named on stderr. Async-signal-safe. */
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    char msg[80] = "sandbox child: seccomp blocked syscall ";
+    size_t n = strlen(msg);
+    int nr = si->si_syscall;
+    char digits[12];
+    int d = 0;
+    if (nr < 0) nr = 0;
+    do {
+        digits[d++] = (char)('0' + nr % 10);
+        nr /= 10;
+    } while (nr > 0 && d < 11);
+    while (d > 0 && n < sizeof msg - 2) msg[n++] = digits[--d];
+    msg[n++] = '\n';
+    (void)!write(2, msg, n);
+    _exit(JAIL_EXIT_SIGSYS);
+}
+#endif
+
+/* The allowlist. Everything else kills the process (traps in sanitizer
+ * builds, which then exit with JAIL_EXIT_SIGSYS). */
+static int install_seccomp(void)
+{
+#ifdef FPS_SANITIZE
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO;
+    if (sigaction(SIGSYS, &sa, NULL) != 0) return -1;
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
+#else
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+#endif
+    if (ctx == NULL) return -1;
+    int rc = 0;
+#define ALLOW(name) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 0)
+#define ALLOW1(name, cmp) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 1, cmp)
+    /* The request (fd 0) and the outcome (fd 1); fd 2 is /dev/null. */
+    ALLOW1(read, SCMP_A0(SCMP_CMP_EQ, 0));
+    ALLOW1(recvmsg, SCMP_A0(SCMP_CMP_EQ, 0));
+    ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 1));
+    ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 2));
+    ALLOW(close);
+    /* Memory management (never executable mappings). */
+    ALLOW1(mmap, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    ALLOW1(mprotect, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    ALLOW(munmap);
+    ALLOW(mremap);
+    ALLOW(brk);
+    ALLOW(madvise);
+    /* Lowering its own CPU limit to the request's budget (caps are dropped,
+     * so the hard limit can only go down). */
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
+                           SCMP_A1(SCMP_CMP_EQ, RLIMIT_CPU));
+    /* Clocks, signal return, exit. */
+    ALLOW(clock_gettime);
+    ALLOW(clock_getres);
+    ALLOW(gettimeofday);
+    ALLOW(time);
+    ALLOW(rt_sigreturn);
+    ALLOW(exit);
+    ALLOW(exit_group);
+#ifdef FPS_SANITIZE
+    /* What the ASan/UBSan runtimes use after start-up (allocator, stack
+     * unwinding, reports to stderr). No file, socket or process calls. */
+    ALLOW(sched_yield);
+    ALLOW(futex);
+    ALLOW(getpid);
+    ALLOW(gettid);
+    ALLOW(sigaltstack);
+    ALLOW(rt_sigprocmask);
+    ALLOW(rt_sigaction);
+    ALLOW(writev);
+    ALLOW1(prlimit64, SCMP_A2(SCMP_CMP_EQ, 0));
+    ALLOW(getrlimit);
+#endif
+#undef ALLOW
+#undef ALLOW1
+    if (rc == 0) rc = seccomp_load(ctx);
+    seccomp_release(ctx);
+    return rc == 0 ? 0 : -1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* Installs every layer; returns only on success (fails closed otherwise). */
+static void jail_setup(const child_opts *o, child_layers *got)
+{
+    memset(got, 0, sizeof *got);
+    /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open
+     * (posix_spawn closed it), and the parent gave us no environment. */
+    jail_ns_enter(o->userns, o->netns, &got->user_ns, &got->net_ns);
+    if (jail_drop_caps() != 0) die_setup("dropping capabilities");
+    got->caps = 1;
+
+    /* glibc's qsort asks sysconf(_SC_PHYS_PAGES) (a sysinfo call) once, on
+     * its first large sort; do that now, while the call is still allowed. */
+    {
+        int warm[512];
+        for (int i = 0; i < 512; i++) warm[i] = 511 - i;
+        qsort(warm, 512, sizeof warm[0], cmp_int);
+    }
+
+    /* jansson seeds its hash function from /dev/urandom on first use. */
+    json_object_seed(0);
+
+    rlim_t as = (rlim_t)o->memory_mb << 20;
+#ifdef FPS_SANITIZE
+    as += current_vm_bytes();
+#endif
+    if (set_limit(RLIMIT_CPU, 61, 62) != 0) die_setup("RLIMIT_CPU");
+    if (set_limit(RLIMIT_AS, as, as) != 0) die_setup("RLIMIT_AS");
+    if (set_limit(RLIMIT_FSIZE, 0, 0) != 0) die_setup("RLIMIT_FSIZE");
+    /* fds 0..2 plus the one image memfd received over the socket. */
+    if (set_limit(RLIMIT_NOFILE, 4, 4) != 0) die_setup("RLIMIT_NOFILE");
+    if (set_limit(RLIMIT_NPROC, 0, 0) != 0) die_setup("RLIMIT_NPROC");
+    if (set_limit(RLIMIT_CORE, 0, 0) != 0) die_setup("RLIMIT_CORE");
+    got->rlimits = 1;
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+        die_setup("PR_SET_NO_NEW_PRIVS");
+    got->nnp = 1;
+    if (install_seccomp() != 0) die_setup("seccomp");
+    got->seccomp = 1;
+}
+
+/* Receives the request header and (optionally) the image fd. Returns 0, or
+ * 1 when the parent closed the socket without sending one (shutdown). */
+static int recv_request(jail_request *req, int *img_fd)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {req, sizeof *req};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof ctl.buf;
+    *img_fd = -1;
+    ssize_t n;
+    do n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n == 0) return 1;
+    if (n < 0 || (msg.msg_flags & MSG_CTRUNC)) return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+            c->cmsg_len == CMSG_LEN(sizeof(int)))
+            memcpy(img_fd, CMSG_DATA(c), sizeof(int));
+    if ((size_t)n < sizeof *req && read_all(0, (char *)req + n, sizeof *req - (size_t)n) != 0)
+        return -1;
+    if (req->magic != JAIL_REQ_MAGIC || req->source_len > JAIL_MAX_SOURCE ||
+        req->key_len > JAIL_MAX_KEY)
+        return -1;
+    if ((req->flags & JAIL_REQ_IMAGE) && (*img_fd < 0 || req->image_len == 0)) return -1;
+    return 0;
+}
+
+/* Writes `s` (UTF-8) as a JSON string the way Python's json.dumps does by
+ * default (ensure_ascii): non-ASCII as \uXXXX (surrogate pairs above the
+ * BMP), lowercase hex. `dst` needs 12 bytes per input byte + 3. */
+static void json_quote_ascii(char *dst, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    *dst++ = '"';
+    while (*p) {
+        unsigned cp = *p;
+        int extra = cp >= 0xf0 ? 3 : cp >= 0xe0 ? 2 : cp >= 0xc0 ? 1 : 0;
+        if (cp >= 0x80) {
+            cp &= extra == 3 ? 0x07 : extra == 2 ? 0x0f : 0x1f;
+            for (int i = 0; i < extra && (p[1] & 0xc0) == 0x80; i++) cp = (cp << 6) | (*++p & 0x3f);
+        }
+        p++;
+        const char *esc = cp == '"' ? "\\\"" : cp == '\\' ? "\\\\" : cp == '\n' ? "\\n"
+                        : cp == '\r' ? "\\r" : cp == '\t' ? "\\t" : cp == '\b' ? "\\b"
+                        : cp == '\f' ? "\\f" : NULL;
+        if (esc != NULL) {
+            while (*esc) *dst++ = *esc++;
+        } else if (cp >= 0x20 && cp < 0x7f) {
+            *dst++ = (char)cp;
+        } else {
+            unsigned units[2] = {cp, 0};
+            int n = 1;
+            if (cp > 0xffff) {
+                units[0] = 0xd800 + ((cp - 0x10000) >> 10);
+                units[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+                n = 2;
+            }
+            for (int i = 0; i < n; i++) {
+                *dst++ = '\\';
+                *dst++ = 'u';
+                for (int sh = 12; sh >= 0; sh -= 4) *dst++ = hex[(units[i] >> sh) & 0xf];
+            }
+        }
+    }
+    *dst++ = '"';
+    *dst = '\0';
+}
+
+static void write_outcome(const char *s)
+{
+    size_t len = strlen(s);
+    if (write_all(1, s, len) != 0 || write_all(1, "\n", 1) != 0) _exit(0);
+    /* EOF for the parent now, before this process's teardown. */
+    close(1);
+}
+
+/* Test-only behaviours, run after the jail is in place (see file header). */
+static void run_test_mode(const char *mode, const jail_request *req, const char *src,
+                          const char *key, const unsigned char *img)
+{
+    if (!strcmp(mode, "sleep")) {
+        /* Block until the parent kills us or closes the socket. */
+        char c;
+        while (read(0, &c, 1) > 0) {
+        }
+        _exit(0);
+    }
+    if (!strcmp(mode, "spin")) {
+        volatile unsigned long x = 0;
+        for (;;) x++;
+    }
+    if (!strcmp(mode, "open")) {
+        int fd = open("/etc/hostname", O_RDONLY);
+        write_outcome(fd >= 0 ? "{\"ok\": true, \"repr\": \"'open succeeded'\"}"
+                              : "{\"ok\": true, \"repr\": \"'open failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "socket")) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        write_outcome(fd >= 0 ? "{\"ok\": true, \"repr\": \"'socket succeeded'\"}"
+                              : "{\"ok\": true, \"repr\": \"'socket failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "fork")) {
+        pid_t pid = fork();
+        if (pid == 0) _exit(0);
+        write_outcome(pid > 0 ? "{\"ok\": true, \"repr\": \"'fork succeeded'\"}"
+                              : "{\"ok\": true, \"repr\": \"'fork failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "exec")) {
+        char *argv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+        execve("/bin/true", argv, envp);
+        write_outcome("{\"ok\": true, \"repr\": \"'exec failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "ptrace")) {
+        long r = ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+        write_outcome(r == 0 ? "{\"ok\": true, \"repr\": \"'ptrace succeeded'\"}"
+                             : "{\"ok\": true, \"repr\": \"'ptrace failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "alloc")) {
+        /* Grow until the address-space limit says no. */
+        size_t total = 0;
+        for (;;) {
+            char *p = malloc(16u << 20);
+            if (p == NULL) break;
+            memset(p, 1, 16u << 20);
+            total += 16u << 20;
+            if (total > ((size_t)64 << 30)) break; /* never: RLIMIT_AS is far lower */
+        }
+        write_outcome("{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "flood")) {
+        static char chunk[65536];
+        memset(chunk, 'x', sizeof chunk);
+        for (int i = 0; i < 64; i++) (void)!write(1, chunk, sizeof chunk);
+        _exit(0);
+    }
+    if (!strcmp(mode, "silent")) _exit(0);
+    if (!strcmp(mode, "echo")) {
+        unsigned long sum = 0;
+        for (uint64_t i = 0; img != NULL && i < req->image_len; i++) sum += img[i];
+        json_t *o = json_pack("{s:b, s:i, s:s%, s:s, s:I, s:I}", "ok", 1, "kind", (int)req->kind,
+                              "source", src, (size_t)req->source_len, "eval_key", key, "image_len",
+                              (json_int_t)req->image_len, "image_sum", (json_int_t)sum);
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        write_outcome(s ? s : "{}");
+        _exit(0);
+    }
+    write_outcome("{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"UnknownTestMode\"}");
+    _exit(0);
+}
+
+static int parse_opts(int argc, char **argv, child_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->memory_mb = 512;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--memory-mb") && i + 1 < argc) {
+            char *end;
+            o->memory_mb = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || o->memory_mb < 16 || o->memory_mb > (1L << 20)) return -1;
+        } else if (!strcmp(a, "--userns")) {
+            o->userns = 1;
+        } else if (!strcmp(a, "--netns")) {
+            o->netns = 1;
+        } else if (!strcmp(a, "--probe")) {
+            o->probe = 1;
+        } else if (!strncmp(a, "--test-", 7) && a[7] != '\0') {
+            o->test = a + 7;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int sbx_child_main(int argc, char **argv)
 {
-    fprintf(stderr, "sandbox child: not built yet\n");
-    return 1;
+    child_opts o;
+    if (parse_opts(argc, argv, &o) != 0) {
+        fprintf(stderr, "failproofai-sidecar: the sandbox child is started by the sidecar itself\n");
+        return 2;
+    }
+    child_layers got;
+    jail_setup(&o, &got);
+    if (o.probe) {
+        char line[160];
+        int n = snprintf(line, sizeof line,
+                         "{\"user_ns\": %d, \"net_ns\": %d, \"caps\": %d, \"rlimits\": %d, "
+                         "\"no_new_privs\": %d, \"seccomp\": %d}",
+                         got.user_ns, got.net_ns, got.caps, got.rlimits, got.nnp, got.seccomp);
+        if (n > 0) write_outcome(line);
+        _exit(0);
+    }
+
+    jail_request req;
+    int img_fd;
+    int rc = recv_request(&req, &img_fd);
+    if (rc == 1) _exit(0); /* pool shut down before we were needed */
+    if (rc != 0) _exit(JAIL_EXIT_PROTO);
+    rlim_t cpu = req.cpu_seconds >= 1 && req.cpu_seconds <= 60 ? req.cpu_seconds : 60;
+    if (set_limit(RLIMIT_CPU, cpu, cpu + 1) != 0) die_setup("RLIMIT_CPU");
+
+    char *src = malloc(req.source_len + 1), *key = malloc(req.key_len + 1);
+    if (src == NULL || key == NULL) _exit(JAIL_EXIT_PROTO);
+    if (read_all(0, src, req.source_len) != 0 || read_all(0, key, req.key_len) != 0)
+        _exit(JAIL_EXIT_PROTO);
+    src[req.source_len] = '\0';
+    key[req.key_len] = '\0';
+
+    const unsigned char *img = NULL;
+    if (req.flags & JAIL_REQ_IMAGE) {
+        void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
+        if (m == MAP_FAILED) die_setup("mapping the session image");
+        img = m;
+        char err[160];
+        if (simg_validate(img, req.image_len, err, sizeof err) != 0) {
+            char line[256];
+            int n = snprintf(line, sizeof line, "jail: invalid session image: %s", err);
+            if (n > 0) (void)write_all(1, line, strlen(line));
+            _exit(JAIL_EXIT_PROTO);
+        }
+    }
+    if (img_fd >= 0) close(img_fd);
+
+    if (o.test != NULL) run_test_mode(o.test, &req, src, key, img);
+
+    if (req.flags & JAIL_REQ_CHECK) {
+        char msg[512];
+        if (lang_check((lang_kind)req.kind, src, req.source_len, msg, sizeof msg) == 0) {
+            write_outcome("{\"ok\": true}");
+        } else {
+            char *line = malloc(strlen(msg) * 12 + 64);
+            if (line == NULL) _exit(JAIL_EXIT_PROTO);
+            strcpy(line, "{\"ok\": false, \"stage\": \"compile\", \"message\": ");
+            json_quote_ascii(line + strlen(line), msg);
+            strcat(line, "}");
+            write_outcome(line);
+        }
+        _exit(0);
+    }
+    lang_limits limits = {0, (size_t)req.max_alloc_bytes};
+    char *out = lang_eval((lang_kind)req.kind, src, req.source_len, req.key_len ? key : NULL,
+                          img, img ? (size_t)req.image_len : 0, &limits);
+    write_outcome(out ? out : "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
+    /* _exit: no atexit handlers (nothing to flush; keeps LeakSanitizer's
+     * exit-time scan, which needs ptrace, out of the jail). */
+    _exit(0);
 }

@@ -19,7 +19,21 @@ typedef struct sbx_image sbx_image;
 typedef struct {
     int max_sandboxes;      /* concurrent children (default 4)          */
     long memory_mb;         /* RLIMIT_AS per child (default 512)        */
-    const char *self_exe;   /* binary to exec; NULL = /proc/self/exe    */
+    const char *self_exe;   /* binary to exec; NULL = /proc/self/exe.
+                               The jail prefers the child image
+                               `failproofai-sandbox` in the same directory
+                               (same argv contract, far fewer libraries)
+                               and falls back to self_exe SBX_CHILD_ARG. */
+    /* Added by the jail: */
+    int prestart;           /* idle pre-started (already jailed, single-use)
+                               children kept ready; 0 = max_sandboxes,
+                               -1 = none (spawn on demand)               */
+    int no_namespaces;      /* 1 = never try user/net namespaces        */
+    int no_helper;          /* 1 = exec self_exe itself, not the small
+                               failproofai-sandbox image found beside it */
+    const char *test_mode;  /* TESTS ONLY: "sleep", "open", ... makes every
+                               child run jail_child.c's --test-<mode>
+                               behaviour instead of the interpreter      */
 } sbx_config;
 
 /* Jail layers this machine provides (detected once, at pool creation). */
@@ -65,11 +79,63 @@ typedef struct {
     json_t *json;           /* owned: the outcome object when SBX_OK    */
     char detail[256];       /* human-readable reason for non-OK statuses */
     double wait_ms, run_ms; /* time waiting for a slot, time running    */
+    /* Added by the jail: for SBX_TIMEOUT / SBX_OUTPUT, the bound that was
+     * hit: "timeout" | "memory" | "output" (else ""). */
+    char limit[16];
+    char *line;             /* owned: SBX_OK only, the child's outcome text
+                               exactly as the interpreter wrote it (no
+                               newline); json is its parse               */
 } sbx_outcome;
 
 /* Runs one evaluation in a fresh jailed child. Always fills `out` (the
  * caller calls sbx_outcome_free). */
 void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
 void sbx_outcome_free(sbx_outcome *out);
+
+/* ---- Added by the jail ---- */
+
+/* Like sbx_eval, but the child only runs lang_check (parse + source
+ * checks; req->image is not sent): the outcome is {"ok": true} or the
+ * compile outcome {"ok": false, "stage": "compile", "message": ...}. */
+void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
+
+/* The budget rule of LANGUAGE.md: <= 0 (or NaN) -> 30 s, capped at 60 s. */
+double sbx_clamp_timeout(double timeout_s);
+
+/* Maps an outcome to SPEC section 2 step 8: *status is "succeeded" |
+ * "failed" | "timed_out" | "cancelled"; *error_code NULL (succeeded) or
+ * "eval_error" | "eval_timeout" | "cancelled" | "sandbox_error"; msg gets
+ * the error message ("" when succeeded):
+ *   compile  -> failed/eval_error/"evaluator source rejected: <reason>"
+ *   runtime  -> failed/eval_error/"evaluation raised <Type>"
+ *   limit, SBX_TIMEOUT -> timed_out/eval_timeout/
+ *               "evaluation exceeded its configured timeout"
+ *   SBX_OUTPUT -> failed/eval_error/"evaluation output exceeded 1 MiB"
+ *   SBX_JAIL_FAILURE -> failed/sandbox_error/"evaluation sandbox failed: ..."
+ *   SBX_CANCELLED -> cancelled/cancelled/"evaluation was cancelled"
+ * For a succeeded evaluator outcome the caller reads out->json's "results"
+ * and "summary" itself. */
+void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char **error_code,
+                        char *msg, size_t msgcap);
+
+/* The outcome as one line of LANGUAGE.md's `eval` format (no newline):
+ * the interpreter's object for SBX_OK, {"ok": false, "stage": "limit",
+ * "error_type": "timeout"|"memory"|"output"} for the jail's bounds,
+ * {"ok": false, "stage": "jail", "message": ...} for a jail failure and
+ * {"ok": false, "stage": "cancelled"} when cancelled. malloc'd. */
+char *sbx_outcome_line(const sbx_outcome *out);
+
+/* Counters since pool creation (tests, metrics). */
+typedef struct {
+    unsigned long spawned;  /* children exec'd (pre-started or on demand)   */
+    unsigned long started;  /* evaluations handed to a child                */
+    unsigned long reaped;   /* children waited for                          */
+    unsigned long idle;     /* pre-started children waiting right now       */
+} sbx_stats;
+sbx_stats sbx_pool_stats(sbx_pool *pool);
+
+/* Pids of the children running an evaluation right now (tests observe the
+ * jail from outside through /proc/<pid>). Returns how many were written. */
+int sbx_pool_running_pids(sbx_pool *pool, int *pids, int cap);
 
 #endif

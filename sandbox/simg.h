@@ -16,6 +16,13 @@
 int simg_build(const json_t *transcript, const char *assignment_id, void **out, size_t *out_len,
                char *err, size_t errcap);
 
+/* Same as simg_build, straight from the transcript's JSON text (one pass,
+ * no intermediate tree; Python json semantics for numbers: big ints kept
+ * exactly, NaN/Infinity accepted; duplicate keys keep the first position and
+ * the last value). The fast ingest path. */
+int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out, size_t *out_len,
+                    char *err, size_t errcap);
+
 /* Checks that `buf` is a well-formed image (magic, version, every offset in
  * bounds). Returns 0 or -1 with a message. Call before reading an image
  * that crossed a process boundary. */

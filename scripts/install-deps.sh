@@ -10,7 +10,7 @@ PACKAGES=(
   libcurl4-openssl-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3
   libseccomp-dev libgmp-dev libutf8proc-dev uuid-dev libssl-dev
   # tests
-  libcmocka-dev python3 python3-prometheus-client ca-certificates curl procps
+  libcmocka-dev python3 python3-prometheus-client python3-yaml ca-certificates curl procps
   # benchmarks
   wrk hyperfine
   # browser tests (Node.js/npm come with the machine or are installed below)

@@ -1,13 +1,26 @@
-/* sidecar/cmd_eval: `eval` and `check` (LANGUAGE.md, last section). */
+/* sidecar/cmd_eval: `eval` and `check` (LANGUAGE.md, last section). Every
+ * evaluation, and every compile check, of the given source runs in its own
+ * jailed sandbox child (sandbox/sbx.h). `--batch` evaluates its lines
+ * concurrently, up to the sandbox slot count, and prints the outcome lines
+ * in input order. */
 #include "common/cli.h"
+#include "common/log.h"
+#include "sandbox/sbx.h"
 #include "sidecar/commands.h"
 
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     const char *transcript, *expr, *file, *batch, *kind, *eval_key;
     double timeout;
+    long sandboxes, repeat;
 } eval_config;
 
 #define OFF(f) offsetof(eval_config, f)
@@ -19,32 +32,342 @@ static const cli_opt eval_opts[] = {
     {"--kind", NULL, CLI_STR, OFF(kind), "KIND", "raw|condition|evaluator (default evaluator)", 0, 0},
     {"--eval-key", NULL, CLI_STR, OFF(eval_key), "K", "eval key of the primary result (default q)", 0, 0},
     {"--timeout", NULL, CLI_DOUBLE, OFF(timeout), "S", "budget per evaluation (default 30, max 60)", 0.001, 60},
+    {"--max-sandboxes", "FAILPROOFAI_SIDECAR_MAX_SANDBOXES", CLI_INT, OFF(sandboxes), "N",
+     "concurrent sandboxes (default 4)", 1, 64},
+    {"--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)", 1, 1000000},
 };
 static const cli_command eval_command = {"eval", "Evaluate expressions against a transcript in the sandbox.",
                                          eval_opts, sizeof eval_opts / sizeof eval_opts[0]};
 static const cli_command check_command = {"check", "Compile-check expressions without running them.",
                                           eval_opts, sizeof eval_opts / sizeof eval_opts[0]};
 
-static int common(const cli_command *cmd, int argc, char **argv)
+/* One input: owned strings. `line` is the outcome once evaluated. */
+typedef struct {
+    char *source, *eval_key, *line;
+    size_t source_len;
+    lang_kind kind;
+    int done;
+} eval_item;
+
+typedef struct {
+    sbx_pool *pool;
+    sbx_image *image; /* borrowed */
+    eval_item *items;
+    size_t n;
+    atomic_size_t next;
+    double timeout;
+    int check_only;
+    long repeat;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} eval_job;
+
+static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
 {
-    eval_config cfg = {NULL, NULL, NULL, NULL, "evaluator", "q", 30};
-    char err[256];
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (f == NULL) {
+        snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf != NULL) {
+        if (n + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (nb == NULL) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (r == 0) break;
+    }
+    int bad = ferror(f);
+    if (f != stdin) fclose(f);
+    if (buf == NULL || bad) {
+        snprintf(err, errcap, "cannot read %s: %s", path, buf ? "read error" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static char *input_error_line(size_t lineno, const char *msg)
+{
+    json_t *o = json_object();
+    char text[300];
+    snprintf(text, sizeof text, "batch line %zu: %s", lineno, msg);
+    json_object_set_new(o, "ok", json_false());
+    json_object_set_new(o, "stage", json_string("input"));
+    json_object_set_new(o, "message", json_string(text));
+    char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+    json_decref(o);
+    return s;
+}
+
+/* Parses the --batch text into items. Malformed lines become items whose
+ * outcome is already set (an "input" error); *bad counts them. */
+static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_t *count,
+                              int *bad)
+{
+    size_t cap = 64, n = 0, lineno = 0;
+    eval_item *items = calloc(cap, sizeof *items);
+    char *p = text, *end = text + len;
+    while (items != NULL && p < end) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        lineno++;
+        size_t ll = (size_t)(le - p);
+        if (ll > 0 && p[ll - 1] == '\r') ll--;
+        int blank = 1;
+        for (size_t i = 0; i < ll; i++)
+            if (p[i] != ' ' && p[i] != '\t') blank = 0;
+        if (!blank) {
+            if (n == cap) {
+                eval_item *ni = realloc(items, cap * 2 * sizeof *items);
+                if (ni == NULL) break;
+                items = ni;
+                cap *= 2;
+            }
+            eval_item *it = &items[n++];
+            memset(it, 0, sizeof *it);
+            json_error_t jerr;
+            json_t *o = json_loadb(p, ll, 0, &jerr);
+            const char *kind = NULL, *key = def_key;
+            json_t *src = json_object_get(o, "source");
+            json_t *jk = json_object_get(o, "kind"), *jkey = json_object_get(o, "eval_key");
+            if (!json_is_object(o)) {
+                it->line = input_error_line(lineno, "not a JSON object");
+            } else if (!json_is_string(src)) {
+                it->line = input_error_line(lineno, "\"source\" must be a string");
+            } else if (jk != NULL && !json_is_string(jk)) {
+                it->line = input_error_line(lineno, "\"kind\" must be a string");
+            } else if (jkey != NULL && !json_is_null(jkey) && !json_is_string(jkey)) {
+                it->line = input_error_line(lineno, "\"eval_key\" must be a string");
+            } else {
+                kind = jk ? json_string_value(jk) : "evaluator";
+                if (lang_kind_parse(kind, &it->kind) != 0) {
+                    it->line = input_error_line(lineno, "\"kind\" must be raw, condition or evaluator");
+                } else {
+                    if (json_is_string(jkey)) key = json_string_value(jkey);
+                    it->source_len = json_string_length(src);
+                    it->source = malloc(it->source_len + 1);
+                    it->eval_key = strdup(key);
+                    if (it->source) memcpy(it->source, json_string_value(src), it->source_len + 1);
+                }
+            }
+            if (it->line != NULL) {
+                it->done = 1;
+                (*bad)++;
+            }
+            json_decref(o);
+        }
+        p = le + 1;
+    }
+    *count = n;
+    return items;
+}
+
+static void eval_one(eval_job *job, eval_item *it)
+{
+    sbx_request req;
+    memset(&req, 0, sizeof req);
+    req.kind = it->kind;
+    req.source = it->source ? it->source : "";
+    req.source_len = it->source ? it->source_len : 0;
+    req.eval_key = it->eval_key;
+    req.timeout_s = job->timeout;
+    req.image = job->image;
+    char *line = NULL;
+    for (long r = 0; r < job->repeat; r++) {
+        sbx_outcome out;
+        if (job->check_only)
+            sbx_check(job->pool, &req, &out);
+        else
+            sbx_eval(job->pool, &req, &out);
+        free(line);
+        line = sbx_outcome_line(&out);
+        sbx_outcome_free(&out);
+    }
+    pthread_mutex_lock(&job->mu);
+    it->line = line ? line : strdup("{\"ok\": false, \"stage\": \"jail\", \"message\": \"out of memory\"}");
+    it->done = 1;
+    pthread_cond_broadcast(&job->cv);
+    pthread_mutex_unlock(&job->mu);
+}
+
+static void *eval_worker(void *arg)
+{
+    eval_job *job = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&job->next, 1);
+        if (i >= job->n) break;
+        if (!job->items[i].done) eval_one(job, &job->items[i]);
+    }
+    return NULL;
+}
+
+/* Evaluates every item with `nthreads` workers; prints outcomes in order as
+ * they become available. */
+static void run_items(eval_job *job, int nthreads)
+{
+    pthread_t th[64];
+    int started = 0;
+    if (nthreads > 64) nthreads = 64;
+    if ((size_t)nthreads > job->n) nthreads = (int)job->n;
+    for (int i = 0; i < nthreads; i++)
+        if (pthread_create(&th[started], NULL, eval_worker, job) == 0) started++;
+    if (started == 0) eval_worker(job);
+    for (size_t i = 0; i < job->n; i++) {
+        pthread_mutex_lock(&job->mu);
+        while (!job->items[i].done) pthread_cond_wait(&job->cv, &job->mu);
+        pthread_mutex_unlock(&job->mu);
+        fputs(job->items[i].line, stdout);
+        fputc('\n', stdout);
+        if (job->n > 1) fflush(stdout);
+    }
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    fflush(stdout);
+}
+
+static int usage_error(const char *cmd, const char *msg)
+{
+    fprintf(stderr, "failproofai-sidecar %s: %s (try 'failproofai-sidecar %s --help')\n", cmd, msg,
+            cmd);
+    return 2;
+}
+
+static int common(const cli_command *cmd, int check_only, int argc, char **argv)
+{
+    eval_config cfg = {NULL, NULL, NULL, NULL, "evaluator", "q", 30, 4, 1};
+    char err[512];
     int rc = cli_parse(cmd, argc, argv, &cfg, stdout, err, sizeof err);
     if (rc == CLI_HELP) return 0;
     if (rc != CLI_OK) {
         fprintf(stderr, "failproofai-sidecar: %s\n", err);
         return 2;
     }
-    fprintf(stderr, "failproofai-sidecar: %s: not built yet\n", cmd->name);
-    return 1;
+    int sources = (cfg.expr != NULL) + (cfg.file != NULL) + (cfg.batch != NULL);
+    if (sources != 1) return usage_error(cmd->name, "give exactly one of --expr, --file, --batch");
+    lang_kind kind;
+    if (lang_kind_parse(cfg.kind, &kind) != 0)
+        return usage_error(cmd->name, "--kind must be raw, condition or evaluator");
+    if (!check_only && cfg.transcript == NULL)
+        return usage_error(cmd->name, "--transcript FILE is required");
+
+    int status = 2;
+    sbx_image *image = NULL;
+    sbx_pool *pool = NULL;
+    eval_item *items = NULL;
+    size_t nitems = 0;
+    int bad = 0;
+    char *batch_text = NULL;
+
+    if (!check_only) {
+        json_error_t jerr;
+        json_t *t = json_load_file(cfg.transcript, 0, &jerr);
+        if (t == NULL) {
+            fprintf(stderr, "failproofai-sidecar %s: cannot read transcript %s: %s (line %d)\n",
+                    cmd->name, cfg.transcript, jerr.text, jerr.line);
+            goto done;
+        }
+        image = sbx_image_new(t, NULL, err, sizeof err);
+        json_decref(t);
+        if (image == NULL) {
+            fprintf(stderr, "failproofai-sidecar %s: invalid transcript %s: %s\n", cmd->name,
+                    cfg.transcript, err);
+            goto done;
+        }
+    }
+
+    if (cfg.batch != NULL) {
+        size_t len;
+        batch_text = read_file(cfg.batch, &len, err, sizeof err);
+        if (batch_text == NULL) {
+            fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);
+            goto done;
+        }
+        items = parse_batch(batch_text, len, cfg.eval_key, &nitems, &bad);
+        if (items == NULL) {
+            fprintf(stderr, "failproofai-sidecar %s: out of memory\n", cmd->name);
+            goto done;
+        }
+    } else {
+        items = calloc(1, sizeof *items);
+        if (items == NULL) goto done;
+        nitems = 1;
+        items[0].kind = kind;
+        items[0].eval_key = strdup(cfg.eval_key);
+        if (cfg.expr != NULL) {
+            items[0].source = strdup(cfg.expr);
+            items[0].source_len = strlen(cfg.expr);
+        } else {
+            items[0].source = read_file(cfg.file, &items[0].source_len, err, sizeof err);
+            if (items[0].source == NULL) {
+                fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);
+                goto done;
+            }
+        }
+    }
+
+    /* Outcome lines go to stdout; only problems belong on stderr. */
+    if (log_get_level() < LOG_WARN) log_set_level(LOG_WARN);
+    sbx_config sc;
+    memset(&sc, 0, sizeof sc);
+    sc.max_sandboxes = (int)cfg.sandboxes;
+    sc.memory_mb = 512;
+    /* Pre-started children pay off only when there is more than one input. */
+    sc.prestart = nitems * (size_t)cfg.repeat > 1 ? 0 : -1;
+    pool = sbx_pool_new(&sc, err, sizeof err);
+    if (pool == NULL) {
+        fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);
+        status = 1;
+        goto done;
+    }
+    eval_job job;
+    memset(&job, 0, sizeof job);
+    job.pool = pool;
+    job.image = image;
+    job.items = items;
+    job.n = nitems;
+    atomic_init(&job.next, 0);
+    job.timeout = cfg.timeout;
+    job.check_only = check_only;
+    job.repeat = cfg.repeat;
+    pthread_mutex_init(&job.mu, NULL);
+    pthread_cond_init(&job.cv, NULL);
+    run_items(&job, (int)cfg.sandboxes);
+    pthread_cond_destroy(&job.cv);
+    pthread_mutex_destroy(&job.mu);
+    status = bad ? 2 : 0;
+    if (bad)
+        fprintf(stderr, "failproofai-sidecar %s: %d malformed batch line%s (see the \"input\" outcomes)\n",
+                cmd->name, bad, bad == 1 ? "" : "s");
+done:
+    for (size_t i = 0; items != NULL && i < nitems; i++) {
+        free(items[i].source);
+        free(items[i].eval_key);
+        free(items[i].line);
+    }
+    free(items);
+    free(batch_text);
+    sbx_pool_free(pool);
+    sbx_image_release(image);
+    return status;
 }
 
 int cmd_eval(int argc, char **argv)
 {
-    return common(&eval_command, argc, argv);
+    return common(&eval_command, 0, argc, argv);
 }
 
 int cmd_check(int argc, char **argv)
 {
-    return common(&check_command, argc, argv);
+    return common(&check_command, 1, argc, argv);
 }

@@ -1,8 +1,9 @@
 /* sidecar/cmd_run: `failproofai-sidecar run`: parse configuration, then hand
- * over to the daemon. */
+ * over to the daemon (sidecar/daemon.c). */
 #include "common/log.h"
 #include "sidecar/commands.h"
 #include "sidecar/config.h"
+#include "sidecar/daemon.h"
 
 #include <stdio.h>
 
@@ -21,8 +22,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "failproofai-sidecar: %s\n", err);
         goto done;
     }
-    fprintf(stderr, "failproofai-sidecar: run: the worker loop is not built yet\n");
-    status = 1;
+    status = daemon_run(&cfg);
 done:
     config_free(&cfg);
     return status;

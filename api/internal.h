@@ -1,0 +1,99 @@
+/* api/internal: shared between the admin server's files (api.c: server,
+ * hardening, routing; routes.c: read routes and evaluator routes;
+ * evaluate.c: POST /v1/evaluate). Not a public interface. */
+#ifndef FPS_API_INTERNAL_H
+#define FPS_API_INTERNAL_H
+#include "api/api.h"
+#include "common/secret.h"
+#include "common/strbuf.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Body caps: /v1/evaluate carries a transcript (<= 25 MiB) plus source. */
+#define API_BODY_CAP (1024 * 1024)
+#define API_EVALUATE_BODY_CAP (25 * 1024 * 1024 + 512 * 1024)
+#define API_TRANSCRIPT_CAP (25 * 1024 * 1024)
+/* All request bodies buffered at once, across connections. */
+#define API_BODY_BUDGET (96L * 1024 * 1024)
+#define API_MAX_EVALUATE_JOBS 8
+
+struct api_server {
+    struct MHD_Daemon *mhd;
+    api_deps deps;
+    secret *token;          /* owned; NULL = no admin token */
+    int remote;             /* listening on a non-loopback address */
+    char listen_host[256];  /* host part of --listen, accepted as Host */
+    int port;
+    double started_at;
+    atomic_long body_bytes; /* bytes buffered in request bodies */
+    atomic_int eval_jobs;   /* running /v1/evaluate jobs */
+    atomic_int eval_cancel; /* set at stop: kills running evaluations */
+    atomic_int stopping;
+    /* counter flush thread */
+    pthread_t flush_thread;
+    int flush_started;
+    pthread_mutex_t flush_mu;
+    pthread_cond_t flush_cv;
+};
+
+/* A response being built by a handler. */
+typedef struct {
+    int status;
+    strbuf body;
+    const char *content_type; /* static; default application/json */
+    char allow[64];           /* Allow header for 405 ("" = none) */
+    int www_authenticate;     /* add WWW-Authenticate: Bearer */
+    /* a static body instead of `body` (web assets) */
+    const unsigned char *static_data;
+    size_t static_len;
+} api_resp;
+
+typedef struct {
+    api_server *srv;
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;
+    const char *param;      /* {id} / {name} path parameter, or NULL */
+    const char *body;       /* NUL-terminated, may be NULL */
+    size_t body_len;
+} api_req;
+
+/* Fills an error response {"error":{"code","message"}}. */
+void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Fills a JSON response from a json_t (stolen reference). */
+void api_json(api_resp *rs, int status, json_t *v);
+/* A query argument, or NULL. */
+const char *api_query(const api_req *rq, const char *name);
+/* Parses the request body as a JSON object; on failure fills rs (400) and
+ * returns NULL. */
+json_t *api_body_object(const api_req *rq, api_resp *rs);
+
+/* routes.c */
+void route_healthz(api_req *rq, api_resp *rs);
+void route_readyz(api_req *rq, api_resp *rs);
+void route_metrics(api_req *rq, api_resp *rs);
+void route_status(api_req *rq, api_resp *rs);
+void route_assignments(api_req *rq, api_resp *rs);
+void route_assignment(api_req *rq, api_resp *rs);
+void route_runs(api_req *rq, api_resp *rs);
+void route_run(api_req *rq, api_resp *rs);
+void route_stats(api_req *rq, api_resp *rs);
+void route_drain(api_req *rq, api_resp *rs);
+void route_evaluators(api_req *rq, api_resp *rs);
+void route_evaluator_get(api_req *rq, api_resp *rs);
+void route_evaluator_put(api_req *rq, api_resp *rs);
+void route_evaluator_delete(api_req *rq, api_resp *rs);
+void route_evaluator_heartbeat(api_req *rq, api_resp *rs);
+/* Counter persistence: seed from the store / flush to it. */
+void api_metrics_seed(api_server *srv);
+void api_metrics_flush(api_server *srv);
+
+/* evaluate.c: runs POST /v1/evaluate synchronously (called on a job thread). */
+void route_evaluate(api_req *rq, api_resp *rs);
+
+#endif

@@ -1,0 +1,985 @@
+/* sandbox/sbx: the parent side of the jail (sbx.h): the pool of sandbox
+ * slots, pre-started single-use children, session images as sealed memfds,
+ * one deadline per evaluation (slot wait + run), the request hand-off, the
+ * bounded outcome read-back, kills and reaping.
+ *
+ * Threading: any number of threads call sbx_eval; pool state is guarded by
+ * pool->mu. A refill thread keeps `prestart` children exec'd, jailed and
+ * blocked on their request socket, so an evaluation usually skips the
+ * exec + dynamic linking + jail set-up. A child is used for exactly one
+ * evaluation and is always reaped by the thread that used it (or by
+ * sbx_pool_free for idle ones). */
+#include "sandbox/sbx.h"
+
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "sandbox/jail.h"
+#include "sandbox/simg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How often a waiting/running evaluation looks at its cancel flag. */
+#define CANCEL_TICK_MS 20
+
+struct sbx_image {
+    atomic_int refs;
+    int fd;      /* sealed memfd holding the simg bytes */
+    size_t len;
+};
+
+typedef struct {
+    pid_t pid;
+    int sock; /* parent end of the request socket */
+    int out;  /* read end of the outcome pipe     */
+} child_t;
+
+struct sbx_pool {
+    sbx_config cfg;
+    char exe[PATH_MAX];
+    char mem_arg[24];
+    char *argv[10];
+    sbx_layers layers;
+    int devnull;
+
+    pthread_mutex_t mu;
+    pthread_cond_t slot_cv;   /* a slot was released           (CLOCK_MONOTONIC) */
+    pthread_cond_t refill_cv; /* an idle child was taken / stop (CLOCK_MONOTONIC) */
+    int busy;                 /* slots in use                                    */
+    child_t *idle;            /* pre-started children, waiting                   */
+    int nidle, idle_target;
+    pid_t *running;           /* max_sandboxes entries, 0 = free                 */
+    int stopping;
+    pthread_t refill;
+    int refill_started;
+
+    /* Background reaping of children whose exit status is not needed. */
+    pthread_cond_t reap_cv;   /* a pid was queued / stop */
+    pid_t *reapq;
+    int reap_len, reap_cap, reap_stop;
+    pthread_t reaper;
+    int reaper_started;
+
+    atomic_int active;
+    atomic_ulong spawned, started, reaped;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static struct timespec abs_after_ms(double ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)(ms * 1e6);
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return ts;
+}
+
+double sbx_clamp_timeout(double t)
+{
+    if (!(t > 0)) return 30.0;
+    return t > 60.0 ? 60.0 : t;
+}
+
+/* ---- images ---- */
+
+sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, char *err,
+                         size_t errcap)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    sbx_image *img = NULL;
+    int fd = -1;
+    if (simg_build(transcript, assignment_id, &buf, &len, err, errcap) != 0) goto fail;
+    if (len == 0) {
+        snprintf(err, errcap, "session image is empty");
+        goto fail;
+    }
+    fd = memfd_create("fps-session-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        snprintf(err, errcap, "memfd_create: %s", strerror(errno));
+        goto fail;
+    }
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, (char *)buf + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            snprintf(err, errcap, "writing the session image: %s", strerror(errno));
+            goto fail;
+        }
+        off += (size_t)n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        snprintf(err, errcap, "sealing the session image: %s", strerror(errno));
+        goto fail;
+    }
+    img = calloc(1, sizeof *img);
+    if (img == NULL) {
+        snprintf(err, errcap, "out of memory");
+        goto fail;
+    }
+    atomic_init(&img->refs, 1);
+    img->fd = fd;
+    img->len = len;
+    free(buf);
+    return img;
+fail:
+    if (fd >= 0) close(fd);
+    free(buf);
+    return NULL;
+}
+
+sbx_image *sbx_image_ref(sbx_image *img)
+{
+    if (img != NULL) atomic_fetch_add(&img->refs, 1);
+    return img;
+}
+
+void sbx_image_release(sbx_image *img)
+{
+    if (img == NULL || atomic_fetch_sub(&img->refs, 1) != 1) return;
+    close(img->fd);
+    free(img);
+}
+
+/* ---- spawning ---- */
+
+static void close_child(child_t *c)
+{
+    if (c->sock >= 0) close(c->sock);
+    if (c->out >= 0) close(c->out);
+    c->sock = c->out = -1;
+}
+
+/* Kills (if asked) and reaps one child; returns its wait status. */
+static int reap_child(sbx_pool *pool, child_t *c, int kill_it)
+{
+    int st = 0;
+    if (kill_it) kill(c->pid, SIGKILL);
+    while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    atomic_fetch_add(&pool->reaped, 1);
+    close_child(c);
+    return st;
+}
+
+/* Closes our ends and queues the child for the reaper thread (killing it
+ * first if asked). Falls back to reaping here if the queue cannot grow. */
+static void reap_later(sbx_pool *pool, child_t *c, int kill_it)
+{
+    if (kill_it) kill(c->pid, SIGKILL);
+    close_child(c);
+    pthread_mutex_lock(&pool->mu);
+    if (pool->reaper_started && pool->reap_len == pool->reap_cap) {
+        int ncap = pool->reap_cap ? pool->reap_cap * 2 : 16;
+        pid_t *nq = realloc(pool->reapq, (size_t)ncap * sizeof *nq);
+        if (nq != NULL) {
+            pool->reapq = nq;
+            pool->reap_cap = ncap;
+        }
+    }
+    if (pool->reaper_started && pool->reap_len < pool->reap_cap) {
+        pool->reapq[pool->reap_len++] = c->pid;
+        pthread_cond_signal(&pool->reap_cv);
+        pthread_mutex_unlock(&pool->mu);
+        return;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    reap_child(pool, c, 0);
+}
+
+static void *reaper_main(void *arg)
+{
+    sbx_pool *pool = arg;
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (pool->reap_len == 0 && !pool->reap_stop) pthread_cond_wait(&pool->reap_cv, &pool->mu);
+        if (pool->reap_len == 0) break;
+        pid_t pid = pool->reapq[0];
+        memmove(pool->reapq, pool->reapq + 1, (size_t)(pool->reap_len - 1) * sizeof(pid_t));
+        pool->reap_len--;
+        pthread_mutex_unlock(&pool->mu);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        atomic_fetch_add(&pool->reaped, 1);
+        pthread_mutex_lock(&pool->mu);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+/* exec's one child: fresh image, empty environment, fds 0/1/2 only. */
+static int spawn_child(sbx_pool *pool, char **argv, child_t *c, char *err, size_t errcap)
+{
+    int sv[2] = {-1, -1}, pp[2] = {-1, -1}, rc = -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int fa_ok = 0, attr_ok = 0;
+    c->pid = -1;
+    c->sock = c->out = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || pipe2(pp, O_CLOEXEC) != 0) {
+        snprintf(err, errcap, "sandbox pipes: %s", strerror(errno));
+        goto done;
+    }
+    if (posix_spawn_file_actions_init(&fa) != 0) goto done;
+    fa_ok = 1;
+    if (posix_spawnattr_init(&attr) != 0) goto done;
+    attr_ok = 1;
+    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, pp[1], 1);
+#ifndef FPS_SANITIZE
+    posix_spawn_file_actions_adddup2(&fa, pool->devnull, 2);
+#endif
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    sigdelset(&all, SIGKILL);
+    sigdelset(&all, SIGSTOP);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                        POSIX_SPAWN_SETPGROUP);
+#ifdef FPS_SANITIZE
+    /* The sanitizer runtime's options are the only environment a child
+     * gets: no leak scan (it would need ptrace), NULL from a failed malloc
+     * so the interpreter reports a memory limit. */
+    char *envp[] = {"ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1", NULL};
+#else
+    char *envp[] = {NULL};
+#endif
+    pid_t pid;
+    int e = posix_spawn(&pid, pool->exe, &fa, &attr, argv, envp);
+    if (e != 0) {
+        snprintf(err, errcap, "spawning the sandbox child: %s", strerror(e));
+        goto done;
+    }
+    atomic_fetch_add(&pool->spawned, 1);
+    c->pid = pid;
+    c->sock = sv[0];
+    c->out = pp[0];
+    sv[0] = pp[0] = -1;
+    rc = 0;
+done:
+    if (fa_ok) posix_spawn_file_actions_destroy(&fa);
+    if (attr_ok) posix_spawnattr_destroy(&attr);
+    for (int i = 0; i < 2; i++) {
+        if (sv[i] >= 0) close(sv[i]);
+        if (pp[i] >= 0) close(pp[i]);
+    }
+    return rc;
+}
+
+static void *refill_main(void *arg)
+{
+    sbx_pool *pool = arg;
+    pthread_mutex_lock(&pool->mu);
+    while (!pool->stopping) {
+        if (pool->nidle >= pool->idle_target) {
+            pthread_cond_wait(&pool->refill_cv, &pool->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&pool->mu);
+        child_t c;
+        char err[160];
+        int rc = spawn_child(pool, pool->argv, &c, err, sizeof err);
+        pthread_mutex_lock(&pool->mu);
+        if (rc != 0) {
+            log_warn("sandbox pre-start failed", LOG_S("error", err));
+            struct timespec ts = abs_after_ms(1000);
+            pthread_cond_timedwait(&pool->refill_cv, &pool->mu, &ts);
+            continue;
+        }
+        if (pool->stopping) {
+            pthread_mutex_unlock(&pool->mu);
+            reap_child(pool, &c, 1);
+            pthread_mutex_lock(&pool->mu);
+            break;
+        }
+        pool->idle[pool->nidle++] = c;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+/* ---- reading a child's output ---- */
+
+typedef enum { RD_EOF, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
+
+/* Reads the child's outcome until EOF, the deadline, cancellation or more
+ * than JAIL_MAX_OUTCOME bytes. `buf` has JAIL_MAX_OUTCOME + 1 bytes. */
+static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, atomic_int *cancel)
+{
+    *len = 0;
+    for (;;) {
+        if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
+        double left = deadline - now_ms();
+        if (left <= 0) return RD_DEADLINE;
+        int wait = left > CANCEL_TICK_MS && cancel != NULL ? CANCEL_TICK_MS : (int)ceil(left);
+        struct pollfd p = {fd, POLLIN, 0};
+        int r = poll(&p, 1, wait);
+        if (r < 0 && errno != EINTR) return RD_ERROR;
+        if (r <= 0) continue;
+        ssize_t n = read(fd, buf + *len, JAIL_MAX_OUTCOME + 1 - *len);
+        if (n < 0) {
+            if (errno == EINTR || errno == EAGAIN) continue;
+            return RD_ERROR;
+        }
+        if (n == 0) return RD_EOF;
+        *len += (size_t)n;
+        if (*len > JAIL_MAX_OUTCOME) return RD_OVERFLOW;
+    }
+}
+
+/* Sends the request (header + image fd, source, key) to a child, bounded by
+ * the deadline. Returns 0, -1 on a dead child (EPIPE etc.), -2 deadline,
+ * -3 cancelled. */
+static int send_request(child_t *c, const jail_request *hdr, int img_fd, const char *src,
+                        const char *key, double deadline, atomic_int *cancel)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int))];
+    } ctl;
+    struct iovec iov = {(void *)hdr, sizeof *hdr};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    memset(&ctl, 0, sizeof ctl);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (img_fd >= 0) {
+        msg.msg_control = ctl.buf;
+        msg.msg_controllen = sizeof ctl.buf;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &img_fd, sizeof(int));
+    }
+    /* The header is tiny: it always fits the empty socket buffer. */
+    ssize_t n;
+    do n = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof *hdr) return -1;
+    const char *parts[2] = {src, key};
+    size_t lens[2] = {(size_t)hdr->source_len, hdr->key_len};
+    for (int i = 0; i < 2; i++) {
+        size_t off = 0;
+        while (off < lens[i]) {
+            n = send(c->sock, parts[i] + off, lens[i] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                off += (size_t)n;
+                continue;
+            }
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+            if (cancel != NULL && atomic_load(cancel)) return -3;
+            double left = deadline - now_ms();
+            if (left <= 0) return -2;
+            struct pollfd p = {c->sock, POLLOUT, 0};
+            (void)poll(&p, 1, left > CANCEL_TICK_MS ? CANCEL_TICK_MS : (int)ceil(left));
+        }
+    }
+    return 0;
+}
+
+/* ---- pool ---- */
+
+/* Runs the --probe child once: which layers this machine provides. */
+static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
+{
+    char *argv[8];
+    int a = 0;
+    argv[a++] = pool->exe;
+    argv[a++] = SBX_CHILD_ARG;
+    argv[a++] = "--memory-mb";
+    argv[a++] = pool->mem_arg;
+    if (!pool->cfg.no_namespaces) {
+        argv[a++] = "--userns";
+        argv[a++] = "--netns";
+    }
+    argv[a++] = "--probe";
+    argv[a] = NULL;
+    child_t c;
+    if (spawn_child(pool, argv, &c, err, errcap) != 0) return -1;
+    close(c.sock);
+    c.sock = -1;
+    char *buf = malloc(JAIL_MAX_OUTCOME + 1);
+    size_t len = 0;
+    read_end end = buf ? read_outcome(c.out, buf, &len, now_ms() + 10000, NULL) : RD_ERROR;
+    int st = reap_child(pool, &c, end != RD_EOF);
+    int rc = -1;
+    if (end != RD_EOF || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        if (buf != NULL) buf[len < 200 ? len : 200] = '\0';
+        snprintf(err, errcap, "the sandbox cannot be installed on this machine%s%s",
+                 buf && len ? ": " : "", buf && len ? buf : "");
+        goto done;
+    }
+    json_error_t jerr;
+    json_t *o = json_loadb(buf, len, 0, &jerr);
+    if (o == NULL || !json_is_object(o)) {
+        snprintf(err, errcap, "the sandbox probe answered garbage");
+        json_decref(o);
+        goto done;
+    }
+    pool->layers.seccomp = json_is_true(json_object_get(o, "seccomp")) ||
+                           json_integer_value(json_object_get(o, "seccomp")) == 1;
+    pool->layers.no_new_privs = json_integer_value(json_object_get(o, "no_new_privs")) == 1;
+    pool->layers.rlimits = json_integer_value(json_object_get(o, "rlimits")) == 1;
+    pool->layers.user_ns = json_integer_value(json_object_get(o, "user_ns")) == 1;
+    pool->layers.net_ns = json_integer_value(json_object_get(o, "net_ns")) == 1;
+    json_decref(o);
+    if (!pool->layers.seccomp || !pool->layers.no_new_privs || !pool->layers.rlimits) {
+        snprintf(err, errcap, "a required sandbox layer is unavailable (seccomp %d, "
+                 "no_new_privs %d, rlimits %d)", pool->layers.seccomp,
+                 pool->layers.no_new_privs, pool->layers.rlimits);
+        goto done;
+    }
+    rc = 0;
+done:
+    free(buf);
+    return rc;
+}
+
+sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
+{
+    sbx_pool *pool = calloc(1, sizeof *pool);
+    if (pool == NULL) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    pool->cfg = *cfg;
+    if (pool->cfg.max_sandboxes <= 0) pool->cfg.max_sandboxes = 4;
+    if (pool->cfg.max_sandboxes > 256) pool->cfg.max_sandboxes = 256;
+    if (pool->cfg.memory_mb <= 0) pool->cfg.memory_mb = 512;
+    if (pool->cfg.memory_mb < 32) pool->cfg.memory_mb = 32;
+    pool->idle_target = pool->cfg.prestart == 0 ? pool->cfg.max_sandboxes
+                        : pool->cfg.prestart < 0 ? 0 : pool->cfg.prestart;
+    if (pool->idle_target > 64) pool->idle_target = 64;
+    pool->devnull = -1;
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&pool->slot_cv, &ca);
+    pthread_cond_init(&pool->refill_cv, &ca);
+    pthread_cond_init(&pool->reap_cv, &ca);
+    pthread_condattr_destroy(&ca);
+
+    const char *exe = cfg->self_exe ? cfg->self_exe : "/proc/self/exe";
+    /* Resolve once: /proc/self/exe of a test binary is not the sidecar. */
+    if (realpath(exe, pool->exe) == NULL) {
+        snprintf(err, errcap, "sandbox binary %s: %s", exe, strerror(errno));
+        goto fail;
+    }
+    if (!cfg->no_helper) {
+        /* Prefer the small child image installed beside the binary. */
+        char helper[PATH_MAX + 32];
+        const char *slash = strrchr(pool->exe, '/');
+        int dir = slash ? (int)(slash - pool->exe) : 0;
+        snprintf(helper, sizeof helper, "%.*s/failproofai-sandbox", dir, pool->exe);
+        if (dir > 0 && strlen(helper) < sizeof pool->exe && access(helper, X_OK) == 0)
+            snprintf(pool->exe, sizeof pool->exe, "%s", helper);
+    }
+    pool->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (pool->devnull < 0) {
+        snprintf(err, errcap, "/dev/null: %s", strerror(errno));
+        goto fail;
+    }
+    snprintf(pool->mem_arg, sizeof pool->mem_arg, "%ld", pool->cfg.memory_mb);
+    pool->running = calloc((size_t)pool->cfg.max_sandboxes, sizeof *pool->running);
+    pool->idle = calloc((size_t)(pool->idle_target + 1), sizeof *pool->idle);
+    if (pool->running == NULL || pool->idle == NULL) {
+        snprintf(err, errcap, "out of memory");
+        goto fail;
+    }
+    if (probe_layers(pool, err, errcap) != 0) goto fail;
+
+    int a = 0;
+    pool->argv[a++] = pool->exe;
+    pool->argv[a++] = SBX_CHILD_ARG;
+    pool->argv[a++] = "--memory-mb";
+    pool->argv[a++] = pool->mem_arg;
+    if (pool->layers.user_ns) pool->argv[a++] = "--userns";
+    if (pool->layers.net_ns) pool->argv[a++] = "--netns";
+    static char test_arg[64];
+    if (cfg->test_mode != NULL) {
+        snprintf(test_arg, sizeof test_arg, "--test-%s", cfg->test_mode);
+        pool->argv[a++] = strdup(test_arg);
+    }
+    pool->argv[a] = NULL;
+
+    if (pthread_create(&pool->reaper, NULL, reaper_main, pool) != 0) {
+        snprintf(err, errcap, "starting the sandbox reaper thread failed");
+        goto fail;
+    }
+    pool->reaper_started = 1;
+    if (pool->idle_target > 0) {
+        if (pthread_create(&pool->refill, NULL, refill_main, pool) != 0) {
+            snprintf(err, errcap, "starting the sandbox refill thread failed");
+            goto fail;
+        }
+        pool->refill_started = 1;
+    }
+    log_info("sandbox pool ready", LOG_S("child_image", pool->exe),
+             LOG_I("max_sandboxes", pool->cfg.max_sandboxes),
+             LOG_I("memory_mb", pool->cfg.memory_mb), LOG_I("prestart", pool->idle_target),
+             LOG_I("seccomp", pool->layers.seccomp), LOG_I("no_new_privs", pool->layers.no_new_privs),
+             LOG_I("rlimits", pool->layers.rlimits), LOG_I("user_ns", pool->layers.user_ns),
+             LOG_I("net_ns", pool->layers.net_ns));
+    return pool;
+fail:
+    sbx_pool_free(pool);
+    return NULL;
+}
+
+void sbx_pool_free(sbx_pool *pool)
+{
+    if (pool == NULL) return;
+    pthread_mutex_lock(&pool->mu);
+    pool->stopping = 1;
+    pthread_cond_broadcast(&pool->refill_cv);
+    pthread_mutex_unlock(&pool->mu);
+    if (pool->refill_started) pthread_join(pool->refill, NULL);
+    /* Idle children exit on EOF; kill them anyway so none outlives us. */
+    for (int i = 0; i < pool->nidle; i++) reap_child(pool, &pool->idle[i], 1);
+    /* The reaper drains its queue before it stops. */
+    pthread_mutex_lock(&pool->mu);
+    pool->reap_stop = 1;
+    pthread_cond_broadcast(&pool->reap_cv);
+    pthread_mutex_unlock(&pool->mu);
+    if (pool->reaper_started) pthread_join(pool->reaper, NULL);
+    free(pool->reapq);
+    if (pool->cfg.test_mode != NULL) {
+        for (int i = 0; pool->argv[i]; i++)
+            if (!strncmp(pool->argv[i], "--test-", 7)) free(pool->argv[i]);
+    }
+    if (pool->devnull >= 0) close(pool->devnull);
+    free(pool->idle);
+    free(pool->running);
+    pthread_cond_destroy(&pool->slot_cv);
+    pthread_cond_destroy(&pool->refill_cv);
+    pthread_cond_destroy(&pool->reap_cv);
+    pthread_mutex_destroy(&pool->mu);
+    free(pool);
+}
+
+sbx_layers sbx_pool_layers(const sbx_pool *pool)
+{
+    return pool->layers;
+}
+
+int sbx_pool_active(const sbx_pool *pool)
+{
+    return atomic_load(&((sbx_pool *)pool)->active);
+}
+
+sbx_stats sbx_pool_stats(sbx_pool *pool)
+{
+    sbx_stats s;
+    s.spawned = atomic_load(&pool->spawned);
+    s.started = atomic_load(&pool->started);
+    s.reaped = atomic_load(&pool->reaped);
+    pthread_mutex_lock(&pool->mu);
+    s.idle = (unsigned long)pool->nidle;
+    pthread_mutex_unlock(&pool->mu);
+    return s;
+}
+
+int sbx_pool_running_pids(sbx_pool *pool, int *pids, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&pool->mu);
+    for (int i = 0; i < pool->cfg.max_sandboxes && n < cap; i++)
+        if (pool->running[i] > 0) pids[n++] = pool->running[i];
+    pthread_mutex_unlock(&pool->mu);
+    return n;
+}
+
+/* ---- one evaluation ---- */
+
+static void set_status(sbx_outcome *out, sbx_status st, const char *limit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void set_status(sbx_outcome *out, sbx_status st, const char *limit, const char *fmt, ...)
+{
+    out->status = st;
+    snprintf(out->limit, sizeof out->limit, "%s", limit ? limit : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->detail, sizeof out->detail, fmt, ap);
+    va_end(ap);
+}
+
+/* Waits for a slot until the deadline. 0 = got one, -2 deadline, -3 cancel. */
+static int acquire_slot(sbx_pool *pool, double deadline, atomic_int *cancel)
+{
+    int rc = 0;
+    pthread_mutex_lock(&pool->mu);
+    while (pool->busy >= pool->cfg.max_sandboxes) {
+        if (cancel != NULL && atomic_load(cancel)) {
+            rc = -3;
+            break;
+        }
+        double left = deadline - now_ms();
+        if (left <= 0) {
+            rc = -2;
+            break;
+        }
+        struct timespec ts = abs_after_ms(cancel != NULL && left > CANCEL_TICK_MS ? CANCEL_TICK_MS
+                                                                                   : left);
+        pthread_cond_timedwait(&pool->slot_cv, &pool->mu, &ts);
+    }
+    if (rc == 0) pool->busy++;
+    pthread_mutex_unlock(&pool->mu);
+    return rc;
+}
+
+static void release_slot(sbx_pool *pool)
+{
+    pthread_mutex_lock(&pool->mu);
+    pool->busy--;
+    pthread_cond_signal(&pool->slot_cv);
+    pthread_mutex_unlock(&pool->mu);
+}
+
+/* Takes a pre-started child, or spawns one now. */
+static int take_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
+{
+    pthread_mutex_lock(&pool->mu);
+    if (pool->nidle > 0) {
+        *c = pool->idle[0];
+        memmove(pool->idle, pool->idle + 1, (size_t)(pool->nidle - 1) * sizeof *pool->idle);
+        pool->nidle--;
+        pthread_cond_signal(&pool->refill_cv);
+        pthread_mutex_unlock(&pool->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return spawn_child(pool, pool->argv, c, err, errcap);
+}
+
+static void track_running(sbx_pool *pool, pid_t pid, int on)
+{
+    pthread_mutex_lock(&pool->mu);
+    for (int i = 0; i < pool->cfg.max_sandboxes; i++) {
+        if (on && pool->running[i] == 0) {
+            pool->running[i] = pid;
+            break;
+        }
+        if (!on && pool->running[i] == pid) {
+            pool->running[i] = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pool->mu);
+}
+
+static const char *lang_field(lang_kind k)
+{
+    return k == LANG_CONDITION ? "condition_source" : "evaluator_source";
+}
+
+static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = now_ms();
+    double budget_ms = sbx_clamp_timeout(req->timeout_s) * 1e3;
+    double deadline = t0 + budget_ms;
+    char *buf = NULL;
+    const char *src = req->source ? req->source : "";
+    size_t src_len = req->source ? req->source_len : 0;
+    const char *key = req->eval_key ? req->eval_key : "";
+    size_t key_len = strlen(key);
+
+    if (src_len > JAIL_MAX_SOURCE) {
+        /* Far past the language's own limits: no need for a child. */
+        char line[160];
+        snprintf(line, sizeof line,
+                 "{\"ok\": false, \"stage\": \"compile\", \"message\": \"%s exceeds %d bytes\"}",
+                 lang_field(req->kind), req->kind == LANG_CONDITION ? 16384 : 131072);
+        out->line = strdup(line);
+        out->json = out->line ? json_loads(out->line, 0, NULL) : NULL;
+        if (out->json == NULL) set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
+        else out->status = SBX_OK;
+        return;
+    }
+    if (key_len > JAIL_MAX_KEY) {
+        set_status(out, SBX_JAIL_FAILURE, NULL, "eval_key longer than %u bytes", JAIL_MAX_KEY);
+        return;
+    }
+
+    int r = acquire_slot(pool, deadline, req->cancel);
+    out->wait_ms = now_ms() - t0;
+    if (r == -3) {
+        set_status(out, SBX_CANCELLED, NULL, "cancelled while waiting for a sandbox slot");
+        return;
+    }
+    if (r == -2) {
+        set_status(out, SBX_TIMEOUT, "timeout", "deadline passed while waiting for a sandbox slot");
+        return;
+    }
+    atomic_fetch_add(&pool->active, 1);
+    child_t c = {-1, -1, -1};
+    int have_child = 0, handed = 0;
+    char err[200];
+    double t_run = now_ms();
+    if (t_run >= deadline) {
+        /* Never start a child after its deadline. */
+        set_status(out, SBX_TIMEOUT, "timeout", "deadline passed while waiting for a sandbox slot");
+        goto done;
+    }
+
+    jail_request hdr;
+    memset(&hdr, 0, sizeof hdr);
+    hdr.magic = JAIL_REQ_MAGIC;
+    hdr.kind = (uint32_t)req->kind;
+    hdr.flags = check_only ? JAIL_REQ_CHECK : req->image ? JAIL_REQ_IMAGE : 0;
+    hdr.key_len = (uint32_t)key_len;
+    double left_s = (deadline - t_run) / 1e3;
+    hdr.cpu_seconds = (uint32_t)ceil(left_s);
+    if (hdr.cpu_seconds < 1) hdr.cpu_seconds = 1;
+    if (hdr.cpu_seconds > 60) hdr.cpu_seconds = 60;
+    hdr.source_len = src_len;
+    hdr.image_len = (hdr.flags & JAIL_REQ_IMAGE) ? req->image->len : 0;
+    hdr.max_alloc_bytes = ((size_t)pool->cfg.memory_mb << 20) / 2;
+
+    /* A pre-started child may have died while idle (killed from outside):
+     * then try once more with a fresh one. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (take_child(pool, &c, err, sizeof err) != 0) {
+            set_status(out, SBX_JAIL_FAILURE, NULL, "%s", err);
+            goto done;
+        }
+        have_child = 1;
+        handed = 1;
+        track_running(pool, c.pid, 1);
+        atomic_fetch_add(&pool->started, 1);
+        int s = send_request(&c, &hdr, (hdr.flags & JAIL_REQ_IMAGE) ? req->image->fd : -1, src, key, deadline,
+                             req->cancel);
+        if (s == 0) break;
+        track_running(pool, c.pid, 0);
+        reap_later(pool, &c, 1);
+        have_child = 0;
+        if (s == -2) {
+            set_status(out, SBX_TIMEOUT, "timeout", "deadline passed while sending the request");
+            goto done;
+        }
+        if (s == -3) {
+            set_status(out, SBX_CANCELLED, NULL, "cancelled");
+            goto done;
+        }
+        if (attempt == 1) {
+            set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child died before its request");
+            goto done;
+        }
+    }
+
+    buf = malloc(JAIL_MAX_OUTCOME + 1);
+    if (buf == NULL) {
+        set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
+        goto done;
+    }
+    size_t len = 0;
+    read_end end = read_outcome(c.out, buf, &len, deadline, req->cancel);
+    track_running(pool, c.pid, 0);
+    out->run_ms = now_ms() - t_run;
+    if (end != RD_EOF) {
+        /* Killed: its exit status adds nothing; reap in the background. */
+        reap_later(pool, &c, 1);
+        have_child = 0;
+        switch (end) {
+        case RD_DEADLINE:
+            set_status(out, SBX_TIMEOUT, "timeout", "killed at the deadline (%.0f ms budget)",
+                       budget_ms);
+            break;
+        case RD_CANCEL:
+            set_status(out, SBX_CANCELLED, NULL, "cancelled while running");
+            break;
+        case RD_OVERFLOW:
+            set_status(out, SBX_OUTPUT, "output", "the outcome exceeded %u bytes", JAIL_MAX_OUTCOME);
+            break;
+        default:
+            set_status(out, SBX_JAIL_FAILURE, NULL, "reading the outcome failed");
+            break;
+        }
+        goto done;
+    }
+    /* EOF with a well-formed outcome: the evaluation is complete (the child
+     * closes its end before exiting), so it is reaped in the background. */
+    json_error_t jerr;
+    out->json = len ? json_loadb(buf, len, 0, &jerr) : NULL;
+    if (out->json != NULL && json_is_object(out->json) &&
+        json_is_boolean(json_object_get(out->json, "ok"))) {
+        reap_later(pool, &c, 0);
+        have_child = 0;
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) len--;
+        out->line = strndup(buf, len);
+        if (out->line == NULL) {
+            json_decref(out->json);
+            out->json = NULL;
+            set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
+            goto done;
+        }
+        out->status = SBX_OK;
+        goto done;
+    }
+    json_decref(out->json);
+    out->json = NULL;
+    /* No usable outcome: the exit status says why. */
+    int st = reap_child(pool, &c, 0);
+    have_child = 0;
+    if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        if (sig == SIGXCPU || sig == SIGKILL)
+            set_status(out, SBX_TIMEOUT, "timeout", "killed by the CPU limit (signal %d)", sig);
+        else if (sig == SIGSYS)
+            set_status(out, SBX_JAIL_FAILURE, NULL, "killed by seccomp: blocked system call");
+        else
+            set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child died (signal %d)", sig);
+        goto done;
+    }
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (code == JAIL_EXIT_SIGSYS) {
+        set_status(out, SBX_JAIL_FAILURE, NULL, "killed by seccomp: blocked system call");
+    } else if (code != 0) {
+        buf[len < 160 ? len : 160] = '\0';
+        for (char *p = buf; *p; p++)
+            if ((unsigned char)*p < 0x20) *p = ' ';
+        set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child failed (exit %d)%s%s", code,
+                   len ? ": " : "", len ? buf : "");
+    } else {
+        set_status(out, SBX_JAIL_FAILURE, NULL, len ? "the sandbox child wrote a malformed outcome"
+                                                    : "the sandbox child ended without an outcome");
+    }
+done:
+    if (have_child) {
+        track_running(pool, c.pid, 0);
+        reap_later(pool, &c, 1);
+    }
+    if (handed && out->run_ms == 0) out->run_ms = now_ms() - t_run;
+    free(buf);
+    atomic_fetch_sub(&pool->active, 1);
+    release_slot(pool);
+}
+
+void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
+{
+    eval_impl(pool, req, 0, out);
+}
+
+void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)
+{
+    eval_impl(pool, req, 1, out);
+}
+
+void sbx_outcome_free(sbx_outcome *out)
+{
+    if (out == NULL) return;
+    json_decref(out->json);
+    out->json = NULL;
+    free(out->line);
+    out->line = NULL;
+}
+
+/* ---- mapping ---- */
+
+void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char **error_code,
+                        char *msg, size_t msgcap)
+{
+    static const char timeout_msg[] = "evaluation exceeded its configured timeout";
+    *status = "failed";
+    *error_code = "eval_error";
+    if (msgcap) msg[0] = '\0';
+    switch (out->status) {
+    case SBX_OK: {
+        json_t *o = out->json;
+        if (json_is_true(json_object_get(o, "ok"))) {
+            *status = "succeeded";
+            *error_code = NULL;
+            return;
+        }
+        const char *stage = json_string_value(json_object_get(o, "stage"));
+        if (stage != NULL && !strcmp(stage, "compile")) {
+            const char *m = json_string_value(json_object_get(o, "message"));
+            snprintf(msg, msgcap, "evaluator source rejected: %s", m ? m : "invalid source");
+        } else if (stage != NULL && !strcmp(stage, "runtime")) {
+            const char *t = json_string_value(json_object_get(o, "error_type"));
+            snprintf(msg, msgcap, "evaluation raised %s", t ? t : "Exception");
+        } else if (stage != NULL && !strcmp(stage, "limit")) {
+            *status = "timed_out";
+            *error_code = "eval_timeout";
+            snprintf(msg, msgcap, "%s", timeout_msg);
+        } else {
+            snprintf(msg, msgcap, "evaluation sandbox returned an unknown outcome");
+            *error_code = "sandbox_error";
+        }
+        return;
+    }
+    case SBX_TIMEOUT:
+        *status = "timed_out";
+        *error_code = "eval_timeout";
+        snprintf(msg, msgcap, "%s", timeout_msg);
+        return;
+    case SBX_OUTPUT:
+        snprintf(msg, msgcap, "evaluation output exceeded 1 MiB");
+        return;
+    case SBX_CANCELLED:
+        *status = "cancelled";
+        *error_code = "cancelled";
+        snprintf(msg, msgcap, "evaluation was cancelled");
+        return;
+    case SBX_JAIL_FAILURE:
+        *error_code = "sandbox_error";
+        snprintf(msg, msgcap, "evaluation sandbox failed: %s", out->detail);
+        return;
+    }
+}
+
+char *sbx_outcome_line(const sbx_outcome *out)
+{
+    strbuf b;
+    strbuf_init(&b);
+    switch (out->status) {
+    case SBX_OK:
+        if (out->line != NULL) return strdup(out->line);
+        strbuf_puts(&b, "{\"ok\": false, \"stage\": \"jail\", \"message\": \"no outcome\"}");
+        break;
+    case SBX_TIMEOUT:
+    case SBX_OUTPUT:
+        strbuf_puts(&b, "{\"ok\": false, \"stage\": \"limit\", \"error_type\": ");
+        strbuf_json_str(&b, out->limit[0] ? out->limit : "timeout");
+        strbuf_putc(&b, '}');
+        break;
+    case SBX_CANCELLED:
+        strbuf_puts(&b, "{\"ok\": false, \"stage\": \"cancelled\"}");
+        break;
+    case SBX_JAIL_FAILURE:
+        strbuf_puts(&b, "{\"ok\": false, \"stage\": \"jail\", \"message\": ");
+        strbuf_json_str(&b, out->detail);
+        strbuf_putc(&b, '}');
+        break;
+    }
+    return strbuf_detach(&b, NULL);
+}

@@ -1,0 +1,205 @@
+/* sidecar/catalog: catalog normalization and revision (see catalog.h). */
+#include "sidecar/catalog.h"
+
+#include "common/ids.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Python json.dumps(ensure_ascii=False) string escaping: only '"', '\\' and
+ * control characters below 0x20 are escaped (\n \r \t \b \f by name, the rest
+ * as lowercase \u00xx); everything else, including DEL and non-ASCII, is
+ * written as its UTF-8 bytes. */
+static void put_py_str(strbuf *b, const char *s, size_t n)
+{
+    strbuf_putc(b, '"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        switch (c) {
+        case '"': strbuf_puts(b, "\\\""); break;
+        case '\\': strbuf_puts(b, "\\\\"); break;
+        case '\n': strbuf_puts(b, "\\n"); break;
+        case '\r': strbuf_puts(b, "\\r"); break;
+        case '\t': strbuf_puts(b, "\\t"); break;
+        case '\b': strbuf_puts(b, "\\b"); break;
+        case '\f': strbuf_puts(b, "\\f"); break;
+        default:
+            if (c < 0x20) strbuf_printf(b, "\\u%04x", c);
+            else strbuf_putc(b, (char)c);
+        }
+    }
+    strbuf_putc(b, '"');
+}
+
+static int cmp_cstr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int catalog_canonical_json(const json_t *v, strbuf *out)
+{
+    switch (json_typeof(v)) {
+    case JSON_NULL: strbuf_puts(out, "null"); return 0;
+    case JSON_TRUE: strbuf_puts(out, "true"); return 0;
+    case JSON_FALSE: strbuf_puts(out, "false"); return 0;
+    case JSON_INTEGER: strbuf_printf(out, "%lld", (long long)json_integer_value(v)); return 0;
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        if (!isfinite(d)) return -1;
+        char tmp[40];
+        /* Shortest round-trip form, as Python's float repr. */
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+            if (strtod(tmp, NULL) == d) break;
+        }
+        strbuf_puts(out, tmp);
+        if (strpbrk(tmp, ".eEn") == NULL) strbuf_puts(out, ".0");
+        return 0;
+    }
+    case JSON_STRING: put_py_str(out, json_string_value(v), json_string_length(v)); return 0;
+    case JSON_ARRAY: {
+        strbuf_putc(out, '[');
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i) strbuf_putc(out, ',');
+            if (catalog_canonical_json(json_array_get(v, i), out) != 0) return -1;
+        }
+        strbuf_putc(out, ']');
+        return 0;
+    }
+    case JSON_OBJECT: {
+        size_t n = json_object_size(v), k = 0;
+        const char **keys = calloc(n ? n : 1, sizeof *keys);
+        if (keys == NULL) return -1;
+        const char *key;
+        json_t *val;
+        json_object_foreach((json_t *)v, key, val) keys[k++] = key;
+        /* UTF-8 byte order equals code point order, which is Python's. */
+        qsort(keys, n, sizeof *keys, cmp_cstr);
+        strbuf_putc(out, '{');
+        int rc = 0;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            if (i) strbuf_putc(out, ',');
+            put_py_str(out, keys[i], strlen(keys[i]));
+            strbuf_putc(out, ':');
+            rc = catalog_canonical_json(json_object_get(v, keys[i]), out);
+        }
+        strbuf_putc(out, '}');
+        free(keys);
+        return rc;
+    }
+    }
+    return -1;
+}
+
+static int cmp_json_str(const void *a, const void *b)
+{
+    return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int c = strcmp(json_string_value(json_object_get(x, "eval_key")),
+                   json_string_value(json_object_get(y, "eval_key")));
+    if (c) return c;
+    return strcmp(json_string_value(json_object_get(x, "eval_version")),
+                  json_string_value(json_object_get(y, "eval_version")));
+}
+
+json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
+{
+    static const char *const fields[] = {"eval_key", "eval_version", "display_name", "result_kind"};
+    json_t *out = json_array();
+    json_t **items = NULL;
+    size_t n = defs ? json_array_size(defs) : 0;
+    if (defs != NULL && !json_is_array(defs)) {
+        snprintf(err, errcap, "catalog must be an array");
+        goto fail;
+    }
+    if (n > 100) {
+        snprintf(err, errcap, "catalog has %zu definitions (at most 100)", n);
+        goto fail;
+    }
+    items = calloc(n ? n : 1, sizeof *items);
+    if (items == NULL) goto fail;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *d = json_array_get(defs, i);
+        if (!json_is_object(d)) {
+            snprintf(err, errcap, "catalog[%zu] must be an object", i);
+            goto fail;
+        }
+        json_t *e = json_object();
+        items[i] = e;
+        for (size_t f = 0; f < 4; f++) {
+            json_t *s = json_object_get(d, fields[f]);
+            if (!json_is_string(s)) {
+                snprintf(err, errcap, "catalog[%zu].%s must be a string", i, fields[f]);
+                goto fail;
+            }
+            json_object_set_new(e, fields[f], json_string(json_string_value(s)));
+        }
+        json_t *labels = json_object_get(d, "labels");
+        json_t *sorted = json_array();
+        json_object_set_new(e, "labels", sorted);
+        if (labels != NULL && !json_is_null(labels)) {
+            if (!json_is_array(labels)) {
+                snprintf(err, errcap, "catalog[%zu].labels must be an array", i);
+                goto fail;
+            }
+            size_t nl = json_array_size(labels);
+            json_t **ls = calloc(nl ? nl : 1, sizeof *ls);
+            if (ls == NULL) goto fail;
+            for (size_t j = 0; j < nl; j++) {
+                ls[j] = json_array_get(labels, j);
+                if (!json_is_string(ls[j])) {
+                    free(ls);
+                    snprintf(err, errcap, "catalog[%zu].labels[%zu] must be a string", i, j);
+                    goto fail;
+                }
+            }
+            qsort(ls, nl, sizeof *ls, cmp_json_str);
+            for (size_t j = 0; j < nl; j++) json_array_append(sorted, ls[j]);
+            free(ls);
+        }
+    }
+    qsort(items, n, sizeof *items, cmp_entry);
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(out, items[i]);
+        items[i] = NULL;
+    }
+    free(items);
+    return out;
+fail:
+    if (items)
+        for (size_t i = 0; i < n; i++) json_decref(items[i]);
+    free(items);
+    json_decref(out);
+    return NULL;
+}
+
+int catalog_revision(const json_t *defs, char *out, size_t outcap, char *err, size_t errcap)
+{
+    strbuf b;
+    char hex[65];
+    int rc = -1;
+    strbuf_init(&b);
+    json_t *norm = catalog_normalize(defs, err, errcap);
+    if (norm == NULL) goto done;
+    if (outcap < CATALOG_REVISION_LEN + 1) {
+        snprintf(err, errcap, "revision buffer too small");
+        goto done;
+    }
+    if (catalog_canonical_json(norm, &b) != 0) {
+        snprintf(err, errcap, "catalog is not serializable");
+        goto done;
+    }
+    ids_sha256_hex(b.data, b.len, hex);
+    snprintf(out, outcap, "sha256:%s", hex);
+    rc = 0;
+done:
+    json_decref(norm);
+    strbuf_free(&b);
+    return rc;
+}

@@ -1,0 +1,562 @@
+/* sidecar/cloud: the shared HTTP layer of the cloud client (see cloud.h):
+ * per-thread curl easy handles (reset between requests, so connections and
+ * the DNS cache are reused), the protocol headers, TLS verification with an
+ * optional CA bundle, no redirects, response caps enforced while reading,
+ * server-URL pinning, error envelopes, and the retry policy. */
+#include "sidecar/cloud.h"
+
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/secret.h"
+#include "common/strbuf.h"
+#include "common/timeutil.h"
+#include "sidecar/config.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+struct cloud {
+    char *base;    /* server URL without trailing '/' (owned) */
+    char *origin;  /* scheme://authority (owned) */
+    char *ca_bundle;
+    char *worker_id;
+    const secret *token; /* borrowed */
+    long timeout_ms;
+    int max_attempts;
+    double backoff_base, backoff_max;
+    atomic_int aborted;
+    atomic_llong last_contact_ms;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char user_agent[64];
+};
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_key_t g_key;
+
+static void handle_dtor(void *h)
+{
+    curl_easy_cleanup((CURL *)h);
+}
+
+static void global_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    pthread_key_create(&g_key, handle_dtor);
+}
+
+/* The calling thread's easy handle (created on first use, freed at thread
+ * exit by the key destructor). */
+static CURL *thread_handle(void)
+{
+    CURL *h = pthread_getspecific(g_key);
+    if (h == NULL) {
+        h = curl_easy_init();
+        if (h != NULL) pthread_setspecific(g_key, h);
+    } else {
+        curl_easy_reset(h);
+    }
+    return h;
+}
+
+const char *cloud_error_kind_name(cloud_kind k)
+{
+    switch (k) {
+    case CLOUD_OK: return "ok";
+    case CLOUD_TRANSPORT: return "transport";
+    case CLOUD_REMOTE: return "remote";
+    case CLOUD_PROTOCOL: return "protocol";
+    case CLOUD_ABORTED: return "aborted";
+    }
+    return "?";
+}
+
+cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
+{
+    pthread_once(&g_once, global_init);
+    cloud *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        snprintf(err, errcap, "out of memory");
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    const char *u = cfg->server_url;
+    int https = strncmp(u, "https://", 8) == 0;
+    if (!https && strncmp(u, "http://", 7) != 0) {
+        snprintf(err, errcap, "server URL must be http(s)");
+        goto fail;
+    }
+    const char *auth = u + (https ? 8 : 7);
+    size_t alen = strcspn(auth, "/?#");
+    if (alen == 0 || memchr(auth, '@', alen) != NULL) {
+        snprintf(err, errcap, "server URL has no host or carries credentials");
+        goto fail;
+    }
+    /* Host for the loopback check. */
+    char host[256];
+    const char *h = auth;
+    size_t hl;
+    if (*h == '[') {
+        const char *e = memchr(h, ']', alen);
+        if (e == NULL) goto badhost;
+        h++;
+        hl = (size_t)(e - h);
+    } else {
+        hl = strcspn(h, ":/?#");
+    }
+    if (hl == 0 || hl >= sizeof host) goto badhost;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (!https && !config_host_is_loopback(host)) {
+        snprintf(err, errcap, "server URL must be https for non-loopback host '%s'", host);
+        goto fail;
+    }
+    c->origin = strndup(u, (size_t)(auth - u) + alen);
+    c->base = strdup(u);
+    size_t bl = strlen(c->base);
+    if (strpbrk(c->base, "?#") != NULL) {
+        snprintf(err, errcap, "server URL must not have a query or fragment");
+        goto fail;
+    }
+    while (bl > 0 && c->base[bl - 1] == '/') c->base[--bl] = '\0';
+    if (cfg->ca_bundle) c->ca_bundle = strdup(cfg->ca_bundle);
+    c->worker_id = strdup(cfg->worker_id ? cfg->worker_id : "");
+    c->token = cfg->token;
+    c->timeout_ms = (long)((cfg->request_timeout_s > 0 ? cfg->request_timeout_s : 30) * 1000);
+    c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : 5;
+    c->backoff_base = cfg->backoff_base_s > 0 ? cfg->backoff_base_s : 0.2;
+    c->backoff_max = cfg->backoff_max_s > 0 ? cfg->backoff_max_s : 5;
+    snprintf(c->user_agent, sizeof c->user_agent, "failproofai-sidecar/%s", FPS_VERSION);
+    return c;
+badhost:
+    snprintf(err, errcap, "server URL has a malformed host");
+fail:
+    cloud_free(c);
+    return NULL;
+}
+
+void cloud_free(cloud *c)
+{
+    if (c == NULL) return;
+    free(c->base);
+    free(c->origin);
+    free(c->ca_bundle);
+    free(c->worker_id);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+void cloud_abort(cloud *c)
+{
+    pthread_mutex_lock(&c->mu);
+    atomic_store(&c->aborted, 1);
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int cloud_aborted(const cloud *c)
+{
+    return atomic_load(&((cloud *)c)->aborted);
+}
+
+long long cloud_last_contact_ms(const cloud *c)
+{
+    return atomic_load(&((cloud *)c)->last_contact_ms);
+}
+
+const char *cloud_origin(const cloud *c)
+{
+    return c->origin;
+}
+
+const char *cloud_worker_id(const cloud *c)
+{
+    return c->worker_id;
+}
+
+void cloud_set_protocol_error(cloud_error *e, const char *fmt, ...)
+{
+    e->kind = CLOUD_PROTOCOL;
+    e->retryable = 0;
+    snprintf(e->code, sizeof e->code, "protocol_error");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- URLs ---- */
+
+char *cloud_url(cloud *c, const char *path_fmt, const char *id)
+{
+    strbuf b;
+    strbuf_init(&b);
+    strbuf_puts(&b, c->base);
+    const char *p = path_fmt;
+    const char *s = strstr(p, "%s");
+    if (s == NULL || id == NULL) {
+        strbuf_puts(&b, p);
+    } else {
+        strbuf_put(&b, p, (size_t)(s - p));
+        char *esc = curl_easy_escape(NULL, id, 0);
+        strbuf_puts(&b, esc ? esc : "");
+        curl_free(esc);
+        strbuf_puts(&b, s + 2);
+    }
+    return strbuf_detach(&b, NULL);
+}
+
+char *cloud_pin_url(cloud *c, const char *u, char *err, size_t errcap)
+{
+    if (u == NULL || *u == '\0') {
+        snprintf(err, errcap, "empty URL");
+        return NULL;
+    }
+    for (const unsigned char *p = (const unsigned char *)u; *p; p++) {
+        if (*p <= 0x20 || *p == 0x7f || *p == '\\' || *p == '#') {
+            snprintf(err, errcap, "URL contains a forbidden character");
+            return NULL;
+        }
+    }
+    if (u[0] == '/') {
+        if (u[1] == '/') {
+            snprintf(err, errcap, "protocol-relative URL points away from the configured origin");
+            return NULL;
+        }
+        size_t ol = strlen(c->origin);
+        char *out = malloc(ol + strlen(u) + 1);
+        if (out == NULL) return NULL;
+        memcpy(out, c->origin, ol);
+        strcpy(out + ol, u);
+        return out;
+    }
+    size_t ol = strlen(c->origin);
+    if (strncasecmp(u, c->origin, ol) == 0 && u[ol] == '/') return strdup(u);
+    snprintf(err, errcap, "URL is not on the configured origin %s", c->origin);
+    return NULL;
+}
+
+/* ---- transfer ---- */
+
+typedef struct {
+    strbuf body;
+    size_t cap;
+    int too_large;
+    cloud *c;
+} xfer;
+
+static size_t on_write(char *data, size_t sz, size_t nm, void *ud)
+{
+    xfer *x = ud;
+    size_t n = sz * nm;
+    if (x->body.len + n > x->cap) {
+        x->too_large = 1;
+        return 0; /* stop reading past the cap */
+    }
+    strbuf_put(&x->body, data, n);
+    return n;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    xfer *x = ud;
+    if (dt > 0 && (size_t)dt > x->cap) {
+        x->too_large = 1;
+        return 1;
+    }
+    return atomic_load(&x->c->aborted) ? 1 : 0;
+}
+
+/* Sleeps up to ms, woken early by cloud_abort. Returns -1 if aborted. */
+static int backoff_wait(cloud *c, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    while (!atomic_load(&c->aborted)) {
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) break;
+    }
+    int ab = atomic_load(&c->aborted);
+    pthread_mutex_unlock(&c->mu);
+    return ab ? -1 : 0;
+}
+
+/* Parses an error envelope; 1 if `j` is one (fills e). */
+static int parse_envelope(const json_t *j, long status, cloud_error *e)
+{
+    if (!json_is_object(j)) return 0;
+    const json_t *pv = json_object_get(j, "protocol_version");
+    const json_t *er = json_object_get(j, "error");
+    if (!json_is_object(er)) return 0;
+    const json_t *code = json_object_get(er, "code"), *msg = json_object_get(er, "message"),
+                 *rt = json_object_get(er, "retryable");
+    if (!json_is_string(code) || !json_is_boolean(rt)) return 0;
+    if (!json_is_string(pv) || strcmp(json_string_value(pv), "2") != 0) {
+        cloud_set_protocol_error(e, "HTTP %ld error envelope with protocol_version other than \"2\"",
+                                 status);
+        return 1;
+    }
+    e->kind = CLOUD_REMOTE;
+    e->retryable = json_is_true(rt);
+    snprintf(e->code, sizeof e->code, "%s", json_string_value(code));
+    snprintf(e->message, sizeof e->message, "%s", json_is_string(msg) ? json_string_value(msg) : "");
+    return 1;
+}
+
+/* One HTTP attempt. */
+static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out, cloud_error *e)
+{
+    xfer x = {.cap = r->cap, .c = c};
+    strbuf_init(&x.body);
+    struct curl_slist *hdrs = NULL;
+    char line[512];
+    CURL *h = thread_handle();
+    *out = NULL;
+    if (h == NULL) {
+        e->kind = CLOUD_TRANSPORT;
+        e->retryable = 1;
+        snprintf(e->code, sizeof e->code, "transport_error");
+        snprintf(e->message, sizeof e->message, "curl_easy_init failed");
+        goto done;
+    }
+    strbuf auth;
+    strbuf_init(&auth);
+    strbuf_puts(&auth, "Authorization: Bearer ");
+    if (c->token) strbuf_put(&auth, secret_expose(c->token), secret_len(c->token));
+    hdrs = curl_slist_append(hdrs, auth.data);
+    memset(auth.data, 0, auth.len);
+    strbuf_free(&auth);
+    hdrs = curl_slist_append(hdrs, "Accept: application/json");
+    snprintf(line, sizeof line, "X-Request-Id: %s", rid);
+    hdrs = curl_slist_append(hdrs, line);
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    if (r->body) hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (r->lease_generation > 0) {
+        snprintf(line, sizeof line, "X-FailproofAI-Worker-Id: %s", c->worker_id);
+        hdrs = curl_slist_append(hdrs, line);
+        snprintf(line, sizeof line, "X-FailproofAI-Lease-Generation: %lld", r->lease_generation);
+        hdrs = curl_slist_append(hdrs, line);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, r->url);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 10000 ? c->timeout_ms : 10000L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (c->ca_bundle) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (r->body) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    }
+    CURLcode cc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    e->http_status = status;
+    e->response_bytes = x.body.len;
+    if (x.too_large) {
+        cloud_set_protocol_error(e, "response larger than the %zu-byte cap", r->cap);
+        snprintf(e->code, sizeof e->code, "response_too_large");
+        goto done;
+    }
+    if (cc != CURLE_OK) {
+        if (atomic_load(&c->aborted)) {
+            e->kind = CLOUD_ABORTED;
+            snprintf(e->code, sizeof e->code, "aborted");
+            snprintf(e->message, sizeof e->message, "request aborted by shutdown");
+            goto done;
+        }
+        e->kind = CLOUD_TRANSPORT;
+        e->retryable = 1;
+        snprintf(e->code, sizeof e->code, "transport_error");
+        snprintf(e->message, sizeof e->message, "%s", curl_easy_strerror(cc));
+        goto done;
+    }
+    atomic_store(&c->last_contact_ms, time_mono_ms());
+    json_error_t je;
+    json_t *j = x.body.len ? json_loadb(x.body.data, x.body.len, JSON_REJECT_DUPLICATES, &je) : NULL;
+    if (status >= 300 && status < 400) {
+        json_decref(j);
+        cloud_set_protocol_error(e, "HTTP %ld redirect refused (redirects are never followed)",
+                                 status);
+        snprintf(e->code, sizeof e->code, "redirect_refused");
+        goto done;
+    }
+    if (status < 200 || status >= 300) {
+        int env = parse_envelope(j, status, e);
+        json_decref(j);
+        if (env) goto done;
+        if (status == 429 || status == 502 || status == 503 || status == 504) {
+            e->kind = CLOUD_TRANSPORT;
+            e->retryable = 1;
+            snprintf(e->code, sizeof e->code, "transport_error");
+            snprintf(e->message, sizeof e->message, "HTTP %ld without an error envelope", status);
+        } else {
+            cloud_set_protocol_error(e, "HTTP %ld without a valid error envelope", status);
+        }
+        goto done;
+    }
+    if (!json_is_object(j)) {
+        cloud_set_protocol_error(e, j ? "response is not a JSON object"
+                                      : "response is not valid JSON: %s",
+                                 x.body.len ? je.text : "empty body");
+        json_decref(j);
+        goto done;
+    }
+    if (!r->allow_no_version) {
+        const json_t *pv = json_object_get(j, "protocol_version");
+        if (!json_is_string(pv) || strcmp(json_string_value(pv), "2") != 0) {
+            cloud_set_protocol_error(e, "protocol_version must be \"2\"");
+            snprintf(e->code, sizeof e->code, "unsupported_protocol_version");
+            json_decref(j);
+            goto done;
+        }
+    }
+    e->kind = CLOUD_OK;
+    *out = j;
+done:
+    curl_slist_free_all(hdrs);
+    strbuf_free(&x.body);
+}
+
+int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
+{
+    memset(e, 0, sizeof *e);
+    ids_request_id(e->request_id);
+    char rid[33];
+    memcpy(rid, e->request_id, sizeof rid);
+    int max = r->retry ? c->max_attempts : 1;
+    double delay = c->backoff_base;
+    for (int i = 0;; i++) {
+        if (atomic_load(&c->aborted)) {
+            memset(e, 0, sizeof *e);
+            e->kind = CLOUD_ABORTED;
+            snprintf(e->code, sizeof e->code, "aborted");
+            snprintf(e->message, sizeof e->message, "request aborted by shutdown");
+            break;
+        }
+        memset(e, 0, sizeof *e);
+        int64_t t0 = time_mono_ms();
+        attempt(c, r, rid, out, e);
+        memcpy(e->request_id, rid, sizeof rid);
+        const char *nm = r->name ? r->name : "other";
+        metrics_observe(METRIC_SERVER_REQUEST_SECONDS, (time_mono_ms() - t0) / 1000.0, "call", nm);
+        if (e->kind == CLOUD_PROTOCOL)
+            metrics_inc(METRIC_PROTOCOL_ERRORS, "call", nm, "code", e->code);
+        if (e->kind == CLOUD_OK) return 0;
+        if (!e->retryable || i + 1 >= max) break;
+        /* Full jitter: uniform in [delay/2, delay]. */
+        unsigned seed = (unsigned)time_mono_ms() ^ (unsigned)(uintptr_t)&seed;
+        double d = delay * (0.5 + 0.5 * ((double)rand_r(&seed) / RAND_MAX));
+        log_debug("retrying cloud call", LOG_S("url", r->url), LOG_S("code", e->code),
+                  LOG_S("request_id", rid), LOG_I("attempt", i + 1), LOG_D("delay_s", d));
+        if (backoff_wait(c, (long)(d * 1000)) != 0) continue;
+        delay = fmin(delay * 2, c->backoff_max);
+    }
+    return -1;
+}
+
+/* ---- strict field helpers ---- */
+
+const char *cloud_req_str(const json_t *o, const char *key, const char *ctx, cloud_error *e)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_string(v)) {
+        cloud_set_protocol_error(e, "%s%s%s must be a string", ctx ? ctx : "", ctx ? "." : "", key);
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+int cloud_req_int(const json_t *o, const char *key, const char *ctx, long long min,
+                  long long *out, cloud_error *e)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v)) {
+        cloud_set_protocol_error(e, "%s%s%s must be an integer", ctx ? ctx : "", ctx ? "." : "",
+                                 key);
+        return -1;
+    }
+    long long x = json_integer_value(v);
+    if (x < min) {
+        cloud_set_protocol_error(e, "%s%s%s must be >= %lld", ctx ? ctx : "", ctx ? "." : "", key,
+                                 min);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cloud_opt_str(const json_t *o, const char *key, const char *ctx, const char **out,
+                  cloud_error *e)
+{
+    const json_t *v = json_object_get(o, key);
+    *out = NULL;
+    if (v == NULL || json_is_null(v)) return 0;
+    if (!json_is_string(v)) {
+        cloud_set_protocol_error(e, "%s%s%s must be a string or null", ctx ? ctx : "",
+                                 ctx ? "." : "", key);
+        return -1;
+    }
+    *out = json_string_value(v);
+    return 0;
+}
+
+int cloud_opt_timeout(const json_t *o, const char *ctx, double *out, cloud_error *e)
+{
+    const json_t *v = json_object_get(o, "timeout_seconds");
+    *out = 0;
+    if (v == NULL || json_is_null(v)) return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) <= 0) {
+        cloud_set_protocol_error(e, "%s.timeout_seconds must be a finite number > 0", ctx);
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+int cloud_str_list(const json_t *o, const char *key, const char *ctx, cloud_error *e)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_array(v)) {
+        cloud_set_protocol_error(e, "%s%s%s must be an array", ctx ? ctx : "", ctx ? "." : "", key);
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!json_is_string(json_array_get(v, i))) {
+            cloud_set_protocol_error(e, "%s%s%s[%zu] must be a string", ctx ? ctx : "",
+                                     ctx ? "." : "", key, i);
+            return -1;
+        }
+    return 0;
+}

@@ -1,0 +1,162 @@
+/* sidecar/cloud: the libcurl client of the Evaluator v2 protocol (SPEC §2).
+ * cloud.c holds the shared HTTP layer (per-thread easy handles with
+ * connection reuse, headers, TLS, caps, origin pinning, the retry policy);
+ * one cloud_<call>.c per protocol call does the request body and the STRICT
+ * validation of its response. Every violation is a CLOUD_PROTOCOL error for
+ * that call, never a crash. Thread-safe. */
+#ifndef FPS_CLOUD_H
+#define FPS_CLOUD_H
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct cloud cloud;
+struct secret;
+
+#define CLOUD_MAX_RESPONSE (2u * 1024 * 1024)
+#define CLOUD_MAX_TRANSCRIPT (25u * 1024 * 1024)
+#define CLOUD_MAX_CAPACITY 32
+#define CLOUD_MAX_DEFINITIONS 100
+
+typedef struct {
+    const char *server_url;      /* borrowed during cloud_new; https unless loopback */
+    const struct secret *token;  /* borrowed; must outlive the client */
+    const char *ca_bundle;       /* NULL = system store */
+    double request_timeout_s;    /* per HTTP attempt */
+    const char *worker_id;       /* for the worker-id header */
+    int max_attempts;            /* retried calls; 0 = 5 */
+    double backoff_base_s;       /* first backoff; 0 = 0.2 s */
+    double backoff_max_s;        /* cap; 0 = 5 s */
+} cloud_config;
+
+typedef enum {
+    CLOUD_OK = 0,
+    CLOUD_TRANSPORT, /* connect/timeout/reset, or 429/502/503/504 without envelope */
+    CLOUD_REMOTE,    /* the server's error envelope (code, retryable)       */
+    CLOUD_PROTOCOL,  /* the response broke the contract                     */
+    CLOUD_ABORTED,   /* cloud_abort was called                              */
+} cloud_kind;
+
+typedef struct {
+    cloud_kind kind;
+    long http_status;     /* 0 if none */
+    int retryable;
+    char code[64];        /* remote code, or transport_error / protocol_error /
+                             response_too_large / redirect_refused / aborted */
+    char message[512];
+    char request_id[33];  /* our X-Request-Id of the logical call */
+    size_t response_bytes; /* body size of the last response (also on success) */
+} cloud_error;
+
+cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap);
+void cloud_free(cloud *c);
+/* Aborts in-flight transfers and backoff waits of every thread, for good. */
+void cloud_abort(cloud *c);
+int cloud_aborted(const cloud *c);
+/* Monotonic ms of the last HTTP response of any kind (0 = never). */
+long long cloud_last_contact_ms(const cloud *c);
+const char *cloud_origin(const cloud *c);
+const char *cloud_error_kind_name(cloud_kind k);
+
+/* ---- register ---- */
+typedef struct {
+    char instance_id[256];
+    char evaluator_kind[16];
+    long long heartbeat_interval_s, lease_duration_s, poll_interval_s, claim_limit;
+    json_t *disabled; /* owned array of strings */
+} cloud_registration;
+/* `catalog` is the normalized catalog array (catalog_normalize). Validates
+ * the timing (positive, lease > heartbeat interval). */
+int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog,
+                   long max_concurrency, const char *sdk_version, cloud_registration *out,
+                   cloud_error *e);
+void cloud_registration_free(cloud_registration *r);
+
+/* ---- claim ---- */
+typedef struct {
+    json_t *obj;                 /* owned; the fields below borrow from it */
+    const char *assignment_id, *lease_expires_at, *session_id, *session_revision_id,
+        *agent_id, *environment, *trigger_reason;
+    long long lease_generation, event_count;
+    char *transcript_url;        /* owned, absolute, pinned to the origin */
+    char *definitions_url;       /* owned or NULL when absent */
+    double lease_expires_epoch;  /* parsed, 0 if unparseable */
+} cloud_assignment;
+/* Never transport-retried. On success out and n hold the validated
+ * assignments (caller frees with cloud_assignments_free). Assignments that
+ * individually break the contract are dropped and counted in *rejected
+ * (logged); too many or duplicates reject the whole response. */
+int cloud_claim(cloud *c, const char *catalog_revision, long capacity, cloud_assignment **out,
+                size_t *n, size_t *rejected, cloud_error *e);
+void cloud_assignment_clear(cloud_assignment *a);
+void cloud_assignments_free(cloud_assignment *a, size_t n);
+/* Deep copy (for resuming from the store etc.). */
+int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, char *err,
+                               size_t errcap);
+
+/* ---- transcript ---- (validated; new reference in *out) */
+int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
+                     cloud_error *e);
+
+/* ---- definitions ---- (validated array of definitions, new reference) */
+int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);
+/* Validates one definition descriptor (also used for the local catalog). */
+int cloud_validate_definition(const json_t *d, char *err, size_t errcap);
+
+/* ---- plan ---- */
+typedef struct {
+    json_t *obj;          /* owned response */
+    const char *assignment_status;
+    int idempotent_replay;
+    json_t *runs;         /* borrowed from obj: validated run descriptors */
+} cloud_plan;
+int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selected,
+                      const json_t *skipped, cloud_plan *out, cloud_error *e);
+void cloud_plan_free(cloud_plan *p);
+
+/* ---- heartbeat ---- */
+/* `run_ids`: array of strings (running runs). *accepted: new array. */
+int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids,
+                    json_t **accepted, char *lease_expires_at, size_t lcap, cloud_error *e);
+
+/* ---- result ---- */
+typedef struct {
+    char status[32];
+    int idempotent_replay;
+    long long result_count;
+} cloud_result_ack;
+/* Sends `body` (the stored serialized result) unchanged. */
+int cloud_result(cloud *c, const char *run_id, const char *body, size_t len,
+                 cloud_result_ack *ack, cloud_error *e);
+
+/* ---- shared layer (cloud.c), used by the cloud_<call>.c modules ---- */
+typedef struct {
+    const char *method;      /* "GET" | "POST" */
+    const char *url;         /* absolute (already pinned) */
+    const char *body;        /* NULL for GET */
+    size_t body_len;
+    size_t cap;              /* response cap */
+    int retry;               /* 1 = apply the retry policy */
+    long long lease_generation; /* > 0 adds the worker-id and lease headers */
+    int allow_no_version;    /* transcript: no protocol_version field */
+    const char *name;        /* call name for metrics (register, claim, ...) */
+} cloud_req;
+/* Performs the call; on CLOUD_OK *out is the parsed JSON object. */
+int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);
+/* Builds base + path (path formatted with one %s for an escaped id). */
+char *cloud_url(cloud *c, const char *path_fmt, const char *id);
+/* A server-supplied URL (relative "/..." or absolute) pinned to the origin;
+ * NULL with a message if it points elsewhere or is malformed. */
+char *cloud_pin_url(cloud *c, const char *supplied, char *err, size_t errcap);
+const char *cloud_worker_id(const cloud *c);
+void cloud_set_protocol_error(cloud_error *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Strict field helpers: return the value or set a protocol error. */
+const char *cloud_req_str(const json_t *o, const char *key, const char *ctx, cloud_error *e);
+int cloud_req_int(const json_t *o, const char *key, const char *ctx, long long min,
+                  long long *out, cloud_error *e);
+int cloud_opt_str(const json_t *o, const char *key, const char *ctx, const char **out,
+                  cloud_error *e);
+int cloud_opt_timeout(const json_t *o, const char *ctx, double *out, cloud_error *e);
+int cloud_str_list(const json_t *o, const char *key, const char *ctx, cloud_error *e);
+
+#endif

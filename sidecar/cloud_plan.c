@@ -1,0 +1,97 @@
+/* sidecar/cloud_plan: POST the assignment's plan and validate the response's
+ * shape (the matching against the selection is the worker's, which knows
+ * what it asked for). */
+#include "sidecar/cloud.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cloud_plan_free(cloud_plan *p)
+{
+    if (p == NULL) return;
+    json_decref(p->obj);
+    memset(p, 0, sizeof *p);
+}
+
+int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selected,
+                      const json_t *skipped, cloud_plan *out, cloud_error *e)
+{
+    memset(out, 0, sizeof *out);
+    json_t *body = json_pack("{s:s, s:s, s:I, s:O, s:O}", "protocol_version", "2", "worker_id",
+                             cloud_worker_id(c), "lease_generation",
+                             (json_int_t)a->lease_generation, "selected", selected, "skipped",
+                             skipped);
+    char *text = json_dumps(body, JSON_COMPACT);
+    char *url = cloud_url(c, "/v1/evaluator/assignments/%s/plan", a->assignment_id);
+    json_t *r = NULL;
+    int rc = -1;
+    cloud_req req = {"POST", url, text, strlen(text), CLOUD_MAX_RESPONSE, 1, 0, 0, "plan"};
+    if (cloud_call(c, &req, &r, e) != 0) goto done;
+    const char *aid = cloud_req_str(r, "assignment_id", "plan", e);
+    if (aid == NULL) goto done;
+    if (strcmp(aid, a->assignment_id) != 0) {
+        cloud_set_protocol_error(e, "plan is for another assignment");
+        goto done;
+    }
+    if (!(out->assignment_status = cloud_req_str(r, "assignment_status", "plan", e))) goto done;
+    json_t *rp = json_object_get(r, "idempotent_replay");
+    if (rp != NULL && !json_is_boolean(rp)) {
+        cloud_set_protocol_error(e, "plan.idempotent_replay must be a boolean");
+        goto done;
+    }
+    out->idempotent_replay = json_is_true(rp);
+    json_t *runs = json_object_get(r, "runs");
+    if (!json_is_array(runs)) {
+        cloud_set_protocol_error(e, "plan.runs must be an array");
+        goto done;
+    }
+    if (json_array_size(runs) > CLOUD_MAX_DEFINITIONS) {
+        cloud_set_protocol_error(e, "plan has %zu runs (at most %d)", json_array_size(runs),
+                                 CLOUD_MAX_DEFINITIONS);
+        goto done;
+    }
+    for (size_t i = 0; i < json_array_size(runs); i++) {
+        json_t *run = json_array_get(runs, i);
+        const char *s, *mode;
+        double t;
+        if (!json_is_object(run)) {
+            cloud_set_protocol_error(e, "plan.runs[%zu] must be an object", i);
+            goto done;
+        }
+        if (!(s = cloud_req_str(run, "evaluation_run_id", "plan.run", e)) ||
+            !cloud_req_str(run, "eval_key", "plan.run", e) ||
+            !cloud_req_str(run, "eval_version", "plan.run", e) ||
+            !(mode = cloud_req_str(run, "execution_mode", "plan.run", e)))
+            goto done;
+        if (*s == '\0') {
+            cloud_set_protocol_error(e, "plan.runs[%zu].evaluation_run_id is empty", i);
+            goto done;
+        }
+        if (strcmp(mode, "local") != 0 && strcmp(mode, "python") != 0) {
+            cloud_set_protocol_error(e, "plan.runs[%zu].execution_mode must be local|python", i);
+            goto done;
+        }
+        if (cloud_opt_str(run, "evaluator_source", "plan.run", &s, e) ||
+            cloud_opt_str(run, "source_checksum", "plan.run", &s, e) ||
+            cloud_opt_timeout(run, "plan.run", &t, e))
+            goto done;
+        for (size_t k = 0; k < i; k++)
+            if (json_equal(json_object_get(run, "evaluation_run_id"),
+                           json_object_get(json_array_get(runs, k), "evaluation_run_id"))) {
+                cloud_set_protocol_error(e, "plan has a duplicate evaluation_run_id");
+                goto done;
+            }
+    }
+    out->runs = runs;
+    out->obj = r;
+    r = NULL;
+    rc = 0;
+done:
+    if (rc != 0) memset(out, 0, sizeof *out);
+    json_decref(r);
+    json_decref(body);
+    free(text);
+    free(url);
+    return rc;
+}

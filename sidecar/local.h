@@ -1,0 +1,179 @@
+/* sidecar/local: local evaluators (SPEC §4, issue 9).
+ *
+ * The registry: customer evaluator processes register over the admin API
+ * (PUT /v1/evaluators/{name}), heartbeat within their TTL (Consul-style) and
+ * leave the catalog when they expire or are DELETEd. Registrations are
+ * persisted in the store and restored at start with their TTL still running.
+ * Every catalog change (register, replace, delete, expiry) bumps the
+ * catalog generation and, debounced, calls the change callback (the worker's
+ * "catalog changed" entry point, which recomputes the revision with
+ * sidecar/catalog.h and re-registers).
+ *
+ * Dispatch: a planned `local` run is POSTed to its evaluator's endpoint as
+ * {evaluation_run_id, eval_key, eval_version, timeout_seconds, transcript};
+ * the EvalResult answer is validated and turned into wire result items
+ * exactly as the reference EvalResult.result_items. Failures become
+ * failed/timed_out results with bounded messages that never echo the
+ * evaluator's response body.
+ *
+ * Conditions of local definitions: local_condition runs a definition's
+ * registered condition in the jail (sbx_eval); the worker calls it in its
+ * lease-bounded condition phase (it decides lease_exhausted itself).
+ *
+ * Thread-safe: the admin API's threads, the worker's threads and the
+ * registry's own timer thread call into one registry. */
+#ifndef FPS_LOCAL_H
+#define FPS_LOCAL_H
+#include "common/cli.h"
+#include "common/secret.h"
+#include "sandbox/sbx.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct local_registry local_registry;
+
+/* Header carrying the optional shared secret on every dispatch (Dapr
+ * app-token style); evaluators compare it with their copy. */
+#define LOCAL_SECRET_HEADER "X-FailproofAI-Evaluator-Token"
+/* Response body cap for a dispatch. */
+#define LOCAL_MAX_RESPONSE_BYTES (1024 * 1024)
+/* Default run timeout for local runs (SPEC §2 step 8). */
+#define LOCAL_DEFAULT_TIMEOUT_S 300.0
+#define LOCAL_DEFAULT_TTL_S 30.0
+
+typedef struct {
+    store *db;                      /* borrowed; NULL = in-memory only      */
+    const cli_list *allowed_hosts;  /* borrowed; --allow-evaluator-host     */
+    const secret *shared_secret;    /* borrowed; NULL = no header sent      */
+    int max_dispatch;               /* concurrent dispatches (<=0: 16)      */
+    double debounce_s;              /* change-callback debounce (<=0: 0.25) */
+} local_config;
+
+/* Creates the registry, restores persisted registrations from the store
+ * (those whose TTL already ran out are dropped) and starts the TTL/debounce
+ * thread. NULL with a message in err on failure. */
+local_registry *local_registry_new(const local_config *cfg, char *err, size_t errcap);
+/* Stops the thread and frees. In-flight dispatches must have returned. */
+void local_registry_free(local_registry *r);
+
+/* The catalog-changed callback (worker). Called from the registry's thread,
+ * debounced, never with a registry lock held; fn may call back into the
+ * registry. Set once, before any change is expected. */
+typedef void (*local_change_fn)(void *ud);
+void local_registry_set_change_callback(local_registry *r, local_change_fn fn, void *ud);
+
+/* ---- admin API operations ---------------------------------------------- */
+/* A rejection: HTTP status (400/404/409/413/422), an error code for the JSON
+ * envelope ("invalid_request", "not_found", "conflict", ...) and a message
+ * naming the field and the rule, e.g.
+ * "definitions[3].eval_key must match ^[a-z][a-z0-9_]*$". */
+typedef struct {
+    int http_status;
+    char code[48];
+    char message[512];
+} local_error;
+
+/* PUT /v1/evaluators/{name}: register or replace. `body` is the parsed
+ * request body (borrowed). Returns 201 (created) or 200 (replaced) and sets
+ * *out (owned) to the evaluator's view (as local_registry_get), or returns
+ * the error status with err filled and *out NULL. */
+int local_registry_put(local_registry *r, const char *name, const json_t *body, json_t **out,
+                       local_error *err);
+/* POST /v1/evaluators/{name}/heartbeat: 200 and *out = view, or 404. */
+int local_registry_heartbeat(local_registry *r, const char *name, json_t **out,
+                             local_error *err);
+/* DELETE /v1/evaluators/{name}: 200 or 404. */
+int local_registry_delete(local_registry *r, const char *name, local_error *err);
+/* GET /v1/evaluators/{name}: owned view {name, version, endpoint,
+ * ttl_seconds, registered_at, last_heartbeat_at, expires_at,
+ * ttl_remaining_seconds, state: "passing", definitions: [...]}, or NULL. */
+json_t *local_registry_get(local_registry *r, const char *name);
+/* GET /v1/evaluators: owned {"evaluators": [view, ...]} sorted by name. */
+json_t *local_registry_list(local_registry *r);
+/* Registered evaluators / definitions (for gauges and /v1/status). */
+int local_registry_count(local_registry *r, int *definitions);
+
+/* ---- the worker's side --------------------------------------------------- */
+/* The current catalog: an owned JSON array of catalog definitions
+ * {eval_key, display_name, eval_version, result_kind, labels (sorted)},
+ * sorted by eval_key, ready for register and catalog_revision. *generation
+ * (if not NULL) is a counter bumped by every catalog change. */
+json_t *local_registry_catalog(local_registry *r, uint64_t *generation);
+
+/* A local definition as registered (everything owned; free with
+ * local_definition_free). */
+typedef struct {
+    char *evaluator;        /* evaluator name                            */
+    char *eval_key, *eval_version, *display_name, *result_kind;
+    char *condition;        /* NULL when the definition has none          */
+    double timeout_s;       /* > 0 when registered with one, else 0       */
+} local_definition;
+/* Looks up a currently registered (unexpired) definition. Returns 0 and
+ * fills *out, or -1 if no evaluator offers eval_key at eval_version. */
+int local_registry_definition(local_registry *r, const char *eval_key, const char *eval_version,
+                              local_definition *out);
+void local_definition_free(local_definition *d);
+
+/* The outcome of a local definition's condition. */
+typedef struct {
+    int applicable;          /* 1: selected; 0: skipped with reason_code   */
+    char reason_code[136];   /* "condition_false" | ConditionResult code |
+                                "condition_error"                        */
+    char detail[256];        /* for logs when condition_error (no transcript text) */
+} local_condition_outcome;
+
+/* Evaluates the registered condition of (eval_key, eval_version) against the
+ * session image in a jailed child, bounded by timeout_s (clamped by the jail
+ * to <= 60 s). A definition without a condition is applicable. Rejected
+ * source, an exception, a non-bool value, a jail failure or a timeout give
+ * applicable 0 / "condition_error". Returns 0 when *out is filled, -1 if no
+ * registered evaluator offers that key/version (out: condition_error). */
+int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
+                    const char *eval_version, sbx_image *img, double timeout_s,
+                    atomic_int *cancel, local_condition_outcome *out);
+
+typedef struct {
+    const char *evaluation_run_id;
+    const char *eval_key;
+    const char *eval_version;
+    const char *result_kind;   /* primary result kind; NULL: as registered */
+    double timeout_s;          /* the run's or descriptor's timeout; <= 0: the
+                                  registered one, else LOCAL_DEFAULT_TIMEOUT_S */
+    /* The transcript, as the raw JSON object text received from the server
+     * (sent as is, no re-serialization), or, when raw is NULL, a json_t. */
+    const char *transcript_raw;
+    size_t transcript_len;
+    const json_t *transcript;
+    atomic_int *cancel;        /* borrowed; may be NULL; non-zero aborts   */
+} local_dispatch_request;
+
+typedef struct {
+    /* "succeeded" | "failed" | "timed_out" | "cancelled" (static string) */
+    const char *status;
+    json_t *results;      /* owned: array of wire result items (empty unless succeeded) */
+    char *summary;        /* owned, may be NULL                          */
+    char error_code[64];  /* "" | evaluator_unavailable | eval_error | eval_timeout */
+    char error_message[512]; /* bounded; never quotes the response body   */
+    double started_at, finished_at; /* wall clock, epoch seconds          */
+    long http_status;     /* evaluator's HTTP status (0 if none)         */
+} local_dispatch_result;
+
+/* Dispatches one run (blocking; bounded by the timeout; at most
+ * max_dispatch at once, waiting for a slot counts against the timeout).
+ * Always fills *out; release with local_dispatch_result_free. */
+void local_dispatch(local_registry *r, const local_dispatch_request *req,
+                    local_dispatch_result *out);
+void local_dispatch_result_free(local_dispatch_result *out);
+
+/* Turns an evaluator's EvalResult answer (parsed JSON, borrowed) into wire
+ * result items for eval_key (owned array in *items, summary copied into
+ * *summary or NULL). Returns 0, or -1 with the rule violated in msg (no
+ * values quoted). Exposed for tests. */
+int local_result_items(const json_t *answer, const char *eval_key, json_t **items,
+                       char **summary, char *msg, size_t msgcap);
+
+#endif

@@ -1,0 +1,63 @@
+/* sidecar/local_internal: the registry's private state, shared by local.c
+ * (registry) and local_dispatch.c (HTTP dispatch, EvalResult conversion).
+ * Not a public interface. */
+#ifndef FPS_LOCAL_INTERNAL_H
+#define FPS_LOCAL_INTERNAL_H
+#include "sidecar/local.h"
+
+#include <pthread.h>
+
+/* Limits from the contract (shared/contract/evaluator-v2.json "limits"). */
+#define LOCAL_MAX_DEFINITIONS 100
+#define LOCAL_MAX_KEY_BYTES 128
+#define LOCAL_MAX_VERSION_BYTES 128
+#define LOCAL_MAX_DISPLAY_NAME_BYTES 128
+#define LOCAL_MAX_LABEL_BYTES 64
+#define LOCAL_MAX_LABELS 20
+#define LOCAL_MAX_RESULTS 25
+#define LOCAL_MAX_SUMMARY_BYTES 4096
+#define LOCAL_MAX_REASONING_BYTES 16384
+#define LOCAL_MAX_UNIT_BYTES 64
+#define LOCAL_MAX_DISPLAY_VALUE_BYTES 256
+#define LOCAL_MAX_DESCRIPTION_BYTES 1000
+
+typedef struct {
+    char *eval_key, *eval_version, *display_name, *result_kind;
+    json_t *labels;   /* sorted array of strings */
+    char *condition;  /* NULL: none */
+    double timeout_s; /* 0: none */
+} ldef;
+
+typedef struct {
+    char *name, *version, *endpoint;
+    double ttl;
+    double registered_at, heartbeat_at, expires_at; /* epoch; expires_at 0 = never */
+    ldef *defs;
+    size_t ndefs;
+    json_t *registration; /* the validated body, persisted as is */
+} lev;
+
+struct local_registry {
+    local_config cfg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* timer thread wake-ups */
+    pthread_t thread;
+    int stop;
+    lev **evs;
+    size_t n;
+    uint64_t generation;
+    int change_pending;
+    int64_t change_due;      /* monotonic ms */
+    local_change_fn fn;
+    void *ud;
+    /* dispatch slots */
+    pthread_cond_t slot_cv;
+    int active_dispatch;
+};
+
+int local_key_valid(const char *s);
+int local_has_control(const char *s, int text);
+/* Finds an unexpired definition (version NULL = any); lock held. */
+lev *local_find_def_locked(local_registry *r, const char *key, const char *version, ldef **def);
+
+#endif

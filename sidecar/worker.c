@@ -1,0 +1,617 @@
+/* sidecar/worker: the worker's lifecycle (new/start/drain/stop), the
+ * registration (catalog revision, adoption and validation of the server's
+ * timing, re-registration on catalog change or catalog_mismatch) and the
+ * claim loop (capacity = min(claim_limit, concurrency) - active, never > 32;
+ * an empty claim waits poll_interval, interruptibly), readiness and the
+ * status snapshot. See worker.h. */
+#include "sidecar/worker_internal.h"
+
+#include "common/log.h"
+#include "common/secret.h"
+#include "common/timeutil.h"
+#include "sandbox/sbx.h"
+#include "sidecar/catalog.h"
+#include "sidecar/local.h"
+
+#include <errno.h>
+#include <malloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *const worker_counter_names[WC__COUNT] = {
+    "assignments_claimed", "assignments_completed", "assignments_failed",
+    "assignments_skipped", "runs_succeeded",        "runs_failed",
+    "runs_timed_out",      "runs_cancelled",        "results_committed",
+    "results_replayed",    "results_rejected",      "result_retries",
+    "heartbeats",          "heartbeat_failures",    "leases_lost",
+    "protocol_errors",     "transport_errors",      "claim_failures",
+    "registrations",       "registration_failures", "conditions_selected",
+    "conditions_skipped",  "transcripts_too_large", "checksum_mismatches",
+};
+
+void worker_note_error(worker *w, const char *code, const char *msg)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->last_error_code, sizeof w->last_error_code, "%s", code ? code : "");
+    snprintf(w->last_error, sizeof w->last_error, "%s", msg ? msg : "");
+    w->last_error_at = time_now();
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits on cv up to ms (or until signalled). Called with w->mu held. */
+static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* Sleeps up to ms unless stop/drain/catalog change. Locks w->mu. */
+static void loop_wait(worker *w, int64_t ms)
+{
+    int64_t until = time_mono_ms() + ms;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping && !w->draining && !atomic_load(&w->catalog_dirty)) {
+        int64_t left = until - time_mono_ms();
+        if (left <= 0) break;
+        timed_wait(&w->cv, &w->mu, left);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+worker *worker_new(const worker_deps *d, char *err, size_t errcap)
+{
+    if (d->cfg == NULL || d->pool == NULL) {
+        snprintf(err, errcap, "worker: configuration and sandbox pool are required");
+        return NULL;
+    }
+    worker *w = calloc(1, sizeof *w);
+    if (w == NULL) return NULL;
+    w->cfg = d->cfg;
+    w->store = d->store;
+    w->pool = d->pool;
+    w->local = d->local;
+    const char *id = d->worker_id ? d->worker_id : d->cfg->worker_id;
+    /* Without an explicit id, reuse the stored one: the leases in the
+     * database are fenced by it. */
+    char *stored = id == NULL ? ws_stored_worker_id(d->store) : NULL;
+    if (stored != NULL) id = stored;
+    if (id == NULL) {
+        char host[64] = "sidecar";
+        gethostname(host, sizeof host - 1);
+        snprintf(w->worker_id, sizeof w->worker_id, "%s-%d", host, (int)getpid());
+    } else {
+        snprintf(w->worker_id, sizeof w->worker_id, "%s", id);
+    }
+    free(stored);
+    w->concurrency = d->cfg->concurrency > 0 ? d->cfg->concurrency : 4;
+    if (w->concurrency > CLOUD_MAX_CAPACITY) w->concurrency = CLOUD_MAX_CAPACITY;
+    cloud_config cc = {.server_url = d->cfg->server_url,
+                       .token = d->token,
+                       .ca_bundle = d->cfg->ca_bundle,
+                       .request_timeout_s = d->cfg->request_timeout,
+                       .worker_id = w->worker_id};
+    w->cloud = cloud_new(&cc, err, errcap);
+    if (w->cloud == NULL) {
+        free(w);
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    pthread_cond_init(&w->q_cv, NULL);
+    pthread_cond_init(&w->hb_cv, NULL);
+    pthread_cond_init(&w->ob_cv, NULL);
+    pthread_cond_init(&w->idle_cv, NULL);
+    w->hb_interval_s = 30;
+    w->lease_duration_s = 120;
+    w->poll_interval_s = 10;
+    w->claim_limit = w->concurrency;
+    w->disabled = json_array();
+    atomic_store(&w->catalog_dirty, 1);
+    snprintf(w->not_ready, sizeof w->not_ready, "not registered yet");
+    return w;
+}
+
+/* The local catalog (from the local registry, else empty). */
+static json_t *local_catalog(worker *w)
+{
+    json_t *c = NULL;
+    if (w->local != NULL) c = local_registry_catalog(w->local, NULL);
+    return c ? c : json_array();
+}
+
+/* One registration attempt. Returns 0, or -1 with e filled. */
+static int do_register(worker *w, cloud_error *e)
+{
+    char err[256], rev[CATALOG_REVISION_LEN + 1];
+    atomic_store(&w->catalog_dirty, 0);
+    json_t *raw = local_catalog(w);
+    json_t *cat = catalog_normalize(raw, err, sizeof err);
+    json_decref(raw);
+    if (cat == NULL || catalog_revision(cat, rev, sizeof rev, err, sizeof err) != 0) {
+        memset(e, 0, sizeof *e);
+        cloud_set_protocol_error(e, "local catalog: %s", err);
+        snprintf(e->code, sizeof e->code, "invalid_catalog");
+        json_decref(cat);
+        return -1;
+    }
+    cloud_registration reg;
+    if (cloud_register(w->cloud, rev, cat, w->concurrency, FPS_VERSION, &reg, e) != 0) {
+        json_decref(cat);
+        return -1;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->registered = 1;
+    snprintf(w->instance_id, sizeof w->instance_id, "%s", reg.instance_id);
+    snprintf(w->evaluator_kind, sizeof w->evaluator_kind, "%s", reg.evaluator_kind);
+    snprintf(w->catalog_revision, sizeof w->catalog_revision, "%s", rev);
+    json_decref(w->catalog);
+    w->catalog = cat;
+    json_decref(w->disabled);
+    w->disabled = reg.disabled;
+    reg.disabled = NULL;
+    w->hb_interval_s = reg.heartbeat_interval_s;
+    w->lease_duration_s = reg.lease_duration_s;
+    w->poll_interval_s = reg.poll_interval_s;
+    w->claim_limit = reg.claim_limit;
+    w->not_ready[0] = '\0';
+    pthread_cond_broadcast(&w->hb_cv);
+    pthread_mutex_unlock(&w->mu);
+    ws_registered(w, rev, cat);
+    wcount(w, WC_REGISTRATIONS, 1);
+    metrics_inc(METRIC_REGISTRATIONS);
+    log_info("registered with the server", LOG_S("worker_id", w->worker_id),
+             LOG_S("evaluator_instance_id", reg.instance_id), LOG_S("catalog_revision", rev),
+             LOG_I("heartbeat_interval_seconds", reg.heartbeat_interval_s),
+             LOG_I("lease_duration_seconds", reg.lease_duration_s),
+             LOG_I("poll_interval_seconds", reg.poll_interval_s),
+             LOG_I("claim_limit", reg.claim_limit));
+    return 0;
+}
+
+static void set_not_ready(worker *w, const char *fmt, const cloud_error *e) __attribute__((format(printf, 2, 0)));
+static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
+{
+    pthread_mutex_lock(&w->mu);
+    snprintf(w->not_ready, sizeof w->not_ready, fmt, e->code, e->message);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void *main_loop(void *arg)
+{
+    worker *w = arg;
+    double reg_delay = 1, claim_delay = 1;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        int stop = w->stopping || w->draining;
+        int need_reg = !w->registered || atomic_load(&w->catalog_dirty);
+        pthread_mutex_unlock(&w->mu);
+        if (stop) break;
+        cloud_error e;
+        if (need_reg) {
+            if (do_register(w, &e) == 0) {
+                reg_delay = 1;
+                continue;
+            }
+            if (e.kind == CLOUD_ABORTED) break;
+            wcount(w, WC_REGISTRATION_FAILURES, 1);
+            pthread_mutex_lock(&w->mu);
+            w->registered = 0;
+            pthread_mutex_unlock(&w->mu);
+            set_not_ready(w, "registration failed: %s: %s", &e);
+            /* Non-retryable (bad token, disabled instance, invalid
+             * catalog): stay up, not ready, retry slowly. */
+            double delay = e.retryable ? reg_delay : (reg_delay < 30 ? 30 : reg_delay);
+            log_error("registration failed", LOG_S("code", e.code), LOG_S("error", e.message),
+                      LOG_B("retryable", e.retryable), LOG_I("http_status", e.http_status),
+                      LOG_S("request_id", e.request_id), LOG_D("retry_in_s", delay));
+            worker_note_error(w, e.code, e.message);
+            reg_delay = reg_delay * 2 > 60 ? 60 : reg_delay * 2;
+            atomic_store(&w->catalog_dirty, 0);
+            loop_wait(w, (int64_t)(delay * 1000));
+            atomic_store(&w->catalog_dirty, 1);
+            continue;
+        }
+        /* Capacity. */
+        pthread_mutex_lock(&w->mu);
+        long limit = w->claim_limit < w->concurrency ? (long)w->claim_limit : w->concurrency;
+        if (limit > CLOUD_MAX_CAPACITY) limit = CLOUD_MAX_CAPACITY;
+        long capacity = limit - w->nactive;
+        while ((capacity <= 0 || w->store_failing) && !w->stopping && !w->draining &&
+               !atomic_load(&w->catalog_dirty)) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            capacity = limit - w->nactive;
+        }
+        char rev[80];
+        snprintf(rev, sizeof rev, "%s", w->catalog_revision);
+        int64_t poll_ms = w->poll_interval_s * 1000;
+        pthread_mutex_unlock(&w->mu);
+        if (capacity <= 0 || w->store_failing) continue;
+        cloud_assignment *as = NULL;
+        size_t n = 0, rejected = 0;
+        double claimed_at = time_now();
+        if (cloud_claim(w->cloud, rev, capacity, &as, &n, &rejected, &e) != 0) {
+            if (e.kind == CLOUD_ABORTED) break;
+            wcount(w, WC_CLAIM_FAILURES, 1);
+            worker_note_error(w, e.code, e.message);
+            if (e.kind == CLOUD_REMOTE && !strcmp(e.code, "catalog_mismatch")) {
+                log_warn("claim: catalog_mismatch; re-registering",
+                         LOG_S("request_id", e.request_id));
+                atomic_store(&w->catalog_dirty, 1);
+                continue;
+            }
+            if (e.kind == CLOUD_PROTOCOL) {
+                wcount(w, WC_PROTOCOL_ERRORS, 1);
+                log_error("claim: protocol error", LOG_S("code", e.code),
+                          LOG_S("error", e.message), LOG_S("request_id", e.request_id));
+                loop_wait(w, poll_ms);
+                continue;
+            }
+            double delay = claim_delay;
+            if (!e.retryable) {
+                /* invalid_credentials, instance_disabled, ...: not ready,
+                 * retry slowly (re-registering first). */
+                set_not_ready(w, "claim failed: %s: %s", &e);
+                pthread_mutex_lock(&w->mu);
+                w->registered = 0;
+                pthread_mutex_unlock(&w->mu);
+                delay = 30;
+            } else if (e.kind == CLOUD_TRANSPORT) {
+                wcount(w, WC_TRANSPORT_ERRORS, 1);
+            }
+            log_error("claim failed", LOG_S("code", e.code), LOG_S("error", e.message),
+                      LOG_B("retryable", e.retryable), LOG_I("http_status", e.http_status),
+                      LOG_S("request_id", e.request_id), LOG_D("retry_in_s", delay));
+            claim_delay = claim_delay * 2 > 30 ? 30 : claim_delay * 2;
+            loop_wait(w, (int64_t)(delay * 1000));
+            continue;
+        }
+        claim_delay = 1;
+        if (rejected) wcount(w, WC_PROTOCOL_ERRORS, (long long)rejected);
+        if (n == 0) {
+            free(as);
+            pthread_mutex_lock(&w->mu);
+            int idle = w->nactive == 0;
+            pthread_mutex_unlock(&w->mu);
+            if (idle) malloc_trim(0); /* give freed pages back while idle */
+            if (rejected == 0) loop_wait(w, poll_ms);
+            continue;
+        }
+        wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);
+        actx **xs = calloc(n, sizeof *xs);
+        for (size_t i = 0; i < n; i++) {
+            xs[i] = calloc(1, sizeof *xs[i]);
+            xs[i]->w = w;
+            xs[i]->a = as[i];
+            xs[i]->claimed_at = claimed_at;
+        }
+        /* Durable before any further protocol step on them. */
+        ws_claimed(w, xs, n);
+        pthread_mutex_lock(&w->mu);
+        for (size_t i = 0; i < n; i++) {
+            actx *x = xs[i];
+            if (w->q_tail) w->q_tail->q_next = x;
+            else w->q_head = x;
+            w->q_tail = x;
+            w->nactive++;
+            log_info("assignment claimed", LOG_S("assignment_id", x->a.assignment_id),
+                     LOG_I("lease_generation", x->a.lease_generation),
+                     LOG_S("session_id", x->a.session_id));
+        }
+        worker_gauges_locked(w);
+        pthread_cond_broadcast(&w->q_cv);
+        pthread_mutex_unlock(&w->mu);
+        metrics_add(METRIC_ASSIGNMENTS_CLAIMED, (double)n);
+        free(xs);
+        free(as);
+    }
+    return NULL;
+}
+
+static void *pool_main(void *arg)
+{
+    worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (w->q_head == NULL && !w->stopping) pthread_cond_wait(&w->q_cv, &w->mu);
+        if (w->q_head == NULL) {
+            pthread_mutex_unlock(&w->mu);
+            break;
+        }
+        actx *x = w->q_head;
+        w->q_head = x->q_next;
+        if (w->q_head == NULL) w->q_tail = NULL;
+        if (w->stopping) {
+            /* Dropped unstarted: the server reclaims it when the lease ends. */
+            w->nactive--;
+            pthread_mutex_unlock(&w->mu);
+            cloud_assignment_clear(&x->a);
+            free(x);
+            continue;
+        }
+        x->act_next = w->active;
+        w->active = x;
+        pthread_mutex_unlock(&w->mu);
+
+        worker_process(w, x);
+
+        pthread_mutex_lock(&w->mu);
+        for (actx **p = &w->active; *p; p = &(*p)->act_next)
+            if (*p == x) {
+                *p = x->act_next;
+                break;
+            }
+        w->nactive--;
+        worker_gauges_locked(w);
+        pthread_cond_broadcast(&w->cv);
+        pthread_cond_broadcast(&w->idle_cv);
+        pthread_mutex_unlock(&w->mu);
+        worker_outbox_detach(w, x);
+        cloud_assignment_clear(&x->a);
+        json_decref(x->skip_runs);
+        free(x->runs);
+        free(x);
+    }
+    return NULL;
+}
+
+static void catalog_changed_cb(void *ud)
+{
+    worker_catalog_changed(ud);
+}
+
+int worker_start(worker *w, char *err, size_t errcap)
+{
+    w->started_at = time_now();
+    w->started_mono = time_mono_ms();
+    ws_recover(w);
+    w->npool = w->concurrency;
+    w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
+    if (w->local != NULL)
+        local_registry_set_change_callback(w->local, catalog_changed_cb, w);
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 256 * 1024);
+    int rc = pthread_create(&w->main_th, &at, main_loop, w);
+    rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, w);
+    rc = rc || pthread_create(&w->ob_th, &at, worker_outbox_main, w);
+    for (long i = 0; rc == 0 && i < w->npool; i++) rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        snprintf(err, errcap, "worker: cannot start threads");
+        return -1;
+    }
+    w->started = 1;
+    log_info("worker started", LOG_S("worker_id", w->worker_id),
+             LOG_S("server", cloud_origin(w->cloud)), LOG_I("concurrency", w->concurrency));
+    return 0;
+}
+
+void worker_drain(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->draining) log_info("draining: no new claims", LOG_I("active_assignments", w->nactive));
+    w->draining = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    metrics_gauge_set(METRIC_DRAINING, 1);
+}
+
+int worker_wait_drained(worker *w, double timeout_s)
+{
+    int64_t until = time_mono_ms() + (int64_t)(timeout_s * 1000);
+    pthread_mutex_lock(&w->mu);
+    while (w->nactive > 0 || w->outbox_depth > 0) {
+        int64_t left = until - time_mono_ms();
+        if (left <= 0) break;
+        timed_wait(&w->idle_cv, &w->mu, left);
+    }
+    int done = w->nactive == 0 && w->outbox_depth == 0;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+void worker_stop(worker *w)
+{
+    if (w == NULL || !w->started) return;
+    pthread_mutex_lock(&w->mu);
+    w->stopping = 1;
+    w->draining = 1;
+    for (actx *x = w->active; x; x = x->act_next) {
+        atomic_store(&x->cancel_conditions, 1);
+        for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_cond_broadcast(&w->q_cv);
+    pthread_cond_broadcast(&w->hb_cv);
+    pthread_cond_broadcast(&w->ob_cv);
+    pthread_mutex_unlock(&w->mu);
+    cloud_abort(w->cloud);
+    pthread_join(w->main_th, NULL);
+    for (long i = 0; i < w->npool; i++) pthread_join(w->pool_th[i], NULL);
+    pthread_join(w->hb_th, NULL);
+    pthread_join(w->ob_th, NULL);
+    w->started = 0;
+    log_info("worker stopped", LOG_I("outbox_depth", w->outbox_depth));
+}
+
+void worker_free(worker *w)
+{
+    if (w == NULL) return;
+    worker_stop(w);
+    for (obx *o = w->outbox, *n; o; o = n) {
+        n = o->next;
+        free(o->run_id);
+        free(o->assignment_id);
+        free(o->submission_id);
+        free(o->body);
+        free(o);
+    }
+    while (w->q_head) {
+        actx *x = w->q_head;
+        w->q_head = x->q_next;
+        cloud_assignment_clear(&x->a);
+        free(x);
+    }
+    for (int k = 0; k < 16; k++) json_decref(w->recent[k].t);
+    json_decref(w->catalog);
+    json_decref(w->disabled);
+    cloud_free(w->cloud);
+    free(w->pool_th);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    pthread_cond_destroy(&w->q_cv);
+    pthread_cond_destroy(&w->hb_cv);
+    pthread_cond_destroy(&w->ob_cv);
+    pthread_cond_destroy(&w->idle_cv);
+    free(w);
+}
+
+void worker_catalog_changed(worker *w)
+{
+    if (w == NULL) return;
+    atomic_store(&w->catalog_dirty, 1);
+    pthread_mutex_lock(&w->mu);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int worker_ready(worker *w, char *reason, size_t cap)
+{
+    int ok = 0;
+    long long last = cloud_last_contact_ms(w->cloud);
+    pthread_mutex_lock(&w->mu);
+    if (w->stopping || w->draining) snprintf(reason, cap, "draining");
+    else if (!w->registered) snprintf(reason, cap, "%s", w->not_ready[0] ? w->not_ready : "not registered");
+    else if (w->not_ready[0]) snprintf(reason, cap, "%s", w->not_ready);
+    else if (w->store_failing) snprintf(reason, cap, "store failing: results cannot be made durable");
+    else if (last == 0 || time_mono_ms() - last > w->lease_duration_s * 1000)
+        snprintf(reason, cap, "no server contact within the lease duration (%llds)",
+                 w->lease_duration_s);
+    else {
+        ok = 1;
+        if (cap) reason[0] = '\0';
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok;
+}
+
+size_t worker_counters(worker *w, const char **names, long long *values, size_t cap)
+{
+    size_t n = 0;
+    for (int i = 0; i < WC__COUNT && n < cap; i++, n++) {
+        names[n] = worker_counter_names[i];
+        values[n] = atomic_load(&w->counters[i]);
+    }
+    return n;
+}
+
+#define RECENT_MAX_BYTES (64u * 1024 * 1024)
+
+void worker_remember_transcript(worker *w, const char *assignment_id, json_t *t, size_t bytes)
+{
+    pthread_mutex_lock(&w->mu);
+    int i = w->recent_next;
+    w->recent_next = (i + 1) % 16;
+    json_decref(w->recent[i].t);
+    snprintf(w->recent[i].id, sizeof w->recent[i].id, "%s", assignment_id);
+    w->recent[i].t = json_incref(t);
+    w->recent[i].bytes = bytes;
+    /* Bound the total: evict the oldest others while over budget. */
+    size_t total = 0;
+    for (int k = 0; k < 16; k++) total += w->recent[k].t ? w->recent[k].bytes : 0;
+    for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
+        int j = (i + k) % 16;
+        if (w->recent[j].t == NULL) continue;
+        total -= w->recent[j].bytes;
+        json_decref(w->recent[j].t);
+        w->recent[j].t = NULL;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+json_t *worker_recent_transcript(worker *w, const char *assignment_id)
+{
+    json_t *t = NULL;
+    if (w == NULL || assignment_id == NULL) return NULL;
+    pthread_mutex_lock(&w->mu);
+    for (int k = 0; k < 16 && t == NULL; k++)
+        if (w->recent[k].t && !strcmp(w->recent[k].id, assignment_id)) t = json_incref(w->recent[k].t);
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
+
+json_t *worker_status_json(worker *w)
+{
+    char ts[40], reason[256];
+    int ready = worker_ready(w, reason, sizeof reason);
+    long long last = cloud_last_contact_ms(w->cloud);
+    json_t *o = json_object();
+    pthread_mutex_lock(&w->mu);
+    const char *state = w->stopping ? "stopped"
+                        : w->draining ? "draining"
+                        : w->registered ? "registered"
+                        : w->started ? "unregistered" : "starting";
+    json_object_set_new(o, "worker_id", json_string(w->worker_id));
+    json_object_set_new(o, "server", json_string(cloud_origin(w->cloud)));
+    json_object_set_new(o, "version", json_string(FPS_VERSION));
+    json_object_set_new(o, "uptime_seconds",
+                        json_real(w->started ? (time_mono_ms() - w->started_mono) / 1000.0 : 0));
+    json_object_set_new(o, "state", json_string(state));
+    json_object_set_new(o, "ready", json_boolean(ready));
+    json_object_set_new(o, "not_ready_reason", ready ? json_null() : json_string(reason));
+    json_object_set_new(o, "registered", json_boolean(w->registered));
+    json_object_set_new(o, "evaluator_instance_id",
+                        w->registered ? json_string(w->instance_id) : json_null());
+    json_object_set_new(o, "evaluator_kind",
+                        w->registered ? json_string(w->evaluator_kind) : json_null());
+    json_object_set_new(o, "catalog_revision",
+                        w->catalog_revision[0] ? json_string(w->catalog_revision) : json_null());
+    json_object_set_new(o, "catalog_definitions",
+                        json_integer(w->catalog ? (json_int_t)json_array_size(w->catalog) : 0));
+    json_object_set_new(
+        o, "timing",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "heartbeat_interval_seconds",
+                  (json_int_t)w->hb_interval_s, "lease_duration_seconds",
+                  (json_int_t)w->lease_duration_s, "poll_interval_seconds",
+                  (json_int_t)w->poll_interval_s, "claim_limit", (json_int_t)w->claim_limit,
+                  "concurrency", (json_int_t)w->concurrency, "request_timeout_seconds",
+                  w->cfg->request_timeout, "drain_timeout_seconds", w->cfg->drain_timeout));
+    json_object_set(o, "disabled_definitions", w->disabled);
+    json_object_set_new(o, "active_assignments", json_integer(w->nactive));
+    json_object_set_new(o, "active_runs", json_integer(w->active_runs));
+    json_object_set_new(o, "active_sandboxes", json_integer(sbx_pool_active(w->pool)));
+    json_object_set_new(o, "outbox_depth", json_integer(w->outbox_depth));
+    if (last) {
+        double at = time_now() - (time_mono_ms() - last) / 1000.0;
+        json_object_set_new(o, "last_server_contact_at", json_string(time_rfc3339(at, ts, sizeof ts)));
+    } else {
+        json_object_set_new(o, "last_server_contact_at", json_null());
+    }
+    if (w->last_error_at > 0)
+        json_object_set_new(o, "last_error",
+                            json_pack("{s:s, s:s, s:s}", "code", w->last_error_code, "message",
+                                      w->last_error, "at",
+                                      time_rfc3339(w->last_error_at, ts, sizeof ts)));
+    else json_object_set_new(o, "last_error", json_null());
+    pthread_mutex_unlock(&w->mu);
+    json_t *c = json_object();
+    for (int i = 0; i < WC__COUNT; i++)
+        json_object_set_new(c, worker_counter_names[i], json_integer(atomic_load(&w->counters[i])));
+    json_object_set_new(o, "counters", c);
+    sbx_layers l = sbx_pool_layers(w->pool);
+    json_object_set_new(o, "jail",
+                        json_pack("{s:b, s:b, s:b, s:b, s:b}", "seccomp", l.seccomp,
+                                  "no_new_privs", l.no_new_privs, "rlimits", l.rlimits, "user_ns",
+                                  l.user_ns, "net_ns", l.net_ns));
+    return o;
+}

@@ -1,0 +1,136 @@
+/* sidecar/worker_hb: the heartbeat thread. An assignment joins when its runs
+ * start (first heartbeat at once), then beats every heartbeat interval,
+ * listing its unfinished runs; runs missing from accepted_run_ids are
+ * cancelled; lease_lost cancels them all (their sandboxes are killed); any
+ * other failure is counted and retried next tick. Sleeps on a condition
+ * variable until the next beat is due: no polling. */
+#include "sidecar/worker_internal.h"
+
+#include "common/log.h"
+#include "common/timeutil.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+void worker_hb_add(worker *w, actx *x)
+{
+    pthread_mutex_lock(&w->mu);
+    x->next_hb_ms = time_mono_ms();
+    x->hb_next = w->hb_list;
+    w->hb_list = x;
+    x->hb_registered = 1;
+    pthread_cond_broadcast(&w->hb_cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void worker_hb_remove(worker *w, actx *x)
+{
+    pthread_mutex_lock(&w->mu);
+    while (x->hb_busy) pthread_cond_wait(&w->hb_cv, &w->mu);
+    for (actx **p = &w->hb_list; *p; p = &(*p)->hb_next)
+        if (*p == x) {
+            *p = x->hb_next;
+            break;
+        }
+    x->hb_registered = 0;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void beat(worker *w, actx *x)
+{
+    json_t *ids = json_array();
+    for (size_t i = 0; i < x->nruns; i++)
+        if (!atomic_load(&x->runs[i].done) && !atomic_load(&x->runs[i].cancel))
+            json_array_append_new(ids, json_string(x->runs[i].run_id));
+    if (json_array_size(ids) == 0 || atomic_load(&x->lost)) {
+        json_decref(ids);
+        return;
+    }
+    json_t *accepted = NULL;
+    char lease[64];
+    cloud_error e;
+    if (cloud_heartbeat(w->cloud, x->a.lease_generation, ids, &accepted, lease, sizeof lease, &e) ==
+        0) {
+        wcount(w, WC_HEARTBEATS, 1);
+        double exp;
+        if (time_parse_rfc3339(lease, &exp) == 0) {
+            x->a.lease_expires_epoch = exp;
+            ws_lease(w, x);
+        }
+        for (size_t i = 0; i < x->nruns; i++) {
+            wrun *r = &x->runs[i];
+            if (atomic_load(&r->done)) continue;
+            int ok = 0;
+            for (size_t k = 0; k < json_array_size(accepted) && !ok; k++)
+                ok = !strcmp(json_string_value(json_array_get(accepted, k)), r->run_id);
+            /* A run not yet started but not accepted is cancelled too. */
+            if (!ok && !atomic_exchange(&r->cancel, 1))
+                log_warn("run not accepted by heartbeat; cancelled",
+                         LOG_S("assignment_id", x->a.assignment_id),
+                         LOG_S("evaluation_run_id", r->run_id));
+        }
+        json_decref(accepted);
+    } else if (e.kind == CLOUD_REMOTE && !strcmp(e.code, "lease_lost")) {
+        if (!atomic_exchange(&x->lost, 1)) {
+            wcount(w, WC_LEASES_LOST, 1);
+            metrics_inc(METRIC_LEASES_LOST);
+            log_warn("lease lost (heartbeat); cancelling runs",
+                     LOG_S("assignment_id", x->a.assignment_id),
+                     LOG_I("lease_generation", x->a.lease_generation),
+                     LOG_S("request_id", e.request_id));
+        }
+        for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
+        atomic_store(&x->cancel_conditions, 1);
+    } else if (e.kind != CLOUD_ABORTED) {
+        wcount(w, WC_HEARTBEAT_FAILURES, 1);
+        metrics_inc(METRIC_HEARTBEAT_FAILURES);
+        if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+        log_warn("heartbeat failed; retrying next tick", LOG_S("assignment_id", x->a.assignment_id),
+                 LOG_S("code", e.code), LOG_S("error", e.message), LOG_S("request_id", e.request_id));
+    }
+    json_decref(ids);
+}
+
+void *worker_hb_main(void *arg)
+{
+    worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping) {
+        int64_t now = time_mono_ms(), next = INT64_MAX;
+        actx *due = NULL;
+        for (actx *x = w->hb_list; x; x = x->hb_next) {
+            if (x->next_hb_ms <= now) {
+                due = x;
+                break;
+            }
+            if (x->next_hb_ms < next) next = x->next_hb_ms;
+        }
+        if (due == NULL) {
+            if (next == INT64_MAX) {
+                pthread_cond_wait(&w->hb_cv, &w->mu);
+            } else {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                int64_t ms = next - now;
+                ts.tv_sec += ms / 1000;
+                ts.tv_nsec += (ms % 1000) * 1000000L;
+                if (ts.tv_nsec >= 1000000000L) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000L;
+                }
+                pthread_cond_timedwait(&w->hb_cv, &w->mu, &ts);
+            }
+            continue;
+        }
+        due->hb_busy = 1;
+        due->next_hb_ms = now + w->hb_interval_s * 1000;
+        pthread_mutex_unlock(&w->mu);
+        beat(w, due);
+        pthread_mutex_lock(&w->mu);
+        due->hb_busy = 0;
+        pthread_cond_broadcast(&w->hb_cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}

@@ -1,0 +1,213 @@
+/* sidecar/worker_internal: state shared by the worker's modules (worker.c:
+ * lifecycle, registration and the claim loop; worker_assign.c: one
+ * assignment from transcript to results; worker_hb.c: the heartbeat thread;
+ * worker_outbox.c: result submission and the outbox). Private to sidecar/. */
+#ifndef FPS_WORKER_INTERNAL_H
+#define FPS_WORKER_INTERNAL_H
+#include "common/metrics.h"
+#include "sidecar/cloud.h"
+#include "sidecar/worker.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+struct sbx_image;
+
+enum {
+    WC_ASSIGNMENTS_CLAIMED,
+    WC_ASSIGNMENTS_COMPLETED,
+    WC_ASSIGNMENTS_FAILED,
+    WC_ASSIGNMENTS_SKIPPED,
+    WC_RUNS_SUCCEEDED,
+    WC_RUNS_FAILED,
+    WC_RUNS_TIMED_OUT,
+    WC_RUNS_CANCELLED,
+    WC_RESULTS_COMMITTED,
+    WC_RESULTS_REPLAYED,
+    WC_RESULTS_REJECTED,
+    WC_RESULT_RETRIES,
+    WC_HEARTBEATS,
+    WC_HEARTBEAT_FAILURES,
+    WC_LEASES_LOST,
+    WC_PROTOCOL_ERRORS,
+    WC_TRANSPORT_ERRORS,
+    WC_CLAIM_FAILURES,
+    WC_REGISTRATIONS,
+    WC_REGISTRATION_FAILURES,
+    WC_CONDITIONS_SELECTED,
+    WC_CONDITIONS_SKIPPED,
+    WC_TRANSCRIPTS_TOO_LARGE,
+    WC_CHECKSUM_MISMATCHES,
+    WC__COUNT
+};
+
+/* One planned run of an assignment. */
+typedef struct {
+    char *run_id;
+    json_t *run;        /* borrowed from the plan response */
+    json_t *def;        /* borrowed: the definition descriptor */
+    atomic_int cancel;  /* non-zero: kill its sandbox, submit nothing */
+    atomic_int done;    /* finished (result built or cancelled) */
+} wrun;
+
+/* One assignment being processed (owned by its pool thread). */
+typedef struct actx {
+    struct worker *w;
+    cloud_assignment a;
+    double claimed_at;            /* wall clock */
+    wrun *runs;
+    size_t nruns;
+    atomic_int lost;              /* lease_lost seen */
+    json_t *skip_runs;            /* resumed: run ids that already have a result */
+    int resumed;
+    atomic_int cancel_conditions; /* stop: kills condition sandboxes */
+    /* heartbeat bookkeeping (under w->mu) */
+    int hb_registered, hb_busy;
+    int64_t next_hb_ms;
+    struct actx *hb_next;
+    struct actx *q_next;          /* claim queue */
+    struct actx *act_next;        /* active list (status, stop) */
+} actx;
+
+/* A pending result submission (the in-memory outbox; mirrored to the store). */
+typedef struct obx {
+    char *run_id, *assignment_id, *submission_id;
+    char *body;
+    size_t len;
+    int attempts;
+    int in_flight;
+    int64_t next_ms;
+    actx *owner;                  /* NULL once its assignment is gone */
+    struct obx *next;
+} obx;
+
+struct worker {
+    const run_config *cfg;
+    cloud *cloud;
+    struct store *store;
+    struct sbx_pool *pool;
+    struct local_registry *local;
+    char worker_id[129];
+    long concurrency;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* claim loop: capacity, stop, drain, catalog */
+    pthread_cond_t q_cv;     /* pool threads: queue */
+    pthread_cond_t hb_cv;    /* heartbeat thread */
+    pthread_cond_t ob_cv;    /* outbox thread */
+    pthread_cond_t idle_cv;  /* drain waiters */
+
+    /* registration (under mu) */
+    int registered;
+    char instance_id[256];
+    char evaluator_kind[16];
+    char catalog_revision[80];
+    json_t *catalog;         /* normalized, as sent */
+    json_t *disabled;        /* array of eval keys */
+    long long hb_interval_s, lease_duration_s, poll_interval_s, claim_limit;
+    atomic_int catalog_dirty;
+    char not_ready[1024];     /* reason while not ready ("" otherwise) */
+
+    /* lifecycle */
+    int started, draining, stopping;
+    pthread_t main_th, hb_th, ob_th;
+    pthread_t *pool_th;
+    long npool;
+
+    /* work (under mu) */
+    actx *q_head, *q_tail;   /* claimed, not yet picked up */
+    actx *active;            /* being processed */
+    int nactive;             /* queued + processing */
+    actx *hb_list;
+    obx *outbox;
+    int outbox_depth;
+    int active_runs;
+
+    /* recent transcripts (under mu): ring for the admin playground */
+    struct {
+        char id[128];
+        json_t *t;
+        size_t bytes;
+    } recent[16];
+    int recent_next;
+    /* store failing: no new claims until results can be made durable */
+    int store_failing;
+
+    /* status */
+    atomic_llong counters[WC__COUNT];
+    char last_error_code[64];
+    char last_error[512];
+    double last_error_at;
+    double started_at;
+    int64_t started_mono;
+};
+
+extern const char *const worker_counter_names[WC__COUNT];
+
+static inline void wcount(struct worker *w, int c, long long n)
+{
+    atomic_fetch_add(&w->counters[c], n);
+}
+/* Publishes the gauges (active assignments/runs, outbox depth). Call with
+ * w->mu held, after changing them. */
+static inline void worker_gauges_locked(struct worker *w)
+{
+    metrics_gauge_set(METRIC_ACTIVE_ASSIGNMENTS, w->nactive);
+    metrics_gauge_set(METRIC_ACTIVE_RUNS, w->active_runs);
+    metrics_gauge_set(METRIC_OUTBOX_DEPTH, w->outbox_depth);
+}
+/* Records the last error (status page) and logs it. */
+void worker_note_error(struct worker *w, const char *code, const char *msg);
+
+/* worker_store.c: the durable state (store/store.h); every function is a
+ * no-op without a store. Failures are logged; ws_run_finished's decides
+ * whether the result may be submitted (0) or not (-1). */
+void ws_registered(struct worker *w, const char *rev, const json_t *catalog);
+void ws_claimed(struct worker *w, actx **xs, size_t n);
+void ws_planned(struct worker *w, actx *x, const json_t *defs, const json_t *selected,
+                const json_t *skipped, const json_t *plan_response, int skipped_status);
+void ws_runs_started(struct worker *w, actx *x);
+typedef struct {
+    const char *run_id, *status;
+    double started, finished;
+    long long duration_ms;
+    json_t *summary, *results; /* owned by the caller */
+    char error_code[64];
+    char *error_message;       /* owned, may be NULL */
+    char submission_id[37];
+    char *body;                /* owned until handed to worker_submit */
+    size_t len;
+} ws_result;
+/* Stores finished results with their outbox entries in one durable
+ * transaction. 0: they may be submitted; -1: not stored, do not submit. */
+int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
+void ws_attempt(struct worker *w, const char *submission_id, int outcome, double at,
+                long long duration_ms, const cloud_error *e);
+void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
+void ws_lease(struct worker *w, actx *x);
+/* At start: drop expired assignments, load the pending outbox into memory,
+ * and queue the assignments whose lease is still valid. */
+void ws_recover(struct worker *w);
+/* The worker id stored by a previous run (NULL if none); malloc'd. */
+char *ws_stored_worker_id(struct store *st);
+
+/* Keeps a transcript in the recent ring (takes a new reference). */
+void worker_remember_transcript(struct worker *w, const char *assignment_id, json_t *t,
+                                size_t bytes);
+
+/* worker_assign.c: processes one claimed assignment to the end. */
+void worker_process(struct worker *w, actx *x);
+/* worker_hb.c */
+void *worker_hb_main(void *arg);
+void worker_hb_add(struct worker *w, actx *x);
+void worker_hb_remove(struct worker *w, actx *x);
+/* worker_outbox.c: stores the serialized result and submits it (first
+ * attempt synchronously; retries by the outbox thread). */
+void worker_submit(struct worker *w, actx *x, const char *run_id, const char *submission_id,
+                   char *body, size_t len);
+void *worker_outbox_main(void *arg);
+/* Detaches the outbox entries of an assignment that is going away. */
+void worker_outbox_detach(struct worker *w, actx *x);
+
+#endif

@@ -1,0 +1,257 @@
+/* sidecar/worker_store: the worker's durable state through store/store.h
+ * (SPEC §3): registration, claims, plans, run starts, results with their
+ * outbox entries (durable before the first submit), submission attempts,
+ * lease extensions, local terminal states; and recovery at start (outbox
+ * loaded for resending unchanged, valid leases resumed, expired ones
+ * dropped). Without a store every function is a no-op. */
+#include "sidecar/worker_internal.h"
+
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "store/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RECOVERY_MARGIN_S 5.0
+
+static void report(const char *what, const store_err *e)
+{
+    log_error("store operation failed", LOG_S("operation", what), LOG_S("error", e->msg),
+              LOG_S("status", store_status_name(e->code)));
+}
+
+char *ws_stored_worker_id(store *st)
+{
+    store_worker sw;
+    store_err e;
+    if (st == NULL || store_worker_load(st, &sw, &e) != STORE_OK) return NULL;
+    char *id = sw.worker_id ? strdup(sw.worker_id) : NULL;
+    store_worker_free(&sw);
+    return id;
+}
+
+void ws_registered(worker *w, const char *rev, const json_t *catalog)
+{
+    if (w->store == NULL) return;
+    store_err e;
+    char *cat = json_dumps(catalog, JSON_COMPACT);
+    if (store_worker_save(w->store, w->worker_id, cloud_origin(w->cloud), rev, cat, NULL,
+                          time_now(), &e) < 0)
+        report("worker_save", &e);
+    free(cat);
+}
+
+void ws_claimed(worker *w, actx **xs, size_t n)
+{
+    if (w->store == NULL || n == 0) return;
+    store_claim *c = calloc(n, sizeof *c);
+    char **raw = calloc(n, sizeof *raw);
+    for (size_t i = 0; i < n; i++) {
+        const cloud_assignment *a = &xs[i]->a;
+        raw[i] = json_dumps(a->obj, JSON_COMPACT);
+        c[i] = (store_claim){a->assignment_id, w->worker_id, a->lease_generation,
+                             a->lease_expires_epoch, a->session_id, a->session_revision_id,
+                             a->agent_id, a->environment, a->trigger_reason, a->event_count,
+                             a->transcript_url, a->definitions_url, raw[i]};
+    }
+    store_err e;
+    if (store_assignments_claimed(w->store, c, n, time_now(), &e) < 0) report("assignments_claimed", &e);
+    for (size_t i = 0; i < n; i++) free(raw[i]);
+    free(raw);
+    free(c);
+}
+
+static const char *sget(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
+                const json_t *skipped, const json_t *plan_response, int skipped_status)
+{
+    if (w->store == NULL) return;
+    json_t *req = json_pack("{s:s, s:s, s:I, s:O, s:O}", "protocol_version", "2", "worker_id",
+                            w->worker_id, "lease_generation", (json_int_t)x->a.lease_generation,
+                            "selected", selected, "skipped", skipped);
+    char *dj = json_dumps(defs, JSON_COMPACT), *rj = json_dumps(req, JSON_COMPACT),
+         *pj = json_dumps(plan_response, JSON_COMPACT);
+    size_t n = x->nruns;
+    store_plan_run *runs = calloc(n ? n : 1, sizeof *runs);
+    char **desc = calloc(n ? n : 1, sizeof *desc);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *r = x->runs[i].run;
+        const json_t *t = json_object_get(r, "timeout_seconds");
+        desc[i] = json_dumps(r, JSON_COMPACT);
+        runs[i] = (store_plan_run){x->runs[i].run_id, sget(r, "eval_key"), sget(r, "eval_version"),
+                                   sget(r, "execution_mode"),
+                                   json_is_number(t) ? json_number_value(t) : 0, desc[i]};
+    }
+    store_err e;
+    if (store_assignment_planned(w->store, x->a.assignment_id, x->a.lease_generation, dj, rj, pj,
+                                 skipped_status, runs, n, time_now(), &e) < 0)
+        report("assignment_planned", &e);
+    for (size_t i = 0; i < n; i++) free(desc[i]);
+    free(desc);
+    free(runs);
+    free(dj);
+    free(rj);
+    free(pj);
+    json_decref(req);
+}
+
+void ws_runs_started(worker *w, actx *x)
+{
+    if (w->store == NULL || x->nruns == 0) return;
+    const char **ids = calloc(x->nruns, sizeof *ids);
+    for (size_t i = 0; i < x->nruns; i++) ids[i] = x->runs[i].run_id;
+    store_err e;
+    if (store_runs_started(w->store, ids, x->nruns, time_now(), NULL, &e) < 0)
+        report("runs_started", &e);
+    free(ids);
+}
+
+int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
+{
+    if (w->store == NULL || n == 0) return 0;
+    store_run_result *sr = calloc(n, sizeof *sr);
+    char **rj = calloc(n, sizeof *rj);
+    for (size_t i = 0; i < n; i++) {
+        rj[i] = json_dumps(r[i].results, JSON_COMPACT);
+        sr[i] = (store_run_result){r[i].run_id,
+                                   r[i].status,
+                                   r[i].started,
+                                   r[i].finished,
+                                   r[i].duration_ms,
+                                   json_is_string(r[i].summary) ? json_string_value(r[i].summary)
+                                                                : NULL,
+                                   rj[i],
+                                   r[i].error_code[0] ? r[i].error_code : NULL,
+                                   r[i].error_message,
+                                   r[i].submission_id,
+                                   w->worker_id,
+                                   x->a.lease_generation,
+                                   r[i].body,
+                                   r[i].len};
+    }
+    store_err e;
+    int rc = store_runs_finished(w->store, sr, n, &e);
+    for (size_t i = 0; i < n; i++) free(rj[i]);
+    free(rj);
+    free(sr);
+    if (rc < 0) {
+        /* Not durable: must not be submitted (SPEC §3). */
+        report("runs_finished", &e);
+        worker_note_error(w, "store_error", e.msg);
+        return -1;
+    }
+    return 0;
+}
+
+void ws_attempt(worker *w, const char *submission_id, int outcome, double at,
+                long long duration_ms, const cloud_error *ce)
+{
+    if (w->store == NULL) return;
+    store_attempt a = {(store_submit_outcome)outcome,
+                       at,
+                       duration_ms,
+                       ce ? (int)ce->http_status : 200,
+                       ce && ce->code[0] ? ce->code : NULL,
+                       ce && ce->message[0] ? ce->message : NULL,
+                       ce && ce->request_id[0] ? ce->request_id : NULL};
+    store_err e;
+    int rc = store_outbox_record(w->store, submission_id, &a, &e);
+    if (rc < 0) report("outbox_record", &e);
+}
+
+void ws_finish(worker *w, actx *x, const char *status, const char *code, const char *msg)
+{
+    if (w->store == NULL) return;
+    store_err e;
+    if (store_assignment_finish(w->store, x->a.assignment_id, x->a.lease_generation, status, code,
+                                msg, time_now(), &e) < 0)
+        report("assignment_finish", &e);
+}
+
+void ws_lease(worker *w, actx *x)
+{
+    if (w->store == NULL) return;
+    store_err e;
+    if (store_assignment_lease(w->store, x->a.assignment_id, x->a.lease_generation,
+                               x->a.lease_expires_epoch, &e) < 0)
+        report("assignment_lease", &e);
+}
+
+void ws_recover(worker *w)
+{
+    if (w->store == NULL) return;
+    store_err e;
+    double now = time_now();
+    size_t dropped = 0;
+    if (store_drop_expired(w->store, now, RECOVERY_MARGIN_S, &dropped, &e) < 0)
+        report("drop_expired", &e);
+    /* The outbox: resent unchanged by the outbox thread. */
+    store_outbox_entry *ob = NULL;
+    size_t nob = 0;
+    if (store_outbox_pending(w->store, 0, 0, &ob, &nob, &e) < 0) report("outbox_pending", &e);
+    pthread_mutex_lock(&w->mu);
+    for (size_t i = 0; i < nob; i++) {
+        obx *o = calloc(1, sizeof *o);
+        o->run_id = strdup(ob[i].run_id);
+        o->assignment_id = strdup(ob[i].assignment_id);
+        o->submission_id = strdup(ob[i].submission_id);
+        o->body = malloc(ob[i].body_len + 1);
+        memcpy(o->body, ob[i].body, ob[i].body_len);
+        o->body[ob[i].body_len] = '\0';
+        o->len = ob[i].body_len;
+        o->attempts = ob[i].attempts;
+        o->next = w->outbox;
+        w->outbox = o;
+        w->outbox_depth++;
+    }
+    worker_gauges_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    store_outbox_free(ob, nob);
+    /* Assignments still under a valid lease: resume. */
+    store_assignment_state *as = NULL;
+    size_t nas = 0, resumed = 0;
+    if (store_recoverable_assignments(w->store, now, RECOVERY_MARGIN_S, &as, &nas, &e) < 0)
+        report("recoverable_assignments", &e);
+    for (size_t i = 0; i < nas; i++) {
+        store_assignment_state *s = &as[i];
+        json_t *obj = s->claim_json ? json_loads(s->claim_json, 0, NULL) : NULL;
+        char err[256];
+        actx *x = calloc(1, sizeof *x);
+        x->w = w;
+        if (obj == NULL || cloud_assignment_from_json(w->cloud, obj, &x->a, err, sizeof err) != 0) {
+            log_warn("cannot resume assignment", LOG_S("assignment_id", s->assignment_id),
+                     LOG_S("error", obj ? err : "no claim stored"));
+            json_decref(obj);
+            free(x);
+            continue;
+        }
+        json_decref(obj);
+        x->a.lease_generation = s->lease_generation;
+        x->a.lease_expires_epoch = s->lease_expires_at;
+        x->claimed_at = now;
+        x->resumed = 1;
+        x->skip_runs = json_array();
+        for (size_t k = 0; k < s->n_runs; k++) {
+            const char *st = s->runs[k].status;
+            if (strcmp(st, "planned") != 0 && strcmp(st, "running") != 0 &&
+                strcmp(st, "abandoned") != 0)
+                json_array_append_new(x->skip_runs, json_string(s->runs[k].run_id));
+        }
+        pthread_mutex_lock(&w->mu);
+        if (w->q_tail) w->q_tail->q_next = x;
+        else w->q_head = x;
+        w->q_tail = x;
+        w->nactive++;
+        pthread_mutex_unlock(&w->mu);
+        resumed++;
+    }
+    store_assignments_free(as, nas);
+    log_info("recovery", LOG_I("dropped_expired", (long long)dropped),
+             LOG_I("outbox_entries", (long long)nob), LOG_I("resumed_assignments", (long long)resumed));
+}

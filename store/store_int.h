@@ -1,0 +1,126 @@
+/* store/store_int: internals shared by the store's source files (not part of
+ * the API): the handle, connections with their statement caches, error
+ * mapping, the write-transaction discipline and binding/column helpers. */
+#ifndef FPS_STORE_INT_H
+#define FPS_STORE_INT_H
+#include "store/store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#define SCACHE_SLOTS 128
+
+typedef struct st_op st_op; /* a deferred update (store_ops.c) */
+
+/* One SQLite connection and its prepared statements, cached by the address of
+ * their (static) SQL text. Used by one thread at a time (the writer mutex or
+ * the read pool guarantees it). */
+typedef struct {
+    sqlite3 *db;
+    const char *keys[SCACHE_SLOTS];
+    sqlite3_stmt *stmts[SCACHE_SLOTS];
+    int in_use; /* read pool bookkeeping */
+} sconn;
+
+struct store {
+    char *path;
+    int memory;         /* ":memory:": one connection, no durability */
+    store_options opt;
+    int lock_fd;        /* flock'ed descriptor of the database file, -1 if none */
+    int wal_fd;         /* descriptor of the -wal file (fdatasync for durability), -1 if none */
+
+    pthread_mutex_t wmu; /* the write discipline: held for every write transaction */
+    sconn w;
+
+    pthread_mutex_t rmu;
+    pthread_cond_t rcv;
+    sconn *readers;
+    int nreaders;
+
+    pthread_mutex_t sync_mu;
+    uint64_t commit_seq; /* durable-needing commits so far (written under wmu, atomics) */
+    uint64_t synced_seq; /* commits known durable (under sync_mu) */
+
+    pthread_t maint;
+    int maint_running;
+    int maint_stop;
+    pthread_mutex_t maint_mu;
+    pthread_cond_t maint_cv;
+
+    /* Checkpoints run on their own connection and thread, never inside a
+     * worker's commit: the WAL hook on the writer only signals. */
+    sconn ck;
+    pthread_t ckpt;
+    int ckpt_running;
+    int ckpt_stop;
+    int ckpt_wanted;
+    pthread_mutex_t ckpt_mu;
+    pthread_cond_t ckpt_cv;
+
+    /* Deferred updates (see store_ops.c) and their flusher thread. */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    st_op *qhead, *qtail;
+    size_t qlen;
+    pthread_t flusher;
+    int flusher_running;
+    int flusher_stop;
+
+    int schema_version;
+};
+
+/* Applies every queued deferred update inside the open write transaction
+ * (writer mutex held), each in its own savepoint. */
+void st_drain_deferred(store *st);
+
+/* Prepared statement for `sql` (static storage: cached by address) on c, reset
+ * and with bindings cleared. NULL on error (message in c->db). */
+sqlite3_stmt *sc_stmt(sconn *c, const char *sql);
+void sc_finalize_all(sconn *c);
+
+/* Fills err (if not NULL) and returns code. */
+int st_errf(store_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Maps an SQLite result code on db to a store_status, fills err with
+ * "store: <op>: <reason>" and returns the status. */
+int st_sqlfail(store_err *err, sqlite3 *db, int rc, const char *op);
+int st_map_rc(sqlite3 *db, int rc);
+
+/* Write transactions: wbegin takes the writer mutex and begins IMMEDIATE;
+ * wcommit commits and releases (on failure it rolls back); wabort rolls back
+ * and releases. `durable`: wait until the commit is on disk (group commit). */
+int st_wbegin(store *st, const char *op, store_err *err);
+int st_wcommit(store *st, const char *op, int durable, store_err *err);
+void st_wabort(store *st);
+/* Commits without waiting for the disk; *ticket is for store_durable_wait. */
+int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *err);
+
+/* Read connections: a pooled read-only connection (or the writer, locked, for
+ * ":memory:"). Always paired. */
+sconn *st_rget(store *st);
+void st_rput(store *st, sconn *c);
+
+/* Binding helpers: NULL strings bind SQL NULL. Text is SQLITE_STATIC: bound
+ * strings must outlive the step. */
+void b_text(sqlite3_stmt *s, int i, const char *v);
+void b_int(sqlite3_stmt *s, int i, int64_t v);
+void b_dbl(sqlite3_stmt *s, int i, double v);
+/* Binds a time, NULL when v <= 0. */
+void b_time(sqlite3_stmt *s, int i, double v);
+/* Binds at most `max` bytes of v (cut at a UTF-8 boundary), NULL if v is NULL. */
+void b_textn(sqlite3_stmt *s, int i, const char *v, size_t max);
+char *c_dup(sqlite3_stmt *s, int i);
+double c_dbl(sqlite3_stmt *s, int i);
+
+/* Terminal assignment statuses as an SQL list literal. */
+#define ST_TERMINAL_SQL "('completed','skipped','failed','lost','dropped')"
+#define ST_ACTIVE_SQL "('claimed','planned')"
+
+/* Latency histogram buckets (store_ops.c writes them, store_query.c reads). */
+int st_latency_bucket(int64_t ms);
+double st_bucket_value(int bucket);
+
+/* Completion check after a run state change (writer held). */
+int st_maybe_complete(store *st, const char *assignment_id, double now);
+
+#endif

@@ -1,0 +1,615 @@
+/* store/store_query: the admin API's read queries, rendered straight to JSON
+ * text from read connections (runs and assignments with filters and keyset
+ * pagination, details, charts, summary). Shapes are documented in store.h. */
+#include "store/store_int.h"
+
+#include "common/timeutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_LIMIT 500
+#define DEFAULT_LIMIT 50
+
+/* ----------------------------------------------------------- JSON helpers */
+
+/* Each writer appends `"key":value,`; jclose drops the trailing comma. */
+static void jkey(strbuf *b, const char *k)
+{
+    strbuf_putc(b, '"');
+    strbuf_puts(b, k);
+    strbuf_puts(b, "\":");
+}
+
+static void jclose(strbuf *b, char c)
+{
+    if (b->len > 0 && b->data[b->len - 1] == ',') b->data[b->len - 1] = c;
+    else strbuf_putc(b, c);
+}
+
+static void jstr(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+{
+    jkey(b, k);
+    if (sqlite3_column_type(s, i) == SQLITE_NULL) strbuf_puts(b, "null");
+    else
+        strbuf_json_strn(b, (const char *)sqlite3_column_text(s, i),
+                         (size_t)sqlite3_column_bytes(s, i));
+    strbuf_putc(b, ',');
+}
+
+static void jint(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+{
+    jkey(b, k);
+    if (sqlite3_column_type(s, i) == SQLITE_NULL) strbuf_puts(b, "null");
+    else strbuf_printf(b, "%lld", (long long)sqlite3_column_int64(s, i));
+    strbuf_putc(b, ',');
+}
+
+static void jnum(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+{
+    jkey(b, k);
+    double v = sqlite3_column_double(s, i);
+    if (sqlite3_column_type(s, i) == SQLITE_NULL || !isfinite(v)) strbuf_puts(b, "null");
+    else strbuf_printf(b, "%.17g", v);
+    strbuf_putc(b, ',');
+}
+
+static void jtime(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+{
+    jkey(b, k);
+    double v = sqlite3_column_double(s, i);
+    if (sqlite3_column_type(s, i) == SQLITE_NULL || v <= 0) {
+        strbuf_puts(b, "null,");
+        return;
+    }
+    char ts[40];
+    time_rfc3339(v, ts, sizeof ts);
+    strbuf_printf(b, "\"%s\",", ts);
+}
+
+/* Stored JSON text (written by the worker) embedded as is. */
+static void jraw(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+{
+    jkey(b, k);
+    if (sqlite3_column_type(s, i) == SQLITE_NULL || sqlite3_column_bytes(s, i) == 0)
+        strbuf_puts(b, "null");
+    else strbuf_put(b, sqlite3_column_text(s, i), (size_t)sqlite3_column_bytes(s, i));
+    strbuf_putc(b, ',');
+}
+
+/* ------------------------------------------------------------ validation */
+
+static const char *const RUN_STATUSES[] = {"planned", "running", "succeeded", "failed",
+                                           "timed_out", "cancelled", "abandoned", NULL};
+static const char *const ASG_STATUSES[] = {"claimed", "planned", "completed", "skipped",
+                                           "failed", "lost", "dropped", NULL};
+
+static int in_set(const char *s, const char *const *set)
+{
+    for (; *set; set++)
+        if (strcmp(s, *set) == 0) return 1;
+    return 0;
+}
+
+static int parse_limit(int limit, int *out, store_err *err)
+{
+    if (limit == 0) limit = DEFAULT_LIMIT;
+    if (limit < 1 || limit > MAX_LIMIT)
+        return st_errf(err, STORE_INVALID, "limit must be between 1 and %d", MAX_LIMIT);
+    *out = limit;
+    return STORE_OK;
+}
+
+/* Cursor: the decimal seq of the last row of the previous page. */
+static int parse_cursor(const char *c, int64_t *out, store_err *err)
+{
+    *out = INT64_MAX;
+    if (!c || !c[0]) return STORE_OK;
+    size_t n = strlen(c);
+    if (n > 18) goto bad;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i] < '0' || c[i] > '9') goto bad;
+        v = v * 10 + (c[i] - '0');
+    }
+    if (v <= 0) goto bad;
+    *out = v;
+    return STORE_OK;
+bad:
+    return st_errf(err, STORE_INVALID, "cursor is not a valid pagination cursor");
+}
+
+/* ------------------------------------------------------------------ runs */
+
+#define RUN_ITEM_COLS                                                                      \
+    "seq, id, assignment_id, eval_key, eval_version, execution_mode, status, submit_status," \
+    " created_at, started_at, finished_at, duration_ms, error_code, summary"
+
+#define RUN_ITEM_COLS_R                                                                      \
+    "r.seq, r.id, r.assignment_id, r.eval_key, r.eval_version, r.execution_mode, r.status,"   \
+    " r.submit_status, r.created_at, r.started_at, r.finished_at, r.duration_ms,"             \
+    " r.error_code, r.summary"
+
+static void run_item_fields(strbuf *b, sqlite3_stmt *s)
+{
+    jstr(b, "id", s, 1);
+    jstr(b, "assignment_id", s, 2);
+    jstr(b, "eval_key", s, 3);
+    jstr(b, "eval_version", s, 4);
+    jstr(b, "execution_mode", s, 5);
+    jstr(b, "status", s, 6);
+    jstr(b, "submit_status", s, 7);
+    jtime(b, "created_at", s, 8);
+    jtime(b, "started_at", s, 9);
+    jtime(b, "finished_at", s, 10);
+    jint(b, "duration_ms", s, 11);
+    jstr(b, "error_code", s, 12);
+    jstr(b, "summary", s, 13);
+}
+
+static char RUN_LIST_SQL[8][512];
+static char ASG_LIST_SQL[3][1024];
+static char ASG_ONE_SQL[1536];
+static pthread_once_t q_once = PTHREAD_ONCE_INIT;
+
+#define ASG_COLS                                                                            \
+    "a.seq, a.id, a.worker_id, a.lease_generation, a.lease_expires_at, a.status,"         \
+    " a.session_id, a.session_revision_id, a.agent_id, a.environment, a.trigger_reason,"  \
+    " a.event_count, a.claimed_at, a.planned_at, a.finished_at, a.error_code,"            \
+    " a.error_message,"                                                                   \
+    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id),"                        \
+    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                          \
+    "   AND r.status NOT IN ('planned','running')),"                                      \
+    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                          \
+    "   AND r.submit_status = 'pending')"
+
+static void build_queries(void)
+{
+    for (int m = 0; m < 8; m++) {
+        snprintf(RUN_LIST_SQL[m], sizeof RUN_LIST_SQL[m],
+                 "SELECT " RUN_ITEM_COLS " FROM runs WHERE seq < ?1%s%s%s"
+                 " ORDER BY seq DESC LIMIT ?5",
+                 (m & 1) ? " AND status = ?2" : "", (m & 2) ? " AND eval_key = ?3" : "",
+                 (m & 4) ? " AND assignment_id = ?4" : "");
+    }
+    const char *filt[3] = {"", " AND a.status IN " ST_ACTIVE_SQL, " AND a.status = ?2"};
+    for (int m = 0; m < 3; m++)
+        snprintf(ASG_LIST_SQL[m], sizeof ASG_LIST_SQL[m],
+                 "SELECT " ASG_COLS " FROM assignments a WHERE a.seq < ?1%s"
+                 " ORDER BY a.seq DESC LIMIT ?3",
+                 filt[m]);
+    snprintf(ASG_ONE_SQL, sizeof ASG_ONE_SQL,
+             "SELECT " ASG_COLS ", d.definitions_json, d.plan_request_json,"
+             " d.plan_response_json FROM assignments a LEFT JOIN assignment_docs d"
+             " ON d.seq = a.seq WHERE a.id = ?1");
+}
+
+int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, store_err *err)
+{
+    pthread_once(&q_once, build_queries);
+    int limit = 0;
+    int64_t cursor = 0;
+    int code = parse_limit(f ? f->limit : 0, &limit, err);
+    if (code) return code;
+    code = parse_cursor(f ? f->cursor : NULL, &cursor, err);
+    if (code) return code;
+    const char *status = f && f->status && f->status[0] ? f->status : NULL;
+    const char *key = f && f->eval_key && f->eval_key[0] ? f->eval_key : NULL;
+    const char *asg = f && f->assignment_id && f->assignment_id[0] ? f->assignment_id : NULL;
+    if (status && !in_set(status, RUN_STATUSES))
+        return st_errf(err, STORE_INVALID,
+                       "status must be one of planned, running, succeeded, failed, timed_out, "
+                       "cancelled, abandoned");
+    int m = (status ? 1 : 0) | (key ? 2 : 0) | (asg ? 4 : 0);
+    sconn *c = st_rget(st);
+    sqlite3_stmt *s = sc_stmt(c, RUN_LIST_SQL[m]);
+    if (!s) {
+        code = st_sqlfail(err, c->db, sqlite3_errcode(c->db), "list runs");
+        st_rput(st, c);
+        return code;
+    }
+    b_int(s, 1, cursor);
+    if (status) b_text(s, 2, status);
+    if (key) b_text(s, 3, key);
+    if (asg) b_text(s, 4, asg);
+    b_int(s, 5, limit + 1);
+    size_t start = out->len;
+    strbuf_puts(out, "{\"runs\":[");
+    int rows = 0, rc;
+    int64_t last = 0, more = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (rows == limit) {
+            more = 1;
+            break;
+        }
+        strbuf_putc(out, '{');
+        run_item_fields(out, s);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+        last = sqlite3_column_int64(s, 0);
+        rows++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "list runs");
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    } else {
+        jclose(out, ']');
+        if (more) strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
+        else strbuf_puts(out, ",\"next_cursor\":null}");
+    }
+    sqlite3_reset(s);
+    st_rput(st, c);
+    return code;
+}
+
+int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *err)
+{
+    static const char sql[] =
+        "SELECT " RUN_ITEM_COLS_R ", r.lease_generation, r.worker_id, r.timeout_seconds,"
+        " d.descriptor_json, d.results_json, r.error_message, r.submission_id, r.attempts,"
+        " r.first_attempt_at, r.last_attempt_at, r.submit_error_code, r.submit_error_message,"
+        " r.body_bytes FROM runs r LEFT JOIN run_docs d ON d.seq = r.seq WHERE r.id = ?1";
+    static const char att[] =
+        "SELECT attempt, at, outcome, http_status, duration_ms, error_code, message, request_id"
+        " FROM submit_attempts WHERE run_id = ?1 ORDER BY id";
+    if (!run_id) return st_errf(err, STORE_INVALID, "run id is required");
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    int code = STORE_OK;
+    size_t start = out->len;
+    sqlite3_stmt *s = sc_stmt(c, sql);
+    int rc = s ? (b_text(s, 1, run_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    if (rc == SQLITE_DONE) {
+        code = STORE_NOTFOUND;
+        goto done;
+    }
+    if (rc != SQLITE_ROW) {
+        code = st_sqlfail(err, c->db, rc, "get run");
+        goto done;
+    }
+    strbuf_putc(out, '{');
+    run_item_fields(out, s);
+    jint(out, "lease_generation", s, 14);
+    jstr(out, "worker_id", s, 15);
+    jnum(out, "timeout_seconds", s, 16);
+    jraw(out, "descriptor", s, 17);
+    jraw(out, "results", s, 18);
+    jstr(out, "error_message", s, 19);
+    jkey(out, "submission");
+    if (sqlite3_column_type(s, 20) == SQLITE_NULL) {
+        strbuf_puts(out, "null}");
+        goto done;
+    }
+    strbuf_putc(out, '{');
+    jstr(out, "submission_id", s, 20);
+    jstr(out, "status", s, 7);
+    jint(out, "attempts_count", s, 21);
+    jtime(out, "first_attempt_at", s, 22);
+    jtime(out, "last_attempt_at", s, 23);
+    jstr(out, "error_code", s, 24);
+    jstr(out, "error_message", s, 25);
+    jint(out, "body_bytes", s, 26);
+    strbuf_puts(out, "\"attempts\":[");
+    sqlite3_stmt *a = sc_stmt(c, att);
+    rc = a ? (b_text(a, 1, run_id), sqlite3_step(a)) : sqlite3_errcode(c->db);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(a)) {
+        strbuf_putc(out, '{');
+        jint(out, "attempt", a, 0);
+        jtime(out, "at", a, 1);
+        jstr(out, "outcome", a, 2);
+        jint(out, "http_status", a, 3);
+        jint(out, "duration_ms", a, 4);
+        jstr(out, "error_code", a, 5);
+        jstr(out, "message", a, 6);
+        jstr(out, "request_id", a, 7);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+    }
+    if (a) sqlite3_reset(a);
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "get run attempts");
+        goto done;
+    }
+    jclose(out, ']');
+    strbuf_puts(out, "}}");
+done:
+    if (s) sqlite3_reset(s);
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code != STORE_OK) {
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    }
+    return code;
+}
+
+/* ------------------------------------------------------------ assignments */
+
+static void asg_fields(strbuf *b, sqlite3_stmt *s)
+{
+    jstr(b, "id", s, 1);
+    jstr(b, "worker_id", s, 2);
+    jint(b, "lease_generation", s, 3);
+    jtime(b, "lease_expires_at", s, 4);
+    jstr(b, "status", s, 5);
+    jstr(b, "session_id", s, 6);
+    jstr(b, "session_revision_id", s, 7);
+    jstr(b, "agent_id", s, 8);
+    jstr(b, "environment", s, 9);
+    jstr(b, "trigger_reason", s, 10);
+    jint(b, "event_count", s, 11);
+    jtime(b, "claimed_at", s, 12);
+    jtime(b, "planned_at", s, 13);
+    jtime(b, "finished_at", s, 14);
+    jstr(b, "error_code", s, 15);
+    jstr(b, "error_message", s, 16);
+    strbuf_printf(b, "\"runs\":{\"total\":%lld,\"finished\":%lld,\"pending_submissions\":%lld},",
+                  (long long)sqlite3_column_int64(s, 17), (long long)sqlite3_column_int64(s, 18),
+                  (long long)sqlite3_column_int64(s, 19));
+}
+
+int store_assignments_list_json(store *st, const store_assignment_filter *f, strbuf *out,
+                                store_err *err)
+{
+    pthread_once(&q_once, build_queries);
+    int limit = 0;
+    int64_t cursor = 0;
+    int code = parse_limit(f ? f->limit : 0, &limit, err);
+    if (code) return code;
+    code = parse_cursor(f ? f->cursor : NULL, &cursor, err);
+    if (code) return code;
+    const char *status = f && f->status && f->status[0] ? f->status : NULL;
+    int m = 0;
+    if (status && strcmp(status, "active") == 0) m = 1;
+    else if (status && in_set(status, ASG_STATUSES)) m = 2;
+    else if (status)
+        return st_errf(err, STORE_INVALID,
+                       "status must be one of active, claimed, planned, completed, skipped, "
+                       "failed, lost, dropped");
+    sconn *c = st_rget(st);
+    sqlite3_stmt *s = sc_stmt(c, ASG_LIST_SQL[m]);
+    if (!s) {
+        code = st_sqlfail(err, c->db, sqlite3_errcode(c->db), "list assignments");
+        st_rput(st, c);
+        return code;
+    }
+    b_int(s, 1, cursor);
+    if (m == 2) b_text(s, 2, status);
+    b_int(s, 3, limit + 1);
+    size_t start = out->len;
+    strbuf_puts(out, "{\"assignments\":[");
+    int rows = 0, rc, more = 0;
+    int64_t last = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (rows == limit) {
+            more = 1;
+            break;
+        }
+        strbuf_putc(out, '{');
+        asg_fields(out, s);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+        last = sqlite3_column_int64(s, 0);
+        rows++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "list assignments");
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    } else {
+        jclose(out, ']');
+        if (more) strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
+        else strbuf_puts(out, ",\"next_cursor\":null}");
+    }
+    sqlite3_reset(s);
+    st_rput(st, c);
+    return code;
+}
+
+int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
+                              store_err *err)
+{
+    static const char runs_sql[] =
+        "SELECT " RUN_ITEM_COLS " FROM runs WHERE assignment_id = ?1 ORDER BY seq";
+    pthread_once(&q_once, build_queries);
+    if (!assignment_id) return st_errf(err, STORE_INVALID, "assignment id is required");
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    int code = STORE_OK;
+    size_t start = out->len;
+    sqlite3_stmt *s = sc_stmt(c, ASG_ONE_SQL), *r = NULL;
+    int rc = s ? (b_text(s, 1, assignment_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    if (rc == SQLITE_DONE) {
+        code = STORE_NOTFOUND;
+        goto done;
+    }
+    if (rc != SQLITE_ROW) {
+        code = st_sqlfail(err, c->db, rc, "get assignment");
+        goto done;
+    }
+    strbuf_putc(out, '{');
+    asg_fields(out, s);
+    jraw(out, "definitions", s, 20);
+    jraw(out, "plan_request", s, 21);
+    jraw(out, "plan_response", s, 22);
+    strbuf_puts(out, "\"run_list\":[");
+    r = sc_stmt(c, runs_sql);
+    rc = r ? (b_text(r, 1, assignment_id), sqlite3_step(r)) : sqlite3_errcode(c->db);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(r)) {
+        strbuf_putc(out, '{');
+        run_item_fields(out, r);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+    }
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "get assignment runs");
+        goto done;
+    }
+    jclose(out, ']');
+    strbuf_putc(out, '}');
+done:
+    if (s) sqlite3_reset(s);
+    if (r) sqlite3_reset(r);
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code != STORE_OK) {
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    }
+    return code;
+}
+
+/* ----------------------------------------------------------------- charts */
+
+#define N_BUCKETS 160
+
+typedef struct {
+    int64_t counts[4];
+    int64_t lat[N_BUCKETS];
+    int64_t lat_total;
+} minute_acc;
+
+static double percentile(const minute_acc *m, double q)
+{
+    if (m->lat_total == 0) return NAN;
+    int64_t rank = (int64_t)ceil(q * (double)m->lat_total);
+    if (rank < 1) rank = 1;
+    int64_t seen = 0;
+    for (int b = 0; b < N_BUCKETS; b++) {
+        seen += m->lat[b];
+        if (seen >= rank) return st_bucket_value(b);
+    }
+    return st_bucket_value(N_BUCKETS - 1);
+}
+
+static void put_pct(strbuf *b, const char *k, double v)
+{
+    if (isnan(v)) strbuf_printf(b, "\"%s\":null,", k);
+    else strbuf_printf(b, "\"%s\":%.1f,", k, v);
+}
+
+int store_charts_json(store *st, double now, int minutes, strbuf *out, store_err *err)
+{
+    static const char stats[] =
+        "SELECT minute, status, count FROM minute_stats WHERE minute BETWEEN ?1 AND ?2";
+    static const char lat[] =
+        "SELECT minute, bucket, count FROM minute_latency WHERE minute BETWEEN ?1 AND ?2";
+    static const char *const names[4] = {"succeeded", "failed", "timed_out", "cancelled"};
+    if (minutes == 0) minutes = 60;
+    if (minutes < 1 || minutes > 1440)
+        return st_errf(err, STORE_INVALID, "minutes must be between 1 and 1440");
+    int64_t last = (int64_t)floor(now / 60.0), first = last - minutes + 1;
+    minute_acc *acc = calloc((size_t)minutes, sizeof *acc);
+    if (!acc) abort();
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    int code = STORE_OK, rc;
+    sqlite3_stmt *s = sc_stmt(c, stats);
+    rc = s ? (b_int(s, 1, first), b_int(s, 2, last), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        int64_t mi = sqlite3_column_int64(s, 0) - first;
+        const char *stt = (const char *)sqlite3_column_text(s, 1);
+        for (int k = 0; k < 4 && stt; k++)
+            if (strcmp(stt, names[k]) == 0) acc[mi].counts[k] += sqlite3_column_int64(s, 2);
+    }
+    if (s) sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "charts");
+        goto done;
+    }
+    s = sc_stmt(c, lat);
+    rc = s ? (b_int(s, 1, first), b_int(s, 2, last), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        int64_t mi = sqlite3_column_int64(s, 0) - first;
+        int64_t b = sqlite3_column_int64(s, 1);
+        int64_t n = sqlite3_column_int64(s, 2);
+        if (b < 0) b = 0;
+        if (b >= N_BUCKETS) b = N_BUCKETS - 1;
+        acc[mi].lat[b] += n;
+        acc[mi].lat_total += n;
+    }
+    if (s) sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "charts");
+        goto done;
+    }
+    strbuf_puts(out, "{\"minutes\":[");
+    for (int i = 0; i < minutes; i++) {
+        char ts[40];
+        time_rfc3339((double)(first + i) * 60.0, ts, sizeof ts);
+        strbuf_printf(out, "{\"t\":\"%s\",", ts);
+        int64_t total = 0;
+        for (int k = 0; k < 4; k++) {
+            strbuf_printf(out, "\"%s\":%lld,", names[k], (long long)acc[i].counts[k]);
+            total += acc[i].counts[k];
+        }
+        put_pct(out, "p50_ms", percentile(&acc[i], 0.50));
+        put_pct(out, "p90_ms", percentile(&acc[i], 0.90));
+        put_pct(out, "p99_ms", percentile(&acc[i], 0.99));
+        strbuf_printf(out, "\"count\":%lld}%s", (long long)total, i + 1 < minutes ? "," : "");
+    }
+    strbuf_puts(out, "]}");
+done:
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    free(acc);
+    return code;
+}
+
+/* ---------------------------------------------------------------- summary */
+
+static int group_counts(sconn *c, const char *sql, const char *name, strbuf *out,
+                        store_err *err)
+{
+    sqlite3_stmt *s = sc_stmt(c, sql);
+    int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
+    strbuf_printf(out, "\"%s\":{", name);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        strbuf_json_str(out, (const char *)sqlite3_column_text(s, 0));
+        strbuf_printf(out, ":%lld,", (long long)sqlite3_column_int64(s, 1));
+    }
+    if (s) sqlite3_reset(s);
+    if (rc != SQLITE_DONE) return st_sqlfail(err, c->db, rc, "summary");
+    jclose(out, '}');
+    strbuf_putc(out, ',');
+    return STORE_OK;
+}
+
+int store_summary_json(store *st, strbuf *out, store_err *err)
+{
+    static const char asg[] = "SELECT status, count(*) FROM assignments GROUP BY status";
+    static const char runs[] = "SELECT status, count(*) FROM runs GROUP BY status";
+    static const char depth[] = "SELECT count(*) FROM outbox";
+    static const char pages[] =
+        "SELECT (SELECT page_count FROM pragma_page_count()) *"
+        " (SELECT page_size FROM pragma_page_size())";
+    size_t start = out->len;
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    strbuf_putc(out, '{');
+    int code = group_counts(c, asg, "assignments", out, err);
+    if (!code) code = group_counts(c, runs, "runs", out, err);
+    const char *one[2] = {depth, pages};
+    const char *keys[2] = {"outbox_depth", "db_bytes"};
+    for (int i = 0; i < 2 && !code; i++) {
+        sqlite3_stmt *s = sc_stmt(c, one[i]);
+        int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
+        if (rc == SQLITE_ROW)
+            strbuf_printf(out, "\"%s\":%lld,", keys[i], (long long)sqlite3_column_int64(s, 0));
+        else code = st_sqlfail(err, c->db, rc, "summary");
+        if (s) sqlite3_reset(s);
+    }
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code) {
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+        return code;
+    }
+    strbuf_printf(out, "\"schema_version\":%d}", st->schema_version);
+    return STORE_OK;
+}

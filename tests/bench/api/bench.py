@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Admin API benchmark driver (see README.md). Usage:
+bench.py BIN DB [--conns N] [--duration S] [--sessions N]
+
+1. GET /v1/runs?limit=100 under wrk on a database of 100,000 runs (the worker
+   idle against an emulator with no sessions), then a filtered page reached
+   through a keyset cursor.
+2. The worker's throughput on N emulator sessions x 3 managed definitions,
+   alone and again while wrk loads the admin API (same sidecar, same DB)."""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+os.environ.setdefault("FPS_SOURCE_DIR", os.path.join(HERE, "..", "..", ".."))
+
+DEFS = [{"eval_key": f"bench_{i}", "eval_version": "1", "display_name": f"Bench {i}",
+         "result_kind": "score", "labels": [], "condition_source": None,
+         "evaluator_source": f"EvalResult(score=Score(min(1, session.event_count / {10 + i})))",
+         "timeout_seconds": 30} for i in range(3)]
+
+
+def wrk(url, conns, duration):
+    out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{duration}", "--latency", url],
+                         capture_output=True, text=True, check=True).stdout
+
+    def ms(label):
+        m = re.search(r"^\s*%s\s+([\d.]+)(us|ms|s)\b" % re.escape(label), out, re.M)
+        v, u = float(m.group(1)), m.group(2)
+        return v / 1000 if u == "us" else v * 1000 if u == "s" else v
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return ms("50%"), ms("99%"), rps, int(bad.group(1)) if bad else 0
+
+
+def report(name, r):
+    p50, p99, rps, bad = r
+    print(f"{name:34s} p50 {p50:7.2f} ms  p99 {p99:7.2f} ms (target <= 20 ms: ratio {p99 / 20:.2f})"
+          f"  {rps:7.0f} req/s (target >= 2000: ratio {rps / 2000:.2f})  non-2xx {bad}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bin")
+    ap.add_argument("db")
+    ap.add_argument("--conns", type=int, default=32)
+    ap.add_argument("--duration", default="10s")
+    ap.add_argument("--sessions", type=int, default=300)
+    a = ap.parse_args()
+    os.environ["FPS_BIN"] = a.bin
+    from admin_harness import Sidecar, emulator
+
+    tmp = tempfile.mkdtemp(prefix="fps-api-bench-")
+    defs = os.path.join(tmp, "defs.json")
+    with open(defs, "w") as f:
+        json.dump(DEFS, f)
+    emu = emulator("--sessions", "0", "--definitions", defs, "--poll-seconds", "1")
+    emu.start()
+    sc = Sidecar(emu.base, db=a.db)
+    sc.start()
+    try:
+        base = f"http://127.0.0.1:{sc.port}/v1/runs?limit=100"
+        n = len(sc.get("/v1/runs?limit=100").body["runs"])
+        print(f"GET /v1/runs?limit=100 -> {n} runs; {a.conns} connections, {a.duration}")
+        wrk(base, a.conns, "2s")  # warm-up
+        report("first page", wrk(base, a.conns, a.duration))
+        cur = sc.get("/v1/runs?limit=100&status=succeeded").body["next_cursor"]
+        report("filtered page via cursor", wrk(f"{base}&status=succeeded&cursor={cur}", a.conns,
+                                               a.duration))
+
+        def worker_rate(load):
+            start = emu.request("GET", "/emulator/v1/state").body["runs"]["committed"]
+            want = start + a.sessions * len(DEFS)
+            emu.request("POST", f"/emulator/v1/sessions?generate={a.sessions}", b"{}")
+            t0 = time.time()
+            proc = None
+            if load:
+                proc = subprocess.Popen(["wrk", "-t2", f"-c{a.conns}", "-d120s", "--latency", base],
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            while emu.request("GET", "/emulator/v1/state").body["runs"]["committed"] < want:
+                if time.time() - t0 > 300:
+                    raise RuntimeError("worker did not finish")
+                time.sleep(0.05)
+            dt = time.time() - t0
+            if proc:
+                proc.terminate()
+                proc.wait()
+            return (want - start) / dt
+
+        alone = worker_rate(False)
+        loaded = worker_rate(True)
+        print(f"worker throughput ({a.sessions} sessions x {len(DEFS)} managed definitions): "
+              f"{alone:.0f} runs/s alone, {loaded:.0f} runs/s while wrk loads the API "
+              f"(ratio {loaded / alone:.2f})")
+    finally:
+        sc.stop()
+        emu.stop()
+
+
+if __name__ == "__main__":
+    main()

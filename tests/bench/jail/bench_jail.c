@@ -1,0 +1,145 @@
+/* tests/bench/jail/bench_jail: latency of one managed evaluation through the
+ * jail (sbx_eval: slot, pre-started child, request, interpreter, read-back,
+ * reap), sequentially, p50/p99; and posix_spawn+wait of /bin/true as the
+ * floor. Built and run by tests/bench/jail/run.sh, which also runs the
+ * reference-style anchor (anchor.py) and prints the ratios.
+ *
+ * usage: bench_jail SIDECAR TRANSCRIPT.json N EXPR [--no-ns] [--no-prestart]
+ *        [--pace-ms MS]   (sleep between evaluations)
+ * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...} */
+#include "sandbox/sbx.h"
+
+#include <spawn.h>
+#include <sys/resource.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* CPU time (ms) of this process and its reaped children so far. */
+static double cpu_ms(void)
+{
+    struct rusage a, b;
+    getrusage(RUSAGE_SELF, &a);
+    getrusage(RUSAGE_CHILDREN, &b);
+    return (a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) * 1e3 +
+           (a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(double *v, int n, double p)
+{
+    int i = (int)(p * (n - 1) + 0.5);
+    return v[i];
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5) {
+        fprintf(stderr, "usage: bench_jail SIDECAR TRANSCRIPT N EXPR [--no-ns] [--no-prestart]\n");
+        return 2;
+    }
+    int n = atoi(argv[3]), pace_ms = 0;
+    const char *expr = argv[4];
+    sbx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_sandboxes = 4;
+    cfg.memory_mb = 512;
+    cfg.self_exe = argv[1];
+    for (int i = 5; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-ns")) cfg.no_namespaces = 1;
+        if (!strcmp(argv[i], "--no-prestart")) cfg.prestart = -1;
+        if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) pace_ms = atoi(argv[++i]);
+    }
+    char err[256];
+    json_error_t jerr;
+    double t0 = now_ms();
+    json_t *t = json_load_file(argv[2], 0, &jerr);
+    if (t == NULL) {
+        fprintf(stderr, "transcript: %s\n", jerr.text);
+        return 1;
+    }
+    double t_load = now_ms() - t0;
+    t0 = now_ms();
+    sbx_image *img = sbx_image_new(t, NULL, err, sizeof err);
+    double t_image = now_ms() - t0;
+    json_decref(t);
+    if (img == NULL) {
+        fprintf(stderr, "image: %s\n", err);
+        return 1;
+    }
+    sbx_pool *pool = sbx_pool_new(&cfg, err, sizeof err);
+    if (pool == NULL) {
+        fprintf(stderr, "pool: %s\n", err);
+        return 1;
+    }
+    struct timespec settle = {0, 200000000};
+    nanosleep(&settle, NULL); /* let the pre-started children come up */
+    double *lat = calloc((size_t)n, sizeof *lat);
+    double c0 = cpu_ms();
+    int bad = 0;
+    char *last = NULL;
+    for (int i = 0; i < n; i++) {
+        sbx_request req;
+        memset(&req, 0, sizeof req);
+        req.kind = LANG_EVALUATOR;
+        req.source = expr;
+        req.source_len = strlen(expr);
+        req.eval_key = "q";
+        req.timeout_s = 30;
+        req.image = img;
+        sbx_outcome out;
+        if (pace_ms > 0) {
+            struct timespec pace = {pace_ms / 1000, (long)(pace_ms % 1000) * 1000000L};
+            nanosleep(&pace, NULL);
+        }
+        double s = now_ms();
+        sbx_eval(pool, &req, &out);
+        lat[i] = now_ms() - s;
+        if (out.status != SBX_OK) bad++;
+        free(last);
+        last = sbx_outcome_line(&out);
+        sbx_outcome_free(&out);
+    }
+    sbx_pool_free(pool);
+    double cpu_eval = (cpu_ms() - c0) / n;
+    sbx_image_release(img);
+    qsort(lat, (size_t)n, sizeof *lat, cmp_d);
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += lat[i];
+
+    /* The floor: posix_spawn of /bin/true and wait for it. */
+    double *fl = calloc((size_t)n, sizeof *fl);
+    char *targv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+    c0 = cpu_ms();
+    for (int i = 0; i < n; i++) {
+        pid_t pid;
+        double s = now_ms();
+        if (posix_spawn(&pid, "/bin/true", NULL, NULL, targv, envp) == 0) waitpid(pid, NULL, 0);
+        fl[i] = now_ms() - s;
+    }
+    double cpu_floor = (cpu_ms() - c0) / n;
+    qsort(fl, (size_t)n, sizeof *fl, cmp_d);
+    printf("{\"n\": %d, \"failures\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
+           "\"floor_p50_ms\": %.3f, \"floor_p99_ms\": %.3f, \"cpu_ms\": %.3f, \"floor_cpu_ms\": %.3f, \"load_ms\": %.1f, \"image_ms\": %.1f, "
+           "\"last\": %s}\n",
+           n, bad, pct(lat, n, 0.5), pct(lat, n, 0.99), sum / n, pct(fl, n, 0.5), pct(fl, n, 0.99),
+           cpu_eval, cpu_floor, t_load, t_image, last ? last : "null");
+    free(last);
+    free(lat);
+    free(fl);
+    return 0;
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/bench/jail/run.sh: end-to-end managed evaluation latency through the
+# jail vs the reference SDK's approach (anchor.py: a fresh python3 per
+# evaluation), on the contract's sample transcript and on a generated ~7 MB
+# one, plus posix_spawn of /bin/true as the floor. Prints figures side by side
+# with ratios. Not a test (no thresholds). usage: run.sh [BUILD_DIR]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+libs=""
+for d in sidecar api emulator store web sandbox common; do
+  for a in "$build/$d"/lib*.a; do [ -e "$a" ] && libs="$libs $a"; done
+done
+cc -O2 -D_GNU_SOURCE -I"$root" "$here/bench_jail.c" -o "$work/bench_jail" \
+  -Wl,--start-group $libs -Wl,--end-group \
+  $(pkg-config --libs libcurl libmicrohttpd jansson sqlite3 libseccomp libutf8proc uuid libcrypto) \
+  -lgmp -lm -lpthread
+
+/usr/bin/python3 - "$work/small.json" "${FPS_CONTRACT:-$root/../shared/contract/evaluator-v2.json}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[2]))
+json.dump(c["samples"]["transcript_response"], open(sys.argv[1], "w"))
+PY
+/usr/bin/python3 "$here/gen_transcript.py" "$work/big.json" 20000
+
+expr='EvalResult(score=Score(min(1.0, session.count("tool_use") / max(1, session.event_count))), summary=str(session.event_count))'
+bin="$build/failproofai-sidecar"
+jn=${JAIL_N:-300}
+an=${ANCHOR_N:-20}
+
+declare -A J A
+for t in small big; do
+  J[$t]=$("$work/bench_jail" "$bin" "$work/$t.json" "$jn" "$expr" 2>/dev/null)
+  A[$t]=$(/usr/bin/python3 "$here/anchor.py" "$work/$t.json" "$an" "$expr")
+done
+paced=$("$work/bench_jail" "$bin" "$work/small.json" 100 "$expr" --pace-ms 20 2>/dev/null)
+cold=$("$work/bench_jail" "$bin" "$work/small.json" "$jn" "$expr" --no-prestart 2>/dev/null)
+nons=$("$work/bench_jail" "$bin" "$work/small.json" "$jn" "$expr" --no-ns 2>/dev/null)
+
+/usr/bin/python3 - "$(stat -c %s "$work/big.json")" "${J[small]}" "${A[small]}" "${J[big]}" "${A[big]}" "$paced" "$cold" "$nons" <<'PY'
+import json, sys
+size = int(sys.argv[1])
+js, as_, jb, ab, paced, cold, nons = (json.loads(x) for x in sys.argv[2:])
+print(f"managed evaluation latency, jail (sbx_eval, back to back) vs anchor (fresh python3 per evaluation)")
+print(f"{'transcript':<22}{'jail p50':>10}{'jail p99':>10}{'anchor p50':>12}{'anchor p99':>12}{'x p50':>8}{'x p99':>8}")
+for name, j, a in (("contract sample", js, as_), (f"generated {size/1e6:.1f} MB", jb, ab)):
+    print(f"{name:<22}{j['p50_ms']:>10.2f}{j['p99_ms']:>10.2f}{a['p50_ms']:>12.1f}{a['p99_ms']:>12.1f}"
+          f"{a['p50_ms']/j['p50_ms']:>8.0f}{a['p99_ms']/j['p99_ms']:>8.0f}")
+print(f"  (7 MB image built once per assignment: {jb['image_ms']:.1f} ms; JSON load {jb['load_ms']:.1f} ms)")
+print(f"jail, paced 20 ms apart (pre-started child ready): p50 {paced['p50_ms']:.2f} ms, p99 {paced['p99_ms']:.2f} ms"
+      f"  -> anchor/jail p50 {as_['p50_ms']/paced['p50_ms']:.0f}x")
+print(f"spawn floor: posix_spawn+wait of /bin/true p50 {js['floor_p50_ms']:.2f} ms (CPU {js['floor_cpu_ms']:.2f} ms)")
+print(f"jail without pre-start (spawn on demand) p50 {cold['p50_ms']:.2f} ms = {cold['p50_ms']/cold['floor_p50_ms']:.2f}x its floor "
+      f"({cold['floor_p50_ms']:.2f} ms); CPU per evaluation {cold['cpu_ms']:.2f} ms = {cold['cpu_ms']/cold['floor_cpu_ms']:.2f}x")
+print(f"jail with pre-start p50 {js['p50_ms']:.2f} ms = {js['p50_ms']/js['floor_p50_ms']:.2f}x the floor; "
+      f"CPU per evaluation {js['cpu_ms']:.2f} ms")
+print(f"without namespaces: p50 {nons['p50_ms']:.2f} ms, CPU {nons['cpu_ms']:.2f} ms per evaluation")
+print("failures:", js["failures"], jb["failures"], paced["failures"], cold["failures"], nons["failures"],
+      "| last outcome:", json.dumps(js["last"])[:100])
+PY

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""Benchmark of the managed-evaluation language (issue 3): our interpreter
+vs CPython's in-process eval of the same source on the same 20,000-event
+(~7 MB) transcript, in one run. Not a test; prints figures and ratios.
+
+Ours is timed through the real CLI (`failproofai-sidecar eval`), so a
+process/jail start and the transcript hand-off are part of every run. If the
+CLI has `--repeat N` it is used (per-evaluation time = run time / N minus
+nothing); otherwise each expression is run as a batch of K identical lines
+and a batch of K trivial lines (`1`) on the same transcript, and the
+per-evaluation time is (T_expr - T_trivial) / K: the difference removes the
+start-up, the transcript ingest and the per-line sandbox cost. Best of R
+runs. CPython: json.loads + the session model (tests/conformance/oracle.py)
+built once, the source compiled once, eval repeated; best per-eval time.
+
+Ingest: ours = `eval --expr 1` on the big transcript minus the same on the
+52-event conformance transcript; CPython = json.loads + building the model.
+
+  bench_lang.py [--bin build/failproofai-sidecar] [--k 20] [--runs 3]
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
+sys.path.insert(0, HERE)
+import gen_transcript  # noqa: E402
+import oracle  # noqa: E402
+
+SMALL = os.path.join(ROOT, "tests", "conformance", "transcript.json")
+
+EXPRESSIONS = [
+    ("count", "raw", "session.count('tool_use')"),
+    ("filter_errors", "raw",
+     "len([e for e in session.events if e.event_type == 'tool_result' and e.payload.get('status') == 'error'])"),
+    ("sum_latency", "raw",
+     "sum([e.payload.get('latency_ms', 0) for e in session.events_of_type('tool_result')])"),
+    ("sum_tokens", "raw",
+     "sum([e.payload['tokens']['input'] + e.payload['tokens']['output'] for e in session.events_of_type('model_response')])"),
+    ("string_methods", "raw",
+     "len([e for e in session.events_of_type('model_response') if 'error' in e.payload['text'].lower() or e.payload['text'].startswith('The')])"),
+    ("sort_top10", "raw",
+     "sorted([e.payload['latency_ms'] for e in session.events_of_type('tool_result')], reverse=True)[:10]"),
+    ("fstrings", "raw",
+     "len(''.join([f\"{e.payload['tool_name']}:{e.payload['latency_ms']:.1f}ms;\" for e in session.events_of_type('tool_result')]))"),
+    ("dict_build", "raw",
+     "len({e.payload['call_id']: e.payload['status'] for e in session.events_of_type('tool_result')})"),
+    ("split_words", "raw",
+     "sum([len(e.payload['text'].split()) for e in session.events_of_type('human_input')])"),
+    ("evaluator", "evaluator",
+     "EvalResult(score=Score(len([e for e in session.events_of_type('tool_result') if e.payload['status'] == 'ok'])"
+     " / max(1, session.count('tool_result'))), metrics={'tool_calls': session.count('tool_use'),"
+     " 'cost_usd': round(sum([e.payload['cost_usd'] for e in session.events_of_type('model_response')]), 4)},"
+     " summary=f\"{session.count('tool_use')} tool calls, {session.count('model_response')} responses\")"),
+]
+
+
+def has_repeat(binary):
+    out = subprocess.run([binary, "eval", "--help"], capture_output=True, text=True).stdout
+    return "--repeat" in out
+
+
+def timed(argv, stdin_path=None):
+    t0 = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True)
+    dt = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{argv[:4]} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-500:]}")
+    return dt, proc.stdout.decode("utf-8", errors="replace")
+
+
+def ours_batch(binary, transcript, kind, source, k, runs):
+    with tempfile.TemporaryDirectory() as tmp:
+        expr_path = os.path.join(tmp, "expr.jsonl")
+        triv_path = os.path.join(tmp, "triv.jsonl")
+        with open(expr_path, "w", encoding="utf-8") as fh:
+            fh.write((json.dumps({"kind": kind, "source": source}) + "\n") * k)
+        with open(triv_path, "w", encoding="utf-8") as fh:
+            fh.write((json.dumps({"kind": "raw", "source": "1"}) + "\n") * k)
+        best_e = best_t = math.inf
+        first = None
+        for _ in range(runs):
+            te, out = timed([binary, "eval", "--transcript", transcript, "--batch", expr_path])
+            tt, _ = timed([binary, "eval", "--transcript", transcript, "--batch", triv_path])
+            best_e, best_t = min(best_e, te), min(best_t, tt)
+            first = first or out.split("\n")[0]
+        if best_e - best_t < 0.05 * best_t:
+            print(f"  note: {source[:40]!r}: batch difference {1e3 * (best_e - best_t):.2f} ms is within "
+                  f"noise of the trivial batch ({1e3 * best_t:.1f} ms); raise --k", file=sys.stderr)
+        return max(best_e - best_t, 1e-6 * k) / k, first
+
+
+def ours_repeat(binary, transcript, kind, source, k, runs):
+    best = math.inf
+    first = None
+    for _ in range(runs):
+        te, out = timed([binary, "eval", "--transcript", transcript, "--kind", kind, "--expr", source,
+                         "--repeat", str(k)])
+        t1, _ = timed([binary, "eval", "--transcript", transcript, "--kind", kind, "--expr", source,
+                       "--repeat", "1"])
+        best = min(best, (te - t1) / max(k - 1, 1))
+        first = first or out.split("\n")[0]
+    return max(best, 1e-9), first
+
+
+def cpython(session, kind, source, min_time=0.5):
+    tree = oracle.check_source(kind, source)
+    code = compile(tree, "<bench>", "eval", dont_inherit=True, optimize=2)
+    glb = oracle.fresh_globals()
+    value = eval(code, glb, {"session": session})
+    n, best = 0, math.inf
+    start = time.perf_counter()
+    while n < 3 or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        eval(code, oracle.fresh_globals(), {"session": session})
+        best = min(best, time.perf_counter() - t0)
+        n += 1
+    return best, value
+
+
+def main():
+    ap = argparse.ArgumentParser(description="language benchmark: ours vs CPython")
+    ap.add_argument("--bin", default=os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar")))
+    ap.add_argument("--transcript", default=gen_transcript.DEFAULT_OUT)
+    ap.add_argument("--k", type=int, default=20, help="evaluations per timed batch")
+    ap.add_argument("--runs", type=int, default=3, help="best of this many runs")
+    a = ap.parse_args()
+    if not os.path.exists(a.transcript):
+        gen_transcript.write(a.transcript)
+    size = os.path.getsize(a.transcript)
+    print(f"transcript: {a.transcript} ({size / 1e6:.2f} MB)")
+    print(f"binary: {a.bin}")
+
+    # ---- ingest
+    with open(a.transcript, encoding="utf-8") as fh:
+        text = fh.read()
+    best_py = math.inf
+    for _ in range(3):
+        t0 = time.perf_counter()
+        session = oracle.session_from_wire(json.loads(text))
+        best_py = min(best_py, time.perf_counter() - t0)
+    best_big = best_small = math.inf
+    for _ in range(a.runs):
+        best_big = min(best_big, timed([a.bin, "eval", "--transcript", a.transcript, "--kind", "raw", "--expr", "1"])[0])
+        best_small = min(best_small, timed([a.bin, "eval", "--transcript", SMALL, "--kind", "raw", "--expr", "1"])[0])
+    ingest_ours = max(best_big - best_small, 1e-9)
+    print(f"\ningest (JSON -> session): ours {ingest_ours * 1e3:8.2f} ms   CPython json.loads+model "
+          f"{best_py * 1e3:8.2f} ms   ratio ours/CPython {ingest_ours / best_py:6.3f}   (target <= 0.5)")
+    print(f"  (ours = eval --expr 1 on the big transcript {best_big * 1e3:.1f} ms minus on the "
+          f"52-event one {best_small * 1e3:.1f} ms)")
+
+    # ---- expressions
+    mode = ours_repeat if has_repeat(a.bin) else ours_batch
+    print(f"\nper-evaluation time, ours via {'eval --repeat' if mode is ours_repeat else 'eval --batch (expr - trivial) / K'}"
+          f", K={a.k}, best of {a.runs}:")
+    print(f"{'expression':16} {'ours ms':>10} {'CPython ms':>11} {'ours/CPy':>9}  agree")
+    ratios = []
+    for name, kind, src in EXPRESSIONS:
+        t_py, value = cpython(session, kind, src)
+        t_ours, first = mode(a.bin, a.transcript, kind, src, a.k, a.runs)
+        expect = oracle.outcome(kind, src, "q", session)
+        try:
+            agree = oracle.strict_equal(json.loads(first), expect)
+        except ValueError:
+            agree = False
+        ratio = t_ours / t_py
+        ratios.append(ratio)
+        print(f"{name:16} {t_ours * 1e3:10.3f} {t_py * 1e3:11.3f} {ratio:9.3f}  {'yes' if agree else 'NO: ' + first[:80]}")
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"\ngeometric mean ours/CPython over {len(ratios)} expressions: {gm:.3f}   (target <= 1.0, stretch <= 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Worker benchmark (issue 6): end to end through the emulator, 300 sessions
+x 3 managed definitions, concurrency 4. Prints runs/s, CPU ms per run
+(sidecar + its sandbox children), p50/p99 assignment latency (claim ->
+runs finished and submitted, from the sidecar's log), idle RSS and idle CPU,
+side by side with the anchors (reference Python worker ~15 runs/s; targets
+>= 500 runs/s, idle RSS <= 16 MiB, idle CPU ~ 0).
+
+usage: FPS_BIN=build/failproofai-sidecar python3 tests/bench/worker/bench_worker.py
+       [--sessions 300] [--concurrency 4] [--db file|memory]
+Not run by ctest."""
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
+
+BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
+CLK = os.sysconf("SC_CLK_TCK")
+DEFS = [
+    {"eval_key": "tool_calls", "eval_version": "1", "display_name": "Tool calls",
+     "result_kind": "metric", "labels": [], "condition_source": None,
+     "evaluator_source": "EvalResult(metrics={'tool_calls': Metric(session.count('tool_use'))})",
+     "timeout_seconds": 10},
+    {"eval_key": "tool_success", "eval_version": "1", "display_name": "Tool success",
+     "result_kind": "score", "labels": [], "condition_source": "session.count('tool_result') > 0",
+     "evaluator_source": "EvalResult(score=Score(1.0 - len([e for e in session.events_of_type('tool_result') if e.payload.get('status') == 'error']) / max(1, session.count('tool_result'))))",
+     "timeout_seconds": 10},
+    {"eval_key": "ended", "eval_version": "1", "display_name": "Ended",
+     "result_kind": "assertion", "labels": [], "condition_source": None,
+     "evaluator_source": "EvalResult(assertions={'ended': Assertion(session.count('agent_end') == 1)})",
+     "timeout_seconds": 10},
+]
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime stime cutime cstime (fields 14-17, 1-based; after ')' index 11..14)
+    return sum(int(x) for x in fields[11:15])
+
+
+def rss_kib(pid, key="VmRSS:"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1])
+    return 0
+
+
+def ts(s):
+    return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] if v else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=300)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--db", choices=["file", "memory"], default="file")
+    a = ap.parse_args()
+    d = tempfile.mkdtemp(prefix="fps-bench-")
+    defs = os.path.join(d, "defs.json")
+    with open(defs, "w") as f:
+        json.dump(DEFS, f)
+    emu = EmulatorProcess("--definitions", defs, "--threads", "2", "--sessions", str(a.sessions))
+    emu.start()
+    log_path = os.path.join(d, "sidecar.log")
+    db = os.path.join(d, "bench.db") if a.db == "file" else ":memory:"
+    env = dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN="emulator-token")
+    log = open(log_path, "w")
+    t0 = time.monotonic()
+    sc = subprocess.Popen([BIN, "run", "--server", emu.base, "--listen", "127.0.0.1:0",
+                           "--db", db, "--concurrency", str(a.concurrency),
+                           "--log-level", "info"], stderr=log, stdout=subprocess.DEVNULL, env=env)
+    try:
+        c0 = 0  # the whole life of the sidecar, start-up and registration included
+
+        def done():
+            st = emu.state()["assignments"]
+            return st["completed"] + st["skipped"] + st["dead"] >= a.sessions
+        ok = wait_for(done, 600, 0.02)
+        t1, c1 = time.monotonic(), cpu_ticks(sc.pid)
+        st = emu.state()
+        runs = st["runs"]["committed"]
+        time.sleep(3)
+        rss = rss_kib(sc.pid)
+        rss_anon, rss_file = rss_kib(sc.pid, "RssAnon:"), rss_kib(sc.pid, "RssFile:")
+        i0, it0 = cpu_ticks(sc.pid), time.monotonic()
+        time.sleep(10)
+        i1, it1 = cpu_ticks(sc.pid), time.monotonic()
+    finally:
+        sc.send_signal(signal.SIGTERM)
+        try:
+            sc.wait(30)
+        except subprocess.TimeoutExpired:
+            sc.kill()
+        log.close()
+        emu.stop()
+    claimed, finished = {}, {}
+    with open(log_path) as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("msg") == "assignment claimed":
+                claimed[e["assignment_id"]] = ts(e["ts"])
+            elif e.get("msg") in ("assignment runs finished", "assignment skipped"):
+                finished[e["assignment_id"]] = ts(e["ts"])
+    lat = [1000 * (finished[k] - claimed[k]) for k in finished if k in claimed]
+    wall = t1 - t0
+    rps = runs / wall if wall > 0 else 0
+    cpu_ms = 1000 * (c1 - c0) / CLK / max(1, runs)
+    idle_cpu = 100 * (i1 - i0) / CLK / (it1 - it0)
+    print(f"worker benchmark: {a.sessions} sessions x {len(DEFS)} managed definitions, "
+          f"concurrency {a.concurrency}, store {a.db}, {'ok' if ok else 'INCOMPLETE'}")
+    print(f"  runs committed        {runs}  in {wall:.2f} s")
+    print(f"  runs/s                {rps:9.1f}   anchor: reference ~15 -> x{rps / 15:.1f};"
+          f" target 500 -> {rps / 500:.2f} of target")
+    print(f"  CPU ms per run        {cpu_ms:9.2f}   (sidecar + sandbox children)")
+    print(f"  assignment latency    p50 {pct(lat, 50):.1f} ms   p99 {pct(lat, 99):.1f} ms"
+          f"   (claim -> results submitted, n={len(lat)})")
+    print(f"  idle RSS              {rss / 1024:9.1f} MiB  target 16 MiB -> {rss / 1024 / 16:.2f}"
+          f" of target   (anon {rss_anon / 1024:.1f} MiB, shared libraries/files"
+          f" {rss_file / 1024:.1f} MiB)")
+    print(f"  idle CPU              {idle_cpu:9.3f} %   (10 s sample; target ~0)")
+
+
+if __name__ == "__main__":
+    main()

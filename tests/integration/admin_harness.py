@@ -1,0 +1,191 @@
+"""Harness for the admin API and local evaluator suites (test_api*.py,
+test_local*.py): starts `failproofai-sidecar run` on an ephemeral loopback
+admin port against a server URL (usually the emulator), collects its JSON log
+lines, and talks to the admin API over real HTTP with full control of the
+headers (Host, Origin, Content-Type, Authorization)."""
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
+SOURCE = os.environ.get("FPS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+TOKEN = "emulator-token"
+
+
+class Reply:
+    def __init__(self, status, headers, raw):
+        self.status = status
+        self.headers = headers
+        self.raw = raw
+        try:
+            self.body = json.loads(raw) if raw else None
+        except ValueError:
+            self.body = None
+
+    @property
+    def code(self):
+        if isinstance(self.body, dict) and isinstance(self.body.get("error"), dict):
+            return self.body["error"].get("code")
+        return None
+
+    @property
+    def message(self):
+        return self.body["error"]["message"] if self.code else None
+
+    def __repr__(self):
+        return f"Reply({self.status}, {self.raw[:400]!r})"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Sidecar:
+    """`failproofai-sidecar run` with its admin API on 127.0.0.1:<ephemeral>."""
+
+    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN):
+        self.server_url = server_url
+        self.args = list(args)
+        self.tmp = tempfile.TemporaryDirectory(prefix="fps-api-")
+        self.db = db or os.path.join(self.tmp.name, "sidecar.db")
+        self.env = dict(os.environ)
+        self.env["FAILPROOFAI_EVALUATOR_TOKEN"] = token
+        self.env.update(env or {})
+        self.proc = None
+        self.port = None
+        self.lines = []
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        self.tmp.cleanup()
+
+    def _reader(self, stream):
+        for line in stream:
+            with self._lock:
+                self.lines.append(line)
+
+    def start(self, timeout=20):
+        self.lines = []
+        self.proc = subprocess.Popen(
+            [BIN, "run", "--server", self.server_url, "--listen", "127.0.0.1:0", "--db", self.db,
+             *self.args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env)
+        self._thread = threading.Thread(target=self._reader, args=(self.proc.stderr,), daemon=True)
+        self._thread.start()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for rec in self.logs():
+                if rec.get("msg") == "admin API listening" and "port" in rec:
+                    self.port = int(rec["port"])
+                    return self
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        out = "".join(self.lines)
+        self.stop()
+        raise RuntimeError(f"sidecar did not start: {out[-2000:]}")
+
+    def logs(self):
+        with self._lock:
+            lines = list(self.lines)
+        recs = []
+        for line in lines:
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                pass
+        return recs
+
+    def log_text(self):
+        with self._lock:
+            return "".join(self.lines)
+
+    def stop(self, sig_timeout=15):
+        if self.proc is None:
+            return None
+        rc = self.proc.poll()
+        if rc is None:
+            self.proc.terminate()
+            try:
+                rc = self.proc.wait(sig_timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                rc = self.proc.wait(5)
+        self._thread.join(5)
+        self.proc.stderr.close()
+        self.proc = None
+        return rc
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- HTTP ---------------------------------------------------------------
+    def request(self, method, path, body=None, headers=None, json_ct=True, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {}
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+        if json_ct and method in ("POST", "PUT", "DELETE", "PATCH"):
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        try:
+            conn.request(method, path, body=data, headers=h)
+            resp = conn.getresponse()
+            return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def wait_for(self, predicate, timeout=30, interval=0.1, what="condition"):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            last = predicate()
+            if last:
+                return last
+            time.sleep(interval)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r})\n"
+                             f"sidecar log tail:\n{self.log_text()[-3000:]}")
+
+
+def emulator(*args):
+    """An EmulatorProcess from the emulator's harness."""
+    from emulator_harness import EmulatorProcess
+    return EmulatorProcess(*args)
+
+
+def sample_transcript(n_events=6, errors=1):
+    events = []
+    for i in range(n_events):
+        kind = ["agent_start", "human_input", "tool_use", "tool_result", "model_response",
+                "agent_end"][i % 6]
+        payload = {"text": f"event {i}"}
+        if kind == "tool_result":
+            payload = {"status": "error" if errors > 0 else "ok", "latency_ms": 10 + i}
+            errors -= 1
+        events.append({"id": f"e{i}", "ts": "2026-08-28T12:00:00.000000Z", "event_type": kind,
+                       "payload": payload})
+    return {"schema_version": "2", "assignment_id": "a1", "session_id": "s1",
+            "session_revision_id": "r1", "agent_id": "agent", "environment": "test",
+            "started_at": "2026-08-28T12:00:00.000000Z", "ended_at": "2026-08-28T12:01:00.000000Z",
+            "event_count": len(events), "events": events}

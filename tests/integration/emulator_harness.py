@@ -1,0 +1,258 @@
+"""Test harness for the cloud emulator: starts `failproofai-sidecar emulator`
+on an ephemeral loopback port, talks to it over real HTTP, and stops it.
+
+Used by test_emulator*.py; other suites (the worker's) may import it too:
+
+    with EmulatorProcess("--sessions", "10") as emu:
+        emu.register()                  # -> (status, body)
+        emu.state()["assignments"]["completed"]
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import subprocess
+import time
+import uuid
+
+BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
+CONTRACT_PATH = os.environ.get("FPS_CONTRACT") or os.path.join(
+    os.environ.get("FPS_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")),
+    "..", "shared", "contract", "evaluator-v2.json",
+)
+TOKEN = "emulator-token"
+
+
+def load_contract():
+    with open(CONTRACT_PATH, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def catalog_revision(definitions):
+    """SPEC §2 step 1, exactly as the reference's authoring.py computes it."""
+    payload = [
+        {
+            "eval_key": d["eval_key"],
+            "display_name": d["display_name"],
+            "eval_version": d["eval_version"],
+            "result_kind": d["result_kind"],
+            "labels": sorted(d.get("labels", [])),
+        }
+        for d in sorted(definitions, key=lambda d: d["eval_key"])
+    ]
+    raw = json.dumps(payload, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def source_checksum(condition_source, evaluator_source):
+    data = ((condition_source or "") + "\0" + evaluator_source).encode("utf-8")
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def compact(obj):
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+class Response:
+    def __init__(self, status, headers, raw):
+        self.status = status
+        self.headers = headers
+        self.raw = raw
+        try:
+            self.body = json.loads(raw) if raw else None
+        except ValueError:
+            self.body = None
+
+    @property
+    def code(self):
+        if isinstance(self.body, dict) and isinstance(self.body.get("error"), dict):
+            return self.body["error"].get("code")
+        return None
+
+    @property
+    def message(self):
+        return self.body["error"]["message"] if self.code else None
+
+    def __repr__(self):
+        return f"Response({self.status}, {self.raw[:300]!r})"
+
+
+class EmulatorProcess:
+    def __init__(self, *args, token_args=True):
+        self.args = list(args)
+        if token_args and not any(a == "--token" for a in self.args):
+            self.args += ["--token", TOKEN]
+        self.proc = None
+        self.port = None
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [BIN, "emulator", "--listen", "127.0.0.1:0", "--log-level", "warn", *self.args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read()
+            self.proc.wait(5)
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+            self.proc = None
+            raise RuntimeError(f"emulator did not start: {err.strip()}")
+        self.port = int(json.loads(line)["listening"].rsplit(":", 1)[1])
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            _, err = self.proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate(timeout=5)
+        self.proc = None
+        # Under the sanitizer build, a leak or undefined behaviour in the
+        # emulator fails the test that ran it.
+        if "Sanitizer" in err or "runtime error:" in err:
+            raise AssertionError("emulator sanitizer report:\n" + err[-4000:])
+
+    # -- raw HTTP ---------------------------------------------------------
+    def request(self, method, path, body=None, *, token=TOKEN, headers=None, timeout=30):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        h = {"Accept": "application/json"}
+        if token is not None:
+            h["Authorization"] = f"Bearer {token}"
+        data = None
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else compact(body)
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        try:
+            conn.request(method, path, body=data, headers=h)
+            resp = conn.getresponse()
+            return Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
+        finally:
+            conn.close()
+
+    # -- protocol calls ---------------------------------------------------
+    def register(self, definitions=(), worker_id="w1", max_concurrency=4, token=TOKEN, revision=None):
+        body = {
+            "protocol_version": "2",
+            "worker_id": worker_id,
+            "sdk_version": "test",
+            "catalog_revision": revision or catalog_revision(definitions),
+            "max_concurrency": max_concurrency,
+            "definitions": list(definitions),
+        }
+        return self.request("POST", "/v1/evaluator/workers/register", body, token=token)
+
+    def claim(self, capacity=1, worker_id="w1", revision=None, token=TOKEN, definitions=()):
+        body = {
+            "protocol_version": "2",
+            "worker_id": worker_id,
+            "catalog_revision": revision or catalog_revision(definitions),
+            "capacity": capacity,
+        }
+        return self.request("POST", "/v1/evaluator/assignments/claim", body, token=token)
+
+    def fenced_get(self, assignment, what, worker_id="w1", generation=None, token=TOKEN):
+        gen = assignment["lease_generation"] if generation is None else generation
+        headers = {"X-FailproofAI-Worker-Id": worker_id, "X-FailproofAI-Lease-Generation": str(gen)}
+        return self.request("GET", assignment[f"{what}_url"], headers=headers, token=token)
+
+    def plan(self, assignment, selected, skipped=(), worker_id="w1", generation=None, token=TOKEN):
+        body = {
+            "protocol_version": "2",
+            "worker_id": worker_id,
+            "lease_generation": assignment["lease_generation"] if generation is None else generation,
+            "selected": [{"eval_key": k, "eval_version": v} for k, v in selected],
+            "skipped": [{"eval_key": k, "eval_version": v, "reason_code": c} for k, v, c in skipped],
+        }
+        path = f"/v1/evaluator/assignments/{assignment['assignment_id']}/plan"
+        return self.request("POST", path, body, token=token)
+
+    def heartbeat(self, run_ids, generation, worker_id="w1", token=TOKEN):
+        body = {
+            "protocol_version": "2",
+            "worker_id": worker_id,
+            "lease_generation": generation,
+            "runs": [{"evaluation_run_id": r, "state": "running", "progress": 0.5} for r in run_ids],
+        }
+        return self.request("POST", "/v1/evaluator/runs/heartbeat", body, token=token)
+
+    @staticmethod
+    def result_body(generation, worker_id="w1", submission_id=None, eval_key="q", kind="score",
+                    value=0.5, status="succeeded"):
+        return {
+            "protocol_version": "2",
+            "result_schema_version": "2",
+            "submission_id": submission_id or str(uuid.uuid4()),
+            "worker_id": worker_id,
+            "lease_generation": generation,
+            "status": status,
+            "started_at": "2026-08-28T12:00:10.000000Z",
+            "finished_at": "2026-08-28T12:00:10.812000Z",
+            "duration_ms": 812,
+            "summary": None,
+            "results": [
+                {
+                    "result_key": eval_key,
+                    "result_kind": kind,
+                    "numeric_value": value,
+                    "bool_value": None,
+                    "text_value": None,
+                    "unit": "ratio",
+                    "display_value": None,
+                    "description": None,
+                    "reasoning": None,
+                    "labels": [],
+                }
+            ]
+            if status == "succeeded"
+            else [],
+            "error_code": None if status == "succeeded" else "eval_error",
+            "error_message": None if status == "succeeded" else "evaluation raised ValueError",
+        }
+
+    def result(self, run_id, body, token=TOKEN):
+        return self.request("POST", f"/v1/evaluator/runs/{run_id}/result", body, token=token)
+
+    # -- inspection ---------------------------------------------------------
+    def state(self):
+        return self.request("GET", "/emulator/v1/state", token=None).body
+
+    def runs(self):
+        return self.request("GET", "/emulator/v1/runs", token=None).body["runs"]
+
+    def assignment(self, assignment_id):
+        return self.request("GET", f"/emulator/v1/assignments/{assignment_id}", token=None).body
+
+    def add_session(self, transcript, raw=False):
+        path = "/emulator/v1/sessions" + ("?raw=1" if raw else "")
+        return self.request("POST", path, transcript, token=None)
+
+    def expire(self, assignment_id):
+        return self.request("POST", f"/emulator/v1/expire/{assignment_id}", b"", token=None)
+
+
+def wait_for(predicate, timeout=10.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()

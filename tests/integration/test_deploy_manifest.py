@@ -1,0 +1,108 @@
+"""deploy/kubernetes.yaml (issue 8): parses, and its probes, preStop drain,
+ports and timings match the binary's defaults (read from `run --help` and
+exercised against a running sidecar)."""
+
+import os
+import re
+import subprocess
+import unittest
+from urllib.parse import urlsplit
+
+import yaml
+
+from admin_harness import BIN, SOURCE, Sidecar, free_port
+
+MANIFEST = os.path.join(SOURCE, "deploy", "kubernetes.yaml")
+
+
+def curl_url(cmd):
+    urls = [a for a in cmd if a.startswith("http://")]
+    assert len(urls) == 1, cmd
+    return urls[0]
+
+
+class ManifestTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(MANIFEST) as f:
+            cls.docs = [d for d in yaml.safe_load_all(f) if d]
+        cls.deploy = next(d for d in cls.docs if d["kind"] == "Deployment")
+        spec = cls.deploy["spec"]["template"]["spec"]
+        cls.pod = spec
+        cls.sidecar = next(c for c in spec["containers"] if c["name"] == "failproofai-sidecar")
+        cls.help = subprocess.run([BIN, "run", "--help"], capture_output=True, text=True,
+                                  timeout=30).stdout
+
+    def default(self, flag):
+        m = re.search(re.escape(flag) + r"[^\n]*\(default ([^)]+)\)", self.help)
+        self.assertIsNotNone(m, f"no default for {flag} in run --help")
+        return m.group(1)
+
+    def args(self):
+        out = {}
+        for a in self.sidecar["args"]:
+            k, _, v = a.partition("=")
+            out[k] = v
+        return out
+
+    def test_parses_and_has_agent_and_sidecar(self):
+        names = [c["name"] for c in self.pod["containers"]]
+        self.assertIn("agent", names)
+        self.assertIn("failproofai-sidecar", names)
+        self.assertIn("Secret", [d["kind"] for d in self.docs])
+
+    def test_probe_paths_and_port_match_binary_defaults(self):
+        listen = self.default("--listen")  # 127.0.0.1:8787
+        host, port = listen.rsplit(":", 1)
+        self.assertEqual(self.args().get("--listen", listen), listen)
+        live = urlsplit(curl_url(self.sidecar["livenessProbe"]["exec"]["command"]))
+        ready = urlsplit(curl_url(self.sidecar["readinessProbe"]["exec"]["command"]))
+        drain = self.sidecar["lifecycle"]["preStop"]["exec"]["command"]
+        pre = urlsplit(curl_url(drain))
+        for u in (live, ready, pre):
+            self.assertEqual((u.hostname, u.port), (host, int(port)))
+        self.assertEqual(live.path, "/healthz")
+        self.assertEqual(ready.path, "/readyz")
+        self.assertEqual(pre.path, "/v1/drain")
+        self.assertIn("POST", drain)
+        self.assertIn("Content-Type: application/json", drain)
+        self.assertIn(int(port), [p["containerPort"] for p in self.sidecar["ports"]])
+
+    def test_grace_period_above_drain_timeout(self):
+        drain = float(self.args().get("--drain-timeout", self.default("--drain-timeout")))
+        self.assertGreater(self.pod["terminationGracePeriodSeconds"], drain)
+
+    def test_token_from_mounted_secret_and_db_on_volume(self):
+        a = self.args()
+        self.assertNotIn("FAILPROOFAI_EVALUATOR_TOKEN", [e["name"] for e in self.sidecar.get("env", [])])
+        mounts = {m["name"]: m["mountPath"] for m in self.sidecar["volumeMounts"]}
+        vols = {v["name"]: v for v in self.pod["volumes"]}
+        tok_vol = next(n for n, p in mounts.items() if a["--token-file"].startswith(p + "/"))
+        self.assertIn("secret", vols[tok_vol])
+        db_vol = next(n for n, p in mounts.items() if a["--db"].startswith(p + "/"))
+        self.assertTrue("emptyDir" in vols[db_vol] or "persistentVolumeClaim" in vols[db_vol])
+
+    def test_restrictive_security_context(self):
+        sc = self.sidecar["securityContext"]
+        self.assertIs(sc["allowPrivilegeEscalation"], False)
+        self.assertIs(sc["readOnlyRootFilesystem"], True)
+        self.assertIs(sc["runAsNonRoot"], True)
+        self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
+        self.assertNotIn("privileged", sc)
+
+    def test_probe_commands_work_against_the_binary(self):
+        """The probe and drain URLs answer as the manifest expects on a real
+        sidecar (its port swapped for an ephemeral one)."""
+        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+            def run(cmd):
+                cmd = [c.replace(":8787", f":{sc.port}") for c in cmd]
+                return subprocess.run(cmd, capture_output=True, timeout=30).returncode
+            self.assertEqual(run(self.sidecar["livenessProbe"]["exec"]["command"]), 0)
+            # not registered with any server: the readiness probe must fail
+            self.assertNotEqual(run(self.sidecar["readinessProbe"]["exec"]["command"]), 0)
+            self.assertEqual(run(self.sidecar["lifecycle"]["preStop"]["exec"]["command"]), 0)
+            self.assertIs(sc.get("/v1/status").body["draining"], True)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,495 @@
+/* Unit tests for the admin server (api/) in-process over real loopback
+ * sockets with libcurl: hardening (Host, Origin, Content-Type, token, body
+ * caps), JSON errors, security headers, and the local evaluator routes with
+ * their validation; plus the EvalResult -> result items conversion. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "api/api.h"
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "sandbox/lang.h"
+#include "sidecar/local.h"
+#include "sidecar/worker.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The admin routes read the worker; this test runs the server without one, but
+ * the static linker must still see the worker before the api library. */
+void (*volatile test_api_force_link)(worker *) = worker_drain;
+
+static run_config cfg;
+static local_registry *reg;
+static api_server *srv;
+static int port;
+static int changes;
+
+static void on_change(void *ud)
+{
+    (void)ud;
+    __atomic_add_fetch(&changes, 1, __ATOMIC_SEQ_CST);
+}
+
+typedef struct {
+    long status;
+    strbuf body;
+    strbuf headers;
+} reply;
+
+static size_t wr(char *d, size_t s, size_t n, void *ud)
+{
+    strbuf_put(ud, d, s * n);
+    return s * n;
+}
+
+/* Performs a request; extra headers NULL-terminated. */
+static void req(reply *r, const char *method, const char *path, const char *body,
+                const char *const *hdrs)
+{
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    strbuf_init(&r->body);
+    strbuf_init(&r->headers);
+    CURL *h = curl_easy_init();
+    struct curl_slist *sl = NULL;
+    for (size_t i = 0; hdrs && hdrs[i]; i++) sl = curl_slist_append(sl, hdrs[i]);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, sl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, wr);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->body);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, wr);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r->headers);
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+    assert_int_equal(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_slist_free_all(sl);
+    curl_easy_cleanup(h);
+}
+
+static void reply_free(reply *r)
+{
+    strbuf_free(&r->body);
+    strbuf_free(&r->headers);
+}
+
+static const char *error_code(reply *r, char *buf, size_t cap)
+{
+    json_t *v = json_loads(r->body.data ? r->body.data : "", 0, NULL);
+    const char *c = json_string_value(json_object_get(json_object_get(v, "error"), "code"));
+    snprintf(buf, cap, "%s", c ? c : "(none)");
+    json_decref(v);
+    return buf;
+}
+
+#define JSON_HDR "Content-Type: application/json"
+
+static int setup(void **state)
+{
+    (void)state;
+    static FILE *devnull;
+    devnull = fopen("/dev/null", "w");
+    log_set_stream(devnull);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    config_defaults(&cfg);
+    cfg.listen = "127.0.0.1:0";
+    char err[256];
+    local_config lc = {.debounce_s = 0.05};
+    reg = local_registry_new(&lc, err, sizeof err);
+    assert_non_null(reg);
+    local_registry_set_change_callback(reg, on_change, NULL);
+    api_deps d = {.cfg = &cfg, .local = reg};
+    srv = api_start(&d, err, sizeof err);
+    assert_non_null(srv);
+    port = api_port(srv);
+    assert_true(port > 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    api_stop(srv);
+    local_registry_free(reg);
+    config_free(&cfg);
+    return 0;
+}
+
+static void test_healthz_headers(void **state)
+{
+    (void)state;
+    reply r;
+    req(&r, "GET", "/healthz", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body.data, "{\"status\":\"ok\"}");
+    assert_non_null(strcasestr(r.headers.data, "Content-Security-Policy: default-src 'self'"));
+    assert_non_null(strcasestr(r.headers.data, "frame-ancestors 'none'"));
+    assert_non_null(strcasestr(r.headers.data, "X-Content-Type-Options: nosniff"));
+    assert_non_null(strcasestr(r.headers.data, "X-Frame-Options: DENY"));
+    assert_non_null(strcasestr(r.headers.data, "Referrer-Policy: no-referrer"));
+    assert_non_null(strcasestr(r.headers.data, "Cache-Control: no-store"));
+    reply_free(&r);
+    /* errors carry them too */
+    req(&r, "GET", "/nope", NULL, NULL);
+    assert_int_equal(r.status, 404);
+    assert_non_null(strcasestr(r.headers.data, "X-Frame-Options: DENY"));
+    char c[64];
+    assert_string_equal(error_code(&r, c, sizeof c), "not_found");
+    reply_free(&r);
+}
+
+static void test_host_rebinding(void **state)
+{
+    (void)state;
+    reply r;
+    char c[64];
+    const char *evil[] = {"Host: evil.example.com", NULL};
+    req(&r, "GET", "/healthz", NULL, evil);
+    assert_int_equal(r.status, 421);
+    assert_string_equal(error_code(&r, c, sizeof c), "host_not_allowed");
+    reply_free(&r);
+    const char *tricky[] = {"Host: 127.0.0.1.evil.com", NULL};
+    req(&r, "GET", "/v1/evaluators", NULL, tricky);
+    assert_int_equal(r.status, 421);
+    reply_free(&r);
+    const char *ok1[] = {"Host: localhost:8787", NULL};
+    req(&r, "GET", "/healthz", NULL, ok1);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+    const char *ok2[] = {"Host: [::1]:8787", NULL};
+    req(&r, "GET", "/healthz", NULL, ok2);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+}
+
+static void test_method_not_allowed(void **state)
+{
+    (void)state;
+    reply r;
+    char c[64];
+    req(&r, "POST", "/healthz", "{}", (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 405);
+    assert_string_equal(error_code(&r, c, sizeof c), "method_not_allowed");
+    assert_non_null(strcasestr(r.headers.data, "Allow: GET, HEAD"));
+    reply_free(&r);
+}
+
+static const char *REG = "{\"version\":\"1.0\",\"endpoint\":\"http://127.0.0.1:9/eval\","
+                         "\"ttl_seconds\":30,\"definitions\":[{\"eval_key\":\"helpful\","
+                         "\"eval_version\":\"1\",\"labels\":[\"b\",\"a\"]}]}";
+
+static void test_csrf_and_content_type(void **state)
+{
+    (void)state;
+    reply r;
+    char c[64];
+    req(&r, "PUT", "/v1/evaluators/e1", REG, (const char *[]){"Content-Type: text/plain", NULL});
+    assert_int_equal(r.status, 415);
+    assert_string_equal(error_code(&r, c, sizeof c), "unsupported_media_type");
+    reply_free(&r);
+    req(&r, "PUT", "/v1/evaluators/e1", REG,
+        (const char *[]){JSON_HDR, "Origin: http://evil.example.com", NULL});
+    assert_int_equal(r.status, 403);
+    assert_string_equal(error_code(&r, c, sizeof c), "foreign_origin");
+    reply_free(&r);
+    req(&r, "PUT", "/v1/evaluators/e1", REG, (const char *[]){JSON_HDR, "Origin: null", NULL});
+    assert_int_equal(r.status, 403);
+    reply_free(&r);
+    req(&r, "PUT", "/v1/evaluators/e1", REG,
+        (const char *[]){JSON_HDR, "Sec-Fetch-Site: cross-site", NULL});
+    assert_int_equal(r.status, 403);
+    reply_free(&r);
+    assert_null(local_registry_get(reg, "e1"));
+    /* same origin is fine */
+    char origin[64];
+    snprintf(origin, sizeof origin, "Origin: http://127.0.0.1:%d", port);
+    req(&r, "PUT", "/v1/evaluators/e1", REG, (const char *[]){JSON_HDR, origin, NULL});
+    assert_int_equal(r.status, 201);
+    reply_free(&r);
+    req(&r, "DELETE", "/v1/evaluators/e1", NULL, (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+}
+
+static void test_bodies(void **state)
+{
+    (void)state;
+    reply r;
+    char c[64];
+    req(&r, "PUT", "/v1/evaluators/e1", "{not json", (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 400);
+    assert_string_equal(error_code(&r, c, sizeof c), "invalid_json");
+    reply_free(&r);
+    req(&r, "PUT", "/v1/evaluators/e1", "[1,2]", (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 400);
+    reply_free(&r);
+    /* deep nesting */
+    size_t depth = 100000;
+    char *deep = malloc(2 * depth + 1);
+    memset(deep, '[', depth);
+    memset(deep + depth, ']', depth);
+    deep[2 * depth] = '\0';
+    req(&r, "PUT", "/v1/evaluators/e1", deep, (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 400);
+    reply_free(&r);
+    free(deep);
+    /* 2 MiB body on a 1 MiB route */
+    size_t big = 2 * 1024 * 1024;
+    char *b = malloc(big + 1);
+    memset(b, ' ', big);
+    b[big] = '\0';
+    req(&r, "PUT", "/v1/evaluators/e1", b, (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 413);
+    assert_string_equal(error_code(&r, c, sizeof c), "body_too_large");
+    reply_free(&r);
+    /* same without Content-Length (chunked) */
+    req(&r, "PUT", "/v1/evaluators/e1", b,
+        (const char *[]){JSON_HDR, "Transfer-Encoding: chunked", NULL});
+    assert_int_equal(r.status, 413);
+    reply_free(&r);
+    free(b);
+    /* still serving */
+    req(&r, "GET", "/healthz", NULL, NULL);
+    assert_int_equal(r.status, 200);
+    reply_free(&r);
+}
+
+static int put_status(const char *name, const char *body, char *code, size_t cap, char *msg,
+                      size_t mcap)
+{
+    reply r;
+    char path[256];
+    snprintf(path, sizeof path, "/v1/evaluators/%s", name);
+    req(&r, "PUT", path, body, (const char *[]){JSON_HDR, NULL});
+    int st = (int)r.status;
+    error_code(&r, code, cap);
+    json_t *v = json_loads(r.body.data ? r.body.data : "", 0, NULL);
+    const char *m = json_string_value(json_object_get(json_object_get(v, "error"), "message"));
+    snprintf(msg, mcap, "%s", m ? m : "");
+    json_decref(v);
+    reply_free(&r);
+    return st;
+}
+
+static void test_registration_validation(void **state)
+{
+    (void)state;
+    char c[64], m[600];
+    struct {
+        const char *body;
+        int status;
+        const char *needle;
+    } cases[] = {
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"Bad\",\"eval_version\":\"1\"}]}",
+         422, "definitions[0].eval_key must match ^[a-z][a-z0-9_]*$"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://10.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\"}]}",
+         422, "endpoint must be a loopback URL"},
+        {"{\"version\":\"1\",\"endpoint\":\"https://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\"}]}",
+         422, "endpoint must be an http:// URL"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://user:pw@127.0.0.1:9/\",\"definitions\":[{"
+         "\"eval_key\":\"a\",\"eval_version\":\"1\"}]}",
+         422, "credentials"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\",\"condition\":\"lambda: 1\"}]}",
+         422, "definitions[0].condition is rejected: condition_source"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\",\"labels\":[\"x\",\"x\"]}]}",
+         422, "definitions[0].labels must be unique"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\",\"display_name\":\"a\\u0001b\"}]}",
+         422, "definitions[0].display_name must not contain control characters"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\"},{\"eval_key\":\"a\",\"eval_version\":\"2\"}]}",
+         422, "definitions[1].eval_key: duplicate eval key"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
+         "\"a\",\"eval_version\":\"1\",\"result_kind\":\"text\"}]}",
+         422, "definitions[0].result_kind must be one of"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"ttl_seconds\":0,"
+         "\"definitions\":[{\"eval_key\":\"a\",\"eval_version\":\"1\"}]}",
+         422, "ttl_seconds must be a number from 1 to 86400"},
+        {"{\"version\":1,\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[]}", 422,
+         "version must be a string"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[],\"x\":1}",
+         422, "unknown field 'x'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int st = put_status("v1", cases[i].body, c, sizeof c, m, sizeof m);
+        if (st != cases[i].status || strstr(m, cases[i].needle) == NULL)
+            fail_msg("case %zu: status %d message '%s'", i, st, m);
+    }
+    /* 101 definitions */
+    strbuf b;
+    strbuf_init(&b);
+    strbuf_puts(&b, "{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[");
+    for (int i = 0; i < 101; i++)
+        strbuf_printf(&b, "%s{\"eval_key\":\"k%d\",\"eval_version\":\"1\"}", i ? "," : "", i);
+    strbuf_puts(&b, "]}");
+    assert_int_equal(put_status("v1", b.data, c, sizeof c, m, sizeof m), 422);
+    assert_non_null(strstr(m, "at most 100"));
+    strbuf_free(&b);
+    /* unique across evaluators; <= 100 in all */
+    assert_int_equal(put_status("one", REG, c, sizeof c, m, sizeof m), 201);
+    assert_int_equal(put_status("two", REG, c, sizeof c, m, sizeof m), 409);
+    assert_string_equal(c, "duplicate_eval_key");
+    assert_non_null(strstr(m, "evaluator 'one'"));
+    strbuf_init(&b);
+    strbuf_puts(&b, "{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[");
+    for (int i = 0; i < 100; i++)
+        strbuf_printf(&b, "%s{\"eval_key\":\"k%d\",\"eval_version\":\"1\"}", i ? "," : "", i);
+    strbuf_puts(&b, "]}");
+    assert_int_equal(put_status("two", b.data, c, sizeof c, m, sizeof m), 422);
+    assert_string_equal(c, "too_many_definitions");
+    strbuf_free(&b);
+    /* replace keeps 200 */
+    assert_int_equal(put_status("one", REG, c, sizeof c, m, sizeof m), 200);
+    local_error le;
+    assert_int_equal(local_registry_delete(reg, "one", &le), 200);
+    assert_int_equal(put_status("-bad", REG, c, sizeof c, m, sizeof m), 422);
+}
+
+static void test_registry_lifecycle(void **state)
+{
+    (void)state;
+    char c[64], m[600];
+    int before = __atomic_load_n(&changes, __ATOMIC_SEQ_CST);
+    /* Until the interpreter lands (lang_check rejects everything), register
+     * without the condition. */
+    char lm[128];
+    int have_lang = lang_check(LANG_CONDITION, "True", 4, lm, sizeof lm) == 0;
+    const char *body =
+        have_lang ? "{\"version\":\"1\",\"endpoint\":\"http://localhost:9/\",\"ttl_seconds\":1,"
+                    "\"definitions\":[{\"eval_key\":\"short_lived\",\"eval_version\":\"2\","
+                    "\"condition\":\"session.event_count > 0\"}]}"
+                  : "{\"version\":\"1\",\"endpoint\":\"http://localhost:9/\",\"ttl_seconds\":1,"
+                    "\"definitions\":[{\"eval_key\":\"short_lived\",\"eval_version\":\"2\"}]}";
+    assert_int_equal(put_status("ttl", body, c, sizeof c, m, sizeof m), 201);
+    uint64_t gen1, gen2;
+    json_t *cat = local_registry_catalog(reg, &gen1);
+    assert_int_equal(json_array_size(cat), 1);
+    char *t = json_dumps(cat, JSON_COMPACT);
+    assert_string_equal(t, "[{\"eval_key\":\"short_lived\",\"display_name\":\"Short lived\","
+                           "\"eval_version\":\"2\",\"result_kind\":\"score\",\"labels\":[]}]");
+    free(t);
+    json_decref(cat);
+    local_definition d;
+    assert_int_equal(local_registry_definition(reg, "short_lived", "2", &d), 0);
+    if (have_lang) assert_string_equal(d.condition, "session.event_count > 0");
+    else assert_null(d.condition);
+    local_definition_free(&d);
+    assert_int_equal(local_registry_definition(reg, "short_lived", "3", &d), -1);
+    /* heartbeat keeps it alive past its TTL */
+    for (int i = 0; i < 3; i++) {
+        usleep(500 * 1000);
+        reply r;
+        req(&r, "POST", "/v1/evaluators/ttl/heartbeat", NULL, (const char *[]){JSON_HDR, NULL});
+        assert_int_equal(r.status, 200);
+        reply_free(&r);
+    }
+    /* then it expires and leaves the catalog; the change callback fires */
+    usleep(1600 * 1000);
+    cat = local_registry_catalog(reg, &gen2);
+    assert_int_equal(json_array_size(cat), 0);
+    json_decref(cat);
+    assert_true(gen2 > gen1);
+    assert_true(__atomic_load_n(&changes, __ATOMIC_SEQ_CST) >= before + 2);
+    reply r;
+    req(&r, "POST", "/v1/evaluators/ttl/heartbeat", NULL, (const char *[]){JSON_HDR, NULL});
+    assert_int_equal(r.status, 404);
+    reply_free(&r);
+}
+
+static void check_items(const char *answer, const char *want_items, const char *want_err)
+{
+    json_t *a = json_loads(answer, 0, NULL);
+    assert_non_null(a);
+    json_t *items = NULL;
+    char *summary = NULL;
+    char msg[256] = "";
+    int rc = local_result_items(a, "q", &items, &summary, msg, sizeof msg);
+    json_decref(a);
+    if (want_err) {
+        if (rc == 0 || strstr(msg, want_err) == NULL)
+            fail_msg("answer %s: rc %d msg '%s' (want '%s')", answer, rc, msg, want_err);
+        return;
+    }
+    if (rc != 0) fail_msg("answer %s: %s", answer, msg);
+    char *t = json_dumps(items, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    if (strcmp(t, want_items) != 0) fail_msg("answer %s:\n got %s\nwant %s", answer, t, want_items);
+    free(t);
+    json_decref(items);
+    free(summary);
+}
+
+static void test_result_items(void **state)
+{
+    (void)state;
+    check_items("{\"score\":0.5,\"reasoning\":\"why\",\"labels\":[\"z\",\"a\"]}",
+                "[{\"result_key\":\"q\",\"result_kind\":\"score\",\"numeric_value\":0.5,"
+                "\"bool_value\":null,\"text_value\":null,\"unit\":\"ratio\",\"display_value\":null,"
+                "\"description\":null,\"reasoning\":\"why\",\"labels\":[\"a\",\"z\"]}]",
+                NULL);
+    check_items("{\"metrics\":{\"zz\":2,\"q\":{\"value\":1,\"unit\":\"ms\"}},\"assertions\":{\"ok\":"
+                "true},\"reasoning\":\"r\"}",
+                "[{\"result_key\":\"q\",\"result_kind\":\"metric\",\"numeric_value\":1.0,"
+                "\"bool_value\":null,\"text_value\":null,\"unit\":\"ms\",\"display_value\":null,"
+                "\"description\":null,\"reasoning\":\"r\",\"labels\":[]},{\"result_key\":\"zz\","
+                "\"result_kind\":\"metric\",\"numeric_value\":2.0,\"bool_value\":null,"
+                "\"text_value\":null,\"unit\":\"\",\"display_value\":null,\"description\":null,"
+                "\"reasoning\":null,\"labels\":[]},{\"result_key\":\"ok\",\"result_kind\":"
+                "\"assertion\",\"numeric_value\":null,\"bool_value\":true,\"text_value\":null,"
+                "\"unit\":\"\",\"display_value\":null,\"description\":null,\"reasoning\":null,"
+                "\"labels\":[]}]",
+                NULL);
+    check_items("{\"score\":{\"value\":1,\"passed\":true}}",
+                "[{\"result_key\":\"q\",\"result_kind\":\"score\",\"numeric_value\":1.0,"
+                "\"bool_value\":true,\"text_value\":null,\"unit\":\"ratio\",\"display_value\":null,"
+                "\"description\":null,\"reasoning\":null,\"labels\":[]}]",
+                NULL);
+    check_items("{\"score\":1.5}", NULL, "score value must be between 0 and 1");
+    check_items("{\"score\":true}", NULL, "score must be a number or an object");
+    check_items("{\"score\":{\"value\":0.1,\"passed\":1}}", NULL, "score passed must be a boolean");
+    check_items("{}", NULL, "must contain a score, metric, or assertion");
+    check_items("{\"metrics\":{\"Bad\":1}}", NULL, "metric key must match");
+    check_items("{\"assertions\":{\"a\":1}}", NULL, "assertion passed must be a boolean");
+    check_items("{\"score\":0.1,\"metrics\":{\"q\":1}}", NULL, "result keys must be unique");
+    check_items("{\"score\":0.1,\"summary\":\"\"}", NULL, "summary must not be empty");
+    check_items("{\"score\":0.1,\"labels\":[\"a\",\"a\"]}", NULL, "labels must be unique");
+    check_items("{\"score\":{\"value\":0.1,\"extra\":1}}", NULL, "unexpected field");
+    check_items("[1]", NULL, "must be a JSON object");
+    strbuf b;
+    strbuf_init(&b);
+    strbuf_puts(&b, "{\"metrics\":{");
+    for (int i = 0; i < 26; i++) strbuf_printf(&b, "%s\"m%d\":1", i ? "," : "", i);
+    strbuf_puts(&b, "}}");
+    check_items(b.data, NULL, "at most 25 results");
+    strbuf_free(&b);
+}
+
+int main(void)
+{
+    if (test_api_force_link == NULL) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_healthz_headers),
+        cmocka_unit_test(test_host_rebinding),
+        cmocka_unit_test(test_method_not_allowed),
+        cmocka_unit_test(test_csrf_and_content_type),
+        cmocka_unit_test(test_bodies),
+        cmocka_unit_test(test_registration_validation),
+        cmocka_unit_test(test_registry_lifecycle),
+        cmocka_unit_test(test_result_items),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,604 @@
+/* Unit tests of the sandbox jail (sandbox/sbx.c, sandbox/jail_child.c),
+ * with real child processes of the sidecar binary ($FPS_BIN). Crafted
+ * children (sbx_config.test_mode, i.e. jail_child.c's --test-<mode>) stand
+ * in for a hostile interpreter: they act after the jail is installed.
+ * Observes the jail from outside through /proc/<pid>, and checks the
+ * parent for zombies, fd growth and RSS growth over 10,000 evaluations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "sandbox/jail.h"
+#include "sandbox/sbx.h"
+#include "sandbox/simg.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int g_no_helper;
+
+static sbx_pool *make_pool(int slots, int prestart, const char *mode)
+{
+    sbx_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.max_sandboxes = slots;
+    cfg.memory_mb = 512;
+    cfg.self_exe = getenv("FPS_BIN");
+    cfg.prestart = prestart;
+    cfg.test_mode = mode;
+    cfg.no_helper = g_no_helper;
+    char err[256] = "";
+    sbx_pool *p = sbx_pool_new(&cfg, err, sizeof err);
+    if (p == NULL) fprintf(stderr, "sbx_pool_new: %s\n", err);
+    assert_non_null(p);
+    return p;
+}
+
+static void eval_src(sbx_pool *p, const char *src, double timeout, sbx_image *img,
+                     atomic_int *cancel, sbx_outcome *out)
+{
+    sbx_request req;
+    memset(&req, 0, sizeof req);
+    req.kind = LANG_EVALUATOR;
+    req.source = src;
+    req.source_len = strlen(src);
+    req.eval_key = "q";
+    req.timeout_s = timeout;
+    req.image = img;
+    req.cancel = cancel;
+    sbx_eval(p, &req, out);
+}
+
+static int count_fds(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n - 1; /* the DIR's own fd */
+}
+
+static long status_field(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, kl) && line[kl] == ':') v = strtol(line + kl + 1, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+/* Children of this process that are zombies right now. */
+static int count_zombies(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    pid_t me = getpid();
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], buf[512];
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f == NULL) continue;
+        size_t r = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[r] = '\0';
+        char *rp = strrchr(buf, ')');
+        char state;
+        int ppid;
+        if (rp != NULL && sscanf(rp + 2, "%c %d", &state, &ppid) == 2 && ppid == me && state == 'Z')
+            n++;
+    }
+    if (d != NULL) closedir(d);
+    return n;
+}
+
+static void test_layers_and_mapping_helpers(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, -1, NULL);
+    sbx_layers l = sbx_pool_layers(p);
+    assert_int_equal(l.seccomp, 1);
+    assert_int_equal(l.no_new_privs, 1);
+    assert_int_equal(l.rlimits, 1);
+    sbx_pool_free(p);
+
+    assert_true(sbx_clamp_timeout(0) == 30.0);
+    assert_true(sbx_clamp_timeout(-1) == 30.0);
+    assert_true(sbx_clamp_timeout(1e9) == 60.0);
+    assert_true(sbx_clamp_timeout(5) == 5.0);
+
+    const char *st, *code;
+    char msg[256];
+    sbx_outcome o;
+    memset(&o, 0, sizeof o);
+    o.status = SBX_OK;
+    o.json = json_loads("{\"ok\": false, \"stage\": \"compile\", \"message\": \"evaluator_source must "
+                        "be one expression\"}", 0, NULL);
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "failed");
+    assert_string_equal(code, "eval_error");
+    assert_string_equal(msg, "evaluator source rejected: evaluator_source must be one expression");
+    json_decref(o.json);
+    o.json = json_loads("{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"ZeroDivisionError\"}", 0, NULL);
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "failed");
+    assert_string_equal(msg, "evaluation raised ZeroDivisionError");
+    json_decref(o.json);
+    o.json = json_loads("{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"steps\"}", 0, NULL);
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "timed_out");
+    assert_string_equal(code, "eval_timeout");
+    assert_string_equal(msg, "evaluation exceeded its configured timeout");
+    json_decref(o.json);
+    o.json = json_loads("{\"ok\": true, \"results\": [], \"summary\": null}", 0, NULL);
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "succeeded");
+    assert_null(code);
+    json_decref(o.json);
+    o.json = NULL;
+    o.status = SBX_TIMEOUT;
+    snprintf(o.limit, sizeof o.limit, "memory");
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "timed_out");
+    assert_string_equal(code, "eval_timeout");
+    char *line = sbx_outcome_line(&o);
+    assert_string_equal(line, "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
+    free(line);
+    o.status = SBX_OUTPUT;
+    snprintf(o.limit, sizeof o.limit, "output");
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "failed");
+    assert_non_null(strstr(msg, "1 MiB"));
+    o.status = SBX_JAIL_FAILURE;
+    snprintf(o.detail, sizeof o.detail, "killed by seccomp");
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "failed");
+    assert_string_equal(code, "sandbox_error");
+    o.status = SBX_CANCELLED;
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "cancelled");
+}
+
+/* The request and the session image reach the child intact. */
+static void test_request_and_image_hand_off(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, 1, "echo");
+    json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:s, s:{s:s}}]}",
+                          "schema_version", "2", "assignment_id", "a-1", "session_id", "s-1",
+                          "session_revision_id", "r-1", "agent_id", "agent", "environment", "test",
+                          "started_at", "2026-08-28T12:00:00.000000Z", "ended_at",
+                          "2026-08-28T12:00:01.000000Z", "event_count", 1, "events", "id", "e1",
+                          "ts", "2026-08-28T12:00:00.000000Z", "event_type", "tool_use", "payload",
+                          "k", "v\xc3\xa9");
+    char err[256];
+    void *raw;
+    size_t raw_len;
+    int built = simg_build(t, "a-1", &raw, &raw_len, err, sizeof err);
+    if (built != 0) fprintf(stderr, "simg_build: %s\n", err);
+    assert_int_equal(built, 0);
+    unsigned long sum = 0;
+    for (size_t i = 0; i < raw_len; i++) sum += ((unsigned char *)raw)[i];
+    free(raw);
+    sbx_image *img = sbx_image_new(t, "a-1", err, sizeof err);
+    json_decref(t);
+    assert_non_null(img);
+    for (int i = 0; i < 3; i++) {
+        sbx_outcome o;
+        const char *src = i == 1 ? "" : "len(session.events) \xe2\x9c\x93 \"q\"";
+        eval_src(p, src, 10, i == 2 ? NULL : img, NULL, &o);
+        assert_int_equal(o.status, SBX_OK);
+        assert_non_null(o.line);
+        assert_string_equal(json_string_value(json_object_get(o.json, "source")), src);
+        assert_string_equal(json_string_value(json_object_get(o.json, "eval_key")), "q");
+        assert_int_equal(json_integer_value(json_object_get(o.json, "image_len")),
+                         i == 2 ? 0 : (json_int_t)raw_len);
+        assert_int_equal(json_integer_value(json_object_get(o.json, "image_sum")),
+                         i == 2 ? 0 : (json_int_t)sum);
+        sbx_outcome_free(&o);
+    }
+    sbx_image_release(img);
+    sbx_pool_free(p);
+}
+
+typedef struct {
+    sbx_pool *pool;
+    const char *src;
+    double timeout;
+    atomic_int *cancel;
+    sbx_outcome out;
+    double started, ended;
+} eval_thread_arg;
+
+static void *eval_thread(void *arg)
+{
+    eval_thread_arg *a = arg;
+    a->started = now_ms();
+    eval_src(a->pool, a->src, a->timeout, NULL, a->cancel, &a->out);
+    a->ended = now_ms();
+    return NULL;
+}
+
+/* While a child runs: empty environment, seccomp filter mode, no_new_privs,
+ * no capabilities, a handful of fds, the rlimits in force. */
+static void test_jail_observed_from_outside(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, -1, "sleep");
+    atomic_int cancel = 0;
+    eval_thread_arg a = {p, "1", 20, &cancel, {0}, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, eval_thread, &a), 0);
+    int pid = 0;
+    for (int i = 0; i < 500 && pid == 0; i++) {
+        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
+    }
+    assert_true(pid > 0);
+    char path[64];
+    /* Give the child time to get through its start-up and block. */
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++) usleep(10000);
+    assert_int_equal(status_field(path, "Seccomp"), 2);
+    assert_int_equal(status_field(path, "NoNewPrivs"), 1);
+
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[256];
+    int caps_checked = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "CapEff:", 7) || !strncmp(line, "CapPrm:", 7)) {
+            assert_int_equal(strtoull(line + 7, NULL, 16), 0);
+            caps_checked++;
+        }
+    }
+    fclose(f);
+    assert_int_equal(caps_checked, 2);
+
+    snprintf(path, sizeof path, "/proc/%d/environ", pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char env[4096];
+    size_t n = fread(env, 1, sizeof env - 1, f);
+    fclose(f);
+    env[n] = '\0';
+#ifdef FPS_SANITIZE
+    /* Only the sanitizer runtime's options. */
+    assert_true(n == 0 || !strncmp(env, "ASAN_OPTIONS=", 13));
+    assert_true(n == 0 || strlen(env) + 1 == n);
+#else
+    assert_int_equal(n, 0);
+#endif
+
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int fds = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') fds++;
+    closedir(d);
+    assert_true(fds >= 2 && fds <= 4);
+
+    snprintf(path, sizeof path, "/proc/%d/limits", pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        char soft[32];
+        if (sscanf(line + 26, "%31s", soft) != 1) continue;
+        if (!strncmp(line, "Max cpu time", 12)) {
+            assert_true(atol(soft) >= 1 && atol(soft) <= 61);
+            seen++;
+        } else if (!strncmp(line, "Max file size", 13)) {
+            assert_string_equal(soft, "0");
+            seen++;
+        } else if (!strncmp(line, "Max processes", 13)) {
+            assert_string_equal(soft, "0");
+            seen++;
+        } else if (!strncmp(line, "Max open files", 14)) {
+            assert_string_equal(soft, "4");
+            seen++;
+        } else if (!strncmp(line, "Max core file size", 18)) {
+            assert_string_equal(soft, "0");
+            seen++;
+        } else if (!strncmp(line, "Max address space", 17)) {
+#ifndef FPS_SANITIZE
+            assert_string_equal(soft, "536870912");
+#else
+            assert_string_not_equal(soft, "unlimited");
+#endif
+            seen++;
+        }
+    }
+    fclose(f);
+    assert_int_equal(seen, 6);
+
+    /* It is a fresh exec of the child image (not a fork of this process). */
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    char cmd[512];
+    size_t cl = fread(cmd, 1, sizeof cmd - 1, f);
+    fclose(f);
+    cmd[cl] = '\0';
+    assert_true(cl > strlen(cmd) + 1);
+    assert_string_equal(cmd + strlen(cmd) + 1, SBX_CHILD_ARG);
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    char exe[512];
+    ssize_t el = readlink(path, exe, sizeof exe - 1);
+    assert_true(el > 0);
+    exe[el] = '\0';
+    assert_non_null(strstr(exe, "failproofai-sandbox"));
+
+    /* Cancellation kills it promptly. */
+    double t = now_ms();
+    atomic_store(&cancel, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(a.out.status, SBX_CANCELLED);
+    assert_true(now_ms() - t < 5000);
+    sbx_outcome_free(&a.out);
+    /* Reaped (in the background): gone, not a zombie. */
+    for (int i = 0; i < 500 && kill(pid, 0) == 0; i++) usleep(10000);
+    assert_int_equal(kill(pid, 0), -1);
+    sbx_pool_free(p);
+}
+
+/* A crafted child that tries a forbidden call after jailing dies. */
+static void test_forbidden_calls_kill_the_child(void **state)
+{
+    (void)state;
+    const char *modes[] = {"open", "socket", "fork", "exec", "ptrace"};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        sbx_pool *p = make_pool(1, -1, modes[i]);
+        sbx_outcome o;
+        eval_src(p, "1", 10, NULL, NULL, &o);
+        if (o.status != SBX_JAIL_FAILURE)
+            fprintf(stderr, "mode %s: status %d line %s\n", modes[i], o.status, o.line ? o.line : "");
+        assert_int_equal(o.status, SBX_JAIL_FAILURE);
+        assert_non_null(strstr(o.detail, "seccomp"));
+        const char *st, *code;
+        char msg[300];
+        sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+        assert_string_equal(st, "failed");
+        sbx_outcome_free(&o);
+        sbx_pool_free(p);
+    }
+}
+
+static void test_bounds(void **state)
+{
+    (void)state;
+    sbx_outcome o;
+    /* CPU loop: killed at the wall-clock deadline. */
+    sbx_pool *p = make_pool(1, -1, "spin");
+    double t = now_ms();
+    eval_src(p, "1", 0.5, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_TIMEOUT);
+    assert_string_equal(o.limit, "timeout");
+    assert_true(now_ms() - t < 3000);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+
+    /* Blocked (not spinning): the wall clock still ends it. */
+    p = make_pool(1, -1, "sleep");
+    t = now_ms();
+    eval_src(p, "1", 0.3, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_TIMEOUT);
+    assert_true(now_ms() - t < 3000);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+
+    /* Memory: the address-space limit stops the allocation. */
+    p = make_pool(1, -1, "alloc");
+    eval_src(p, "1", 20, NULL, NULL, &o);
+    const char *st, *code;
+    char msg[300];
+    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
+    assert_string_equal(st, "timed_out");
+    assert_string_equal(code, "eval_timeout");
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+
+    /* Output flood: killed past 1 MiB. */
+    p = make_pool(1, -1, "flood");
+    eval_src(p, "1", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_OUTPUT);
+    assert_string_equal(o.limit, "output");
+    char *line = sbx_outcome_line(&o);
+    assert_string_equal(line, "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"output\"}");
+    free(line);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+
+    /* A child that ends without an outcome fails closed. */
+    p = make_pool(1, -1, "silent");
+    eval_src(p, "1", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_JAIL_FAILURE);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+}
+
+/* More bombs than slots: all resolve within about one budget, and no child
+ * is handed an evaluation after its deadline. */
+static void test_more_bombs_than_slots(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    const double budget = 1.0;
+    sbx_pool *p = make_pool(2, 2, "spin");
+    eval_thread_arg a[N];
+    pthread_t th[N];
+    double t0 = now_ms();
+    for (int i = 0; i < N; i++) {
+        a[i] = (eval_thread_arg){p, "1", budget, NULL, {0}, 0, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, eval_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    double total = now_ms() - t0;
+    int ran = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(a[i].out.status, SBX_TIMEOUT);
+        /* Each one ended within its own budget (plus kill/reap slack). */
+        assert_true(a[i].ended - a[i].started < budget * 1e3 + 1000);
+        if (a[i].out.run_ms > 0) {
+            ran++;
+            assert_true(a[i].out.wait_ms < budget * 1e3);
+        }
+        sbx_outcome_free(&a[i].out);
+    }
+    assert_true(total < 2 * budget * 1e3 + 1000);
+    sbx_stats s = sbx_pool_stats(p);
+    assert_int_equal(s.started, (unsigned long)ran);
+    assert_true(s.started >= 2 && s.started < N);
+    sbx_pool_free(p);
+}
+
+static void test_cancel_while_waiting_for_a_slot(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(1, -1, "sleep");
+    atomic_int c1 = 0, c2 = 0;
+    eval_thread_arg a = {p, "1", 20, &c1, {0}, 0, 0}, b = {p, "1", 20, &c2, {0}, 0, 0};
+    pthread_t ta, tb;
+    assert_int_equal(pthread_create(&ta, NULL, eval_thread, &a), 0);
+    while (sbx_pool_active(p) < 1) usleep(1000);
+    assert_int_equal(pthread_create(&tb, NULL, eval_thread, &b), 0);
+    usleep(100000);
+    atomic_store(&c2, 1);
+    pthread_join(tb, NULL);
+    assert_int_equal(b.out.status, SBX_CANCELLED);
+    assert_true(b.out.run_ms == 0);
+    atomic_store(&c1, 1);
+    pthread_join(ta, NULL);
+    assert_int_equal(a.out.status, SBX_CANCELLED);
+    sbx_outcome_free(&a.out);
+    sbx_outcome_free(&b.out);
+    assert_int_equal(sbx_pool_stats(p).started, 1);
+    sbx_pool_free(p);
+}
+
+/* The fallback child image (the sidecar itself, SBX_CHILD_ARG) works the
+ * same when the small failproofai-sandbox image is not installed. */
+static void test_fallback_child_image(void **state)
+{
+    (void)state;
+    g_no_helper = 1;
+    sbx_pool *p = make_pool(1, -1, "echo");
+    sbx_outcome o;
+    eval_src(p, "1 + 1", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_OK);
+    assert_string_equal(json_string_value(json_object_get(o.json, "source")), "1 + 1");
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+    p = make_pool(1, -1, "socket");
+    eval_src(p, "1", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_JAIL_FAILURE);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+    g_no_helper = 0;
+}
+
+typedef struct {
+    sbx_pool *pool;
+    int n, bad;
+} loop_arg;
+
+static void *loop_thread(void *arg)
+{
+    loop_arg *a = arg;
+    for (int i = 0; i < a->n; i++) {
+        sbx_outcome o;
+        eval_src(a->pool, "1", 10, NULL, NULL, &o);
+        if (o.status != SBX_OK) a->bad++;
+        sbx_outcome_free(&o);
+    }
+    return NULL;
+}
+
+/* 10,000 evaluations: no zombie, no fd growth, flat parent RSS. */
+static void test_many_evaluations_leak_nothing(void **state)
+{
+    (void)state;
+#ifdef FPS_SANITIZE
+    const int total = 300; /* each child pays the sanitizer runtime's start-up */
+#else
+    const int total = 10000;
+#endif
+    int fds_before = count_fds();
+    sbx_pool *p = make_pool(4, 4, "echo");
+    /* Warm up (thread stacks, allocator arenas), then measure. */
+    loop_arg w = {p, 40, 0};
+    loop_thread(&w);
+    long rss0 = status_field("/proc/self/status", "VmRSS");
+    loop_arg a[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (loop_arg){p, total / 4, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, loop_thread, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++) assert_int_equal(a[i].bad, 0);
+    /* Children are reaped in the background: give the reaper a moment. */
+    for (int i = 0; i < 500 && count_zombies() > 0; i++) usleep(10000);
+    assert_int_equal(count_zombies(), 0);
+    long rss1 = status_field("/proc/self/status", "VmRSS");
+    fprintf(stderr, "RSS before %ld kB, after %d evaluations %ld kB\n", rss0, total, rss1);
+#ifndef FPS_SANITIZE
+    assert_true(rss1 - rss0 < 4096);
+#else
+    /* ASan keeps freed memory in its quarantine (up to 256 MiB): RSS is not
+     * a leak signal there; LeakSanitizer at exit is. */
+    assert_true(rss1 - rss0 < 300 * 1024);
+#endif
+    sbx_stats s = sbx_pool_stats(p);
+    assert_int_equal(s.started, (unsigned long)total + 40);
+    sbx_pool_free(p);
+    /* Every child, pre-started ones included, has been reaped. */
+    assert_int_equal(waitpid(-1, NULL, WNOHANG), -1);
+    assert_int_equal(errno, ECHILD);
+    assert_int_equal(count_fds(), fds_before);
+}
+
+int main(void)
+{
+    if (getenv("FPS_BIN") == NULL) {
+        fprintf(stderr, "FPS_BIN must name the failproofai-sidecar binary\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layers_and_mapping_helpers),
+        cmocka_unit_test(test_request_and_image_hand_off),
+        cmocka_unit_test(test_jail_observed_from_outside),
+        cmocka_unit_test(test_forbidden_calls_kill_the_child),
+        cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_more_bombs_than_slots),
+        cmocka_unit_test(test_cancel_while_waiting_for_a_slot),
+        cmocka_unit_test(test_fallback_child_image),
+        cmocka_unit_test(test_many_evaluations_leak_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

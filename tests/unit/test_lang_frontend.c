@@ -1,0 +1,395 @@
+/* Unit tests for the language front end: lexer, parser (AST shapes as
+ * CPython's ast.parse builds them), checker (every LANGUAGE.md message, node
+ * counting as ast.walk, precedence) and adversarial sources. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "common/strbuf.h"
+#include "sandbox/ast.h"
+#include "sandbox/checker.h"
+#include "sandbox/lang.h"
+#include "sandbox/lexer.h"
+#include "sandbox/parser.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char msgbuf[4096];
+
+/* lang_check on an evaluator source; returns the message or "OK". */
+static const char *chk_kind(lang_kind k, const char *src, size_t len)
+{
+    int rc = lang_check(k, src, len, msgbuf, sizeof msgbuf);
+    return rc ? msgbuf : "OK";
+}
+static const char *chk(const char *src) { return chk_kind(LANG_EVALUATOR, src, strlen(src)); }
+static const char *chkc(const char *src) { return chk_kind(LANG_CONDITION, src, strlen(src)); }
+
+#define EXPECT(src, want) assert_string_equal(chk(src), want)
+
+static void test_lexer_tokens(void **state)
+{
+    (void)state;
+    ast_arena ar;
+    ast_arena_init(&ar, 0);
+    lex_token *t;
+    size_t n;
+    char err[128];
+    assert_int_equal(lex_tokenize(&ar, "a.b(1_0, 0x_F) # c\n", 19, &t, &n, err, sizeof err), 0);
+    assert_int_equal(n, 10); /* a . b ( 1_0 , 0x_F ) NEWLINE END */
+    assert_int_equal(t[0].type, TK_NAME);
+    assert_int_equal(t[1].op, OP_DOT);
+    assert_int_equal(t[4].type, TK_NUMBER);
+    assert_int_equal(t[4].len, 3);
+    assert_int_equal(t[8].type, TK_NEWLINE);
+    assert_int_equal(t[9].type, TK_END);
+    /* string prefixes in any case, triple quotes, implicit joining */
+    const char *s = "(Rb'x'\n f\"\"\"y\n\"\"\" u'z' not in is)";
+    assert_int_equal(lex_tokenize(&ar, s, strlen(s), &t, &n, err, sizeof err), 0);
+    assert_int_equal(t[1].type, TK_STRING);
+    assert_int_equal(t[1].op, STRF_RAW | STRF_BYTES);
+    assert_int_equal(t[2].op, STRF_F);
+    assert_int_equal(t[2].len, 2);
+    assert_int_equal(t[3].op, STRF_U);
+    assert_int_equal(t[4].op, KW_not);
+    /* rejected literals */
+    const char *bad[] = {"1__0", "1_", "0x", "0b2", "0o8", "0777", "1e", "1e+", "1.__x",
+                         "'abc", "'''abc", "$", "a ! b", "(]", ")", "\\x", "1 \\"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_not_equal(lex_tokenize(&ar, bad[i], strlen(bad[i]), &t, &n, err, sizeof err), 0);
+    const char *good[] = {"0_0", "00", "09.5", "09j", "1if x else 2", "0in x", "1.e5", "1_0.0_1e1_0",
+                          ".5", "1 .real", "x\\\n+1", "\f1"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        assert_int_equal(lex_tokenize(&ar, good[i], strlen(good[i]), &t, &n, err, sizeof err), 0);
+    ast_arena_free(&ar);
+}
+
+static void test_lexer_unescape(void **state)
+{
+    (void)state;
+    ast_arena ar;
+    ast_arena_init(&ar, 0);
+    char *out, err[128];
+    size_t n;
+    const char *in = "a\\n\\x41\\u00e9\\U0001F600\\101\\777\\d\\\n";
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1 + 1 + 1 + 2 + 4 + 1 + 2 + 2);
+    assert_memory_equal(out, "a\nA\xc3\xa9\xf0\x9f\x98\x80" "A\xc7\xbf\\d", n);
+    /* bytes: \u is not an escape, \777 wraps to 0xff */
+    in = "\\u0041\\777";
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, err, sizeof err), 0);
+    assert_int_equal(n, 7);
+    assert_memory_equal(out, "\\u0041\xff", 7);
+    in = "\\x4";
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), -1);
+    in = "\\U00110000";
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), -1);
+    in = "\xc3\xa9";
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, err, sizeof err), -1);
+    ast_arena_free(&ar);
+}
+
+static ast_node *parse(ast_arena *ar, const char *s)
+{
+    ast_node *root = NULL;
+    char err[128];
+    int rc = parser_parse(ar, s, strlen(s), &root, err, sizeof err);
+    return rc == 0 ? root->a : NULL;
+}
+
+static void test_parser_shapes(void **state)
+{
+    (void)state;
+    ast_arena ar;
+    ast_arena_init(&ar, 0);
+    /* -2**-2 == UnaryOp(USub, BinOp(2, Pow, UnaryOp(USub, 2))) */
+    ast_node *x = parse(&ar, "-2**-2");
+    assert_non_null(x);
+    assert_int_equal(x->kind, AST_UnaryOp);
+    assert_int_equal(x->op, OPK_USub);
+    assert_int_equal(x->a->kind, AST_BinOp);
+    assert_int_equal(x->a->op, OPK_Pow);
+    assert_int_equal(x->a->b->kind, AST_UnaryOp);
+    /* right associativity: 2**3**2 */
+    x = parse(&ar, "2**3**2");
+    assert_int_equal(x->b->kind, AST_BinOp);
+    /* chained comparison is one Compare */
+    x = parse(&ar, "a < b <= c not in d is not e");
+    assert_int_equal(x->kind, AST_Compare);
+    assert_int_equal(x->n, 4);
+    assert_int_equal(x->ops[2], OPK_NotIn);
+    assert_int_equal(x->ops[3], OPK_IsNot);
+    /* conditional chains nest in orelse */
+    x = parse(&ar, "a if b else c if d else e");
+    assert_int_equal(x->kind, AST_IfExp);
+    assert_int_equal(x->c->kind, AST_IfExp);
+    /* BoolOp is flat */
+    x = parse(&ar, "a or b or c and d");
+    assert_int_equal(x->kind, AST_BoolOp);
+    assert_int_equal(x->n, 3);
+    /* comprehension with tuple target in Store context and two ifs */
+    x = parse(&ar, "[k for k, v in d if k if v for z in k]");
+    assert_int_equal(x->kind, AST_ListComp);
+    assert_int_equal(x->n, 2);
+    assert_int_equal(x->items[0]->a->kind, AST_Tuple);
+    assert_int_equal(x->items[0]->a->ctx, CTX_STORE);
+    assert_int_equal(x->items[0]->n, 2);
+    /* call with keyword and ** */
+    x = parse(&ar, "f(1, k=2, **m)");
+    assert_int_equal(x->kind, AST_Call);
+    assert_int_equal(x->n, 1);
+    assert_int_equal(x->n2, 2);
+    assert_null(x->items2[1]->str);
+    /* f-strings: debug text, conversion, nested format spec */
+    x = parse(&ar, "f'a{x=}b{y!r:>{w}}'");
+    assert_int_equal(x->kind, AST_JoinedStr);
+    assert_int_equal(x->n, 4);
+    assert_string_equal(x->items[0]->str, "ax=");
+    assert_int_equal(x->items[1]->op, 'r');
+    assert_int_equal(x->items[3]->op, 'r');
+    assert_int_equal(x->items[3]->b->kind, AST_JoinedStr);
+    assert_int_equal(x->items[3]->b->n, 2);
+    x = parse(&ar, "f'{x:}'");
+    assert_int_equal(x->items[0]->b->n, 0);
+    x = parse(&ar, "f'{{}}'");
+    assert_string_equal(x->items[0]->str, "{}");
+    /* slices and tuples in subscripts */
+    x = parse(&ar, "x[1:2, ::3]");
+    assert_int_equal(x->b->kind, AST_Tuple);
+    assert_int_equal(x->b->items[1]->kind, AST_Slice);
+    /* string concatenation and bytes */
+    x = parse(&ar, "'a' \"b\" '''c'''");
+    assert_int_equal(x->op, CONST_STR);
+    assert_string_equal(x->str, "abc");
+    x = parse(&ar, "1_000_000");
+    assert_int_equal(x->op, CONST_INT);
+    assert_string_equal(x->str, "1000000");
+    /* rejected syntax */
+    const char *bad[] = {"x := 1", "*a, b", "f(x for x in y, 1)", "f(a=1, b)", "f(**a, *b)",
+                         "lambda x=1, y: 1", "lambda *: 1", "[x for x in y, z]", "'a' b'b'",
+                         "f'{x!z}'", "f'{ }'", "f'}'", "f'{x:{y:{z}}}'", "f'{*x}'", "1;2",
+                         "1\n2", " 1", "print 'x'", "await await x", "x[]", "f(True=1)",
+                         "[1 for f() in y]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_null(parse(&ar, bad[i]));
+    ast_arena_free(&ar);
+}
+
+static void test_checker_messages(void **state)
+{
+    (void)state;
+    EXPECT("", "evaluator_source must not be empty");
+    EXPECT(" \t\n\xe3\x80\x80", "evaluator_source must not be empty");
+    assert_string_equal(chkc("  "), "condition_source must not be empty");
+    EXPECT("1 +", "evaluator_source must be one expression");
+    EXPECT("1\n2", "evaluator_source must be one expression");
+    assert_string_equal(chkc("x = 1"), "condition_source must be one expression");
+    EXPECT("lambda: 1", "evaluator_source contains disallowed syntax: Lambda");
+    EXPECT("(x for x in y)", "evaluator_source contains disallowed syntax: GeneratorExp");
+    EXPECT("sum(x for x in y)", "evaluator_source contains disallowed syntax: GeneratorExp");
+    EXPECT("(x := 1)", "evaluator_source contains disallowed syntax: NamedExpr");
+    EXPECT("[*a]", "evaluator_source contains disallowed syntax: Starred");
+    EXPECT("f(*a)", "evaluator_source contains disallowed syntax: Starred");
+    EXPECT("await x", "evaluator_source contains disallowed syntax: Await");
+    EXPECT("(yield)", "evaluator_source contains disallowed syntax: Yield");
+    EXPECT("1 | 2", "evaluator_source contains disallowed syntax: BitOr");
+    EXPECT("1 & 2", "evaluator_source contains disallowed syntax: BitAnd");
+    EXPECT("1 ^ 2", "evaluator_source contains disallowed syntax: BitXor");
+    EXPECT("1 << 2", "evaluator_source contains disallowed syntax: LShift");
+    EXPECT("1 >> 2", "evaluator_source contains disallowed syntax: RShift");
+    EXPECT("a @ b", "evaluator_source contains disallowed syntax: MatMult");
+    EXPECT("~1", "evaluator_source contains disallowed syntax: Invert");
+    EXPECT("2 ** 65", "evaluator_source exponent must be an integer constant in 0..64");
+    EXPECT("2 ** -1", "evaluator_source exponent must be an integer constant in 0..64");
+    EXPECT("2 ** True", "evaluator_source exponent must be an integer constant in 0..64");
+    EXPECT("2 ** x", "evaluator_source exponent must be an integer constant in 0..64");
+    EXPECT("2 ** 2.0", "evaluator_source exponent must be an integer constant in 0..64");
+    EXPECT("2 ** 64 + 2 ** 0 + 2 ** 0x40", "OK");
+    EXPECT("x.__class__", "evaluator_source may not access private or dunder attributes");
+    EXPECT("x._y", "evaluator_source may not access private or dunder attributes");
+    EXPECT("'{}'.format(1)", "evaluator_source may not access attribute 'format'");
+    EXPECT("x.gi_frame", "evaluator_source may not access attribute 'gi_frame'");
+    EXPECT("str(x.lower)",
+           "evaluator_source may reference method 'lower' only to call it; a bare bound method "
+           "leaks a heap address when stringified");
+    EXPECT("_x", "evaluator_source may not access private names");
+    EXPECT("__import__('os')", "evaluator_source may not access private names");
+    EXPECT("[1 for x.count in y]",
+           "evaluator_source may reference method 'count' only to call it; a bare bound method "
+           "leaks a heap address when stringified");
+    EXPECT("f(a=1, a=2)", "evaluator_source must be one expression");
+    EXPECT("[x async for x in y]", "evaluator_source must be one expression");
+    EXPECT("EvalResult(score=Score(len(session.events_of_type('tool_use')) / 10))", "OK");
+    EXPECT("f'{x!r:>{w}}' + '%s' % (y,)", "OK");
+    EXPECT("{**a, 'b': [k for k, v in d.items() if v]}", "OK");
+    EXPECT("enumerate(x)", "OK"); /* NameError at run time, not a compile error */
+    /* precedence: breadth-first, first violation wins */
+    EXPECT("[_a, lambda: 1]", "evaluator_source may not access private names");
+    EXPECT("[[_a], lambda: 1]", "evaluator_source contains disallowed syntax: Lambda");
+    EXPECT("f(x.foo)(lambda: 1)", "evaluator_source contains disallowed syntax: Lambda");
+    EXPECT("_x + x.foo", "evaluator_source may not access private names");
+    EXPECT("x.foo + _x", "evaluator_source may not access attribute 'foo'");
+    EXPECT("x.foo.__y", "evaluator_source may not access private or dunder attributes");
+    /* size limits */
+    char *big = malloc(131073);
+    memset(big, 'x', 131073);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, big, 131073), "evaluator_source exceeds 131072 bytes");
+    assert_string_equal(chk_kind(LANG_CONDITION, big, 16385), "condition_source exceeds 16384 bytes");
+    assert_string_equal(chk_kind(LANG_CONDITION, big, 16384), "OK");
+    free(big);
+}
+
+/* "[1, 1, ...]" with n elements: Expression + List + n Constants + Load. */
+static void test_node_counting(void **state)
+{
+    (void)state;
+    strbuf b;
+    strbuf_init(&b);
+    for (int n = 4996; n <= 4998; n++) {
+        strbuf_reset(&b);
+        strbuf_putc(&b, '[');
+        for (int i = 0; i < n; i++) strbuf_puts(&b, i ? ",1" : "1");
+        strbuf_putc(&b, ']');
+        assert_string_equal(chk(b.data),
+                            n + 3 <= 5000 ? "OK" : "evaluator_source is too large (5000-node ceiling)");
+    }
+    /* Names count their Load context, breadth-first: in [x, ..., [lambda: 1]]
+     * the Lambda is node 2 + n + 2 (level 2) + n + 1 = 2n + 5. */
+    for (int n = 2497; n <= 2498; n++) {
+        strbuf_reset(&b);
+        strbuf_putc(&b, '[');
+        for (int i = 0; i < n; i++) strbuf_puts(&b, i ? ",x" : "x");
+        strbuf_puts(&b, ", [lambda: 1]]");
+        assert_string_equal(chk(b.data), 2 * n + 5 <= 5000
+                                             ? "evaluator_source contains disallowed syntax: Lambda"
+                                             : "evaluator_source is too large (5000-node ceiling)");
+    }
+    /* operator nodes count: x==1==1...: Expression Compare Name k*Eq k*Constant Load */
+    for (int k = 2498; k <= 2499; k++) {
+        strbuf_reset(&b);
+        strbuf_puts(&b, "x");
+        for (int i = 0; i < k; i++) strbuf_puts(&b, "==1");
+        assert_string_equal(chk(b.data), 2 * k + 4 <= 5000
+                                             ? "OK"
+                                             : "evaluator_source is too large (5000-node ceiling)");
+    }
+    strbuf_free(&b);
+}
+
+static char *repeat(const char *unit, size_t n, const char *tail)
+{
+    size_t u = strlen(unit), t = strlen(tail);
+    char *s = malloc(u * n + t + 1);
+    for (size_t i = 0; i < n; i++) memcpy(s + i * u, unit, u);
+    memcpy(s + u * n, tail, t + 1);
+    return s;
+}
+
+static void test_adversarial(void **state)
+{
+    (void)state;
+    const char *one = "evaluator_source must be one expression";
+    char *s = repeat("(", 100000, "");
+    assert_string_equal(chk(s), one);
+    free(s);
+    s = repeat("[", 100000, "");
+    assert_string_equal(chk_kind(LANG_EVALUATOR, s, 100000), one);
+    free(s);
+    s = repeat("-", 200000, "1"); /* larger than 128 KiB: size rule first */
+    assert_string_equal(chk(s), "evaluator_source exceeds 131072 bytes");
+    free(s);
+    s = repeat("-", 130000, "1");
+    assert_string_equal(chk(s), one);
+    free(s);
+    s = repeat("not ", 30000, "1");
+    assert_string_equal(chk(s), one);
+    free(s);
+    s = repeat("(", 200, "1");
+    char *t = repeat(")", 200, "");
+    strbuf b;
+    strbuf_init(&b);
+    strbuf_puts(&b, s);
+    strbuf_puts(&b, t);
+    assert_string_equal(chk(b.data), "OK"); /* 200 levels: CPython's limit */
+    strbuf_reset(&b);
+    strbuf_puts(&b, "(");
+    strbuf_puts(&b, s);
+    strbuf_puts(&b, t);
+    strbuf_puts(&b, ")");
+    assert_string_equal(chk(b.data), one);
+    free(s);
+    free(t);
+    /* deep but small trees: ast.parse accepts, compile() overflows */
+    s = repeat("()", 990, "");
+    strbuf_reset(&b);
+    strbuf_printf(&b, "f%s", s);
+    assert_string_equal(chk(b.data), "OK");
+    free(s);
+    s = repeat("()", 1200, "");
+    strbuf_reset(&b);
+    strbuf_printf(&b, "f%s", s);
+    assert_string_equal(chk(b.data), one);
+    free(s);
+    s = repeat("()", 40000, "");
+    strbuf_reset(&b);
+    strbuf_printf(&b, "f%s", s);
+    assert_string_equal(chk(b.data), one);
+    free(s);
+    s = repeat("lambda:", 10000, "1");
+    assert_string_equal(chk(s), one);
+    free(s);
+    s = repeat("1 if 1 else ", 10000, "1");
+    assert_string_equal(chk(s), one);
+    free(s);
+    s = repeat("x.events", 1, "");
+    free(s);
+    strbuf_free(&b);
+    /* invalid UTF-8, NUL bytes, lone surrogates encoded as UTF-8 */
+    assert_string_equal(chk_kind(LANG_EVALUATOR, "'\xff'", 3), one);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, "1\0", 2), one);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, "\0", 1), one);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, "'\xed\xa0\x80'", 5), one);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, "\xc3", 1), one);
+    /* 128 KiB of assorted junk and of a valid but huge flat expression */
+    char *junk = malloc(131072);
+    uint32_t r = 12345;
+    for (size_t i = 0; i < 131072; i++) {
+        r = r * 1103515245u + 12345u;
+        junk[i] = "([{)]}'\"\\+-*/x1 .,:\n#f"[(r >> 16) % 23];
+    }
+    const char *m = chk_kind(LANG_EVALUATOR, junk, 131072);
+    assert_true(strstr(m, "evaluator_source") == m);
+    for (size_t i = 0; i < 131072; i++) junk[i] = (char)(r = r * 1103515245u + 12345u) >> 3;
+    m = chk_kind(LANG_EVALUATOR, junk, 131072);
+    assert_true(strstr(m, "evaluator_source") == m);
+    /* 65536-deep BinOp chain: CPython's ast.parse raises RecursionError */
+    for (size_t i = 0; i + 1 < 131072; i += 2) junk[i] = '1', junk[i + 1] = '+';
+    junk[131071] = '1';
+    assert_string_equal(chk_kind(LANG_EVALUATOR, junk, 131072), one);
+    /* flat: [1,1,...] */
+    junk[0] = '[';
+    for (size_t i = 1; i + 1 < 131071; i += 2) junk[i] = '1', junk[i + 1] = ',';
+    junk[131070] = '1';
+    junk[131071] = ']';
+    assert_string_equal(chk_kind(LANG_EVALUATOR, junk, 131072),
+                        "evaluator_source is too large (5000-node ceiling)");
+    /* 131072 quotes: empty triple-quoted strings and a final '' (valid) */
+    memset(junk, '\'', 131072);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, junk, 131072), "OK");
+    memset(junk, '\'', 131071);
+    assert_string_equal(chk_kind(LANG_EVALUATOR, junk, 131071), one);
+    free(junk);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lexer_tokens),     cmocka_unit_test(test_lexer_unescape),
+        cmocka_unit_test(test_parser_shapes),    cmocka_unit_test(test_checker_messages),
+        cmocka_unit_test(test_node_counting),    cmocka_unit_test(test_adversarial),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,448 @@
+/* tests/unit/test_lang_values: the value runtime (sandbox/value.h) against
+ * CPython 3.11's behaviour: float repr, big ints, division/modulo signs,
+ * Unicode string methods, format specs, % formatting, set order, result
+ * type validation and wire items, and session images (simg.h). Expected
+ * strings were produced with CPython 3.11. */
+#include "sandbox/simg.h"
+#include "sandbox/value.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static vctx *C;
+
+static int setup(void **state)
+{
+    (void)state;
+    C = vctx_new(NULL, NULL, 0);
+    return C ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    vctx_free(C);
+    return 0;
+}
+
+static val *S(const char *s) { return v_strz(C, s); }
+static val *I(int64_t i) { return v_int64(C, i); }
+static val *F(double d) { return v_float(C, d); }
+
+/* repr of v as a NUL-terminated string in the arena */
+static const char *R(val *v)
+{
+    assert_non_null(v);
+    val *r = v_repr(C, v);
+    assert_non_null(r);
+    return v_strdup(C, r->u.s.s, r->u.s.blen);
+}
+
+static void expect_exc(val *r, const char *type)
+{
+    assert_null(r);
+    assert_true(v_failed(C));
+    assert_string_equal(v_exc_type(C), type);
+    v_exc_clear(C);
+}
+
+static val *M(val *recv, const char *name, int n, ...)
+{
+    val *args[8];
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) args[i] = va_arg(ap, val *);
+    va_end(ap);
+    return v_call_method(C, recv, name, args, (size_t)n, NULL, 0);
+}
+
+static val *call(const char *fn, int n, val **args, const vkwarg *kw, size_t nkw)
+{
+    val *f = v_builtin_lookup(fn);
+    assert_non_null(f);
+    return v_call(C, f, args, (size_t)n, kw, nkw);
+}
+
+static void test_float_repr(void **state)
+{
+    (void)state;
+    assert_string_equal(R(F(1e16)), "1e+16");
+    assert_string_equal(R(F(1e15)), "1000000000000000.0");
+    assert_string_equal(R(v_binop(C, BIN_ADD, F(0.1), F(0.2))), "0.30000000000000004");
+    assert_string_equal(R(F(-0.0)), "-0.0");
+    assert_string_equal(R(F(INFINITY)), "inf");
+    assert_string_equal(R(F(-INFINITY)), "-inf");
+    assert_string_equal(R(F(NAN)), "nan");
+    assert_string_equal(R(F(0.0001)), "0.0001");
+    assert_string_equal(R(F(0.00001)), "1e-05");
+    assert_string_equal(R(F(5e-324)), "5e-324");
+    assert_string_equal(R(F(ldexp(1.0, -44))), "5.684341886080802e-14");
+    assert_string_equal(R(F(1.7976931348623157e308)), "1.7976931348623157e+308");
+    assert_string_equal(R(F(123456789.0)), "123456789.0");
+}
+
+static void test_ints(void **state)
+{
+    (void)state;
+    val *two = I(2);
+    val *p = v_binop(C, BIN_POW, two, I(64));
+    assert_string_equal(R(p), "18446744073709551616");
+    val *q = v_binop(C, BIN_POW, I(10), I(40));
+    assert_string_equal(R(v_binop(C, BIN_FLOORDIV, q, I(-7))), "-1428571428571428571428571428571428571429");
+    assert_string_equal(R(v_binop(C, BIN_MOD, q, I(-7))), "-3");
+    assert_string_equal(R(v_binop(C, BIN_FLOORDIV, I(7), I(-2))), "-4");
+    assert_string_equal(R(v_binop(C, BIN_MOD, I(-7), I(3))), "2");
+    assert_string_equal(R(v_binop(C, BIN_MOD, I(7), I(-3))), "-2");
+    assert_string_equal(R(v_binop(C, BIN_MOD, F(-7.5), I(2))), "0.5");
+    assert_string_equal(R(v_binop(C, BIN_FLOORDIV, F(-7.5), I(2))), "-4.0");
+    assert_string_equal(R(v_binop(C, BIN_MOD, F(7.0), F(-0.0 - 3.0))), "-2.0");
+    assert_string_equal(R(v_binop(C, BIN_DIV, I(1), I(3))), "0.3333333333333333");
+    /* correctly rounded big int true division */
+    assert_string_equal(R(v_binop(C, BIN_DIV, v_binop(C, BIN_POW, I(10), I(30)), I(3))), "3.333333333333333e+29");
+    assert_string_equal(R(v_binop(C, BIN_ADD, v_true(), v_true())), "2");
+    expect_exc(v_binop(C, BIN_DIV, I(1), I(0)), "ZeroDivisionError");
+    expect_exc(v_binop(C, BIN_MOD, F(1.0), F(0.0)), "ZeroDivisionError");
+    /* int == float exactly; hash(1) == hash(1.0) == hash(True) */
+    assert_int_equal(v_eq(C, p, F(18446744073709551616.0)), 1);
+    assert_int_equal(v_eq(C, v_binop(C, BIN_ADD, p, I(1)), F(18446744073709551616.0)), 0);
+    int64_t h1, h2, h3;
+    assert_int_equal(v_hash(C, I(1), &h1), 0);
+    assert_int_equal(v_hash(C, F(1.0), &h2), 0);
+    assert_int_equal(v_hash(C, v_true(), &h3), 0);
+    assert_true(h1 == h2 && h2 == h3);
+    assert_int_equal(v_hash(C, I(-1), &h1), 0);
+    assert_true(h1 == -2);
+    /* int(str) and the 4300-digit limit */
+    val *a[2] = {S("  -0x_ff "), I(0)};
+    assert_string_equal(R(call("int", 2, a, NULL, 0)), "-255");
+    a[0] = S("1_000");
+    assert_string_equal(R(call("int", 1, a, NULL, 0)), "1000");
+    a[0] = S("1__0");
+    expect_exc(call("int", 1, a, NULL, 0), "ValueError");
+    char big[4400];
+    memset(big, '7', 4301);
+    big[4301] = 0;
+    a[0] = S(big);
+    expect_exc(call("int", 1, a, NULL, 0), "ValueError");
+    a[0] = F(-3.99);
+    assert_string_equal(R(call("int", 1, a, NULL, 0)), "-3");
+}
+
+static void test_round(void **state)
+{
+    (void)state;
+    val *a[2];
+    a[0] = F(2.675), a[1] = I(2);
+    assert_string_equal(R(call("round", 2, a, NULL, 0)), "2.67");
+    a[0] = F(2.5);
+    assert_string_equal(R(call("round", 1, a, NULL, 0)), "2");
+    a[0] = F(3.5);
+    assert_string_equal(R(call("round", 1, a, NULL, 0)), "4");
+    a[0] = F(1234.5678), a[1] = I(-2);
+    assert_string_equal(R(call("round", 2, a, NULL, 0)), "1200.0");
+    a[0] = I(1250), a[1] = I(-2);
+    assert_string_equal(R(call("round", 2, a, NULL, 0)), "1200");
+    a[0] = F(-0.4);
+    assert_string_equal(R(call("round", 1, a, NULL, 0)), "0");
+    a[0] = F(INFINITY);
+    expect_exc(call("round", 1, a, NULL, 0), "OverflowError");
+    a[0] = S(" 3.5 ");
+    assert_string_equal(R(call("float", 1, a, NULL, 0)), "3.5");
+    a[0] = S("-Infinity");
+    assert_string_equal(R(call("float", 1, a, NULL, 0)), "-inf");
+    a[0] = S("1e5");
+    assert_string_equal(R(call("float", 1, a, NULL, 0)), "100000.0");
+    a[0] = S("1e");
+    expect_exc(call("float", 1, a, NULL, 0), "ValueError");
+}
+
+static void test_strings(void **state)
+{
+    (void)state;
+    assert_string_equal(R(M(S("ß"), "upper", 0)), "'SS'");
+    assert_string_equal(R(M(S("Straße"), "casefold", 0)), "'strasse'");
+    assert_string_equal(R(M(S("ΟΔΟΣ"), "lower", 0)), "'οδος'");
+    assert_string_equal(R(M(S("hello wORLD"), "title", 0)), "'Hello World'");
+    assert_string_equal(R(M(S("ǆemal"), "capitalize", 0)), "'ǅemal'");
+    assert_int_equal(v_len(C, S("héllo")), 5);
+    assert_string_equal(R(v_getitem(C, S("héllo"), I(1))), "'é'");
+    assert_string_equal(R(v_getitem(C, S("héllo"), v_slice(C, NULL, NULL, I(-1)))), "'olléh'");
+    assert_string_equal(R(M(S("²"), "isdigit", 0)), "True");
+    assert_string_equal(R(M(S("²"), "isdecimal", 0)), "False");
+    assert_string_equal(R(M(S("½"), "isnumeric", 0)), "True");
+    assert_string_equal(R(M(S("Hello World"), "istitle", 0)), "True");
+    assert_string_equal(R(M(S("  a b  c  "), "split", 0)), "['a', 'b', 'c']");
+    vkwarg kw[1] = {{"maxsplit", I(1)}};
+    assert_string_equal(R(v_call_method(C, S("  a b  c  "), "rsplit", NULL, 0, kw, 1)), "['  a b', 'c']");
+    assert_string_equal(R(M(S("a,b,,c"), "split", 1, S(","))), "['a', 'b', '', 'c']");
+    assert_string_equal(R(M(S("a\nb\r\nc"), "splitlines", 0)), "['a', 'b', 'c']");
+    assert_string_equal(R(M(S("abc"), "replace", 2, S(""), S("-"))), "'-a-b-c-'");
+    assert_string_equal(R(M(S("héllo"), "find", 1, S("l"))), "2");
+    assert_string_equal(R(M(S("-42"), "zfill", 1, I(6))), "'-00042'");
+    assert_string_equal(R(M(S("ab"), "center", 2, I(7), S("*"))), "'***ab**'");
+    assert_string_equal(R(M(S("a.b.c"), "rpartition", 1, S("."))), "('a.b', '.', 'c')");
+    val *t[2] = {S("x"), S("he")};
+    assert_string_equal(R(M(S("hello"), "startswith", 1, v_tuple(C, t, 2))), "True");
+    assert_string_equal(R(M(S("é"), "encode", 0)), "b'\\xc3\\xa9'");
+    assert_string_equal(R(M(M(S("é"), "encode", 0), "decode", 0)), "'é'");
+    assert_string_equal(R(M(M(S("hi"), "encode", 0), "hex", 0)), "'6869'");
+    expect_exc(M(S("abc"), "index", 1, S("z")), "ValueError");
+    expect_exc(M(I(1), "lower", 0), "AttributeError");
+    vkwarg rc[1] = {{"count", I(1)}};
+    val *ra[2] = {S("a"), S("b")};
+    expect_exc(v_call_method(C, S("aa"), "replace", ra, 2, rc, 1), "TypeError");
+    /* repr quoting and escapes */
+    assert_string_equal(R(S("it's")), "\"it's\"");
+    assert_string_equal(R(S("a'b\"c")), "'a\\'b\"c'");
+    assert_string_equal(R(S("\t\x01\xc2\x85\xe2\x80\xa8")), "'\\t\\x01\\x85\\u2028'");
+    /* list/tuple/dict methods by name */
+    val *l[3] = {I(1), I(2), I(1)};
+    assert_string_equal(R(M(v_list(C, l, 3), "count", 1, I(1))), "2");
+    val *d = v_dict_new(C, 1);
+    v_dict_set(C, d, S("k"), I(5));
+    assert_string_equal(R(M(d, "get", 2, S("x"), I(0))), "0");
+    assert_string_equal(R(M(d, "items", 0)), "dict_items([('k', 5)])");
+}
+
+static val *fmt(val *v, const char *spec) { return v_format(C, v, S(spec)); }
+
+static void test_format(void **state)
+{
+    (void)state;
+    assert_string_equal(R(fmt(F(3.14159), ">10.2f")), "'      3.14'");
+    assert_string_equal(R(fmt(I(1234567), ",")), "'1,234,567'");
+    assert_string_equal(R(fmt(I(1234), "012,")), "'0,000,001,234'");
+    assert_string_equal(R(fmt(I(255), "#x")), "'0xff'");
+    assert_string_equal(R(fmt(I(255), "08b")), "'11111111'");
+    assert_string_equal(R(fmt(I(-42), "=+8d")), "'-     42'");
+    assert_string_equal(R(fmt(I(42), ".2f")), "'42.00'");
+    assert_string_equal(R(fmt(F(0.25), ".1%")), "'25.0%'");
+    assert_string_equal(R(fmt(F(1234.5), ".3")), "'1.23e+03'");
+    assert_string_equal(R(fmt(F(1.0), "")), "'1.0'");
+    assert_string_equal(R(fmt(F(100.0), ".3")), "'1e+02'");
+    assert_string_equal(R(fmt(F(1e16), " #")), "' 1.e+16'");
+    assert_string_equal(R(fmt(F(-0.0), "z.1f")), "'0.0'");
+    assert_string_equal(R(fmt(F(12345.678), "_.2f")), "'12_345.68'");
+    assert_string_equal(R(fmt(S("ab"), "^6")), "'  ab  '");
+    assert_string_equal(R(fmt(S("abcdef"), ".3")), "'abc'");
+    assert_string_equal(R(fmt(I(65), "c")), "'A'");
+    assert_string_equal(R(fmt(v_true(), "")), "'True'");
+    assert_string_equal(R(fmt(v_true(), ">5")), "'    1'");
+    expect_exc(fmt(S("ab"), "+"), "ValueError");
+    expect_exc(fmt(I(1), ".2d"), "ValueError");
+    expect_exc(fmt(S("abc"), ","), "ValueError");
+    expect_exc(fmt(v_none(), "x"), "TypeError");
+    /* printf-style */
+    val *t[2] = {S("a"), F(3.14159)};
+    assert_string_equal(R(v_binop(C, BIN_MOD, S("%s-%05.1f"), v_tuple(C, t, 2))), "'a-003.1'");
+    assert_string_equal(R(v_binop(C, BIN_MOD, S("%d%%"), I(50))), "'50%'");
+    assert_string_equal(R(v_binop(C, BIN_MOD, S("%x|%o|%e"), v_tuple(C, (val *[]){I(255), I(8), F(1.5)}, 3))),
+                        "'ff|10|1.500000e+00'");
+    val *d = v_dict_new(C, 1);
+    v_dict_set(C, d, S("n"), I(3));
+    assert_string_equal(R(v_binop(C, BIN_MOD, S("%(n)03d"), d)), "'003'");
+    expect_exc(v_binop(C, BIN_MOD, S("%s %s"), I(1)), "TypeError");
+    expect_exc(v_binop(C, BIN_MOD, S("x"), I(1)), "TypeError");
+    assert_string_equal(R(v_binop(C, BIN_MOD, S("ab"), v_list(C, NULL, 0))), "'ab'");
+}
+
+static void test_containers(void **state)
+{
+    (void)state;
+    /* sets of ints iterate in CPython's table order */
+    val *s = v_set_new(C, 0);
+    v_set_add(C, s, I(100));
+    v_set_add(C, s, I(5));
+    v_set_add(C, s, I(33));
+    assert_string_equal(R(s), "{33, 100, 5}");
+    val *k[4] = {I(-5), I(5), I(13), I(21)};
+    assert_string_equal(R(v_set_from_constants(C, k, 4)), "{5, 13, -5, 21}");
+    val *s2 = v_set_new(C, 0);
+    for (int i = 0; i < 4; i++) v_set_add(C, s2, k[i]);
+    assert_string_equal(R(s2), "{21, 13, -5, 5}");
+    assert_string_equal(R(M(s2, "intersection", 1, v_list(C, k, 2))), "{-5, 5}");
+    assert_string_equal(R(v_set_new(C, 0)), "set()");
+    /* slicing with steps, ranges */
+    val *items[5] = {I(0), I(1), I(2), I(3), I(4)};
+    val *l = v_list(C, items, 5);
+    assert_string_equal(R(v_getitem(C, l, v_slice(C, I(-1), NULL, I(-2)))), "[4, 2, 0]");
+    assert_string_equal(R(v_getitem(C, v_range(C, 0, 10, 1), v_slice(C, NULL, NULL, I(-1)))), "range(9, -1, -1)");
+    assert_int_equal(v_contains(C, v_range(C, 0, 1000000000, 7), I(700000000)), 1);
+    expect_exc(v_getitem(C, l, I(5)), "IndexError");
+    val *d = v_dict_new(C, 0);
+    expect_exc(v_getitem(C, d, S("x")), "KeyError");
+    expect_exc(v_getitem(C, d, l), "TypeError");
+    /* comparisons across types */
+    assert_int_equal(v_compare(C, CMP_LT, I(1), F(1.5)), 1);
+    assert_int_equal(v_compare(C, CMP_EQ, l, v_tuple(C, items, 5)), 0);
+    assert_int_equal(v_compare(C, CMP_LT, I(1), S("a")), -1);
+    assert_string_equal(v_exc_type(C), "TypeError");
+    v_exc_clear(C);
+    /* sorted with key= and reverse=, min/max default */
+    val *w[3] = {S("ccc"), S("a"), S("bb")};
+    vkwarg kw[2] = {{"key", v_builtin_lookup("len")}, {"reverse", v_true()}};
+    val *a[1] = {v_list(C, w, 3)};
+    assert_string_equal(R(call("sorted", 1, a, kw, 2)), "['ccc', 'bb', 'a']");
+    vkwarg dk[1] = {{"default", I(0)}};
+    a[0] = v_list(C, NULL, 0);
+    assert_string_equal(R(call("max", 1, a, dk, 1)), "0");
+    expect_exc(call("max", 1, a, NULL, 0), "ValueError");
+    val *fl[3] = {F(0.1), F(0.2), F(0.3)};
+    a[0] = v_list(C, fl, 3);
+    assert_string_equal(R(call("sum", 1, a, NULL, 0)), "0.6000000000000001");
+    val *c1 = v_complex(C, 1.0, 2.0);
+    assert_string_equal(R(v_binop(C, BIN_MUL, c1, v_complex(C, 3.0, -1.0))), "(5+5j)");
+    assert_string_equal(R(v_unop(C, UN_NEG, v_complex(C, 0.0, 1.0))), "(-0-1j)");
+}
+
+static void test_results(void **state)
+{
+    (void)state;
+    val *a[2];
+    a[0] = F(0.5);
+    val *sc = call("Score", 1, a, NULL, 0);
+    assert_string_equal(R(sc), "Score(value=0.5, passed=None, unit='ratio', display_value=None, description=None)");
+    a[0] = I(1);
+    assert_string_equal(R(call("Score", 1, a, NULL, 0)),
+                        "Score(value=1.0, passed=None, unit='ratio', display_value=None, description=None)");
+    a[0] = F(1.5);
+    expect_exc(call("Score", 1, a, NULL, 0), "ValueError");
+    a[0] = v_true();
+    expect_exc(call("Score", 1, a, NULL, 0), "TypeError");
+    a[0] = S("x");
+    expect_exc(call("Metric", 1, a, NULL, 0), "TypeError");
+    a[0] = F(NAN);
+    expect_exc(call("Metric", 1, a, NULL, 0), "ValueError");
+    a[0] = I(1);
+    expect_exc(call("Assertion", 1, a, NULL, 0), "TypeError");
+    a[0] = v_false(), a[1] = S("Bad-Key");
+    expect_exc(call("ConditionResult", 2, a, NULL, 0), "ValueError");
+    vkwarg sm[1] = {{"summary", S("a\x01b")}};
+    expect_exc(call("EvalResult", 0, NULL, sm, 1), "ValueError");
+    vkwarg bad[1] = {{"nope", I(1)}};
+    expect_exc(call("EvalResult", 0, NULL, bad, 1), "TypeError");
+    val *lab[2] = {S("b"), S("a")};
+    vkwarg lk[1] = {{"labels", v_list(C, lab, 2)}};
+    val *er = call("EvalResult", 0, NULL, lk, 1);
+    assert_string_equal(R(er), "EvalResult(score=None, metrics={}, assertions={}, reasoning=None, summary=None, "
+                               "labels=('a', 'b'))");
+    /* outcomes */
+    strbuf b;
+    strbuf_init(&b);
+    assert_int_equal(v_evaluator_outcome(C, er, "q", &b), -1);
+    assert_string_equal(v_exc_type(C), "ValueError");
+    v_exc_clear(C);
+    val *m = v_dict_new(C, 1);
+    v_dict_set(C, m, S("q"), I(3));
+    vkwarg full[3] = {{"score", sc}, {"metrics", m}, {"reasoning", S("why")}};
+    er = call("EvalResult", 0, NULL, full, 3);
+    assert_int_equal(v_evaluator_outcome(C, er, "q", &b), -1); /* duplicate key q */
+    v_exc_clear(C);
+    vkwarg two[3] = {{"score", sc}, {"metrics", m}, {"summary", S("é")}};
+    er = call("EvalResult", 0, NULL, two, 3);
+    strbuf_reset(&b);
+    assert_int_equal(v_evaluator_outcome(C, er, "main", &b), 0);
+    assert_string_equal(b.data,
+                        "\"results\": [{\"result_key\": \"main\", \"result_kind\": \"score\", \"numeric_value\": 0.5, "
+                        "\"bool_value\": null, \"text_value\": null, \"unit\": \"ratio\", \"display_value\": null, "
+                        "\"description\": null, \"reasoning\": null, \"labels\": []}, {\"result_key\": \"q\", "
+                        "\"result_kind\": \"metric\", \"numeric_value\": 3.0, \"bool_value\": null, \"text_value\": "
+                        "null, \"unit\": \"\", \"display_value\": null, \"description\": null, \"reasoning\": null, "
+                        "\"labels\": []}], \"summary\": \"\\u00e9\"");
+    strbuf_reset(&b);
+    assert_int_equal(v_condition_outcome(C, v_false(), &b), 0);
+    assert_string_equal(b.data, "\"applicable\": false, \"reason_code\": \"condition_false\"");
+    assert_int_equal(v_condition_outcome(C, I(1), &b), -1);
+    assert_string_equal(v_exc_type(C), "TypeError");
+    v_exc_clear(C);
+    vkwarg hexs[1] = {{"summary", S("at 0xdeadbeef")}};
+    er = call("EvalResult", 0, NULL, hexs, 1);
+    assert_int_equal(v_evaluator_outcome(C, er, "q", &b), -1);
+    assert_string_equal(v_exc_type(C), "UnsafeEvaluatorSource");
+    v_exc_clear(C);
+    strbuf_free(&b);
+}
+
+static void test_session_image(void **state)
+{
+    (void)state;
+    const char *t = "{\"schema_version\": \"2\", \"assignment_id\": \"a1\", \"session_id\": \"s\", "
+                    "\"session_revision_id\": \"r\", \"agent_id\": \"ag\", \"environment\": \"prod\", "
+                    "\"started_at\": \"t0\", \"ended_at\": \"t1\", \"event_count\": 2, \"events\": ["
+                    "{\"id\": \"e1\", \"ts\": \"t\", \"event_type\": \"tool_use\", \"payload\": {\"n\": 1, "
+                    "\"big\": 123456789012345678901234567890, \"f\": 1e5, \"s\": \"h\\u00e9\", \"n\": 2}},"
+                    "{\"id\": \"e2\", \"ts\": \"t\", \"event_type\": \"msg\", \"payload\": {\"l\": [true, null]}}]}";
+    void *img;
+    size_t len;
+    char err[256];
+    assert_int_equal(simg_build_text(t, strlen(t), NULL, &img, &len, err, sizeof err), 0);
+    assert_int_equal(simg_validate(img, len, err, sizeof err), 0);
+    vctx *c = vctx_new(NULL, img, len);
+    val *s = v_session(c);
+    assert_non_null(s);
+    val *evs = v_getattr(c, s, "events");
+    assert_int_equal(v_len(c, evs), 2);
+    val *p = v_getattr(c, evs->u.seq.items[0], "payload");
+    val *r = v_repr(c, p);
+    assert_non_null(r);
+    assert_memory_equal(r->u.s.s, "{'n': 2, 'big': 123456789012345678901234567890, 'f': 100000.0, 's': 'hé'}",
+                        r->u.s.blen);
+    val *args[1] = {v_strz(c, "msg")};
+    val *n = v_call_method(c, s, "count", args, 1, NULL, 0);
+    assert_true(n && n->u.i.small == 1);
+    assert_null(v_call_method(c, s, "lower", NULL, 0, NULL, 0));
+    assert_string_equal(v_exc_type(c), "AttributeError");
+    vctx_free(c);
+    /* shape errors */
+    const char *bad = "{\"schema_version\": \"3\"}";
+    assert_int_equal(simg_build_text(bad, strlen(bad), NULL, &img, &len, err, sizeof err), -1);
+    assert_string_equal(err, "unsupported transcript schema version '3'");
+    const char *cnt = "{\"schema_version\": \"2\", \"events\": [], \"event_count\": 1}";
+    assert_int_equal(simg_build_text(cnt, strlen(cnt), NULL, &img, &len, err, sizeof err), -1);
+    assert_string_equal(err, "event_count is 1, but transcript contains 0 events");
+    assert_int_equal(simg_build_text("{", 1, NULL, &img, &len, err, sizeof err), -1);
+    char junk[64] = "FPSIMG";
+    assert_int_equal(simg_validate(junk, sizeof junk, err, sizeof err), -1);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    vlimits lim = {.max_steps = 1000, .max_alloc_bytes = 1 << 20};
+    vctx *c = vctx_new(&lim, NULL, 0);
+    val *x = v_strz(c, "abcdefgh");
+    val *r = v_binop(c, BIN_MUL, x, v_int64(c, 10000000));
+    assert_null(r);
+    assert_int_equal(v_exc_kind(c), VEXC_LIMIT);
+    assert_string_equal(v_exc_type(c), "memory");
+    vctx_free(c);
+    c = vctx_new(&lim, NULL, 0);
+    int rc = 0;
+    for (int i = 0; i < 2000 && rc == 0; i++) rc = v_step(c);
+    assert_int_equal(rc, -1);
+    assert_string_equal(v_exc_type(c), "steps");
+    vctx_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_float_repr, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_strings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_format, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_containers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_results, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_image, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
