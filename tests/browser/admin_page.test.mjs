@@ -18,7 +18,7 @@ const TOKEN = "browser-test-token";
 const XSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`;
 
 const procs = [];
-let browser, page, adminUrl, emuUrl;
+let browser, page, adminUrl, emuUrl, xssAssignment;
 const consoleErrors = [];
 
 function freePort() {
@@ -83,6 +83,8 @@ before(async () => {
   const r = await fetch(`${emuUrl}/emulator/v1/sessions`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify(transcript("xss-assignment", XSS)) });
   assert.ok(r.ok, `adding the XSS session: HTTP ${r.status}`);
+  xssAssignment = (await r.json()).assignment_id;
+  assert.ok(xssAssignment, "the emulator names the new assignment");
 
   const adminPort = await freePort();
   start(["run", "--server", emuUrl, "--listen", `127.0.0.1:${adminPort}`, "--db", join(dir, "sidecar.db"),
@@ -175,9 +177,12 @@ test("a session whose payloads hold <script> and <img onerror> renders inert", a
   await page.fill("#filter-key", "echo_summary");
   await page.click("#run-filters button[type=submit]");
   // Find the run of the XSS session and open it: its description and summary are the payload.
-  const runs = (await getJSON(`${adminUrl}/v1/runs?eval_key=echo_summary&assignment=xss-assignment&limit=10`)).runs;
-  assert.ok(runs.length > 0, "the XSS session was evaluated");
-  await page.fill("#filter-assignment", "xss-assignment");
+  const runs = await waitFor(async () => {
+    const l = (await getJSON(`${adminUrl}/v1/runs?eval_key=echo_summary&assignment=${xssAssignment}&limit=10`)).runs;
+    return l.length > 0 && l[0].status === "succeeded" ? l : null;
+  }, "the XSS session's evaluation");
+  assert.equal(runs.length, 1);
+  await page.fill("#filter-assignment", xssAssignment);
   await page.click("#run-filters button[type=submit]");
   await page.waitForFunction(() => document.querySelectorAll("#runs tr").length === 1);
   await page.click("#runs tr:first-child");

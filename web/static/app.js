@@ -127,7 +127,7 @@
       h("td", null, a.session_id), h("td", null, a.agent_id), statusCell(a.status),
       h("td", null, a.lease_generation),
       h("td", null, a.runs ? `${a.runs.finished ?? 0}/${a.runs.total ?? 0}` : "—"),
-      h("td", null, ago(a.lease_expires_at)))));
+      h("td", null, a.finished_at ? "finished " + ago(a.finished_at) : "lease " + ago(a.lease_expires_at)))));
     const sel = $("play-assignment");
     const keep = sel.value;
     sel.replaceChildren(...list.map((a) => h("option", { value: a.id }, `${short(a.id, 13)} · ${a.session_id || ""}`)));

@@ -31,7 +31,7 @@
       el("line", { x1: pad.l, x2: w - pad.r, y1: y, y2: y, class: "axis" }, svg);
       const t = el("text", { x: pad.l - 4, y: y + 3, "text-anchor": "end" }, svg);
       const v = (maxY * i) / 4;
-      t.textContent = (v >= 100 ? Math.round(v) : Math.round(v * 10) / 10) + (i === 4 && unit ? " " + unit : "");
+      t.textContent = v >= 10000 ? Math.round(v / 1000) + "k" : String(v >= 100 ? Math.round(v) : Math.round(v * 10) / 10);
     }
     const n = labels.length;
     const step = n > 0 ? iw / n : iw;
@@ -43,8 +43,9 @@
     });
     return { svg, pad, iw, ih, step };
   }
-  function legend(node, series) {
+  function legend(node, series, unit) {
     node.replaceChildren();
+    if (unit) node.appendChild(document.createTextNode(`(${unit})`));
     for (const s of series) {
       const span = document.createElement("span");
       const sw = document.createElement("i");
@@ -91,7 +92,7 @@
       if (d) el("path", { d, fill: "none", stroke: s.color, "stroke-width": 1.6 }, f.svg);
     }
     container.replaceChildren(f.svg);
-    legend(legendNode, series);
+    legend(legendNode, series, unit);
   }
   window.FpsChart = { stackedBars, lines };
 })();
