@@ -9,12 +9,14 @@
  *
  * Body: {"kind": "evaluator"|"condition"|"raw", "source": "...",
  *        "eval_key": "q", "mode": "run"|"check", "timeout_seconds": 30,
- *        "transcript": {...}}
+ *        "transcript": {...}} -- or "assignment_id" instead of "transcript":
+ *        a recently processed assignment's transcript kept by the worker
  * Answer: LANGUAGE.md's outcome object ({"ok", "stage", ...}, with any
  * location the interpreter gives) plus "kind", "mode" and timings. */
 #include "api/internal.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
+#include "sidecar/worker.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@ void route_evaluate(api_req *rq, api_resp *rs)
 {
     api_server *srv = rq->srv;
     sbx_image *img = NULL;
+    json_t *recent = NULL; /* owned: a recent assignment's transcript */
     sbx_outcome out = {0};
     int have_out = 0;
     json_t *body = api_body_object(rq, rs);
@@ -92,10 +95,20 @@ void route_evaluate(api_req *rq, api_resp *rs)
         api_error(rs, 422, "invalid_request", "transcript must be a JSON object");
         goto done;
     }
-    if (json_object_get(body, "assignment_id") != NULL && transcript == NULL) {
-        api_error(rs, 422, "invalid_request",
-                  "transcripts of assignments are not kept; post the transcript itself");
-        goto done;
+    json_t *aid = json_object_get(body, "assignment_id");
+    if (aid != NULL && !json_is_null(aid) && transcript == NULL) {
+        if (!json_is_string(aid)) {
+            api_error(rs, 422, "invalid_request", "assignment_id must be a string");
+            goto done;
+        }
+        if (srv->deps.w != NULL)
+            recent = worker_recent_transcript(srv->deps.w, json_string_value(aid));
+        if (recent == NULL) {
+            api_error(rs, 404, "not_found",
+                      "no recent transcript for this assignment (only the last few are kept)");
+            goto done;
+        }
+        transcript = recent;
     }
 
     int check = !strcmp(mode, "check");
@@ -152,5 +165,6 @@ void route_evaluate(api_req *rq, api_resp *rs)
 done:
     if (have_out) sbx_outcome_free(&out);
     if (img) sbx_image_release(img);
+    json_decref(recent);
     json_decref(body);
 }

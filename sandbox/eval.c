@@ -392,6 +392,7 @@ static val *eval_dict(E *e, ast_node *x)
             if (!m) return NULL;
             if (v_type(m) != VT_DICT)
                 return v_raise(e->c, "TypeError", "'%s' object is not a mapping", v_type_name(m));
+            if (v_dict_force(e->c, m)) return NULL;
             for (size_t j = 0; j < m->u.t.len; j++) {
                 ventry *en = &m->u.t.entries[j];
                 if (!en->key) continue;
@@ -450,6 +451,7 @@ static val *eval_call(E *e, ast_node *x)
                                "%s() argument after ** must be a mapping, not %s", fn,
                                v_type_name(v));
             }
+            if (v_dict_force(e->c, v)) return NULL;
             add = v->u.t.len;
         }
         if (nkw + add > kwcap) {
@@ -530,6 +532,47 @@ static val *eval_joined(E *e, ast_node *x)
 fail:
     strbuf_free(&b);
     return NULL;
+}
+
+/* CPython's AST optimizer (ast_opt.c) folds constant operations before
+ * compile.c decides whether a set display is all constants: a Constant, a
+ * unary or binary operation on folded constants, a tuple of them, or a
+ * subscript of them. (Str/bytes % is never folded.) */
+static int foldable(const ast_node *x)
+{
+    switch (x->kind) {
+    case AST_Constant:
+        return 1;
+    case AST_UnaryOp:
+        return foldable(x->a);
+    case AST_BinOp:
+        if (x->op == OPK_Mod && x->a->kind == AST_Constant &&
+            (x->a->op == CONST_STR || x->a->op == CONST_BYTES))
+            return 0;
+        return foldable(x->a) && foldable(x->b);
+    case AST_Tuple:
+        for (uint32_t i = 0; i < x->n; i++)
+            if (!foldable(x->items[i])) return 0;
+        return 1;
+    case AST_Subscript:
+        return x->b->kind != AST_Slice && foldable(x->a) && foldable(x->b);
+    default:
+        return 0;
+    }
+}
+
+/* The folder's size limits on a folded result (safe_multiply / safe_power /
+ * safe_lshift: ints of at most 128 bits, strings of 4096, tuples of 256). */
+static int fold_size_ok(const ast_node *x, const val *v)
+{
+    if (x->kind != AST_BinOp || (x->op != OPK_Mult && x->op != OPK_Pow)) return 1;
+    if (v_type(v) == VT_INT) {
+        if (!v->u.i.big) return 1;
+        return mpz_sizeinbase(v->u.i.big, 2) <= 128;
+    }
+    if (v_type(v) == VT_STR || v_type(v) == VT_BYTES) return v->u.s.clen <= 4096;
+    if (v_type(v) == VT_TUPLE) return v->u.seq.len <= 256;
+    return 1;
 }
 
 static val *ev(E *e, ast_node *x)
@@ -614,6 +657,25 @@ static val *ev(E *e, ast_node *x)
                                    : v_tuple_take(e->c, items, x->n);
     }
     case AST_Set: {
+        if (x->n > 2) {
+            int allconst = 1;
+            for (uint32_t i = 0; i < x->n && allconst; i++) allconst = foldable(x->items[i]);
+            if (allconst) {
+                val **items = v_alloc(e->c, x->n * sizeof *items);
+                if (!items) return NULL;
+                for (uint32_t i = 0; i < x->n; i++) {
+                    items[i] = ev(e, x->items[i]);
+                    if (!items[i]) return NULL;
+                    if (!fold_size_ok(x->items[i], items[i])) allconst = 0;
+                }
+                if (allconst) return v_set_from_constants(e->c, items, x->n);
+                val *s = v_set_new(e->c, x->n);
+                if (!s) return NULL;
+                for (uint32_t i = 0; i < x->n; i++)
+                    if (v_set_add(e->c, s, items[i])) return NULL;
+                return s;
+            }
+        }
         val *s = v_set_new(e->c, x->n);
         if (!s) return NULL;
         for (uint32_t i = 0; i < x->n; i++) {

@@ -22,22 +22,44 @@ static val *img_str(vctx *c, const void *img, const simg_str *s)
     return vs_new_owned(c, (char *)img + s->off, s->blen, s->clen, s->ascii != 0);
 }
 
+/* Nodes are bounds-checked as they are read (simg_validate checks only the
+ * header and the event records, so a child does not walk the whole image):
+ * every string and block lies inside the image and a block lies before the
+ * node that owns it, so reads stay in bounds and recursion terminates. */
+static bool str_in(const char *img, uint64_t off, uint64_t blen)
+{
+    return off + blen < hdr(img)->total_len;
+}
+
+static bool block_ok(const char *img, const simg_node *n, uint64_t count)
+{
+    uint64_t at = (uint64_t)((const char *)n - img);
+    return (n->b & 7) == 0 && n->b + count * sizeof(simg_node) <= at;
+}
+
+static val *corrupt(vctx *c) { return v_raise(c, "RuntimeError", "corrupt session image"); }
+
 static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
 {
+    if (depth > SIMG_MAX_DEPTH) return corrupt(c);
     switch (n->tag) {
     case SN_NULL: return v_none();
     case SN_TRUE: return v_true();
     case SN_FALSE: return v_false();
     case SN_INT: return v_int64(c, (int64_t)n->b);
-    case SN_BIGINT: return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
+    case SN_BIGINT:
+        if (!str_in(img, n->b, n->a)) return corrupt(c);
+        return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
     case SN_FLOAT: {
         double d;
         memcpy(&d, &n->b, 8);
         return v_float(c, d);
     }
     case SN_STR:
+        if (!str_in(img, (uint32_t)n->b, n->a) || (n->b >> 32) > n->a) return corrupt(c);
         return vs_new_owned(c, (char *)img + (uint32_t)n->b, n->a, (size_t)(n->b >> 32), n->flags != 0);
     case SN_ARR: {
+        if (!block_ok(img, n, n->a)) return corrupt(c);
         const simg_node *kids = (const simg_node *)(img + n->b);
         val **items = v_items_alloc(c, n->a);
         if (!items) return NULL;
@@ -48,6 +70,7 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
         return v_list_take(c, items, n->a);
     }
     case SN_OBJ: {
+        if (!block_ok(img, n, 2 * (uint64_t)n->a)) return corrupt(c);
         /* lazy: lookups read the image; the table is built only if needed */
         val *d = v_new(c, VT_DICT);
         if (!d) return NULL;
@@ -75,6 +98,7 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
     for (size_t i = 0; i < n; i++) {
         const simg_node *k = &kids[2 * i];
         const char *ks = img + (uint32_t)k->b;
+        if (k->tag != SN_STR || !str_in(img, (uint32_t)k->b, k->a)) return corrupt(c);
         if (k->a == key->u.s.blen && (k->a == 0 || ks[0] == key->u.s.s[0]) && !memcmp(ks, key->u.s.s, k->a)) {
             *found = true;
             return node_val(c, img, &kids[2 * i + 1], 0);

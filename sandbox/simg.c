@@ -980,36 +980,6 @@ static bool str_ok(const simg_str *s, size_t len)
     return (size_t)s->off + s->blen < len && s->clen <= s->blen;
 }
 
-static int check_node(const char *base, size_t len, size_t off, int depth, size_t *budget)
-{
-    if (depth > SIMG_MAX_DEPTH || off + sizeof(simg_node) > len || (off & 7) || *budget == 0) return -1;
-    (*budget)--;
-    const simg_node *n = (const simg_node *)(base + off);
-    switch (n->tag) {
-    case SN_NULL: case SN_TRUE: case SN_FALSE: case SN_INT: case SN_FLOAT: return 0;
-    case SN_BIGINT: return (uint64_t)n->b + n->a <= len && n->a > 0 ? 0 : -1;
-    case SN_STR: {
-        simg_str s = {(uint32_t)n->b, n->a, (uint32_t)(n->b >> 32), n->flags};
-        return str_ok(&s, len) ? 0 : -1;
-    }
-    case SN_ARR:
-    case SN_OBJ: {
-        size_t cnt = (size_t)n->a * (n->tag == SN_OBJ ? 2 : 1);
-        size_t blk = (size_t)n->b;
-        /* a block lies wholly before its owner: offsets strictly decrease */
-        if ((blk & 7) || blk + cnt * sizeof(simg_node) > off) return -1;
-        for (size_t i = 0; i < cnt; i++) {
-            size_t co = blk + i * sizeof(simg_node);
-            const simg_node *k = (const simg_node *)(base + co);
-            if (n->tag == SN_OBJ && i % 2 == 0 && k->tag != SN_STR) return -1;
-            if (check_node(base, len, co, depth + 1, budget)) return -1;
-        }
-        return 0;
-    }
-    default: return -1;
-    }
-}
-
 int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
 {
     const char *base = buf;
@@ -1026,12 +996,15 @@ int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
         if (!str_ok(&h->fields[k], len)) goto bad;
     if ((h->events_off & 7) || (size_t)h->events_off + (size_t)h->nevents * sizeof(simg_event) > len) goto bad;
     if (h->event_count != (int64_t)h->nevents) goto bad;
-    size_t budget = len / sizeof(simg_node) + 1; /* each node is visited once */
     for (uint32_t i = 0; i < h->nevents; i++) {
         const simg_event *e = (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
         if (!str_ok(&e->id, len) || !str_ok(&e->ts, len) || !str_ok(&e->type, len)) goto bad;
+        /* payload nodes are bounds-checked when read (session.c): only the
+         * top-level object here, so a child does not walk the whole image */
         size_t poff = (size_t)((const char *)&e->payload - base);
-        if (e->payload.tag != SN_OBJ || check_node(base, len, poff, 0, &budget)) goto bad;
+        if (e->payload.tag != SN_OBJ || (e->payload.b & 7) ||
+            e->payload.b + 2 * (uint64_t)e->payload.a * sizeof(simg_node) > poff)
+            goto bad;
     }
     return 0;
 bad:

@@ -311,6 +311,7 @@ int st_wbegin(store *st, const char *op, store_err *err)
 void st_wabort(store *st)
 {
     if (!sqlite3_get_autocommit(st->w.db)) exec_cached(&st->w, SQL_ROLLBACK);
+    st_deferred_done(st, 0);
     pthread_mutex_unlock(&st->wmu);
 }
 
@@ -355,9 +356,11 @@ int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *er
     if (rc != SQLITE_OK) {
         int code = st_sqlfail(err, st->w.db, rc, op);
         if (!sqlite3_get_autocommit(st->w.db)) exec_cached(&st->w, SQL_ROLLBACK);
+        st_deferred_done(st, 0);
         pthread_mutex_unlock(&st->wmu);
         return code;
     }
+    st_deferred_done(st, 1);
     *ticket = __atomic_add_fetch(&st->commit_seq, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&st->wmu);
     return STORE_OK;

@@ -143,20 +143,27 @@ const char *store_path(const store *st);
 /* Schema version of the open database. */
 int store_schema_version(store *st);
 
-/* Deferred updates. Three updates only ever repeat an idempotent protocol
- * step when they are lost, so by default they are queued and committed in
- * batches (one transaction for many; persistence must not cost the worker its
- * throughput): store_runs_started (without n_started), store_assignment_lease
- * and store_outbox_record. They are applied, in call order, at the latest
- * defer_ms later, before any other write, before store_outbox_pending /
+/* Deferred updates. Every update except a run's result only ever repeats an
+ * idempotent protocol step when it is lost, so by default they are queued and
+ * committed in batches (one transaction for many; persistence must not cost
+ * the worker its throughput): store_assignments_claimed,
+ * store_assignment_planned, store_runs_started (without n_started),
+ * store_assignment_lease, store_assignment_finish and store_outbox_record.
+ * They are applied in call order, at the latest defer_ms later, before any
+ * other write (so store_run_finished always finds its run: the queued plan
+ * goes into the same transaction), before store_outbox_pending /
  * store_outbox_depth / store_recoverable_assignments / store_assignment_load,
- * and at store_close. A crash in between loses only them: the run is then
- * still "planned" (it runs again), the stored lease is shorter (the
- * assignment may be dropped and reclaimed), the outbox entry is still pending
- * (it is resent unchanged: idempotent_replay). When deferred, those calls
- * return STORE_OK after validating their arguments; their STORE_NOTFOUND /
- * STORE_STALE outcomes are logged, not returned. The admin JSON queries do
- * not wait for the queue (they may lag by defer_ms). */
+ * and at store_close; if that transaction fails they are queued again. A
+ * crash in between loses only them: an unknown claim expires and the server
+ * reclaims it; a lost plan is replayed by the server (same runs); a run is
+ * still "planned" (it runs again); a stored lease is shorter (the assignment
+ * may be dropped and reclaimed); an outbox entry is still pending (resent
+ * unchanged: idempotent_replay). Results (store_run_finished) are never
+ * deferred. When deferred, those calls return STORE_OK after validating their
+ * arguments; their STORE_NOTFOUND / STORE_STALE / STORE_CONFLICT outcomes are
+ * logged, not returned. The admin JSON queries do not wait for the queue
+ * (they may lag by defer_ms). With sync_updates = 1 every call is its own
+ * transaction and returns its outcome. */
 
 /* Applies the queued deferred updates now. */
 int store_flush(store *st, store_err *err);
@@ -201,7 +208,7 @@ typedef struct {
     const char *claim_json;          /* the assignment object as received (may be NULL) */
 } store_claim;
 
-/* Persists claimed assignments, all in ONE transaction (call once per claim
+/* Deferred (unless sync_updates). Persists claimed assignments, all in ONE transaction (call once per claim
  * response). An assignment already in the store (reclaimed after expiry) is
  * updated to the new generation and expiry and back to "claimed"; its runs are
  * kept (see store_assignment_planned). A claim whose generation is lower than
@@ -218,7 +225,7 @@ typedef struct {
     const char *descriptor_json; /* the plan's run descriptor (may be NULL) */
 } store_plan_run;
 
-/* Persists the plan of an assignment in ONE transaction: the definitions
+/* Deferred (unless sync_updates). Persists the plan of an assignment in ONE transaction: the definitions
  * response, the plan request and response (raw JSON, any may be NULL), and
  * its runs. skipped != 0 (assignment_status "skipped") makes the assignment
  * terminal "skipped". Runs not yet stored are inserted as "planned"; runs
@@ -239,7 +246,7 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
 int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_generation,
                            double lease_expires_at, store_err *err);
 
-/* Ends an assignment locally with a terminal status: "failed", "lost",
+/* Deferred (unless sync_updates). Ends an assignment locally with a terminal status: "failed", "lost",
  * "dropped", "skipped" or "completed" (STORE_INVALID otherwise), with an
  * optional error code/message (bounded to 64/4096 bytes). Its runs that have
  * no result ("planned"/"running") become "abandoned". Pending outbox entries

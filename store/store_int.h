@@ -63,6 +63,8 @@ struct store {
     pthread_cond_t qcv;
     st_op *qhead, *qtail;
     size_t qlen;
+    st_op *inflight; /* drained into the open transaction (writer mutex): freed on
+                        commit, put back at the head of the queue on rollback */
     pthread_t flusher;
     int flusher_running;
     int flusher_stop;
@@ -73,6 +75,9 @@ struct store {
 /* Applies every queued deferred update inside the open write transaction
  * (writer mutex held), each in its own savepoint. */
 void st_drain_deferred(store *st);
+/* After the transaction: committed = 1 frees the in-flight updates, 0 puts
+ * them back at the head of the queue (writer mutex held). */
+void st_deferred_done(store *st, int committed);
 
 /* Prepared statement for `sql` (static storage: cached by address) on c, reset
  * and with bindings cleared. NULL on error (message in c->db). */

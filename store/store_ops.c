@@ -164,8 +164,8 @@ static const char SQL_CLAIM_DOC[] =
     " SELECT seq, ?2 FROM assignments WHERE id = ?1"
     " ON CONFLICT(seq) DO UPDATE SET claim_json = excluded.claim_json";
 
-int store_assignments_claimed(store *st, const store_claim *claims, size_t n, double now,
-                              store_err *err)
+static int claimed_tx(store *st, const store_claim *claims, size_t n, double now,
+                      store_err *err)
 {
     static const char sql[] =
         "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at, status,"
@@ -188,15 +188,7 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
         " event_count = excluded.event_count, transcript_url = excluded.transcript_url,"
         " definitions_url = excluded.definitions_url,"
         " claimed_at = excluded.claimed_at";
-    for (size_t i = 0; i < n; i++) {
-        if (!claims[i].assignment_id || !claims[i].assignment_id[0] || !claims[i].worker_id ||
-            claims[i].lease_generation <= 0)
-            return st_errf(err, STORE_INVALID,
-                           "save claim: assignment %zu needs assignment_id, worker_id and a "
-                           "positive lease_generation", i);
-    }
-    int code = st_wbegin(st, "save claim", err);
-    if (code) return code;
+    int code = STORE_OK;
     for (size_t i = 0; i < n; i++) {
         const store_claim *c = &claims[i];
         int64_t gen = 0;
@@ -237,9 +229,8 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
         code = step_done(st, s, "save claim", err);
         if (code) goto fail;
     }
-    return st_wcommit(st, "save claim", 0, err);
+    return STORE_OK;
 fail:
-    st_wabort(st);
     return code;
 }
 
@@ -262,10 +253,10 @@ int st_maybe_complete(store *st, const char *assignment_id, double now)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-int store_assignment_planned(store *st, const char *assignment_id, int64_t lease_generation,
-                             const char *definitions_json, const char *plan_request_json,
-                             const char *plan_response_json, int skipped,
-                             const store_plan_run *runs, size_t n, double now, store_err *err)
+static int planned_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                      const char *definitions_json, const char *plan_request_json,
+                      const char *plan_response_json, int skipped, const store_plan_run *runs,
+                      size_t n, double now, store_err *err)
 {
     static const char upd[] =
         "UPDATE assignments SET status = ?2, planned_at = COALESCE(planned_at, ?3),"
@@ -292,16 +283,7 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
         "   ELSE status END,"
         " submit_status = CASE WHEN submit_status = 'rejected' AND lease_generation < ?9"
         "   THEN 'none' ELSE submit_status END";
-    if (!assignment_id) return st_errf(err, STORE_INVALID, "save plan: no assignment_id");
-    for (size_t i = 0; i < n; i++) {
-        if (!runs[i].run_id || !runs[i].eval_key || !runs[i].eval_version ||
-            !runs[i].execution_mode)
-            return st_errf(err, STORE_INVALID,
-                           "save plan: run %zu needs run_id, eval_key, eval_version and "
-                           "execution_mode", i);
-    }
-    int code = st_wbegin(st, "save plan", err);
-    if (code) return code;
+    int code = STORE_OK;
     int64_t gen = 0;
     char status[16];
     code = assignment_head(st, assignment_id, &gen, status, sizeof status, "save plan", err);
@@ -369,9 +351,8 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
             goto fail;
         }
     }
-    return st_wcommit(st, "save plan", 0, err);
+    return STORE_OK;
 fail:
-    st_wabort(st);
     return code;
 }
 
@@ -409,27 +390,19 @@ static const char SQL_ABANDON_RUNS[] =
     "UPDATE runs SET status = 'abandoned' WHERE assignment_id = ?1"
     " AND status IN ('planned','running') AND submit_status = 'none'";
 
-int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_generation,
-                            const char *status, const char *error_code,
-                            const char *error_message, double now, store_err *err)
+static int afinish_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                      const char *status, const char *error_code, const char *error_message,
+                      double now, store_err *err)
 {
     static const char sql[] =
         "UPDATE assignments SET status = ?2, finished_at = ?3, error_code = ?4,"
         " error_message = ?5 WHERE id = ?1";
-    static const char *const OK[] = {"failed", "lost", "dropped", "skipped", "completed", NULL};
-    if (!assignment_id) return st_errf(err, STORE_INVALID, "finish assignment: no assignment_id");
-    if (!is_one_of(status, OK))
-        return st_errf(err, STORE_INVALID,
-                       "finish assignment: status must be failed, lost, dropped, skipped or "
-                       "completed, not '%s'", status ? status : "(null)");
-    int code = st_wbegin(st, "finish assignment", err);
-    if (code) return code;
+    int code = STORE_OK;
     int64_t gen = 0;
     char cur[16];
     code = assignment_head(st, assignment_id, &gen, cur, sizeof cur, "finish assignment", err);
     if (code) goto fail;
     if (is_terminal(cur)) {
-        st_wabort(st);
         return STORE_OK;
     }
     if (lease_generation != 0 && gen != lease_generation) {
@@ -452,9 +425,8 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
     }
     code = step_done(st, s, "finish assignment", err);
     if (code) goto fail;
-    return st_wcommit(st, "finish assignment", 0, err);
+    return STORE_OK;
 fail:
-    st_wabort(st);
     return code;
 }
 
@@ -1268,7 +1240,7 @@ void store_metrics_free(store_metric *m, size_t n)
  * flusher thread every defer_ms, before any other write transaction (so the
  * order of updates is kept), and before the worker-facing reads. One commit
  * for many of them instead of one each. */
-typedef enum { OP_STARTED = 1, OP_LEASE, OP_RECORD } op_kind;
+typedef enum { OP_STARTED = 1, OP_LEASE, OP_RECORD, OP_CLAIM, OP_PLAN, OP_AFINISH } op_kind;
 
 struct st_op {
     struct st_op *next;
@@ -1280,7 +1252,28 @@ struct st_op {
     int64_t gen;
     store_attempt a; /* OP_RECORD; its strings owned below */
     char *a_code, *a_msg, *a_rid;
+    store_claim *claims;  /* OP_CLAIM (strings in owned) */
+    store_plan_run *runs; /* OP_PLAN (strings in owned) */
+    const char *s1, *s2, *s3; /* OP_PLAN: documents; OP_AFINISH: status, code, message */
+    int flag;             /* OP_PLAN: skipped */
+    char **owned;
+    size_t nowned, capowned;
 };
+
+/* Duplicates s into memory owned by the op. */
+static const char *own(st_op *o, const char *s)
+{
+    if (!s) return NULL;
+    if (o->nowned == o->capowned) {
+        o->capowned = o->capowned ? o->capowned * 2 : 16;
+        o->owned = realloc(o->owned, o->capowned * sizeof *o->owned);
+        if (!o->owned) abort();
+    }
+    char *p = strdup(s);
+    if (!p) abort();
+    o->owned[o->nowned++] = p;
+    return p;
+}
 
 static char *dup0(const char *s)
 {
@@ -1293,11 +1286,16 @@ static char *dup0(const char *s)
 static void op_free(st_op *o)
 {
     free(o->id);
-    for (size_t i = 0; i < o->n; i++) free(o->ids[i]);
+    if (o->ids)
+        for (size_t i = 0; i < o->n; i++) free(o->ids[i]);
     free(o->ids);
     free(o->a_code);
     free(o->a_msg);
     free(o->a_rid);
+    for (size_t i = 0; i < o->nowned; i++) free(o->owned[i]);
+    free(o->owned);
+    free(o->claims);
+    free(o->runs);
     free(o);
 }
 
@@ -1324,6 +1322,11 @@ static int apply_op(store *st, st_op *o, store_err *err)
     case OP_STARTED: return started_tx(st, (const char *const *)o->ids, o->n, o->t, &changed, err);
     case OP_LEASE: return lease_tx(st, o->id, o->gen, o->t, err);
     case OP_RECORD: return record_tx(st, o->id, &o->a, err);
+    case OP_CLAIM: return claimed_tx(st, o->claims, o->n, o->t, err);
+    case OP_PLAN:
+        return planned_tx(st, o->id, o->gen, o->s1, o->s2, o->s3, o->flag, o->runs, o->n, o->t,
+                          err);
+    case OP_AFINISH: return afinish_tx(st, o->id, o->gen, o->s1, o->s2, o->s3, o->t, err);
     }
     return STORE_OK;
 }
@@ -1348,20 +1351,52 @@ void st_drain_deferred(store *st)
     st->qhead = st->qtail = NULL;
     st->qlen = 0;
     pthread_mutex_unlock(&st->qmu);
+    st_op **tail = &st->inflight;
+    while (*tail) tail = &(*tail)->next;
     while (o) {
         st_op *next = o->next;
+        o->next = NULL;
         store_err e = {0};
         sp_exec(st, SQL_SP);
         int code = apply_op(st, o, &e);
         if (code < 0) {
             sp_exec(st, SQL_SP_ROLLBACK);
-            /* Lost updates are safe (see above); say so, once per update. */
+            sp_exec(st, SQL_SP_RELEASE);
+            /* Refused (stale, unknown, ...): losing it is safe (see above). */
             log_warn("store: deferred update not applied", LOG_S("error", e.msg));
+            op_free(o);
+        } else {
+            sp_exec(st, SQL_SP_RELEASE);
+            *tail = o; /* kept until the transaction commits */
+            tail = &o->next;
         }
-        sp_exec(st, SQL_SP_RELEASE);
-        op_free(o);
         o = next;
     }
+}
+
+void st_deferred_done(store *st, int committed)
+{
+    st_op *o = st->inflight;
+    st->inflight = NULL;
+    if (!o) return;
+    if (committed) {
+        while (o) {
+            st_op *next = o->next;
+            op_free(o);
+            o = next;
+        }
+        return;
+    }
+    /* Rolled back: they go first again, in their order. */
+    st_op *last = o;
+    size_t n = 1;
+    while (last->next) last = last->next, n++;
+    pthread_mutex_lock(&st->qmu);
+    last->next = st->qhead;
+    st->qhead = o;
+    if (!st->qtail) st->qtail = last;
+    st->qlen += n;
+    pthread_mutex_unlock(&st->qmu);
 }
 
 int store_flush(store *st, store_err *err)
@@ -1455,4 +1490,134 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
         return code;
     }
     return st_wcommit(st, "record submission", 0, err);
+}
+
+/* ----------------------------------- claims, plans, local ends (deferred too) */
+
+/* Losing one of these only repeats an idempotent step: an unknown claim
+ * expires on the server and is reclaimed; an unknown plan is replayed by the
+ * server (same runs); a local end is rediscovered (lease_lost). The result of
+ * a run (store_run_finished) is never deferred, and every deferred update is
+ * applied before it in the same transaction, so its run row exists. */
+
+int store_assignments_claimed(store *st, const store_claim *claims, size_t n, double now,
+                              store_err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!claims[i].assignment_id || !claims[i].assignment_id[0] || !claims[i].worker_id ||
+            claims[i].lease_generation <= 0)
+            return st_errf(err, STORE_INVALID,
+                           "save claim: assignment %zu needs assignment_id, worker_id and a "
+                           "positive lease_generation", i);
+    }
+    if (n == 0) return STORE_OK;
+    if (deferred(st)) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_CLAIM;
+        o->claims = calloc(n, sizeof *o->claims);
+        if (!o->claims) abort();
+        for (size_t i = 0; i < n; i++) {
+            const store_claim *c = &claims[i];
+            o->claims[i] = (store_claim){own(o, c->assignment_id), own(o, c->worker_id),
+                                         c->lease_generation, c->lease_expires_at,
+                                         own(o, c->session_id), own(o, c->session_revision_id),
+                                         own(o, c->agent_id), own(o, c->environment),
+                                         own(o, c->trigger_reason), c->event_count,
+                                         own(o, c->transcript_url), own(o, c->definitions_url),
+                                         own(o, c->claim_json)};
+        }
+        o->n = n;
+        o->t = now;
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "save claim", err);
+    if (code) return code;
+    code = claimed_tx(st, claims, n, now, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    return st_wcommit(st, "save claim", 0, err);
+}
+
+int store_assignment_planned(store *st, const char *assignment_id, int64_t lease_generation,
+                             const char *definitions_json, const char *plan_request_json,
+                             const char *plan_response_json, int skipped,
+                             const store_plan_run *runs, size_t n, double now, store_err *err)
+{
+    if (!assignment_id) return st_errf(err, STORE_INVALID, "save plan: no assignment_id");
+    for (size_t i = 0; i < n; i++) {
+        if (!runs[i].run_id || !runs[i].eval_key || !runs[i].eval_version ||
+            !runs[i].execution_mode)
+            return st_errf(err, STORE_INVALID,
+                           "save plan: run %zu needs run_id, eval_key, eval_version and "
+                           "execution_mode", i);
+    }
+    if (deferred(st)) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_PLAN;
+        o->id = dup0(assignment_id);
+        o->gen = lease_generation;
+        o->s1 = own(o, definitions_json);
+        o->s2 = own(o, plan_request_json);
+        o->s3 = own(o, plan_response_json);
+        o->flag = skipped;
+        o->runs = calloc(n ? n : 1, sizeof *o->runs);
+        if (!o->runs) abort();
+        for (size_t i = 0; i < n; i++)
+            o->runs[i] = (store_plan_run){own(o, runs[i].run_id), own(o, runs[i].eval_key),
+                                          own(o, runs[i].eval_version),
+                                          own(o, runs[i].execution_mode), runs[i].timeout_seconds,
+                                          own(o, runs[i].descriptor_json)};
+        o->n = n;
+        o->t = now;
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "save plan", err);
+    if (code) return code;
+    code = planned_tx(st, assignment_id, lease_generation, definitions_json, plan_request_json,
+                      plan_response_json, skipped, runs, n, now, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    return st_wcommit(st, "save plan", 0, err);
+}
+
+int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_generation,
+                            const char *status, const char *error_code,
+                            const char *error_message, double now, store_err *err)
+{
+    static const char *const OK[] = {"failed", "lost", "dropped", "skipped", "completed", NULL};
+    if (!assignment_id) return st_errf(err, STORE_INVALID, "finish assignment: no assignment_id");
+    if (!is_one_of(status, OK))
+        return st_errf(err, STORE_INVALID,
+                       "finish assignment: status must be failed, lost, dropped, skipped or "
+                       "completed, not '%s'", status ? status : "(null)");
+    if (deferred(st)) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_AFINISH;
+        o->id = dup0(assignment_id);
+        o->gen = lease_generation;
+        o->s1 = own(o, status);
+        o->s2 = own(o, error_code);
+        o->s3 = own(o, error_message);
+        o->t = now;
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "finish assignment", err);
+    if (code) return code;
+    code = afinish_tx(st, assignment_id, lease_generation, status, error_code, error_message,
+                      now, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    return st_wcommit(st, "finish assignment", 0, err);
 }

@@ -317,8 +317,10 @@ class AdminApiTest(unittest.TestCase):
         self.assertEqual(r.body["stage"], "compile")
         self.assertTrue(r.body["message"])
 
-    def test_evaluate_assignment_transcript_not_kept(self):
+    def test_evaluate_assignment_transcript_unknown(self):
         r = self.sc.request("POST", "/v1/evaluate", body={"source": "1", "assignment_id": "a1"})
+        self.assertError(r, 404, "not_found")
+        r = self.sc.request("POST", "/v1/evaluate", body={"source": "1", "assignment_id": 7})
         self.assertError(r, 422, "invalid_request")
 
 

@@ -138,6 +138,14 @@ class AdminApiEndToEndTest(unittest.TestCase):
         self.assertGreater(total(m, "failproofai_sidecar_server_request_duration_seconds_count",
                                  call="claim"), 0)
 
+    def test_evaluate_with_a_recent_assignment(self):
+        aid = self.emu_runs[0]["assignment_id"]
+        r = self.sc.request("POST", "/v1/evaluate", timeout=90,
+                            body={"kind": "raw", "source": "session.assignment_id",
+                                  "assignment_id": aid})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body["repr"], repr(aid))
+
     def test_z_counters_survive_restart(self):
         before = metrics(self.sc)
         self.assertEqual(self.sc.stop(), 0)

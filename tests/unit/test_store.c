@@ -1326,6 +1326,12 @@ static void test_deferred_updates(void **state)
     store *st = open_deferred(path, 10000); /* the flusher waits long: we drive it */
     store_err e = {0};
     seed_assignment(st, "q1", 2, 9e9, 2, NULL);
+    /* claims and plans are deferred too: admin reads see them after a flush */
+    strbuf b;
+    strbuf_init(&b);
+    assert_int_equal(store_run_get_json(st, "q1-r0", &b, &e), STORE_NOTFOUND);
+    strbuf_free(&b);
+    assert_int_equal(store_flush(st, &e), STORE_OK);
     const char *ids[] = {"q1-r0", "q1-r1"};
     assert_int_equal(store_runs_started(st, ids, 2, 50, NULL, &e), STORE_OK);
     char s[64];

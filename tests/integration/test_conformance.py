@@ -1,0 +1,107 @@
+"""Conformance of the managed-evaluation language with CPython (issue 3).
+
+Runs every line of tests/conformance/corpus.jsonl through
+`failproofai-sidecar eval --transcript tests/conformance/transcript.json
+--batch FILE` (each line in its own sandbox) and compares each outcome with
+tests/conformance/expected.jsonl (CPython's, written by gen_corpus.py) as
+parsed JSON with exact types (1 != 1.0 != true; floats compared exactly; the
+raw `repr` strings compared as text).
+
+Cases listed in tests/conformance/known-failures.jsonl (corpus input lines,
+verbatim) are the only disagreements allowed, and they must still disagree:
+the test checks that list EXACTLY, so it can only shrink.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.environ.get("FPS_SOURCE_DIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CONF = os.path.join(ROOT, "tests", "conformance")
+sys.path.insert(0, CONF)
+import oracle  # noqa: E402
+
+BIN = os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar"))
+TRANSCRIPT = os.path.join(CONF, "transcript.json")
+CHUNK = 3000
+
+
+def read_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as fh:
+        return [ln for ln in fh.read().split("\n") if ln.strip()]
+
+
+def run_batch(lines):
+    out = []
+    for start in range(0, len(lines), CHUNK):
+        part = lines[start:start + CHUNK]
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as fh:
+            fh.write("\n".join(part) + "\n")
+            path = fh.name
+        try:
+            proc = subprocess.run([BIN, "eval", "--transcript", TRANSCRIPT, "--batch", path],
+                                  capture_output=True, timeout=1200)
+        finally:
+            os.unlink(path)
+        if proc.returncode != 0:
+            raise AssertionError(f"eval --batch exited {proc.returncode} on lines {start}..: "
+                                 f"{proc.stderr.decode(errors='replace')[-2000:]}")
+        got = proc.stdout.decode("utf-8", errors="replace").split("\n")[:-1]
+        if len(got) != len(part):
+            raise AssertionError(f"eval --batch wrote {len(got)} lines for {len(part)} inputs (from line {start})")
+        out.extend(got)
+    return out
+
+
+def disagreements(lines, expected, actual):
+    bad = []
+    for inp, exp, act in zip(lines, expected, actual):
+        try:
+            same = oracle.strict_equal(json.loads(exp), json.loads(act))
+        except ValueError:
+            same = False
+        if not same:
+            bad.append((inp, exp, act))
+    return bad
+
+
+def describe(bad, limit=20):
+    text = []
+    for inp, exp, act in bad[:limit]:
+        case = json.loads(inp)
+        text.append(f"  {case['kind']} {case['source'][:300]!r}"
+                    + (f" eval_key={case['eval_key']!r}" if "eval_key" in case else ""))
+        text.append(f"    expected {exp[:500]}")
+        text.append(f"    actual   {act[:500]}")
+    return "\n".join(text)
+
+
+class ConformanceTest(unittest.TestCase):
+    def test_corpus_matches_cpython(self):
+        lines = read_lines(os.path.join(CONF, "corpus.jsonl"))
+        expected = read_lines(os.path.join(CONF, "expected.jsonl"))
+        self.assertGreaterEqual(len(lines), 2000)
+        self.assertEqual(len(lines), len(expected))
+        actual = run_batch(lines)
+        bad = disagreements(lines, expected, actual)
+        known = set(read_lines(os.path.join(CONF, "known-failures.jsonl")))
+        failing = {inp for inp, _, _ in bad}
+        new = [b for b in bad if b[0] not in known]
+        fixed = sorted(known - failing)
+        msg = []
+        if new:
+            msg.append(f"{len(new)} of {len(lines)} corpus cases disagree with CPython "
+                       f"({len(bad)} in all, {len(known)} known):\n" + describe(new))
+        if fixed:
+            msg.append(f"{len(fixed)} cases of known-failures.jsonl now pass; delete them from the file:\n"
+                       + "\n".join("  " + f[:300] for f in fixed[:20]))
+        if msg:
+            self.fail("\n".join(msg))
+
+
+if __name__ == "__main__":
+    unittest.main()
