@@ -1,0 +1,205 @@
+// The admin page in a real browser: Debian's chromium driven by
+// playwright-core, against a real emulator and a real sidecar over loopback.
+// Screenshots go to tests/artifacts/ (look at them).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const BIN = process.env.FPS_BIN;
+const ARTIFACTS = join(here, "..", "artifacts");
+const TOKEN = "browser-test-token";
+const XSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`;
+
+const procs = [];
+let browser, page, adminUrl, emuUrl, xssAssignment;
+const consoleErrors = [];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
+    s.on("error", reject);
+  });
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function waitFor(fn, what, timeoutMs = 60000) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try { const v = await fn(); if (v) return v; } catch (e) { last = e; }
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}${last ? ": " + last.message : ""}`);
+}
+async function getJSON(url) { const r = await fetch(url); if (!r.ok) throw new Error(`${url}: ${r.status}`); return r.json(); }
+function start(args, env) {
+  const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  procs.push(p);
+  let out = "";
+  p.stdout.on("data", (d) => { out += d; });
+  p.stderr.on("data", () => {});
+  return { p, out: () => out };
+}
+
+function transcript(id, payloadText) {
+  const t0 = "2026-11-29T10:00:00.000000Z";
+  return {
+    schema_version: "2", assignment_id: id, session_id: "xss-session", session_revision_id: "rev-xss",
+    agent_id: "agent-<b>bold</b>", environment: "test", started_at: t0, ended_at: "2026-11-29T10:01:00.000000Z",
+    event_count: 3,
+    events: [
+      { id: "e1", ts: t0, event_type: "agent_start", payload: { note: payloadText } },
+      { id: "e2", ts: t0, event_type: "tool_use", payload: { tool_name: payloadText } },
+      { id: "e3", ts: "2026-11-29T10:01:00.000000Z", event_type: "agent_end", payload: { summary: payloadText } },
+    ],
+  };
+}
+
+before(async () => {
+  assert.ok(BIN, "FPS_BIN must name the failproofai-sidecar binary");
+  mkdirSync(ARTIFACTS, { recursive: true });
+  const dir = mkdtempSync(join(tmpdir(), "fps-browser-"));
+  const defs = [
+    { eval_key: "tool_count", eval_version: "1", display_name: "Tool count", result_kind: "score", labels: ["tools"],
+      condition_source: null, evaluator_source: 'EvalResult(score=Score(min(1.0, session.count("tool_use") / 10)), summary="tools used")', timeout_seconds: 10 },
+    { eval_key: "echo_summary", eval_version: "1", display_name: "Echo summary", result_kind: "score", labels: [],
+      condition_source: null, evaluator_source: 'EvalResult(score=Score(1.0, description=str(session.events[-1].payload.get("summary", "none"))[:900]), summary=str(session.events[-1].payload.get("summary", "none"))[:900])', timeout_seconds: 10 },
+    { eval_key: "always_fails", eval_version: "1", display_name: "Always fails", result_kind: "score", labels: [],
+      condition_source: null, evaluator_source: "EvalResult(score=Score(1 / 0))", timeout_seconds: 10 },
+  ];
+  writeFileSync(join(dir, "defs.json"), JSON.stringify(defs));
+  const emuPort = await freePort();
+  start(["emulator", "--listen", `127.0.0.1:${emuPort}`, "--token", TOKEN, "--sessions", "12", "--seed", "7",
+    "--definitions", join(dir, "defs.json"), "--poll-seconds", "1"], {});
+  emuUrl = `http://127.0.0.1:${emuPort}`;
+  await waitFor(() => getJSON(`${emuUrl}/emulator/v1/state`), "the emulator");
+  const r = await fetch(`${emuUrl}/emulator/v1/sessions`, { method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(transcript("xss-assignment", XSS)) });
+  assert.ok(r.ok, `adding the XSS session: HTTP ${r.status}`);
+  xssAssignment = (await r.json()).assignment_id;
+  assert.ok(xssAssignment, "the emulator names the new assignment");
+
+  const adminPort = await freePort();
+  start(["run", "--server", emuUrl, "--listen", `127.0.0.1:${adminPort}`, "--db", join(dir, "sidecar.db"),
+    "--worker-id", "browser-test-worker"], { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
+  adminUrl = `http://127.0.0.1:${adminPort}`;
+  await waitFor(async () => (await getJSON(`${adminUrl}/v1/runs?limit=500`)).runs.length >= 30, "runs in the sidecar");
+
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
+  page.on("pageerror", (e) => consoleErrors.push(String(e)));
+  await page.goto(adminUrl + "/", { waitUntil: "load" });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  for (const p of procs) { try { p.kill("SIGKILL"); } catch (_) { /* gone */ } }
+});
+
+test("the page loads, fills its tables and logs no console error", async () => {
+  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length > 0);
+  await page.waitForFunction(() => document.querySelectorAll("#assignments tr").length > 0);
+  await page.waitForFunction(() => document.getElementById("worker-id").textContent === "browser-test-worker");
+  await page.waitForFunction(() => document.querySelector("#chart-throughput svg rect") !== null);
+  assert.equal(await page.textContent("#reg-state"), "registered");
+  await page.screenshot({ path: join(ARTIFACTS, "admin-overview.png"), fullPage: true });
+  assert.deepEqual(consoleErrors, []);
+});
+
+test("the page is served with a strict Content-Security-Policy", async () => {
+  const r = await fetch(adminUrl + "/");
+  const csp = r.headers.get("content-security-policy") || "";
+  assert.match(csp, /default-src 'self'/);
+  assert.equal(r.headers.get("x-content-type-options"), "nosniff");
+});
+
+test("a status filter narrows the runs", async () => {
+  const all = await page.$$eval("#runs tr", (rows) => rows.length);
+  await page.selectOption("#filter-status", "failed");
+  await page.waitForFunction(() => [...document.querySelectorAll("#runs tr td:nth-child(5)")].every((td) => td.textContent === "failed")
+    && document.querySelectorAll("#runs tr").length > 0);
+  const failed = await page.$$eval("#runs tr td:nth-child(5)", (tds) => tds.map((t) => t.textContent));
+  assert.ok(failed.length > 0 && failed.length < all, `failed ${failed.length} of ${all}`);
+  await page.fill("#filter-key", "always_fails");
+  await page.click("#run-filters button[type=submit]");
+  await page.waitForFunction(() => [...document.querySelectorAll("#runs tr td:nth-child(2)")].every((td) => td.textContent === "always_fails"));
+  await page.screenshot({ path: join(ARTIFACTS, "admin-filtered.png"), fullPage: false });
+  await page.click("#filter-clear");
+  await page.waitForFunction((n) => document.querySelectorAll("#runs tr").length >= n, all);
+});
+
+test("a run's detail opens with its results and error", async () => {
+  await page.fill("#filter-key", "always_fails");
+  await page.click("#run-filters button[type=submit]");
+  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length > 0
+    && [...document.querySelectorAll("#runs tr td:nth-child(2)")].every((td) => td.textContent === "always_fails"));
+  await page.click("#runs tr:first-child");
+  await page.waitForSelector("#run-detail:not([hidden])");
+  assert.match(await page.textContent("#detail-error"), /eval_error: evaluation raised ZeroDivisionError/);
+  await page.click("#filter-clear");
+  await page.fill("#filter-key", "tool_count");
+  await page.click("#run-filters button[type=submit]");
+  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length > 0
+    && [...document.querySelectorAll("#runs tr td:nth-child(2)")].every((td) => td.textContent === "tool_count"));
+  await page.click("#runs tr:first-child");
+  await page.waitForFunction(() => document.querySelectorAll("#detail-results tr").length > 0);
+  assert.equal(await page.textContent("#detail-results tr:first-child td:first-child"), "tool_count");
+  await page.screenshot({ path: join(ARTIFACTS, "admin-run-detail.png"), fullPage: true });
+  await page.click("#detail-close");
+  await page.click("#filter-clear");
+});
+
+test("the playground returns a result and an error", async () => {
+  await page.fill("#play-source", 'EvalResult(score=Score(0.5), summary=f"{session.event_count} events")');
+  await page.click("#play-run");
+  await page.waitForFunction(() => document.getElementById("play-status").textContent === "ok");
+  assert.match(await page.textContent("#play-result"), /"result_key": "q"/);
+  await page.fill("#play-source", "(lambda: 1)()");
+  await page.click("#play-run");
+  await page.waitForFunction(() => /compile/.test(document.getElementById("play-status").textContent));
+  assert.match(await page.textContent("#play-status"), /disallowed syntax: Lambda/);
+  await page.screenshot({ path: join(ARTIFACTS, "admin-playground.png"), fullPage: false });
+});
+
+test("a session whose payloads hold <script> and <img onerror> renders inert", async () => {
+  await page.fill("#filter-key", "echo_summary");
+  await page.click("#run-filters button[type=submit]");
+  // Find the run of the XSS session and open it: its description and summary are the payload.
+  const runs = await waitFor(async () => {
+    const l = (await getJSON(`${adminUrl}/v1/runs?eval_key=echo_summary&assignment=${xssAssignment}&limit=10`)).runs;
+    return l.length > 0 && l[0].status === "succeeded" ? l : null;
+  }, "the XSS session's evaluation");
+  assert.equal(runs.length, 1);
+  await page.fill("#filter-assignment", xssAssignment);
+  await page.click("#run-filters button[type=submit]");
+  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length === 1);
+  await page.click("#runs tr:first-child");
+  await page.waitForFunction(() => document.querySelectorAll("#detail-results tr").length > 0);
+  const shown = await page.textContent("#detail-results");
+  assert.ok(shown.includes(XSS.slice(0, 40)), "the payload is shown as text");
+  // Also through the playground, as a raw value taken from the transcript.
+  await page.check('input[name="kind"][value="raw"]');
+  await page.fill("#play-source", 'session.events[0].payload["note"]');
+  await page.selectOption("#play-transcript-src", "paste");
+  await page.fill("#play-transcript", JSON.stringify(transcript("xss-playground", XSS)));
+  await page.click("#play-run");
+  await page.waitForFunction(() => document.getElementById("play-status").textContent === "ok");
+  assert.ok((await page.textContent("#play-result")).includes("onerror"));
+  await sleep(500);
+  assert.equal(await page.evaluate(() => window.__xss), undefined, "no injected script ran");
+  assert.equal(await page.evaluate(() => document.querySelectorAll("img, main script").length), 0);
+  await page.screenshot({ path: join(ARTIFACTS, "admin-xss-inert.png"), fullPage: true });
+  assert.deepEqual(consoleErrors, []);
+});
