@@ -49,8 +49,7 @@ class JailCliTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def need_interpreter(self):
-        if not self.interpreter:
-            self.skipTest("the sandbox language (sandbox/lang.c) is still the placeholder")
+        self.assertTrue(self.interpreter, "the sandbox language must evaluate 1+1")
 
     def batch(self, items, *extra, timeout=300):
         text = "".join(json.dumps(i) + "\n" for i in items)
