@@ -16,6 +16,11 @@ Ingest: ours = `eval --expr 1` on the big transcript minus the same on the
 52-event conformance transcript; CPython = json.loads + building the model.
 
   bench_lang.py [--bin build/failproofai-sidecar] [--k 20] [--runs 3]
+
+`--inproc` times the interpreter itself instead (what the issue's targets
+are about): inproc.c, compiled here against build/, builds the session image
+with simg_build_text (ingest) and calls lang_eval in-process, no jail; the
+through-the-CLI figures then follow for comparison.
 """
 import argparse
 import json
@@ -130,12 +135,45 @@ def cpython(session, kind, source, min_time=0.5):
     return best, value
 
 
+def inproc(a, session, best_py):
+    """The interpreter alone, in-process: ingest and per-evaluation times."""
+    build = os.path.dirname(os.path.abspath(a.bin))
+    exe = os.path.join(tempfile.mkdtemp(prefix="fps-inproc-"), "inproc")
+    subprocess.run(["cc", "-O2", "-std=gnu17", "-I", ROOT, os.path.join(HERE, "inproc.c"),
+                    os.path.join(build, "sandbox", "libfps_sandbox.a"),
+                    os.path.join(build, "common", "libfps_common.a"),
+                    "-ljansson", "-lgmp", "-lutf8proc", "-lcrypto", "-luuid", "-lm", "-lpthread",
+                    "-o", exe], check=True)
+    lines = "".join(json.dumps({"name": n, "kind": k, "source": src}) + "\n" for n, k, src in EXPRESSIONS)
+    out = subprocess.run([exe, a.transcript], input=lines, capture_output=True, text=True, check=True)
+    rows = [json.loads(x) for x in out.stdout.splitlines()]
+    ingest = rows[0]["ingest_ms"] / 1e3
+    print(f"\nIN-PROCESS interpreter (no jail):")
+    print(f"ingest (JSON text -> session image): ours {ingest * 1e3:8.2f} ms   CPython json.loads+model "
+          f"{best_py * 1e3:8.2f} ms   ratio {ingest / best_py:6.3f}   (target <= 0.5)")
+    print(f"{'expression':16} {'ours ms':>10} {'CPython ms':>11} {'ours/CPy':>9}  agree")
+    ratios = []
+    for (name, kind, src), row in zip(EXPRESSIONS, rows[1:]):
+        t_py, _ = cpython(session, kind, src)
+        expect = oracle.outcome(kind, src, "q", session)
+        try:
+            agree = oracle.strict_equal(json.loads(row["outcome"]), expect)
+        except ValueError:
+            agree = False
+        ratio = (row["ms"] / 1e3) / t_py
+        ratios.append(ratio)
+        print(f"{name:16} {row['ms']:10.3f} {t_py * 1e3:11.3f} {ratio:9.3f}  {'yes' if agree else 'NO'}")
+    gm = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+    print(f"geometric mean ours/CPython (in-process): {gm:.3f}   (target <= 1.0, stretch <= 0.5)\n")
+
+
 def main():
     ap = argparse.ArgumentParser(description="language benchmark: ours vs CPython")
     ap.add_argument("--bin", default=os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar")))
     ap.add_argument("--transcript", default=gen_transcript.DEFAULT_OUT)
     ap.add_argument("--k", type=int, default=20, help="evaluations per timed batch")
     ap.add_argument("--runs", type=int, default=3, help="best of this many runs")
+    ap.add_argument("--inproc", action="store_true", help="also time the interpreter in-process (no jail)")
     a = ap.parse_args()
     if not os.path.exists(a.transcript):
         gen_transcript.write(a.transcript)
@@ -151,6 +189,8 @@ def main():
         t0 = time.perf_counter()
         session = oracle.session_from_wire(json.loads(text))
         best_py = min(best_py, time.perf_counter() - t0)
+    if a.inproc:
+        inproc(a, session, best_py)
     best_big = best_small = math.inf
     for _ in range(a.runs):
         best_big = min(best_big, timed([a.bin, "eval", "--transcript", a.transcript, "--kind", "raw", "--expr", "1"])[0])
