@@ -27,7 +27,7 @@ typedef struct {
     const char *method;  /* GET routes also answer HEAD */
     const char *pattern; /* "{}" matches one non-empty path segment */
     void (*fn)(api_req *, api_resp *);
-    int async;           /* run on a job thread (connection suspended) */
+    int async; /* run on a job thread (connection suspended) */
     size_t body_cap;
 } route;
 
@@ -100,8 +100,8 @@ void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)
 
 void api_json(api_resp *rs, int status, json_t *v)
 {
-    char *text = v ? json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17))
-                   : NULL;
+    char *text =
+        v ? json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(v);
     if (text == NULL) {
         api_error(rs, 500, "internal_error", "could not serialize the response");
@@ -128,8 +128,9 @@ json_t *api_body_object(const api_req *rq, api_resp *rs)
     json_error_t jerr;
     json_t *v = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
     if (v == NULL) {
-        api_error(rs, 400, "invalid_json", "request body is not valid JSON: %s (line %d, column %d)",
-                  jerr.text, jerr.line, jerr.column);
+        api_error(rs, 400, "invalid_json",
+                  "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                  jerr.column);
         return NULL;
     }
     if (!json_is_object(v)) {
@@ -149,9 +150,9 @@ typedef struct {
     const char *route_label;
     char param[512];
     strbuf body;
-    long counted;        /* bytes charged to srv->body_bytes */
+    long counted; /* bytes charged to srv->body_bytes */
     int too_big, over_budget;
-    int queued;          /* a response was queued */
+    int queued; /* a response was queued */
     /* async job */
     atomic_int job_state; /* 0 none, 1 running, 2 done */
     api_resp job_resp;
@@ -191,15 +192,15 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, conn_ctx *ctx, api
     } else {
         size_t len = rs->body.len;
         char *data = len ? strbuf_detach(&rs->body, NULL) : NULL;
-        r = MHD_create_response_from_buffer(len, data, data ? MHD_RESPMEM_MUST_FREE
-                                                            : MHD_RESPMEM_PERSISTENT);
+        r = MHD_create_response_from_buffer(len, data,
+                                            data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (r == NULL) free(data);
     }
     strbuf_free(&rs->body);
     if (r == NULL) return MHD_NO;
     add_security_headers(r);
-    MHD_add_response_header(r, "Content-Type", rs->content_type ? rs->content_type
-                                                                : "application/json");
+    MHD_add_response_header(r, "Content-Type",
+                            rs->content_type ? rs->content_type : "application/json");
     if (rs->allow[0]) MHD_add_response_header(r, "Allow", rs->allow);
     if (rs->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (ctx != NULL && (ctx->too_big || ctx->over_budget))
@@ -291,9 +292,12 @@ static int origin_ok(const char *origin, const char *hostval)
 {
     if (origin == NULL) return 1;
     const char *auth;
-    if (!strncasecmp(origin, "http://", 7)) auth = origin + 7;
-    else if (!strncasecmp(origin, "https://", 8)) auth = origin + 8;
-    else return 0; /* "null", file://, chrome-extension://, ... */
+    if (!strncasecmp(origin, "http://", 7))
+        auth = origin + 7;
+    else if (!strncasecmp(origin, "https://", 8))
+        auth = origin + 8;
+    else
+        return 0; /* "null", file://, chrome-extension://, ... */
     if (hostval == NULL) return 0;
     size_t n = strlen(auth);
     if (n > 0 && auth[n - 1] == '/') n--;
@@ -303,14 +307,17 @@ static int origin_ok(const char *origin, const char *hostval)
 static int content_type_json(const char *ct)
 {
     if (ct == NULL) return 0;
-    while (*ct == ' ') ct++;
+    while (*ct == ' ')
+        ct++;
     if (strncasecmp(ct, "application/json", 16) != 0) return 0;
     const char *p = ct + 16;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     if (*p == '\0') return 1;
     if (*p != ';') return 0;
     p++;
-    while (*p == ' ') p++;
+    while (*p == ' ')
+        p++;
     if (*p == '\0') return 1;
     if (strncasecmp(p, "charset=", 8) == 0) {
         p += 8;
@@ -326,14 +333,15 @@ static int token_ok(api_server *srv, struct MHD_Connection *conn)
     const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     if (a == NULL || strncasecmp(a, "Bearer ", 7) != 0) return 0;
     a += 7;
-    while (*a == ' ') a++;
+    while (*a == ' ')
+        a++;
     return secret_equals(srv->token, a, strlen(a));
 }
 
 /* Decides the request's fate from its headers (first call). Returns 0 to
  * proceed, or queues an error and returns 1. */
-static int precheck(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx,
-                    const char *method, const char *url, enum MHD_Result *ret)
+static int precheck(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx, const char *method,
+                    const char *url, enum MHD_Result *ret)
 {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host");
     if (host == NULL || !host_allowed(srv, host)) {
@@ -373,8 +381,8 @@ static int precheck(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx,
                 if (strcmp(m, "GET") != 0) {
                     api_resp rs;
                     resp_init(&rs);
-                    api_error(&rs, 405, "method_not_allowed", "%s is not allowed on %s",
-                              method, url);
+                    api_error(&rs, 405, "method_not_allowed", "%s is not allowed on %s", method,
+                              url);
                     snprintf(rs.allow, sizeof rs.allow, "GET, HEAD");
                     *ret = send_resp(conn, ctx, &rs);
                     return 1;
@@ -447,9 +455,8 @@ static void *job_main(void *arg)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     api_server *srv = cls;
     conn_ctx *ctx = *con_cls;
@@ -461,7 +468,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ctx->start_ms = time_mono_ms();
         strbuf_init(&ctx->body);
         *con_cls = ctx;
-        if (atomic_load(&srv->stopping)) return send_error(conn, ctx, 503, "stopping", "shutting down");
+        if (atomic_load(&srv->stopping))
+            return send_error(conn, ctx, 503, "stopping", "shutting down");
         precheck(srv, conn, ctx, method, url, &ret);
         return ret;
     }
@@ -508,8 +516,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ctx->method_copy = strdup(method);
         ctx->path_copy = strdup(url);
         resp_init(&ctx->job_resp);
-        ctx->job_req = (api_req){srv, conn, ctx->method_copy, ctx->path_copy,
-                                 ctx->param[0] ? ctx->param : NULL, ctx->body.data,
+        ctx->job_req = (api_req){srv,
+                                 conn,
+                                 ctx->method_copy,
+                                 ctx->path_copy,
+                                 ctx->param[0] ? ctx->param : NULL,
+                                 ctx->body.data,
                                  ctx->body.len};
         atomic_store(&ctx->job_state, 1);
         MHD_suspend_connection(conn);
@@ -526,8 +538,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         pthread_attr_destroy(&attr);
         return MHD_YES;
     }
-    api_req rq = {srv, conn, method, url, ctx->param[0] ? ctx->param : NULL, ctx->body.data,
-                  ctx->body.len};
+    api_req rq = {
+        srv, conn, method, url, ctx->param[0] ? ctx->param : NULL, ctx->body.data, ctx->body.len};
     api_resp rs;
     resp_init(&rs);
     ctx->rt->fn(&rq, &rs);
@@ -554,7 +566,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
-    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' ')) msg[--n] = '\0';
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
     log_debug("admin http", LOG_S("detail", msg));
 }
 
@@ -645,7 +658,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
                  listen);
         goto fail;
     }
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     int gai = getaddrinfo(srv->listen_host, colon + 1, &hints, &ai);
     if (gai != 0 || ai == NULL) {
@@ -661,8 +675,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
         MHD_OPTION_THREAD_POOL_SIZE, pool_threads(), MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
         MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s(), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)64 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-        NULL, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        MHD_OPTION_END);
     if (srv->mhd == NULL) {
         snprintf(err, errcap, "admin API: cannot listen on %s (address in use or not local?)",
                  listen);

@@ -24,11 +24,11 @@ typedef struct api_server api_server;
 typedef struct worker worker;
 
 typedef struct {
-    const run_config *cfg;  /* borrowed: listen, admin hosts/token, ...  */
-    store *db;              /* borrowed; may be NULL (routes answer 503) */
-    worker *w;              /* borrowed; may be NULL (status/readyz/drain answer 503) */
-    sbx_pool *pool;         /* borrowed; may be NULL (/v1/evaluate answers 503) */
-    local_registry *local;  /* borrowed; may be NULL (evaluator routes answer 503) */
+    const run_config *cfg; /* borrowed: listen, admin hosts/token, ...  */
+    store *db;             /* borrowed; may be NULL (routes answer 503) */
+    worker *w;             /* borrowed; may be NULL (status/readyz/drain answer 503) */
+    sbx_pool *pool;        /* borrowed; may be NULL (/v1/evaluate answers 503) */
+    local_registry *local; /* borrowed; may be NULL (evaluator routes answer 503) */
 } api_deps;
 
 /* Binds cfg->listen (port 0 picks an ephemeral port), reads the admin token

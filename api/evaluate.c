@@ -124,11 +124,18 @@ void route_evaluate(api_req *rq, api_resp *rs)
             goto done;
         }
     }
-    sbx_request req = {.kind = kind, .source = src, .source_len = src_len, .eval_key = eval_key,
-                       .timeout_s = timeout, .image = img, .cancel = &srv->eval_cancel};
+    sbx_request req = {.kind = kind,
+                       .source = src,
+                       .source_len = src_len,
+                       .eval_key = eval_key,
+                       .timeout_s = timeout,
+                       .image = img,
+                       .cancel = &srv->eval_cancel};
     int64_t t0 = time_mono_ms();
-    if (check) sbx_check(srv->deps.pool, &req, &out); /* compile only, in the jail too */
-    else sbx_eval(srv->deps.pool, &req, &out);
+    if (check)
+        sbx_check(srv->deps.pool, &req, &out); /* compile only, in the jail too */
+    else
+        sbx_eval(srv->deps.pool, &req, &out);
     have_out = 1;
     if (!check)
         metrics_observe(METRIC_EVAL_SECONDS, (double)(time_mono_ms() - t0) / 1000.0, "mode",
@@ -137,8 +144,9 @@ void route_evaluate(api_req *rq, api_resp *rs)
     switch (out.status) {
     case SBX_OK:
         o = json_is_object(out.json) ? json_deep_copy(out.json) : NULL;
-        if (o == NULL) o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "jail", "message",
-                                     "the sandbox returned no outcome");
+        if (o == NULL)
+            o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "jail", "message",
+                          "the sandbox returned no outcome");
         if (check && json_is_true(json_object_get(o, "ok")))
             json_object_set_new(o, "stage", json_string("compile"));
         break;

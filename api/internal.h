@@ -24,9 +24,9 @@
 struct api_server {
     struct MHD_Daemon *mhd;
     api_deps deps;
-    secret *token;          /* owned; NULL = no admin token */
-    int remote;             /* listening on a non-loopback address */
-    char listen_host[256];  /* host part of --listen, accepted as Host */
+    secret *token;         /* owned; NULL = no admin token */
+    int remote;            /* listening on a non-loopback address */
+    char listen_host[256]; /* host part of --listen, accepted as Host */
     int port;
     double started_at;
     atomic_long body_bytes; /* bytes buffered in request bodies */
@@ -57,8 +57,8 @@ typedef struct {
     struct MHD_Connection *conn;
     const char *method;
     const char *path;
-    const char *param;      /* {id} / {name} path parameter, or NULL */
-    const char *body;       /* NUL-terminated, may be NULL */
+    const char *param; /* {id} / {name} path parameter, or NULL */
+    const char *body;  /* NUL-terminated, may be NULL */
     size_t body_len;
 } api_req;
 

@@ -15,10 +15,13 @@
 
 static void store_failure(api_resp *rs, int code, const store_err *e)
 {
-    if (code == STORE_NOTFOUND) api_error(rs, 404, "not_found", "no such resource");
-    else if (code == STORE_INVALID) api_error(rs, 400, "invalid_request", "%s", e->msg);
-    else api_error(rs, 503, "store_unavailable", "the store could not answer: %s",
-                   store_status_name(code));
+    if (code == STORE_NOTFOUND)
+        api_error(rs, 404, "not_found", "no such resource");
+    else if (code == STORE_INVALID)
+        api_error(rs, 400, "invalid_request", "%s", e->msg);
+    else
+        api_error(rs, 503, "store_unavailable", "the store could not answer: %s",
+                  store_status_name(code));
 }
 
 /* ---------------------------------------------------------------- health */
@@ -101,9 +104,9 @@ void route_status(api_req *rq, api_resp *rs)
     if (json_object_get(st, "jail") == NULL && srv->deps.pool != NULL) {
         sbx_layers l = sbx_pool_layers(srv->deps.pool);
         json_object_set_new(st, "jail",
-                            json_pack("{s:b,s:b,s:b,s:b,s:b}", "seccomp", l.seccomp,
-                                      "no_new_privs", l.no_new_privs, "rlimits", l.rlimits,
-                                      "user_ns", l.user_ns, "net_ns", l.net_ns));
+                            json_pack("{s:b,s:b,s:b,s:b,s:b}", "seccomp", l.seccomp, "no_new_privs",
+                                      l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
+                                      "net_ns", l.net_ns));
     }
     if (json_object_get(st, "active_sandboxes") == NULL)
         json_object_set_new(st, "active_sandboxes",
@@ -253,8 +256,10 @@ void route_evaluator_get(api_req *rq, api_resp *rs)
 {
     if (need_local(rq, rs)) return;
     json_t *v = local_registry_get(rq->srv->deps.local, rq->param);
-    if (v == NULL) api_error(rs, 404, "not_found", "no evaluator is registered under this name");
-    else api_json(rs, 200, v);
+    if (v == NULL)
+        api_error(rs, 404, "not_found", "no evaluator is registered under this name");
+    else
+        api_json(rs, 200, v);
 }
 
 void route_evaluator_put(api_req *rq, api_resp *rs)
@@ -266,8 +271,10 @@ void route_evaluator_put(api_req *rq, api_resp *rs)
     local_error e = {0};
     int st = local_registry_put(rq->srv->deps.local, rq->param, body, &out, &e);
     json_decref(body);
-    if (out == NULL) local_failure(rs, &e);
-    else api_json(rs, st, out);
+    if (out == NULL)
+        local_failure(rs, &e);
+    else
+        api_json(rs, st, out);
 }
 
 void route_evaluator_delete(api_req *rq, api_resp *rs)
@@ -275,8 +282,10 @@ void route_evaluator_delete(api_req *rq, api_resp *rs)
     if (need_local(rq, rs)) return;
     local_error e = {0};
     int st = local_registry_delete(rq->srv->deps.local, rq->param, &e);
-    if (st != 200) local_failure(rs, &e);
-    else api_json(rs, 200, json_pack("{s:s,s:b}", "name", rq->param, "deleted", 1));
+    if (st != 200)
+        local_failure(rs, &e);
+    else
+        api_json(rs, 200, json_pack("{s:s,s:b}", "name", rq->param, "deleted", 1));
 }
 
 void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
@@ -290,8 +299,10 @@ void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
     json_t *out = NULL;
     local_error e = {0};
     int st = local_registry_heartbeat(rq->srv->deps.local, rq->param, &out, &e);
-    if (out == NULL) local_failure(rs, &e);
-    else api_json(rs, st, out);
+    if (out == NULL)
+        local_failure(rs, &e);
+    else
+        api_json(rs, st, out);
 }
 
 /* ------------------------------------------------ counter persistence */
@@ -311,7 +322,8 @@ void api_metrics_seed(api_server *srv)
         char key[1024];
         if (m[i].labels != NULL && m[i].labels[0] != '\0')
             snprintf(key, sizeof key, "%s{%s}", m[i].name, m[i].labels);
-        else snprintf(key, sizeof key, "%s", m[i].name);
+        else
+            snprintf(key, sizeof key, "%s", m[i].name);
         if (metrics_counter_seed(key, m[i].value) == 0) seeded++;
     }
     store_metrics_free(m, n);

@@ -6,17 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int set_value(const cli_opt *o, const char *value, const char *source, void *cfg,
-                     char *err, size_t errcap)
+static int set_value(const cli_opt *o, const char *value, const char *source, void *cfg, char *err,
+                     size_t errcap)
 {
     char *field = (char *)cfg + o->offset;
     char *end = NULL;
     switch (o->type) {
-    case CLI_STR: *(const char **)field = value; return 0;
+    case CLI_STR:
+        *(const char **)field = value;
+        return 0;
     case CLI_FLAG: {
         int v = 1;
         if (value != NULL) {
-            if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes")) v = 1;
+            if (!strcmp(value, "1") || !strcmp(value, "true") || !strcmp(value, "yes"))
+                v = 1;
             else if (!strcmp(value, "0") || !strcmp(value, "false") || !strcmp(value, "no") ||
                      !strcmp(value, ""))
                 v = 0;
@@ -47,8 +50,7 @@ static int set_value(const cli_opt *o, const char *value, const char *source, vo
             return -1;
         }
         if (o->min < o->max && (v < o->min || v > o->max)) {
-            snprintf(err, errcap, "%s: %ld is out of range %.0f..%.0f", source, v, o->min,
-                     o->max);
+            snprintf(err, errcap, "%s: %ld is out of range %.0f..%.0f", source, v, o->min, o->max);
             return -1;
         }
         *(long *)field = v;
@@ -110,8 +112,8 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *ou
             return CLI_HELP;
         }
         if (strncmp(arg, "--", 2) != 0) {
-            snprintf(err, errcap, "%s: unexpected argument '%s' (try '%s --help')", cmd->name,
-                     arg, cmd->name);
+            snprintf(err, errcap, "%s: unexpected argument '%s' (try '%s --help')", cmd->name, arg,
+                     cmd->name);
             return CLI_ERROR;
         }
         const char *eq = strchr(arg, '=');

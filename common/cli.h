@@ -26,13 +26,13 @@ typedef struct {
 } cli_list;
 
 typedef struct {
-    const char *name;    /* "--server" */
-    const char *env;     /* environment variable or NULL */
+    const char *name; /* "--server" */
+    const char *env;  /* environment variable or NULL */
     cli_type type;
     size_t offset;       /* offsetof(config, field) */
     const char *metavar; /* "URL" */
     const char *help;
-    double min, max;     /* numeric bounds (inclusive) when min < max */
+    double min, max; /* numeric bounds (inclusive) when min < max */
 } cli_opt;
 
 typedef struct {

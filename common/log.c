@@ -33,8 +33,11 @@ int log_parse_level(const char *s, log_level *out)
     static const struct {
         const char *name;
         log_level level;
-    } names[] = {{"debug", LOG_DEBUG}, {"info", LOG_INFO},   {"warn", LOG_WARN},
-                 {"warning", LOG_WARN}, {"error", LOG_ERROR}};
+    } names[] = {{"debug", LOG_DEBUG},
+                 {"info", LOG_INFO},
+                 {"warn", LOG_WARN},
+                 {"warning", LOG_WARN},
+                 {"error", LOG_ERROR}};
     if (s == NULL) return -1;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcasecmp(s, names[i].name) == 0) {
@@ -47,8 +50,8 @@ int log_parse_level(const char *s, log_level *out)
 
 int log_key_is_secret(const char *key)
 {
-    static const char *const words[] = {"token", "authorization", "secret", "password",
-                                        "passwd", "cookie", "api_key", "apikey", "credential"};
+    static const char *const words[] = {"token",  "authorization", "secret", "password",  "passwd",
+                                        "cookie", "api_key",       "apikey", "credential"};
     char lower[128];
     size_t n = 0;
     if (key == NULL) return 0;
@@ -68,10 +71,14 @@ static int value_is_secret(const char *v)
 static const char *level_name(log_level l)
 {
     switch (l) {
-    case LOG_DEBUG: return "debug";
-    case LOG_INFO: return "info";
-    case LOG_WARN: return "warn";
-    default: return "error";
+    case LOG_DEBUG:
+        return "debug";
+    case LOG_INFO:
+        return "info";
+    case LOG_WARN:
+        return "warn";
+    default:
+        return "error";
     }
 }
 
@@ -99,16 +106,26 @@ void log_write(log_level level, const char *msg, const log_field *fields)
         }
         switch (f->type) {
         case LOG_T_STR:
-            if (f->s == NULL) strbuf_puts(&b, "null");
-            else strbuf_json_str(&b, f->s);
+            if (f->s == NULL)
+                strbuf_puts(&b, "null");
+            else
+                strbuf_json_str(&b, f->s);
             break;
-        case LOG_T_INT: strbuf_printf(&b, "%lld", f->i); break;
+        case LOG_T_INT:
+            strbuf_printf(&b, "%lld", f->i);
+            break;
         case LOG_T_DBL:
-            if (isfinite(f->d)) strbuf_printf(&b, "%.17g", f->d);
-            else strbuf_puts(&b, "null");
+            if (isfinite(f->d))
+                strbuf_printf(&b, "%.17g", f->d);
+            else
+                strbuf_puts(&b, "null");
             break;
-        case LOG_T_BOOL: strbuf_puts(&b, f->i ? "true" : "false"); break;
-        default: strbuf_puts(&b, "null"); break;
+        case LOG_T_BOOL:
+            strbuf_puts(&b, f->i ? "true" : "false");
+            break;
+        default:
+            strbuf_puts(&b, "null");
+            break;
         }
     }
     strbuf_puts(&b, "}\n");

@@ -40,9 +40,8 @@ struct m_series {
     m_series *next;
 };
 
-static const double secs_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                      0.1,    0.25,  0.5,    1,     2.5,  5,     10,
-                                      30,     60,    120,    300};
+static const double secs_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                      0.5,    1,     2.5,    5,     10,   30,    60,   120, 300};
 #define NSECS (int)(sizeof secs_buckets / sizeof secs_buckets[0])
 
 static const struct {
@@ -68,7 +67,8 @@ static const struct {
     {METRIC_OUTBOX_DEPTH, M_GAUGE, "Result submissions waiting in the outbox."},
     {METRIC_LOCAL_EVALUATORS, M_GAUGE, "Local evaluators registered and within their TTL."},
     {METRIC_LOCAL_DEFINITIONS, M_GAUGE, "Definitions offered by local evaluators."},
-    {METRIC_READY, M_GAUGE, "1 when the sidecar is ready (registered, server contacted, not draining)."},
+    {METRIC_READY, M_GAUGE,
+     "1 when the sidecar is ready (registered, server contacted, not draining)."},
     {METRIC_DRAINING, M_GAUGE, "1 while the sidecar drains for shutdown."},
     {METRIC_UPTIME, M_GAUGE, "Seconds since the process started."},
     {METRIC_EVAL_SECONDS, M_HISTOGRAM, "Evaluation duration in seconds, by mode."},
@@ -98,8 +98,8 @@ static uint64_t hash_str(const char *s)
 
 static int valid_metric_name(const char *s)
 {
-    if (s == NULL || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' ||
-                       *s == ':'))
+    if (s == NULL ||
+        !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' || *s == ':'))
         return 0;
     size_t n = 0;
     for (; *s; s++, n++) {
@@ -113,8 +113,7 @@ static int valid_metric_name(const char *s)
 
 static int valid_label_name(const char *s)
 {
-    if (s == NULL || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return 0;
+    if (s == NULL || !((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
     if (s[0] == '_' && s[1] == '_') return 0;
     size_t n = 0;
     for (; *s; s++, n++) {
@@ -175,10 +174,14 @@ static const char *type_name(m_type t)
 static void put_label_value(strbuf *b, const char *v)
 {
     for (; *v; v++) {
-        if (*v == '\\') strbuf_puts(b, "\\\\");
-        else if (*v == '"') strbuf_puts(b, "\\\"");
-        else if (*v == '\n') strbuf_puts(b, "\\n");
-        else strbuf_putc(b, *v);
+        if (*v == '\\')
+            strbuf_puts(b, "\\\\");
+        else if (*v == '"')
+            strbuf_puts(b, "\\\"");
+        else if (*v == '\n')
+            strbuf_puts(b, "\\n");
+        else
+            strbuf_putc(b, *v);
     }
 }
 
@@ -276,8 +279,10 @@ static m_series *series_get_locked(const char *name, m_type type, const char *co
         s->bucket_counts = calloc((size_t)f->nbuckets, sizeof *s->bucket_counts);
         if (s->bucket_counts == NULL) abort();
     }
-    if (f->last) f->last->next = s;
-    else f->first = s;
+    if (f->last)
+        f->last->next = s;
+    else
+        f->first = s;
     f->last = s;
     table[i] = s;
     nseries++;
@@ -345,9 +350,12 @@ double metrics_value(const char *name, const char *const *labels)
 
 static void put_number(strbuf *b, double v)
 {
-    if (isnan(v)) strbuf_puts(b, "NaN");
-    else if (isinf(v)) strbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
-    else if (v == floor(v) && fabs(v) < 1e15) strbuf_printf(b, "%.0f", v);
+    if (isnan(v))
+        strbuf_puts(b, "NaN");
+    else if (isinf(v))
+        strbuf_puts(b, v > 0 ? "+Inf" : "-Inf");
+    else if (v == floor(v) && fabs(v) < 1e15)
+        strbuf_printf(b, "%.0f", v);
     else {
         char tmp[40];
         for (int prec = 15; prec <= 17; prec++) { /* shortest form that round-trips */
@@ -361,9 +369,12 @@ static void put_number(strbuf *b, double v)
 static void put_help(strbuf *b, const char *help)
 {
     for (; *help; help++) {
-        if (*help == '\\') strbuf_puts(b, "\\\\");
-        else if (*help == '\n') strbuf_puts(b, "\\n");
-        else strbuf_putc(b, *help);
+        if (*help == '\\')
+            strbuf_puts(b, "\\\\");
+        else if (*help == '\n')
+            strbuf_puts(b, "\\n");
+        else
+            strbuf_putc(b, *help);
     }
 }
 
@@ -377,7 +388,8 @@ void metrics_render(strbuf *out)
     pthread_mutex_lock(&mu);
     init_locked();
     m_family *order[MAX_FAMILIES];
-    for (int i = 0; i < nfamilies; i++) order[i] = &families[i];
+    for (int i = 0; i < nfamilies; i++)
+        order[i] = &families[i];
     qsort(order, (size_t)nfamilies, sizeof order[0], cmp_family);
     for (int fi = 0; fi < nfamilies; fi++) {
         m_family *f = order[fi];
@@ -460,9 +472,12 @@ static int parse_key(const char *key, char *arena, size_t cap, char **name, cons
             if (*r == '"') break;
             if (*r == '\\') {
                 r++;
-                if (*r == 'n') *w++ = '\n';
-                else if (*r == '\\' || *r == '"') *w++ = *r;
-                else return -1;
+                if (*r == 'n')
+                    *w++ = '\n';
+                else if (*r == '\\' || *r == '"')
+                    *w++ = *r;
+                else
+                    return -1;
                 r++;
                 continue;
             }
@@ -472,8 +487,10 @@ static int parse_key(const char *key, char *arena, size_t cap, char **name, cons
         labels[2 * nl + 1] = v;
         nl++;
         p = r + 1;
-        if (*p == ',') p++;
-        else if (*p != '\0') return -1;
+        if (*p == ',')
+            p++;
+        else if (*p != '\0')
+            return -1;
     }
     labels[2 * nl] = NULL;
     return 0;

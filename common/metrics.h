@@ -82,8 +82,10 @@ void metrics_histogram_observe(const char *name, double value, const char *const
 /* metrics_inc(name, "k", "v", ...) adds 1; metrics_add(name, n, "k", "v", ...) adds n. */
 #define metrics_inc(name, ...) metrics_counter_add((name), 1.0, METRICS_LABELS_(__VA_ARGS__))
 #define metrics_add(name, n, ...) metrics_counter_add((name), (n), METRICS_LABELS_(__VA_ARGS__))
-#define metrics_gauge_set(name, v, ...) metrics_gauge_set_l((name), (v), METRICS_LABELS_(__VA_ARGS__))
-#define metrics_gauge_add(name, v, ...) metrics_gauge_add_l((name), (v), METRICS_LABELS_(__VA_ARGS__))
+#define metrics_gauge_set(name, v, ...)                                                            \
+    metrics_gauge_set_l((name), (v), METRICS_LABELS_(__VA_ARGS__))
+#define metrics_gauge_add(name, v, ...)                                                            \
+    metrics_gauge_add_l((name), (v), METRICS_LABELS_(__VA_ARGS__))
 #define metrics_observe(name, v, ...)                                                              \
     metrics_histogram_observe((name), (v), METRICS_LABELS_(__VA_ARGS__))
 

@@ -14,8 +14,8 @@ struct secret {
 
 static secret *make(const char *v, size_t len)
 {
-    while (len > 0 && (v[len - 1] == '\n' || v[len - 1] == '\r' || v[len - 1] == ' ' ||
-                       v[len - 1] == '\t'))
+    while (len > 0 &&
+           (v[len - 1] == '\n' || v[len - 1] == '\r' || v[len - 1] == ' ' || v[len - 1] == '\t'))
         len--;
     if (len == 0) return NULL;
     secret *s = malloc(sizeof *s + len + 1);

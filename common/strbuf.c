@@ -28,7 +28,8 @@ static void grow(strbuf *b, size_t extra)
 {
     if (b->len + extra + 1 <= b->cap) return;
     size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + extra + 1) cap *= 2;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
     char *p = realloc(b->data, cap);
     if (p == NULL) abort();
     b->data = p;
@@ -80,13 +81,27 @@ void strbuf_json_strn(strbuf *b, const char *s, size_t len)
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': strbuf_puts(b, "\\\""); break;
-        case '\\': strbuf_puts(b, "\\\\"); break;
-        case '\n': strbuf_puts(b, "\\n"); break;
-        case '\r': strbuf_puts(b, "\\r"); break;
-        case '\t': strbuf_puts(b, "\\t"); break;
-        case '\b': strbuf_puts(b, "\\b"); break;
-        case '\f': strbuf_puts(b, "\\f"); break;
+        case '"':
+            strbuf_puts(b, "\\\"");
+            break;
+        case '\\':
+            strbuf_puts(b, "\\\\");
+            break;
+        case '\n':
+            strbuf_puts(b, "\\n");
+            break;
+        case '\r':
+            strbuf_puts(b, "\\r");
+            break;
+        case '\t':
+            strbuf_puts(b, "\\t");
+            break;
+        case '\b':
+            strbuf_puts(b, "\\b");
+            break;
+        case '\f':
+            strbuf_puts(b, "\\f");
+            break;
         default:
             if (c < 0x20) {
                 char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};

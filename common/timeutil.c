@@ -63,8 +63,7 @@ int time_parse_rfc3339(const char *s, double *epoch)
         digits(&p, 2, &d) || (*p != 'T' && *p != 't' && *p != ' '))
         return -1;
     p++;
-    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' ||
-        digits(&p, 2, &se))
+    if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi) || *p++ != ':' || digits(&p, 2, &se))
         return -1;
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return -1;
     double frac = 0, scale = 0.1;

@@ -38,16 +38,19 @@ static void put_float(strbuf *b, double d)
         if (*s >= '0' && *s <= '9' && nd < 23) digits[nd++] = *s;
     digits[nd] = '\0';
     int exp10 = (*s == 'e') ? atoi(s + 1) : 0;
-    while (nd > 1 && digits[nd - 1] == '0') digits[--nd] = '\0';
+    while (nd > 1 && digits[nd - 1] == '0')
+        digits[--nd] = '\0';
     int decpt = exp10 + 1;
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
             strbuf_puts(b, "0.");
-            for (int i = 0; i < -decpt; i++) strbuf_putc(b, '0');
+            for (int i = 0; i < -decpt; i++)
+                strbuf_putc(b, '0');
             strbuf_put(b, digits, (size_t)nd);
         } else if (decpt >= nd) {
             strbuf_put(b, digits, (size_t)nd);
-            for (int i = nd; i < decpt; i++) strbuf_putc(b, '0');
+            for (int i = nd; i < decpt; i++)
+                strbuf_putc(b, '0');
             strbuf_puts(b, ".0");
         } else {
             strbuf_put(b, digits, (size_t)decpt);
@@ -73,10 +76,18 @@ static int cmp_str(const void *a, const void *b)
 static int put_value(strbuf *b, const json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_NULL: strbuf_puts(b, "null"); return 0;
-    case JSON_TRUE: strbuf_puts(b, "true"); return 0;
-    case JSON_FALSE: strbuf_puts(b, "false"); return 0;
-    case JSON_INTEGER: strbuf_printf(b, "%lld", (long long)json_integer_value(v)); return 0;
+    case JSON_NULL:
+        strbuf_puts(b, "null");
+        return 0;
+    case JSON_TRUE:
+        strbuf_puts(b, "true");
+        return 0;
+    case JSON_FALSE:
+        strbuf_puts(b, "false");
+        return 0;
+    case JSON_INTEGER:
+        strbuf_printf(b, "%lld", (long long)json_integer_value(v));
+        return 0;
     case JSON_REAL: {
         double d = json_real_value(v);
         if (!isfinite(d)) return -1;
@@ -146,7 +157,8 @@ int emulator_catalog_revision(const json_t *catalog, int sort_labels, char out[7
     json_t *arr = json_array();
     int rc = -1;
     if (defs == NULL || arr == NULL) goto fail;
-    for (size_t i = 0; i < n; i++) defs[i] = json_array_get(catalog, i);
+    for (size_t i = 0; i < n; i++)
+        defs[i] = json_array_get(catalog, i);
     qsort(defs, n, sizeof *defs, cmp_def_key);
     for (size_t i = 0; i < n; i++) {
         json_t *labels = json_deep_copy(json_object_get(defs[i], "labels"));
@@ -155,12 +167,15 @@ int emulator_catalog_revision(const json_t *catalog, int sort_labels, char out[7
             size_t nl = json_array_size(labels);
             const char **ls = malloc((nl ? nl : 1) * sizeof *ls);
             json_t *sorted = json_array();
-            for (size_t j = 0; j < nl; j++) ls[j] = json_string_value(json_array_get(labels, j));
+            for (size_t j = 0; j < nl; j++)
+                ls[j] = json_string_value(json_array_get(labels, j));
             int ok = 1;
-            for (size_t j = 0; j < nl; j++) ok &= ls[j] != NULL;
+            for (size_t j = 0; j < nl; j++)
+                ok &= ls[j] != NULL;
             if (ok) {
                 qsort(ls, nl, sizeof *ls, cmp_str);
-                for (size_t j = 0; j < nl; j++) json_array_append_new(sorted, json_string(ls[j]));
+                for (size_t j = 0; j < nl; j++)
+                    json_array_append_new(sorted, json_string(ls[j]));
                 json_decref(labels);
                 labels = sorted;
             } else {

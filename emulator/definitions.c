@@ -34,9 +34,11 @@ const char *emulator_sample_definitions(void)
            "\"display_name\":\"Tool efficiency\",\"result_kind\":\"score\","
            "\"labels\":[\"deterministic\",\"tools\"],"
            "\"condition_source\":\"session.count('tool_use') > 0\","
-           "\"evaluator_source\":\"EvalResult(score=Score(len(set([e.payload.get('tool_name') for e "
+           "\"evaluator_source\":\"EvalResult(score=Score(len(set([e.payload.get('tool_name') for "
+           "e "
            "in session.events_of_type('tool_use')])) / session.count('tool_use'), "
-           "description='Distinct tools divided by tool calls'), summary=f\\\"{session.count('tool_use')} "
+           "description='Distinct tools divided by tool calls'), "
+           "summary=f\\\"{session.count('tool_use')} "
            "tool calls\\\")\",\"timeout_seconds\":10},"
            "{\"eval_key\":\"tool_error_rate\",\"eval_version\":\"1.0.0\","
            "\"display_name\":\"Tool error rate\",\"result_kind\":\"metric\",\"labels\":[\"tools\"],"
@@ -48,7 +50,8 @@ const char *emulator_sample_definitions(void)
            "{\"eval_key\":\"task_completed\",\"eval_version\":\"1.0.0\","
            "\"display_name\":\"Task completed\",\"result_kind\":\"assertion\",\"labels\":[],"
            "\"condition_source\":null,"
-           "\"evaluator_source\":\"EvalResult(assertions={'task_completed': Assertion(any([e.payload.get("
+           "\"evaluator_source\":\"EvalResult(assertions={'task_completed': "
+           "Assertion(any([e.payload.get("
            "'status') == 'success' for e in session.events_of_type('agent_end')]))})\","
            "\"timeout_seconds\":null},"
            "{\"eval_key\":\"mean_tool_latency_ms\",\"eval_version\":\"1.0.0\","
@@ -72,7 +75,8 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     }
     json_t *copy = json_deep_copy(d);
     /* Defaults the reference authoring API would fill in. */
-    if (json_is_string(json_object_get(copy, "eval_key")) && !json_object_get(copy, "display_name")) {
+    if (json_is_string(json_object_get(copy, "eval_key")) &&
+        !json_object_get(copy, "display_name")) {
         char name[160];
         snprintf(name, sizeof name, "%s", json_string_value(json_object_get(copy, "eval_key")));
         for (char *p = name; *p; p++)
@@ -80,7 +84,8 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
         name[0] = (char)toupper((unsigned char)name[0]);
         json_object_set_new(copy, "display_name", json_string(name));
     }
-    if (!json_object_get(copy, "result_kind")) json_object_set_new(copy, "result_kind", json_string("score"));
+    if (!json_object_get(copy, "result_kind"))
+        json_object_set_new(copy, "result_kind", json_string("score"));
     if (!json_object_get(copy, "labels")) json_object_set_new(copy, "labels", json_array());
     const char *cond, *src;
     char f[160];
@@ -92,14 +97,16 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     if (emu_v_string(copy, "evaluator_source", ctx, &src, err, n) != 0) goto done;
     snprintf(f, sizeof f, "%s.evaluator_source", ctx);
     if (emu_v_bounded(src, f, 128 * 1024, err, n) != 0) goto done;
-    if (emu_v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err, n) != 0) goto done;
+    if (emu_v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err, n) != 0)
+        goto done;
     if (has_timeout && timeout <= 0) {
         snprintf(err, n, "%s.timeout_seconds must be finite and greater than zero", ctx);
         goto done;
     }
     const char *key = json_string_value(json_object_get(copy, "eval_key"));
     for (size_t j = 0; j < json_array_size(e->managed); j++) {
-        if (!strcmp(key, json_string_value(json_object_get(json_array_get(e->managed, j), "eval_key")))) {
+        if (!strcmp(key, json_string_value(
+                             json_object_get(json_array_get(e->managed, j), "eval_key")))) {
             snprintf(err, n, "duplicate eval key: %s", key);
             goto done;
         }
@@ -107,10 +114,11 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     char checksum[72];
     emulator_source_checksum(cond, src, checksum);
     json_t *desc = json_pack(
-        "{s:O, s:O, s:O, s:O, s:O, s:s, s:O, s:s, s:o}", "eval_key", json_object_get(copy, "eval_key"),
-        "display_name", json_object_get(copy, "display_name"), "eval_version",
-        json_object_get(copy, "eval_version"), "result_kind", json_object_get(copy, "result_kind"),
-        "labels", json_object_get(copy, "labels"), "execution_mode", "python", "condition_source",
+        "{s:O, s:O, s:O, s:O, s:O, s:s, s:O, s:s, s:o}", "eval_key",
+        json_object_get(copy, "eval_key"), "display_name", json_object_get(copy, "display_name"),
+        "eval_version", json_object_get(copy, "eval_version"), "result_kind",
+        json_object_get(copy, "result_kind"), "labels", json_object_get(copy, "labels"),
+        "execution_mode", "python", "condition_source",
         cond ? json_object_get(copy, "condition_source") : json_null(), "source_checksum", checksum,
         "timeout_seconds", has_timeout ? json_real(timeout) : json_null());
     json_array_append_new(e->managed, desc);
@@ -126,9 +134,12 @@ int emu_definitions_load(emulator *e, const char *file, const char *text, char *
     json_error_t jerr;
     json_t *arr = NULL;
     char inner[400];
-    if (file) arr = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
-    else if (text) arr = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-    else return 0;
+    if (file)
+        arr = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    else if (text)
+        arr = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    else
+        return 0;
     if (arr == NULL) {
         snprintf(err, errcap, "--definitions %s: %s (line %d)", file ? file : "(text)", jerr.text,
                  jerr.line);
@@ -168,16 +179,17 @@ void emu_definitions_for(emulator *e, emu_assignment *a, emu_instance *inst)
         const char *key = json_string_value(json_object_get(c, "eval_key"));
         int shadowed = 0; /* a managed definition owns its key */
         for (size_t j = 0; j < json_array_size(e->managed) && !shadowed; j++)
-            shadowed = !strcmp(key, json_string_value(json_object_get(json_array_get(e->managed, j), "eval_key")));
+            shadowed = !strcmp(
+                key, json_string_value(json_object_get(json_array_get(e->managed, j), "eval_key")));
         if (shadowed) continue;
-        json_array_append_new(
-            defs, json_pack("{s:O, s:O, s:O, s:O, s:O, s:s, s:n, s:n, s:n}", "eval_key",
-                            json_object_get(c, "eval_key"), "display_name",
-                            json_object_get(c, "display_name"), "eval_version",
-                            json_object_get(c, "eval_version"), "result_kind",
-                            json_object_get(c, "result_kind"), "labels", json_object_get(c, "labels"),
-                            "execution_mode", "local", "condition_source", "source_checksum",
-                            "timeout_seconds"));
+        json_array_append_new(defs,
+                              json_pack("{s:O, s:O, s:O, s:O, s:O, s:s, s:n, s:n, s:n}", "eval_key",
+                                        json_object_get(c, "eval_key"), "display_name",
+                                        json_object_get(c, "display_name"), "eval_version",
+                                        json_object_get(c, "eval_version"), "result_kind",
+                                        json_object_get(c, "result_kind"), "labels",
+                                        json_object_get(c, "labels"), "execution_mode", "local",
+                                        "condition_source", "source_checksum", "timeout_seconds"));
         json_array_append_new(sources, json_null());
     }
     json_decref(a->definitions);

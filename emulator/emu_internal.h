@@ -37,11 +37,11 @@ void emu_map_put(emu_map *m, const char *key, void *val);
 typedef enum { INST_CUSTOMER, INST_MANAGED, INST_DISABLED } emu_inst_kind;
 
 typedef struct {
-    secret *token;        /* owned */
+    secret *token; /* owned */
     emu_inst_kind kind;
     char instance_id[37];
     int registered;
-    json_t *catalog;      /* owned: catalog entries as registered */
+    json_t *catalog; /* owned: catalog entries as registered */
     char catalog_revision[80];
 } emu_instance;
 
@@ -60,8 +60,8 @@ typedef struct emu_assignment emu_assignment;
 
 typedef struct {
     char id[37];
-    emu_assignment *a;   /* borrowed */
-    json_t *wire;        /* owned: the plan response's run object */
+    emu_assignment *a;                   /* borrowed */
+    json_t *wire;                        /* owned: the plan response's run object */
     const char *eval_key, *eval_version; /* borrowed from wire */
     int committed;
     char *submission_id; /* owned once committed */
@@ -75,22 +75,22 @@ typedef struct {
 
 struct emu_assignment {
     char id[37];
-    json_t *session;     /* owned: transcript metadata (session_id, ...), for claims */
-    char *transcript;    /* owned: the serialized transcript served as is */
+    json_t *session;  /* owned: transcript metadata (session_id, ...), for claims */
+    char *transcript; /* owned: the serialized transcript served as is */
     size_t transcript_len;
     long event_count;
     emu_as_status status;
     long generation, attempts;
     double lease_expires;
     char worker_id[132];
-    emu_instance *instance;   /* borrowed: current/last leaseholder's instance */
-    json_t *definitions;      /* owned: descriptors for the current lease */
-    json_t *sources;          /* owned: evaluator_source per descriptor (or null) */
+    emu_instance *instance; /* borrowed: current/last leaseholder's instance */
+    json_t *definitions;    /* owned: descriptors for the current lease */
+    json_t *sources;        /* owned: evaluator_source per descriptor (or null) */
     char catalog_revision[80];
-    int planned;              /* a first plan was accepted */
-    emu_run **runs;           /* owned array of borrowed runs (emulator owns runs) */
+    int planned;    /* a first plan was accepted */
+    emu_run **runs; /* owned array of borrowed runs (emulator owns runs) */
     size_t nruns, nterminal;
-    emu_assignment *next;     /* available queue link */
+    emu_assignment *next; /* available queue link */
     int queued;
 };
 
@@ -110,29 +110,29 @@ struct emulator {
     long lease_seconds, heartbeat_seconds, poll_seconds, max_attempts, claim_limit;
     double fault_5xx, fault_drop, fault_lease_loss;
     long fault_latency_ms, max_transcript_bytes;
-    json_t *disabled;          /* owned: array of eval keys */
+    json_t *disabled; /* owned: array of eval keys */
     uint64_t seed;
     atomic_ulong rng_counter;
 
     pthread_mutex_t mu;
     emu_instance *instances;
     size_t ninstances;
-    json_t *managed;           /* owned: managed descriptors */
-    json_t *managed_sources;   /* owned: their evaluator_source strings */
+    json_t *managed;         /* owned: managed descriptors */
+    json_t *managed_sources; /* owned: their evaluator_source strings */
 
     emu_map assignments_by_id, runs_by_id;
     emu_assignment **assignments;
     size_t nassignments, capassignments;
     emu_run **runs;
     size_t nruns, capruns;
-    emu_run **committed;       /* commit order */
+    emu_run **committed; /* commit order */
     size_t ncommitted;
     emu_assignment *avail_head, *avail_tail;
     long status_count[AS_NSTATUS];
     long pending_runs;
     emu_heap_item *heap;
     size_t heap_len, heap_cap;
-    atomic_long gen_index;     /* generated sessions so far */
+    atomic_long gen_index; /* generated sessions so far */
     long session_seq;
 
     emu_stats stats;
@@ -148,11 +148,11 @@ typedef struct {
     const char *body;
     size_t body_len;
     char request_id[33];
-    emu_instance *inst;   /* authenticated instance (protocol routes) */
+    emu_instance *inst; /* authenticated instance (protocol routes) */
     int status;
-    char *resp;           /* owned unless resp_static */
+    char *resp; /* owned unless resp_static */
     size_t resp_len;
-    int resp_static;      /* resp points into emulator-owned, immutable memory */
+    int resp_static; /* resp points into emulator-owned, immutable memory */
     const char *content_type;
 } emu_req;
 
@@ -194,8 +194,7 @@ void emu_sessions_generate(emulator *e, long n);
 int emu_sessions_load_dir(emulator *e, const char *dir, char *err, size_t errcap);
 
 /* definitions.c */
-int emu_definitions_load(emulator *e, const char *file, const char *text, char *err,
-                         size_t errcap);
+int emu_definitions_load(emulator *e, const char *file, const char *text, char *err, size_t errcap);
 /* Checks one {eval_key, display_name, eval_version, result_kind, labels}
  * entry as the reference authoring API does. */
 int emu_validate_catalog_entry(json_t *d, const char *ctx, char *err, size_t n);
@@ -203,21 +202,22 @@ int emu_validate_catalog_entry(json_t *d, const char *ctx, char *err, size_t n);
 void emu_definitions_for(emulator *e, emu_assignment *a, emu_instance *inst);
 
 /* validate.c: each returns 0, or -1 with a precise message in err */
-int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n);
-int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
+int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
                  size_t n);
+int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
+                     size_t n);
 int emu_v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
 int emu_v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
 int emu_v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
-                 size_t n);
+                     size_t n);
 int emu_v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err, size_t n);
 int emu_v_bounded(const char *s, const char *name, size_t max, char *err, size_t n);
 int emu_v_no_control(const char *s, const char *name, char *err, size_t n);
 int emu_v_key(const char *s, const char *name, char *err, size_t n);
 int emu_v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
-           const char **out, char *err, size_t n);
+               const char **out, char *err, size_t n);
 int emu_v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
-                 char *err, size_t n);
+                     char *err, size_t n);
 int emu_v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n);
 int emu_v_timestamp(json_t *o, const char *key, const char *ctx, char *err, size_t n);
 

@@ -30,9 +30,12 @@ static int add_instance(emulator *e, const char *spec, char *err, size_t errcap)
     emu_inst_kind kind = INST_CUSTOMER;
     char *colon = strrchr(tok, ':');
     if (colon != NULL) {
-        if (!strcmp(colon + 1, "customer")) kind = INST_CUSTOMER, *colon = '\0';
-        else if (!strcmp(colon + 1, "managed")) kind = INST_MANAGED, *colon = '\0';
-        else if (!strcmp(colon + 1, "disabled")) kind = INST_DISABLED, *colon = '\0';
+        if (!strcmp(colon + 1, "customer"))
+            kind = INST_CUSTOMER, *colon = '\0';
+        else if (!strcmp(colon + 1, "managed"))
+            kind = INST_MANAGED, *colon = '\0';
+        else if (!strcmp(colon + 1, "disabled"))
+            kind = INST_DISABLED, *colon = '\0';
     }
     for (const unsigned char *p = (const unsigned char *)tok; *p; p++) {
         if (*p <= 32 || *p == 127) {
@@ -62,7 +65,8 @@ int emulator_start(const emulator_config *cfg, emulator **out, char *err, size_t
         return -1;
     }
     if (cfg->heartbeat_seconds < 1 || cfg->poll_seconds < 1 || cfg->max_attempts < 1) {
-        snprintf(err, errcap, "--heartbeat-seconds, --poll-seconds and --max-attempts must be >= 1");
+        snprintf(err, errcap,
+                 "--heartbeat-seconds, --poll-seconds and --max-attempts must be >= 1");
         return -1;
     }
     const double rates[] = {cfg->fault_5xx, cfg->fault_drop, cfg->fault_lease_loss};

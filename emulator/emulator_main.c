@@ -58,8 +58,7 @@ static const cli_opt emulator_opts[] = {
 };
 
 static const cli_command emulator_command = {
-    "emulator",
-    "Run the local Evaluator v2 cloud emulator (the server side of the protocol).",
+    "emulator", "Run the local Evaluator v2 cloud emulator (the server side of the protocol).",
     emulator_opts, sizeof emulator_opts / sizeof emulator_opts[0]};
 
 int emulator_main(int argc, char **argv)

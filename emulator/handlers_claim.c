@@ -24,7 +24,8 @@ void emu_h_claim(emu_req *r, json_t *body)
         return;
     }
     if (capacity < 1 || capacity > EMU_MAX_CAPACITY) {
-        emu_reply_error(r, "invalid_request", "capacity must be between 1 and %d", EMU_MAX_CAPACITY);
+        emu_reply_error(r, "invalid_request", "capacity must be between 1 and %d",
+                        EMU_MAX_CAPACITY);
         return;
     }
     json_t *list = json_array();
@@ -68,17 +69,18 @@ void emu_h_claim(emu_req *r, json_t *body)
         snprintf(url_d, sizeof url_d, "/v1/evaluator/assignments/%s/definitions", a->id);
         json_t *s = a->session;
         json_array_append_new(
-            list, json_pack("{s:s, s:I, s:s, s:O, s:O, s:O, s:O, s:s, s:I, s:s, s:s}",
-                            "assignment_id", a->id, "lease_generation", (json_int_t)a->generation,
-                            "lease_expires_at", expires, "session_id",
-                            json_object_get(s, "session_id"), "session_revision_id",
-                            json_object_get(s, "session_revision_id"), "agent_id",
-                            json_object_get(s, "agent_id"), "environment",
-                            json_object_get(s, "environment"), "trigger_reason", "agent_end",
-                            "event_count", (json_int_t)a->event_count, "transcript_url", url_t,
-                            "definitions_url", url_d));
+            list,
+            json_pack("{s:s, s:I, s:s, s:O, s:O, s:O, s:O, s:s, s:I, s:s, s:s}", "assignment_id",
+                      a->id, "lease_generation", (json_int_t)a->generation, "lease_expires_at",
+                      expires, "session_id", json_object_get(s, "session_id"),
+                      "session_revision_id", json_object_get(s, "session_revision_id"), "agent_id",
+                      json_object_get(s, "agent_id"), "environment",
+                      json_object_get(s, "environment"), "trigger_reason", "agent_end",
+                      "event_count", (json_int_t)a->event_count, "transcript_url", url_t,
+                      "definitions_url", url_d));
     }
     pthread_mutex_unlock(&e->mu);
-    emu_reply_json(r, 200,
-                   json_pack("{s:s, s:o}", "protocol_version", EMU_PROTOCOL_VERSION, "assignments", list));
+    emu_reply_json(
+        r, 200,
+        json_pack("{s:s, s:o}", "protocol_version", EMU_PROTOCOL_VERSION, "assignments", list));
 }

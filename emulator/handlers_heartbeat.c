@@ -53,15 +53,17 @@ void emu_h_heartbeat(emu_req *r, json_t *body)
     pthread_mutex_lock(&e->mu);
     emu_run *first = NULL;
     for (size_t i = 0; i < n; i++) {
-        const char *id = json_string_value(json_object_get(json_array_get(runs, i), "evaluation_run_id"));
+        const char *id =
+            json_string_value(json_object_get(json_array_get(runs, i), "evaluation_run_id"));
         emu_run *run = emu_map_get(&e->runs_by_id, id);
         if (run == NULL) continue;
         if (first == NULL) first = run;
         /* Fence each distinct assignment once. */
         int seen = 0;
         for (size_t j = 0; j < i && !seen; j++) {
-            emu_run *o = emu_map_get(&e->runs_by_id, json_string_value(json_object_get(
-                                                         json_array_get(runs, j), "evaluation_run_id")));
+            emu_run *o = emu_map_get(
+                &e->runs_by_id,
+                json_string_value(json_object_get(json_array_get(runs, j), "evaluation_run_id")));
             seen = o != NULL && o->a == run->a;
         }
         if (!seen && emu_fence(r, run->a, worker_id, (long)gen, 1) != 0) goto unlock;
@@ -73,8 +75,9 @@ void emu_h_heartbeat(emu_req *r, json_t *body)
     double now = time_now();
     json_t *accepted = json_array();
     for (size_t i = 0; i < n; i++) {
-        emu_run *run = emu_map_get(&e->runs_by_id, json_string_value(json_object_get(
-                                                       json_array_get(runs, i), "evaluation_run_id")));
+        emu_run *run = emu_map_get(
+            &e->runs_by_id,
+            json_string_value(json_object_get(json_array_get(runs, i), "evaluation_run_id")));
         if (run == NULL || run->committed) continue;
         emu_assignment *a = run->a;
         if (a->status == AS_PLANNED && a->lease_expires < now + (double)e->lease_seconds) {

@@ -99,8 +99,8 @@ void emu_h_plan(emu_req *r, json_t *body, const char *assignment_id)
             goto unlock;
         }
         if (covered[idx]) {
-            emu_reply_error(r, "incomplete_plan", "the plan covers %.128s version %.128s more than once",
-                            key, ver);
+            emu_reply_error(r, "incomplete_plan",
+                            "the plan covers %.128s version %.128s more than once", key, ver);
             goto unlock;
         }
         covered[idx] = 1;

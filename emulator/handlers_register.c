@@ -49,7 +49,8 @@ void emu_h_register(emu_req *r, json_t *body)
         }
         const char *key = json_string_value(json_object_get(d, "eval_key"));
         for (size_t j = 0; j < i; j++) {
-            if (!strcmp(key, json_string_value(json_object_get(json_array_get(defs, j), "eval_key")))) {
+            if (!strcmp(key,
+                        json_string_value(json_object_get(json_array_get(defs, j), "eval_key")))) {
                 emu_reply_error(r, "invalid_catalog", "duplicate eval key: %s", key);
                 return;
             }
@@ -86,13 +87,13 @@ void emu_h_register(emu_req *r, json_t *body)
     inst->catalog = catalog;
     snprintf(inst->catalog_revision, sizeof inst->catalog_revision, "%s", revision);
     inst->registered = 1;
-    json_t *resp = json_pack(
-        "{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:O}", "protocol_version", EMU_PROTOCOL_VERSION,
-        "evaluator_instance_id", inst->instance_id, "evaluator_kind",
-        inst->kind == INST_MANAGED ? "managed" : "customer", "heartbeat_interval_seconds",
-        (json_int_t)e->heartbeat_seconds, "lease_duration_seconds", (json_int_t)e->lease_seconds,
-        "poll_interval_seconds", (json_int_t)e->poll_seconds, "claim_limit",
-        (json_int_t)claim_limit, "disabled_definitions", e->disabled);
+    json_t *resp = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:O}", "protocol_version",
+                             EMU_PROTOCOL_VERSION, "evaluator_instance_id", inst->instance_id,
+                             "evaluator_kind", inst->kind == INST_MANAGED ? "managed" : "customer",
+                             "heartbeat_interval_seconds", (json_int_t)e->heartbeat_seconds,
+                             "lease_duration_seconds", (json_int_t)e->lease_seconds,
+                             "poll_interval_seconds", (json_int_t)e->poll_seconds, "claim_limit",
+                             (json_int_t)claim_limit, "disabled_definitions", e->disabled);
     pthread_mutex_unlock(&e->mu);
     emu_reply_json(r, 200, resp);
 }

@@ -22,8 +22,10 @@ static int opt_bounded(json_t *o, const char *key, const char *ctx, size_t max, 
     if (emu_v_opt_string(o, key, ctx, &s, err, n) != 0) return -1;
     if (s == NULL) return 0;
     char f[96];
-    if (ctx) snprintf(f, sizeof f, "%s.%s", ctx, key);
-    else snprintf(f, sizeof f, "%s", key);
+    if (ctx)
+        snprintf(f, sizeof f, "%s.%s", ctx, key);
+    else
+        snprintf(f, sizeof f, "%s", key);
     return emu_v_bounded(s, f, max, err, n);
 }
 
@@ -96,9 +98,11 @@ static int validate(json_t *body, char *err, size_t n)
         char ctx[32];
         snprintf(ctx, sizeof ctx, "results[%zu]", i);
         if (validate_item(json_array_get(results, i), ctx, err, n) != 0) return -1;
-        const char *k = json_string_value(json_object_get(json_array_get(results, i), "result_key"));
+        const char *k =
+            json_string_value(json_object_get(json_array_get(results, i), "result_key"));
         for (size_t j = 0; j < i; j++) {
-            if (!strcmp(k, json_string_value(json_object_get(json_array_get(results, j), "result_key")))) {
+            if (!strcmp(k, json_string_value(
+                               json_object_get(json_array_get(results, j), "result_key")))) {
                 snprintf(err, n, "results[%zu].result_key '%s' is not unique", i, k);
                 return -1;
             }

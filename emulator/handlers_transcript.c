@@ -81,9 +81,9 @@ void emu_h_definitions(emu_req *r, const char *assignment_id)
     emulator *e = r->e;
     emu_assignment *a = fenced(r, assignment_id);
     if (a == NULL) return;
-    json_t *resp = json_pack("{s:s, s:s, s:s, s:O}", "protocol_version", EMU_PROTOCOL_VERSION,
-                             "assignment_id", a->id, "catalog_revision", a->catalog_revision,
-                             "definitions", a->definitions);
+    json_t *resp =
+        json_pack("{s:s, s:s, s:s, s:O}", "protocol_version", EMU_PROTOCOL_VERSION, "assignment_id",
+                  a->id, "catalog_revision", a->catalog_revision, "definitions", a->definitions);
     char *text = json_dumps(resp, JSON_COMPACT);
     json_decref(resp);
     pthread_mutex_unlock(&e->mu);

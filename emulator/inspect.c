@@ -22,18 +22,21 @@ json_t *emu_state_json(emulator *e)
     emu_state_sweep(e, time_now());
     json_t *as = json_object();
     for (int s = 0; s < AS_NSTATUS; s++)
-        json_object_set_new(as, emu_status_name((emu_as_status)s), json_integer(e->status_count[s]));
+        json_object_set_new(as, emu_status_name((emu_as_status)s),
+                            json_integer(e->status_count[s]));
     json_t *resp = json_pack("{s:o, s:{s:I, s:I}, s:I}", "assignments", as, "runs", "committed",
                              (json_int_t)e->ncommitted, "pending", (json_int_t)e->pending_runs,
                              "sessions", (json_int_t)e->nassignments);
     pthread_mutex_unlock(&e->mu);
     emu_stats *st = &e->stats;
     json_object_set_new(resp, "commits", json_integer(atomic_load(&st->commits)));
-    json_object_set_new(resp, "idempotent_replays", json_integer(atomic_load(&st->idempotent_replays)));
+    json_object_set_new(resp, "idempotent_replays",
+                        json_integer(atomic_load(&st->idempotent_replays)));
     json_object_set_new(resp, "plan_replays", json_integer(atomic_load(&st->plan_replays)));
     json_object_set_new(resp, "conflicts", json_integer(atomic_load(&st->conflicts)));
     json_object_set_new(resp, "lease_losses", json_integer(atomic_load(&st->lease_losses)));
-    json_object_set_new(resp, "lease_expirations", json_integer(atomic_load(&st->lease_expirations)));
+    json_object_set_new(resp, "lease_expirations",
+                        json_integer(atomic_load(&st->lease_expirations)));
     json_object_set_new(resp, "requests", json_integer(atomic_load(&st->requests)));
     json_object_set_new(resp, "faults",
                         json_pack("{s:I, s:I, s:I}", "internal_error",
@@ -161,7 +164,8 @@ static void sessions(emu_req *r)
         char *end;
         long n = strtol(gen, &end, 10);
         if (*gen == '\0' || *end || n < 1 || n > 100000) {
-            emu_reply_error_status(r, 422, "invalid_request", "generate must be an integer in 1..100000");
+            emu_reply_error_status(r, 422, "invalid_request",
+                                   "generate must be an integer in 1..100000");
             return;
         }
         emu_sessions_generate(e, n);
@@ -181,10 +185,11 @@ static void sessions(emu_req *r)
         emu_reply_error(r, "invalid_request", "%s", err);
         return;
     }
-    emu_reply_json(r, 201, json_pack("{s:s, s:O, s:I, s:I}", "assignment_id", a->id, "session_id",
-                                     json_object_get(a->session, "session_id"), "event_count",
-                                     (json_int_t)a->event_count, "transcript_bytes",
-                                     (json_int_t)a->transcript_len));
+    emu_reply_json(r, 201,
+                   json_pack("{s:s, s:O, s:I, s:I}", "assignment_id", a->id, "session_id",
+                             json_object_get(a->session, "session_id"), "event_count",
+                             (json_int_t)a->event_count, "transcript_bytes",
+                             (json_int_t)a->transcript_len));
 }
 
 static void canonical(emu_req *r)
@@ -214,11 +219,18 @@ static void canonical(emu_req *r)
 void emu_inspect(emu_req *r, const char *path)
 {
     int get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
-    if (!strcmp(path, "state") && get) state(r);
-    else if (!strcmp(path, "runs") && get) runs(r);
-    else if (!strncmp(path, "assignments/", 12) && get) assignment(r, path + 12);
-    else if (!strcmp(path, "sessions") && post) sessions(r);
-    else if (!strncmp(path, "expire/", 7) && post) expire(r, path + 7);
-    else if (!strcmp(path, "canonical") && post) canonical(r);
-    else emu_reply_error(r, "not_found", "no such inspection endpoint: %s %.200s", r->method, path);
+    if (!strcmp(path, "state") && get)
+        state(r);
+    else if (!strcmp(path, "runs") && get)
+        runs(r);
+    else if (!strncmp(path, "assignments/", 12) && get)
+        assignment(r, path + 12);
+    else if (!strcmp(path, "sessions") && post)
+        sessions(r);
+    else if (!strncmp(path, "expire/", 7) && post)
+        expire(r, path + 7);
+    else if (!strcmp(path, "canonical") && post)
+        canonical(r);
+    else
+        emu_reply_error(r, "not_found", "no such inspection endpoint: %s %.200s", r->method, path);
 }

@@ -28,15 +28,24 @@ static const struct {
     int status;
     int retryable;
 } error_table[] = {
-    {"invalid_credentials", 401, 0},  {"instance_disabled", 403, 0},
-    {"insufficient_permissions", 403, 0}, {"assignment_not_found", 404, 0},
-    {"run_not_found", 404, 0},        {"catalog_mismatch", 409, 0},
-    {"lease_lost", 409, 0},           {"plan_conflict", 409, 0},
-    {"submission_conflict", 409, 0},  {"retry_budget_exhausted", 409, 0},
-    {"transcript_too_large", 413, 0}, {"invalid_request", 422, 0},
-    {"invalid_catalog", 422, 0},      {"incomplete_plan", 422, 0},
-    {"unsupported_protocol_version", 426, 0}, {"internal_error", 500, 1},
-    {"not_found", 404, 0},            {"method_not_allowed", 405, 0},
+    {"invalid_credentials", 401, 0},
+    {"instance_disabled", 403, 0},
+    {"insufficient_permissions", 403, 0},
+    {"assignment_not_found", 404, 0},
+    {"run_not_found", 404, 0},
+    {"catalog_mismatch", 409, 0},
+    {"lease_lost", 409, 0},
+    {"plan_conflict", 409, 0},
+    {"submission_conflict", 409, 0},
+    {"retry_budget_exhausted", 409, 0},
+    {"transcript_too_large", 413, 0},
+    {"invalid_request", 422, 0},
+    {"invalid_catalog", 422, 0},
+    {"incomplete_plan", 422, 0},
+    {"unsupported_protocol_version", 426, 0},
+    {"internal_error", 500, 1},
+    {"not_found", 404, 0},
+    {"method_not_allowed", 405, 0},
 };
 
 double emu_roll(emulator *e)
@@ -72,8 +81,8 @@ static void reply_error_v(emu_req *r, int status, const char *code, const char *
     vsnprintf(msg, sizeof msg, fmt, ap);
     json_t *err = json_pack("{s:s, s:s, s:b, s:s}", "code", code, "message", msg, "retryable",
                             retryable, "request_id", r->request_id);
-    emu_reply_json(r, status, json_pack("{s:s, s:o}", "protocol_version", EMU_PROTOCOL_VERSION,
-                                        "error", err));
+    emu_reply_json(r, status,
+                   json_pack("{s:s, s:o}", "protocol_version", EMU_PROTOCOL_VERSION, "error", err));
 }
 
 void emu_reply_error(emu_req *r, const char *code, const char *fmt, ...)
@@ -103,9 +112,10 @@ static void mint_request_id(char out[33])
         char seed[33];
         ids_request_id(seed);
         s0 = strtoull((char[17]){seed[0], seed[1], seed[2], seed[3], seed[4], seed[5], seed[6],
-                                 seed[7], seed[8], seed[9], seed[10], seed[11], seed[12],
-                                 seed[13], seed[14], seed[15], 0},
-                      NULL, 16) | 1;
+                                 seed[7], seed[8], seed[9], seed[10], seed[11], seed[12], seed[13],
+                                 seed[14], seed[15], 0},
+                      NULL, 16) |
+             1;
         s1 = strtoull(seed + 16, NULL, 16) | 2;
         seeded = 1;
     }
@@ -116,7 +126,8 @@ static void mint_request_id(char out[33])
         x ^= x << 23;
         s1 = x ^ y ^ (x >> 17) ^ (y >> 26);
         uint64_t v = s1 + y;
-        for (int i = 0; i < 16; i++) out[half * 16 + i] = digits[(v >> (60 - 4 * i)) & 15];
+        for (int i = 0; i < 16; i++)
+            out[half * 16 + i] = digits[(v >> (60 - 4 * i)) & 15];
     }
     out[32] = '\0';
 }
@@ -138,7 +149,8 @@ static int is_hex32(const char *s)
 
 static int client_is_loopback(struct MHD_Connection *c)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (ci == NULL || ci->client_addr == NULL) return 0;
     const struct sockaddr *sa = ci->client_addr;
     if (sa->sa_family == AF_INET) {
@@ -231,7 +243,8 @@ static int dispatch(emu_req *r, conn_ctx *ctx)
     const char *url = r->url;
     if (!strncmp(url, "/emulator/v1/", 13)) {
         if (!client_is_loopback(r->conn)) {
-            emu_reply_error_status(r, 403, "forbidden", "the inspection API answers loopback clients only");
+            emu_reply_error_status(r, 403, "forbidden",
+                                   "the inspection API answers loopback clients only");
             return 0;
         }
         if (ctx->too_large) {
@@ -245,22 +258,27 @@ static int dispatch(emu_req *r, conn_ctx *ctx)
     atomic_fetch_add(&e->stats.requests, 1);
     char id[160];
     int route = R_NONE, post = 1;
-    if (!strcmp(url, "/v1/evaluator/workers/register")) route = R_REGISTER;
-    else if (!strcmp(url, "/v1/evaluator/assignments/claim")) route = R_CLAIM;
-    else if (!strcmp(url, "/v1/evaluator/runs/heartbeat")) route = R_HEARTBEAT;
+    if (!strcmp(url, "/v1/evaluator/workers/register"))
+        route = R_REGISTER;
+    else if (!strcmp(url, "/v1/evaluator/assignments/claim"))
+        route = R_CLAIM;
+    else if (!strcmp(url, "/v1/evaluator/runs/heartbeat"))
+        route = R_HEARTBEAT;
     else if (match_id(url, "/v1/evaluator/assignments/", "/transcript", id, sizeof id))
         route = R_TRANSCRIPT, post = 0;
     else if (match_id(url, "/v1/evaluator/assignments/", "/definitions", id, sizeof id))
         route = R_DEFINITIONS, post = 0;
-    else if (match_id(url, "/v1/evaluator/assignments/", "/plan", id, sizeof id)) route = R_PLAN;
-    else if (match_id(url, "/v1/evaluator/runs/", "/result", id, sizeof id)) route = R_RESULT;
+    else if (match_id(url, "/v1/evaluator/assignments/", "/plan", id, sizeof id))
+        route = R_PLAN;
+    else if (match_id(url, "/v1/evaluator/runs/", "/result", id, sizeof id))
+        route = R_RESULT;
     if (route == R_NONE) {
         emu_reply_error(r, "not_found", "no such endpoint: %.200s", url);
         return 0;
     }
     if (strcmp(r->method, post ? "POST" : "GET") != 0) {
-        emu_reply_error(r, "method_not_allowed", "%s %.200s is not allowed; use %s", r->method,
-                        url, post ? "POST" : "GET");
+        emu_reply_error(r, "method_not_allowed", "%s %.200s is not allowed; use %s", r->method, url,
+                        post ? "POST" : "GET");
         return 0;
     }
     if (authenticate(r) != 0) return 0;
@@ -284,13 +302,27 @@ static int dispatch(emu_req *r, conn_ctx *ctx)
         if (body == NULL) return 0;
     }
     switch (route) {
-    case R_REGISTER: emu_h_register(r, body); break;
-    case R_CLAIM: emu_h_claim(r, body); break;
-    case R_TRANSCRIPT: emu_h_transcript(r, id); break;
-    case R_DEFINITIONS: emu_h_definitions(r, id); break;
-    case R_PLAN: emu_h_plan(r, body, id); break;
-    case R_HEARTBEAT: emu_h_heartbeat(r, body); break;
-    case R_RESULT: emu_h_result(r, body, id); break;
+    case R_REGISTER:
+        emu_h_register(r, body);
+        break;
+    case R_CLAIM:
+        emu_h_claim(r, body);
+        break;
+    case R_TRANSCRIPT:
+        emu_h_transcript(r, id);
+        break;
+    case R_DEFINITIONS:
+        emu_h_definitions(r, id);
+        break;
+    case R_PLAN:
+        emu_h_plan(r, body, id);
+        break;
+    case R_HEARTBEAT:
+        emu_h_heartbeat(r, body);
+        break;
+    case R_RESULT:
+        emu_h_result(r, body, id);
+        break;
     }
     json_decref(body);
     if (e->fault_drop > 0 && emu_roll(e) < e->fault_drop) {
@@ -301,8 +333,8 @@ static int dispatch(emu_req *r, conn_ctx *ctx)
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
     emulator *e = cls;
@@ -316,8 +348,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (*upload_size > 0) {
         size_t cap = strncmp(url, "/emulator/", 10) ? PROTOCOL_BODY_CAP : INSPECT_BODY_CAP;
-        if (ctx->too_large || ctx->body.len + *upload_size > cap) ctx->too_large = 1;
-        else strbuf_put(&ctx->body, upload_data, *upload_size);
+        if (ctx->too_large || ctx->body.len + *upload_size > cap)
+            ctx->too_large = 1;
+        else
+            strbuf_put(&ctx->body, upload_data, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -330,8 +364,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     r.body_len = ctx->body.len;
     r.content_type = "application/json";
     const char *rid = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
-    if (is_hex32(rid)) memcpy(r.request_id, rid, 33);
-    else mint_request_id(r.request_id);
+    if (is_hex32(rid))
+        memcpy(r.request_id, rid, 33);
+    else
+        mint_request_id(r.request_id);
 
     int drop = dispatch(&r, ctx);
     if (log_get_level() <= LOG_DEBUG)
@@ -424,11 +460,11 @@ int emu_server_start(emulator *e, const char *listen, long threads, char *err, s
                                   e, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     } else {
         flags |= MHD_USE_EPOLL_INTERNAL_THREAD;
-        e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, e, MHD_OPTION_SOCK_ADDR,
-                                  (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-                                  e, MHD_OPTION_THREAD_POOL_SIZE,
-                                  (unsigned)(threads > 0 ? threads : 2),
-                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+        e->mhd =
+            MHD_start_daemon(flags, 0, NULL, NULL, on_request, e, MHD_OPTION_SOCK_ADDR,
+                             (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed, e,
+                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(threads > 0 ? threads : 2),
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     }
     if (e->mhd == NULL) {
         snprintf(err, errcap, "cannot listen on %s (address in use or not available)", listen);

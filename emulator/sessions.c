@@ -77,8 +77,8 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err
             snprintf(err, errcap, "event_count must equal the number of events (%ld)", count);
             return NULL;
         }
-        const char *keys[] = {"session_id", "session_revision_id", "agent_id", "environment",
-                              "started_at", "ended_at"};
+        const char *keys[] = {"session_id",  "session_revision_id", "agent_id",
+                              "environment", "started_at",          "ended_at"};
         for (size_t i = 0; i < 6; i++) {
             json_t *v = json_object_get(t, keys[i]);
             if (v && !json_is_string(v)) {
@@ -86,26 +86,28 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err
                 return NULL;
             }
         }
-        json_t *first = json_array_get(events, 0), *last = json_array_get(events, (size_t)count - 1);
+        json_t *first = json_array_get(events, 0),
+               *last = json_array_get(events, (size_t)count - 1);
         json_t *sid = meta_string(t, "session_id", fallback_sid);
         char rev[200];
-        if (last) snprintf(rev, sizeof rev, "%s", json_string_value(json_object_get(last, "id")));
-        else snprintf(rev, sizeof rev, "%s-rev", json_string_value(sid));
-        out = json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:O}", "schema_version", "2",
-                        "assignment_id", id, "session_id", sid, "session_revision_id",
-                        meta_string(t, "session_revision_id", rev), "agent_id",
-                        meta_string(t, "agent_id", "agent"), "environment",
-                        meta_string(t, "environment", "production"), "started_at",
-                        meta_string(t, "started_at",
-                                    first ? json_string_value(json_object_get(first, "ts")) : now),
-                        "ended_at",
-                        meta_string(t, "ended_at",
-                                    last ? json_string_value(json_object_get(last, "ts")) : now),
-                        "event_count", (json_int_t)count, "events", events);
+        if (last)
+            snprintf(rev, sizeof rev, "%s", json_string_value(json_object_get(last, "id")));
+        else
+            snprintf(rev, sizeof rev, "%s-rev", json_string_value(sid));
+        out = json_pack(
+            "{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:I, s:O}", "schema_version", "2",
+            "assignment_id", id, "session_id", sid, "session_revision_id",
+            meta_string(t, "session_revision_id", rev), "agent_id",
+            meta_string(t, "agent_id", "agent"), "environment",
+            meta_string(t, "environment", "production"), "started_at",
+            meta_string(t, "started_at",
+                        first ? json_string_value(json_object_get(first, "ts")) : now),
+            "ended_at",
+            meta_string(t, "ended_at", last ? json_string_value(json_object_get(last, "ts")) : now),
+            "event_count", (json_int_t)count, "events", events);
         const char *k;
         json_t *v;
-        json_object_foreach(t, k, v)
-            if (!json_object_get(out, k)) json_object_set(out, k, v);
+        json_object_foreach(t, k, v) if (!json_object_get(out, k)) json_object_set(out, k, v);
     }
     size_t len = 0;
     char *text = json_dumps(out, JSON_COMPACT);
@@ -154,8 +156,8 @@ static const char *agents[] = {"support-agent", "research-agent", "coding-agent"
                                "billing-agent"};
 static const char *envs[] = {"production", "production", "production", "staging"};
 static const char *models[] = {"claude-sonnet-4", "gpt-4.1", "claude-haiku-4", "gemini-2.5-pro"};
-static const char *tools[] = {"search", "read_file", "write_file", "run_tests", "http_get",
-                              "sql_query", "calculator", "send_email"};
+static const char *tools[] = {"search",   "read_file", "write_file", "run_tests",
+                              "http_get", "sql_query", "calculator", "send_email"};
 static const char *prompts[] = {
     "Can you find the refund policy for order #4521?",
     "Résumé the meeting notes from Tuesday, s'il vous plaît.",
@@ -183,7 +185,8 @@ static json_t *generate_one(emulator *e, long index)
     rng r = {e->seed * 0x2545F4914F6CDD1DULL + (uint64_t)index * 0x9E3779B97F4A7C15ULL + 1};
     double t = 1787911200.0 + (double)index * 37.0; /* 2026-08-28T10:00:00Z + index */
     char sid[64], ts[40], evid[96];
-    snprintf(sid, sizeof sid, "session-%06ld-%04llx", index, (unsigned long long)(rnext(&r) & 0xffff));
+    snprintf(sid, sizeof sid, "session-%06ld-%04llx", index,
+             (unsigned long long)(rnext(&r) & 0xffff));
     const char *agent = PICK(&r, agents), *model = PICK(&r, models);
     json_t *events = json_array();
     long n = 0;
@@ -192,7 +195,7 @@ static json_t *generate_one(emulator *e, long index)
         t += 0.05 + rreal(&r) * 3.0;                                                               \
         time_rfc3339(t, ts, sizeof ts);                                                            \
         snprintf(evid, sizeof evid, "evt-%s-%03ld", sid + 8, n++);                                 \
-        json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:o}", "id", evid, "ts", ts,     \
+        json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:o}", "id", evid, "ts", ts,      \
                                                 "event_type", type, "payload", payload));          \
     } while (0)
     char started[40];
@@ -219,19 +222,19 @@ static json_t *generate_one(emulator *e, long index)
         const char *tool = PICK(&r, tools);
         char call_id[32];
         snprintf(call_id, sizeof call_id, "call_%ld_%ld", index, k);
-        EVENT("tool_use",
-              json_pack("{s:s, s:s, s:{s:s, s:i, s:{s:s, s:b}}}", "tool_name", tool, "tool_call_id",
-                        call_id, "input", "query", PICK(&r, prompts), "limit",
-                        (int)rint_(&r, 1, 50), "filters", "lang",
-                        rint_(&r, 0, 1) ? "en" : "fr", "exact", (int)rint_(&r, 0, 1)));
+        EVENT("tool_use", json_pack("{s:s, s:s, s:{s:s, s:i, s:{s:s, s:b}}}", "tool_name", tool,
+                                    "tool_call_id", call_id, "input", "query", PICK(&r, prompts),
+                                    "limit", (int)rint_(&r, 1, 50), "filters", "lang",
+                                    rint_(&r, 0, 1) ? "en" : "fr", "exact", (int)rint_(&r, 0, 1)));
         long latency = rint_(&r, 5, 2500);
         if (rint_(&r, 0, 99) < 82) {
             failed_all = 0;
             long count = rint_(&r, 0, 5);
             json_t *items = json_array();
             for (long j = 0; j < count; j++)
-                json_array_append_new(items, json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)(j + 1),
-                                                       "score", rreal(&r), "title", PICK(&r, answers)));
+                json_array_append_new(items,
+                                      json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)(j + 1),
+                                                "score", rreal(&r), "title", PICK(&r, answers)));
             EVENT("tool_result",
                   json_pack("{s:s, s:s, s:s, s:I, s:{s:o, s:I}}", "tool_name", tool, "tool_call_id",
                             call_id, "status", "ok", "latency_ms", (json_int_t)latency, "output",
@@ -257,10 +260,10 @@ static json_t *generate_one(emulator *e, long index)
                     (json_int_t)turns));
 #undef EVENT
     json_t *last = json_array_get(events, json_array_size(events) - 1);
-    return json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:o}", "schema_version", "2", "session_id",
-                     sid, "session_revision_id", json_object_get(last, "id"), "agent_id", agent,
-                     "environment", PICK(&r, envs), "started_at", started, "ended_at", ts, "events",
-                     events);
+    return json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:o}", "schema_version", "2",
+                     "session_id", sid, "session_revision_id", json_object_get(last, "id"),
+                     "agent_id", agent, "environment", PICK(&r, envs), "started_at", started,
+                     "ended_at", ts, "events", events);
 }
 
 void emu_sessions_generate(emulator *e, long n)

@@ -15,7 +15,8 @@
 static uint64_t hash_str(const char *s)
 {
     uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
     return h;
 }
 
@@ -49,7 +50,8 @@ static void map_grow(emu_map *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (m->keys[i] == NULL) continue;
         size_t j = hash_str(m->keys[i]) & (ncap - 1);
-        while (keys[j] != NULL) j = (j + 1) & (ncap - 1);
+        while (keys[j] != NULL)
+            j = (j + 1) & (ncap - 1);
         keys[j] = m->keys[i];
         vals[j] = m->vals[i];
     }
@@ -296,8 +298,8 @@ int emu_fence(emu_req *r, emu_assignment *a, const char *worker_id, long generat
     double now = time_now();
     int live = a->status == AS_LEASED || a->status == AS_PLANNED;
     int terminal = a->status == AS_COMPLETED || a->status == AS_SKIPPED;
-    int owner = !strcmp(a->worker_id, worker_id) && a->generation == generation &&
-                a->instance == r->inst;
+    int owner =
+        !strcmp(a->worker_id, worker_id) && a->generation == generation && a->instance == r->inst;
     if (owner && live && a->lease_expires <= now) {
         emu_state_expire(e, a, now);
         live = 0;

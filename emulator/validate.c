@@ -11,8 +11,10 @@
 
 #define NAME(buf, ctx, key)                                                                        \
     char buf[160];                                                                                 \
-    if (ctx) snprintf(buf, sizeof buf, "%s.%s", ctx, key);                                         \
-    else snprintf(buf, sizeof buf, "%s", key)
+    if (ctx)                                                                                       \
+        snprintf(buf, sizeof buf, "%s.%s", ctx, key);                                              \
+    else                                                                                           \
+        snprintf(buf, sizeof buf, "%s", key)
 
 int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n)
 {
@@ -27,7 +29,7 @@ int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, 
 }
 
 int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
-                 size_t n)
+                     size_t n)
 {
     json_t *v = json_object_get(o, key);
     if (v == NULL || json_is_null(v)) {
@@ -67,7 +69,7 @@ int emu_v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, c
 }
 
 int emu_v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
-                 size_t n)
+                     size_t n)
 {
     if (emu_v_int(o, key, ctx, out, err, n) != 0) return -1;
     if (*out < 0) {
@@ -129,7 +131,7 @@ int emu_v_key(const char *s, const char *name, char *err, size_t n)
 }
 
 int emu_v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
-           const char **out, char *err, size_t n)
+               const char **out, char *err, size_t n)
 {
     if (emu_v_string(o, key, ctx, out, err, n) != 0) return -1;
     for (size_t i = 0; allowed[i]; i++)
@@ -142,7 +144,7 @@ int emu_v_enum(json_t *o, const char *key, const char *ctx, const char *const *a
 }
 
 int emu_v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
-                 char *err, size_t n)
+                     char *err, size_t n)
 {
     json_t *v = json_object_get(o, key);
     *present = 0;

@@ -73,18 +73,17 @@ ast_node *ast_new(ast_arena *ar, ast_kind kind)
 }
 
 static const char *const kind_names[AST_KIND_COUNT] = {
-    "Expression", "BoolOp", "BinOp", "UnaryOp", "IfExp", "Dict", "Set", "List", "Tuple",
-    "ListComp", "SetComp", "DictComp", "comprehension", "Compare", "Call", "FormattedValue",
-    "JoinedStr", "Constant", "Name", "Attribute", "Subscript", "Slice", "keyword",
-    "Lambda", "GeneratorExp", "NamedExpr", "Starred", "Await", "Yield", "YieldFrom",
+    "Expression",    "BoolOp",    "BinOp",     "UnaryOp",        "IfExp",     "Dict",
+    "Set",           "List",      "Tuple",     "ListComp",       "SetComp",   "DictComp",
+    "comprehension", "Compare",   "Call",      "FormattedValue", "JoinedStr", "Constant",
+    "Name",          "Attribute", "Subscript", "Slice",          "keyword",   "Lambda",
+    "GeneratorExp",  "NamedExpr", "Starred",   "Await",          "Yield",     "YieldFrom",
 };
 
 static const char *const op_names[OPK_COUNT] = {
-    "Add", "Sub", "Mult", "MatMult", "Div", "Mod", "Pow", "LShift", "RShift",
-    "BitOr", "BitXor", "BitAnd", "FloorDiv",
-    "Invert", "Not", "UAdd", "USub",
-    "And", "Or",
-    "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE", "Is", "IsNot", "In", "NotIn",
+    "Add",    "Sub",    "Mult",     "MatMult", "Div", "Mod",  "Pow",   "LShift", "RShift", "BitOr",
+    "BitXor", "BitAnd", "FloorDiv", "Invert",  "Not", "UAdd", "USub",  "And",    "Or",     "Eq",
+    "NotEq",  "Lt",     "LtE",      "Gt",      "GtE", "Is",   "IsNot", "In",     "NotIn",
 };
 
 const char *ast_kind_name(ast_kind k)

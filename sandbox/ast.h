@@ -62,16 +62,43 @@ typedef enum {
 
 /* Operators (BinOp / UnaryOp / BoolOp / Compare), CPython class names. */
 typedef enum {
-    OPK_Add, OPK_Sub, OPK_Mult, OPK_MatMult, OPK_Div, OPK_Mod, OPK_Pow, OPK_LShift, OPK_RShift,
-    OPK_BitOr, OPK_BitXor, OPK_BitAnd, OPK_FloorDiv,
-    OPK_Invert, OPK_Not, OPK_UAdd, OPK_USub,
-    OPK_And, OPK_Or,
-    OPK_Eq, OPK_NotEq, OPK_Lt, OPK_LtE, OPK_Gt, OPK_GtE, OPK_Is, OPK_IsNot, OPK_In, OPK_NotIn,
+    OPK_Add,
+    OPK_Sub,
+    OPK_Mult,
+    OPK_MatMult,
+    OPK_Div,
+    OPK_Mod,
+    OPK_Pow,
+    OPK_LShift,
+    OPK_RShift,
+    OPK_BitOr,
+    OPK_BitXor,
+    OPK_BitAnd,
+    OPK_FloorDiv,
+    OPK_Invert,
+    OPK_Not,
+    OPK_UAdd,
+    OPK_USub,
+    OPK_And,
+    OPK_Or,
+    OPK_Eq,
+    OPK_NotEq,
+    OPK_Lt,
+    OPK_LtE,
+    OPK_Gt,
+    OPK_GtE,
+    OPK_Is,
+    OPK_IsNot,
+    OPK_In,
+    OPK_NotIn,
     OPK_COUNT
 } ast_opkind;
 
 typedef enum {
-    CONST_NONE, CONST_TRUE, CONST_FALSE, CONST_ELLIPSIS,
+    CONST_NONE,
+    CONST_TRUE,
+    CONST_FALSE,
+    CONST_ELLIPSIS,
     CONST_INT,   /* str = digits without underscores or prefix, base in `base` */
     CONST_FLOAT, /* f */
     CONST_IMAG,  /* f = imaginary part */
@@ -83,13 +110,13 @@ enum { CTX_LOAD = 0, CTX_STORE = 1 };
 
 typedef struct ast_node ast_node;
 struct ast_node {
-    uint8_t kind;  /* ast_kind */
-    uint8_t op;    /* ast_opkind, ast_constkind, or FormattedValue conversion (0 = none) */
-    uint8_t ctx;   /* CTX_LOAD / CTX_STORE for Name Attribute Subscript Starred List Tuple */
-    uint8_t flags; /* comprehension: is_async; Constant INT: base */
-    uint32_t n;    /* count of items (and of ops for Compare) */
-    uint32_t n2;   /* count of items2 */
-    int32_t slot;  /* evaluator: resolved name slot (-1 = unresolved) */
+    uint8_t kind;   /* ast_kind */
+    uint8_t op;     /* ast_opkind, ast_constkind, or FormattedValue conversion (0 = none) */
+    uint8_t ctx;    /* CTX_LOAD / CTX_STORE for Name Attribute Subscript Starred List Tuple */
+    uint8_t flags;  /* comprehension: is_async; Constant INT: base */
+    uint32_t n;     /* count of items (and of ops for Compare) */
+    uint32_t n2;    /* count of items2 */
+    int32_t slot;   /* evaluator: resolved name slot (-1 = unresolved) */
     uint32_t depth; /* nesting depth as CPython's ast2obj counts it (this node included) */
     ast_node *a, *b, *c;
     ast_node **items;
@@ -111,7 +138,8 @@ struct ast_node {
  *   FormattedValue a=value op=conversion ('s','r','a' or 0) b=format_spec (JoinedStr or NULL)
  *   JoinedStr items | Constant op=constkind str/len/f | Name str
  *   Attribute a=value str=attr | Subscript a=value b=slice | Slice a b c (each may be NULL)
- *   Starred a | Lambda a=body | NamedExpr a=target b=value | Await/Yield/YieldFrom a (may be NULL) */
+ *   Starred a | Lambda a=body | NamedExpr a=target b=value | Await/Yield/YieldFrom a (may be NULL)
+ */
 
 const char *ast_kind_name(ast_kind k);
 const char *ast_op_name(ast_opkind k);

@@ -54,7 +54,10 @@ int64_t vbr_len(vctx *c, val *v)
     return mpz_get_si(v->u.rb.len);
 }
 
-bool vbr_truthy(const val *v) { return mpz_sgn(v->u.rb.len) != 0; }
+bool vbr_truthy(const val *v)
+{
+    return mpz_sgn(v->u.rb.len) != 0;
+}
 
 int vbr_repr_buf(vctx *c, strbuf *b, val *v)
 {
@@ -90,11 +93,15 @@ static void adjust(mpz_t out, val *x, const mpz_t len, bool neg_step, bool is_st
 {
     if (!x) {
         if (is_start) {
-            if (neg_step) mpz_sub_ui(out, len, 1);
-            else mpz_set_ui(out, 0);
+            if (neg_step)
+                mpz_sub_ui(out, len, 1);
+            else
+                mpz_set_ui(out, 0);
         } else {
-            if (neg_step) mpz_set_si(out, -1);
-            else mpz_set(out, len);
+            if (neg_step)
+                mpz_set_si(out, -1);
+            else
+                mpz_set(out, len);
         }
         return;
     }
@@ -103,8 +110,10 @@ static void adjust(mpz_t out, val *x, const mpz_t len, bool neg_step, bool is_st
         mpz_add(out, out, len);
         if (mpz_sgn(out) < 0) mpz_set_si(out, neg_step ? -1 : 0);
     } else if (mpz_cmp(out, len) >= 0) {
-        if (neg_step) mpz_sub_ui(out, len, 1);
-        else mpz_set(out, len);
+        if (neg_step)
+            mpz_sub_ui(out, len, 1);
+        else
+            mpz_set(out, len);
     }
 }
 
@@ -114,11 +123,15 @@ val *vbr_getitem(vctx *c, val *v, val *key)
         val *parts[3] = {key->u.sl.lo, key->u.sl.hi, key->u.sl.step};
         for (int k = 0; k < 3; k++)
             if (parts[k] && !v_is_intlike(parts[k]))
-                return v_raise(c, "TypeError", "slice indices must be integers or None or have an __index__ method");
+                return v_raise(
+                    c, "TypeError",
+                    "slice indices must be integers or None or have an __index__ method");
         mpz_t st, a, b;
         mpz_inits(st, a, b, NULL);
-        if (parts[2]) vi_get_mpz(parts[2], st);
-        else mpz_set_ui(st, 1);
+        if (parts[2])
+            vi_get_mpz(parts[2], st);
+        else
+            mpz_set_ui(st, 1);
         if (mpz_sgn(st) == 0) {
             mpz_clears(st, a, b, NULL);
             return v_raise(c, "ValueError", "slice step cannot be zero");
@@ -147,14 +160,17 @@ val *vbr_getitem(vctx *c, val *v, val *key)
         return r;
     }
     if (!v_is_intlike(key))
-        return v_raise(c, "TypeError", "range indices must be integers or slices, not %s", v_type_name(key));
+        return v_raise(c, "TypeError", "range indices must be integers or slices, not %s",
+                       v_type_name(key));
     mpz_t i;
     mpz_init(i);
     vi_get_mpz(key, i);
     if (mpz_sgn(i) < 0) mpz_add(i, i, v->u.rb.len);
     val *r;
-    if (mpz_sgn(i) < 0 || mpz_cmp(i, v->u.rb.len) >= 0) r = v_raise(c, "IndexError", "range object index out of range");
-    else r = item(c, v, i);
+    if (mpz_sgn(i) < 0 || mpz_cmp(i, v->u.rb.len) >= 0)
+        r = v_raise(c, "IndexError", "range object index out of range");
+    else
+        r = item(c, v, i);
     mpz_clear(i);
     return r;
 }
@@ -204,11 +220,16 @@ int vbr_eq(val *a, val *b)
     norm(a, l1, s1, t1);
     norm(b, l2, s2, t2);
     int r;
-    if (mpz_cmp(l1, l2) != 0) r = 0;
-    else if (mpz_sgn(l1) == 0) r = 1;
-    else if (mpz_cmp(s1, s2) != 0) r = 0;
-    else if (mpz_cmp_ui(l1, 1) == 0) r = 1;
-    else r = mpz_cmp(t1, t2) == 0;
+    if (mpz_cmp(l1, l2) != 0)
+        r = 0;
+    else if (mpz_sgn(l1) == 0)
+        r = 1;
+    else if (mpz_cmp(s1, s2) != 0)
+        r = 0;
+    else if (mpz_cmp_ui(l1, 1) == 0)
+        r = 1;
+    else
+        r = mpz_cmp(t1, t2) == 0;
     mpz_clears(l1, s1, t1, l2, s2, t2, NULL);
     return r;
 }
@@ -243,7 +264,8 @@ val *vbr_next(vctx *c, viter *it)
     return r;
 }
 
-val *vbr_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+val *vbr_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+                bool *found)
 {
     bool idx = !strcmp(name, "index");
     if (!idx && strcmp(name, "count")) {
@@ -252,13 +274,17 @@ val *vbr_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkw
     }
     *found = true;
     if (nkw) return v_raise(c, "TypeError", "range.%s() takes no keyword arguments", name);
-    if (na != 1) return v_raise(c, "TypeError", "range.%s() takes exactly one argument (%zu given)", name, na);
+    if (na != 1)
+        return v_raise(c, "TypeError", "range.%s() takes exactly one argument (%zu given)", name,
+                       na);
     mpz_t i;
     mpz_init(i);
     int f = index_of(v, a[0], i);
     val *r;
-    if (idx) r = f ? v_int_mpz(c, i) : v_raise(c, "ValueError", "value is not in range");
-    else r = v_int64(c, f);
+    if (idx)
+        r = f ? v_int_mpz(c, i) : v_raise(c, "ValueError", "value is not in range");
+    else
+        r = v_int64(c, f);
     mpz_clear(i);
     return r;
 }

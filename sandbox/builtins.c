@@ -9,15 +9,21 @@
 #include <stdlib.h>
 
 static const char *const g_names[BI__COUNT] = {
-    "bool", "dict", "float", "int", "list", "range", "set", "str", "tuple",
-    "Score", "Metric", "Assertion", "EvalResult", "ConditionResult",
-    "abs", "all", "any", "len", "max", "min", "round", "sorted", "sum",
+    "bool",  "dict",  "float",  "int",       "list",       "range",           "set", "str",
+    "tuple", "Score", "Metric", "Assertion", "EvalResult", "ConditionResult", "abs", "all",
+    "any",   "len",   "max",    "min",       "round",      "sorted",          "sum",
 };
 
 static val g_builtins[BI__COUNT];
 
-const char *vb_name(int id) { return id >= 0 && id < BI__COUNT ? g_names[id] : "?"; }
-bool vb_is_class(int id) { return id <= BI_CONDRESULT; }
+const char *vb_name(int id)
+{
+    return id >= 0 && id < BI__COUNT ? g_names[id] : "?";
+}
+bool vb_is_class(int id)
+{
+    return id <= BI_CONDRESULT;
+}
 
 val *v_builtin_lookup(const char *name)
 {
@@ -35,7 +41,8 @@ val *v_builtin_lookup(const char *name)
 
 static inline int lt(vctx *c, val *a, val *b)
 {
-    if (a->type == VT_INT && b->type == VT_INT && !a->u.i.big && !b->u.i.big) return a->u.i.small < b->u.i.small;
+    if (a->type == VT_INT && b->type == VT_INT && !a->u.i.big && !b->u.i.big)
+        return a->u.i.small < b->u.i.small;
     if (a->type == VT_STR && b->type == VT_STR) return vs_cmp(a, b) < 0;
     if (a->type == VT_FLOAT && b->type == VT_FLOAT) return a->u.f < b->u.f;
     return v_compare(c, CMP_LT, a, b);
@@ -71,8 +78,10 @@ static int msort(vctx *c, size_t *idx, size_t *tmp, size_t n, val **keys)
         if (r < 0) return -1;
         tmp[k++] = r ? idx[j++] : idx[i++];
     }
-    while (i < h) tmp[k++] = idx[i++];
-    while (j < n) tmp[k++] = idx[j++];
+    while (i < h)
+        tmp[k++] = idx[i++];
+    while (j < n)
+        tmp[k++] = idx[j++];
     memcpy(idx, tmp, n * sizeof *idx);
     return 0;
 }
@@ -100,9 +109,11 @@ int v_sort(vctx *c, val **items, size_t n, val *key, bool reverse)
     size_t *idx = v_alloc(c, n * sizeof *idx), *tmp = v_alloc(c, n * sizeof *tmp);
     val **out = v_items_alloc(c, n);
     if (!idx || !tmp || !out) return -1;
-    for (size_t i = 0; i < n; i++) idx[i] = i;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
     if (msort(c, idx, tmp, n, keys)) return -1;
-    for (size_t i = 0; i < n; i++) out[i] = items[idx[i]];
+    for (size_t i = 0; i < n; i++)
+        out[i] = items[idx[i]];
     memcpy(items, out, n * sizeof *items);
     if (reverse) {
         for (size_t i = 0; i < n / 2; i++) {
@@ -160,7 +171,8 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
         val *src = a[0];
         if (src->type == VT_DICT) {
             for (size_t i = 0; i < src->u.t.len; i++)
-                if (v_dict_set(c, d, src->u.t.entries[i].key, src->u.t.entries[i].value)) return NULL;
+                if (v_dict_set(c, d, src->u.t.entries[i].key, src->u.t.entries[i].value))
+                    return NULL;
         } else {
             viter it;
             if (v_iter_init(c, src, &it)) return NULL;
@@ -169,15 +181,19 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
             while ((e = v_iter_next(c, &it)) != NULL) {
                 val **items;
                 size_t n;
-                if (e->type != VT_TUPLE && e->type != VT_LIST && e->type != VT_STR && e->type != VT_DICT &&
-                    e->type != VT_SET && e->type != VT_RANGE && e->type != VT_BYTES && e->type != VT_DICT_KEYS &&
-                    e->type != VT_DICT_VALUES && e->type != VT_DICT_ITEMS)
-                    return v_raise(c, "TypeError",
-                                   "cannot convert dictionary update sequence element #%zu to a sequence", k);
+                if (e->type != VT_TUPLE && e->type != VT_LIST && e->type != VT_STR &&
+                    e->type != VT_DICT && e->type != VT_SET && e->type != VT_RANGE &&
+                    e->type != VT_BYTES && e->type != VT_DICT_KEYS && e->type != VT_DICT_VALUES &&
+                    e->type != VT_DICT_ITEMS)
+                    return v_raise(
+                        c, "TypeError",
+                        "cannot convert dictionary update sequence element #%zu to a sequence", k);
                 if (v_iter_collect(c, e, &items, &n)) return NULL;
                 if (n != 2)
-                    return v_raise(c, "ValueError", "dictionary update sequence element #%zu has length %zu; 2 is required",
-                                   k, n);
+                    return v_raise(
+                        c, "ValueError",
+                        "dictionary update sequence element #%zu has length %zu; 2 is required", k,
+                        n);
                 if (v_dict_set(c, d, items[0], items[1])) return NULL;
                 k++;
             }
@@ -195,21 +211,25 @@ static val *b_float(vctx *c, val *x)
 {
     if (!x) return v_float(c, 0.0);
     switch ((vtype)x->type) {
-    case VT_FLOAT: return x;
+    case VT_FLOAT:
+        return x;
     case VT_INT:
     case VT_BOOL: {
         int err;
         double d = vi_to_double(c, x, &err);
         return err ? NULL : v_float(c, d);
     }
-    case VT_STR: return vf_parse(c, x->u.s.s, x->u.s.blen);
+    case VT_STR:
+        return vf_parse(c, x->u.s.s, x->u.s.blen);
     case VT_BYTES: {
         val *s = v_str(c, x->u.s.s, x->u.s.blen);
         return s ? vf_parse(c, s->u.s.s, s->u.s.blen) : NULL;
     }
-    default: break;
+    default:
+        break;
     }
-    return v_raise(c, "TypeError", "float() argument must be a string or a real number, not '%s'", v_type_name(x));
+    return v_raise(c, "TypeError", "float() argument must be a string or a real number, not '%s'",
+                   v_type_name(x));
 }
 
 static val *b_int(vctx *c, val *x, val *base)
@@ -221,7 +241,8 @@ static val *b_int(vctx *c, val *x, val *base)
     if (base) {
         int64_t b;
         if (!v_is_intlike(base))
-            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(base));
+            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                           v_type_name(base));
         if (!v_as_i64(base, &b) || (b != 0 && (b < 2 || b > 36)))
             return v_raise(c, "ValueError", "int() base must be >= 2 and <= 36, or 0");
         if (x->type != VT_STR && x->type != VT_BYTES)
@@ -229,15 +250,22 @@ static val *b_int(vctx *c, val *x, val *base)
         return vi_parse(c, x->u.s.s, x->u.s.blen, (int)b, false);
     }
     switch ((vtype)x->type) {
-    case VT_INT: return x;
-    case VT_BOOL: return v_int64(c, x->u.b);
-    case VT_FLOAT: return vi_from_double(c, x->u.f);
+    case VT_INT:
+        return x;
+    case VT_BOOL:
+        return v_int64(c, x->u.b);
+    case VT_FLOAT:
+        return vi_from_double(c, x->u.f);
     case VT_STR:
-    case VT_BYTES: return vi_parse(c, x->u.s.s, x->u.s.blen, 10, false);
-    default: break;
+    case VT_BYTES:
+        return vi_parse(c, x->u.s.s, x->u.s.blen, 10, false);
+    default:
+        break;
     }
-    return v_raise(c, "TypeError", "int() argument must be a string, a bytes-like object or a real number, not '%s'",
-                   v_type_name(x));
+    return v_raise(
+        c, "TypeError",
+        "int() argument must be a string, a bytes-like object or a real number, not '%s'",
+        v_type_name(x));
 }
 
 static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw, size_t nkw)
@@ -245,9 +273,13 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
     const char *fname = is_max ? "max" : "min";
     val *key = NULL, *dflt = NULL;
     for (size_t i = 0; i < nkw; i++) {
-        if (!strcmp(kw[i].name, "key")) key = kw[i].value;
-        else if (!strcmp(kw[i].name, "default")) dflt = kw[i].value;
-        else return v_raise(c, "TypeError", "%s() got an unexpected keyword argument '%s'", fname, kw[i].name);
+        if (!strcmp(kw[i].name, "key"))
+            key = kw[i].value;
+        else if (!strcmp(kw[i].name, "default"))
+            dflt = kw[i].value;
+        else
+            return v_raise(c, "TypeError", "%s() got an unexpected keyword argument '%s'", fname,
+                           kw[i].name);
     }
     if (key && key->type == VT_NONE) key = NULL;
     if (na == 0) return v_raise(c, "TypeError", "%s expected at least 1 argument, got 0", fname);
@@ -257,7 +289,8 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
         if (v_iter_collect(c, a[0], &items, &n)) return NULL;
     } else {
         if (dflt)
-            return v_raise(c, "TypeError", "Cannot specify a default for %s() with multiple positional arguments",
+            return v_raise(c, "TypeError",
+                           "Cannot specify a default for %s() with multiple positional arguments",
                            fname);
         items = a;
         n = na;
@@ -276,7 +309,8 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
         int r;
         if (k->type == VT_INT && bestk->type == VT_INT && !k->u.i.big && !bestk->u.i.big)
             r = is_max ? k->u.i.small > bestk->u.i.small : k->u.i.small < bestk->u.i.small;
-        else r = v_compare(c, is_max ? CMP_GT : CMP_LT, k, bestk);
+        else
+            r = v_compare(c, is_max ? CMP_GT : CMP_LT, k, bestk);
         if (r < 0) return NULL;
         if (r) {
             best = items[i];
@@ -319,7 +353,8 @@ static val *b_range(vctx *c, val **a, size_t na, size_t nkw)
         }
     }
     if (big) {
-        val *s0 = na == 1 ? v_int64(c, 0) : a[0], *s1 = na == 1 ? a[0] : a[1], *s2 = na == 3 ? a[2] : v_int64(c, 1);
+        val *s0 = na == 1 ? v_int64(c, 0) : a[0], *s1 = na == 1 ? a[0] : a[1],
+            *s2 = na == 3 ? a[2] : v_int64(c, 1);
         if (!s0 || !s2) return NULL;
         return vbr_new(c, s0, s1, s2);
     }
@@ -333,7 +368,8 @@ static val *b_round(vctx *c, val *x, val *nd)
     if (v_is_intlike(x)) {
         if (!nd) return x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
         if (!v_is_intlike(nd))
-            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(nd));
+            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                           v_type_name(nd));
         int64_t n;
         if (!v_as_i64(nd, &n)) n = vi_sign(nd) > 0 ? 1 : INT64_MIN;
         val *xi = x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
@@ -398,7 +434,8 @@ static val *b_sum(vctx *c, val *it, val *start)
     }
     if (result->type == VT_FLOAT || (item && item->type == VT_FLOAT && v_is_intlike(result))) {
         double f;
-        if (result->type == VT_FLOAT) f = result->u.f;
+        if (result->type == VT_FLOAT)
+            f = result->u.f;
         else {
             int err;
             f = vi_to_double(c, result, &err);
@@ -453,7 +490,8 @@ static val *b_str(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
     }
     if (p[1] || p[2]) {
         if (p[0]->type != VT_BYTES)
-            return v_raise(c, "TypeError", "decoding to str: need a bytes-like object, %s found", v_type_name(p[0]));
+            return v_raise(c, "TypeError", "decoding to str: need a bytes-like object, %s found",
+                           v_type_name(p[0]));
         val *args[2];
         size_t n = 0;
         vkwarg k2[2];
@@ -486,7 +524,8 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
     case BI_LEN:
         if (!no_kw(c, fname, nkw)) return NULL;
         if (na != 1)
-            return v_raise(c, "TypeError", "%s() takes exactly one argument (%zu given)", fname, na);
+            return v_raise(c, "TypeError", "%s() takes exactly one argument (%zu given)", fname,
+                           na);
         if (id == BI_ABS) return b_abs(c, a[0]);
         {
             int64_t n = v_len(c, a[0]);
@@ -496,16 +535,19 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
     case BI_ANY:
         if (!no_kw(c, fname, nkw)) return NULL;
         if (na != 1)
-            return v_raise(c, "TypeError", "%s() takes exactly one argument (%zu given)", fname, na);
+            return v_raise(c, "TypeError", "%s() takes exactly one argument (%zu given)", fname,
+                           na);
         return b_allany(c, a[0], id == BI_ALL);
     case BI_BOOL:
         if (!no_kw(c, fname, nkw)) return NULL;
         if (na > 1) return v_raise(c, "TypeError", "bool expected at most 1 argument, got %zu", na);
         return na ? v_bool(v_truthy(a[0])) : v_false();
-    case BI_DICT: return b_dict(c, a, na, kw, nkw);
+    case BI_DICT:
+        return b_dict(c, a, na, kw, nkw);
     case BI_FLOAT:
         if (!no_kw(c, fname, nkw)) return NULL;
-        if (na > 1) return v_raise(c, "TypeError", "float expected at most 1 argument, got %zu", na);
+        if (na > 1)
+            return v_raise(c, "TypeError", "float expected at most 1 argument, got %zu", na);
         return b_float(c, na ? a[0] : NULL);
     case BI_INT: {
         static const char *const names[] = {"x", "base"};
@@ -515,16 +557,20 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
     case BI_LIST:
     case BI_TUPLE:
         if (!no_kw(c, fname, nkw)) return NULL;
-        if (na > 1) return v_raise(c, "TypeError", "%s expected at most 1 argument, got %zu", fname, na);
+        if (na > 1)
+            return v_raise(c, "TypeError", "%s expected at most 1 argument, got %zu", fname, na);
         return collect_seq(c, na ? a[0] : NULL, id == BI_TUPLE);
     case BI_SET:
         if (!no_kw(c, fname, nkw)) return NULL;
         if (na > 1) return v_raise(c, "TypeError", "set expected at most 1 argument, got %zu", na);
         return na ? vset_from_iterable(c, a[0]) : v_set_new(c, 0);
-    case BI_RANGE: return b_range(c, a, na, nkw);
-    case BI_STR: return b_str(c, a, na, kw, nkw);
+    case BI_RANGE:
+        return b_range(c, a, na, nkw);
+    case BI_STR:
+        return b_str(c, a, na, kw, nkw);
     case BI_MAX:
-    case BI_MIN: return b_minmax(c, id == BI_MAX, a, na, kw, nkw);
+    case BI_MIN:
+        return b_minmax(c, id == BI_MAX, a, na, kw, nkw);
     case BI_ROUND: {
         static const char *const names[] = {"number", "ndigits"};
         if (v_parse_args(c, "round", a, na, kw, nkw, names, 2, 0, 1, p)) return NULL;
@@ -538,16 +584,21 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
         val *key = NULL;
         bool rev = false;
         for (size_t i = 0; i < nkw; i++) {
-            if (!strcmp(kw[i].name, "key")) key = kw[i].value->type == VT_NONE ? NULL : kw[i].value;
+            if (!strcmp(kw[i].name, "key"))
+                key = kw[i].value->type == VT_NONE ? NULL : kw[i].value;
             else if (!strcmp(kw[i].name, "reverse")) {
                 val *r = kw[i].value;
                 if (r->type == VT_FLOAT)
-                    return v_raise(c, "TypeError", "'float' object cannot be interpreted as an integer");
+                    return v_raise(c, "TypeError",
+                                   "'float' object cannot be interpreted as an integer");
                 if (!v_is_intlike(r))
-                    return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(r));
+                    return v_raise(c, "TypeError",
+                                   "'%s' object cannot be interpreted as an integer",
+                                   v_type_name(r));
                 rev = v_truthy(r);
             } else
-                return v_raise(c, "TypeError", "sort() got an unexpected keyword argument '%s'", kw[i].name);
+                return v_raise(c, "TypeError", "sort() got an unexpected keyword argument '%s'",
+                               kw[i].name);
         }
         val **items;
         size_t n;
@@ -563,7 +614,8 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
         if (v_parse_args(c, "sum", a, na, kw, nkw, names, 2, 1, 1, p)) return NULL;
         return b_sum(c, p[0], p[1]);
     }
-    default: break;
+    default:
+        break;
     }
     return v_raise(c, "TypeError", "'%s' object is not callable", fname);
 }

@@ -21,11 +21,16 @@ int vby_repr_buf(strbuf *b, const val *v)
         if (ch == (unsigned char)q || ch == '\\') {
             strbuf_putc(b, '\\');
             strbuf_putc(b, (char)ch);
-        } else if (ch == '\t') strbuf_put(b, "\\t", 2);
-        else if (ch == '\n') strbuf_put(b, "\\n", 2);
-        else if (ch == '\r') strbuf_put(b, "\\r", 2);
-        else if (ch < 32 || ch >= 127) strbuf_printf(b, "\\x%02x", ch);
-        else strbuf_putc(b, (char)ch);
+        } else if (ch == '\t')
+            strbuf_put(b, "\\t", 2);
+        else if (ch == '\n')
+            strbuf_put(b, "\\n", 2);
+        else if (ch == '\r')
+            strbuf_put(b, "\\r", 2);
+        else if (ch < 32 || ch >= 127)
+            strbuf_printf(b, "\\x%02x", ch);
+        else
+            strbuf_putc(b, (char)ch);
     }
     strbuf_putc(b, q);
     return 0;
@@ -49,7 +54,8 @@ val *vby_getitem(vctx *c, val *s, val *key)
         if (step == 1) return mk_bytes(c, s->u.s.s + start, (size_t)slen);
         char *p = v_alloc(c, (size_t)slen + 1);
         if (!p) return NULL;
-        for (int64_t i = 0, k = start; i < slen; i++, k += step) p[i] = s->u.s.s[k];
+        for (int64_t i = 0, k = start; i < slen; i++, k += step)
+            p[i] = s->u.s.s[k];
         return mk_bytes(c, p, (size_t)slen);
     }
     int64_t i;
@@ -68,7 +74,8 @@ static val *as_latin1(vctx *c, val *b)
     char *p = v_alloc(c, b->u.s.blen + extra + 1);
     if (!p) return NULL;
     size_t o = 0;
-    for (size_t i = 0; i < b->u.s.blen; i++) o += (size_t)vs_encode1((unsigned char)b->u.s.s[i], p + o);
+    for (size_t i = 0; i < b->u.s.blen; i++)
+        o += (size_t)vs_encode1((unsigned char)b->u.s.s[i], p + o);
     return vs_new_owned(c, p, o, b->u.s.blen, false);
 }
 
@@ -97,7 +104,8 @@ static val *back(vctx *c, val *r)
             it[i] = back(c, r->u.seq.items[i]);
             if (!it[i]) return NULL;
         }
-        return r->type == VT_LIST ? v_list_take(c, it, r->u.seq.len) : v_tuple_take(c, it, r->u.seq.len);
+        return r->type == VT_LIST ? v_list_take(c, it, r->u.seq.len)
+                                  : v_tuple_take(c, it, r->u.seq.len);
     }
     return r;
 }
@@ -119,14 +127,18 @@ static val *conv_arg(vctx *c, val *a, bool allow_tuple)
     return a;
 }
 
-static bool ascii_space(int ch) { return ch == ' ' || (ch >= 9 && ch <= 13); }
+static bool ascii_space(int ch)
+{
+    return ch == ' ' || (ch >= 9 && ch <= 13);
+}
 
 static val *decode(vctx *c, val *b, val *enc, val *errors)
 {
     char lower[32] = "utf-8";
     if (enc) {
         if (enc->type != VT_STR)
-            return v_raise(c, "TypeError", "decode() argument 'encoding' must be str, not %s", v_type_name(enc));
+            return v_raise(c, "TypeError", "decode() argument 'encoding' must be str, not %s",
+                           v_type_name(enc));
         size_t k = 0;
         for (size_t i = 0; i < enc->u.s.blen && k < sizeof lower - 1; i++) {
             char ch = enc->u.s.s[i];
@@ -135,18 +147,22 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
         lower[k] = 0;
     }
     if (errors && errors->type != VT_STR)
-        return v_raise(c, "TypeError", "decode() argument 'errors' must be str, not %s", v_type_name(errors));
+        return v_raise(c, "TypeError", "decode() argument 'errors' must be str, not %s",
+                       v_type_name(errors));
     const char *ev = errors ? errors->u.s.s : "strict";
     size_t evl = errors ? errors->u.s.blen : 6;
     bool ignore = evl == 6 && !memcmp(ev, "ignore", 6);
     bool replace = evl == 7 && !memcmp(ev, "replace", 7);
     int kind;
-    if (!strcmp(lower, "utf-8") || !strcmp(lower, "utf8") || !strcmp(lower, "u8")) kind = 0;
-    else if (!strcmp(lower, "ascii") || !strcmp(lower, "us-ascii")) kind = 1;
-    else if (!strcmp(lower, "latin-1") || !strcmp(lower, "latin1") || !strcmp(lower, "iso-8859-1") ||
-             !strcmp(lower, "l1"))
+    if (!strcmp(lower, "utf-8") || !strcmp(lower, "utf8") || !strcmp(lower, "u8"))
+        kind = 0;
+    else if (!strcmp(lower, "ascii") || !strcmp(lower, "us-ascii"))
+        kind = 1;
+    else if (!strcmp(lower, "latin-1") || !strcmp(lower, "latin1") ||
+             !strcmp(lower, "iso-8859-1") || !strcmp(lower, "l1"))
         kind = 2;
-    else return v_raise(c, "LookupError", "unknown encoding: %s", lower);
+    else
+        return v_raise(c, "LookupError", "unknown encoding: %s", lower);
     const unsigned char *p = (const unsigned char *)b->u.s.s;
     size_t n = b->u.s.blen;
     char *out = v_alloc(c, n * 3 + 1);
@@ -167,9 +183,12 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
         size_t need = 0;
         int32_t cp = 0, minv = 0;
         if (kind == 0) {
-            if (ch >= 0xC2 && ch <= 0xDF) need = 1, cp = ch & 0x1F, minv = 0x80;
-            else if (ch >= 0xE0 && ch <= 0xEF) need = 2, cp = ch & 0x0F, minv = 0x800;
-            else if (ch >= 0xF0 && ch <= 0xF4) need = 3, cp = ch & 0x07, minv = 0x10000;
+            if (ch >= 0xC2 && ch <= 0xDF)
+                need = 1, cp = ch & 0x1F, minv = 0x80;
+            else if (ch >= 0xE0 && ch <= 0xEF)
+                need = 2, cp = ch & 0x0F, minv = 0x800;
+            else if (ch >= 0xF0 && ch <= 0xF4)
+                need = 3, cp = ch & 0x07, minv = 0x10000;
         }
         size_t k = 0;
         bool good = need > 0;
@@ -197,7 +216,8 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
         }
         if (!ignore && !replace) {
             const char *en = kind == 0 ? "utf-8" : "ascii";
-            return v_raise(c, "UnicodeDecodeError", "'%s' codec can't decode byte 0x%02x in position %zu", en, ch, i);
+            return v_raise(c, "UnicodeDecodeError",
+                           "'%s' codec can't decode byte 0x%02x in position %zu", en, ch, i);
         }
         if (replace) {
             memcpy(out + o, "\xEF\xBF\xBD", 3);
@@ -223,7 +243,8 @@ static val *hexm(vctx *c, val *b, val **a, size_t na, const vkwarg *kw, size_t n
         sep = p[0]->u.s.s;
         if ((unsigned char)sep[0] >= 128) return v_raise(c, "ValueError", "sep must be ASCII.");
     }
-    if (p[1] && !v_as_i64(p[1], &per)) return v_raise(c, "TypeError", "bytes_per_sep must be an integer");
+    if (p[1] && !v_as_i64(p[1], &per))
+        return v_raise(c, "TypeError", "bytes_per_sep must be an integer");
     size_t n = b->u.s.blen;
     strbuf sb;
     strbuf_init(&sb);
@@ -231,8 +252,10 @@ static val *hexm(vctx *c, val *b, val **a, size_t na, const vkwarg *kw, size_t n
     for (size_t i = 0; i < n; i++) {
         if (sep && i > 0 && ap > 0) {
             bool put;
-            if (per > 0) put = ((n - i) % (size_t)ap) == 0;
-            else put = (i % (size_t)ap) == 0;
+            if (per > 0)
+                put = ((n - i) % (size_t)ap) == 0;
+            else
+                put = (i % (size_t)ap) == 0;
             if (put) strbuf_putc(&sb, sep[0]);
         }
         strbuf_printf(&sb, "%02x", (unsigned char)b->u.s.s[i]);
@@ -242,7 +265,8 @@ static val *hexm(vctx *c, val *b, val **a, size_t na, const vkwarg *kw, size_t n
     return r;
 }
 
-val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+                bool *found)
 {
     *found = true;
     if (!strcmp(name, "decode")) {
@@ -253,8 +277,9 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
     }
     if (!strcmp(name, "hex")) return hexm(c, s, a, na, kw, nkw);
     /* ASCII-only case and class methods */
-    static const char *const ascii_m[] = {"lower", "upper", "swapcase", "title", "capitalize", "isdigit",
-                                          "isalpha", "isalnum", "isspace", "islower", "isupper", "istitle"};
+    static const char *const ascii_m[] = {"lower",      "upper",   "swapcase", "title",
+                                          "capitalize", "isdigit", "isalpha",  "isalnum",
+                                          "isspace",    "islower", "isupper",  "istitle"};
     for (size_t k = 0; k < sizeof ascii_m / sizeof *ascii_m; k++) {
         if (strcmp(name, ascii_m[k])) continue;
         /* map non-ASCII bytes to a placeholder the str methods treat as uncased */
@@ -301,8 +326,10 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
                 continue;
             }
             size_t eol = i;
-            if (d[i] == '\r' && i + 1 < len && d[i + 1] == '\n') i += 2;
-            else i++;
+            if (d[i] == '\r' && i + 1 < len && d[i + 1] == '\n')
+                i += 2;
+            else
+                i++;
             items[n] = mk_bytes(c, d + start, (keep ? i : eol) - start);
             if (!items[n++]) return NULL;
             start = i;
@@ -313,10 +340,11 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         }
         return v_list_take(c, items, n);
     }
-    static const char *const struct_m[] = {"count", "find", "rfind", "index", "startswith", "endswith",
-                                           "replace", "split", "rsplit", "strip", "lstrip", "rstrip",
-                                           "join", "partition", "rpartition", "removeprefix", "removesuffix",
-                                           "zfill", "ljust", "rjust", "center", "splitlines"};
+    static const char *const struct_m[] = {
+        "count",   "find",      "rfind",      "index",        "startswith",   "endswith",
+        "replace", "split",     "rsplit",     "strip",        "lstrip",       "rstrip",
+        "join",    "partition", "rpartition", "removeprefix", "removesuffix", "zfill",
+        "ljust",   "rjust",     "center",     "splitlines"};
     for (size_t k = 0; k < sizeof struct_m / sizeof *struct_m; k++) {
         if (strcmp(name, struct_m[k])) continue;
         bool ws = (!strcmp(name, "split") || !strcmp(name, "rsplit") || !strcmp(name, "strip") ||
@@ -326,9 +354,11 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
             /* strip with ASCII whitespace */
             size_t lo = 0, hi = s->u.s.blen;
             if (name[0] != 'r')
-                while (lo < hi && ascii_space((unsigned char)s->u.s.s[lo])) lo++;
+                while (lo < hi && ascii_space((unsigned char)s->u.s.s[lo]))
+                    lo++;
             if (name[0] != 'l')
-                while (hi > lo && ascii_space((unsigned char)s->u.s.s[hi - 1])) hi--;
+                while (hi > lo && ascii_space((unsigned char)s->u.s.s[hi - 1]))
+                    hi--;
             return mk_bytes(c, s->u.s.s + lo, hi - lo);
         }
         val *ls = as_latin1(c, s);
@@ -355,7 +385,8 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
                 if (v_iter_collect(c, a[i], &items, &n)) return NULL;
                 for (size_t j = 0; j < n; j++) {
                     if (items[j]->type != VT_BYTES)
-                        return v_raise(c, "TypeError", "sequence item %zu: expected a bytes-like object, %s found",
+                        return v_raise(c, "TypeError",
+                                       "sequence item %zu: expected a bytes-like object, %s found",
                                        j, v_type_name(items[j]));
                     items[j] = as_latin1(c, items[j]);
                     if (!items[j]) return NULL;
@@ -397,10 +428,12 @@ val *vby_percent(vctx *c, val *fmt, val *args)
     for (size_t i = 0; args->type == VT_TUPLE && i < args->u.seq.len; i++)
         if (args->u.seq.items[i]->type == VT_STR) has_str = true;
     if (has_str)
-        return v_raise(c, "TypeError",
-                       "%%b requires a bytes-like object, or an object that implements __bytes__, not 'str'");
+        return v_raise(
+            c, "TypeError",
+            "%%b requires a bytes-like object, or an object that implements __bytes__, not 'str'");
     val *a = args;
-    if (args->type == VT_BYTES) a = as_latin1(c, args);
+    if (args->type == VT_BYTES)
+        a = as_latin1(c, args);
     else if (args->type == VT_TUPLE) {
         val **it = v_items_alloc(c, args->u.seq.len);
         if (!it) return NULL;

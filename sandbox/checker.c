@@ -9,19 +9,75 @@
 #include <string.h>
 
 static const char *const data_attrs[] = {
-    "events", "event_count", "event_type", "payload", "id", "ts", "agent_id", "environment",
-    "session_id", "session_revision_id", "assignment_id", "started_at", "ended_at",
+    "events",
+    "event_count",
+    "event_type",
+    "payload",
+    "id",
+    "ts",
+    "agent_id",
+    "environment",
+    "session_id",
+    "session_revision_id",
+    "assignment_id",
+    "started_at",
+    "ended_at",
     "schema_version",
 };
 
 static const char *const method_attrs[] = {
-    "events_of_type", "count", "get", "keys", "values", "items", "lower", "upper", "strip",
-    "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith", "endswith", "replace",
-    "find", "rfind", "index", "join", "title", "capitalize", "casefold", "swapcase", "isdigit",
-    "isalpha", "isalnum", "isspace", "isnumeric", "isdecimal", "islower", "isupper", "istitle",
-    "zfill", "ljust", "rjust", "center", "partition", "rpartition", "removeprefix",
-    "removesuffix", "encode", "decode", "hex", "union", "intersection", "difference",
-    "symmetric_difference", "issubset", "issuperset", "isdisjoint",
+    "events_of_type",
+    "count",
+    "get",
+    "keys",
+    "values",
+    "items",
+    "lower",
+    "upper",
+    "strip",
+    "lstrip",
+    "rstrip",
+    "split",
+    "rsplit",
+    "splitlines",
+    "startswith",
+    "endswith",
+    "replace",
+    "find",
+    "rfind",
+    "index",
+    "join",
+    "title",
+    "capitalize",
+    "casefold",
+    "swapcase",
+    "isdigit",
+    "isalpha",
+    "isalnum",
+    "isspace",
+    "isnumeric",
+    "isdecimal",
+    "islower",
+    "isupper",
+    "istitle",
+    "zfill",
+    "ljust",
+    "rjust",
+    "center",
+    "partition",
+    "rpartition",
+    "removeprefix",
+    "removesuffix",
+    "encode",
+    "decode",
+    "hex",
+    "union",
+    "intersection",
+    "difference",
+    "symmetric_difference",
+    "issubset",
+    "issuperset",
+    "isdisjoint",
 };
 
 int checker_is_data_attr(const char *name)
@@ -85,7 +141,8 @@ static void push_children(queue *q, ast_node *x)
         break;
     case AST_BoolOp:
         qpush(q, NULL, x->op);
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_BinOp:
         push_node(q, x->a);
@@ -102,42 +159,53 @@ static void push_children(queue *q, ast_node *x)
         push_node(q, x->c);
         break;
     case AST_Dict:
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]); /* None keys skipped */
-        for (i = 0; i < x->n2; i++) push_node(q, x->items2[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]); /* None keys skipped */
+        for (i = 0; i < x->n2; i++)
+            push_node(q, x->items2[i]);
         break;
     case AST_Set:
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_List:
     case AST_Tuple:
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         qpush(q, NULL, PSEUDO_CTX);
         break;
     case AST_ListComp:
     case AST_SetComp:
         push_node(q, x->a);
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_DictComp:
         push_node(q, x->a);
         push_node(q, x->b);
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_comprehension:
         push_node(q, x->a);
         push_node(q, x->b);
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_Compare:
         push_node(q, x->a);
-        for (i = 0; i < x->n; i++) qpush(q, NULL, x->ops[i]);
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            qpush(q, NULL, x->ops[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_Call:
         if (x->a->kind == AST_Attribute) x->a->flags |= CALLED_FUNC;
         push_node(q, x->a);
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
-        for (i = 0; i < x->n2; i++) push_node(q, x->items2[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
+        for (i = 0; i < x->n2; i++)
+            push_node(q, x->items2[i]);
         break;
     case AST_keyword:
         push_node(q, x->a);
@@ -147,7 +215,8 @@ static void push_children(queue *q, ast_node *x)
         push_node(q, x->b);
         break;
     case AST_JoinedStr:
-        for (i = 0; i < x->n; i++) push_node(q, x->items[i]);
+        for (i = 0; i < x->n; i++)
+            push_node(q, x->items[i]);
         break;
     case AST_Name:
         qpush(q, NULL, PSEUDO_CTX);
@@ -174,8 +243,13 @@ static void push_children(queue *q, ast_node *x)
 static int op_allowed(int op)
 {
     switch (op) {
-    case OPK_MatMult: case OPK_LShift: case OPK_RShift: case OPK_BitOr: case OPK_BitXor:
-    case OPK_BitAnd: case OPK_Invert:
+    case OPK_MatMult:
+    case OPK_LShift:
+    case OPK_RShift:
+    case OPK_BitOr:
+    case OPK_BitXor:
+    case OPK_BitAnd:
+    case OPK_Invert:
         return 0;
     default:
         return 1;

@@ -8,7 +8,10 @@
 
 static val g_ellipsis = {.type = VT_ELLIPSIS};
 
-val *v_ellipsis(void) { return &g_ellipsis; }
+val *v_ellipsis(void)
+{
+    return &g_ellipsis;
+}
 
 val *v_complex(vctx *c, double re, double im)
 {
@@ -24,7 +27,10 @@ typedef struct {
     double re, im;
 } cpx;
 
-static cpx prod(cpx a, cpx b) { return (cpx){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
+static cpx prod(cpx a, cpx b)
+{
+    return (cpx){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
 
 static int quot(cpx a, cpx b, cpx *r)
 {
@@ -67,9 +73,15 @@ val *vc_binop(vctx *c, vbinop op, val *a, val *b)
     cpx x, y, r;
     if (vc_as(c, a, &x) || vc_as(c, b, &y)) return NULL;
     switch (op) {
-    case BIN_ADD: r = (cpx){x.re + y.re, x.im + y.im}; break;
-    case BIN_SUB: r = (cpx){x.re - y.re, x.im - y.im}; break;
-    case BIN_MUL: r = prod(x, y); break;
+    case BIN_ADD:
+        r = (cpx){x.re + y.re, x.im + y.im};
+        break;
+    case BIN_SUB:
+        r = (cpx){x.re - y.re, x.im - y.im};
+        break;
+    case BIN_MUL:
+        r = prod(x, y);
+        break;
     case BIN_DIV:
         if (quot(x, y, &r)) return v_raise(c, "ZeroDivisionError", "complex division by zero");
         break;
@@ -90,7 +102,8 @@ val *vc_binop(vctx *c, vbinop op, val *a, val *b)
         } else {
             return v_raise(c, "TypeError", "unsupported complex power");
         }
-        if (isinf(r.re) || isinf(r.im)) return v_raise(c, "OverflowError", "complex exponentiation");
+        if (isinf(r.re) || isinf(r.im))
+            return v_raise(c, "OverflowError", "complex exponentiation");
         break;
     }
     default: {
@@ -139,7 +152,8 @@ int64_t vc_hash(const val *v)
 int vc_eq(vctx *c, val *a, val *b)
 {
     cpx x, y;
-    if (a->type == VT_COMPLEX && b->type == VT_COMPLEX) return a->u.cx.re == b->u.cx.re && a->u.cx.im == b->u.cx.im;
+    if (a->type == VT_COMPLEX && b->type == VT_COMPLEX)
+        return a->u.cx.re == b->u.cx.re && a->u.cx.im == b->u.cx.im;
     val *cv = a->type == VT_COMPLEX ? a : b, *o = a->type == VT_COMPLEX ? b : a;
     if (cv->u.cx.im != 0.0) return 0;
     if (o->type == VT_FLOAT) return cv->u.cx.re == o->u.f;
@@ -155,6 +169,7 @@ val *vc_abs(vctx *c, val *v)
 {
     double re = v->u.cx.re, im = v->u.cx.im;
     double r = hypot(re, im);
-    if (isinf(r) && isfinite(re) && isfinite(im)) return v_raise(c, "OverflowError", "absolute value too large");
+    if (isinf(r) && isfinite(re) && isfinite(im))
+        return v_raise(c, "OverflowError", "absolute value too large");
     return v_float(c, r);
 }

@@ -34,14 +34,16 @@ int vseq_index_norm(int64_t *i, int64_t len)
 static int slice_part(vctx *c, val *v, int64_t *out)
 {
     if (!v_is_intlike(v)) {
-        v_raise(c, "TypeError", "slice indices must be integers or None or have an __index__ method");
+        v_raise(c, "TypeError",
+                "slice indices must be integers or None or have an __index__ method");
         return -1;
     }
     if (!v_as_i64(v, out)) *out = vi_sign(v) > 0 ? INT64_MAX : INT64_MIN + 1;
     return 0;
 }
 
-int vseq_slice_indices(vctx *c, val *sl, int64_t len, int64_t *start, int64_t *stop, int64_t *step, int64_t *slen)
+int vseq_slice_indices(vctx *c, val *sl, int64_t len, int64_t *start, int64_t *stop, int64_t *step,
+                       int64_t *slen)
 {
     int64_t st = 1;
     if (sl->u.sl.step) {
@@ -58,15 +60,18 @@ int vseq_slice_indices(vctx *c, val *sl, int64_t len, int64_t *start, int64_t *s
     if (a < 0) {
         a += len;
         if (a < 0) a = st < 0 ? -1 : 0;
-    } else if (a >= len) a = st < 0 ? len - 1 : len;
+    } else if (a >= len)
+        a = st < 0 ? len - 1 : len;
     if (b < 0) {
         b += len;
         if (b < 0) b = st < 0 ? -1 : 0;
-    } else if (b >= len) b = st < 0 ? len - 1 : len;
+    } else if (b >= len)
+        b = st < 0 ? len - 1 : len;
     int64_t n = 0;
     if (st < 0) {
         if (b < a) n = (a - b - 1) / (-st) + 1;
-    } else if (a < b) n = (b - a - 1) / st + 1;
+    } else if (a < b)
+        n = (b - a - 1) / st + 1;
     *start = a;
     *stop = b;
     *step = st;
@@ -89,15 +94,19 @@ val *vseq_getitem(vctx *c, val *seq, val *key)
         }
         val **it = v_items_alloc(c, (size_t)slen);
         if (!it) return NULL;
-        for (int64_t i = 0, k = start; i < slen; i++, k += step) it[i] = seq->u.seq.items[k];
-        return seq->type == VT_LIST ? v_list_take(c, it, (size_t)slen) : v_tuple_take(c, it, (size_t)slen);
+        for (int64_t i = 0, k = start; i < slen; i++, k += step)
+            it[i] = seq->u.seq.items[k];
+        return seq->type == VT_LIST ? v_list_take(c, it, (size_t)slen)
+                                    : v_tuple_take(c, it, (size_t)slen);
     }
     int64_t i;
-    if (v_int_index(c, key, &i, seq->type == VT_LIST ? "list indices must be integers or slices"
-                                                       : "tuple indices must be integers or slices"))
+    if (v_int_index(c, key, &i,
+                    seq->type == VT_LIST ? "list indices must be integers or slices"
+                                         : "tuple indices must be integers or slices"))
         return NULL;
     if (vseq_index_norm(&i, len))
-        return v_raise(c, "IndexError", "%s index out of range", seq->type == VT_LIST ? "list" : "tuple");
+        return v_raise(c, "IndexError", "%s index out of range",
+                       seq->type == VT_LIST ? "list" : "tuple");
     return seq->u.seq.items[i];
 }
 
@@ -115,14 +124,16 @@ val *vseq_concat(vctx *c, val *a, val *b)
 
 val *vseq_repeat(vctx *c, val *a, int64_t k)
 {
-    if (k <= 0 || a->u.seq.len == 0) return a->type == VT_LIST ? v_list(c, NULL, 0) : v_tuple(c, NULL, 0);
+    if (k <= 0 || a->u.seq.len == 0)
+        return a->type == VT_LIST ? v_list(c, NULL, 0) : v_tuple(c, NULL, 0);
     if (k == 1 && a->type == VT_TUPLE) return a;
     if ((uint64_t)k > c->lim.max_items / a->u.seq.len) return v_limit(c, "memory");
     size_t n = a->u.seq.len * (size_t)k;
     if (v_steps(c, n / 16)) return NULL;
     val **it = v_items_alloc(c, n);
     if (!it) return NULL;
-    for (int64_t i = 0; i < k; i++) memcpy(it + (size_t)i * a->u.seq.len, a->u.seq.items, a->u.seq.len * sizeof *it);
+    for (int64_t i = 0; i < k; i++)
+        memcpy(it + (size_t)i * a->u.seq.len, a->u.seq.items, a->u.seq.len * sizeof *it);
     return a->type == VT_LIST ? v_list_take(c, it, n) : v_tuple_take(c, it, n);
 }
 
@@ -152,12 +163,18 @@ int vseq_cmp(vctx *c, vcmpop op, val *a, val *b)
     }
     size_t x = a->u.seq.len, y = b->u.seq.len;
     switch (op) {
-    case CMP_LT: return x < y;
-    case CMP_LE: return x <= y;
-    case CMP_GT: return x > y;
-    case CMP_GE: return x >= y;
-    case CMP_EQ: return x == y;
-    case CMP_NE: return x != y;
+    case CMP_LT:
+        return x < y;
+    case CMP_LE:
+        return x <= y;
+    case CMP_GT:
+        return x > y;
+    case CMP_GE:
+        return x >= y;
+    case CMP_EQ:
+        return x == y;
+    case CMP_NE:
+        return x != y;
     }
     return 0;
 }
@@ -168,10 +185,12 @@ static void dict_reindex(val *d, size_t size)
 {
     vtable *t = &d->u.t;
     t->mask = size - 1;
-    for (size_t i = 0; i < size; i++) t->index[i] = -1;
+    for (size_t i = 0; i < size; i++)
+        t->index[i] = -1;
     for (size_t k = 0; k < t->len; k++) {
         size_t i = (size_t)t->entries[k].hash & t->mask;
-        while (t->index[i] >= 0) i = (i + 1) & t->mask;
+        while (t->index[i] >= 0)
+            i = (i + 1) & t->mask;
         t->index[i] = (int32_t)k;
     }
 }
@@ -183,7 +202,8 @@ val *v_dict_new(vctx *c, size_t hint)
     if (v_check_items(c, hint)) return NULL;
     size_t cap = hint < 4 ? 4 : hint;
     size_t size = 8;
-    while (size < cap * 2) size <<= 1;
+    while (size < cap * 2)
+        size <<= 1;
     d->u.t.entries = v_alloc(c, cap * sizeof(ventry));
     d->u.t.index = v_alloc(c, size * sizeof(int32_t));
     if (!d->u.t.entries || !d->u.t.index) return NULL;
@@ -250,7 +270,8 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
         dict_reindex(d, size);
     } else {
         size_t i = (size_t)h & t->mask;
-        while (t->index[i] >= 0) i = (i + 1) & t->mask;
+        while (t->index[i] >= 0)
+            i = (i + 1) & t->mask;
         t->index[i] = (int32_t)(t->len - 1);
     }
     return 0;
@@ -356,14 +377,16 @@ static void insert_clean(ventry *table, size_t mask, val *key, int64_t hash)
 static int set_resize(vctx *c, val *s, size_t minused)
 {
     size_t newsize = SET_MINSIZE;
-    while (newsize <= minused) newsize <<= 1;
+    while (newsize <= minused)
+        newsize <<= 1;
     ventry *old = s->u.t.entries;
     size_t oldmask = s->u.t.mask;
     if (set_alloc_table(c, s, newsize)) return -1;
     s->u.t.fill = s->u.t.len;
     for (size_t i = 0; i <= oldmask; i++) {
         ventry *e = &old[i];
-        if (e->key != NULL && e->key != &v_dummy_key) insert_clean(s->u.t.entries, s->u.t.mask, e->key, e->hash);
+        if (e->key != NULL && e->key != &v_dummy_key)
+            insert_clean(s->u.t.entries, s->u.t.mask, e->key, e->hash);
     }
     return 0;
 }
@@ -489,7 +512,8 @@ static int set_merge(vctx *c, val *so, val *other)
         so->u.t.fill = so->u.t.len = other->u.t.len;
         for (size_t i = 0; i <= other->u.t.mask; i++) {
             ventry *e = &other->u.t.entries[i];
-            if (e->key && e->key != &v_dummy_key) insert_clean(so->u.t.entries, so->u.t.mask, e->key, e->hash);
+            if (e->key && e->key != &v_dummy_key)
+                insert_clean(so->u.t.entries, so->u.t.mask, e->key, e->hash);
         }
         return 0;
     }
@@ -506,9 +530,11 @@ static int set_update(vctx *c, val *so, val *other)
     if (other->type == VT_SET) return set_merge(c, so, other);
     if (other->type == VT_DICT) {
         size_t n = other->u.t.len;
-        if ((so->u.t.fill + n) * 5 >= so->u.t.mask * 3 && set_resize(c, so, (so->u.t.len + n) * 2)) return -1;
+        if ((so->u.t.fill + n) * 5 >= so->u.t.mask * 3 && set_resize(c, so, (so->u.t.len + n) * 2))
+            return -1;
         for (size_t i = 0; i < n; i++)
-            if (set_add_entry(c, so, other->u.t.entries[i].key, other->u.t.entries[i].hash)) return -1;
+            if (set_add_entry(c, so, other->u.t.entries[i].key, other->u.t.entries[i].hash))
+                return -1;
         return 0;
     }
     viter it;
@@ -554,11 +580,16 @@ int vset_eq(vctx *c, val *a, val *b)
 int vset_cmp(vctx *c, vcmpop op, val *a, val *b)
 {
     switch (op) {
-    case CMP_LE: return set_issubset(c, a, b);
-    case CMP_GE: return set_issubset(c, b, a);
-    case CMP_LT: return a->u.t.len < b->u.t.len ? set_issubset(c, a, b) : 0;
-    case CMP_GT: return b->u.t.len < a->u.t.len ? set_issubset(c, b, a) : 0;
-    case CMP_EQ: return vset_eq(c, a, b);
+    case CMP_LE:
+        return set_issubset(c, a, b);
+    case CMP_GE:
+        return set_issubset(c, b, a);
+    case CMP_LT:
+        return a->u.t.len < b->u.t.len ? set_issubset(c, a, b) : 0;
+    case CMP_GT:
+        return b->u.t.len < a->u.t.len ? set_issubset(c, b, a) : 0;
+    case CMP_EQ:
+        return vset_eq(c, a, b);
     case CMP_NE: {
         int r = vset_eq(c, a, b);
         return r < 0 ? r : !r;
@@ -640,7 +671,9 @@ static val *set_difference(vctx *c, val *so, val *other)
         if (!r) return NULL;
         if (other->type == VT_DICT) {
             for (size_t i = 0; i < other->u.t.len; i++)
-                if (set_discard_entry(c, r, other->u.t.entries[i].key, other->u.t.entries[i].hash) < 0) return NULL;
+                if (set_discard_entry(c, r, other->u.t.entries[i].key, other->u.t.entries[i].hash) <
+                    0)
+                    return NULL;
             return r;
         }
         if (set_difference_update(c, r, other)) return NULL;
@@ -673,11 +706,12 @@ static val *set_symmetric_difference(vctx *c, val *so, val *other)
     return res;
 }
 
-static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
-                       bool *found)
+static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                       size_t nkw, bool *found)
 {
     *found = true;
-    bool multi = !strcmp(name, "union") || !strcmp(name, "intersection") || !strcmp(name, "difference");
+    bool multi =
+        !strcmp(name, "union") || !strcmp(name, "intersection") || !strcmp(name, "difference");
     bool single = !strcmp(name, "symmetric_difference") || !strcmp(name, "issubset") ||
                   !strcmp(name, "issuperset") || !strcmp(name, "isdisjoint");
     if (!multi && !single) {
@@ -702,7 +736,8 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
     if (!strcmp(name, "intersection")) {
         if (na == 0) return vset_copy(c, s);
         val *r = s;
-        for (size_t i = 0; r && i < na; i++) r = set_intersection(c, r, a[i]);
+        for (size_t i = 0; r && i < na; i++)
+            r = set_intersection(c, r, a[i]);
         return r;
     }
     if (!strcmp(name, "difference")) {
@@ -777,13 +812,15 @@ val *vrange_getitem(vctx *c, val *r, val *key)
         __int128 a = (__int128)r->u.r.start + (__int128)start * r->u.r.step;
         __int128 b = (__int128)r->u.r.start + (__int128)stop * r->u.r.step;
         __int128 s = (__int128)r->u.r.step * step;
-        if (a > INT64_MAX || a < INT64_MIN || b > INT64_MAX || b < INT64_MIN || s > INT64_MAX || s < INT64_MIN)
+        if (a > INT64_MAX || a < INT64_MIN || b > INT64_MAX || b < INT64_MIN || s > INT64_MAX ||
+            s < INT64_MIN)
             return v_raise(c, "OverflowError", "range too large");
         return v_range(c, (int64_t)a, (int64_t)b, (int64_t)s);
     }
     int64_t i;
     if (v_int_index(c, key, &i, "range indices must be integers or slices")) return NULL;
-    if (vseq_index_norm(&i, r->u.r.len)) return v_raise(c, "IndexError", "range object index out of range");
+    if (vseq_index_norm(&i, r->u.r.len))
+        return v_raise(c, "IndexError", "range object index out of range");
     return v_int64(c, r->u.r.start + i * r->u.r.step);
 }
 
@@ -837,20 +874,23 @@ static val *make_view(vctx *c, val *d, vtype t)
 
 /* ---- methods ------------------------------------------------------------- */
 
-static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
-                            bool index)
+static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t na, const vkwarg *kw,
+                            size_t nkw, bool index)
 {
     const char *tn = v_type_name(o);
     char fname[32];
     snprintf(fname, sizeof fname, "%s", name);
     if (nkw) return v_raise(c, "TypeError", "%s.%s() takes no keyword arguments", tn, name);
-    if (!index && na != 1) return v_raise(c, "TypeError", "%s.count() takes exactly one argument (%zu given)", tn, na);
+    if (!index && na != 1)
+        return v_raise(c, "TypeError", "%s.count() takes exactly one argument (%zu given)", tn, na);
     if (index && (na < 1 || na > 3)) {
         if (na == 0) return v_raise(c, "TypeError", "index expected at least 1 argument, got 0");
         return v_raise(c, "TypeError", "index expected at most 3 arguments, got %zu", na);
     }
     if (o->type == VT_RANGE) {
-        if (index && na != 1) return v_raise(c, "TypeError", "range.index() takes exactly one argument (%zu given)", na);
+        if (index && na != 1)
+            return v_raise(c, "TypeError", "range.index() takes exactly one argument (%zu given)",
+                           na);
         int64_t x, idx;
         if (v_is_intlike(a[0])) {
             int found = v_as_i64(a[0], &x) && range_index_of(o, x, &idx);
@@ -908,7 +948,8 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
     return v_int64(c, n);
 }
 
-val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const vkwarg *kw,
+                  size_t nkw, bool *found)
 {
     *found = true;
     switch ((vtype)o->type) {
@@ -922,25 +963,35 @@ val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const v
         if (!strcmp(name, "get")) {
             if (nkw) return v_raise(c, "TypeError", "dict.get() takes no keyword arguments");
             if (na < 1 || na > 2)
-                return v_raise(c, "TypeError", "get expected %s %d argument%s, got %zu", na < 1 ? "at least" : "at most",
-                               na < 1 ? 1 : 2, na < 1 ? "" : "s", na);
+                return v_raise(c, "TypeError", "get expected %s %d argument%s, got %zu",
+                               na < 1 ? "at least" : "at most", na < 1 ? 1 : 2, na < 1 ? "" : "s",
+                               na);
             val *r = v_dict_get(c, o, a[0]);
             if (r) return r;
             if (v_failed(c)) return NULL;
             return na == 2 ? a[1] : v_none();
         }
         if (!strcmp(name, "keys") || !strcmp(name, "values") || !strcmp(name, "items")) {
-            if (na || nkw) return v_raise(c, "TypeError", "dict.%s() takes no arguments (%zu given)", name, na + nkw);
-            return make_view(c, o, name[0] == 'k' ? VT_DICT_KEYS : name[0] == 'v' ? VT_DICT_VALUES : VT_DICT_ITEMS);
+            if (na || nkw)
+                return v_raise(c, "TypeError", "dict.%s() takes no arguments (%zu given)", name,
+                               na + nkw);
+            return make_view(c, o,
+                             name[0] == 'k'   ? VT_DICT_KEYS
+                             : name[0] == 'v' ? VT_DICT_VALUES
+                                              : VT_DICT_ITEMS);
         }
         break;
-    case VT_SET: return set_method(c, o, name, a, na, kw, nkw, found);
+    case VT_SET:
+        return set_method(c, o, name, a, na, kw, nkw, found);
     case VT_DICT_KEYS:
     case VT_DICT_ITEMS:
         if (!strcmp(name, "isdisjoint")) {
-            if (nkw) return v_raise(c, "TypeError", "%s.isdisjoint() takes no keyword arguments", v_type_name(o));
+            if (nkw)
+                return v_raise(c, "TypeError", "%s.isdisjoint() takes no keyword arguments",
+                               v_type_name(o));
             if (na != 1)
-                return v_raise(c, "TypeError", "%s.isdisjoint() takes exactly one argument (%zu given)",
+                return v_raise(c, "TypeError",
+                               "%s.isdisjoint() takes exactly one argument (%zu given)",
                                v_type_name(o), na);
             viter it;
             if (v_iter_init(c, a[0], &it)) return NULL;
@@ -953,7 +1004,8 @@ val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const v
             return v_failed(c) ? NULL : v_true();
         }
         break;
-    default: break;
+    default:
+        break;
     }
     *found = false;
     return NULL;

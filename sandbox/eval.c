@@ -65,7 +65,8 @@ static void collect_targets(resolver *R, scope *s, ast_node *t)
         break;
     case AST_Tuple:
     case AST_List:
-        for (uint32_t i = 0; i < t->n; i++) collect_targets(R, s, t->items[i]);
+        for (uint32_t i = 0; i < t->n; i++)
+            collect_targets(R, s, t->items[i]);
         break;
     case AST_Starred:
         collect_targets(R, s, t->a);
@@ -104,7 +105,8 @@ static void resolve_name(ast_node *x, scope *s)
 static void resolve_comp(resolver *R, ast_node *x, scope *outer)
 {
     scope s = {.parent = outer};
-    for (uint32_t i = 0; i < x->n; i++) collect_targets(R, &s, x->items[i]->a);
+    for (uint32_t i = 0; i < x->n; i++)
+        collect_targets(R, &s, x->items[i]->a);
     /* The comprehension's own slot range, reset on entry. */
     x->slot = s.n ? s.slots[0] : 0;
     x->flags = 0;
@@ -113,7 +115,8 @@ static void resolve_comp(resolver *R, ast_node *x, scope *outer)
         ast_node *g = x->items[i];
         resolve(R, g->b, i == 0 ? outer : &s);
         resolve(R, g->a, &s);
-        for (uint32_t j = 0; j < g->n; j++) resolve(R, g->items[j], &s);
+        for (uint32_t j = 0; j < g->n; j++)
+            resolve(R, g->items[j], &s);
     }
     if (x->a) resolve(R, x->a, &s);
     if (x->b) resolve(R, x->b, &s);
@@ -139,8 +142,10 @@ static void resolve(resolver *R, ast_node *x, scope *s)
     resolve(R, x->a, s);
     resolve(R, x->b, s);
     resolve(R, x->c, s);
-    for (uint32_t i = 0; i < x->n && x->items; i++) resolve(R, x->items[i], s);
-    for (uint32_t i = 0; i < x->n2 && x->items2; i++) resolve(R, x->items2[i], s);
+    for (uint32_t i = 0; i < x->n && x->items; i++)
+        resolve(R, x->items[i], s);
+    for (uint32_t i = 0; i < x->n2 && x->items2; i++)
+        resolve(R, x->items2[i], s);
 }
 
 /* ---- evaluation ------------------------------------------------------- */
@@ -157,15 +162,33 @@ static val *const_value(E *e, ast_node *x)
     if (x->cache) return x->cache;
     val *v = NULL;
     switch (x->op) {
-    case CONST_NONE: v = v_none(); break;
-    case CONST_TRUE: v = v_true(); break;
-    case CONST_FALSE: v = v_false(); break;
-    case CONST_INT: v = v_int_parse(e->c, x->str, x->len, x->flags ? x->flags : 10); break;
-    case CONST_FLOAT: v = v_float(e->c, x->f); break;
-    case CONST_STR: v = v_str(e->c, x->str, x->len); break;
-    case CONST_BYTES: v = v_bytes(e->c, x->str, x->len); break;
-    case CONST_ELLIPSIS: v = v_ellipsis(); break;
-    case CONST_IMAG: v = v_complex(e->c, 0.0, x->f); break;
+    case CONST_NONE:
+        v = v_none();
+        break;
+    case CONST_TRUE:
+        v = v_true();
+        break;
+    case CONST_FALSE:
+        v = v_false();
+        break;
+    case CONST_INT:
+        v = v_int_parse(e->c, x->str, x->len, x->flags ? x->flags : 10);
+        break;
+    case CONST_FLOAT:
+        v = v_float(e->c, x->f);
+        break;
+    case CONST_STR:
+        v = v_str(e->c, x->str, x->len);
+        break;
+    case CONST_BYTES:
+        v = v_bytes(e->c, x->str, x->len);
+        break;
+    case CONST_ELLIPSIS:
+        v = v_ellipsis();
+        break;
+    case CONST_IMAG:
+        v = v_complex(e->c, 0.0, x->f);
+        break;
     default:
         break;
     }
@@ -199,13 +222,20 @@ static val *name_value(E *e, ast_node *x)
 static vbinop binop_of(int op)
 {
     switch (op) {
-    case OPK_Add: return BIN_ADD;
-    case OPK_Sub: return BIN_SUB;
-    case OPK_Mult: return BIN_MUL;
-    case OPK_Div: return BIN_DIV;
-    case OPK_FloorDiv: return BIN_FLOORDIV;
-    case OPK_Mod: return BIN_MOD;
-    default: return BIN_POW;
+    case OPK_Add:
+        return BIN_ADD;
+    case OPK_Sub:
+        return BIN_SUB;
+    case OPK_Mult:
+        return BIN_MUL;
+    case OPK_Div:
+        return BIN_DIV;
+    case OPK_FloorDiv:
+        return BIN_FLOORDIV;
+    case OPK_Mod:
+        return BIN_MOD;
+    default:
+        return BIN_POW;
     }
 }
 
@@ -213,15 +243,24 @@ static vbinop binop_of(int op)
 static int compare(E *e, int op, val *l, val *r)
 {
     switch (op) {
-    case OPK_Eq: return v_compare(e->c, CMP_EQ, l, r);
-    case OPK_NotEq: return v_compare(e->c, CMP_NE, l, r);
-    case OPK_Lt: return v_compare(e->c, CMP_LT, l, r);
-    case OPK_LtE: return v_compare(e->c, CMP_LE, l, r);
-    case OPK_Gt: return v_compare(e->c, CMP_GT, l, r);
-    case OPK_GtE: return v_compare(e->c, CMP_GE, l, r);
-    case OPK_Is: return v_is(l, r);
-    case OPK_IsNot: return !v_is(l, r);
-    case OPK_In: return v_contains(e->c, r, l);
+    case OPK_Eq:
+        return v_compare(e->c, CMP_EQ, l, r);
+    case OPK_NotEq:
+        return v_compare(e->c, CMP_NE, l, r);
+    case OPK_Lt:
+        return v_compare(e->c, CMP_LT, l, r);
+    case OPK_LtE:
+        return v_compare(e->c, CMP_LE, l, r);
+    case OPK_Gt:
+        return v_compare(e->c, CMP_GT, l, r);
+    case OPK_GtE:
+        return v_compare(e->c, CMP_GE, l, r);
+    case OPK_Is:
+        return v_is(l, r);
+    case OPK_IsNot:
+        return !v_is(l, r);
+    case OPK_In:
+        return v_contains(e->c, r, l);
     case OPK_NotIn: {
         int k = v_contains(e->c, r, l);
         return k < 0 ? -1 : !k;
@@ -294,8 +333,8 @@ static int assign(E *e, ast_node *t, val *v)
     if (t->kind == AST_Attribute) {
         val *obj = ev(e, t->a);
         if (!obj) return -1;
-        v_raise(e->c, "AttributeError", "'%s' object attribute '%s' is read-only",
-                v_type_name(obj), t->str);
+        v_raise(e->c, "AttributeError", "'%s' object attribute '%s' is read-only", v_type_name(obj),
+                t->str);
         return -1;
     }
     if (t->kind == AST_Subscript) {
@@ -311,8 +350,8 @@ static int assign(E *e, ast_node *t, val *v)
 
 typedef struct {
     ast_node *comp;
-    vvec list;   /* ListComp */
-    val *coll;   /* SetComp / DictComp */
+    vvec list; /* ListComp */
+    val *coll; /* SetComp / DictComp */
 } comp_state;
 
 static int comp_emit(E *e, comp_state *cs)
@@ -370,10 +409,13 @@ static val *eval_comp(E *e, ast_node *x)
     val *first = ev(e, x->items[0]->b);
     if (!first) return NULL;
     size_t nloc = (size_t)(uintptr_t)x->cache;
-    for (size_t i = 0; i < nloc; i++) e->slots[x->slot + (int32_t)i] = NULL;
+    for (size_t i = 0; i < nloc; i++)
+        e->slots[x->slot + (int32_t)i] = NULL;
     comp_state cs = {.comp = x};
-    if (x->kind == AST_SetComp) cs.coll = v_set_new(e->c, 0);
-    else if (x->kind == AST_DictComp) cs.coll = v_dict_new(e->c, 0);
+    if (x->kind == AST_SetComp)
+        cs.coll = v_set_new(e->c, 0);
+    else if (x->kind == AST_DictComp)
+        cs.coll = v_dict_new(e->c, 0);
     if (x->kind != AST_ListComp && !cs.coll) return NULL;
     int rc = comp_loop(e, &cs, 0, first);
     val *res = cs.coll;
@@ -465,11 +507,10 @@ static val *eval_call(E *e, ast_node *x)
         if (k->str) {
             for (size_t j = 0; j < nkw; j++)
                 if (!strcmp(kw[j].name, k->str))
-                    return v_raise(e->c, "TypeError",
-                                   "%s() got multiple values for keyword argument '%s'",
-                                   f->kind == AST_Name || f->kind == AST_Attribute ? f->str
-                                                                                   : "function",
-                                   k->str);
+                    return v_raise(
+                        e->c, "TypeError", "%s() got multiple values for keyword argument '%s'",
+                        f->kind == AST_Name || f->kind == AST_Attribute ? f->str : "function",
+                        k->str);
             kw[nkw].name = k->str;
             kw[nkw].value = v;
             nkw++;
@@ -478,16 +519,16 @@ static val *eval_call(E *e, ast_node *x)
         for (size_t j = 0; j < v->u.t.len; j++) {
             ventry *en = &v->u.t.entries[j];
             if (!en->key) continue;
-            if (v_type(en->key) != VT_STR) return v_raise(e->c, "TypeError", "keywords must be strings");
+            if (v_type(en->key) != VT_STR)
+                return v_raise(e->c, "TypeError", "keywords must be strings");
             char *name = v_strdup(e->c, en->key->u.s.s, en->key->u.s.blen);
             if (!name) return NULL;
             for (size_t m = 0; m < nkw; m++)
                 if (!strcmp(kw[m].name, name))
-                    return v_raise(e->c, "TypeError",
-                                   "%s() got multiple values for keyword argument '%s'",
-                                   f->kind == AST_Name || f->kind == AST_Attribute ? f->str
-                                                                                   : "function",
-                                   name);
+                    return v_raise(
+                        e->c, "TypeError", "%s() got multiple values for keyword argument '%s'",
+                        f->kind == AST_Name || f->kind == AST_Attribute ? f->str : "function",
+                        name);
             kw[nkw].name = name;
             kw[nkw].value = en->value;
             nkw++;
@@ -517,9 +558,12 @@ static val *eval_joined(E *e, ast_node *x)
             spec = eval_joined(e, p->b);
             if (!spec) goto fail;
         }
-        if (p->op == 's') v = v_tostr(e->c, v);
-        else if (p->op == 'r') v = v_repr(e->c, v);
-        else if (p->op == 'a') v = v_ascii(e->c, v);
+        if (p->op == 's')
+            v = v_tostr(e->c, v);
+        else if (p->op == 'r')
+            v = v_repr(e->c, v);
+        else if (p->op == 'a')
+            v = v_ascii(e->c, v);
         if (!v) goto fail;
         val *s = (!spec && v_type(v) == VT_STR) ? v : v_format(e->c, v, spec);
         if (!s) goto fail;
@@ -659,7 +703,8 @@ static val *ev(E *e, ast_node *x)
     case AST_Set: {
         if (x->n > 2) {
             int allconst = 1;
-            for (uint32_t i = 0; i < x->n && allconst; i++) allconst = foldable(x->items[i]);
+            for (uint32_t i = 0; i < x->n && allconst; i++)
+                allconst = foldable(x->items[i]);
             if (allconst) {
                 val **items = v_alloc(e->c, x->n * sizeof *items);
                 if (!items) return NULL;
@@ -712,8 +757,8 @@ static void put_error(strbuf *out, vctx *c)
     strbuf_putc(out, '}');
 }
 
-void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *img,
-              size_t img_len, const lang_limits *limits, strbuf *out)
+void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *img, size_t img_len,
+              const lang_limits *limits, strbuf *out)
 {
     resolver R = {0};
     resolve(&R, root, NULL);

@@ -27,7 +27,8 @@ static int bump(char *dg, int n, int decpt, int delta)
 {
     int i = n - 1;
     if (delta > 0) {
-        while (i >= 0 && dg[i] == '9') dg[i--] = '0';
+        while (i >= 0 && dg[i] == '9')
+            dg[i--] = '0';
         if (i < 0) {
             memmove(dg + 1, dg, (size_t)n);
             dg[0] = '1';
@@ -36,7 +37,8 @@ static int bump(char *dg, int n, int decpt, int delta)
         dg[i]++;
         return decpt;
     }
-    while (i >= 0 && dg[i] == '0') dg[i--] = '9';
+    while (i >= 0 && dg[i] == '0')
+        dg[i--] = '9';
     if (i < 0) return INT32_MIN;
     dg[i]--;
     if (dg[0] == '0') return INT32_MIN;
@@ -74,7 +76,8 @@ int vf_shortest(double d, char *digits, int *ndigits)
             }
         }
         if (ok || p == 17) {
-            while (n > 1 && digits[n - 1] == '0') n--;
+            while (n > 1 && digits[n - 1] == '0')
+                n--;
             digits[n] = 0;
             *ndigits = n;
             if (!sub && p == 15) {
@@ -113,11 +116,13 @@ int vf_repr_buf(strbuf *b, double d)
     if (decpt > -4 && decpt <= 16) {
         if (decpt <= 0) {
             strbuf_put(b, "0.", 2);
-            for (int i = 0; i < -decpt; i++) strbuf_putc(b, '0');
+            for (int i = 0; i < -decpt; i++)
+                strbuf_putc(b, '0');
             strbuf_put(b, dg, (size_t)n);
         } else if (decpt >= n) {
             strbuf_put(b, dg, (size_t)n);
-            for (int i = n; i < decpt; i++) strbuf_putc(b, '0');
+            for (int i = n; i < decpt; i++)
+                strbuf_putc(b, '0');
             strbuf_put(b, ".0", 2);
         } else {
             strbuf_put(b, dg, (size_t)decpt);
@@ -170,16 +175,20 @@ int64_t vf_hash(double v)
 val *vf_binop(vctx *c, vbinop op, double a, double b)
 {
     switch (op) {
-    case BIN_ADD: return v_float(c, a + b);
-    case BIN_SUB: return v_float(c, a - b);
-    case BIN_MUL: return v_float(c, a * b);
+    case BIN_ADD:
+        return v_float(c, a + b);
+    case BIN_SUB:
+        return v_float(c, a - b);
+    case BIN_MUL:
+        return v_float(c, a * b);
     case BIN_DIV:
         if (b == 0.0) return v_raise(c, "ZeroDivisionError", "float division by zero");
         return v_float(c, a / b);
     case BIN_FLOORDIV:
     case BIN_MOD: {
         if (b == 0.0)
-            return v_raise(c, "ZeroDivisionError", op == BIN_MOD ? "float modulo" : "float floor division by zero");
+            return v_raise(c, "ZeroDivisionError",
+                           op == BIN_MOD ? "float modulo" : "float floor division by zero");
         double mod = fmod(a, b);
         double div = (a - mod) / b;
         if (mod) {
@@ -258,7 +267,8 @@ static val *fparse_core(vctx *c, const char *s0, size_t len0)
     }
     while (len) {
         size_t k = len - 1;
-        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+            k--;
         size_t adv;
         int32_t cp = vs_decode1(s + k, len - k, &adv);
         if (!vs_isspace_cp(cp)) break;
@@ -276,7 +286,8 @@ static val *fparse_core(vctx *c, const char *s0, size_t len0)
     const char *rest = s + i;
     size_t rl = len - i;
     double result;
-    if ((rl == 3 && !strncasecmp(rest, "inf", 3)) || (rl == 8 && !strncasecmp(rest, "infinity", 8))) {
+    if ((rl == 3 && !strncasecmp(rest, "inf", 3)) ||
+        (rl == 8 && !strncasecmp(rest, "infinity", 8))) {
         result = neg ? -INFINITY : INFINITY;
         goto ok;
     }
@@ -352,7 +363,8 @@ val *vf_round(vctx *c, double x, val *nd)
     }
     int64_t n;
     if (!v_is_intlike(nd))
-        return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(nd));
+        return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                       v_type_name(nd));
     if (!v_as_i64(nd, &n)) n = vi_sign(nd) > 0 ? INT64_MAX : INT64_MIN;
     if (!isfinite(x) || x == 0.0) return v_float(c, x);
     if (n > 323) return v_float(c, x);
@@ -378,7 +390,8 @@ val *vf_round(vctx *c, double x, val *nd)
     int cmp = mpz_cmp(rem, den);
     if (cmp > 0 || (cmp == 0 && mpz_odd_p(quo))) mpz_add_ui(quo, quo, 1);
     val *res;
-    if (mpz_sgn(quo) == 0) res = v_float(c, copysign(0.0, x));
+    if (mpz_sgn(quo) == 0)
+        res = v_float(c, copysign(0.0, x));
     else {
         mpz_mul(quo, quo, ten);
         mpz_set_ui(ten, 1);
@@ -397,7 +410,8 @@ val *vf_round(vctx *c, double x, val *nd)
 }
 
 /* float.hex() as CPython's float_hex */
-val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+               bool *found)
 {
     if (strcmp(name, "hex")) {
         *found = false;
@@ -408,8 +422,10 @@ val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwa
     double x = v->u.f;
     strbuf b;
     strbuf_init(&b);
-    if (isnan(x) || isinf(x)) vf_repr_buf(&b, x);
-    else if (x == 0.0) strbuf_puts(&b, signbit(x) ? "-0x0.0p+0" : "0x0.0p+0");
+    if (isnan(x) || isinf(x))
+        vf_repr_buf(&b, x);
+    else if (x == 0.0)
+        strbuf_puts(&b, signbit(x) ? "-0x0.0p+0" : "0x0.0p+0");
     else {
         int e;
         double m = frexp(fabs(x), &e);

@@ -11,18 +11,22 @@
 
 typedef struct {
     int32_t fill;
-    char align;      /* 0, '<', '>', '=', '^' */
-    char sign;       /* 0, '+', '-', ' ' */
+    char align; /* 0, '<', '>', '=', '^' */
+    char sign;  /* 0, '+', '-', ' ' */
     bool z, alt;
-    int64_t width;   /* -1 none */
-    char group;      /* 0, ',', '_' */
-    int64_t prec;    /* -1 none */
-    char type;       /* 0 or code */
+    int64_t width; /* -1 none */
+    char group;    /* 0, ',', '_' */
+    int64_t prec;  /* -1 none */
+    char type;     /* 0 or code */
 } fspec;
 
-static bool is_align(int32_t ch) { return ch == '<' || ch == '>' || ch == '=' || ch == '^'; }
+static bool is_align(int32_t ch)
+{
+    return ch == '<' || ch == '>' || ch == '=' || ch == '^';
+}
 
-static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_align, const char *tname)
+static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_align,
+                      const char *tname)
 {
     f->fill = ' ';
     f->align = 0;
@@ -116,21 +120,35 @@ static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_a
         strbuf b;
         strbuf_init(&b);
         strbuf_put(&b, s, n);
-        v_raise(c, "ValueError", "Invalid format specifier '%s' for object of type '%s'", b.data, tname);
+        v_raise(c, "ValueError", "Invalid format specifier '%s' for object of type '%s'", b.data,
+                tname);
         strbuf_free(&b);
         return -1;
     }
     if (m - p == 1) {
         if (cp[p] > 127) {
-            v_raise(c, "ValueError", "Unknown format code '\\x%x' for object of type '%s'", cp[p], tname);
+            v_raise(c, "ValueError", "Unknown format code '\\x%x' for object of type '%s'", cp[p],
+                    tname);
             return -1;
         }
         f->type = (char)cp[p];
     }
     if (f->group) {
         switch (f->type) {
-        case 'd': case 'e': case 'f': case 'g': case 'E': case 'G': case '%': case 'F': case 0: break;
-        case 'b': case 'o': case 'x': case 'X':
+        case 'd':
+        case 'e':
+        case 'f':
+        case 'g':
+        case 'E':
+        case 'G':
+        case '%':
+        case 'F':
+        case 0:
+            break;
+        case 'b':
+        case 'o':
+        case 'x':
+        case 'X':
             if (f->group == '_') break;
             /* fallthrough */
         default:
@@ -143,8 +161,8 @@ static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_a
 
 /* Pads `body` (UTF-8, ncp code points) to the spec's width. For '=' the
  * padding goes after the first `signlen` bytes (sign and prefix). */
-static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_t ncp, size_t signlen,
-                   char default_align)
+static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_t ncp,
+                   size_t signlen, char default_align)
 {
     char align = f->align ? f->align : default_align;
     int64_t padn = f->width > (int64_t)ncp ? f->width - (int64_t)ncp : 0;
@@ -157,21 +175,31 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
     size_t k = 0;
     int64_t left = 0, right = 0;
     switch (align) {
-    case '<': right = padn; break;
-    case '^': left = padn / 2; right = padn - left; break;
-    default: left = padn; break;
+    case '<':
+        right = padn;
+        break;
+    case '^':
+        left = padn / 2;
+        right = padn - left;
+        break;
+    default:
+        left = padn;
+        break;
     }
     if (align == '=') {
         memcpy(o, body, signlen);
         k = signlen;
-        for (int64_t i = 0; i < left; i++, k += (size_t)fl) memcpy(o + k, fb, (size_t)fl);
+        for (int64_t i = 0; i < left; i++, k += (size_t)fl)
+            memcpy(o + k, fb, (size_t)fl);
         memcpy(o + k, body + signlen, blen - signlen);
         k += blen - signlen;
     } else {
-        for (int64_t i = 0; i < left; i++, k += (size_t)fl) memcpy(o + k, fb, (size_t)fl);
+        for (int64_t i = 0; i < left; i++, k += (size_t)fl)
+            memcpy(o + k, fb, (size_t)fl);
         memcpy(o + k, body, blen);
         k += blen;
-        for (int64_t i = 0; i < right; i++, k += (size_t)fl) memcpy(o + k, fb, (size_t)fl);
+        for (int64_t i = 0; i < right; i++, k += (size_t)fl)
+            memcpy(o + k, fb, (size_t)fl);
     }
     bool ascii;
     size_t n = vs_count_cps(o, k, &ascii);
@@ -197,8 +225,8 @@ static void put_grouped(strbuf *b, const char *digits, size_t n, char sep, int e
 
 /* Assembles sign + prefix + grouped integer digits + rest, with zero fill
  * inserted into the grouping as CPython does when fill is '0' and '='. */
-static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, const char *intd, size_t nint,
-                     const char *rest, size_t nrest, int every)
+static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, const char *intd,
+                     size_t nint, const char *rest, size_t nrest, int every)
 {
     strbuf b;
     strbuf_init(&b);
@@ -239,21 +267,43 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int);
 static val *fmt_int(vctx *c, val *v, fspec *f)
 {
     bool floaty = f->type && strchr("eEfFgG%", f->type);
-    if (f->prec >= 0 && !floaty) return v_raise(c, "ValueError", "Precision not allowed in integer format specifier");
+    if (f->prec >= 0 && !floaty)
+        return v_raise(c, "ValueError", "Precision not allowed in integer format specifier");
     switch (f->type) {
-    case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': case '%': {
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+    case '%': {
         int err;
         double d = vi_to_double(c, v, &err);
         if (err) return NULL;
         return fmt_double(c, d, f, true);
     }
-    case 0: case 'd': case 'n': case 'b': case 'o': case 'x': case 'X': case 'c': break;
-    default: return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'int'", f->type);
+    case 0:
+    case 'd':
+    case 'n':
+    case 'b':
+    case 'o':
+    case 'x':
+    case 'X':
+    case 'c':
+        break;
+    default:
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'int'",
+                       f->type);
     }
-    if (f->z) return v_raise(c, "ValueError", "Negative zero coercion (z) not allowed in integer format specifier");
+    if (f->z)
+        return v_raise(c, "ValueError",
+                       "Negative zero coercion (z) not allowed in integer format specifier");
     if (f->type == 'c') {
-        if (f->sign) return v_raise(c, "ValueError", "Sign not allowed with integer format specifier 'c'");
-        if (f->alt) return v_raise(c, "ValueError", "Alternate form (#) not allowed with integer format specifier 'c'");
+        if (f->sign)
+            return v_raise(c, "ValueError", "Sign not allowed with integer format specifier 'c'");
+        if (f->alt)
+            return v_raise(c, "ValueError",
+                           "Alternate form (#) not allowed with integer format specifier 'c'");
         int64_t x;
         if (!v_as_i64(v, &x) || x < 0 || x > 0x10FFFF)
             return v_raise(c, "OverflowError", "%%c arg not in range(0x110000)");
@@ -264,11 +314,24 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
     int base = 10;
     const char *prefix = "";
     switch (f->type) {
-    case 'b': base = 2; prefix = f->alt ? "0b" : ""; break;
-    case 'o': base = 8; prefix = f->alt ? "0o" : ""; break;
-    case 'x': base = 16; prefix = f->alt ? "0x" : ""; break;
-    case 'X': base = -16; prefix = f->alt ? "0X" : ""; break;
-    default: break;
+    case 'b':
+        base = 2;
+        prefix = f->alt ? "0b" : "";
+        break;
+    case 'o':
+        base = 8;
+        prefix = f->alt ? "0o" : "";
+        break;
+    case 'x':
+        base = 16;
+        prefix = f->alt ? "0x" : "";
+        break;
+    case 'X':
+        base = -16;
+        prefix = f->alt ? "0X" : "";
+        break;
+    default:
+        break;
     }
     mpz_t z;
     mpz_init(z);
@@ -277,13 +340,15 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
     mpz_abs(z, z);
     if (base == 10 && mpz_sizeinbase(z, 10) > 4301) {
         mpz_clear(z);
-        return v_raise(c, "ValueError", "Exceeds the limit (4300 digits) for integer string conversion");
+        return v_raise(c, "ValueError",
+                       "Exceeds the limit (4300 digits) for integer string conversion");
     }
     char *d = mpz_get_str(NULL, base, z);
     mpz_clear(z);
     if (base == 10 && strlen(d) > 4300) {
         free(d);
-        return v_raise(c, "ValueError", "Exceeds the limit (4300 digits) for integer string conversion");
+        return v_raise(c, "ValueError",
+                       "Exceeds the limit (4300 digits) for integer string conversion");
     }
     int every = (base == 10) ? 3 : 4;
     val *r = assemble(c, f, neg, prefix, d, strlen(d), "", 0, every);
@@ -327,7 +392,8 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
                 if (*q != '.') heap[k++] = *q;
             heap[k] = 0;
             int lead = 0;
-            while (lead < k - 1 && heap[lead] == '0') lead++;
+            while (lead < k - 1 && heap[lead] == '0')
+                lead++;
             digits = heap + lead;
             nd = k - lead;
             decpt = intlen - lead;
@@ -343,14 +409,20 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
             nd = k;
             decpt = ex + 1;
         }
-        while (nd > 1 && digits[nd - 1] == '0') nd--;
+        while (nd > 1 && digits[nd - 1] == '0')
+            nd--;
         if (nd == 1 && digits[0] == '0') decpt = 1;
     }
     bool use_exp = false;
     int vend = nd, exp = 0;
     switch (lower) {
-    case 'e': use_exp = true; vend = prec + 1; break;
-    case 'f': vend = decpt + prec; break;
+    case 'e':
+        use_exp = true;
+        vend = prec + 1;
+        break;
+    case 'f':
+        vend = decpt + prec;
+        break;
     case 'g': {
         int p = prec == 0 ? 1 : prec;
         if (decpt <= -4 || decpt > (add_dot0 ? p - 1 : p)) use_exp = true;
@@ -366,15 +438,20 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
         decpt = 1;
     }
     int vstart = decpt <= 0 ? decpt - 1 : 0;
-    if (!use_exp && add_dot0) vend = vend > decpt ? vend : decpt + 1;
-    else vend = vend > decpt ? vend : decpt;
+    if (!use_exp && add_dot0)
+        vend = vend > decpt ? vend : decpt + 1;
+    else
+        vend = vend > decpt ? vend : decpt;
     size_t mark = out->len;
     if (decpt <= 0) {
-        for (int i = 0; i < decpt - vstart; i++) strbuf_putc(out, '0');
+        for (int i = 0; i < decpt - vstart; i++)
+            strbuf_putc(out, '0');
         strbuf_putc(out, '.');
-        for (int i = 0; i < -decpt; i++) strbuf_putc(out, '0');
+        for (int i = 0; i < -decpt; i++)
+            strbuf_putc(out, '0');
     } else {
-        for (int i = 0; i < -vstart; i++) strbuf_putc(out, '0');
+        for (int i = 0; i < -vstart; i++)
+            strbuf_putc(out, '0');
     }
     if (0 < decpt && decpt <= nd) {
         strbuf_put(out, digits, (size_t)decpt);
@@ -384,15 +461,19 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
         strbuf_put(out, digits, (size_t)nd);
     }
     if (nd < decpt) {
-        for (int i = 0; i < decpt - nd; i++) strbuf_putc(out, '0');
+        for (int i = 0; i < decpt - nd; i++)
+            strbuf_putc(out, '0');
         strbuf_putc(out, '.');
-        for (int i = 0; i < vend - decpt; i++) strbuf_putc(out, '0');
+        for (int i = 0; i < vend - decpt; i++)
+            strbuf_putc(out, '0');
     } else {
-        for (int i = 0; i < vend - nd; i++) strbuf_putc(out, '0');
+        for (int i = 0; i < vend - nd; i++)
+            strbuf_putc(out, '0');
     }
     if (out->len > mark && out->data[out->len - 1] == '.' && !alt) out->data[--out->len] = 0;
-    if (use_exp) strbuf_printf(out, "%c%c%02d", type == 'E' || type == 'G' ? 'E' : 'e', exp < 0 ? '-' : '+',
-                               exp < 0 ? -exp : exp);
+    if (use_exp)
+        strbuf_printf(out, "%c%c%02d", type == 'E' || type == 'G' ? 'E' : 'e', exp < 0 ? '-' : '+',
+                      exp < 0 ? -exp : exp);
     free(heap);
     return 0;
 }
@@ -408,9 +489,21 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
         add_dot0 = true;
         type = prec >= 0 ? 'g' : 'r';
         break;
-    case 'n': type = 'g'; break;
-    case '%': type = 'f'; x *= 100; pct = true; break;
-    case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': break;
+    case 'n':
+        type = 'g';
+        break;
+    case '%':
+        type = 'f';
+        x *= 100;
+        pct = true;
+        break;
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+        break;
     default:
         return v_raise(c, "ValueError", "Unknown format code '%c' for object of type '%s'", type,
                        from_int ? "int" : "float");
@@ -444,7 +537,8 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
     }
     /* split integer digits from the rest for grouping */
     size_t nint = 0;
-    while (nint < body.len && body.data[nint] >= '0' && body.data[nint] <= '9') nint++;
+    while (nint < body.len && body.data[nint] >= '0' && body.data[nint] <= '9')
+        nint++;
     val *r = assemble(c, f, neg, "", body.data, nint, body.data + nint, body.len - nint, 3);
     strbuf_free(&body);
     return r;
@@ -453,11 +547,17 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
 static val *fmt_str(vctx *c, val *s, fspec *f)
 {
     if (f->type && f->type != 's')
-        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'str'", f->type);
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'str'",
+                       f->type);
     if (f->sign) return v_raise(c, "ValueError", "Sign not allowed in string format specifier");
-    if (f->z) return v_raise(c, "ValueError", "Negative zero coercion (z) not allowed in format specifier");
-    if (f->alt) return v_raise(c, "ValueError", "Alternate form (#) not allowed in string format specifier");
-    if (f->align == '=') return v_raise(c, "ValueError", "'=' alignment not allowed in string format specifier");
+    if (f->z)
+        return v_raise(c, "ValueError",
+                       "Negative zero coercion (z) not allowed in format specifier");
+    if (f->alt)
+        return v_raise(c, "ValueError",
+                       "Alternate form (#) not allowed in string format specifier");
+    if (f->align == '=')
+        return v_raise(c, "ValueError", "'=' alignment not allowed in string format specifier");
     if (f->group) return v_raise(c, "ValueError", "Cannot specify '%c' with 's'.", f->group);
     size_t blen = s->u.s.blen, ncp = s->u.s.clen;
     if (f->prec >= 0 && (size_t)f->prec < ncp) {
@@ -475,19 +575,32 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
     if (f->fill == '0' && f->align == '=')
         return v_raise(c, "ValueError", "Zero padding is not allowed in complex format specifier");
     if (f->align == '=')
-        return v_raise(c, "ValueError", "'=' alignment flag is not allowed in complex format specifier");
+        return v_raise(c, "ValueError",
+                       "'=' alignment flag is not allowed in complex format specifier");
     bool parens = false, skip_re = false;
     int prec = (int)f->prec;
     double re = v->u.cx.re, im = v->u.cx.im;
     switch (type) {
     case 0:
         type = prec >= 0 ? 'g' : 'r';
-        if (re == 0.0 && !signbit(re)) skip_re = true;
-        else parens = true;
+        if (re == 0.0 && !signbit(re))
+            skip_re = true;
+        else
+            parens = true;
         break;
-    case 'n': type = 'g'; break;
-    case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': break;
-    default: return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'complex'", type);
+    case 'n':
+        type = 'g';
+        break;
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+        break;
+    default:
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'complex'",
+                       type);
     }
     if (prec < 0) prec = type == 'r' ? 0 : 6;
     strbuf b;
@@ -497,9 +610,12 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
         double x = part == 0 ? re : im;
         if (part == 0 && skip_re) continue;
         bool neg = signbit(x) != 0;
-        if (neg) strbuf_putc(&b, '-');
-        else if (part == 1) strbuf_putc(&b, '+');
-        else if (f->sign == '+' || f->sign == ' ') strbuf_putc(&b, f->sign);
+        if (neg)
+            strbuf_putc(&b, '-');
+        else if (part == 1)
+            strbuf_putc(&b, '+');
+        else if (f->sign == '+' || f->sign == ' ')
+            strbuf_putc(&b, f->sign);
         double ax = fabs(x);
         if (isnan(x) || isinf(x)) {
             bool up = type == 'E' || type == 'F' || type == 'G';
@@ -541,9 +657,11 @@ val *vfmt_format(vctx *c, val *v, const char *spec, size_t n)
     case VT_COMPLEX:
         if (parse_spec(c, spec, n, &f, '>', "complex")) return NULL;
         return fmt_complex(c, v, &f);
-    default: break;
+    default:
+        break;
     }
-    return v_raise(c, "TypeError", "unsupported format string passed to %s.__format__", v_type_name(v));
+    return v_raise(c, "TypeError", "unsupported format string passed to %s.__format__",
+                   v_type_name(v));
 }
 
 /* ---- printf-style ---------------------------------------------------- */
@@ -576,7 +694,8 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
     }
     /* CPython: any object with __getitem__ other than tuple/str counts as a
      * mapping, which also disables "not all arguments converted" */
-    if (args->type == VT_DICT || args->type == VT_LIST || args->type == VT_BYTES || args->type == VT_RANGE)
+    if (args->type == VT_DICT || args->type == VT_LIST || args->type == VT_BYTES ||
+        args->type == VT_RANGE)
         a.mapping = args;
     const char *s = fmt->u.s.s;
     size_t n = fmt->u.s.blen, i = 0;
@@ -604,8 +723,10 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             }
             size_t depth = 1, k = i + 1;
             while (k < n && depth) {
-                if (s[k] == '(') depth++;
-                else if (s[k] == ')') depth--;
+                if (s[k] == '(')
+                    depth++;
+                else if (s[k] == ')')
+                    depth--;
                 k++;
             }
             if (depth) {
@@ -623,13 +744,18 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         bool left = false, zero = false;
         for (; i < n; i++) {
             char ch = s[i];
-            if (ch == '-') left = true;
-            else if (ch == '+') f.sign = '+';
+            if (ch == '-')
+                left = true;
+            else if (ch == '+')
+                f.sign = '+';
             else if (ch == ' ') {
                 if (f.sign != '+') f.sign = ' ';
-            } else if (ch == '#') f.alt = true;
-            else if (ch == '0') zero = true;
-            else break;
+            } else if (ch == '#')
+                f.alt = true;
+            else if (ch == '0')
+                zero = true;
+            else
+                break;
         }
         if (i < n && s[i] == '*') {
             val *w = next_arg(c, &a);
@@ -680,7 +806,8 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 f.prec = p;
             }
         }
-        while (i < n && (s[i] == 'h' || s[i] == 'l' || s[i] == 'L')) i++;
+        while (i < n && (s[i] == 'h' || s[i] == 'l' || s[i] == 'L'))
+            i++;
         if (i >= n) {
             v_raise(c, "ValueError", "incomplete format");
             goto fail;
@@ -726,9 +853,11 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 if (!iv) goto fail;
             } else if (!v_is_intlike(arg)) {
                 if (t == 'd' || t == 'i' || t == 'u')
-                    v_raise(c, "TypeError", "%%%c format: a real number is required, not %s", t, v_type_name(arg));
+                    v_raise(c, "TypeError", "%%%c format: a real number is required, not %s", t,
+                            v_type_name(arg));
                 else
-                    v_raise(c, "TypeError", "%%%c format: an integer is required, not %s", t, v_type_name(arg));
+                    v_raise(c, "TypeError", "%%%c format: an integer is required, not %s", t,
+                            v_type_name(arg));
                 goto fail;
             }
             fspec g = f;
@@ -757,10 +886,15 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 size_t dl = strlen(d);
                 strbuf tb;
                 strbuf_init(&tb);
-                for (int64_t k = (int64_t)dl; k < prec; k++) strbuf_putc(&tb, '0');
+                for (int64_t k = (int64_t)dl; k < prec; k++)
+                    strbuf_putc(&tb, '0');
                 strbuf_puts(&tb, d);
                 free(d);
-                const char *pre = !f.alt ? "" : g.type == 'o' ? "0o" : g.type == 'x' ? "0x" : g.type == 'X' ? "0X" : "";
+                const char *pre = !f.alt          ? ""
+                                  : g.type == 'o' ? "0o"
+                                  : g.type == 'x' ? "0x"
+                                  : g.type == 'X' ? "0X"
+                                                  : "";
                 g.group = 0;
                 piece = assemble(c, &g, neg, pre, tb.data, tb.len, "", 0, 3);
                 strbuf_free(&tb);
@@ -774,7 +908,8 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         case 'g':
         case 'G': {
             double d;
-            if (arg->type == VT_FLOAT) d = arg->u.f;
+            if (arg->type == VT_FLOAT)
+                d = arg->u.f;
             else if (v_is_intlike(arg)) {
                 int err;
                 d = vi_to_double(c, arg, &err);

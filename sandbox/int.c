@@ -34,9 +34,12 @@ val *vi_from_mpz_take(vctx *c, mpz_ptr z)
 
 void vi_get_mpz(const val *v, mpz_t out)
 {
-    if (v->type == VT_BOOL) mpz_set_si(out, v->u.b);
-    else if (v->u.i.big) mpz_set(out, v->u.i.big);
-    else mpz_set_si(out, v->u.i.small);
+    if (v->type == VT_BOOL)
+        mpz_set_si(out, v->u.b);
+    else if (v->u.i.big)
+        mpz_set(out, v->u.i.big);
+    else
+        mpz_set_si(out, v->u.i.small);
 }
 
 int vi_sign(const val *v)
@@ -100,8 +103,10 @@ double vi_ratio_to_double(vctx *c, const mpz_t num, const mpz_t den, int *err)
     long nb = (long)mpz_sizeinbase(n, 2), db = (long)mpz_sizeinbase(d, 2);
     /* scale so the quotient has 55..56 bits */
     long shift = 55 - (nb - db);
-    if (shift > 0) mpz_mul_2exp(n, n, (mp_bitcnt_t)shift);
-    else if (shift < 0) mpz_mul_2exp(d, d, (mp_bitcnt_t)(-shift));
+    if (shift > 0)
+        mpz_mul_2exp(n, n, (mp_bitcnt_t)shift);
+    else if (shift < 0)
+        mpz_mul_2exp(d, d, (mp_bitcnt_t)(-shift));
     mpz_tdiv_qr(q, r, n, d);
     bool sticky = mpz_sgn(r) != 0;
     long qb = (long)mpz_sizeinbase(q, 2);
@@ -120,10 +125,12 @@ double vi_ratio_to_double(vctx *c, const mpz_t num, const mpz_t den, int *err)
     mpz_tdiv_r_2exp(low, q, (mp_bitcnt_t)drop);
     /* compare low with half = 2^(drop-1) */
     int half_cmp;
-    if (mpz_sgn(low) == 0) half_cmp = -1;
+    if (mpz_sgn(low) == 0)
+        half_cmp = -1;
     else {
         long lb = (long)mpz_sizeinbase(low, 2);
-        if (lb < drop) half_cmp = -1;
+        if (lb < drop)
+            half_cmp = -1;
         else {
             mpz_clrbit(low, (mp_bitcnt_t)(drop - 1));
             half_cmp = (mpz_sgn(low) != 0 || sticky) ? 1 : 0;
@@ -220,8 +227,12 @@ static val *big_binop(vctx *c, vbinop op, const val *a, const val *b)
     vi_get_mpz(b, y);
     val *res = NULL;
     switch (op) {
-    case BIN_ADD: mpz_add(r, x, y); break;
-    case BIN_SUB: mpz_sub(r, x, y); break;
+    case BIN_ADD:
+        mpz_add(r, x, y);
+        break;
+    case BIN_SUB:
+        mpz_sub(r, x, y);
+        break;
     case BIN_MUL:
         if (mpz_sizeinbase(x, 2) + mpz_sizeinbase(y, 2) > c->lim.max_int_bits + 1) {
             v_limit(c, "memory");
@@ -235,8 +246,10 @@ static val *big_binop(vctx *c, vbinop op, const val *a, const val *b)
             v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
             goto done;
         }
-        if (op == BIN_FLOORDIV) mpz_fdiv_q(r, x, y);
-        else mpz_fdiv_r(r, x, y);
+        if (op == BIN_FLOORDIV)
+            mpz_fdiv_q(r, x, y);
+        else
+            mpz_fdiv_r(r, x, y);
         break;
     case BIN_POW: {
         if (mpz_sgn(y) < 0) {
@@ -254,8 +267,10 @@ static val *big_binop(vctx *c, vbinop op, const val *a, const val *b)
         if (!mpz_fits_ulong_p(y)) {
             if (mpz_cmpabs_ui(x, 1) <= 0) {
                 /* 0, 1, -1 */
-                if (mpz_sgn(x) >= 0) mpz_set(r, x);
-                else mpz_set_si(r, mpz_odd_p(y) ? -1 : 1);
+                if (mpz_sgn(x) >= 0)
+                    mpz_set(r, x);
+                else
+                    mpz_set_si(r, mpz_odd_p(y) ? -1 : 1);
                 break;
             }
             v_limit(c, "memory");
@@ -263,7 +278,8 @@ static val *big_binop(vctx *c, vbinop op, const val *a, const val *b)
         }
         unsigned long e = mpz_get_ui(y);
         size_t bits = mpz_sizeinbase(x, 2);
-        if (mpz_cmpabs_ui(x, 1) > 0 && (double)bits * (double)e > (double)c->lim.max_int_bits + 64) {
+        if (mpz_cmpabs_ui(x, 1) > 0 &&
+            (double)bits * (double)e > (double)c->lim.max_int_bits + 64) {
             v_limit(c, "memory");
             goto done;
         }
@@ -302,13 +318,15 @@ val *vi_binop(vctx *c, vbinop op, val *a, val *b)
             if (!__builtin_mul_overflow(x, y, &r)) return v_int64(c, r);
             break;
         case BIN_FLOORDIV:
-            if (y == 0) return v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
+            if (y == 0)
+                return v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
             if (x == INT64_MIN && y == -1) break;
             r = x / y;
             if ((x % y != 0) && ((x < 0) != (y < 0))) r--;
             return v_int64(c, r);
         case BIN_MOD:
-            if (y == 0) return v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
+            if (y == 0)
+                return v_raise(c, "ZeroDivisionError", "integer division or modulo by zero");
             if (y == -1) return v_int64(c, 0);
             r = x % y;
             if (r != 0 && ((r < 0) != (y < 0))) r += y;
@@ -390,7 +408,8 @@ static val *parse_core(vctx *c, const char *s, size_t len, int base, bool litera
     while (len) {
         /* find last code point */
         size_t k = len - 1;
-        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
+            k--;
         size_t adv;
         int32_t cp = vs_decode1(s + k, len - k, &adv);
         if (!vs_isspace_cp(cp)) break;
@@ -458,20 +477,23 @@ static val *parse_core(vctx *c, const char *s, size_t len, int base, bool litera
         tmp.u.s.s = orig;
         tmp.u.s.blen = olen;
         vs_repr_buf(&rb, &tmp);
-        v_raise(c, "ValueError", "invalid literal for int() with base %d: %.200s", base, rb.data ? rb.data : "");
+        v_raise(c, "ValueError", "invalid literal for int() with base %d: %.200s", base,
+                rb.data ? rb.data : "");
         strbuf_free(&rb);
         return NULL;
     }
     if ((b & (b - 1)) != 0 && nd > MAX_STR_DIGITS) {
         free(digits);
-        return v_raise(c, "ValueError",
-                       "Exceeds the limit (4300 digits) for integer string conversion: value has %zu digits; "
-                       "use sys.set_int_max_str_digits() to increase the limit",
-                       nd);
+        return v_raise(
+            c, "ValueError",
+            "Exceeds the limit (4300 digits) for integer string conversion: value has %zu digits; "
+            "use sys.set_int_max_str_digits() to increase the limit",
+            nd);
     }
     if (nd <= 15 || (b <= 10 && nd <= 18)) {
         int64_t x = 0;
-        for (size_t k = 0; k < nd; k++) x = x * b + digit_val((unsigned char)digits[k]);
+        for (size_t k = 0; k < nd; k++)
+            x = x * b + digit_val((unsigned char)digits[k]);
         free(digits);
         return v_int64(c, neg ? -x : x);
     }

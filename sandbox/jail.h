@@ -36,9 +36,9 @@ int sbx_child_main(int argc, char **argv);
 #define JAIL_REQ_CHECK 2u /* lang_check only */
 typedef struct {
     uint32_t magic;
-    uint32_t kind;     /* lang_kind */
-    uint32_t flags;    /* JAIL_REQ_IMAGE */
-    uint32_t key_len;  /* 0 = no eval_key */
+    uint32_t kind;        /* lang_kind */
+    uint32_t flags;       /* JAIL_REQ_IMAGE */
+    uint32_t key_len;     /* 0 = no eval_key */
     uint32_t cpu_seconds; /* RLIMIT_CPU soft limit for this evaluation */
     uint32_t reserved;
     uint64_t source_len;
@@ -54,8 +54,8 @@ typedef struct {
 #define JAIL_MAX_OUTCOME (1u << 20)
 
 /* Child exit statuses besides 0 (outcome written). */
-#define JAIL_EXIT_SETUP 3   /* a layer could not be installed; reason on fd 1 */
-#define JAIL_EXIT_PROTO 4   /* malformed request                               */
+#define JAIL_EXIT_SETUP 3    /* a layer could not be installed; reason on fd 1 */
+#define JAIL_EXIT_PROTO 4    /* malformed request                               */
 #define JAIL_EXIT_SIGSYS 159 /* sanitizer builds: seccomp trap handler         */
 
 /* Optional namespaces (jail_ns.c). Each `want_*` is attempted; `got_*` say

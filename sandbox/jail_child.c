@@ -114,7 +114,8 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
         digits[d++] = (char)('0' + nr % 10);
         nr /= 10;
     } while (nr > 0 && d < 11);
-    while (d > 0 && n < sizeof msg - 2) msg[n++] = digits[--d];
+    while (d > 0 && n < sizeof msg - 2)
+        msg[n++] = digits[--d];
     msg[n++] = '\n';
     (void)!write(2, msg, n);
     _exit(JAIL_EXIT_SIGSYS);
@@ -204,7 +205,8 @@ static void jail_setup(const child_opts *o, child_layers *got)
      * its first large sort; do that now, while the call is still allowed. */
     {
         int warm[512];
-        for (int i = 0; i < 512; i++) warm[i] = 511 - i;
+        for (int i = 0; i < 512; i++)
+            warm[i] = 511 - i;
         qsort(warm, 512, sizeof warm[0], cmp_int);
     }
 
@@ -248,7 +250,8 @@ static int recv_request(jail_request *req, int *img_fd)
     msg.msg_controllen = sizeof ctl.buf;
     *img_fd = -1;
     ssize_t n;
-    do n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
+    do
+        n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
     while (n < 0 && errno == EINTR);
     if (n == 0) return 1;
     if (n < 0 || (msg.msg_flags & MSG_CTRUNC)) return -1;
@@ -278,14 +281,21 @@ static void json_quote_ascii(char *dst, const char *s)
         int extra = cp >= 0xf0 ? 3 : cp >= 0xe0 ? 2 : cp >= 0xc0 ? 1 : 0;
         if (cp >= 0x80) {
             cp &= extra == 3 ? 0x07 : extra == 2 ? 0x0f : 0x1f;
-            for (int i = 0; i < extra && (p[1] & 0xc0) == 0x80; i++) cp = (cp << 6) | (*++p & 0x3f);
+            for (int i = 0; i < extra && (p[1] & 0xc0) == 0x80; i++)
+                cp = (cp << 6) | (*++p & 0x3f);
         }
         p++;
-        const char *esc = cp == '"' ? "\\\"" : cp == '\\' ? "\\\\" : cp == '\n' ? "\\n"
-                        : cp == '\r' ? "\\r" : cp == '\t' ? "\\t" : cp == '\b' ? "\\b"
-                        : cp == '\f' ? "\\f" : NULL;
+        const char *esc = cp == '"'    ? "\\\""
+                          : cp == '\\' ? "\\\\"
+                          : cp == '\n' ? "\\n"
+                          : cp == '\r' ? "\\r"
+                          : cp == '\t' ? "\\t"
+                          : cp == '\b' ? "\\b"
+                          : cp == '\f' ? "\\f"
+                                       : NULL;
         if (esc != NULL) {
-            while (*esc) *dst++ = *esc++;
+            while (*esc)
+                *dst++ = *esc++;
         } else if (cp >= 0x20 && cp < 0x7f) {
             *dst++ = (char)cp;
         } else {
@@ -299,7 +309,8 @@ static void json_quote_ascii(char *dst, const char *s)
             for (int i = 0; i < n; i++) {
                 *dst++ = '\\';
                 *dst++ = 'u';
-                for (int sh = 12; sh >= 0; sh -= 4) *dst++ = hex[(units[i] >> sh) & 0xf];
+                for (int sh = 12; sh >= 0; sh -= 4)
+                    *dst++ = hex[(units[i] >> sh) & 0xf];
             }
         }
     }
@@ -328,7 +339,8 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
     }
     if (!strcmp(mode, "spin")) {
         volatile unsigned long x = 0;
-        for (;;) x++;
+        for (;;)
+            x++;
     }
     if (!strcmp(mode, "open")) {
         int fd = open("/etc/hostname", O_RDONLY);
@@ -377,13 +389,15 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
     if (!strcmp(mode, "flood")) {
         static char chunk[65536];
         memset(chunk, 'x', sizeof chunk);
-        for (int i = 0; i < 64; i++) (void)!write(1, chunk, sizeof chunk);
+        for (int i = 0; i < 64; i++)
+            (void)!write(1, chunk, sizeof chunk);
         _exit(0);
     }
     if (!strcmp(mode, "silent")) _exit(0);
     if (!strcmp(mode, "echo")) {
         unsigned long sum = 0;
-        for (uint64_t i = 0; img != NULL && i < req->image_len; i++) sum += img[i];
+        for (uint64_t i = 0; img != NULL && i < req->image_len; i++)
+            sum += img[i];
         json_t *o = json_pack("{s:b, s:i, s:s%, s:s, s:I, s:I}", "ok", 1, "kind", (int)req->kind,
                               "source", src, (size_t)req->source_len, "eval_key", key, "image_len",
                               (json_int_t)req->image_len, "image_sum", (json_int_t)sum);
@@ -424,7 +438,8 @@ int sbx_child_main(int argc, char **argv)
 {
     child_opts o;
     if (parse_opts(argc, argv, &o) != 0) {
-        fprintf(stderr, "failproofai-sidecar: the sandbox child is started by the sidecar itself\n");
+        fprintf(stderr,
+                "failproofai-sidecar: the sandbox child is started by the sidecar itself\n");
         return 2;
     }
     child_layers got;
@@ -486,8 +501,8 @@ int sbx_child_main(int argc, char **argv)
         _exit(0);
     }
     lang_limits limits = {0, (size_t)req.max_alloc_bytes};
-    char *out = lang_eval((lang_kind)req.kind, src, req.source_len, req.key_len ? key : NULL,
-                          img, img ? (size_t)req.image_len : 0, &limits);
+    char *out = lang_eval((lang_kind)req.kind, src, req.source_len, req.key_len ? key : NULL, img,
+                          img ? (size_t)req.image_len : 0, &limits);
     write_outcome(out ? out : "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
     /* _exit: no atexit handlers (nothing to flush; keeps LeakSanitizer's
      * exit-time scan, which needs ptrace, out of the jail). */

@@ -21,10 +21,14 @@
 
 int lang_kind_parse(const char *s, lang_kind *out)
 {
-    if (!strcmp(s, "raw")) *out = LANG_RAW;
-    else if (!strcmp(s, "condition")) *out = LANG_CONDITION;
-    else if (!strcmp(s, "evaluator")) *out = LANG_EVALUATOR;
-    else return -1;
+    if (!strcmp(s, "raw"))
+        *out = LANG_RAW;
+    else if (!strcmp(s, "condition"))
+        *out = LANG_CONDITION;
+    else if (!strcmp(s, "evaluator"))
+        *out = LANG_EVALUATOR;
+    else
+        return -1;
     return 0;
 }
 
@@ -33,7 +37,13 @@ static int py_space(int32_t cp)
 {
     if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) return 1;
     switch (cp) {
-    case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F: case 0x205F:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
     case 0x3000:
         return 1;
     default:
@@ -101,8 +111,8 @@ int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t ms
     return rc ? 1 : 0;
 }
 
-char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key,
-                const void *img, size_t img_len, const lang_limits *limits)
+char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key, const void *img,
+                size_t img_len, const lang_limits *limits)
 {
     ast_arena ar;
     ast_arena_init(&ar, FRONTEND_ARENA_CAP);

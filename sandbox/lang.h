@@ -19,8 +19,8 @@ int lang_kind_parse(const char *s, lang_kind *out);
 
 /* Deterministic in-interpreter bounds; zero fields mean the defaults. */
 typedef struct {
-    uint64_t max_steps;      /* evaluation steps before a "steps" limit   */
-    size_t max_alloc_bytes;  /* live bytes allocated before a "memory" limit */
+    uint64_t max_steps;     /* evaluation steps before a "steps" limit   */
+    size_t max_alloc_bytes; /* live bytes allocated before a "memory" limit */
 } lang_limits;
 
 /* Source checks only (LANGUAGE.md table). Returns 0 if the source is
@@ -37,7 +37,7 @@ int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t ms
  * `eval_key` names the primary result of an evaluator. Returns a malloc'd
  * string the caller frees, or NULL only if memory for the outcome itself
  * could not be allocated. */
-char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key,
-                const void *img, size_t img_len, const lang_limits *limits);
+char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key, const void *img,
+                size_t img_len, const lang_limits *limits);
 
 #endif

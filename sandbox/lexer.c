@@ -108,15 +108,41 @@ static const struct {
     const char *w;
     int kw;
 } keywords[] = {
-    {"False", KW_False}, {"None", KW_None}, {"True", KW_True}, {"and", KW_and}, {"as", KW_as},
-    {"assert", KW_assert}, {"async", KW_async}, {"await", KW_await}, {"break", KW_break},
-    {"class", KW_class}, {"continue", KW_continue}, {"def", KW_def}, {"del", KW_del},
-    {"elif", KW_elif}, {"else", KW_else}, {"except", KW_except}, {"finally", KW_finally},
-    {"for", KW_for}, {"from", KW_from}, {"global", KW_global}, {"if", KW_if},
-    {"import", KW_import}, {"in", KW_in}, {"is", KW_is}, {"lambda", KW_lambda},
-    {"nonlocal", KW_nonlocal}, {"not", KW_not}, {"or", KW_or}, {"pass", KW_pass},
-    {"raise", KW_raise}, {"return", KW_return}, {"try", KW_try}, {"while", KW_while},
-    {"with", KW_with}, {"yield", KW_yield},
+    {"False", KW_False},
+    {"None", KW_None},
+    {"True", KW_True},
+    {"and", KW_and},
+    {"as", KW_as},
+    {"assert", KW_assert},
+    {"async", KW_async},
+    {"await", KW_await},
+    {"break", KW_break},
+    {"class", KW_class},
+    {"continue", KW_continue},
+    {"def", KW_def},
+    {"del", KW_del},
+    {"elif", KW_elif},
+    {"else", KW_else},
+    {"except", KW_except},
+    {"finally", KW_finally},
+    {"for", KW_for},
+    {"from", KW_from},
+    {"global", KW_global},
+    {"if", KW_if},
+    {"import", KW_import},
+    {"in", KW_in},
+    {"is", KW_is},
+    {"lambda", KW_lambda},
+    {"nonlocal", KW_nonlocal},
+    {"not", KW_not},
+    {"or", KW_or},
+    {"pass", KW_pass},
+    {"raise", KW_raise},
+    {"return", KW_return},
+    {"try", KW_try},
+    {"while", KW_while},
+    {"with", KW_with},
+    {"yield", KW_yield},
 };
 
 static int keyword_of(const char *s, size_t n)
@@ -142,9 +168,12 @@ static int in_ranges(const uint32_t (*r)[2], size_t n, uint32_t cp)
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cp < r[mid][0]) hi = mid;
-        else if (cp > r[mid][1]) lo = mid + 1;
-        else return 1;
+        if (cp < r[mid][0])
+            hi = mid;
+        else if (cp > r[mid][1])
+            lo = mid + 1;
+        else
+            return 1;
     }
     return 0;
 }
@@ -201,12 +230,18 @@ static int lookahead(const char *p, const char *w)
 static int end_of_number(lexer *L, const char *p, const char *kind)
 {
     int c = (unsigned char)*p, r = 0;
-    if (c == 'a') r = lookahead(p + 1, "nd");
-    else if (c == 'e') r = lookahead(p + 1, "lse");
-    else if (c == 'f') r = lookahead(p + 1, "or");
-    else if (c == 'i') r = p[1] == 'f' || p[1] == 'n' || p[1] == 's';
-    else if (c == 'o') r = lookahead(p + 1, "r");
-    else if (c == 'n') r = lookahead(p + 1, "ot");
+    if (c == 'a')
+        r = lookahead(p + 1, "nd");
+    else if (c == 'e')
+        r = lookahead(p + 1, "lse");
+    else if (c == 'f')
+        r = lookahead(p + 1, "or");
+    else if (c == 'i')
+        r = p[1] == 'f' || p[1] == 'n' || p[1] == 's';
+    else if (c == 'o')
+        r = lookahead(p + 1, "r");
+    else if (c == 'n')
+        r = lookahead(p + 1, "ot");
     if (r) return 0;
     if (is_id_char_ascii(c)) return fail(L, "invalid %s literal", kind);
     return 0;
@@ -217,7 +252,8 @@ static int decimal_tail(lexer *L, const char **pp)
 {
     const char *p = *pp;
     for (;;) {
-        while (isdigit((unsigned char)*p)) p++;
+        while (isdigit((unsigned char)*p))
+            p++;
         if (*p != '_') break;
         p++;
         if (!isdigit((unsigned char)*p)) return fail(L, "invalid decimal literal");
@@ -254,13 +290,13 @@ static int radix_digits(lexer *L, const char **pp, int radix, const char *kind)
 static int scan_number(lexer *L, size_t i, size_t *end)
 {
     const char *p = L->s + i;
-    if (*p == '0' && (p[1] == 'x' || p[1] == 'X' || p[1] == 'o' || p[1] == 'O' || p[1] == 'b' ||
-                      p[1] == 'B')) {
+    if (*p == '0' &&
+        (p[1] == 'x' || p[1] == 'X' || p[1] == 'o' || p[1] == 'O' || p[1] == 'b' || p[1] == 'B')) {
         int c = p[1] | 0x20;
         p += 2;
-        int rc = c == 'x' ? radix_digits(L, &p, 16, "hexadecimal")
-               : c == 'o' ? radix_digits(L, &p, 8, "octal")
-                          : radix_digits(L, &p, 2, "binary");
+        int rc = c == 'x'   ? radix_digits(L, &p, 16, "hexadecimal")
+                 : c == 'o' ? radix_digits(L, &p, 8, "octal")
+                            : radix_digits(L, &p, 2, "binary");
         if (rc) return rc;
         *end = (size_t)(p - L->s);
         return 0;
@@ -327,11 +363,16 @@ static int string_prefix(const char *s, size_t n)
     if (n > 2) return -1;
     for (size_t i = 0; i < n; i++) {
         int c = s[i] | 0x20, bit;
-        if (c == 'r') bit = STRF_RAW;
-        else if (c == 'b') bit = STRF_BYTES;
-        else if (c == 'f') bit = STRF_F;
-        else if (c == 'u') bit = STRF_U;
-        else return -1;
+        if (c == 'r')
+            bit = STRF_RAW;
+        else if (c == 'b')
+            bit = STRF_BYTES;
+        else if (c == 'f')
+            bit = STRF_F;
+        else if (c == 'u')
+            bit = STRF_U;
+        else
+            return -1;
         if (f & bit) return -1;
         f |= bit;
     }
@@ -347,8 +388,9 @@ static int scan_string(lexer *L, size_t i, int flags, size_t prefix_start)
     int triple = s[i + 1] == q && s[i + 2] == q;
     size_t body = i + (triple ? 3 : 1), j = body;
     for (;;) {
-        if (j >= L->len) return fail(L, triple ? "unterminated triple-quoted string literal"
-                                               : "unterminated string literal");
+        if (j >= L->len)
+            return fail(L, triple ? "unterminated triple-quoted string literal"
+                                  : "unterminated string literal");
         char c = s[j];
         if (c == '\\') {
             if (j + 1 >= L->len) return fail(L, "unterminated string literal");
@@ -371,43 +413,69 @@ static int scan_string(lexer *L, size_t i, int flags, size_t prefix_start)
 static const struct {
     const char *s;
     int op;
-} ops3[] = {{"**=", OP_AUGASSIGN}, {"//=", OP_AUGASSIGN}, {">>=", OP_AUGASSIGN},
-            {"<<=", OP_AUGASSIGN}, {"...", OP_ELLIPSIS}},
-  ops2[] = {{"!=", OP_NOTEQUAL}, {"%=", OP_AUGASSIGN}, {"&=", OP_AUGASSIGN},
-            {"**", OP_DOUBLESTAR}, {"*=", OP_AUGASSIGN}, {"+=", OP_AUGASSIGN},
-            {"-=", OP_AUGASSIGN}, {"->", OP_RARROW}, {"//", OP_DOUBLESLASH},
-            {"/=", OP_AUGASSIGN}, {":=", OP_COLONEQUAL}, {"<<", OP_LEFTSHIFT},
-            {"<=", OP_LESSEQUAL}, {"<>", OP_LTGT}, {"==", OP_EQEQUAL}, {">=", OP_GREATEREQUAL},
-            {">>", OP_RIGHTSHIFT}, {"@=", OP_AUGASSIGN}, {"^=", OP_AUGASSIGN},
-            {"|=", OP_AUGASSIGN}};
+} ops3[] = {{"**=", OP_AUGASSIGN},
+            {"//=", OP_AUGASSIGN},
+            {">>=", OP_AUGASSIGN},
+            {"<<=", OP_AUGASSIGN},
+            {"...", OP_ELLIPSIS}},
+  ops2[] = {
+      {"!=", OP_NOTEQUAL},    {"%=", OP_AUGASSIGN}, {"&=", OP_AUGASSIGN},  {"**", OP_DOUBLESTAR},
+      {"*=", OP_AUGASSIGN},   {"+=", OP_AUGASSIGN}, {"-=", OP_AUGASSIGN},  {"->", OP_RARROW},
+      {"//", OP_DOUBLESLASH}, {"/=", OP_AUGASSIGN}, {":=", OP_COLONEQUAL}, {"<<", OP_LEFTSHIFT},
+      {"<=", OP_LESSEQUAL},   {"<>", OP_LTGT},      {"==", OP_EQEQUAL},    {">=", OP_GREATEREQUAL},
+      {">>", OP_RIGHTSHIFT},  {"@=", OP_AUGASSIGN}, {"^=", OP_AUGASSIGN},  {"|=", OP_AUGASSIGN}};
 
 static int op1(int c)
 {
     switch (c) {
-    case '(': return OP_LPAR;
-    case ')': return OP_RPAR;
-    case '[': return OP_LSQB;
-    case ']': return OP_RSQB;
-    case '{': return OP_LBRACE;
-    case '}': return OP_RBRACE;
-    case ':': return OP_COLON;
-    case ',': return OP_COMMA;
-    case ';': return OP_SEMI;
-    case '+': return OP_PLUS;
-    case '-': return OP_MINUS;
-    case '*': return OP_STAR;
-    case '/': return OP_SLASH;
-    case '|': return OP_VBAR;
-    case '&': return OP_AMPER;
-    case '<': return OP_LESS;
-    case '>': return OP_GREATER;
-    case '=': return OP_EQUAL;
-    case '.': return OP_DOT;
-    case '%': return OP_PERCENT;
-    case '~': return OP_TILDE;
-    case '^': return OP_CIRCUMFLEX;
-    case '@': return OP_AT;
-    default: return 0;
+    case '(':
+        return OP_LPAR;
+    case ')':
+        return OP_RPAR;
+    case '[':
+        return OP_LSQB;
+    case ']':
+        return OP_RSQB;
+    case '{':
+        return OP_LBRACE;
+    case '}':
+        return OP_RBRACE;
+    case ':':
+        return OP_COLON;
+    case ',':
+        return OP_COMMA;
+    case ';':
+        return OP_SEMI;
+    case '+':
+        return OP_PLUS;
+    case '-':
+        return OP_MINUS;
+    case '*':
+        return OP_STAR;
+    case '/':
+        return OP_SLASH;
+    case '|':
+        return OP_VBAR;
+    case '&':
+        return OP_AMPER;
+    case '<':
+        return OP_LESS;
+    case '>':
+        return OP_GREATER;
+    case '=':
+        return OP_EQUAL;
+    case '.':
+        return OP_DOT;
+    case '%':
+        return OP_PERCENT;
+    case '~':
+        return OP_TILDE;
+    case '^':
+        return OP_CIRCUMFLEX;
+    case '@':
+        return OP_AT;
+    default:
+        return 0;
     }
 }
 
@@ -441,21 +509,26 @@ int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, si
             /* Indentation of a new logical line. */
             int col = 0;
             while (L.i < L.len && (s[L.i] == ' ' || s[L.i] == '\t' || s[L.i] == '\f')) {
-                if (s[L.i] == ' ') col++;
-                else if (s[L.i] == '\t') col = (col / 8 + 1) * 8;
-                else col = 0;
+                if (s[L.i] == ' ')
+                    col++;
+                else if (s[L.i] == '\t')
+                    col = (col / 8 + 1) * 8;
+                else
+                    col = 0;
                 L.i++;
             }
             at_line_start = 0;
             if (L.i < L.len && (s[L.i] == '#' || s[L.i] == '\n')) {
-                while (L.i < L.len && s[L.i] != '\n') L.i++;
+                while (L.i < L.len && s[L.i] != '\n')
+                    L.i++;
                 if (L.i < L.len) L.i++;
                 at_line_start = 1;
                 continue;
             }
             if (col != 0) return fail(&L, "unexpected indent");
         }
-        while (L.i < L.len && (s[L.i] == ' ' || s[L.i] == '\t' || s[L.i] == '\f')) L.i++;
+        while (L.i < L.len && (s[L.i] == ' ' || s[L.i] == '\t' || s[L.i] == '\f'))
+            L.i++;
         if (L.i >= L.len) {
             if (level > 0) return fail(&L, "unexpected EOF in multi-line statement");
             if (line_has_tokens && !push(&L, TK_NEWLINE, 0, L.i, NULL, 0)) return -2;
@@ -465,7 +538,8 @@ int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, si
         size_t start = L.i;
         int c = (unsigned char)s[L.i];
         if (c == '#') {
-            while (L.i < L.len && s[L.i] != '\n') L.i++;
+            while (L.i < L.len && s[L.i] != '\n')
+                L.i++;
             continue;
         }
         if (c == '\n') {
@@ -551,14 +625,14 @@ int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, si
 
 /* ---- \N{name}: unicodedata's name lookup (case-insensitive; no aliases) -- */
 
-static const char *const hangul_l[] = {"G", "GG", "N", "D", "DD", "R", "M", "B", "BB", "S",
-                                       "SS", "", "J", "JJ", "C", "K", "T", "P", "H"};
-static const char *const hangul_v[] = {"A", "AE", "YA", "YAE", "EO", "E", "YEO", "YE", "O", "WA",
-                                       "WAE", "OE", "YO", "U", "WEO", "WE", "WI", "YU", "EU", "YI",
-                                       "I"};
-static const char *const hangul_t[] = {"", "G", "GG", "GS", "N", "NJ", "NH", "D", "L", "LG",
-                                       "LM", "LB", "LS", "LT", "LP", "LH", "M", "B", "BS", "S",
-                                       "SS", "NG", "J", "C", "K", "T", "P", "H"};
+static const char *const hangul_l[] = {"G",  "GG", "N", "D",  "DD", "R", "M", "B", "BB", "S",
+                                       "SS", "",   "J", "JJ", "C",  "K", "T", "P", "H"};
+static const char *const hangul_v[] = {"A",   "AE", "YA", "YAE", "EO", "E",  "YEO",
+                                       "YE",  "O",  "WA", "WAE", "OE", "YO", "U",
+                                       "WEO", "WE", "WI", "YU",  "EU", "YI", "I"};
+static const char *const hangul_t[] = {"",   "G",  "GG", "GS", "N",  "NJ", "NH", "D", "L",  "LG",
+                                       "LM", "LB", "LS", "LT", "LP", "LH", "M",  "B", "BS", "S",
+                                       "SS", "NG", "J",  "C",  "K",  "T",  "P",  "H"};
 
 /* Longest entry of `tab` that prefixes s[0..n); returns its index or -1. */
 static int longest(const char *const *tab, int count, const char *s, size_t n, size_t *used)
@@ -599,9 +673,9 @@ static int unicode_name_lookup(const char *raw, size_t n, uint32_t *cp)
     if ((n == 26 || n == 27) && !memcmp(name, "CJK UNIFIED IDEOGRAPH-", 22)) {
         uint32_t v = 0;
         for (size_t i = 22; i < n; i++) {
-            int h = name[i] >= '0' && name[i] <= '9' ? name[i] - '0'
-                  : name[i] >= 'A' && name[i] <= 'F' ? name[i] - 'A' + 10
-                                                     : -1;
+            int h = name[i] >= '0' && name[i] <= '9'   ? name[i] - '0'
+                    : name[i] >= 'A' && name[i] <= 'F' ? name[i] - 'A' + 10
+                                                       : -1;
             if (h < 0) return -1;
             v = v * 16 + (uint32_t)h;
         }
@@ -679,26 +753,58 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
         }
         c = body[i++];
         switch (c) {
-        case '\n': break;
-        case '\\': o[k++] = '\\'; break;
-        case '\'': o[k++] = '\''; break;
-        case '"': o[k++] = '"'; break;
-        case 'a': o[k++] = '\a'; break;
-        case 'b': o[k++] = '\b'; break;
-        case 'f': o[k++] = '\f'; break;
-        case 'n': o[k++] = '\n'; break;
-        case 'r': o[k++] = '\r'; break;
-        case 't': o[k++] = '\t'; break;
-        case 'v': o[k++] = '\v'; break;
-        case '0': case '1': case '2': case '3': case '4': case '5': case '6': case '7': {
+        case '\n':
+            break;
+        case '\\':
+            o[k++] = '\\';
+            break;
+        case '\'':
+            o[k++] = '\'';
+            break;
+        case '"':
+            o[k++] = '"';
+            break;
+        case 'a':
+            o[k++] = '\a';
+            break;
+        case 'b':
+            o[k++] = '\b';
+            break;
+        case 'f':
+            o[k++] = '\f';
+            break;
+        case 'n':
+            o[k++] = '\n';
+            break;
+        case 'r':
+            o[k++] = '\r';
+            break;
+        case 't':
+            o[k++] = '\t';
+            break;
+        case 'v':
+            o[k++] = '\v';
+            break;
+        case '0':
+        case '1':
+        case '2':
+        case '3':
+        case '4':
+        case '5':
+        case '6':
+        case '7': {
             unsigned v = (unsigned)(c - '0');
             for (int d = 0; d < 2 && i < len && body[i] >= '0' && body[i] <= '7'; d++)
                 v = v * 8 + (unsigned)(body[i++] - '0');
-            if (bytes) o[k++] = (char)(v & 0xFF);
-            else k += (size_t)lex_put_utf8(o + k, v);
+            if (bytes)
+                o[k++] = (char)(v & 0xFF);
+            else
+                k += (size_t)lex_put_utf8(o + k, v);
             break;
         }
-        case 'x': case 'u': case 'U': {
+        case 'x':
+        case 'u':
+        case 'U': {
             if (bytes && c != 'x') {
                 o[k++] = '\\';
                 o[k++] = c;
@@ -728,7 +834,8 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
         }
         case 'N':
             if (!bytes) {
-                const char *close = i < len && body[i] == '{' ? memchr(body + i, '}', len - i) : NULL;
+                const char *close =
+                    i < len && body[i] == '{' ? memchr(body + i, '}', len - i) : NULL;
                 uint32_t cp;
                 if (!close || close == body + i + 1 ||
                     unicode_name_lookup(body + i + 1, (size_t)(close - body - i - 1), &cp)) {

@@ -95,16 +95,31 @@ static ast_node *mk(parser *P, ast_kind k)
 }
 
 /* ---- token helpers ---------------------------------------------------- */
-static lex_token *cur(parser *P) { return &P->t[P->pos]; }
+static lex_token *cur(parser *P)
+{
+    return &P->t[P->pos];
+}
 static lex_token *peekn(parser *P, size_t k)
 {
     size_t i = P->pos + k;
     return &P->t[i < P->n ? i : P->n - 1];
 }
-static int is_op(lex_token *t, int op) { return t->type == TK_OP && t->op == op; }
-static int is_kw(lex_token *t, int kw) { return t->type == TK_NAME && t->op == kw; }
-static int at_op(parser *P, int op) { return is_op(cur(P), op); }
-static int at_kw(parser *P, int kw) { return is_kw(cur(P), kw); }
+static int is_op(lex_token *t, int op)
+{
+    return t->type == TK_OP && t->op == op;
+}
+static int is_kw(lex_token *t, int kw)
+{
+    return t->type == TK_NAME && t->op == kw;
+}
+static int at_op(parser *P, int op)
+{
+    return is_op(cur(P), op);
+}
+static int at_kw(parser *P, int kw)
+{
+    return is_kw(cur(P), kw);
+}
 static int accept_op(parser *P, int op)
 {
     if (at_op(P, op)) {
@@ -127,7 +142,10 @@ static int expect_op(parser *P, int op)
     perr(P, "invalid syntax");
     return 0;
 }
-static int at_plain_name(parser *P) { return cur(P)->type == TK_NAME && cur(P)->op == KW_NONE; }
+static int at_plain_name(parser *P)
+{
+    return cur(P)->type == TK_NAME && cur(P)->op == KW_NONE;
+}
 static int at_comp_for(parser *P)
 {
     return at_kw(P, KW_for) || (at_kw(P, KW_async) && is_kw(peekn(P, 1), KW_for));
@@ -180,7 +198,8 @@ static ast_node *number_const(parser *P, lex_token *t)
     } else {
         /* Strip leading zeros (keep one digit). */
         size_t z = 0;
-        while (z + 1 < k && clean[z] == '0') z++;
+        while (z + 1 < k && clean[z] == '0')
+            z++;
         if (base == 10 && k - z > MAX_INT_DIGITS && !(k - z == 1 && clean[z] == '0'))
             return perr(P, "Exceeds the limit (4300 digits) for integer string conversion");
         x->op = CONST_INT;
@@ -194,10 +213,10 @@ static ast_node *number_const(parser *P, lex_token *t)
 /* ---- f-strings (Parser/string_parser.c, 3.11) ---------------------------- */
 
 typedef struct {
-    nvec parts;        /* Constant / FormattedValue */
-    char *lit;         /* pending literal text (arena, grown by doubling) */
+    nvec parts; /* Constant / FormattedValue */
+    char *lit;  /* pending literal text (arena, grown by doubling) */
     size_t lit_len, lit_cap;
-    int fmode;         /* an f-string was seen */
+    int fmode; /* an f-string was seen */
 } fbuilder;
 
 static int fb_lit(parser *P, fbuilder *b, const char *s, size_t n)
@@ -205,7 +224,8 @@ static int fb_lit(parser *P, fbuilder *b, const char *s, size_t n)
     if (!n) return 0;
     if (b->lit_len + n + 1 > b->lit_cap) {
         size_t nc = b->lit_cap ? b->lit_cap * 2 : 64;
-        while (nc < b->lit_len + n + 1) nc *= 2;
+        while (nc < b->lit_len + n + 1)
+            nc *= 2;
         char *nl = ast_arena_alloc(P->ar, nc);
         if (!nl) {
             poom(P);
@@ -273,8 +293,7 @@ static int decode_lit(parser *P, fbuilder *b, const char *s, size_t n, int raw)
 
 /* fstring_find_literal: returns 1 when a doubled brace was consumed (the
  * caller keeps scanning), 0 otherwise, -1 on error. */
-static int find_literal(parser *P, const char **str, const char *end, int raw, int lvl,
-                        fbuilder *b)
+static int find_literal(parser *P, const char **str, const char *end, int raw, int lvl, fbuilder *b)
 {
     const char *s = *str, *start = s;
     int result = 0;
@@ -373,8 +392,8 @@ static int find_expr(parser *P, const char **str, const char *end, int raw, int 
             perr(P, "f-string expression part cannot include '#'");
             return -1;
         }
-        if (nested == 0 && (ch == '!' || ch == ':' || ch == '}' || ch == '=' || ch == '>' ||
-                            ch == '<')) {
+        if (nested == 0 &&
+            (ch == '!' || ch == ':' || ch == '}' || ch == '=' || ch == '>' || ch == '<')) {
             if (s + 1 < end) {
                 char nx = s[1];
                 if ((ch == '!' && nx == '=') || (ch == '=' && nx == '=') ||
@@ -437,8 +456,8 @@ static int find_expr(parser *P, const char **str, const char *end, int raw, int 
     const char *dbg_end = NULL;
     if (*s == '=') {
         s++;
-        while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' ||
-                           *s == '\v'))
+        while (s < end &&
+               (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' || *s == '\v'))
             s++;
         if (s >= end) goto unexpected_end;
         debug = 1;
@@ -513,8 +532,7 @@ static ast_node *strings(parser *P)
         if (t->op & STRF_F) {
             b.fmode = 1;
             const char *s = t->text;
-            if (fstring_parse(P, &s, t->text + t->len, (t->op & STRF_RAW) != 0, 0, &b))
-                return NULL;
+            if (fstring_parse(P, &s, t->text + t->len, (t->op & STRF_RAW) != 0, 0, &b)) return NULL;
         } else {
             char *out;
             size_t olen;
@@ -629,7 +647,8 @@ static int for_if_clauses(parser *P, nvec *gens)
 
 static ast_node *comp(parser *P, ast_kind k, ast_node *elt, ast_node *val)
 {
-    if (elt->kind == AST_Starred) return perr(P, "iterable unpacking cannot be used in comprehension");
+    if (elt->kind == AST_Starred)
+        return perr(P, "iterable unpacking cannot be used in comprehension");
     nvec gens = {0};
     if (for_if_clauses(P, &gens)) return NULL;
     ast_node *x = mk(P, k);
@@ -843,9 +862,12 @@ static ast_node *atom(parser *P)
         return strings(P);
     case TK_OP:
         switch (t->op) {
-        case OP_LPAR: return paren_atom(P);
-        case OP_LSQB: return list_atom(P);
-        case OP_LBRACE: return brace_atom(P);
+        case OP_LPAR:
+            return paren_atom(P);
+        case OP_LSQB:
+            return list_atom(P);
+        case OP_LBRACE:
+            return brace_atom(P);
         case OP_ELLIPSIS: {
             ast_node *x = mk(P, AST_Constant);
             if (!x) return NULL;
@@ -1137,7 +1159,8 @@ static ast_node *factor(parser *P)
         ops[cnt++] = (uint8_t)o;
     }
     ast_node *x = factor(P); /* no prefix now: bounded recursion (one level) */
-    for (size_t j = cnt; x && j-- > 0;) x = unary(P, AST_UnaryOp, ops[j], x);
+    for (size_t j = cnt; x && j-- > 0;)
+        x = unary(P, AST_UnaryOp, ops[j], x);
     return x;
 }
 
@@ -1146,12 +1169,18 @@ static ast_node *term(parser *P)
     ast_node *x = factor(P);
     while (x) {
         int op;
-        if (at_op(P, OP_STAR)) op = OPK_Mult;
-        else if (at_op(P, OP_SLASH)) op = OPK_Div;
-        else if (at_op(P, OP_DOUBLESLASH)) op = OPK_FloorDiv;
-        else if (at_op(P, OP_PERCENT)) op = OPK_Mod;
-        else if (at_op(P, OP_AT)) op = OPK_MatMult;
-        else break;
+        if (at_op(P, OP_STAR))
+            op = OPK_Mult;
+        else if (at_op(P, OP_SLASH))
+            op = OPK_Div;
+        else if (at_op(P, OP_DOUBLESLASH))
+            op = OPK_FloorDiv;
+        else if (at_op(P, OP_PERCENT))
+            op = OPK_Mod;
+        else if (at_op(P, OP_AT))
+            op = OPK_MatMult;
+        else
+            break;
         P->pos++;
         ast_node *r = factor(P);
         if (!r) return NULL;
@@ -1165,9 +1194,12 @@ static ast_node *sum(parser *P)
     ast_node *x = term(P);
     while (x) {
         int op;
-        if (at_op(P, OP_PLUS)) op = OPK_Add;
-        else if (at_op(P, OP_MINUS)) op = OPK_Sub;
-        else break;
+        if (at_op(P, OP_PLUS))
+            op = OPK_Add;
+        else if (at_op(P, OP_MINUS))
+            op = OPK_Sub;
+        else
+            break;
         P->pos++;
         ast_node *r = term(P);
         if (!r) return NULL;
@@ -1181,9 +1213,12 @@ static ast_node *shift_expr(parser *P)
     ast_node *x = sum(P);
     while (x) {
         int op;
-        if (at_op(P, OP_LEFTSHIFT)) op = OPK_LShift;
-        else if (at_op(P, OP_RIGHTSHIFT)) op = OPK_RShift;
-        else break;
+        if (at_op(P, OP_LEFTSHIFT))
+            op = OPK_LShift;
+        else if (at_op(P, OP_RIGHTSHIFT))
+            op = OPK_RShift;
+        else
+            break;
         P->pos++;
         ast_node *r = sum(P);
         if (!r) return NULL;
@@ -1234,13 +1269,26 @@ static int compare_op(parser *P)
     if (t->type == TK_OP) {
         int op;
         switch (t->op) {
-        case OP_EQEQUAL: op = OPK_Eq; break;
-        case OP_NOTEQUAL: op = OPK_NotEq; break;
-        case OP_LESS: op = OPK_Lt; break;
-        case OP_LESSEQUAL: op = OPK_LtE; break;
-        case OP_GREATER: op = OPK_Gt; break;
-        case OP_GREATEREQUAL: op = OPK_GtE; break;
-        default: return -1;
+        case OP_EQEQUAL:
+            op = OPK_Eq;
+            break;
+        case OP_NOTEQUAL:
+            op = OPK_NotEq;
+            break;
+        case OP_LESS:
+            op = OPK_Lt;
+            break;
+        case OP_LESSEQUAL:
+            op = OPK_LtE;
+            break;
+        case OP_GREATER:
+            op = OPK_Gt;
+            break;
+        case OP_GREATEREQUAL:
+            op = OPK_GtE;
+            break;
+        default:
+            return -1;
         }
         P->pos++;
         return op;
@@ -1299,7 +1347,8 @@ static ast_node *inversion(parser *P)
     while (accept_kw(P, KW_not))
         if (++n > PARSER_MAX_DEPTH) return perr(P, "too deeply nested");
     ast_node *x = comparison(P);
-    while (x && n--) x = unary(P, AST_UnaryOp, OPK_Not, x);
+    while (x && n--)
+        x = unary(P, AST_UnaryOp, OPK_Not, x);
     return x;
 }
 
@@ -1321,8 +1370,14 @@ static ast_node *boolop(parser *P, int kw, int op, ast_node *(*sub)(parser *))
     return fin(P, b);
 }
 
-static ast_node *conjunction(parser *P) { return boolop(P, KW_and, OPK_And, inversion); }
-static ast_node *disjunction(parser *P) { return boolop(P, KW_or, OPK_Or, conjunction); }
+static ast_node *conjunction(parser *P)
+{
+    return boolop(P, KW_and, OPK_And, inversion);
+}
+static ast_node *disjunction(parser *P)
+{
+    return boolop(P, KW_or, OPK_Or, conjunction);
+}
 
 /* lambda_params per Grammar/python.gram (only validity matters: a Lambda is
  * always rejected by the checker). */
@@ -1346,7 +1401,8 @@ static int lambda_params(parser *P)
         } else if (accept_op(P, OP_DOUBLESTAR)) {
             if (!at_plain_name(P)) return perr(P, "invalid syntax"), -1;
             P->pos++;
-            if (at_op(P, OP_EQUAL)) return perr(P, "var-keyword argument cannot have default value"), -1;
+            if (at_op(P, OP_EQUAL))
+                return perr(P, "var-keyword argument cannot have default value"), -1;
             seen_kwds = 1;
         } else if (at_plain_name(P)) {
             P->pos++;
@@ -1506,7 +1562,8 @@ static ast_node *parse_source(parser *P, const char *src, size_t len, int fstrin
         goto out;
     }
     if (!res) goto out;
-    while (cur(P)->type == TK_NEWLINE) P->pos++;
+    while (cur(P)->type == TK_NEWLINE)
+        P->pos++;
     if (cur(P)->type != TK_END) {
         perr(P, "invalid syntax");
         res = NULL;

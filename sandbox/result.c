@@ -23,7 +23,11 @@ static const rdesc g_desc[] = {
     {VT_SCORE, "Score", 5, 1, {"value", "passed", "unit", "display_value", "description"}},
     {VT_METRIC, "Metric", 4, 1, {"value", "unit", "display_value", "description"}},
     {VT_ASSERTION, "Assertion", 2, 1, {"passed", "description"}},
-    {VT_EVALRESULT, "EvalResult", 6, 0, {"score", "metrics", "assertions", "reasoning", "summary", "labels"}},
+    {VT_EVALRESULT,
+     "EvalResult",
+     6,
+     0,
+     {"score", "metrics", "assertions", "reasoning", "summary", "labels"}},
     {VT_CONDRESULT, "ConditionResult", 2, 1, {"applicable", "reason_code"}},
 };
 
@@ -53,7 +57,8 @@ static int bounded(vctx *c, val *v, const char *field, size_t maximum)
     for (size_t i = 0; i < v->u.s.blen; i++) {
         unsigned char ch = (unsigned char)v->u.s.s[i];
         if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7F) {
-            v_raise(c, "ValueError", "%s must not contain control characters (found U+%04X)", field, ch);
+            v_raise(c, "ValueError", "%s must not contain control characters (found U+%04X)", field,
+                    ch);
             return -1;
         }
     }
@@ -65,7 +70,8 @@ static val *finite_num(vctx *c, val *v, const char *field)
     if (v->type == VT_BOOL || !(v->type == VT_INT || v->type == VT_FLOAT))
         return v_raise(c, "TypeError", "%s must be a number", field);
     double d;
-    if (v->type == VT_FLOAT) d = v->u.f;
+    if (v->type == VT_FLOAT)
+        d = v->u.f;
     else {
         int err;
         d = vi_to_double(c, v, &err);
@@ -155,48 +161,61 @@ static int post_init(vctx *c, val *r)
         if (f[4]->type != VT_NONE && bounded(c, f[4], "summary", 4096)) return -1;
         f[5] = labels_norm(c, f[5]);
         return f[5] ? 0 : -1;
-    default: return 0;
+    default:
+        return 0;
     }
 }
 
 val *vr_construct(vctx *c, int id, val **args, size_t nargs, const vkwarg *kw, size_t nkw)
 {
-    vtype t = id == BI_SCORE ? VT_SCORE : id == BI_METRIC ? VT_METRIC : id == BI_ASSERTION ? VT_ASSERTION
-              : id == BI_EVALRESULT ? VT_EVALRESULT : VT_CONDRESULT;
+    vtype t = id == BI_SCORE        ? VT_SCORE
+              : id == BI_METRIC     ? VT_METRIC
+              : id == BI_ASSERTION  ? VT_ASSERTION
+              : id == BI_EVALRESULT ? VT_EVALRESULT
+                                    : VT_CONDRESULT;
     const rdesc *d = desc_of(t);
     if (nargs > (size_t)d->nfields)
-        return v_raise(c, "TypeError", "%s.__init__() takes from %d to %d positional arguments but %zu were given",
+        return v_raise(c, "TypeError",
+                       "%s.__init__() takes from %d to %d positional arguments but %zu were given",
                        d->name, d->nrequired + 1, d->nfields + 1, nargs + 1);
     val *r = v_new(c, t);
     if (!r) return NULL;
     val **f = r->u.rec.f;
-    for (size_t i = 0; i < nargs; i++) f[i] = args[i];
+    for (size_t i = 0; i < nargs; i++)
+        f[i] = args[i];
     for (size_t k = 0; k < nkw; k++) {
         int j;
         for (j = 0; j < d->nfields; j++)
             if (!strcmp(d->fields[j], kw[k].name)) break;
         if (j == d->nfields)
-            return v_raise(c, "TypeError", "%s.__init__() got an unexpected keyword argument '%s'", d->name,
-                           kw[k].name);
+            return v_raise(c, "TypeError", "%s.__init__() got an unexpected keyword argument '%s'",
+                           d->name, kw[k].name);
         if (f[j])
-            return v_raise(c, "TypeError", "%s.__init__() got multiple values for argument '%s'", d->name,
-                           kw[k].name);
+            return v_raise(c, "TypeError", "%s.__init__() got multiple values for argument '%s'",
+                           d->name, kw[k].name);
         f[j] = kw[k].value;
     }
     for (int j = 0; j < d->nrequired; j++)
         if (!f[j])
-            return v_raise(c, "TypeError", "%s.__init__() missing 1 required positional argument: '%s'", d->name,
+            return v_raise(c, "TypeError",
+                           "%s.__init__() missing 1 required positional argument: '%s'", d->name,
                            d->fields[j]);
     /* defaults */
     for (int j = 0; j < d->nfields; j++) {
         if (f[j]) continue;
         const char *fn = d->fields[j];
-        if (t == VT_SCORE && !strcmp(fn, "unit")) f[j] = v_strz(c, "ratio");
-        else if (t == VT_METRIC && !strcmp(fn, "unit")) f[j] = v_strz(c, "");
-        else if (t == VT_CONDRESULT && !strcmp(fn, "reason_code")) f[j] = v_strz(c, "condition_false");
-        else if (t == VT_EVALRESULT && (!strcmp(fn, "metrics") || !strcmp(fn, "assertions"))) f[j] = v_dict_new(c, 0);
-        else if (t == VT_EVALRESULT && !strcmp(fn, "labels")) f[j] = v_tuple(c, NULL, 0);
-        else f[j] = v_none();
+        if (t == VT_SCORE && !strcmp(fn, "unit"))
+            f[j] = v_strz(c, "ratio");
+        else if (t == VT_METRIC && !strcmp(fn, "unit"))
+            f[j] = v_strz(c, "");
+        else if (t == VT_CONDRESULT && !strcmp(fn, "reason_code"))
+            f[j] = v_strz(c, "condition_false");
+        else if (t == VT_EVALRESULT && (!strcmp(fn, "metrics") || !strcmp(fn, "assertions")))
+            f[j] = v_dict_new(c, 0);
+        else if (t == VT_EVALRESULT && !strcmp(fn, "labels"))
+            f[j] = v_tuple(c, NULL, 0);
+        else
+            f[j] = v_none();
         if (!f[j]) return NULL;
     }
     if (post_init(c, r)) return NULL;
@@ -265,17 +284,26 @@ val *vr_getattr(vctx *c, val *v, const char *name, bool *found)
 static int json_value(vctx *c, strbuf *b, val *v, int depth)
 {
     if (depth > 500) {
-        v_raise(c, "RecursionError", "maximum recursion depth exceeded while encoding a JSON object");
+        v_raise(c, "RecursionError",
+                "maximum recursion depth exceeded while encoding a JSON object");
         return -1;
     }
     switch ((vtype)v->type) {
-    case VT_NONE: strbuf_puts(b, "null"); return 0;
-    case VT_BOOL: strbuf_puts(b, v->u.b ? "true" : "false"); return 0;
-    case VT_INT: return vi_repr_buf(c, b, v);
+    case VT_NONE:
+        strbuf_puts(b, "null");
+        return 0;
+    case VT_BOOL:
+        strbuf_puts(b, v->u.b ? "true" : "false");
+        return 0;
+    case VT_INT:
+        return vi_repr_buf(c, b, v);
     case VT_FLOAT:
-        if (isnan(v->u.f)) strbuf_puts(b, "NaN");
-        else if (isinf(v->u.f)) strbuf_puts(b, v->u.f > 0 ? "Infinity" : "-Infinity");
-        else vf_repr_buf(b, v->u.f);
+        if (isnan(v->u.f))
+            strbuf_puts(b, "NaN");
+        else if (isinf(v->u.f))
+            strbuf_puts(b, v->u.f > 0 ? "Infinity" : "-Infinity");
+        else
+            vf_repr_buf(b, v->u.f);
         return 0;
     case VT_STR: {
         strbuf_putc(b, '"');
@@ -284,16 +312,32 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
             unsigned char ch = (unsigned char)v->u.s.s[i];
             if (ch < 0x80) {
                 switch (ch) {
-                case '"': strbuf_put(b, "\\\"", 2); break;
-                case '\\': strbuf_put(b, "\\\\", 2); break;
-                case '\n': strbuf_put(b, "\\n", 2); break;
-                case '\r': strbuf_put(b, "\\r", 2); break;
-                case '\t': strbuf_put(b, "\\t", 2); break;
-                case '\b': strbuf_put(b, "\\b", 2); break;
-                case '\f': strbuf_put(b, "\\f", 2); break;
+                case '"':
+                    strbuf_put(b, "\\\"", 2);
+                    break;
+                case '\\':
+                    strbuf_put(b, "\\\\", 2);
+                    break;
+                case '\n':
+                    strbuf_put(b, "\\n", 2);
+                    break;
+                case '\r':
+                    strbuf_put(b, "\\r", 2);
+                    break;
+                case '\t':
+                    strbuf_put(b, "\\t", 2);
+                    break;
+                case '\b':
+                    strbuf_put(b, "\\b", 2);
+                    break;
+                case '\f':
+                    strbuf_put(b, "\\f", 2);
+                    break;
                 default:
-                    if (ch < 0x20 || ch == 0x7f) strbuf_printf(b, "\\u%04x", ch);
-                    else strbuf_putc(b, (char)ch);
+                    if (ch < 0x20 || ch == 0x7f)
+                        strbuf_printf(b, "\\u%04x", ch);
+                    else
+                        strbuf_putc(b, (char)ch);
                 }
                 i++;
                 continue;
@@ -303,7 +347,8 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
             if (cp >= 0x10000) {
                 int32_t x = cp - 0x10000;
                 strbuf_printf(b, "\\u%04x\\u%04x", 0xD800 + (x >> 10), 0xDC00 + (x & 0x3FF));
-            } else strbuf_printf(b, "\\u%04x", cp);
+            } else
+                strbuf_printf(b, "\\u%04x", cp);
             i += adv;
         }
         strbuf_putc(b, '"');
@@ -324,15 +369,21 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
         for (size_t i = 0; i < v->u.t.len; i++) {
             val *k = v->u.t.entries[i].key;
             if (i) strbuf_put(b, ", ", 2);
-            if (k->type == VT_STR) json_value(c, b, k, depth + 1);
-            else if (k->type == VT_NONE || k->type == VT_BOOL || k->type == VT_INT || k->type == VT_FLOAT) {
+            if (k->type == VT_STR)
+                json_value(c, b, k, depth + 1);
+            else if (k->type == VT_NONE || k->type == VT_BOOL || k->type == VT_INT ||
+                     k->type == VT_FLOAT) {
                 strbuf_putc(b, '"');
-                if (k->type == VT_NONE) strbuf_puts(b, "null");
-                else if (k->type == VT_BOOL) strbuf_puts(b, k->u.b ? "true" : "false");
-                else if (json_value(c, b, k, depth + 1)) return -1;
+                if (k->type == VT_NONE)
+                    strbuf_puts(b, "null");
+                else if (k->type == VT_BOOL)
+                    strbuf_puts(b, k->u.b ? "true" : "false");
+                else if (json_value(c, b, k, depth + 1))
+                    return -1;
                 strbuf_putc(b, '"');
             } else {
-                v_raise(c, "TypeError", "keys must be str, int, float, bool or None, not %s", v_type_name(k));
+                v_raise(c, "TypeError", "keys must be str, int, float, bool or None, not %s",
+                        v_type_name(k));
                 return -1;
             }
             strbuf_put(b, ": ", 2);
@@ -340,7 +391,8 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
         }
         strbuf_putc(b, '}');
         return 0;
-    default: break;
+    default:
+        break;
     }
     v_raise(c, "TypeError", "Object of type %s is not JSON serializable", v_type_name(v));
     return -1;
@@ -362,10 +414,14 @@ static int forbid_object_reprs(vctx *c, val *v, const char *field)
     for (size_t i = 0; i + 1 < n && !bad; i++) {
         if (s[i] != '0' || s[i + 1] != 'x') continue;
         size_t k = i + 2;
-        while (k < n && ((s[k] >= '0' && s[k] <= '9') || ((s[k] | 32) >= 'a' && (s[k] | 32) <= 'f'))) k++;
+        while (k < n &&
+               ((s[k] >= '0' && s[k] <= '9') || ((s[k] | 32) >= 'a' && (s[k] | 32) <= 'f')))
+            k++;
         size_t hex = k - i - 2;
-        if (hex >= 6) bad = true;
-        else if (hex >= 1 && i >= 4 && !memcmp(s + i - 4, " at ", 4)) bad = true;
+        if (hex >= 6)
+            bad = true;
+        else if (hex >= 1 && i >= 4 && !memcmp(s + i - 4, " at ", 4))
+            bad = true;
     }
     strbuf_free(&b);
     if (bad) {
@@ -388,8 +444,10 @@ int v_condition_outcome(vctx *c, val *v, strbuf *b)
         return 0;
     }
     strbuf_puts(b, "\"applicable\": false, \"reason_code\": ");
-    if (v->type == VT_BOOL) strbuf_puts(b, "\"condition_false\"");
-    else if (json_value(c, b, v->u.rec.f[1], 0)) return -1;
+    if (v->type == VT_BOOL)
+        strbuf_puts(b, "\"condition_false\"");
+    else if (json_value(c, b, v->u.rec.f[1], 0))
+        return -1;
     return 0;
 }
 
@@ -409,7 +467,8 @@ static int sort_items(vctx *c, val *mapping, val ***keys, val ***vals, size_t *n
     size_t m = mapping->u.t.len;
     val **ks = v_items_alloc(c, m), **vs = v_items_alloc(c, m);
     if (!ks || !vs) return -1;
-    for (size_t i = 0; i < m; i++) ks[i] = mapping->u.t.entries[i].key;
+    for (size_t i = 0; i < m; i++)
+        ks[i] = mapping->u.t.entries[i].key;
     if (v_sort(c, ks, m, NULL, false)) return -1;
     for (size_t i = 0; i < m; i++) {
         vs[i] = v_dict_get(c, mapping, ks[i]);
@@ -429,7 +488,8 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
     }
     if (forbid_object_reprs(c, v, "evaluator_source")) return -1;
     val **f = v->u.rec.f;
-    val *score = f[0], *metrics = f[1], *assertions = f[2], *reasoning = f[3], *summary = f[4], *labels = f[5];
+    val *score = f[0], *metrics = f[1], *assertions = f[2], *reasoning = f[3], *summary = f[4],
+        *labels = f[5];
     val *ek = v_strz(c, eval_key && *eval_key ? eval_key : "result");
     if (!ek) return -1;
     size_t cap = 1;
@@ -449,7 +509,8 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
             sd = score->u.rec.f[3];
             sde = score->u.rec.f[4];
         } else {
-            v_raise(c, "AttributeError", "'%s' object has no attribute 'value'", v_type_name(score));
+            v_raise(c, "AttributeError", "'%s' object has no attribute 'value'",
+                    v_type_name(score));
             return -1;
         }
         items[n++] = (ritem){ek, "score", sv, sp, su, sd, sde, reasoning};
@@ -465,8 +526,9 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
             mv = vr_construct(c, BI_METRIC, a, 1, NULL, 0);
             if (!mv) return -1;
         }
-        items[n++] = (ritem){ks[i], "metric", mv->u.rec.f[0], none, mv->u.rec.f[1], mv->u.rec.f[2], mv->u.rec.f[3],
-                             vs_eq(ks[i], ek) ? reasoning : none};
+        items[n++] = (ritem){
+            ks[i],          "metric",       mv->u.rec.f[0], none,
+            mv->u.rec.f[1], mv->u.rec.f[2], mv->u.rec.f[3], vs_eq(ks[i], ek) ? reasoning : none};
     }
     if (sort_items(c, assertions, &ks, &vs, &m)) return -1;
     for (size_t i = 0; i < m; i++) {
@@ -477,8 +539,9 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
             av = vr_construct(c, BI_ASSERTION, a, 1, NULL, 0);
             if (!av) return -1;
         }
-        items[n++] = (ritem){ks[i], "assertion", none, av->u.rec.f[0], NULL, none, av->u.rec.f[1],
-                             vs_eq(ks[i], ek) ? reasoning : none};
+        items[n++] =
+            (ritem){ks[i], "assertion", none,           av->u.rec.f[0],
+                    NULL,  none,        av->u.rec.f[1], vs_eq(ks[i], ek) ? reasoning : none};
     }
     if (n == 0) {
         v_raise(c, "ValueError", "an EvalResult must contain a score, metric, or assertion");
@@ -508,8 +571,10 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
         strbuf_puts(&b, ", \"bool_value\": ");
         rc |= json_value(c, &b, it->boolv, 0);
         strbuf_puts(&b, ", \"text_value\": null, \"unit\": ");
-        if (it->unit) rc |= json_value(c, &b, it->unit, 0);
-        else strbuf_puts(&b, "\"\"");
+        if (it->unit)
+            rc |= json_value(c, &b, it->unit, 0);
+        else
+            strbuf_puts(&b, "\"\"");
         strbuf_puts(&b, ", \"display_value\": ");
         rc |= json_value(c, &b, it->display, 0);
         strbuf_puts(&b, ", \"description\": ");

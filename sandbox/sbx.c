@@ -39,7 +39,7 @@
 
 struct sbx_image {
     atomic_int refs;
-    int fd;      /* sealed memfd holding the simg bytes */
+    int fd; /* sealed memfd holding the simg bytes */
     size_t len;
 };
 
@@ -63,13 +63,13 @@ struct sbx_pool {
     int busy;                 /* slots in use                                    */
     child_t *idle;            /* pre-started children, waiting                   */
     int nidle, idle_target;
-    pid_t *running;           /* max_sandboxes entries, 0 = free                 */
+    pid_t *running; /* max_sandboxes entries, 0 = free                 */
     int stopping;
     pthread_t refill;
     int refill_started;
 
     /* Background reaping of children whose exit status is not needed. */
-    pthread_cond_t reap_cv;   /* a pid was queued / stop */
+    pthread_cond_t reap_cv; /* a pid was queued / stop */
     pid_t *reapq;
     int reap_len, reap_cap, reap_stop;
     pthread_t reaper;
@@ -214,7 +214,8 @@ static void *reaper_main(void *arg)
     sbx_pool *pool = arg;
     pthread_mutex_lock(&pool->mu);
     for (;;) {
-        while (pool->reap_len == 0 && !pool->reap_stop) pthread_cond_wait(&pool->reap_cv, &pool->mu);
+        while (pool->reap_len == 0 && !pool->reap_stop)
+            pthread_cond_wait(&pool->reap_cv, &pool->mu);
         if (pool->reap_len == 0) break;
         pid_t pid = pool->reapq[0];
         memmove(pool->reapq, pool->reapq + 1, (size_t)(pool->reap_len - 1) * sizeof(pid_t));
@@ -380,7 +381,8 @@ static int send_request(child_t *c, const jail_request *hdr, int img_fd, const c
     }
     /* The header is tiny: it always fits the empty socket buffer. */
     ssize_t n;
-    do n = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    do
+        n = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
     if (n != (ssize_t)sizeof *hdr) return -1;
     const char *parts[2] = {src, key};
@@ -452,9 +454,10 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
     pool->layers.net_ns = json_integer_value(json_object_get(o, "net_ns")) == 1;
     json_decref(o);
     if (!pool->layers.seccomp || !pool->layers.no_new_privs || !pool->layers.rlimits) {
-        snprintf(err, errcap, "a required sandbox layer is unavailable (seccomp %d, "
-                 "no_new_privs %d, rlimits %d)", pool->layers.seccomp,
-                 pool->layers.no_new_privs, pool->layers.rlimits);
+        snprintf(err, errcap,
+                 "a required sandbox layer is unavailable (seccomp %d, "
+                 "no_new_privs %d, rlimits %d)",
+                 pool->layers.seccomp, pool->layers.no_new_privs, pool->layers.rlimits);
         goto done;
     }
     rc = 0;
@@ -475,8 +478,9 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
     if (pool->cfg.max_sandboxes > 256) pool->cfg.max_sandboxes = 256;
     if (pool->cfg.memory_mb <= 0) pool->cfg.memory_mb = 512;
     if (pool->cfg.memory_mb < 32) pool->cfg.memory_mb = 32;
-    pool->idle_target = pool->cfg.prestart == 0 ? pool->cfg.max_sandboxes
-                        : pool->cfg.prestart < 0 ? 0 : pool->cfg.prestart;
+    pool->idle_target = pool->cfg.prestart == 0  ? pool->cfg.max_sandboxes
+                        : pool->cfg.prestart < 0 ? 0
+                                                 : pool->cfg.prestart;
     if (pool->idle_target > 64) pool->idle_target = 64;
     pool->devnull = -1;
     pthread_mutex_init(&pool->mu, NULL);
@@ -543,12 +547,12 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
         }
         pool->refill_started = 1;
     }
-    log_info("sandbox pool ready", LOG_S("child_image", pool->exe),
-             LOG_I("max_sandboxes", pool->cfg.max_sandboxes),
-             LOG_I("memory_mb", pool->cfg.memory_mb), LOG_I("prestart", pool->idle_target),
-             LOG_I("seccomp", pool->layers.seccomp), LOG_I("no_new_privs", pool->layers.no_new_privs),
-             LOG_I("rlimits", pool->layers.rlimits), LOG_I("user_ns", pool->layers.user_ns),
-             LOG_I("net_ns", pool->layers.net_ns));
+    log_info(
+        "sandbox pool ready", LOG_S("child_image", pool->exe),
+        LOG_I("max_sandboxes", pool->cfg.max_sandboxes), LOG_I("memory_mb", pool->cfg.memory_mb),
+        LOG_I("prestart", pool->idle_target), LOG_I("seccomp", pool->layers.seccomp),
+        LOG_I("no_new_privs", pool->layers.no_new_privs), LOG_I("rlimits", pool->layers.rlimits),
+        LOG_I("user_ns", pool->layers.user_ns), LOG_I("net_ns", pool->layers.net_ns));
     return pool;
 fail:
     sbx_pool_free(pool);
@@ -564,7 +568,8 @@ void sbx_pool_free(sbx_pool *pool)
     pthread_mutex_unlock(&pool->mu);
     if (pool->refill_started) pthread_join(pool->refill, NULL);
     /* Idle children exit on EOF; kill them anyway so none outlives us. */
-    for (int i = 0; i < pool->nidle; i++) reap_child(pool, &pool->idle[i], 1);
+    for (int i = 0; i < pool->nidle; i++)
+        reap_child(pool, &pool->idle[i], 1);
     /* The reaper drains its queue before it stops. */
     pthread_mutex_lock(&pool->mu);
     pool->reap_stop = 1;
@@ -647,8 +652,8 @@ static int acquire_slot(sbx_pool *pool, double deadline, atomic_int *cancel)
             rc = -2;
             break;
         }
-        struct timespec ts = abs_after_ms(cancel != NULL && left > CANCEL_TICK_MS ? CANCEL_TICK_MS
-                                                                                   : left);
+        struct timespec ts =
+            abs_after_ms(cancel != NULL && left > CANCEL_TICK_MS ? CANCEL_TICK_MS : left);
         pthread_cond_timedwait(&pool->slot_cv, &pool->mu, &ts);
     }
     if (rc == 0) pool->busy++;
@@ -721,8 +726,10 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
                  lang_field(req->kind), req->kind == LANG_CONDITION ? 16384 : 131072);
         out->line = strdup(line);
         out->json = out->line ? json_loads(out->line, 0, NULL) : NULL;
-        if (out->json == NULL) set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
-        else out->status = SBX_OK;
+        if (out->json == NULL)
+            set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
+        else
+            out->status = SBX_OK;
         return;
     }
     if (key_len > JAIL_MAX_KEY) {
@@ -776,8 +783,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         handed = 1;
         track_running(pool, c.pid, 1);
         atomic_fetch_add(&pool->started, 1);
-        int s = send_request(&c, &hdr, (hdr.flags & JAIL_REQ_IMAGE) ? req->image->fd : -1, src, key, deadline,
-                             req->cancel);
+        int s = send_request(&c, &hdr, (hdr.flags & JAIL_REQ_IMAGE) ? req->image->fd : -1, src, key,
+                             deadline, req->cancel);
         if (s == 0) break;
         track_running(pool, c.pid, 0);
         reap_later(pool, &c, 1);
@@ -818,7 +825,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
             set_status(out, SBX_CANCELLED, NULL, "cancelled while running");
             break;
         case RD_OVERFLOW:
-            set_status(out, SBX_OUTPUT, "output", "the outcome exceeded %u bytes", JAIL_MAX_OUTCOME);
+            set_status(out, SBX_OUTPUT, "output", "the outcome exceeded %u bytes",
+                       JAIL_MAX_OUTCOME);
             break;
         default:
             set_status(out, SBX_JAIL_FAILURE, NULL, "reading the outcome failed");
@@ -834,7 +842,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         json_is_boolean(json_object_get(out->json, "ok"))) {
         reap_later(pool, &c, 0);
         have_child = 0;
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) len--;
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+            len--;
         out->line = strndup(buf, len);
         if (out->line == NULL) {
             json_decref(out->json);
@@ -870,8 +879,9 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child failed (exit %d)%s%s", code,
                    len ? ": " : "", len ? buf : "");
     } else {
-        set_status(out, SBX_JAIL_FAILURE, NULL, len ? "the sandbox child wrote a malformed outcome"
-                                                    : "the sandbox child ended without an outcome");
+        set_status(out, SBX_JAIL_FAILURE, NULL,
+                   len ? "the sandbox child wrote a malformed outcome"
+                       : "the sandbox child ended without an outcome");
     }
 done:
     if (have_child) {

@@ -17,23 +17,23 @@ typedef struct sbx_pool sbx_pool;
 typedef struct sbx_image sbx_image;
 
 typedef struct {
-    int max_sandboxes;      /* concurrent children (default 4)          */
-    long memory_mb;         /* RLIMIT_AS per child (default 512)        */
-    const char *self_exe;   /* binary to exec; NULL = /proc/self/exe.
-                               The jail prefers the child image
-                               `failproofai-sandbox` in the same directory
-                               (same argv contract, far fewer libraries)
-                               and falls back to self_exe SBX_CHILD_ARG. */
+    int max_sandboxes;    /* concurrent children (default 4)          */
+    long memory_mb;       /* RLIMIT_AS per child (default 512)        */
+    const char *self_exe; /* binary to exec; NULL = /proc/self/exe.
+                             The jail prefers the child image
+                             `failproofai-sandbox` in the same directory
+                             (same argv contract, far fewer libraries)
+                             and falls back to self_exe SBX_CHILD_ARG. */
     /* Added by the jail: */
-    int prestart;           /* idle pre-started (already jailed, single-use)
-                               children kept ready; 0 = max_sandboxes,
-                               -1 = none (spawn on demand)               */
-    int no_namespaces;      /* 1 = never try user/net namespaces        */
-    int no_helper;          /* 1 = exec self_exe itself, not the small
-                               failproofai-sandbox image found beside it */
-    const char *test_mode;  /* TESTS ONLY: "sleep", "open", ... makes every
-                               child run jail_child.c's --test-<mode>
-                               behaviour instead of the interpreter      */
+    int prestart;          /* idle pre-started (already jailed, single-use)
+                              children kept ready; 0 = max_sandboxes,
+                              -1 = none (spawn on demand)               */
+    int no_namespaces;     /* 1 = never try user/net namespaces        */
+    int no_helper;         /* 1 = exec self_exe itself, not the small
+                              failproofai-sandbox image found beside it */
+    const char *test_mode; /* TESTS ONLY: "sleep", "open", ... makes every
+                              child run jail_child.c's --test-<mode>
+                              behaviour instead of the interpreter      */
 } sbx_config;
 
 /* Jail layers this machine provides (detected once, at pool creation). */
@@ -57,21 +57,21 @@ sbx_image *sbx_image_ref(sbx_image *img);
 void sbx_image_release(sbx_image *img);
 
 typedef enum {
-    SBX_OK = 0,        /* outcome.json holds the interpreter's outcome line (any "ok")  */
-    SBX_TIMEOUT,       /* deadline (incl. waiting for a slot), CPU or memory limit hit   */
-    SBX_OUTPUT,        /* the child wrote more than 1 MiB: killed                        */
-    SBX_CANCELLED,     /* *cancel became non-zero: killed                                */
-    SBX_JAIL_FAILURE,  /* the child could not be jailed or died abnormally: fail closed  */
+    SBX_OK = 0,       /* outcome.json holds the interpreter's outcome line (any "ok")  */
+    SBX_TIMEOUT,      /* deadline (incl. waiting for a slot), CPU or memory limit hit   */
+    SBX_OUTPUT,       /* the child wrote more than 1 MiB: killed                        */
+    SBX_CANCELLED,    /* *cancel became non-zero: killed                                */
+    SBX_JAIL_FAILURE, /* the child could not be jailed or died abnormally: fail closed  */
 } sbx_status;
 
 typedef struct {
     lang_kind kind;
     const char *source;
     size_t source_len;
-    const char *eval_key;   /* primary result key (evaluator kind)      */
-    double timeout_s;       /* clamped to (0, 60]; <= 0 means 30        */
-    sbx_image *image;       /* borrowed; may be NULL (no session)       */
-    atomic_int *cancel;     /* borrowed; may be NULL; non-zero kills    */
+    const char *eval_key; /* primary result key (evaluator kind)      */
+    double timeout_s;     /* clamped to (0, 60]; <= 0 means 30        */
+    sbx_image *image;     /* borrowed; may be NULL (no session)       */
+    atomic_int *cancel;   /* borrowed; may be NULL; non-zero kills    */
 } sbx_request;
 
 typedef struct {
@@ -82,9 +82,9 @@ typedef struct {
     /* Added by the jail: for SBX_TIMEOUT / SBX_OUTPUT, the bound that was
      * hit: "timeout" | "memory" | "output" (else ""). */
     char limit[16];
-    char *line;             /* owned: SBX_OK only, the child's outcome text
-                               exactly as the interpreter wrote it (no
-                               newline); json is its parse               */
+    char *line; /* owned: SBX_OK only, the child's outcome text
+                   exactly as the interpreter wrote it (no
+                   newline); json is its parse               */
 } sbx_outcome;
 
 /* Runs one evaluation in a fresh jailed child. Always fills `out` (the
@@ -127,10 +127,10 @@ char *sbx_outcome_line(const sbx_outcome *out);
 
 /* Counters since pool creation (tests, metrics). */
 typedef struct {
-    unsigned long spawned;  /* children exec'd (pre-started or on demand)   */
-    unsigned long started;  /* evaluations handed to a child                */
-    unsigned long reaped;   /* children waited for                          */
-    unsigned long idle;     /* pre-started children waiting right now       */
+    unsigned long spawned; /* children exec'd (pre-started or on demand)   */
+    unsigned long started; /* evaluations handed to a child                */
+    unsigned long reaped;  /* children waited for                          */
+    unsigned long idle;    /* pre-started children waiting right now       */
 } sbx_stats;
 sbx_stats sbx_pool_stats(sbx_pool *pool);
 

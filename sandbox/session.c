@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const simg_hdr *hdr(const void *img) { return (const simg_hdr *)img; }
+static const simg_hdr *hdr(const void *img)
+{
+    return (const simg_hdr *)img;
+}
 
 static const simg_event *event_rec(const void *img, uint32_t i)
 {
@@ -37,16 +40,23 @@ static bool block_ok(const char *img, const simg_node *n, uint64_t count)
     return (n->b & 7) == 0 && n->b + count * sizeof(simg_node) <= at;
 }
 
-static val *corrupt(vctx *c) { return v_raise(c, "RuntimeError", "corrupt session image"); }
+static val *corrupt(vctx *c)
+{
+    return v_raise(c, "RuntimeError", "corrupt session image");
+}
 
 static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
 {
     if (depth > SIMG_MAX_DEPTH) return corrupt(c);
     switch (n->tag) {
-    case SN_NULL: return v_none();
-    case SN_TRUE: return v_true();
-    case SN_FALSE: return v_false();
-    case SN_INT: return v_int64(c, (int64_t)n->b);
+    case SN_NULL:
+        return v_none();
+    case SN_TRUE:
+        return v_true();
+    case SN_FALSE:
+        return v_false();
+    case SN_INT:
+        return v_int64(c, (int64_t)n->b);
     case SN_BIGINT:
         if (!str_in(img, n->b, n->a)) return corrupt(c);
         return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
@@ -57,7 +67,8 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
     }
     case SN_STR:
         if (!str_in(img, (uint32_t)n->b, n->a) || (n->b >> 32) > n->a) return corrupt(c);
-        return vs_new_owned(c, (char *)img + (uint32_t)n->b, n->a, (size_t)(n->b >> 32), n->flags != 0);
+        return vs_new_owned(c, (char *)img + (uint32_t)n->b, n->a, (size_t)(n->b >> 32),
+                            n->flags != 0);
     case SN_ARR: {
         if (!block_ok(img, n, n->a)) return corrupt(c);
         const simg_node *kids = (const simg_node *)(img + n->b);
@@ -80,7 +91,8 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
         d->u.t.mask = (size_t)(uintptr_t)img;
         return d;
     }
-    default: return v_raise(c, "ValueError", "corrupt session image");
+    default:
+        return v_raise(c, "ValueError", "corrupt session image");
     }
 }
 
@@ -99,7 +111,8 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
         const simg_node *k = &kids[2 * i];
         const char *ks = img + (uint32_t)k->b;
         if (k->tag != SN_STR || !str_in(img, (uint32_t)k->b, k->a)) return corrupt(c);
-        if (k->a == key->u.s.blen && (k->a == 0 || ks[0] == key->u.s.s[0]) && !memcmp(ks, key->u.s.s, k->a)) {
+        if (k->a == key->u.s.blen && (k->a == 0 || ks[0] == key->u.s.s[0]) &&
+            !memcmp(ks, key->u.s.s, k->a)) {
             *found = true;
             return node_val(c, img, &kids[2 * i + 1], 0);
         }
@@ -163,8 +176,8 @@ static val *payload(vctx *c, val *e)
 }
 
 static const char *const g_sess_fields[SF__COUNT] = {
-    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment", "started_at", "ended_at",
-    "schema_version"};
+    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
+    "started_at",    "ended_at",   "schema_version"};
 
 val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
 {
@@ -186,31 +199,38 @@ val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
     return NULL;
 }
 
-static val *one_event_type_arg(vctx *c, const char *mname, val **a, size_t na, const vkwarg *kw, size_t nkw)
+static val *one_event_type_arg(vctx *c, const char *mname, val **a, size_t na, const vkwarg *kw,
+                               size_t nkw)
 {
     if (na + nkw == 0)
-        return v_raise(c, "TypeError", "SessionTranscript.%s() missing 1 required positional argument: 'event_type'",
-                       mname);
+        return v_raise(
+            c, "TypeError",
+            "SessionTranscript.%s() missing 1 required positional argument: 'event_type'", mname);
     if (na > 1 || na + nkw > 1) {
         if (nkw && na == 1 && !strcmp(kw[0].name, "event_type"))
-            return v_raise(c, "TypeError", "SessionTranscript.%s() got multiple values for argument 'event_type'",
+            return v_raise(c, "TypeError",
+                           "SessionTranscript.%s() got multiple values for argument 'event_type'",
                            mname);
         if (nkw && strcmp(kw[0].name, "event_type"))
-            return v_raise(c, "TypeError", "SessionTranscript.%s() got an unexpected keyword argument '%s'", mname,
+            return v_raise(c, "TypeError",
+                           "SessionTranscript.%s() got an unexpected keyword argument '%s'", mname,
                            kw[0].name);
-        return v_raise(c, "TypeError", "SessionTranscript.%s() takes 2 positional arguments but %zu were given",
+        return v_raise(c, "TypeError",
+                       "SessionTranscript.%s() takes 2 positional arguments but %zu were given",
                        mname, na + 1);
     }
     if (nkw) {
         if (strcmp(kw[0].name, "event_type"))
-            return v_raise(c, "TypeError", "SessionTranscript.%s() got an unexpected keyword argument '%s'", mname,
+            return v_raise(c, "TypeError",
+                           "SessionTranscript.%s() got an unexpected keyword argument '%s'", mname,
                            kw[0].name);
         return kw[0].value;
     }
     return a[0];
 }
 
-val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw,
+                  size_t nkw, bool *found)
 {
     bool of_type = !strcmp(name, "events_of_type");
     if (!of_type && strcmp(name, "count")) {
@@ -232,7 +252,8 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
         const simg_event *r = event_rec(img, (uint32_t)i);
         bool eq;
         if (t->type == VT_STR) {
-            eq = r->type.blen == t->u.s.blen && !memcmp((const char *)img + r->type.off, t->u.s.s, t->u.s.blen);
+            eq = r->type.blen == t->u.s.blen &&
+                 !memcmp((const char *)img + r->type.off, t->u.s.s, t->u.s.blen);
         } else {
             val *ts = img_str(c, img, &r->type);
             if (!ts) return NULL;
@@ -292,11 +313,13 @@ int vsess_eq(vctx *c, val *a, val *b)
 {
     if (a->type == VT_SESSION) return 1; /* one session per evaluation */
     if (a->u.ev.img == b->u.ev.img && a->u.ev.index == b->u.ev.index) return 1;
-    const simg_event *x = event_rec(a->u.ev.img, a->u.ev.index), *y = event_rec(b->u.ev.img, b->u.ev.index);
+    const simg_event *x = event_rec(a->u.ev.img, a->u.ev.index),
+                     *y = event_rec(b->u.ev.img, b->u.ev.index);
     const char *ia = a->u.ev.img, *ib = b->u.ev.img;
     const simg_str *xs[3] = {&x->id, &x->ts, &x->type}, *ys[3] = {&y->id, &y->ts, &y->type};
     for (int k = 0; k < 3; k++)
-        if (xs[k]->blen != ys[k]->blen || memcmp(ia + xs[k]->off, ib + ys[k]->off, xs[k]->blen)) return 0;
+        if (xs[k]->blen != ys[k]->blen || memcmp(ia + xs[k]->off, ib + ys[k]->off, xs[k]->blen))
+            return 0;
     val *pa = payload(c, a), *pb = payload(c, b);
     if (!pa || !pb) return -1;
     return v_eq(c, pa, pb);

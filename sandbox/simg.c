@@ -27,7 +27,8 @@ static size_t ib_reserve(ibuf *b, size_t n)
     size_t at = (b->len + 7) & ~(size_t)7;
     if (at + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
-        while (nc < at + n) nc *= 2;
+        while (nc < at + n)
+            nc *= 2;
         if (nc > 0xFFFFFFF0u) {
             b->oom = true;
             return 0;
@@ -78,9 +79,15 @@ static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
     if (depth > SIMG_MAX_DEPTH) return -1;
     simg_node n = {0};
     switch (json_typeof(v)) {
-    case JSON_NULL: n.tag = SN_NULL; break;
-    case JSON_TRUE: n.tag = SN_TRUE; break;
-    case JSON_FALSE: n.tag = SN_FALSE; break;
+    case JSON_NULL:
+        n.tag = SN_NULL;
+        break;
+    case JSON_TRUE:
+        n.tag = SN_TRUE;
+        break;
+    case JSON_FALSE:
+        n.tag = SN_FALSE;
+        break;
     case JSON_INTEGER:
         n.tag = SN_INT;
         n.b = (uint64_t)(int64_t)json_integer_value(v);
@@ -114,13 +121,15 @@ static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
             size_t i = 0;
             const char *k;
             json_t *x;
-            json_object_foreach((json_t *)v, k, x) {
+            json_object_foreach((json_t *)v, k, x)
+            {
                 simg_str s = ib_str(b, k, strlen(k));
                 if (b->oom) {
                     free(kids);
                     return -1;
                 }
-                kids[2 * i] = (simg_node){SN_STR, (uint8_t)s.ascii, 0, s.blen, (uint64_t)s.off | ((uint64_t)s.clen << 32)};
+                kids[2 * i] = (simg_node){SN_STR, (uint8_t)s.ascii, 0, s.blen,
+                                          (uint64_t)s.off | ((uint64_t)s.clen << 32)};
                 if (put_json(b, &kids[2 * i + 1], x, depth + 1)) {
                     free(kids);
                     return -1;
@@ -152,10 +161,11 @@ static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
 }
 
 static const char *const g_field_names[SF__COUNT] = {
-    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment", "started_at", "ended_at",
-    "schema_version"};
+    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
+    "started_at",    "ended_at",   "schema_version"};
 
-int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *out_len, char *err, size_t errcap)
+int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *out_len, char *err,
+               size_t errcap)
 {
     ibuf b = {0};
     if (!json_is_object(t)) {
@@ -170,7 +180,8 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
         goto fail;
     }
     if (strcmp(json_string_value(sv), "2") != 0) {
-        snprintf(err, errcap, "unsupported transcript schema version '%.64s'", json_string_value(sv));
+        snprintf(err, errcap, "unsupported transcript schema version '%.64s'",
+                 json_string_value(sv));
         goto fail;
     }
     const json_t *evs = json_object_get(t, "events");
@@ -271,7 +282,7 @@ fail:
 typedef struct {
     const char *s, *end;
     ibuf *b;
-    char *tmp;   /* scratch for unescaped strings */
+    char *tmp; /* scratch for unescaped strings */
     size_t tmpcap;
     const char *err;
     /* short strings (keys, event types, enums) are stored once: every
@@ -293,7 +304,8 @@ static uint64_t str_hash(const char *s, size_t n)
 }
 
 /* stores s[0..n) in the image (interned when short); fills out */
-static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out, size_t limit)
+static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out,
+                     size_t limit)
 {
     simg_str *slot = NULL;
     if (n <= limit) {
@@ -308,7 +320,8 @@ static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, 
                 simg_str *e = &p->itab[i];
                 if (!e->off) continue;
                 size_t h = (size_t)str_hash(p->b->p + e->off, e->blen) & (size - 1);
-                while (nt[h].off) h = (h + 1) & (size - 1);
+                while (nt[h].off)
+                    h = (h + 1) & (size - 1);
                 nt[h] = *e;
             }
             free(p->itab);
@@ -343,7 +356,8 @@ static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, 
 
 static void skip_ws(jp *p)
 {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t')) p->s++;
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t'))
+        p->s++;
 }
 
 static int hex4(const char *s, uint32_t *out)
@@ -352,9 +366,12 @@ static int hex4(const char *s, uint32_t *out)
     for (int i = 0; i < 4; i++) {
         char c = s[i];
         v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if ((c | 32) >= 'a' && (c | 32) <= 'f') v |= (uint32_t)((c | 32) - 'a' + 10);
-        else return -1;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if ((c | 32) >= 'a' && (c | 32) <= 'f')
+            v |= (uint32_t)((c | 32) - 'a' + 10);
+        else
+            return -1;
     }
     *out = v;
     return 0;
@@ -399,10 +416,14 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
         *ascii = false;
         int need;
         uint32_t cp;
-        if (c >= 0xC2 && c <= 0xDF) need = 1, cp = c & 0x1F;
-        else if (c >= 0xE0 && c <= 0xEF) need = 2, cp = c & 0x0F;
-        else if (c >= 0xF0 && c <= 0xF4) need = 3, cp = c & 0x07;
-        else return -1;
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 2, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 3, cp = c & 0x07;
+        else
+            return -1;
         if (e - s <= need) return -1;
         for (int i = 1; i <= need; i++) {
             if ((s[i] & 0xC0) != 0x80) return -1;
@@ -425,7 +446,8 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
     const char *st = p->s;
     const char *q = st;
     /* fast scan: no escapes */
-    while (q < p->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20) q++;
+    while (q < p->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+        q++;
     if (q < p->end && *q == '"') {
         bool ascii;
         long n = utf8_check((const unsigned char *)st, (const unsigned char *)q, &ascii);
@@ -448,7 +470,8 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
         }
         if (o + 8 > p->tmpcap) {
             size_t nc = p->tmpcap ? p->tmpcap * 2 : 256;
-            while (nc < o + 8) nc *= 2;
+            while (nc < o + 8)
+                nc *= 2;
             if (nc > need) nc = need > o + 8 ? need : o + 8;
             char *nt = realloc(p->tmp, nc);
             if (!nt) {
@@ -479,14 +502,30 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
         }
         char e = *r++;
         switch (e) {
-        case '"': p->tmp[o++] = '"'; break;
-        case '\\': p->tmp[o++] = '\\'; break;
-        case '/': p->tmp[o++] = '/'; break;
-        case 'b': p->tmp[o++] = '\b'; break;
-        case 'f': p->tmp[o++] = '\f'; break;
-        case 'n': p->tmp[o++] = '\n'; break;
-        case 'r': p->tmp[o++] = '\r'; break;
-        case 't': p->tmp[o++] = '\t'; break;
+        case '"':
+            p->tmp[o++] = '"';
+            break;
+        case '\\':
+            p->tmp[o++] = '\\';
+            break;
+        case '/':
+            p->tmp[o++] = '/';
+            break;
+        case 'b':
+            p->tmp[o++] = '\b';
+            break;
+        case 'f':
+            p->tmp[o++] = '\f';
+            break;
+        case 'n':
+            p->tmp[o++] = '\n';
+            break;
+        case 'r':
+            p->tmp[o++] = '\r';
+            break;
+        case 't':
+            p->tmp[o++] = '\t';
+            break;
         case 'u': {
             uint32_t cp;
             if (p->end - r < 4 || hex4(r, &cp)) {
@@ -505,7 +544,9 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
             o += enc_utf8(cp, p->tmp + o);
             break;
         }
-        default: p->err = "invalid escape"; return -1;
+        default:
+            p->err = "invalid escape";
+            return -1;
         }
     }
     bool ascii = true;
@@ -530,9 +571,11 @@ static int parse_number(jp *p, simg_node *n)
         p->err = "invalid number";
         return -1;
     }
-    if (*q == '0') q++;
+    if (*q == '0')
+        q++;
     else
-        while (q < p->end && *q >= '0' && *q <= '9') q++;
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
     bool real = false;
     if (q < p->end && *q == '.') {
         real = true;
@@ -541,7 +584,8 @@ static int parse_number(jp *p, simg_node *n)
             p->err = "invalid number";
             return -1;
         }
-        while (q < p->end && *q >= '0' && *q <= '9') q++;
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
     }
     if (q < p->end && (*q == 'e' || *q == 'E')) {
         real = true;
@@ -551,7 +595,8 @@ static int parse_number(jp *p, simg_node *n)
             p->err = "invalid number";
             return -1;
         }
-        while (q < p->end && *q >= '0' && *q <= '9') q++;
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
     }
     size_t len = (size_t)(q - st);
     p->s = q;
@@ -579,7 +624,8 @@ static int parse_number(jp *p, simg_node *n)
     size_t nd = (size_t)(q - d);
     if (nd <= 18) {
         int64_t v = 0;
-        for (const char *k = d; k < q; k++) v = v * 10 + (*k - '0');
+        for (const char *k = d; k < q; k++)
+            v = v * 10 + (*k - '0');
         n->tag = SN_INT;
         n->b = (uint64_t)(neg ? -v : v);
         return 0;
@@ -616,7 +662,8 @@ static uint64_t key_hash(const char *s, size_t n)
 static int dedup_keys(ibuf *b, simg_node *kids, size_t *cnt)
 {
     size_t pairs = *cnt / 2, size = 8;
-    while (size < pairs * 2) size <<= 1;
+    while (size < pairs * 2)
+        size <<= 1;
     int32_t *tab = malloc(size * sizeof *tab);
     if (!tab) {
         b->oom = true;
@@ -841,8 +888,8 @@ static simg_str node_str(const simg_node *n)
     return s;
 }
 
-int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out, size_t *out_len,
-                    char *err, size_t errcap)
+int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out,
+                    size_t *out_len, char *err, size_t errcap)
 {
     ibuf b = {0};
     /* worst case the image is a few times the text; start near it */
@@ -856,8 +903,11 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
     jp p = {json, json + len, &b, NULL, 0, NULL, NULL, 0, 0};
     simg_node rootn;
     if (parse_value(&p, &rootn, 0)) {
-        if (b.oom) snprintf(err, errcap, "transcript too large for a session image");
-        else snprintf(err, errcap, "invalid JSON: %s at byte %zu", p.err ? p.err : "error", (size_t)(p.s - json));
+        if (b.oom)
+            snprintf(err, errcap, "transcript too large for a session image");
+        else
+            snprintf(err, errcap, "invalid JSON: %s at byte %zu", p.err ? p.err : "error",
+                     (size_t)(p.s - json));
         goto fail;
     }
     skip_ws(&p);
@@ -879,7 +929,8 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
         goto fail;
     }
     if (sv->a != 1 || b.p[(uint32_t)sv->b] != '2') {
-        snprintf(err, errcap, "unsupported transcript schema version '%.64s'", b.p + (uint32_t)sv->b);
+        snprintf(err, errcap, "unsupported transcript schema version '%.64s'",
+                 b.p + (uint32_t)sv->b);
         goto fail;
     }
     const simg_node *evs = obj_get(&b, t, "events");
@@ -915,12 +966,15 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
     }
     if (ec->tag == SN_BIGINT || (int64_t)ec->b < 0) {
         if (ec->tag == SN_BIGINT && b.p[(uint32_t)ec->b] != '-')
-            snprintf(err, errcap, "event_count is %.40s, but transcript contains %zu events", b.p + (uint32_t)ec->b, ne);
-        else snprintf(err, errcap, "event_count must not be negative");
+            snprintf(err, errcap, "event_count is %.40s, but transcript contains %zu events",
+                     b.p + (uint32_t)ec->b, ne);
+        else
+            snprintf(err, errcap, "event_count must not be negative");
         goto fail;
     }
     if ((uint64_t)ec->b != ne) {
-        snprintf(err, errcap, "event_count is %lld, but transcript contains %zu events", (long long)ec->b, ne);
+        snprintf(err, errcap, "event_count is %lld, but transcript contains %zu events",
+                 (long long)ec->b, ne);
         goto fail;
     }
     simg_str fields[SF__COUNT];
@@ -994,10 +1048,13 @@ int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
     }
     for (int k = 0; k < SF__COUNT; k++)
         if (!str_ok(&h->fields[k], len)) goto bad;
-    if ((h->events_off & 7) || (size_t)h->events_off + (size_t)h->nevents * sizeof(simg_event) > len) goto bad;
+    if ((h->events_off & 7) ||
+        (size_t)h->events_off + (size_t)h->nevents * sizeof(simg_event) > len)
+        goto bad;
     if (h->event_count != (int64_t)h->nevents) goto bad;
     for (uint32_t i = 0; i < h->nevents; i++) {
-        const simg_event *e = (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
+        const simg_event *e =
+            (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
         if (!str_ok(&e->id, len) || !str_ok(&e->ts, len) || !str_ok(&e->type, len)) goto bad;
         /* payload nodes are bounds-checked when read (session.c): only the
          * top-level object here, so a child does not walk the whole image */

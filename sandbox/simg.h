@@ -20,8 +20,8 @@ int simg_build(const json_t *transcript, const char *assignment_id, void **out, 
  * no intermediate tree; Python json semantics for numbers: big ints kept
  * exactly, NaN/Infinity accepted; duplicate keys keep the first position and
  * the last value). The fast ingest path. */
-int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out, size_t *out_len,
-                    char *err, size_t errcap);
+int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out,
+                    size_t *out_len, char *err, size_t errcap);
 
 /* Checks that `buf` is a well-formed image (magic, version, every offset in
  * bounds). Returns 0 or -1 with a message. Call before reading an image

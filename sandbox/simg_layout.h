@@ -10,8 +10,17 @@
 #define SIMG_VERSION 1u
 #define SIMG_MAX_DEPTH 4096
 
-enum { SF_ASSIGNMENT_ID, SF_SESSION_ID, SF_SESSION_REVISION_ID, SF_AGENT_ID, SF_ENVIRONMENT, SF_STARTED_AT,
-       SF_ENDED_AT, SF_SCHEMA_VERSION, SF__COUNT };
+enum {
+    SF_ASSIGNMENT_ID,
+    SF_SESSION_ID,
+    SF_SESSION_REVISION_ID,
+    SF_AGENT_ID,
+    SF_ENVIRONMENT,
+    SF_STARTED_AT,
+    SF_ENDED_AT,
+    SF_SCHEMA_VERSION,
+    SF__COUNT
+};
 
 /* a string: UTF-8 bytes at off (NUL-terminated), blen bytes, clen code points */
 typedef struct {

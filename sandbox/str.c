@@ -89,7 +89,8 @@ size_t vs_offset(const val *s, size_t cp)
     size_t i = 0, n = s->u.s.blen;
     while (cp && i < n) {
         i++;
-        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80) i++;
+        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
+            i++;
         cp--;
     }
     return i;
@@ -109,7 +110,11 @@ val *vs_substr(vctx *c, val *s, size_t lo, size_t hi)
     if (lo >= hi) return vs_new_owned(c, (char *)"", 0, 0, true);
     if (lo == 0 && hi >= s->u.s.clen) return s;
     size_t a = vs_offset(s, lo);
-    size_t b = (s->flags & VF_ASCII) ? hi : a + vs_offset(&(val){.type = VT_STR, .u.s = {s->u.s.s + a, s->u.s.blen - a, 0, 0}}, hi - lo);
+    size_t b =
+        (s->flags & VF_ASCII)
+            ? hi
+            : a + vs_offset(&(val){.type = VT_STR, .u.s = {s->u.s.s + a, s->u.s.blen - a, 0, 0}},
+                            hi - lo);
     return vs_new_owned(c, (char *)s->u.s.s + a, b - a, hi - lo, (s->flags & VF_ASCII) != 0);
 }
 
@@ -141,9 +146,12 @@ static bool in_ranges(const uint32_t (*t)[2], size_t n, uint32_t cp)
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cp < t[mid][0]) hi = mid;
-        else if (cp > t[mid][1]) lo = mid + 1;
-        else return true;
+        if (cp < t[mid][0])
+            hi = mid;
+        else if (cp > t[mid][1])
+            lo = mid + 1;
+        else
+            return true;
     }
     return false;
 }
@@ -153,9 +161,12 @@ static const struct vu_special *find_special(const struct vu_special *t, size_t 
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cp < t[mid].cp) hi = mid;
-        else if (cp > t[mid].cp) lo = mid + 1;
-        else return &t[mid];
+        if (cp < t[mid].cp)
+            hi = mid;
+        else if (cp > t[mid].cp)
+            lo = mid + 1;
+        else
+            return &t[mid];
     }
     return NULL;
 }
@@ -166,9 +177,12 @@ int vs_decimal_value(int32_t cp)
     size_t lo = 0, hi = vu_decimal_len;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if ((uint32_t)cp < vu_decimal[mid][0]) hi = mid;
-        else if ((uint32_t)cp > vu_decimal[mid][1]) lo = mid + 1;
-        else return (int)(((uint32_t)cp - vu_decimal[mid][0]) % 10);
+        if ((uint32_t)cp < vu_decimal[mid][0])
+            hi = mid;
+        else if ((uint32_t)cp > vu_decimal[mid][1])
+            lo = mid + 1;
+        else
+            return (int)(((uint32_t)cp - vu_decimal[mid][0]) % 10);
     }
     return -1;
 }
@@ -184,8 +198,10 @@ char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen)
     while (i < len) {
         size_t adv;
         int32_t cp = vs_decode1(s + i, len - i, &adv);
-        if (cp < 128) o[k++] = (char)cp;
-        else if (vs_isspace_cp(cp)) o[k++] = ' ';
+        if (cp < 128)
+            o[k++] = (char)cp;
+        else if (vs_isspace_cp(cp))
+            o[k++] = ' ';
         else {
             int d = vs_decimal_value(cp);
             o[k++] = d >= 0 ? (char)('0' + d) : '?';
@@ -241,16 +257,39 @@ static bool u_istitle(int32_t cp)
 {
     return cp >= 128 && utf8proc_category(cp) == UTF8PROC_CATEGORY_LT;
 }
-static bool u_iscased(int32_t cp) { return u_islower(cp) || u_isupper(cp) || u_istitle(cp); }
+static bool u_iscased(int32_t cp)
+{
+    return u_islower(cp) || u_isupper(cp) || u_istitle(cp);
+}
 static bool u_case_ignorable(int32_t cp)
 {
     switch (cp) {
-    case 0x27: case 0x2E: case 0x3A: case 0x5E: case 0x60: case 0xA8: case 0xAD: case 0xAF:
-    case 0xB4: case 0xB7: case 0xB8: case 0x2018: case 0x2019: case 0x2024: case 0x2027:
-    case 0xFE13: case 0xFE52: case 0xFE55: case 0xFF07: case 0xFF0E: case 0xFF1A: case 0x387:
+    case 0x27:
+    case 0x2E:
+    case 0x3A:
+    case 0x5E:
+    case 0x60:
+    case 0xA8:
+    case 0xAD:
+    case 0xAF:
+    case 0xB4:
+    case 0xB7:
+    case 0xB8:
+    case 0x2018:
+    case 0x2019:
+    case 0x2024:
+    case 0x2027:
+    case 0xFE13:
+    case 0xFE52:
+    case 0xFE55:
+    case 0xFF07:
+    case 0xFF0E:
+    case 0xFF1A:
+    case 0x387:
     case 0x5F4:
         return true;
-    default: break;
+    default:
+        break;
     }
     if (cp < 128) return false;
     utf8proc_category_t k = utf8proc_category(cp);
@@ -262,28 +301,43 @@ static int map_full(int which, int32_t cp, int32_t out[3])
 {
     /* which: 0 upper, 1 lower, 2 title, 3 fold */
     if (cp < 128) {
-        if (which == 0 || which == 2) out[0] = (cp >= 'a' && cp <= 'z') ? cp - 32 : cp;
-        else out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+        if (which == 0 || which == 2)
+            out[0] = (cp >= 'a' && cp <= 'z') ? cp - 32 : cp;
+        else
+            out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
         return 1;
     }
     const struct vu_special *sp = NULL;
     switch (which) {
-    case 0: sp = find_special(vu_upper_special, vu_upper_special_len, (uint32_t)cp); break;
-    case 1: sp = find_special(vu_lower_special, vu_lower_special_len, (uint32_t)cp); break;
-    case 2: sp = find_special(vu_title_special, vu_title_special_len, (uint32_t)cp); break;
+    case 0:
+        sp = find_special(vu_upper_special, vu_upper_special_len, (uint32_t)cp);
+        break;
+    case 1:
+        sp = find_special(vu_lower_special, vu_lower_special_len, (uint32_t)cp);
+        break;
+    case 2:
+        sp = find_special(vu_title_special, vu_title_special_len, (uint32_t)cp);
+        break;
     case 3:
         sp = find_special(vu_fold_special, vu_fold_special_len, (uint32_t)cp);
         if (!sp) return map_full(1, cp, out);
         break;
     }
     if (sp) {
-        for (int i = 0; i < sp->n; i++) out[i] = (int32_t)sp->to[i];
+        for (int i = 0; i < sp->n; i++)
+            out[i] = (int32_t)sp->to[i];
         return sp->n;
     }
     switch (which) {
-    case 0: out[0] = utf8proc_toupper(cp); break;
-    case 1: out[0] = utf8proc_tolower(cp); break;
-    default: out[0] = utf8proc_totitle(cp); break;
+    case 0:
+        out[0] = utf8proc_toupper(cp);
+        break;
+    case 1:
+        out[0] = utf8proc_tolower(cp);
+        break;
+    default:
+        out[0] = utf8proc_totitle(cp);
+        break;
     }
     return 1;
 }
@@ -340,7 +394,8 @@ static void sb_put(sbuild *b, const char *s, size_t n, size_t ncp, bool ascii)
             return;
         }
         size_t nc = b->cap * 2;
-        while (nc < b->len + n) nc *= 2;
+        while (nc < b->len + n)
+            nc *= 2;
         char *np = v_alloc(b->c, nc);
         if (!np) {
             b->fail = true;
@@ -390,20 +445,29 @@ int vs_repr_buf(strbuf *b, const val *s)
             if (ch == (unsigned char)q || ch == '\\') {
                 strbuf_putc(b, '\\');
                 strbuf_putc(b, (char)ch);
-            } else if (ch == '\t') strbuf_put(b, "\\t", 2);
-            else if (ch == '\n') strbuf_put(b, "\\n", 2);
-            else if (ch == '\r') strbuf_put(b, "\\r", 2);
-            else if (ch < 32 || ch == 127) strbuf_printf(b, "\\x%02x", ch);
-            else strbuf_putc(b, (char)ch);
+            } else if (ch == '\t')
+                strbuf_put(b, "\\t", 2);
+            else if (ch == '\n')
+                strbuf_put(b, "\\n", 2);
+            else if (ch == '\r')
+                strbuf_put(b, "\\r", 2);
+            else if (ch < 32 || ch == 127)
+                strbuf_printf(b, "\\x%02x", ch);
+            else
+                strbuf_putc(b, (char)ch);
             i++;
             continue;
         }
         size_t adv;
         int32_t cp = vs_decode1(p + i, n - i, &adv);
-        if (u_isprintable(cp)) strbuf_put(b, p + i, adv);
-        else if (cp < 0x100) strbuf_printf(b, "\\x%02x", cp);
-        else if (cp < 0x10000) strbuf_printf(b, "\\u%04x", cp);
-        else strbuf_printf(b, "\\U%08x", cp);
+        if (u_isprintable(cp))
+            strbuf_put(b, p + i, adv);
+        else if (cp < 0x100)
+            strbuf_printf(b, "\\x%02x", cp);
+        else if (cp < 0x10000)
+            strbuf_printf(b, "\\u%04x", cp);
+        else
+            strbuf_printf(b, "\\U%08x", cp);
         i += adv;
     }
     strbuf_putc(b, q);
@@ -456,7 +520,8 @@ val *vs_repeat(vctx *c, val *a, int64_t k)
     char *p = v_alloc(c, n + 1);
     if (!p) return NULL;
     if (v_steps(c, n / 64)) return NULL;
-    for (int64_t i = 0; i < k; i++) memcpy(p + (size_t)i * a->u.s.blen, a->u.s.s, a->u.s.blen);
+    for (int64_t i = 0; i < k; i++)
+        memcpy(p + (size_t)i * a->u.s.blen, a->u.s.s, a->u.s.blen);
     return vs_new_owned(c, p, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
 }
 
@@ -479,11 +544,13 @@ val *vs_getitem(vctx *c, val *s, val *key)
         sbuild b;
         sb_init(&b, c, (size_t)slen);
         if (s->flags & VF_ASCII) {
-            for (int64_t i = 0, k = start; i < slen; i++, k += step) sb_put(&b, s->u.s.s + k, 1, 1, true);
+            for (int64_t i = 0, k = start; i < slen; i++, k += step)
+                sb_put(&b, s->u.s.s + k, 1, 1, true);
         } else {
             int32_t *cps = to_cps(c, s);
             if (!cps) return NULL;
-            for (int64_t i = 0, k = start; i < slen; i++, k += step) sb_cp(&b, cps[k]);
+            for (int64_t i = 0, k = start; i < slen; i++, k += step)
+                sb_cp(&b, cps[k]);
         }
         return sb_done(&b);
     }
@@ -511,7 +578,8 @@ static const char *rfind_bytes(const char *h, size_t hl, const char *n, size_t n
 int vs_contains(vctx *c, val *hay, val *needle)
 {
     if (needle->type != VT_STR) {
-        v_raise(c, "TypeError", "'in <string>' requires string as left operand, not %s", v_type_name(needle));
+        v_raise(c, "TypeError", "'in <string>' requires string as left operand, not %s",
+                v_type_name(needle));
         return -1;
     }
     return find_bytes(hay->u.s.s, hay->u.s.blen, needle->u.s.s, needle->u.s.blen) != NULL;
@@ -522,8 +590,10 @@ int vs_contains(vctx *c, val *hay, val *needle)
 static bool need_str(vctx *c, val *v, const char *what)
 {
     if (v->type == VT_STR) return true;
-    if (what) v_raise(c, "TypeError", "%s", what);
-    else v_raise(c, "TypeError", "must be str, not %s", v_type_name(v));
+    if (what)
+        v_raise(c, "TypeError", "%s", what);
+    else
+        v_raise(c, "TypeError", "must be str, not %s", v_type_name(v));
     return false;
 }
 
@@ -534,14 +604,17 @@ static int adjust_indices(vctx *c, val *vs, val *ve, int64_t len, int64_t *start
     *start = 0;
     *end = len;
     if (vs && vs->type != VT_NONE) {
-        if (v_int_index(c, vs, start, "slice indices must be integers or None or have an __index__ method"))
+        if (v_int_index(c, vs, start,
+                        "slice indices must be integers or None or have an __index__ method"))
             return -1;
     }
     if (ve && ve->type != VT_NONE) {
-        if (v_int_index(c, ve, end, "slice indices must be integers or None or have an __index__ method"))
+        if (v_int_index(c, ve, end,
+                        "slice indices must be integers or None or have an __index__ method"))
             return -1;
     }
-    if (*end > len) *end = len;
+    if (*end > len)
+        *end = len;
     else if (*end < 0) {
         *end += len;
         if (*end < 0) *end = 0;
@@ -553,8 +626,8 @@ static int adjust_indices(vctx *c, val *vs, val *ve, int64_t len, int64_t *start
     return 0;
 }
 
-static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
-                         int mode /*0 count 1 find 2 rfind 3 index */)
+static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                         size_t nkw, int mode /*0 count 1 find 2 rfind 3 index */)
 {
     static const char *const names[] = {"sub", "start", "end"};
     val *p[3];
@@ -594,8 +667,8 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
     return v_int64(c, (int64_t)cps_before(s, (size_t)(f - s->u.s.s)));
 }
 
-static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
-                         bool ends)
+static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                         size_t nkw, bool ends)
 {
     static const char *const names[] = {"prefix", "start", "end"};
     val *p[3];
@@ -615,7 +688,8 @@ static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, 
     for (size_t i = 0; i < n; i++) {
         val *x = list[i];
         if (x->type != VT_STR)
-            return v_raise(c, "TypeError", "tuple for %s must only contain str, not %s", name, v_type_name(x));
+            return v_raise(c, "TypeError", "tuple for %s must only contain str, not %s", name,
+                           v_type_name(x));
         int64_t xl = (int64_t)x->u.s.clen;
         if (st > len) continue;
         if (en - st < xl) continue;
@@ -628,7 +702,8 @@ static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, 
 }
 
 /* strip: which 1 left, 2 right, 3 both */
-static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, int which)
+static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                    size_t nkw, int which)
 {
     static const char *const names[] = {"chars"};
     val *p[1];
@@ -652,20 +727,23 @@ static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const
         if (cs) {
             for (size_t k = 0; k < ncs; k++)
                 if (cs[k] == cp) hit = true;
-        } else hit = vs_isspace_cp(cp);
+        } else
+            hit = vs_isspace_cp(cp);
         if (!hit) break;
         lo += adv;
     }
     while (hi > lo && (which & 2)) {
         size_t k0 = hi - 1;
-        while (k0 > lo && ((unsigned char)p0[k0] & 0xC0) == 0x80) k0--;
+        while (k0 > lo && ((unsigned char)p0[k0] & 0xC0) == 0x80)
+            k0--;
         size_t adv;
         int32_t cp = vs_decode1(p0 + k0, hi - k0, &adv);
         bool hit = false;
         if (cs) {
             for (size_t k = 0; k < ncs; k++)
                 if (cs[k] == cp) hit = true;
-        } else hit = vs_isspace_cp(cp);
+        } else
+            hit = vs_isspace_cp(cp);
         if (!hit) break;
         hi = k0;
     }
@@ -714,7 +792,8 @@ static void lb_reverse(vlistb *l)
     }
 }
 
-static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool right)
+static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                    size_t nkw, bool right)
 {
     static const char *const names[] = {"sep", "maxsplit"};
     val *p[2];
@@ -723,7 +802,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     int64_t maxs;
     if (get_maxsplit(c, p[1], &maxs)) return NULL;
     if (maxs < 0) maxs = INT64_MAX;
-    if (sep && sep->type != VT_STR) return v_raise(c, "TypeError", "must be str or None, not %s", v_type_name(sep));
+    if (sep && sep->type != VT_STR)
+        return v_raise(c, "TypeError", "must be str or None, not %s", v_type_name(sep));
     if (sep && sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
     vlistb l = {0};
     const char *b = s->u.s.s;
@@ -746,7 +826,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
                 const char *f = rfind_bytes(b, end, sep->u.s.s, sep->u.s.blen);
                 if (!f) break;
                 size_t fo = (size_t)(f - b);
-                if (lb_push(c, &l, str_bytes(c, b + fo + sep->u.s.blen, end - fo - sep->u.s.blen))) return NULL;
+                if (lb_push(c, &l, str_bytes(c, b + fo + sep->u.s.blen, end - fo - sep->u.s.blen)))
+                    return NULL;
                 end = fo;
                 maxs--;
             }
@@ -760,7 +841,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
         size_t i = 0;
         while (i < n) {
             size_t adv;
-            while (i < n && vs_isspace_cp(vs_decode1(b + i, n - i, &adv))) i += adv;
+            while (i < n && vs_isspace_cp(vs_decode1(b + i, n - i, &adv)))
+                i += adv;
             if (i >= n) break;
             if (maxs == 0) {
                 /* the rest keeps its trailing whitespace */
@@ -768,7 +850,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
                 break;
             }
             size_t j = i;
-            while (j < n && !vs_isspace_cp(vs_decode1(b + j, n - j, &adv))) j += adv;
+            while (j < n && !vs_isspace_cp(vs_decode1(b + j, n - j, &adv)))
+                j += adv;
             if (lb_push(c, &l, str_bytes(c, b + i, j - i))) return NULL;
             maxs--;
             i = j;
@@ -780,7 +863,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             /* skip trailing spaces */
             while (e > 0) {
                 size_t k0 = e - 1;
-                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80) k0--;
+                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80)
+                    k0--;
                 if (!vs_isspace_cp(vs_decode1(b + k0, e - k0, &adv))) break;
                 e = k0;
             }
@@ -793,7 +877,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             size_t st = e;
             while (st > 0) {
                 size_t k0 = st - 1;
-                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80) k0--;
+                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80)
+                    k0--;
                 if (vs_isspace_cp(vs_decode1(b + k0, st - k0, &adv))) break;
                 st = k0;
             }
@@ -813,9 +898,11 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
     if (v_parse_args(c, "splitlines", a, na, kw, nkw, names, 1, 0, 0, p)) return NULL;
     bool keep = false;
     if (p[0]) {
-        if (p[0]->type == VT_FLOAT) return v_raise(c, "TypeError", "'float' object cannot be interpreted as an integer");
+        if (p[0]->type == VT_FLOAT)
+            return v_raise(c, "TypeError", "'float' object cannot be interpreted as an integer");
         if (!v_is_intlike(p[0]))
-            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(p[0]));
+            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                           v_type_name(p[0]));
         keep = v_truthy(p[0]);
     }
     vlistb l = {0};
@@ -824,8 +911,8 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
     while (i < n) {
         size_t adv;
         int32_t cp = vs_decode1(b + i, n - i, &adv);
-        bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C || cp == 0x1D ||
-                   cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+        bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C ||
+                   cp == 0x1D || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
         if (!brk) {
             i += adv;
             continue;
@@ -847,11 +934,13 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
     if (v_parse_args(c, "replace", a, na, kw, nkw, names, 3, 3, 2, p)) return NULL;
     if (!need_str(c, p[0], NULL)) {
         c->exc_msg[0] = 0;
-        snprintf(c->exc_msg, sizeof c->exc_msg, "replace() argument 1 must be str, not %s", v_type_name(p[0]));
+        snprintf(c->exc_msg, sizeof c->exc_msg, "replace() argument 1 must be str, not %s",
+                 v_type_name(p[0]));
         return NULL;
     }
     if (p[1]->type != VT_STR)
-        return v_raise(c, "TypeError", "replace() argument 2 must be str, not %s", v_type_name(p[1]));
+        return v_raise(c, "TypeError", "replace() argument 2 must be str, not %s",
+                       v_type_name(p[1]));
     int64_t cnt = -1;
     if (p[2] && get_maxsplit(c, p[2], &cnt)) return NULL;
     if (cnt < 0) cnt = INT64_MAX;
@@ -873,7 +962,9 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
             sb_put(&b, h + i, adv, 1, adv == 1);
             i += adv;
         }
-        if (i < n) sb_put(&b, h + i, n - i, cps_before(s, n) - cps_before(s, i), (s->flags & VF_ASCII) != 0);
+        if (i < n)
+            sb_put(&b, h + i, n - i, cps_before(s, n) - cps_before(s, i),
+                   (s->flags & VF_ASCII) != 0);
         return sb_done(&b);
     }
     size_t pos = 0;
@@ -935,7 +1026,8 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
 }
 
 /* case transforms: 0 upper 1 lower 2 casefold 3 swapcase 4 title 5 capitalize */
-static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, int mode)
+static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                   size_t nkw, int mode)
 {
     if (v_parse_args(c, name, a, na, kw, nkw, NULL, 0, 0, 0, NULL)) return NULL;
     size_t n = s->u.s.blen;
@@ -949,15 +1041,23 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
             bool up = ch >= 'A' && ch <= 'Z', lo = ch >= 'a' && ch <= 'z';
             char o = ch;
             switch (mode) {
-            case 0: o = lo ? ch - 32 : ch; break;
+            case 0:
+                o = lo ? ch - 32 : ch;
+                break;
             case 1:
-            case 2: o = up ? ch + 32 : ch; break;
-            case 3: o = lo ? ch - 32 : up ? ch + 32 : ch; break;
+            case 2:
+                o = up ? ch + 32 : ch;
+                break;
+            case 3:
+                o = lo ? ch - 32 : up ? ch + 32 : ch;
+                break;
             case 4:
                 o = prev_cased ? (up ? ch + 32 : ch) : (lo ? ch - 32 : ch);
                 prev_cased = up || lo;
                 break;
-            case 5: o = i == 0 ? (lo ? ch - 32 : ch) : (up ? ch + 32 : ch); break;
+            case 5:
+                o = i == 0 ? (lo ? ch - 32 : ch) : (up ? ch + 32 : ch);
+                break;
             }
             p[i] = o;
         }
@@ -975,8 +1075,10 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
         while (i < n) {
             unsigned char ch = p[i];
             if (ch < 0x80) {
-                if (mode == 0) o[k++] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch);
-                else o[k++] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
+                if (mode == 0)
+                    o[k++] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch);
+                else
+                    o[k++] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
                 i++;
                 ncp++;
                 continue;
@@ -1005,12 +1107,20 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
         int k;
         int32_t cp = cps[i];
         switch (mode) {
-        case 0: k = map_full(0, cp, out); break;
-        case 1: k = lower_at(cps, m, i, out); break;
-        case 2: k = map_full(3, cp, out); break;
+        case 0:
+            k = map_full(0, cp, out);
+            break;
+        case 1:
+            k = lower_at(cps, m, i, out);
+            break;
+        case 2:
+            k = map_full(3, cp, out);
+            break;
         case 3:
-            if (u_isupper(cp)) k = lower_at(cps, m, i, out);
-            else if (u_islower(cp)) k = map_full(0, cp, out);
+            if (u_isupper(cp))
+                k = lower_at(cps, m, i, out);
+            else if (u_islower(cp))
+                k = map_full(0, cp, out);
             else {
                 out[0] = cp;
                 k = 1;
@@ -1020,15 +1130,19 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
             k = prev_cased ? lower_at(cps, m, i, out) : map_full(2, cp, out);
             prev_cased = u_iscased(cp);
             break;
-        default: k = i == 0 ? map_full(2, cp, out) : lower_at(cps, m, i, out); break;
+        default:
+            k = i == 0 ? map_full(2, cp, out) : lower_at(cps, m, i, out);
+            break;
         }
-        for (int j = 0; j < k; j++) sb_cp(&b, out[j]);
+        for (int j = 0; j < k; j++)
+            sb_cp(&b, out[j]);
     }
     return sb_done(&b);
 }
 
 /* predicates: 0 digit 1 alpha 2 alnum 3 space 4 numeric 5 decimal 6 lower 7 upper 8 title */
-static val *m_is(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, int mode)
+static val *m_is(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                 size_t nkw, int mode)
 {
     if (v_parse_args(c, name, a, na, kw, nkw, NULL, 0, 0, 0, NULL)) return NULL;
     const char *p = s->u.s.s;
@@ -1040,12 +1154,24 @@ static val *m_is(vctx *c, val *s, const char *name, val **a, size_t na, const vk
         int32_t cp = vs_decode1(p + i, n - i, &adv);
         i += adv;
         switch (mode) {
-        case 0: if (!u_isdigit(cp)) return v_false(); break;
-        case 1: if (!u_isalpha(cp)) return v_false(); break;
-        case 2: if (!(u_isalpha(cp) || u_isnumeric(cp))) return v_false(); break;
-        case 3: if (!vs_isspace_cp(cp)) return v_false(); break;
-        case 4: if (!u_isnumeric(cp)) return v_false(); break;
-        case 5: if (!u_isdecimal(cp)) return v_false(); break;
+        case 0:
+            if (!u_isdigit(cp)) return v_false();
+            break;
+        case 1:
+            if (!u_isalpha(cp)) return v_false();
+            break;
+        case 2:
+            if (!(u_isalpha(cp) || u_isnumeric(cp))) return v_false();
+            break;
+        case 3:
+            if (!vs_isspace_cp(cp)) return v_false();
+            break;
+        case 4:
+            if (!u_isnumeric(cp)) return v_false();
+            break;
+        case 5:
+            if (!u_isdecimal(cp)) return v_false();
+            break;
         case 6:
             if (u_isupper(cp) || u_istitle(cp)) return v_false();
             if (u_islower(cp)) cased = true;
@@ -1061,7 +1187,8 @@ static val *m_is(vctx *c, val *s, const char *name, val **a, size_t na, const vk
             } else if (u_islower(cp)) {
                 if (!prev_cased) return v_false();
                 prev_cased = cased = true;
-            } else prev_cased = false;
+            } else
+                prev_cased = false;
             break;
         }
     }
@@ -1069,18 +1196,22 @@ static val *m_is(vctx *c, val *s, const char *name, val **a, size_t na, const vk
     return v_true();
 }
 
-static int get_width_fill(vctx *c, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, int64_t *w,
-                          int32_t *fill, const char **fillp, size_t *filllen, bool allow_fill)
+static int get_width_fill(vctx *c, const char *name, val **a, size_t na, const vkwarg *kw,
+                          size_t nkw, int64_t *w, int32_t *fill, const char **fillp,
+                          size_t *filllen, bool allow_fill)
 {
     static const char *const names[] = {"width", "fillchar"};
     val *p[2];
-    if (v_parse_args(c, name, a, na, kw, nkw, names, allow_fill ? 2 : 1, allow_fill ? 2 : 1, 1, p)) return -1;
+    if (v_parse_args(c, name, a, na, kw, nkw, names, allow_fill ? 2 : 1, allow_fill ? 2 : 1, 1, p))
+        return -1;
     if (!v_is_intlike(p[0])) {
-        v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(p[0]));
+        v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                v_type_name(p[0]));
         return -1;
     }
     if (!v_as_i64(p[0], w)) {
-        if (vi_sign(p[0]) < 0) *w = 0;
+        if (vi_sign(p[0]) < 0)
+            *w = 0;
         else {
             v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
             return -1;
@@ -1115,19 +1246,22 @@ static val *pad(vctx *c, val *s, int64_t left, int64_t right, const char *fp, si
     if (v_check_strlen(c, total)) return NULL;
     sbuild b;
     sb_init(&b, c, total + 1);
-    for (int64_t i = 0; i < left; i++) sb_put(&b, fp, fl, 1, fl == 1);
+    for (int64_t i = 0; i < left; i++)
+        sb_put(&b, fp, fl, 1, fl == 1);
     sb_str(&b, s);
-    for (int64_t i = 0; i < right; i++) sb_put(&b, fp, fl, 1, fl == 1);
+    for (int64_t i = 0; i < right; i++)
+        sb_put(&b, fp, fl, 1, fl == 1);
     return sb_done(&b);
 }
 
-static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
-                        bool right)
+static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                        size_t nkw, bool right)
 {
     static const char *const names[] = {"sep"};
     val *p[1];
     if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
-    if (p[0]->type != VT_STR) return v_raise(c, "TypeError", "must be str, not %s", v_type_name(p[0]));
+    if (p[0]->type != VT_STR)
+        return v_raise(c, "TypeError", "must be str, not %s", v_type_name(p[0]));
     val *sep = p[0];
     if (sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
     const char *f = right ? rfind_bytes(s->u.s.s, s->u.s.blen, sep->u.s.s, sep->u.s.blen)
@@ -1167,7 +1301,8 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
     char e[32] = "utf-8";
     if (enc) {
         if (enc->type != VT_STR)
-            return v_raise(c, "TypeError", "encode() argument 'encoding' must be str, not %s", v_type_name(enc));
+            return v_raise(c, "TypeError", "encode() argument 'encoding' must be str, not %s",
+                           v_type_name(enc));
         size_t k = 0;
         for (size_t i = 0; i < enc->u.s.blen && k < sizeof e - 1; i++) {
             char ch = enc->u.s.s[i];
@@ -1176,34 +1311,60 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
         e[k] = 0;
     }
     if (errors && errors->type != VT_STR)
-        return v_raise(c, "TypeError", "encode() argument 'errors' must be str, not %s", v_type_name(errors));
+        return v_raise(c, "TypeError", "encode() argument 'errors' must be str, not %s",
+                       v_type_name(errors));
     const char *ev = errors ? errors->u.s.s : "strict";
-    enum { E_STRICT, E_IGNORE, E_REPLACE, E_XML, E_BACKSLASH, E_SURROGATEPASS, E_OTHER } eh = E_STRICT;
+    enum {
+        E_STRICT,
+        E_IGNORE,
+        E_REPLACE,
+        E_XML,
+        E_BACKSLASH,
+        E_SURROGATEPASS,
+        E_OTHER
+    } eh = E_STRICT;
     if (errors) {
         size_t l = errors->u.s.blen;
-        if (l == 6 && !memcmp(ev, "strict", 6)) eh = E_STRICT;
-        else if (l == 6 && !memcmp(ev, "ignore", 6)) eh = E_IGNORE;
-        else if (l == 7 && !memcmp(ev, "replace", 7)) eh = E_REPLACE;
-        else if (l == 17 && !memcmp(ev, "xmlcharrefreplace", 17)) eh = E_XML;
-        else if (l == 16 && !memcmp(ev, "backslashreplace", 16)) eh = E_BACKSLASH;
-        else if (l == 14 && !memcmp(ev, "surrogatepass", 14)) eh = E_SURROGATEPASS;
-        else eh = E_OTHER;
+        if (l == 6 && !memcmp(ev, "strict", 6))
+            eh = E_STRICT;
+        else if (l == 6 && !memcmp(ev, "ignore", 6))
+            eh = E_IGNORE;
+        else if (l == 7 && !memcmp(ev, "replace", 7))
+            eh = E_REPLACE;
+        else if (l == 17 && !memcmp(ev, "xmlcharrefreplace", 17))
+            eh = E_XML;
+        else if (l == 16 && !memcmp(ev, "backslashreplace", 16))
+            eh = E_BACKSLASH;
+        else if (l == 14 && !memcmp(ev, "surrogatepass", 14))
+            eh = E_SURROGATEPASS;
+        else
+            eh = E_OTHER;
     }
     int kind, width = 1;
     bool be = false, bom = false;
     const char *en;
-    if (!strcmp(e, "utf-8") || !strcmp(e, "utf8") || !strcmp(e, "u8") || !strcmp(e, "utf")) kind = 0, en = "utf-8";
-    else if (!strcmp(e, "ascii") || !strcmp(e, "us-ascii") || !strcmp(e, "646")) kind = 1, en = "ascii";
-    else if (!strcmp(e, "latin-1") || !strcmp(e, "latin1") || !strcmp(e, "iso-8859-1") || !strcmp(e, "l1") ||
-             !strcmp(e, "iso8859-1") || !strcmp(e, "8859") || !strcmp(e, "cp819") || !strcmp(e, "latin"))
+    if (!strcmp(e, "utf-8") || !strcmp(e, "utf8") || !strcmp(e, "u8") || !strcmp(e, "utf"))
+        kind = 0, en = "utf-8";
+    else if (!strcmp(e, "ascii") || !strcmp(e, "us-ascii") || !strcmp(e, "646"))
+        kind = 1, en = "ascii";
+    else if (!strcmp(e, "latin-1") || !strcmp(e, "latin1") || !strcmp(e, "iso-8859-1") ||
+             !strcmp(e, "l1") || !strcmp(e, "iso8859-1") || !strcmp(e, "8859") ||
+             !strcmp(e, "cp819") || !strcmp(e, "latin"))
         kind = 2, en = "latin-1";
-    else if (!strcmp(e, "utf-16") || !strcmp(e, "utf16")) kind = 3, width = 2, bom = true, en = "utf-16";
-    else if (!strcmp(e, "utf-16-le") || !strcmp(e, "utf-16le")) kind = 3, width = 2, en = "utf-16-le";
-    else if (!strcmp(e, "utf-16-be") || !strcmp(e, "utf-16be")) kind = 3, width = 2, be = true, en = "utf-16-be";
-    else if (!strcmp(e, "utf-32") || !strcmp(e, "utf32")) kind = 4, width = 4, bom = true, en = "utf-32";
-    else if (!strcmp(e, "utf-32-le") || !strcmp(e, "utf-32le")) kind = 4, width = 4, en = "utf-32-le";
-    else if (!strcmp(e, "utf-32-be") || !strcmp(e, "utf-32be")) kind = 4, width = 4, be = true, en = "utf-32-be";
-    else return v_raise(c, "LookupError", "unknown encoding: %.100s", enc ? enc->u.s.s : e);
+    else if (!strcmp(e, "utf-16") || !strcmp(e, "utf16"))
+        kind = 3, width = 2, bom = true, en = "utf-16";
+    else if (!strcmp(e, "utf-16-le") || !strcmp(e, "utf-16le"))
+        kind = 3, width = 2, en = "utf-16-le";
+    else if (!strcmp(e, "utf-16-be") || !strcmp(e, "utf-16be"))
+        kind = 3, width = 2, be = true, en = "utf-16-be";
+    else if (!strcmp(e, "utf-32") || !strcmp(e, "utf32"))
+        kind = 4, width = 4, bom = true, en = "utf-32";
+    else if (!strcmp(e, "utf-32-le") || !strcmp(e, "utf-32le"))
+        kind = 4, width = 4, en = "utf-32-le";
+    else if (!strcmp(e, "utf-32-be") || !strcmp(e, "utf-32be"))
+        kind = 4, width = 4, be = true, en = "utf-32-be";
+    else
+        return v_raise(c, "LookupError", "unknown encoding: %.100s", enc ? enc->u.s.s : e);
     strbuf b;
     strbuf_init(&b);
     if (bom) put_unit(&b, 0xFEFF, width, false);
@@ -1212,34 +1373,41 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
         size_t adv;
         int32_t cp = vs_decode1(s->u.s.s + i, s->u.s.blen - i, &adv);
         bool sur = cp >= 0xD800 && cp <= 0xDFFF;
-        bool bad = (sur && !(eh == E_SURROGATEPASS && kind != 1 && kind != 2)) || (kind == 1 && cp >= 128) ||
-                   (kind == 2 && cp >= 256);
+        bool bad = (sur && !(eh == E_SURROGATEPASS && kind != 1 && kind != 2)) ||
+                   (kind == 1 && cp >= 128) || (kind == 2 && cp >= 256);
         if (bad) {
             switch (eh) {
-            case E_IGNORE: break;
+            case E_IGNORE:
+                break;
             case E_REPLACE:
-                if (kind >= 3) put_unit(&b, '?', width, be);
-                else strbuf_putc(&b, '?');
+                if (kind >= 3)
+                    put_unit(&b, '?', width, be);
+                else
+                    strbuf_putc(&b, '?');
                 break;
             case E_XML:
                 if (!sur) {
                     char tmp[24];
                     int n = snprintf(tmp, sizeof tmp, "&#%d;", cp);
                     for (int k = 0; k < n; k++) {
-                        if (kind >= 3) put_unit(&b, (unsigned char)tmp[k], width, be);
-                        else strbuf_putc(&b, tmp[k]);
+                        if (kind >= 3)
+                            put_unit(&b, (unsigned char)tmp[k], width, be);
+                        else
+                            strbuf_putc(&b, tmp[k]);
                     }
                     break;
                 }
                 /* fallthrough */
             case E_BACKSLASH: {
                 char tmp[16];
-                int n = cp < 0x100 ? snprintf(tmp, sizeof tmp, "\\x%02x", cp)
+                int n = cp < 0x100     ? snprintf(tmp, sizeof tmp, "\\x%02x", cp)
                         : cp < 0x10000 ? snprintf(tmp, sizeof tmp, "\\u%04x", cp)
                                        : snprintf(tmp, sizeof tmp, "\\U%08x", cp);
                 for (int k = 0; k < n; k++) {
-                    if (kind >= 3) put_unit(&b, (unsigned char)tmp[k], width, be);
-                    else strbuf_putc(&b, tmp[k]);
+                    if (kind >= 3)
+                        put_unit(&b, (unsigned char)tmp[k], width, be);
+                    else
+                        strbuf_putc(&b, tmp[k]);
                 }
                 break;
             }
@@ -1259,7 +1427,8 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
                 uint32_t x = (uint32_t)cp - 0x10000;
                 put_unit(&b, 0xD800 + (x >> 10), 2, be);
                 put_unit(&b, 0xDC00 + (x & 0x3FF), 2, be);
-            } else put_unit(&b, (uint32_t)cp, 2, be);
+            } else
+                put_unit(&b, (uint32_t)cp, 2, be);
         } else {
             put_unit(&b, (uint32_t)cp, 4, be);
         }
@@ -1274,7 +1443,8 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
     return v;
 }
 
-val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw, bool *found)
+val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+               bool *found)
 {
     *found = true;
     switch (name[0]) {
@@ -1355,7 +1525,8 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
             val *p[1];
             if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
             if (p[0]->type != VT_STR)
-                return v_raise(c, "TypeError", "%s() argument must be str, not %s", name, v_type_name(p[0]));
+                return v_raise(c, "TypeError", "%s() argument must be str, not %s", name,
+                               v_type_name(p[0]));
             val *x = p[0];
             if (x->u.s.blen > s->u.s.blen || x->u.s.blen == 0) return s;
             if (name[6] == 'p') {

@@ -78,7 +78,8 @@ static _Thread_local size_t t_spare_big_n;
 void vctx_free(vctx *c)
 {
     if (c == NULL) return;
-    for (struct vbig *b = c->bigs; b; b = b->next) mpz_clear(b->z);
+    for (struct vbig *b = c->bigs; b; b = b->next)
+        mpz_clear(b->z);
     struct vchunk *k = c->chunk;
     while (k) {
         struct vchunk *n = k->next;
@@ -225,10 +226,22 @@ val *v_limit(vctx *c, const char *kind)
     return NULL;
 }
 
-vexc_kind v_exc_kind(const vctx *c) { return c->exc; }
-const char *v_exc_type(const vctx *c) { return c->exc ? c->exc_type : ""; }
-const char *v_exc_msg(const vctx *c) { return c->exc ? c->exc_msg : ""; }
-bool v_failed(const vctx *c) { return c->exc != VEXC_NONE; }
+vexc_kind v_exc_kind(const vctx *c)
+{
+    return c->exc;
+}
+const char *v_exc_type(const vctx *c)
+{
+    return c->exc ? c->exc_type : "";
+}
+const char *v_exc_msg(const vctx *c)
+{
+    return c->exc ? c->exc_msg : "";
+}
+bool v_failed(const vctx *c)
+{
+    return c->exc != VEXC_NONE;
+}
 void v_exc_clear(vctx *c)
 {
     if (c->exc == VEXC_LIMIT) return; /* limits are final */
@@ -251,10 +264,22 @@ int v_steps(vctx *c, uint64_t n)
 
 /* ---- constructors ---------------------------------------------------- */
 
-val *v_none(void) { return &g_none; }
-val *v_true(void) { return &g_true; }
-val *v_false(void) { return &g_false; }
-val *v_bool(bool b) { return b ? &g_true : &g_false; }
+val *v_none(void)
+{
+    return &g_none;
+}
+val *v_true(void)
+{
+    return &g_true;
+}
+val *v_false(void)
+{
+    return &g_false;
+}
+val *v_bool(bool b)
+{
+    return b ? &g_true : &g_false;
+}
 
 val *v_int64(vctx *c, int64_t i)
 {
@@ -316,7 +341,10 @@ val *v_str_borrow(vctx *c, const char *utf8, size_t blen)
     return vs_new_owned(c, (char *)utf8, blen, n, ascii);
 }
 
-val *v_strz(vctx *c, const char *utf8) { return v_str(c, utf8, strlen(utf8)); }
+val *v_strz(vctx *c, const char *utf8)
+{
+    return v_str(c, utf8, strlen(utf8));
+}
 
 val *v_bytes(vctx *c, const char *data, size_t len)
 {
@@ -346,8 +374,14 @@ static val *seq_new(vctx *c, vtype t, val *const *items, size_t n, bool take)
     return v;
 }
 
-val *v_tuple(vctx *c, val *const *items, size_t n) { return seq_new(c, VT_TUPLE, items, n, false); }
-val *v_list(vctx *c, val *const *items, size_t n) { return seq_new(c, VT_LIST, items, n, false); }
+val *v_tuple(vctx *c, val *const *items, size_t n)
+{
+    return seq_new(c, VT_TUPLE, items, n, false);
+}
+val *v_list(vctx *c, val *const *items, size_t n)
+{
+    return seq_new(c, VT_LIST, items, n, false);
+}
 val *v_tuple_take(vctx *c, val **items, size_t n)
 {
     if (v_check_items(c, n)) return NULL;
@@ -367,11 +401,14 @@ val *v_range(vctx *c, int64_t start, int64_t stop, int64_t step)
     v->u.r.stop = stop;
     v->u.r.step = step;
     __int128 len = 0;
-    if (step > 0 && start < stop) len = ((__int128)stop - start - 1) / step + 1;
-    else if (step < 0 && start > stop) len = ((__int128)start - stop - 1) / (-(__int128)step) + 1;
+    if (step > 0 && start < stop)
+        len = ((__int128)stop - start - 1) / step + 1;
+    else if (step < 0 && start > stop)
+        len = ((__int128)start - stop - 1) / (-(__int128)step) + 1;
     if (len > INT64_MAX) {
         /* exact, but only as a big range */
-        val *a = v_int64(c, start), *b = a ? v_int64(c, stop) : NULL, *s = b ? v_int64(c, step) : NULL;
+        val *a = v_int64(c, start), *b = a ? v_int64(c, stop) : NULL,
+            *s = b ? v_int64(c, step) : NULL;
         return s ? vbr_new(c, a, b, s) : NULL;
     }
     v->u.r.len = (int64_t)len;
@@ -393,33 +430,60 @@ val *v_slice(vctx *c, val *lo, val *hi, val *step)
 const char *v_type_name(const val *v)
 {
     switch ((vtype)v->type) {
-    case VT_NONE: return "NoneType";
-    case VT_BOOL: return "bool";
-    case VT_INT: return "int";
-    case VT_FLOAT: return "float";
-    case VT_STR: return "str";
-    case VT_BYTES: return "bytes";
-    case VT_TUPLE: return "tuple";
-    case VT_LIST: return "list";
-    case VT_DICT: return "dict";
-    case VT_SET: return "set";
-    case VT_RANGE: return "range";
-    case VT_SLICE: return "slice";
-    case VT_SESSION: return "SessionTranscript";
-    case VT_EVENT: return "TranscriptEvent";
-    case VT_BUILTIN: return vb_is_class(v->u.bi.id) ? "type" : "builtin_function_or_method";
-    case VT_SCORE: return "Score";
-    case VT_METRIC: return "Metric";
-    case VT_ASSERTION: return "Assertion";
-    case VT_EVALRESULT: return "EvalResult";
-    case VT_CONDRESULT: return "ConditionResult";
-    case VT_DICT_KEYS: return "dict_keys";
-    case VT_DICT_VALUES: return "dict_values";
-    case VT_DICT_ITEMS: return "dict_items";
-    case VT_COMPLEX: return "complex";
-    case VT_ELLIPSIS: return "ellipsis";
-    case VT_BIGRANGE: return "range";
-    case VT__COUNT: break;
+    case VT_NONE:
+        return "NoneType";
+    case VT_BOOL:
+        return "bool";
+    case VT_INT:
+        return "int";
+    case VT_FLOAT:
+        return "float";
+    case VT_STR:
+        return "str";
+    case VT_BYTES:
+        return "bytes";
+    case VT_TUPLE:
+        return "tuple";
+    case VT_LIST:
+        return "list";
+    case VT_DICT:
+        return "dict";
+    case VT_SET:
+        return "set";
+    case VT_RANGE:
+        return "range";
+    case VT_SLICE:
+        return "slice";
+    case VT_SESSION:
+        return "SessionTranscript";
+    case VT_EVENT:
+        return "TranscriptEvent";
+    case VT_BUILTIN:
+        return vb_is_class(v->u.bi.id) ? "type" : "builtin_function_or_method";
+    case VT_SCORE:
+        return "Score";
+    case VT_METRIC:
+        return "Metric";
+    case VT_ASSERTION:
+        return "Assertion";
+    case VT_EVALRESULT:
+        return "EvalResult";
+    case VT_CONDRESULT:
+        return "ConditionResult";
+    case VT_DICT_KEYS:
+        return "dict_keys";
+    case VT_DICT_VALUES:
+        return "dict_values";
+    case VT_DICT_ITEMS:
+        return "dict_items";
+    case VT_COMPLEX:
+        return "complex";
+    case VT_ELLIPSIS:
+        return "ellipsis";
+    case VT_BIGRANGE:
+        return "range";
+    case VT__COUNT:
+        break;
     }
     return "object";
 }
@@ -443,18 +507,27 @@ int v_as_i64(const val *v, int64_t *out)
 int64_t v_len(vctx *c, val *v)
 {
     switch ((vtype)v->type) {
-    case VT_STR: return (int64_t)v->u.s.clen;
-    case VT_BYTES: return (int64_t)v->u.s.blen;
+    case VT_STR:
+        return (int64_t)v->u.s.clen;
+    case VT_BYTES:
+        return (int64_t)v->u.s.blen;
     case VT_TUPLE:
-    case VT_LIST: return (int64_t)v->u.seq.len;
-    case VT_DICT: return (int64_t)vd_len(v);
-    case VT_SET: return (int64_t)v->u.t.len;
-    case VT_RANGE: return v->u.r.len;
-    case VT_BIGRANGE: return vbr_len(c, v);
+    case VT_LIST:
+        return (int64_t)v->u.seq.len;
+    case VT_DICT:
+        return (int64_t)vd_len(v);
+    case VT_SET:
+        return (int64_t)v->u.t.len;
+    case VT_RANGE:
+        return v->u.r.len;
+    case VT_BIGRANGE:
+        return vbr_len(c, v);
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
-    case VT_DICT_ITEMS: return (int64_t)v->u.rec.f[0]->u.t.len;
-    default: break;
+    case VT_DICT_ITEMS:
+        return (int64_t)v->u.rec.f[0]->u.t.len;
+    default:
+        break;
     }
     v_raise(c, "TypeError", "object of type '%s' has no len()", v_type_name(v));
     return -1;
@@ -463,23 +536,36 @@ int64_t v_len(vctx *c, val *v)
 bool v_truthy(const val *v)
 {
     switch ((vtype)v->type) {
-    case VT_NONE: return false;
-    case VT_BOOL: return v->u.b;
-    case VT_INT: return v->u.i.big ? mpz_sgn(v->u.i.big) != 0 : v->u.i.small != 0;
-    case VT_FLOAT: return v->u.f != 0.0;
-    case VT_COMPLEX: return v->u.cx.re != 0.0 || v->u.cx.im != 0.0;
+    case VT_NONE:
+        return false;
+    case VT_BOOL:
+        return v->u.b;
+    case VT_INT:
+        return v->u.i.big ? mpz_sgn(v->u.i.big) != 0 : v->u.i.small != 0;
+    case VT_FLOAT:
+        return v->u.f != 0.0;
+    case VT_COMPLEX:
+        return v->u.cx.re != 0.0 || v->u.cx.im != 0.0;
     case VT_STR:
-    case VT_BYTES: return v->u.s.blen != 0;
+    case VT_BYTES:
+        return v->u.s.blen != 0;
     case VT_TUPLE:
-    case VT_LIST: return v->u.seq.len != 0;
-    case VT_DICT: return vd_len(v) != 0;
-    case VT_SET: return v->u.t.len != 0;
-    case VT_RANGE: return v->u.r.len != 0;
-    case VT_BIGRANGE: return vbr_truthy(v);
+    case VT_LIST:
+        return v->u.seq.len != 0;
+    case VT_DICT:
+        return vd_len(v) != 0;
+    case VT_SET:
+        return v->u.t.len != 0;
+    case VT_RANGE:
+        return v->u.r.len != 0;
+    case VT_BIGRANGE:
+        return vbr_truthy(v);
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
-    case VT_DICT_ITEMS: return v->u.rec.f[0]->u.t.len != 0;
-    default: return true;
+    case VT_DICT_ITEMS:
+        return v->u.rec.f[0]->u.t.len != 0;
+    default:
+        return true;
     }
 }
 
@@ -555,18 +641,25 @@ int v_eq(vctx *c, val *a, val *b)
         int r = num_cmp(a, b, &un);
         return !un && r == 0;
     }
-    if ((a->type == VT_BIGRANGE || a->type == VT_RANGE) && (b->type == VT_BIGRANGE || b->type == VT_RANGE))
+    if ((a->type == VT_BIGRANGE || a->type == VT_RANGE) &&
+        (b->type == VT_BIGRANGE || b->type == VT_RANGE))
         return vbr_eq(a, b);
     if (a->type != b->type) return 0;
     switch ((vtype)a->type) {
-    case VT_NONE: return 1;
+    case VT_NONE:
+        return 1;
     case VT_STR:
-    case VT_BYTES: return vs_eq(a, b);
+    case VT_BYTES:
+        return vs_eq(a, b);
     case VT_TUPLE:
-    case VT_LIST: return vseq_eq(c, a, b);
-    case VT_DICT: return vdict_eq(c, a, b);
-    case VT_SET: return vset_eq(c, a, b);
-    case VT_RANGE: return vrange_eq(a, b);
+    case VT_LIST:
+        return vseq_eq(c, a, b);
+    case VT_DICT:
+        return vdict_eq(c, a, b);
+    case VT_SET:
+        return vset_eq(c, a, b);
+    case VT_RANGE:
+        return vrange_eq(a, b);
     case VT_SLICE: {
         val *x[3] = {a->u.sl.lo, a->u.sl.hi, a->u.sl.step};
         val *y[3] = {b->u.sl.lo, b->u.sl.hi, b->u.sl.step};
@@ -577,14 +670,18 @@ int v_eq(vctx *c, val *a, val *b)
         return 1;
     }
     case VT_SESSION:
-    case VT_EVENT: return vsess_eq(c, a, b);
-    case VT_BUILTIN: return a->u.bi.id == b->u.bi.id;
+    case VT_EVENT:
+        return vsess_eq(c, a, b);
+    case VT_BUILTIN:
+        return a->u.bi.id == b->u.bi.id;
     case VT_SCORE:
     case VT_METRIC:
     case VT_ASSERTION:
     case VT_EVALRESULT:
-    case VT_CONDRESULT: return vr_eq(c, a, b);
-    default: return a == b;
+    case VT_CONDRESULT:
+        return vr_eq(c, a, b);
+    default:
+        return a == b;
     }
 }
 
@@ -612,14 +709,28 @@ int64_t v_hash_tuple(vctx *c, val *t, int *err)
 int v_hash(vctx *c, val *v, int64_t *out)
 {
     switch ((vtype)v->type) {
-    case VT_NONE: *out = 0x5f5e1d0; return 0; /* CPython: address-derived */
-    case VT_BOOL: *out = v->u.b; return 0;
-    case VT_INT: *out = vi_hash(v); return 0;
-    case VT_FLOAT: *out = vf_hash(v->u.f); return 0;
-    case VT_COMPLEX: *out = vc_hash(v); return 0;
-    case VT_ELLIPSIS: *out = 0x5f5e1e0; return 0;
+    case VT_NONE:
+        *out = 0x5f5e1d0;
+        return 0; /* CPython: address-derived */
+    case VT_BOOL:
+        *out = v->u.b;
+        return 0;
+    case VT_INT:
+        *out = vi_hash(v);
+        return 0;
+    case VT_FLOAT:
+        *out = vf_hash(v->u.f);
+        return 0;
+    case VT_COMPLEX:
+        *out = vc_hash(v);
+        return 0;
+    case VT_ELLIPSIS:
+        *out = 0x5f5e1e0;
+        return 0;
     case VT_STR:
-    case VT_BYTES: *out = vs_hash(v); return 0;
+    case VT_BYTES:
+        *out = vs_hash(v);
+        return 0;
     case VT_TUPLE: {
         int err = 0;
         *out = v_hash_tuple(c, v, &err);
@@ -639,8 +750,11 @@ int v_hash(vctx *c, val *v, int64_t *out)
         *out = v_hash_tuple(c, &tv, &err);
         return err ? -1 : 0;
     }
-    case VT_BUILTIN: *out = 0x1000 + v->u.bi.id; return 0;
-    case VT_BIGRANGE: return vbr_hash(c, v, out);
+    case VT_BUILTIN:
+        *out = 0x1000 + v->u.bi.id;
+        return 0;
+    case VT_BIGRANGE:
+        return vbr_hash(c, v, out);
     case VT_SESSION:
     case VT_EVENT:
         v_raise(c, "TypeError", "unhashable type: 'dict'");
@@ -649,8 +763,10 @@ int v_hash(vctx *c, val *v, int64_t *out)
     case VT_METRIC:
     case VT_ASSERTION:
     case VT_EVALRESULT:
-    case VT_CONDRESULT: return vr_hash(c, v, out);
-    default: break;
+    case VT_CONDRESULT:
+        return vr_hash(c, v, out);
+    default:
+        break;
     }
     v_raise(c, "TypeError", "unhashable type: '%s'", v_type_name(v));
     return -1;
@@ -665,12 +781,18 @@ static const char *cmp_sym(vcmpop op)
 static int cmp_result(vcmpop op, int r)
 {
     switch (op) {
-    case CMP_EQ: return r == 0;
-    case CMP_NE: return r != 0;
-    case CMP_LT: return r < 0;
-    case CMP_LE: return r <= 0;
-    case CMP_GT: return r > 0;
-    case CMP_GE: return r >= 0;
+    case CMP_EQ:
+        return r == 0;
+    case CMP_NE:
+        return r != 0;
+    case CMP_LT:
+        return r < 0;
+    case CMP_LE:
+        return r <= 0;
+    case CMP_GT:
+        return r > 0;
+    case CMP_GE:
+        return r >= 0;
     }
     return 0;
 }
@@ -691,11 +813,15 @@ int v_compare(vctx *c, vcmpop op, val *a, val *b)
     if (a->type == b->type) {
         switch ((vtype)a->type) {
         case VT_STR:
-        case VT_BYTES: return cmp_result(op, vs_cmp(a, b));
+        case VT_BYTES:
+            return cmp_result(op, vs_cmp(a, b));
         case VT_TUPLE:
-        case VT_LIST: return vseq_cmp(c, op, a, b);
-        case VT_SET: return vset_cmp(c, op, a, b);
-        default: break;
+        case VT_LIST:
+            return vseq_cmp(c, op, a, b);
+        case VT_SET:
+            return vset_cmp(c, op, a, b);
+        default:
+            break;
         }
     }
     v_raise(c, "TypeError", "'%s' not supported between instances of '%s' and '%s'", cmp_sym(op),
@@ -706,7 +832,8 @@ int v_compare(vctx *c, vcmpop op, val *a, val *b)
 int v_contains(vctx *c, val *cont, val *item)
 {
     switch ((vtype)cont->type) {
-    case VT_STR: return vs_contains(c, cont, item);
+    case VT_STR:
+        return vs_contains(c, cont, item);
     case VT_BYTES: {
         if (item->type == VT_BYTES) {
             if (item->u.s.blen == 0) return 1;
@@ -735,10 +862,14 @@ int v_contains(vctx *c, val *cont, val *item)
         if (r == NULL) return v_failed(c) ? -1 : 0;
         return 1;
     }
-    case VT_SET: return v_set_contains(c, cont, item);
-    case VT_RANGE: return vrange_contains(c, cont, item);
-    case VT_BIGRANGE: return vbr_contains(c, cont, item);
-    case VT_DICT_KEYS: return v_contains(c, cont->u.rec.f[0], item);
+    case VT_SET:
+        return v_set_contains(c, cont, item);
+    case VT_RANGE:
+        return vrange_contains(c, cont, item);
+    case VT_BIGRANGE:
+        return vbr_contains(c, cont, item);
+    case VT_DICT_KEYS:
+        return v_contains(c, cont->u.rec.f[0], item);
     case VT_DICT_ITEMS: {
         if (item->type != VT_TUPLE || item->u.seq.len != 2) return 0;
         val *v = v_dict_get(c, cont->u.rec.f[0], item->u.seq.items[0]);
@@ -753,7 +884,8 @@ int v_contains(vctx *c, val *cont, val *item)
         }
         return 0;
     }
-    default: break;
+    default:
+        break;
     }
     v_raise(c, "TypeError", "argument of type '%s' is not iterable", v_type_name(cont));
     return -1;
@@ -766,22 +898,23 @@ static val *binop_type_error(vctx *c, vbinop op, val *a, val *b)
     if (op == BIN_FLOORDIV || op == BIN_MOD) {
         if (a->type == VT_COMPLEX || b->type == VT_COMPLEX) {
             static const char *s2[] = {"+", "-", "*", "/", "//", "%", "**"};
-            return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'", s2[op],
-                           v_type_name(a), v_type_name(b));
+            return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'",
+                           s2[op], v_type_name(a), v_type_name(b));
         }
     }
     static const char *sym[] = {"+", "-", "*", "/", "//", "%", "** or pow()"};
     if (op == BIN_ADD && a->type == VT_STR)
-        return v_raise(c, "TypeError", "can only concatenate str (not \"%s\") to str", v_type_name(b));
+        return v_raise(c, "TypeError", "can only concatenate str (not \"%s\") to str",
+                       v_type_name(b));
     if (op == BIN_ADD && (a->type == VT_LIST || a->type == VT_TUPLE))
         return v_raise(c, "TypeError", "can only concatenate %s (not \"%s\") to %s", v_type_name(a),
                        v_type_name(b), v_type_name(a));
-    if (op == BIN_MUL && (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE ||
-                          a->type == VT_BYTES || b->type == VT_STR || b->type == VT_LIST ||
-                          b->type == VT_TUPLE || b->type == VT_BYTES))
+    if (op == BIN_MUL &&
+        (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES ||
+         b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
         return v_raise(c, "TypeError", "can't multiply sequence by non-int of type '%s'",
-                       v_type_name((a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE ||
-                                    a->type == VT_BYTES)
+                       v_type_name((a->type == VT_STR || a->type == VT_LIST ||
+                                    a->type == VT_TUPLE || a->type == VT_BYTES)
                                        ? b
                                        : a));
     return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'", sym[op],
@@ -801,7 +934,8 @@ static val *seq_times(vctx *c, val *seq, val *n)
         if ((uint64_t)k > c->lim.max_str_bytes / seq->u.s.blen) return v_limit(c, "memory");
         char *p = v_alloc(c, seq->u.s.blen * (size_t)k + 1);
         if (!p) return NULL;
-        for (int64_t i = 0; i < k; i++) memcpy(p + i * seq->u.s.blen, seq->u.s.s, seq->u.s.blen);
+        for (int64_t i = 0; i < k; i++)
+            memcpy(p + i * seq->u.s.blen, seq->u.s.s, seq->u.s.blen);
         val *v = v_new(c, VT_BYTES);
         if (!v) return NULL;
         v->u.s.s = p;
@@ -823,12 +957,14 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
     if ((ai || a->type == VT_FLOAT) && (bi || b->type == VT_FLOAT)) {
         double x, y;
         int err = 0;
-        if (a->type == VT_FLOAT) x = a->u.f;
+        if (a->type == VT_FLOAT)
+            x = a->u.f;
         else {
             x = vi_to_double(c, a, &err);
             if (err) return NULL;
         }
-        if (b->type == VT_FLOAT) y = b->u.f;
+        if (b->type == VT_FLOAT)
+            y = b->u.f;
         else {
             y = vi_to_double(c, b, &err);
             if (err) return NULL;
@@ -856,9 +992,11 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
         }
         break;
     case BIN_MUL:
-        if (bi && (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES))
+        if (bi &&
+            (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES))
             return seq_times(c, a, b);
-        if (ai && (b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
+        if (ai &&
+            (b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
             return seq_times(c, b, a);
         break;
     case BIN_MOD:
@@ -872,7 +1010,8 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
             return vcont_method(c, a, "difference", args, 1, NULL, 0, &f);
         }
         break;
-    default: break;
+    default:
+        break;
     }
     return binop_type_error(c, op, a, b);
 }
@@ -904,15 +1043,19 @@ int v_iter_init(vctx *c, val *v, viter *it)
     case VT_TUPLE:
     case VT_LIST:
     case VT_DICT:
-    case VT_SET: return 0;
+    case VT_SET:
+        return 0;
     case VT_RANGE:
         it->cur = v->u.r.start;
         return 0;
-    case VT_BIGRANGE: return 0;
+    case VT_BIGRANGE:
+        return 0;
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
-    case VT_DICT_ITEMS: return 0;
-    default: break;
+    case VT_DICT_ITEMS:
+        return 0;
+    default:
+        break;
     }
     v_raise(c, "TypeError", "'%s' object is not iterable", v_type_name(v));
     return -1;
@@ -943,7 +1086,8 @@ val *v_iter_next(vctx *c, viter *it)
             it->cur += v->u.r.step;
             return v_int64(c, x);
         }
-    case VT_BIGRANGE: return vbr_next(c, it);
+    case VT_BIGRANGE:
+        return vbr_next(c, it);
     case VT_STR: {
         if (it->i >= v->u.s.blen) return NULL;
         size_t adv = 1;
@@ -968,7 +1112,8 @@ val *v_iter_next(vctx *c, viter *it)
         val *kv[2] = {e->key, e->value};
         return v_tuple(c, kv, 2);
     }
-    default: return NULL;
+    default:
+        return NULL;
     }
 }
 
@@ -986,11 +1131,21 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     if (v_iter_init(c, v, &it)) return -1;
     size_t cap;
     switch ((vtype)v->type) {
-    case VT_STR: cap = v->u.s.clen; break;
-    case VT_BYTES: cap = v->u.s.blen; break;
-    case VT_DICT: cap = vd_len(v); break;
-    case VT_SET: cap = v->u.t.len; break;
-    case VT_RANGE: cap = (size_t)v->u.r.len; break;
+    case VT_STR:
+        cap = v->u.s.clen;
+        break;
+    case VT_BYTES:
+        cap = v->u.s.blen;
+        break;
+    case VT_DICT:
+        cap = vd_len(v);
+        break;
+    case VT_SET:
+        cap = v->u.t.len;
+        break;
+    case VT_RANGE:
+        cap = (size_t)v->u.r.len;
+        break;
     case VT_BIGRANGE: {
         int64_t n = vbr_len(c, v);
         if (n < 0) return -1;
@@ -999,8 +1154,11 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     }
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
-    case VT_DICT_ITEMS: cap = v->u.rec.f[0]->u.t.len; break;
-    default: cap = 8;
+    case VT_DICT_ITEMS:
+        cap = v->u.rec.f[0]->u.t.len;
+        break;
+    default:
+        cap = 8;
     }
     if (v_check_items(c, cap)) return -1;
     if (v_steps(c, cap / 8)) return -1;
@@ -1008,7 +1166,8 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     if (!arr) return -1;
     size_t k = 0;
     val *x;
-    while ((x = v_iter_next(c, &it)) != NULL) arr[k++] = x;
+    while ((x = v_iter_next(c, &it)) != NULL)
+        arr[k++] = x;
     if (v_failed(c)) return -1;
     *items = arr;
     *n = k;
@@ -1020,12 +1179,17 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
 val *v_getitem(vctx *c, val *obj, val *key)
 {
     switch ((vtype)obj->type) {
-    case VT_STR: return vs_getitem(c, obj, key);
-    case VT_BYTES: return vby_getitem(c, obj, key);
+    case VT_STR:
+        return vs_getitem(c, obj, key);
+    case VT_BYTES:
+        return vby_getitem(c, obj, key);
     case VT_TUPLE:
-    case VT_LIST: return vseq_getitem(c, obj, key);
-    case VT_RANGE: return vrange_getitem(c, obj, key);
-    case VT_BIGRANGE: return vbr_getitem(c, obj, key);
+    case VT_LIST:
+        return vseq_getitem(c, obj, key);
+    case VT_RANGE:
+        return vrange_getitem(c, obj, key);
+    case VT_BIGRANGE:
+        return vbr_getitem(c, obj, key);
     case VT_DICT: {
         val *r = v_dict_get(c, obj, key);
         if (r) return r;
@@ -1036,7 +1200,8 @@ val *v_getitem(vctx *c, val *obj, val *key)
         strbuf_free(&b);
         return NULL;
     }
-    default: break;
+    default:
+        break;
     }
     return v_raise(c, "TypeError", "'%s' object is not subscriptable", v_type_name(obj));
 }
@@ -1045,26 +1210,37 @@ val *v_getattr(vctx *c, val *obj, const char *name)
 {
     bool found = false;
     val *r = NULL;
-    if (obj->type == VT_SESSION || obj->type == VT_EVENT) r = vsess_getattr(c, obj, name, &found);
-    else if (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT) r = vr_getattr(c, obj, name, &found);
+    if (obj->type == VT_SESSION || obj->type == VT_EVENT)
+        r = vsess_getattr(c, obj, name, &found);
+    else if (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT)
+        r = vr_getattr(c, obj, name, &found);
     if (found) return r;
     if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
-        return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'", vb_name(obj->u.bi.id),
-                       name);
-    return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
+        return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
+                       vb_name(obj->u.bi.id), name);
+    return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj),
+                   name);
 }
 
 static vtype class_vtype(int id)
 {
     switch (id) {
-    case BI_STR: return VT_STR;
-    case BI_DICT: return VT_DICT;
-    case BI_SET: return VT_SET;
-    case BI_LIST: return VT_LIST;
-    case BI_TUPLE: return VT_TUPLE;
-    case BI_FLOAT: return VT_FLOAT;
-    case BI_RANGE: return VT_RANGE;
-    default: return VT_NONE;
+    case BI_STR:
+        return VT_STR;
+    case BI_DICT:
+        return VT_DICT;
+    case BI_SET:
+        return VT_SET;
+    case BI_LIST:
+        return VT_LIST;
+    case BI_TUPLE:
+        return VT_TUPLE;
+    case BI_FLOAT:
+        return VT_FLOAT;
+    case BI_RANGE:
+        return VT_RANGE;
+    default:
+        return VT_NONE;
     }
 }
 
@@ -1079,39 +1255,72 @@ static bool in_list(const char *name, const char *list)
 
 int v_check_method(vctx *c, val *obj, const char *name)
 {
-    static const char *str_m =
-        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith replace find rfind "
-        "index join title capitalize casefold swapcase isdigit isalpha isalnum isspace isnumeric isdecimal "
-        "islower isupper istitle zfill ljust rjust center partition rpartition removeprefix removesuffix encode ";
+    static const char *str_m = " count lower upper strip lstrip rstrip split rsplit splitlines "
+                               "startswith endswith replace find rfind "
+                               "index join title capitalize casefold swapcase isdigit isalpha "
+                               "isalnum isspace isnumeric isdecimal "
+                               "islower isupper istitle zfill ljust rjust center partition "
+                               "rpartition removeprefix removesuffix encode ";
     static const char *bytes_m =
-        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith replace find rfind "
-        "index join title capitalize swapcase isdigit isalpha isalnum isspace islower isupper istitle zfill ljust "
+        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith "
+        "replace find rfind "
+        "index join title capitalize swapcase isdigit isalpha isalnum isspace islower isupper "
+        "istitle zfill ljust "
         "rjust center partition rpartition removeprefix removesuffix decode hex ";
-    static const char *set_m = " union intersection difference symmetric_difference issubset issuperset isdisjoint ";
+    static const char *set_m =
+        " union intersection difference symmetric_difference issubset issuperset isdisjoint ";
     const char *list = NULL;
     switch ((vtype)obj->type) {
-    case VT_STR: list = str_m; break;
-    case VT_BYTES: list = bytes_m; break;
+    case VT_STR:
+        list = str_m;
+        break;
+    case VT_BYTES:
+        list = bytes_m;
+        break;
     case VT_LIST:
     case VT_TUPLE:
     case VT_RANGE:
-    case VT_BIGRANGE: list = " count index "; break;
-    case VT_DICT: list = " get keys values items "; break;
-    case VT_SET: list = set_m; break;
+    case VT_BIGRANGE:
+        list = " count index ";
+        break;
+    case VT_DICT:
+        list = " get keys values items ";
+        break;
+    case VT_SET:
+        list = set_m;
+        break;
     case VT_DICT_KEYS:
-    case VT_DICT_ITEMS: list = " isdisjoint "; break;
-    case VT_FLOAT: list = " hex "; break;
+    case VT_DICT_ITEMS:
+        list = " isdisjoint ";
+        break;
+    case VT_FLOAT:
+        list = " hex ";
+        break;
     case VT_SESSION:
-        list = " events_of_type count events event_count assignment_id session_id session_revision_id agent_id "
+        list = " events_of_type count events event_count assignment_id session_id "
+               "session_revision_id agent_id "
                "environment started_at ended_at schema_version ";
         break;
-    case VT_EVENT: list = " id ts event_type payload "; break;
-    case VT_SCORE: list = " value passed unit display_value description "; break;
-    case VT_METRIC: list = " value unit display_value description "; break;
-    case VT_ASSERTION: list = " passed description "; break;
-    case VT_EVALRESULT: list = " score metrics assertions reasoning summary labels "; break;
-    case VT_CONDRESULT: list = " applicable reason_code "; break;
-    default: break;
+    case VT_EVENT:
+        list = " id ts event_type payload ";
+        break;
+    case VT_SCORE:
+        list = " value passed unit display_value description ";
+        break;
+    case VT_METRIC:
+        list = " value unit display_value description ";
+        break;
+    case VT_ASSERTION:
+        list = " passed description ";
+        break;
+    case VT_EVALRESULT:
+        list = " score metrics assertions reasoning summary labels ";
+        break;
+    case VT_CONDRESULT:
+        list = " applicable reason_code ";
+        break;
+    default:
+        break;
     }
     if (obj->type == VT_BUILTIN) {
         /* unbound methods of builtin classes: str.lower('X'), dict.get(d, k) */
@@ -1121,8 +1330,10 @@ int v_check_method(vctx *c, val *obj, const char *name)
     }
     if (list && in_list(name, list)) return 0;
     if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
-        v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'", vb_name(obj->u.bi.id), name);
-    else v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
+        v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
+                vb_name(obj->u.bi.id), name);
+    else
+        v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
     return -1;
 }
 
@@ -1132,9 +1343,15 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     bool found = false;
     val *r = NULL;
     switch ((vtype)obj->type) {
-    case VT_STR: r = vs_method(c, obj, name, args, nargs, kw, nkw, &found); break;
-    case VT_BYTES: r = vby_method(c, obj, name, args, nargs, kw, nkw, &found); break;
-    case VT_FLOAT: r = vf_method(c, obj, name, args, nargs, kw, nkw, &found); break;
+    case VT_STR:
+        r = vs_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_BYTES:
+        r = vby_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_FLOAT:
+        r = vf_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
     case VT_TUPLE:
     case VT_LIST:
     case VT_DICT:
@@ -1142,9 +1359,15 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     case VT_RANGE:
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
-    case VT_DICT_ITEMS: r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found); break;
-    case VT_SESSION: r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found); break;
-    case VT_BIGRANGE: r = vbr_method(c, obj, name, args, nargs, kw, nkw, &found); break;
+    case VT_DICT_ITEMS:
+        r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_SESSION:
+        r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_BIGRANGE:
+        r = vbr_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
     case VT_BUILTIN:
         if (vb_is_class(obj->u.bi.id)) {
             vtype t = class_vtype(obj->u.bi.id);
@@ -1152,10 +1375,13 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
             if (t != VT_NONE && v_check_method(c, &probe, name) == 0) {
                 const char *cn = vb_name(obj->u.bi.id);
                 if (nargs == 0)
-                    return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn, name);
+                    return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn,
+                                   name);
                 if (args[0]->type != t && !(t == VT_RANGE && args[0]->type == VT_BIGRANGE))
-                    return v_raise(c, "TypeError", "descriptor '%s' for '%s' objects doesn't apply to a '%s' object",
-                                   name, cn, v_type_name(args[0]));
+                    return v_raise(
+                        c, "TypeError",
+                        "descriptor '%s' for '%s' objects doesn't apply to a '%s' object", name, cn,
+                        v_type_name(args[0]));
                 return v_call_method(c, args[0], name, args + 1, nargs - 1, kw, nkw);
             }
             v_exc_clear(c);
@@ -1163,18 +1389,21 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
                            vb_name(obj->u.bi.id), name);
         }
         break;
-    default: break;
+    default:
+        break;
     }
     if (found) return r;
     if (obj->type == VT_SESSION || obj->type == VT_EVENT ||
         (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT)) {
         /* data attributes exist but are not callable */
         bool f2 = false;
-        val *a = obj->type >= VT_SCORE ? vr_getattr(c, obj, name, &f2) : vsess_getattr(c, obj, name, &f2);
+        val *a = obj->type >= VT_SCORE ? vr_getattr(c, obj, name, &f2)
+                                       : vsess_getattr(c, obj, name, &f2);
         if (f2 && a) return v_raise(c, "TypeError", "'%s' object is not callable", v_type_name(a));
         if (v_failed(c)) return NULL;
     }
-    return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
+    return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj),
+                   name);
 }
 
 val *v_call(vctx *c, val *callee, val **args, size_t nargs, const vkwarg *kw, size_t nkw)
@@ -1208,9 +1437,11 @@ val *v_session(vctx *c)
 /* ---- argument parsing ------------------------------------------------ */
 
 int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkwarg *kw, size_t nkw,
-                 const char *const *names, size_t nnames, size_t npos_only, size_t nrequired, val **out)
+                 const char *const *names, size_t nnames, size_t npos_only, size_t nrequired,
+                 val **out)
 {
-    for (size_t i = 0; i < nnames; i++) out[i] = NULL;
+    for (size_t i = 0; i < nnames; i++)
+        out[i] = NULL;
     if (nargs > nnames) {
         if (nnames == 0)
             v_raise(c, "TypeError", "%s() takes no arguments (%zu given)", fname, nargs);
@@ -1218,10 +1449,12 @@ int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkw
             v_raise(c, "TypeError", "%s() takes exactly %zu argument%s (%zu given)", fname, nnames,
                     nnames == 1 ? "" : "s", nargs);
         else
-            v_raise(c, "TypeError", "%s() takes at most %zu arguments (%zu given)", fname, nnames, nargs);
+            v_raise(c, "TypeError", "%s() takes at most %zu arguments (%zu given)", fname, nnames,
+                    nargs);
         return -1;
     }
-    for (size_t i = 0; i < nargs; i++) out[i] = args[i];
+    for (size_t i = 0; i < nargs; i++)
+        out[i] = args[i];
     for (size_t k = 0; k < nkw; k++) {
         size_t j;
         for (j = 0; j < nnames; j++)
@@ -1230,12 +1463,13 @@ int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkw
             if (npos_only == nnames)
                 v_raise(c, "TypeError", "%s() takes no keyword arguments", fname);
             else
-                v_raise(c, "TypeError", "%s() got an unexpected keyword argument '%s'", fname, kw[k].name);
+                v_raise(c, "TypeError", "%s() got an unexpected keyword argument '%s'", fname,
+                        kw[k].name);
             return -1;
         }
         if (out[j]) {
-            v_raise(c, "TypeError", "argument for %s() given by name ('%s') and position (%zu)", fname,
-                    kw[k].name, j + 1);
+            v_raise(c, "TypeError", "argument for %s() given by name ('%s') and position (%zu)",
+                    fname, kw[k].name, j + 1);
             return -1;
         }
         out[j] = kw[k].value;
@@ -1244,11 +1478,11 @@ int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkw
         if (!out[i]) {
             if (i < npos_only)
                 v_raise(c, "TypeError", "%s() takes %s %zu argument%s (%zu given)", fname,
-                        nrequired == nnames ? "exactly" : "at least", nrequired, nrequired == 1 ? "" : "s",
-                        nargs);
+                        nrequired == nnames ? "exactly" : "at least", nrequired,
+                        nrequired == 1 ? "" : "s", nargs);
             else
-                v_raise(c, "TypeError", "%s() missing required argument '%s' (pos %zu)", fname, names[i],
-                        i + 1);
+                v_raise(c, "TypeError", "%s() missing required argument '%s' (pos %zu)", fname,
+                        names[i], i + 1);
             return -1;
         }
     }
@@ -1277,25 +1511,40 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         return -1;
     }
     switch ((vtype)v->type) {
-    case VT_NONE: strbuf_put(b, "None", 4); return 0;
-    case VT_BOOL: strbuf_puts(b, v->u.b ? "True" : "False"); return 0;
-    case VT_INT: return vi_repr_buf(c, b, v);
-    case VT_FLOAT: return vf_repr_buf(b, v->u.f);
-    case VT_STR: return vs_repr_buf(b, v);
-    case VT_BYTES: return vby_repr_buf(b, v);
-    case VT_COMPLEX: return vc_repr_buf(b, v);
-    case VT_ELLIPSIS: strbuf_puts(b, "Ellipsis"); return 0;
-    default: break;
+    case VT_NONE:
+        strbuf_put(b, "None", 4);
+        return 0;
+    case VT_BOOL:
+        strbuf_puts(b, v->u.b ? "True" : "False");
+        return 0;
+    case VT_INT:
+        return vi_repr_buf(c, b, v);
+    case VT_FLOAT:
+        return vf_repr_buf(b, v->u.f);
+    case VT_STR:
+        return vs_repr_buf(b, v);
+    case VT_BYTES:
+        return vby_repr_buf(b, v);
+    case VT_COMPLEX:
+        return vc_repr_buf(b, v);
+    case VT_ELLIPSIS:
+        strbuf_puts(b, "Ellipsis");
+        return 0;
+    default:
+        break;
     }
     if (++c->depth > 800) {
         c->depth--;
-        v_raise(c, "RecursionError", "maximum recursion depth exceeded while getting the repr of an object");
+        v_raise(c, "RecursionError",
+                "maximum recursion depth exceeded while getting the repr of an object");
         return -1;
     }
     int rc = 0;
     switch ((vtype)v->type) {
     case VT_TUPLE:
-    case VT_LIST: rc = seq_repr(c, b, v); break;
+    case VT_LIST:
+        rc = seq_repr(c, b, v);
+        break;
     case VT_DICT:
         if (v_dict_force(c, v)) {
             rc = -1;
@@ -1330,9 +1579,12 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         }
         strbuf_putc(b, '}');
         break;
-    case VT_BIGRANGE: rc = vbr_repr_buf(c, b, v); break;
+    case VT_BIGRANGE:
+        rc = vbr_repr_buf(c, b, v);
+        break;
     case VT_RANGE:
-        if (v->u.r.step == 1) strbuf_printf(b, "range(%ld, %ld)", (long)v->u.r.start, (long)v->u.r.stop);
+        if (v->u.r.step == 1)
+            strbuf_printf(b, "range(%ld, %ld)", (long)v->u.r.start, (long)v->u.r.stop);
         else
             strbuf_printf(b, "range(%ld, %ld, %ld)", (long)v->u.r.start, (long)v->u.r.stop,
                           (long)v->u.r.step);
@@ -1348,7 +1600,9 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         break;
     }
     case VT_SESSION:
-    case VT_EVENT: rc = vsess_repr_buf(c, b, v); break;
+    case VT_EVENT:
+        rc = vsess_repr_buf(c, b, v);
+        break;
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS: {
@@ -1358,8 +1612,10 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         for (size_t i = 0; i < d->u.t.len && rc == 0; i++) {
             if (i) strbuf_put(b, ", ", 2);
             ventry *e = &d->u.t.entries[i];
-            if (v->type == VT_DICT_KEYS) rc = v_repr_buf(c, b, e->key);
-            else if (v->type == VT_DICT_VALUES) rc = v_repr_buf(c, b, e->value);
+            if (v->type == VT_DICT_KEYS)
+                rc = v_repr_buf(c, b, e->key);
+            else if (v->type == VT_DICT_VALUES)
+                rc = v_repr_buf(c, b, e->value);
             else {
                 strbuf_putc(b, '(');
                 rc = v_repr_buf(c, b, e->key);
@@ -1373,11 +1629,16 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
     }
     case VT_BUILTIN:
         if (v->u.bi.id >= BI_SCORE && v->u.bi.id <= BI_CONDRESULT)
-            strbuf_printf(b, "<class 'failproofai_sdk.evaluator.authoring.%s'>", vb_name(v->u.bi.id));
-        else if (vb_is_class(v->u.bi.id)) strbuf_printf(b, "<class '%s'>", vb_name(v->u.bi.id));
-        else strbuf_printf(b, "<built-in function %s>", vb_name(v->u.bi.id));
+            strbuf_printf(b, "<class 'failproofai_sdk.evaluator.authoring.%s'>",
+                          vb_name(v->u.bi.id));
+        else if (vb_is_class(v->u.bi.id))
+            strbuf_printf(b, "<class '%s'>", vb_name(v->u.bi.id));
+        else
+            strbuf_printf(b, "<built-in function %s>", vb_name(v->u.bi.id));
         break;
-    default: rc = vr_repr_buf(c, b, v); break;
+    default:
+        rc = vr_repr_buf(c, b, v);
+        break;
     }
     c->depth--;
     return rc;
@@ -1424,10 +1685,14 @@ val *v_ascii(vctx *c, val *v)
     while (i < r->u.s.blen) {
         size_t adv;
         int32_t cp = vs_decode1(r->u.s.s + i, r->u.s.blen - i, &adv);
-        if (cp < 128) strbuf_putc(&b, (char)cp);
-        else if (cp < 256) strbuf_printf(&b, "\\x%02x", cp);
-        else if (cp < 0x10000) strbuf_printf(&b, "\\u%04x", cp);
-        else strbuf_printf(&b, "\\U%08x", cp);
+        if (cp < 128)
+            strbuf_putc(&b, (char)cp);
+        else if (cp < 256)
+            strbuf_printf(&b, "\\x%02x", cp);
+        else if (cp < 0x10000)
+            strbuf_printf(&b, "\\u%04x", cp);
+        else
+            strbuf_printf(&b, "\\U%08x", cp);
         i += adv;
     }
     return buf_to_str(c, &b, 0);
@@ -1437,6 +1702,7 @@ val *v_format(vctx *c, val *v, val *spec)
 {
     if (spec == NULL) return vfmt_format(c, v, "", 0);
     if (spec->type != VT_STR)
-        return v_raise(c, "TypeError", "format() argument 2 must be str, not %s", v_type_name(spec));
+        return v_raise(c, "TypeError", "format() argument 2 must be str, not %s",
+                       v_type_name(spec));
     return vfmt_format(c, v, spec->u.s.s, spec->u.s.blen);
 }

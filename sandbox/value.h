@@ -42,21 +42,21 @@ typedef enum {
     VT_DICT,
     VT_SET,
     VT_RANGE,
-    VT_SLICE,     /* only produced by Subscript(Slice) */
-    VT_SESSION,   /* SessionTranscript (reads the image) */
-    VT_EVENT,     /* TranscriptEvent */
-    VT_BUILTIN,   /* a builtin function or class (len, str, Score, ...) */
+    VT_SLICE,   /* only produced by Subscript(Slice) */
+    VT_SESSION, /* SessionTranscript (reads the image) */
+    VT_EVENT,   /* TranscriptEvent */
+    VT_BUILTIN, /* a builtin function or class (len, str, Score, ...) */
     VT_SCORE,
     VT_METRIC,
     VT_ASSERTION,
     VT_EVALRESULT,
     VT_CONDRESULT,
-    VT_DICT_KEYS,   /* views from dict.keys()/values()/items(): u.rec.f[0] = the dict */
+    VT_DICT_KEYS, /* views from dict.keys()/values()/items(): u.rec.f[0] = the dict */
     VT_DICT_VALUES,
     VT_DICT_ITEMS,
-    VT_COMPLEX,     /* u.cx */
-    VT_ELLIPSIS,    /* the Ellipsis singleton (`...`) */
-    VT_BIGRANGE,    /* a range whose bounds or length do not fit int64 (u.rb); type name "range" */
+    VT_COMPLEX,  /* u.cx */
+    VT_ELLIPSIS, /* the Ellipsis singleton (`...`) */
+    VT_BIGRANGE, /* a range whose bounds or length do not fit int64 (u.rb); type name "range" */
     VT__COUNT
 } vtype;
 
@@ -71,56 +71,82 @@ typedef struct {
 } ventry;
 
 typedef struct {
-    ventry *entries;   /* dict: len entries in insertion order;
-                          set: mask+1 slots laid out as CPython's setobject
-                          (key NULL = empty, key == dummy = deleted) */
-    size_t len;        /* live entries */
-    int32_t *index;    /* dict: open-addressing table of entry indexes, -1 empty */
-    size_t mask;       /* table size - 1 */
-    size_t fill;       /* set: live + dummy slots; dict: entries capacity */
+    ventry *entries; /* dict: len entries in insertion order;
+                        set: mask+1 slots laid out as CPython's setobject
+                        (key NULL = empty, key == dummy = deleted) */
+    size_t len;      /* live entries */
+    int32_t *index;  /* dict: open-addressing table of entry indexes, -1 empty */
+    size_t mask;     /* table size - 1 */
+    size_t fill;     /* set: live + dummy slots; dict: entries capacity */
 } vtable;
 
 struct val {
-    uint8_t type;      /* vtype */
-    uint8_t flags;     /* VF_* */
+    uint8_t type;  /* vtype */
+    uint8_t flags; /* VF_* */
     union {
-        bool b;                                  /* VT_BOOL */
-        struct { int64_t small; mpz_ptr big; } i; /* VT_INT: big==NULL => small */
-        double f;                                /* VT_FLOAT */
-        struct { double re, im; } cx;            /* VT_COMPLEX */
-        struct {                                 /* VT_STR (UTF-8), VT_BYTES */
-            const char *s;   /* not necessarily NUL-terminated */
-            size_t blen;     /* bytes */
-            size_t clen;     /* code points (== blen for bytes / ASCII) */
-            int64_t hash;    /* cached; 0 = not computed yet */
+        bool b; /* VT_BOOL */
+        struct {
+            int64_t small;
+            mpz_ptr big;
+        } i;      /* VT_INT: big==NULL => small */
+        double f; /* VT_FLOAT */
+        struct {
+            double re, im;
+        } cx;              /* VT_COMPLEX */
+        struct {           /* VT_STR (UTF-8), VT_BYTES */
+            const char *s; /* not necessarily NUL-terminated */
+            size_t blen;   /* bytes */
+            size_t clen;   /* code points (== blen for bytes / ASCII) */
+            int64_t hash;  /* cached; 0 = not computed yet */
         } s;
-        struct { val **items; size_t len; } seq;  /* VT_TUPLE, VT_LIST */
-        vtable t;                                 /* VT_DICT, VT_SET */
-        struct { int64_t start, stop, step, len; } r; /* VT_RANGE */
-        struct { mpz_ptr start, stop, step, len; } rb; /* VT_BIGRANGE */
-        struct { val *lo, *hi, *step; } sl;      /* VT_SLICE (NULL = None) */
-        struct { const void *img; size_t len; val *events; } sess; /* VT_SESSION */
-        struct { const void *img; uint32_t index; val *payload; } ev; /* VT_EVENT */
-        struct { int id; } bi;                   /* VT_BUILTIN: vbuiltin_id */
-        struct { val *f[6]; } rec;               /* result types: fields in declaration order */
+        struct {
+            val **items;
+            size_t len;
+        } seq;    /* VT_TUPLE, VT_LIST */
+        vtable t; /* VT_DICT, VT_SET */
+        struct {
+            int64_t start, stop, step, len;
+        } r; /* VT_RANGE */
+        struct {
+            mpz_ptr start, stop, step, len;
+        } rb; /* VT_BIGRANGE */
+        struct {
+            val *lo, *hi, *step;
+        } sl; /* VT_SLICE (NULL = None) */
+        struct {
+            const void *img;
+            size_t len;
+            val *events;
+        } sess; /* VT_SESSION */
+        struct {
+            const void *img;
+            uint32_t index;
+            val *payload;
+        } ev; /* VT_EVENT */
+        struct {
+            int id;
+        } bi; /* VT_BUILTIN: vbuiltin_id */
+        struct {
+            val *f[6];
+        } rec; /* result types: fields in declaration order */
     } u;
 };
 
 enum {
-    VF_ASCII = 1,  /* VT_STR: every code point < 128 (byte index == char index) */
-    VF_LAZY = 2,   /* VT_DICT: a payload object still in the session image; its
-                      vtable is not built (len reads 0): call v_dict_force before
-                      reading u.t directly */
+    VF_ASCII = 1, /* VT_STR: every code point < 128 (byte index == char index) */
+    VF_LAZY = 2,  /* VT_DICT: a payload object still in the session image; its
+                     vtable is not built (len reads 0): call v_dict_force before
+                     reading u.t directly */
 };
 
 /* ---- context, arena, exceptions, limits ------------------------------ */
 
 typedef struct {
-    uint64_t max_steps;        /* default 50,000,000 */
-    size_t max_alloc_bytes;    /* arena budget, default 256 MiB */
-    size_t max_str_bytes;      /* one str/bytes, default 64 MiB */
-    size_t max_items;          /* one collection, default 8,000,000 */
-    size_t max_int_bits;       /* one int, default 1,000,000 bits */
+    uint64_t max_steps;     /* default 50,000,000 */
+    size_t max_alloc_bytes; /* arena budget, default 256 MiB */
+    size_t max_str_bytes;   /* one str/bytes, default 64 MiB */
+    size_t max_items;       /* one collection, default 8,000,000 */
+    size_t max_int_bits;    /* one int, default 1,000,000 bits */
 } vlimits;
 
 /* Outcome kinds of a failure. */
@@ -146,8 +172,8 @@ static inline int v_step(vctx *c);
 val *v_raise(vctx *c, const char *type, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 val *v_limit(vctx *c, const char *kind); /* "memory" | "steps" | "output" | "timeout" */
 vexc_kind v_exc_kind(const vctx *c);
-const char *v_exc_type(const vctx *c);    /* Python type name or limit kind; "" if none */
-const char *v_exc_msg(const vctx *c);     /* str(exception); "" for limits */
+const char *v_exc_type(const vctx *c); /* Python type name or limit kind; "" if none */
+const char *v_exc_msg(const vctx *c);  /* str(exception); "" for limits */
 void v_exc_clear(vctx *c);
 bool v_failed(const vctx *c);
 
@@ -157,9 +183,10 @@ val *v_none(void);
 val *v_true(void);
 val *v_false(void);
 val *v_bool(bool b);
-val *v_int64(vctx *c, int64_t i);            /* interned for -5..256 */
-val *v_int_mpz(vctx *c, const mpz_t z);    /* copies; normalizes to small */
-val *v_int_parse(vctx *c, const char *s, size_t len, int base); /* literal text (underscores ok); NULL on error */
+val *v_int64(vctx *c, int64_t i);       /* interned for -5..256 */
+val *v_int_mpz(vctx *c, const mpz_t z); /* copies; normalizes to small */
+val *v_int_parse(vctx *c, const char *s, size_t len,
+                 int base); /* literal text (underscores ok); NULL on error */
 val *v_float(vctx *c, double d);
 val *v_complex(vctx *c, double re, double im); /* imaginary literal 2j: v_complex(c, 0.0, 2.0) */
 val *v_ellipsis(void);
@@ -184,7 +211,8 @@ val *v_slice(vctx *c, val *lo, val *hi, val *step); /* NULL parts = None */
  * first insertion position, as CPython). Raise TypeError on unhashable keys. */
 val *v_dict_new(vctx *c, size_t hint);
 int v_dict_set(vctx *c, val *dict, val *key, val *value);
-val *v_dict_get(vctx *c, val *dict, val *key); /* NULL if absent (no exception) or on error (check v_failed) */
+val *v_dict_get(vctx *c, val *dict,
+                val *key); /* NULL if absent (no exception) or on error (check v_failed) */
 val *v_dict_get_str(vctx *c, val *dict, const char *key, size_t len); /* fast path for str keys */
 /* Builds the hash table of a lazy dict (VF_LAZY) in place; no-op otherwise.
  * Call before reading dict->u.t.entries/len yourself. 0 or -1. */
@@ -195,12 +223,30 @@ int v_set_contains(vctx *c, val *set, val *item); /* 1/0/-1 */
 
 /* ---- predicates and accessors ----------------------------------------- */
 
-static inline vtype v_type(const val *v) { return (vtype)v->type; }
-static inline bool v_is_none(const val *v) { return v->type == VT_NONE; }
-static inline bool v_is_str(const val *v) { return v->type == VT_STR; }
-static inline bool v_is_int(const val *v) { return v->type == VT_INT; } /* not bool */
-static inline bool v_is_intlike(const val *v) { return v->type == VT_INT || v->type == VT_BOOL; }
-static inline bool v_is_number(const val *v) { return v->type == VT_INT || v->type == VT_BOOL || v->type == VT_FLOAT; }
+static inline vtype v_type(const val *v)
+{
+    return (vtype)v->type;
+}
+static inline bool v_is_none(const val *v)
+{
+    return v->type == VT_NONE;
+}
+static inline bool v_is_str(const val *v)
+{
+    return v->type == VT_STR;
+}
+static inline bool v_is_int(const val *v)
+{
+    return v->type == VT_INT;
+} /* not bool */
+static inline bool v_is_intlike(const val *v)
+{
+    return v->type == VT_INT || v->type == VT_BOOL;
+}
+static inline bool v_is_number(const val *v)
+{
+    return v->type == VT_INT || v->type == VT_BOOL || v->type == VT_FLOAT;
+}
 /* CPython type name, as type(v).__name__ ("int", "str", "TranscriptEvent", ...). */
 const char *v_type_name(const val *v);
 /* For an int that fits int64: 1 and *out; 0 otherwise (not int / too big). */
@@ -217,8 +263,8 @@ bool v_truthy(const val *v);
  * to a strbuf (faster for nesting). -1/NULL on error (e.g. int too big to
  * print: ValueError as CPython 3.11's 4300-digit limit). */
 val *v_repr(vctx *c, val *v);
-val *v_tostr(vctx *c, val *v);   /* str(v) */
-val *v_ascii(vctx *c, val *v);   /* ascii(v), for f-string !a */
+val *v_tostr(vctx *c, val *v); /* str(v) */
+val *v_ascii(vctx *c, val *v); /* ascii(v), for f-string !a */
 int v_repr_buf(vctx *c, strbuf *b, val *v);
 int v_str_buf(vctx *c, strbuf *b, val *v);
 
@@ -251,9 +297,9 @@ val *v_unop(vctx *c, vunop op, val *a);
 typedef struct {
     val *src;
     size_t i;
-    int64_t cur;   /* range */
+    int64_t cur; /* range */
     size_t n;
-    mpz_ptr big;   /* big range cursor */
+    mpz_ptr big; /* big range cursor */
 } viter;
 int v_iter_init(vctx *c, val *v, viter *it);
 val *v_iter_next(vctx *c, viter *it);
@@ -280,8 +326,8 @@ typedef struct {
 int v_check_method(vctx *c, val *obj, const char *name);
 /* obj.name(args, **kw): method call by name (the checker guarantees the name
  * is allowlisted; a receiver without it raises AttributeError). */
-val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs,
-                   const vkwarg *kw, size_t nkw);
+val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs, const vkwarg *kw,
+                   size_t nkw);
 /* callee(args, **kw) for a VT_BUILTIN (TypeError "'int' object is not
  * callable" otherwise). */
 val *v_call(vctx *c, val *callee, val **args, size_t nargs, const vkwarg *kw, size_t nkw);

@@ -18,16 +18,32 @@ static void put_py_str(strbuf *b, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         switch (c) {
-        case '"': strbuf_puts(b, "\\\""); break;
-        case '\\': strbuf_puts(b, "\\\\"); break;
-        case '\n': strbuf_puts(b, "\\n"); break;
-        case '\r': strbuf_puts(b, "\\r"); break;
-        case '\t': strbuf_puts(b, "\\t"); break;
-        case '\b': strbuf_puts(b, "\\b"); break;
-        case '\f': strbuf_puts(b, "\\f"); break;
+        case '"':
+            strbuf_puts(b, "\\\"");
+            break;
+        case '\\':
+            strbuf_puts(b, "\\\\");
+            break;
+        case '\n':
+            strbuf_puts(b, "\\n");
+            break;
+        case '\r':
+            strbuf_puts(b, "\\r");
+            break;
+        case '\t':
+            strbuf_puts(b, "\\t");
+            break;
+        case '\b':
+            strbuf_puts(b, "\\b");
+            break;
+        case '\f':
+            strbuf_puts(b, "\\f");
+            break;
         default:
-            if (c < 0x20) strbuf_printf(b, "\\u%04x", c);
-            else strbuf_putc(b, (char)c);
+            if (c < 0x20)
+                strbuf_printf(b, "\\u%04x", c);
+            else
+                strbuf_putc(b, (char)c);
         }
     }
     strbuf_putc(b, '"');
@@ -41,10 +57,18 @@ static int cmp_cstr(const void *a, const void *b)
 int catalog_canonical_json(const json_t *v, strbuf *out)
 {
     switch (json_typeof(v)) {
-    case JSON_NULL: strbuf_puts(out, "null"); return 0;
-    case JSON_TRUE: strbuf_puts(out, "true"); return 0;
-    case JSON_FALSE: strbuf_puts(out, "false"); return 0;
-    case JSON_INTEGER: strbuf_printf(out, "%lld", (long long)json_integer_value(v)); return 0;
+    case JSON_NULL:
+        strbuf_puts(out, "null");
+        return 0;
+    case JSON_TRUE:
+        strbuf_puts(out, "true");
+        return 0;
+    case JSON_FALSE:
+        strbuf_puts(out, "false");
+        return 0;
+    case JSON_INTEGER:
+        strbuf_printf(out, "%lld", (long long)json_integer_value(v));
+        return 0;
     case JSON_REAL: {
         double d = json_real_value(v);
         if (!isfinite(d)) return -1;
@@ -58,7 +82,9 @@ int catalog_canonical_json(const json_t *v, strbuf *out)
         if (strpbrk(tmp, ".eEn") == NULL) strbuf_puts(out, ".0");
         return 0;
     }
-    case JSON_STRING: put_py_str(out, json_string_value(v), json_string_length(v)); return 0;
+    case JSON_STRING:
+        put_py_str(out, json_string_value(v), json_string_length(v));
+        return 0;
     case JSON_ARRAY: {
         strbuf_putc(out, '[');
         for (size_t i = 0; i < json_array_size(v); i++) {
@@ -160,7 +186,8 @@ json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
                 }
             }
             qsort(ls, nl, sizeof *ls, cmp_json_str);
-            for (size_t j = 0; j < nl; j++) json_array_append(sorted, ls[j]);
+            for (size_t j = 0; j < nl; j++)
+                json_array_append(sorted, ls[j]);
             free(ls);
         }
     }
@@ -173,7 +200,8 @@ json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
     return out;
 fail:
     if (items)
-        for (size_t i = 0; i < n; i++) json_decref(items[i]);
+        for (size_t i = 0; i < n; i++)
+            json_decref(items[i]);
     free(items);
     json_decref(out);
     return NULL;

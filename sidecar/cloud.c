@@ -26,8 +26,8 @@
 #include <time.h>
 
 struct cloud {
-    char *base;    /* server URL without trailing '/' (owned) */
-    char *origin;  /* scheme://authority (owned) */
+    char *base;   /* server URL without trailing '/' (owned) */
+    char *origin; /* scheme://authority (owned) */
     char *ca_bundle;
     char *worker_id;
     const secret *token; /* borrowed */
@@ -72,11 +72,16 @@ static CURL *thread_handle(void)
 const char *cloud_error_kind_name(cloud_kind k)
 {
     switch (k) {
-    case CLOUD_OK: return "ok";
-    case CLOUD_TRANSPORT: return "transport";
-    case CLOUD_REMOTE: return "remote";
-    case CLOUD_PROTOCOL: return "protocol";
-    case CLOUD_ABORTED: return "aborted";
+    case CLOUD_OK:
+        return "ok";
+    case CLOUD_TRANSPORT:
+        return "transport";
+    case CLOUD_REMOTE:
+        return "remote";
+    case CLOUD_PROTOCOL:
+        return "protocol";
+    case CLOUD_ABORTED:
+        return "aborted";
     }
     return "?";
 }
@@ -129,7 +134,8 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
         snprintf(err, errcap, "server URL must not have a query or fragment");
         goto fail;
     }
-    while (bl > 0 && c->base[bl - 1] == '/') c->base[--bl] = '\0';
+    while (bl > 0 && c->base[bl - 1] == '/')
+        c->base[--bl] = '\0';
     if (cfg->ca_bundle) c->ca_bundle = strdup(cfg->ca_bundle);
     c->worker_id = strdup(cfg->worker_id ? cfg->worker_id : "");
     c->token = cfg->token;
@@ -310,14 +316,15 @@ static int parse_envelope(const json_t *j, long status, cloud_error *e)
                  *rt = json_object_get(er, "retryable");
     if (!json_is_string(code) || !json_is_boolean(rt)) return 0;
     if (!json_is_string(pv) || strcmp(json_string_value(pv), "2") != 0) {
-        cloud_set_protocol_error(e, "HTTP %ld error envelope with protocol_version other than \"2\"",
-                                 status);
+        cloud_set_protocol_error(
+            e, "HTTP %ld error envelope with protocol_version other than \"2\"", status);
         return 1;
     }
     e->kind = CLOUD_REMOTE;
     e->retryable = json_is_true(rt);
     snprintf(e->code, sizeof e->code, "%s", json_string_value(code));
-    snprintf(e->message, sizeof e->message, "%s", json_is_string(msg) ? json_string_value(msg) : "");
+    snprintf(e->message, sizeof e->message, "%s",
+             json_is_string(msg) ? json_string_value(msg) : "");
     return 1;
 }
 
@@ -404,7 +411,8 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     }
     atomic_store(&c->last_contact_ms, time_mono_ms());
     json_error_t je;
-    json_t *j = x.body.len ? json_loadb(x.body.data, x.body.len, JSON_REJECT_DUPLICATES, &je) : NULL;
+    json_t *j =
+        x.body.len ? json_loadb(x.body.data, x.body.len, JSON_REJECT_DUPLICATES, &je) : NULL;
     if (status >= 300 && status < 400) {
         json_decref(j);
         cloud_set_protocol_error(e, "HTTP %ld redirect refused (redirects are never followed)",
@@ -427,9 +435,9 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         goto done;
     }
     if (!json_is_object(j)) {
-        cloud_set_protocol_error(e, j ? "response is not a JSON object"
-                                      : "response is not valid JSON: %s",
-                                 x.body.len ? je.text : "empty body");
+        cloud_set_protocol_error(
+            e, j ? "response is not a JSON object" : "response is not valid JSON: %s",
+            x.body.len ? je.text : "empty body");
         json_decref(j);
         goto done;
     }
@@ -498,8 +506,8 @@ const char *cloud_req_str(const json_t *o, const char *key, const char *ctx, clo
     return json_string_value(v);
 }
 
-int cloud_req_int(const json_t *o, const char *key, const char *ctx, long long min,
-                  long long *out, cloud_error *e)
+int cloud_req_int(const json_t *o, const char *key, const char *ctx, long long min, long long *out,
+                  cloud_error *e)
 {
     const json_t *v = json_object_get(o, key);
     if (!json_is_integer(v)) {

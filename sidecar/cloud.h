@@ -18,14 +18,14 @@ struct secret;
 #define CLOUD_MAX_DEFINITIONS 100
 
 typedef struct {
-    const char *server_url;      /* borrowed during cloud_new; https unless loopback */
-    const struct secret *token;  /* borrowed; must outlive the client */
-    const char *ca_bundle;       /* NULL = system store */
-    double request_timeout_s;    /* per HTTP attempt */
-    const char *worker_id;       /* for the worker-id header */
-    int max_attempts;            /* retried calls; 0 = 5 */
-    double backoff_base_s;       /* first backoff; 0 = 0.2 s */
-    double backoff_max_s;        /* cap; 0 = 5 s */
+    const char *server_url;     /* borrowed during cloud_new; https unless loopback */
+    const struct secret *token; /* borrowed; must outlive the client */
+    const char *ca_bundle;      /* NULL = system store */
+    double request_timeout_s;   /* per HTTP attempt */
+    const char *worker_id;      /* for the worker-id header */
+    int max_attempts;           /* retried calls; 0 = 5 */
+    double backoff_base_s;      /* first backoff; 0 = 0.2 s */
+    double backoff_max_s;       /* cap; 0 = 5 s */
 } cloud_config;
 
 typedef enum {
@@ -38,12 +38,12 @@ typedef enum {
 
 typedef struct {
     cloud_kind kind;
-    long http_status;     /* 0 if none */
+    long http_status; /* 0 if none */
     int retryable;
-    char code[64];        /* remote code, or transport_error / protocol_error /
-                             response_too_large / redirect_refused / aborted */
+    char code[64]; /* remote code, or transport_error / protocol_error /
+                      response_too_large / redirect_refused / aborted */
     char message[512];
-    char request_id[33];  /* our X-Request-Id of the logical call */
+    char request_id[33];   /* our X-Request-Id of the logical call */
     size_t response_bytes; /* body size of the last response (also on success) */
 } cloud_error;
 
@@ -73,13 +73,13 @@ void cloud_registration_free(cloud_registration *r);
 
 /* ---- claim ---- */
 typedef struct {
-    json_t *obj;                 /* owned; the fields below borrow from it */
-    const char *assignment_id, *lease_expires_at, *session_id, *session_revision_id,
-        *agent_id, *environment, *trigger_reason;
+    json_t *obj; /* owned; the fields below borrow from it */
+    const char *assignment_id, *lease_expires_at, *session_id, *session_revision_id, *agent_id,
+        *environment, *trigger_reason;
     long long lease_generation, event_count;
-    char *transcript_url;        /* owned, absolute, pinned to the origin */
-    char *definitions_url;       /* owned or NULL when absent */
-    double lease_expires_epoch;  /* parsed, 0 if unparseable */
+    char *transcript_url;       /* owned, absolute, pinned to the origin */
+    char *definitions_url;      /* owned or NULL when absent */
+    double lease_expires_epoch; /* parsed, 0 if unparseable */
 } cloud_assignment;
 /* Never transport-retried. On success out and n hold the validated
  * assignments (caller frees with cloud_assignments_free). Assignments that
@@ -104,10 +104,10 @@ int cloud_validate_definition(const json_t *d, char *err, size_t errcap);
 
 /* ---- plan ---- */
 typedef struct {
-    json_t *obj;          /* owned response */
+    json_t *obj; /* owned response */
     const char *assignment_status;
     int idempotent_replay;
-    json_t *runs;         /* borrowed from obj: validated run descriptors */
+    json_t *runs; /* borrowed from obj: validated run descriptors */
 } cloud_plan;
 int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selected,
                       const json_t *skipped, cloud_plan *out, cloud_error *e);
@@ -115,8 +115,8 @@ void cloud_plan_free(cloud_plan *p);
 
 /* ---- heartbeat ---- */
 /* `run_ids`: array of strings (running runs). *accepted: new array. */
-int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids,
-                    json_t **accepted, char *lease_expires_at, size_t lcap, cloud_error *e);
+int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids, json_t **accepted,
+                    char *lease_expires_at, size_t lcap, cloud_error *e);
 
 /* ---- result ---- */
 typedef struct {
@@ -125,20 +125,20 @@ typedef struct {
     long long result_count;
 } cloud_result_ack;
 /* Sends `body` (the stored serialized result) unchanged. */
-int cloud_result(cloud *c, const char *run_id, const char *body, size_t len,
-                 cloud_result_ack *ack, cloud_error *e);
+int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, cloud_result_ack *ack,
+                 cloud_error *e);
 
 /* ---- shared layer (cloud.c), used by the cloud_<call>.c modules ---- */
 typedef struct {
-    const char *method;      /* "GET" | "POST" */
-    const char *url;         /* absolute (already pinned) */
-    const char *body;        /* NULL for GET */
+    const char *method; /* "GET" | "POST" */
+    const char *url;    /* absolute (already pinned) */
+    const char *body;   /* NULL for GET */
     size_t body_len;
-    size_t cap;              /* response cap */
-    int retry;               /* 1 = apply the retry policy */
+    size_t cap;                 /* response cap */
+    int retry;                  /* 1 = apply the retry policy */
     long long lease_generation; /* > 0 adds the worker-id and lease headers */
-    int allow_no_version;    /* transcript: no protocol_version field */
-    const char *name;        /* call name for metrics (register, claim, ...) */
+    int allow_no_version;       /* transcript: no protocol_version field */
+    const char *name;           /* call name for metrics (register, claim, ...) */
 } cloud_req;
 /* Performs the call; on CLOUD_OK *out is the parsed JSON object. */
 int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);
@@ -152,8 +152,8 @@ void cloud_set_protocol_error(cloud_error *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Strict field helpers: return the value or set a protocol error. */
 const char *cloud_req_str(const json_t *o, const char *key, const char *ctx, cloud_error *e);
-int cloud_req_int(const json_t *o, const char *key, const char *ctx, long long min,
-                  long long *out, cloud_error *e);
+int cloud_req_int(const json_t *o, const char *key, const char *ctx, long long min, long long *out,
+                  cloud_error *e);
 int cloud_opt_str(const json_t *o, const char *key, const char *ctx, const char **out,
                   cloud_error *e);
 int cloud_opt_timeout(const json_t *o, const char *ctx, double *out, cloud_error *e);

@@ -22,7 +22,8 @@ void cloud_assignment_clear(cloud_assignment *a)
 void cloud_assignments_free(cloud_assignment *a, size_t n)
 {
     if (a == NULL) return;
-    for (size_t i = 0; i < n; i++) cloud_assignment_clear(&a[i]);
+    for (size_t i = 0; i < n; i++)
+        cloud_assignment_clear(&a[i]);
     free(a);
 }
 
@@ -93,9 +94,9 @@ int cloud_claim(cloud *c, const char *catalog_revision, long capacity, cloud_ass
     *out = NULL;
     *n = 0;
     *rejected = 0;
-    json_t *body = json_pack("{s:s, s:s, s:s, s:i}", "protocol_version", "2", "worker_id",
-                             cloud_worker_id(c), "catalog_revision", catalog_revision, "capacity",
-                             (json_int_t)capacity);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:i}", "protocol_version", "2", "worker_id", cloud_worker_id(c),
+                  "catalog_revision", catalog_revision, "capacity", (json_int_t)capacity);
     char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/assignments/claim", NULL);
     json_t *resp = NULL;

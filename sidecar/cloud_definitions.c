@@ -21,7 +21,8 @@ int cloud_validate_definition(const json_t *d, char *err, size_t errcap)
         return -1;
     }
     if (!cloud_req_str(d, "eval_key", ctx, &e) || !cloud_req_str(d, "display_name", ctx, &e) ||
-        !cloud_req_str(d, "eval_version", ctx, &e) || !(s = cloud_req_str(d, "result_kind", ctx, &e)))
+        !cloud_req_str(d, "eval_version", ctx, &e) ||
+        !(s = cloud_req_str(d, "result_kind", ctx, &e)))
         goto fail;
     if (!is_kind(s)) {
         cloud_set_protocol_error(&e, "definition.result_kind must be score|metric|assertion");
@@ -51,8 +52,8 @@ int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_e
         cloud_set_protocol_error(e, "assignment has no definitions_url");
         return -1;
     }
-    cloud_req req = {"GET", a->definitions_url, NULL, 0, CLOUD_MAX_RESPONSE, 1,
-                     a->lease_generation, 0, "definitions"};
+    cloud_req req = {"GET", a->definitions_url, NULL, 0, CLOUD_MAX_RESPONSE, 1, a->lease_generation,
+                     0,     "definitions"};
     if (cloud_call(c, &req, &r, e) != 0) return -1;
     const char *aid = cloud_req_str(r, "assignment_id", NULL, e);
     if (aid == NULL || cloud_req_str(r, "catalog_revision", NULL, e) == NULL) goto fail;
@@ -79,7 +80,8 @@ int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_e
         for (size_t k = 0; k < i; k++) {
             json_t *o = json_array_get(defs, k);
             if (json_equal(json_object_get(d, "eval_key"), json_object_get(o, "eval_key")) &&
-                json_equal(json_object_get(d, "eval_version"), json_object_get(o, "eval_version"))) {
+                json_equal(json_object_get(d, "eval_version"),
+                           json_object_get(o, "eval_version"))) {
                 cloud_set_protocol_error(e, "definitions[%zu] duplicates definitions[%zu]", i, k);
                 goto fail;
             }

@@ -7,17 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids,
-                    json_t **accepted, char *lease_expires_at, size_t lcap, cloud_error *e)
+int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids, json_t **accepted,
+                    char *lease_expires_at, size_t lcap, cloud_error *e)
 {
     *accepted = NULL;
     json_t *runs = json_array();
     for (size_t i = 0; i < json_array_size(run_ids); i++)
         json_array_append_new(runs, json_pack("{s:O, s:s}", "evaluation_run_id",
                                               json_array_get(run_ids, i), "state", "running"));
-    json_t *body = json_pack("{s:s, s:s, s:I, s:o}", "protocol_version", "2", "worker_id",
-                             cloud_worker_id(c), "lease_generation", (json_int_t)lease_generation,
-                             "runs", runs);
+    json_t *body =
+        json_pack("{s:s, s:s, s:I, s:o}", "protocol_version", "2", "worker_id", cloud_worker_id(c),
+                  "lease_generation", (json_int_t)lease_generation, "runs", runs);
     char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/runs/heartbeat", NULL);
     json_t *r = NULL;

@@ -18,10 +18,10 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
                       const json_t *skipped, cloud_plan *out, cloud_error *e)
 {
     memset(out, 0, sizeof *out);
-    json_t *body = json_pack("{s:s, s:s, s:I, s:O, s:O}", "protocol_version", "2", "worker_id",
-                             cloud_worker_id(c), "lease_generation",
-                             (json_int_t)a->lease_generation, "selected", selected, "skipped",
-                             skipped);
+    json_t *body =
+        json_pack("{s:s, s:s, s:I, s:O, s:O}", "protocol_version", "2", "worker_id",
+                  cloud_worker_id(c), "lease_generation", (json_int_t)a->lease_generation,
+                  "selected", selected, "skipped", skipped);
     char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/assignments/%s/plan", a->assignment_id);
     json_t *r = NULL;

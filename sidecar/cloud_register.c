@@ -20,10 +20,10 @@ int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog
                    cloud_error *e)
 {
     memset(out, 0, sizeof *out);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:i, s:O}", "protocol_version", "2",
-                             "worker_id", cloud_worker_id(c), "sdk_version", sdk_version,
-                             "catalog_revision", catalog_revision, "max_concurrency",
-                             (json_int_t)max_concurrency, "definitions", catalog);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:i, s:O}", "protocol_version", "2", "worker_id",
+                             cloud_worker_id(c), "sdk_version", sdk_version, "catalog_revision",
+                             catalog_revision, "max_concurrency", (json_int_t)max_concurrency,
+                             "definitions", catalog);
     char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/workers/register", NULL);
     json_t *resp = NULL;
@@ -37,8 +37,7 @@ int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog
         cloud_set_protocol_error(e, "evaluator_kind must be 'managed' or 'customer'");
         goto done;
     }
-    if (cloud_req_int(resp, "heartbeat_interval_seconds", NULL, 1, &out->heartbeat_interval_s,
-                      e) ||
+    if (cloud_req_int(resp, "heartbeat_interval_seconds", NULL, 1, &out->heartbeat_interval_s, e) ||
         cloud_req_int(resp, "lease_duration_seconds", NULL, 1, &out->lease_duration_s, e) ||
         cloud_req_int(resp, "poll_interval_seconds", NULL, 1, &out->poll_interval_s, e) ||
         cloud_req_int(resp, "claim_limit", NULL, 1, &out->claim_limit, e))

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cloud_result(cloud *c, const char *run_id, const char *body, size_t len,
-                 cloud_result_ack *ack, cloud_error *e)
+int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, cloud_result_ack *ack,
+                 cloud_error *e)
 {
     memset(ack, 0, sizeof *ack);
     char *url = cloud_url(c, "/v1/evaluator/runs/%s/result", run_id);

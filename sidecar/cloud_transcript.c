@@ -11,8 +11,8 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *
 {
     json_t *t = NULL;
     *out = NULL;
-    cloud_req req = {"GET", a->transcript_url, NULL, 0, CLOUD_MAX_TRANSCRIPT, 1,
-                     a->lease_generation, 1, "transcript"};
+    cloud_req req = {"GET", a->transcript_url,   NULL, 0,           CLOUD_MAX_TRANSCRIPT,
+                     1,     a->lease_generation, 1,    "transcript"};
     if (cloud_call(c, &req, &t, e) != 0) {
         if (!strcmp(e->code, "response_too_large"))
             snprintf(e->code, sizeof e->code, "transcript_too_large");
@@ -24,8 +24,9 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *
         cloud_set_protocol_error(e, "unsupported transcript schema_version '%.32s'", sv);
         goto fail;
     }
-    static const char *const strs[] = {"assignment_id", "session_id", "session_revision_id",
-                                       "agent_id", "environment", "started_at", "ended_at"};
+    static const char *const strs[] = {"assignment_id", "session_id",  "session_revision_id",
+                                       "agent_id",      "environment", "started_at",
+                                       "ended_at"};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (cloud_req_str(t, strs[i], "transcript", e) == NULL) goto fail;
     if (strcmp(json_string_value(json_object_get(t, "session_revision_id")),

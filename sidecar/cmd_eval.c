@@ -29,18 +29,24 @@ static const cli_opt eval_opts[] = {
     {"--expr", NULL, CLI_STR, OFF(expr), "SRC", "expression source", 0, 0},
     {"--file", NULL, CLI_STR, OFF(file), "PATH", "file holding the expression", 0, 0},
     {"--batch", NULL, CLI_STR, OFF(batch), "PATH|-", "JSON lines {kind, source, eval_key?}", 0, 0},
-    {"--kind", NULL, CLI_STR, OFF(kind), "KIND", "raw|condition|evaluator (default evaluator)", 0, 0},
-    {"--eval-key", NULL, CLI_STR, OFF(eval_key), "K", "eval key of the primary result (default q)", 0, 0},
-    {"--timeout", NULL, CLI_DOUBLE, OFF(timeout), "S", "budget per evaluation (default 30, max 60)", 0.001, 60},
+    {"--kind", NULL, CLI_STR, OFF(kind), "KIND", "raw|condition|evaluator (default evaluator)", 0,
+     0},
+    {"--eval-key", NULL, CLI_STR, OFF(eval_key), "K", "eval key of the primary result (default q)",
+     0, 0},
+    {"--timeout", NULL, CLI_DOUBLE, OFF(timeout), "S", "budget per evaluation (default 30, max 60)",
+     0.001, 60},
     {"--max-sandboxes", "FAILPROOFAI_SIDECAR_MAX_SANDBOXES", CLI_INT, OFF(sandboxes), "N",
      "concurrent sandboxes (default 4)", 1, 64},
     {"--sandbox-memory-mb", "FAILPROOFAI_SIDECAR_SANDBOX_MEMORY_MB", CLI_INT, OFF(memory_mb), "N",
      "address-space limit per sandbox in MiB (default 512)", 32, 65536},
-    {"--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)", 1, 1000000},
+    {"--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)", 1,
+     1000000},
 };
-static const cli_command eval_command = {"eval", "Evaluate expressions against a transcript in the sandbox.",
-                                         eval_opts, sizeof eval_opts / sizeof eval_opts[0]};
-static const cli_command check_command = {"check", "Compile-check expressions without running them.",
+static const cli_command eval_command = {
+    "eval", "Evaluate expressions against a transcript in the sandbox.", eval_opts,
+    sizeof eval_opts / sizeof eval_opts[0]};
+static const cli_command check_command = {"check",
+                                          "Compile-check expressions without running them.",
                                           eval_opts, sizeof eval_opts / sizeof eval_opts[0]};
 
 /* One input: owned strings. `line` is the outcome once evaluated. */
@@ -115,8 +121,7 @@ static char *input_error_line(size_t lineno, const char *msg)
 
 /* Parses the --batch text into items. Malformed lines become items whose
  * outcome is already set (an "input" error); *bad counts them. */
-static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_t *count,
-                              int *bad)
+static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_t *count, int *bad)
 {
     size_t cap = 64, n = 0, lineno = 0;
     eval_item *items = calloc(cap, sizeof *items);
@@ -155,7 +160,8 @@ static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_
             } else {
                 kind = jk ? json_string_value(jk) : "evaluator";
                 if (lang_kind_parse(kind, &it->kind) != 0) {
-                    it->line = input_error_line(lineno, "\"kind\" must be raw, condition or evaluator");
+                    it->line =
+                        input_error_line(lineno, "\"kind\" must be raw, condition or evaluator");
                 } else {
                     if (json_is_string(jkey)) key = json_string_value(jkey);
                     it->source_len = json_string_length(src);
@@ -198,7 +204,9 @@ static void eval_one(eval_job *job, eval_item *it)
         sbx_outcome_free(&out);
     }
     pthread_mutex_lock(&job->mu);
-    it->line = line ? line : strdup("{\"ok\": false, \"stage\": \"jail\", \"message\": \"out of memory\"}");
+    it->line = line
+                   ? line
+                   : strdup("{\"ok\": false, \"stage\": \"jail\", \"message\": \"out of memory\"}");
     it->done = 1;
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);
@@ -228,13 +236,15 @@ static void run_items(eval_job *job, int nthreads)
     if (started == 0) eval_worker(job);
     for (size_t i = 0; i < job->n; i++) {
         pthread_mutex_lock(&job->mu);
-        while (!job->items[i].done) pthread_cond_wait(&job->cv, &job->mu);
+        while (!job->items[i].done)
+            pthread_cond_wait(&job->cv, &job->mu);
         pthread_mutex_unlock(&job->mu);
         fputs(job->items[i].line, stdout);
         fputc('\n', stdout);
         if (job->n > 1) fflush(stdout);
     }
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
     fflush(stdout);
 }
 
@@ -349,7 +359,8 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     pthread_mutex_destroy(&job.mu);
     status = bad ? 2 : 0;
     if (bad)
-        fprintf(stderr, "failproofai-sidecar %s: %d malformed batch line%s (see the \"input\" outcomes)\n",
+        fprintf(stderr,
+                "failproofai-sidecar %s: %d malformed batch line%s (see the \"input\" outcomes)\n",
                 cmd->name, bad, bad == 1 ? "" : "s");
 done:
     for (size_t i = 0; items != NULL && i < nitems; i++) {

@@ -156,7 +156,8 @@ int daemon_run(const run_config *cfg)
     sigaddset(&s, SIGINT);
     sigaddset(&s, SIGUSR1);
     int sig = 0;
-    do sigwait(&s, &sig);
+    do
+        sigwait(&s, &sig);
     while (sig == SIGUSR1);
     log_info("signal received: draining", LOG_S("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"),
              LOG_D("drain_timeout_seconds", cfg->drain_timeout));
@@ -167,8 +168,10 @@ int daemon_run(const run_config *cfg)
     sigwait(&s, &sig);
     if (sig == SIGUSR1) {
         pthread_join(dt, NULL);
-        if (da.drained) log_info("drained: in-flight work finished and outbox flushed");
-        else log_warn("drain timeout: stopping with work in flight (the store covers it)");
+        if (da.drained)
+            log_info("drained: in-flight work finished and outbox flushed");
+        else
+            log_warn("drain timeout: stopping with work in flight (the store covers it)");
         status = 0;
     } else {
         log_warn("second signal: exiting at once");

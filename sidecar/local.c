@@ -116,7 +116,8 @@ static void def_free(ldef *d)
 static void ev_free(lev *ev)
 {
     if (ev == NULL) return;
-    for (size_t i = 0; i < ev->ndefs; i++) def_free(&ev->defs[i]);
+    for (size_t i = 0; i < ev->ndefs; i++)
+        def_free(&ev->defs[i]);
     free(ev->defs);
     free(ev->name);
     free(ev->version);
@@ -148,8 +149,7 @@ static int endpoint_ok(local_registry *r, const char *url, local_error *e)
     curl_url_get(u, CURLUPART_USER, &user, 0);
     curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
     if (user != NULL || frag != NULL) {
-        lerr(e, 422, "invalid_registration",
-             "endpoint must not contain credentials or a fragment");
+        lerr(e, 422, "invalid_registration", "endpoint must not contain credentials or a fragment");
         goto done;
     }
     int allowed = 0;
@@ -200,9 +200,9 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
                                local_error *e)
 {
     static const char *const top[] = {"version", "endpoint", "ttl_seconds", "definitions", NULL};
-    static const char *const dfields[] = {"eval_key", "eval_version",   "display_name",
-                                          "result_kind", "labels",      "timeout_seconds",
-                                          "condition",   NULL};
+    static const char *const dfields[] = {
+        "eval_key", "eval_version",    "display_name", "result_kind",
+        "labels",   "timeout_seconds", "condition",    NULL};
     lev *ev = calloc(1, sizeof *ev);
     if (ev == NULL) abort();
     if (!json_is_object(body)) {
@@ -224,8 +224,7 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
     if (ttl != NULL && !json_is_null(ttl)) {
         double t = json_is_number(ttl) ? json_number_value(ttl) : NAN;
         if (!json_is_number(ttl) || !isfinite(t) || t < 1 || t > 86400) {
-            lerr(e, 422, "invalid_registration",
-                 "ttl_seconds must be a number from 1 to 86400");
+            lerr(e, 422, "invalid_registration", "ttl_seconds must be a number from 1 to 86400");
             goto fail;
         }
         ev->ttl = t;
@@ -318,8 +317,7 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
             for (size_t j = 0; j < json_array_size(labels); j++) {
                 char lf[136];
                 snprintf(lf, sizeof lf, "%s[%zu]", f, j);
-                if ((s = bounded(json_array_get(labels, j), lf, LOCAL_MAX_LABEL_BYTES, e)) ==
-                    NULL)
+                if ((s = bounded(json_array_get(labels, j), lf, LOCAL_MAX_LABEL_BYTES, e)) == NULL)
                     goto fail;
                 lv[nl++] = s;
             }
@@ -331,7 +329,8 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
                 }
         }
         x->labels = json_array();
-        for (size_t j = 0; j < nl; j++) json_array_append_new(x->labels, json_string(lv[j]));
+        for (size_t j = 0; j < nl; j++)
+            json_array_append_new(x->labels, json_string(lv[j]));
         snprintf(f, sizeof f, "definitions[%zu].timeout_seconds", i);
         json_t *to = json_object_get(d, "timeout_seconds");
         if (to != NULL && !json_is_null(to)) {
@@ -410,10 +409,12 @@ static json_t *sorted_catalog_locked(local_registry *r)
     json_t *arr = catalog_of(r->evs, r->n);
     size_t n = json_array_size(arr);
     json_t **items = n ? malloc(n * sizeof *items) : NULL;
-    for (size_t i = 0; i < n; i++) items[i] = json_incref(json_array_get(arr, i));
+    for (size_t i = 0; i < n; i++)
+        items[i] = json_incref(json_array_get(arr, i));
     if (n) qsort(items, n, sizeof *items, cmp_entry);
     json_t *out = json_array();
-    for (size_t i = 0; i < n; i++) json_array_append_new(out, items[i]);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out, items[i]);
     free(items);
     json_decref(arr);
     return out;
@@ -433,7 +434,8 @@ static void changed_locked(local_registry *r)
 static void gauges_locked(local_registry *r)
 {
     size_t defs = 0;
-    for (size_t i = 0; i < r->n; i++) defs += r->evs[i]->ndefs;
+    for (size_t i = 0; i < r->n; i++)
+        defs += r->evs[i]->ndefs;
     metrics_gauge_set(METRIC_LOCAL_EVALUATORS, (double)r->n);
     metrics_gauge_set(METRIC_LOCAL_DEFINITIONS, (double)defs);
 }
@@ -602,7 +604,8 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
     }
     return r;
 fail:
-    for (size_t i = 0; i < r->n; i++) ev_free(r->evs[i]);
+    for (size_t i = 0; i < r->n; i++)
+        ev_free(r->evs[i]);
     free(r->evs);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -620,7 +623,8 @@ void local_registry_free(local_registry *r)
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     pthread_join(r->thread, NULL);
-    for (size_t i = 0; i < r->n; i++) ev_free(r->evs[i]);
+    for (size_t i = 0; i < r->n; i++)
+        ev_free(r->evs[i]);
     free(r->evs);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -656,13 +660,12 @@ static json_t *view_locked(const lev *ev)
                               d->result_kind, "labels", d->labels);
         json_object_set_new(o, "timeout_seconds",
                             d->timeout_s > 0 ? json_real(d->timeout_s) : json_null());
-        json_object_set_new(o, "condition",
-                            d->condition ? json_string(d->condition) : json_null());
+        json_object_set_new(o, "condition", d->condition ? json_string(d->condition) : json_null());
         json_array_append_new(defs, o);
     }
     double remaining = ev->expires_at > 0 ? ev->expires_at - now : -1;
-    json_t *v = json_pack("{s:s,s:s,s:s,s:f}", "name", ev->name, "version", ev->version,
-                          "endpoint", ev->endpoint, "ttl_seconds", ev->ttl);
+    json_t *v = json_pack("{s:s,s:s,s:s,s:f}", "name", ev->name, "version", ev->version, "endpoint",
+                          ev->endpoint, "ttl_seconds", ev->ttl);
     json_object_set_new(v, "registered_at", time_or_null(ev->registered_at));
     json_object_set_new(v, "last_heartbeat_at", time_or_null(ev->heartbeat_at));
     json_object_set_new(v, "expires_at", time_or_null(ev->expires_at));
@@ -733,8 +736,10 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body, 
         r->evs = evs;
         r->evs[r->n++] = ev;
     }
-    if (!json_equal(before, after)) changed_locked(r);
-    else pthread_cond_broadcast(&r->cv); /* new expiry */
+    if (!json_equal(before, after))
+        changed_locked(r);
+    else
+        pthread_cond_broadcast(&r->cv); /* new expiry */
     json_decref(before);
     json_decref(after);
     gauges_locked(r);
@@ -745,8 +750,7 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body, 
     return status;
 }
 
-int local_registry_heartbeat(local_registry *r, const char *name, json_t **out,
-                             local_error *err)
+int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, local_error *err)
 {
     *out = NULL;
     memset(err, 0, sizeof *err);
@@ -807,7 +811,8 @@ json_t *local_registry_list(local_registry *r)
     pthread_mutex_lock(&r->mu);
     if (r->n > 1) qsort(r->evs, r->n, sizeof r->evs[0], cmp_ev);
     json_t *arr = json_array();
-    for (size_t i = 0; i < r->n; i++) json_array_append_new(arr, view_locked(r->evs[i]));
+    for (size_t i = 0; i < r->n; i++)
+        json_array_append_new(arr, view_locked(r->evs[i]));
     pthread_mutex_unlock(&r->mu);
     return json_pack("{s:o}", "evaluators", arr);
 }
@@ -816,7 +821,8 @@ int local_registry_count(local_registry *r, int *definitions)
 {
     pthread_mutex_lock(&r->mu);
     int defs = 0, n = (int)r->n;
-    for (size_t i = 0; i < r->n; i++) defs += (int)r->evs[i]->ndefs;
+    for (size_t i = 0; i < r->n; i++)
+        defs += (int)r->evs[i]->ndefs;
     pthread_mutex_unlock(&r->mu);
     if (definitions) *definitions = defs;
     return n;
@@ -884,8 +890,8 @@ void local_definition_free(local_definition *d)
 }
 
 int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
-                    const char *eval_version, sbx_image *img, double timeout_s,
-                    atomic_int *cancel, local_condition_outcome *out)
+                    const char *eval_version, sbx_image *img, double timeout_s, atomic_int *cancel,
+                    local_condition_outcome *out)
 {
     memset(out, 0, sizeof *out);
     local_definition d;
@@ -899,8 +905,8 @@ int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
         local_definition_free(&d);
         return 0;
     }
-    sbx_request req = {LANG_CONDITION, d.condition, strlen(d.condition), d.eval_key,
-                       timeout_s, img, cancel};
+    sbx_request req = {LANG_CONDITION, d.condition, strlen(d.condition), d.eval_key, timeout_s, img,
+                       cancel};
     sbx_outcome o = {0};
     int64_t t0 = time_mono_ms();
     sbx_eval(pool, &req, &o);
@@ -909,15 +915,19 @@ int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
     snprintf(out->reason_code, sizeof out->reason_code, "condition_error");
     if (o.status != SBX_OK) {
         snprintf(out->detail, sizeof out->detail, "condition did not finish: %.200s",
-                 o.status == SBX_TIMEOUT ? "timeout" : o.status == SBX_OUTPUT ? "output limit"
-                                                    : o.status == SBX_CANCELLED ? "cancelled"
-                                                                                : o.detail);
+                 o.status == SBX_TIMEOUT     ? "timeout"
+                 : o.status == SBX_OUTPUT    ? "output limit"
+                 : o.status == SBX_CANCELLED ? "cancelled"
+                                             : o.detail);
     } else if (!json_is_true(json_object_get(o.json, "ok"))) {
         const char *stage = json_string_value(json_object_get(o.json, "stage"));
         const char *et = json_string_value(json_object_get(o.json, "error_type"));
         const char *msg = json_string_value(json_object_get(o.json, "message"));
         snprintf(out->detail, sizeof out->detail, "condition %s error: %s",
-                 stage ? stage : "unknown", et ? et : msg ? msg : "unknown");
+                 stage ? stage : "unknown",
+                 et    ? et
+                 : msg ? msg
+                       : "unknown");
     } else {
         json_t *app = json_object_get(o.json, "applicable");
         const char *rc = json_string_value(json_object_get(o.json, "reason_code"));

@@ -46,11 +46,11 @@ typedef struct local_registry local_registry;
 #define LOCAL_DEFAULT_TTL_S 30.0
 
 typedef struct {
-    store *db;                      /* borrowed; NULL = in-memory only      */
-    const cli_list *allowed_hosts;  /* borrowed; --allow-evaluator-host     */
-    const secret *shared_secret;    /* borrowed; NULL = no header sent      */
-    int max_dispatch;               /* concurrent dispatches (<=0: 16)      */
-    double debounce_s;              /* change-callback debounce (<=0: 0.25) */
+    store *db;                     /* borrowed; NULL = in-memory only      */
+    const cli_list *allowed_hosts; /* borrowed; --allow-evaluator-host     */
+    const secret *shared_secret;   /* borrowed; NULL = no header sent      */
+    int max_dispatch;              /* concurrent dispatches (<=0: 16)      */
+    double debounce_s;             /* change-callback debounce (<=0: 0.25) */
 } local_config;
 
 /* Creates the registry, restores persisted registrations from the store
@@ -84,8 +84,7 @@ typedef struct {
 int local_registry_put(local_registry *r, const char *name, const json_t *body, json_t **out,
                        local_error *err);
 /* POST /v1/evaluators/{name}/heartbeat: 200 and *out = view, or 404. */
-int local_registry_heartbeat(local_registry *r, const char *name, json_t **out,
-                             local_error *err);
+int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, local_error *err);
 /* DELETE /v1/evaluators/{name}: 200 or 404. */
 int local_registry_delete(local_registry *r, const char *name, local_error *err);
 /* GET /v1/evaluators/{name}: owned view {name, version, endpoint,
@@ -107,10 +106,10 @@ json_t *local_registry_catalog(local_registry *r, uint64_t *generation);
 /* A local definition as registered (everything owned; free with
  * local_definition_free). */
 typedef struct {
-    char *evaluator;        /* evaluator name                            */
+    char *evaluator; /* evaluator name                            */
     char *eval_key, *eval_version, *display_name, *result_kind;
-    char *condition;        /* NULL when the definition has none          */
-    double timeout_s;       /* > 0 when registered with one, else 0       */
+    char *condition;  /* NULL when the definition has none          */
+    double timeout_s; /* > 0 when registered with one, else 0       */
 } local_definition;
 /* Looks up a currently registered (unexpired) definition. Returns 0 and
  * fills *out, or -1 if no evaluator offers eval_key at eval_version. */
@@ -120,10 +119,10 @@ void local_definition_free(local_definition *d);
 
 /* The outcome of a local definition's condition. */
 typedef struct {
-    int applicable;          /* 1: selected; 0: skipped with reason_code   */
-    char reason_code[136];   /* "condition_false" | ConditionResult code |
-                                "condition_error"                        */
-    char detail[256];        /* for logs when condition_error (no transcript text) */
+    int applicable;        /* 1: selected; 0: skipped with reason_code   */
+    char reason_code[136]; /* "condition_false" | ConditionResult code |
+                              "condition_error"                        */
+    char detail[256];      /* for logs when condition_error (no transcript text) */
 } local_condition_outcome;
 
 /* Evaluates the registered condition of (eval_key, eval_version) against the
@@ -133,33 +132,33 @@ typedef struct {
  * applicable 0 / "condition_error". Returns 0 when *out is filled, -1 if no
  * registered evaluator offers that key/version (out: condition_error). */
 int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
-                    const char *eval_version, sbx_image *img, double timeout_s,
-                    atomic_int *cancel, local_condition_outcome *out);
+                    const char *eval_version, sbx_image *img, double timeout_s, atomic_int *cancel,
+                    local_condition_outcome *out);
 
 typedef struct {
     const char *evaluation_run_id;
     const char *eval_key;
     const char *eval_version;
-    const char *result_kind;   /* primary result kind; NULL: as registered */
-    double timeout_s;          /* the run's or descriptor's timeout; <= 0: the
-                                  registered one, else LOCAL_DEFAULT_TIMEOUT_S */
+    const char *result_kind; /* primary result kind; NULL: as registered */
+    double timeout_s;        /* the run's or descriptor's timeout; <= 0: the
+                                registered one, else LOCAL_DEFAULT_TIMEOUT_S */
     /* The transcript, as the raw JSON object text received from the server
      * (sent as is, no re-serialization), or, when raw is NULL, a json_t. */
     const char *transcript_raw;
     size_t transcript_len;
     const json_t *transcript;
-    atomic_int *cancel;        /* borrowed; may be NULL; non-zero aborts   */
+    atomic_int *cancel; /* borrowed; may be NULL; non-zero aborts   */
 } local_dispatch_request;
 
 typedef struct {
     /* "succeeded" | "failed" | "timed_out" | "cancelled" (static string) */
     const char *status;
-    json_t *results;      /* owned: array of wire result items (empty unless succeeded) */
-    char *summary;        /* owned, may be NULL                          */
-    char error_code[64];  /* "" | evaluator_unavailable | eval_error | eval_timeout */
-    char error_message[512]; /* bounded; never quotes the response body   */
+    json_t *results;                /* owned: array of wire result items (empty unless succeeded) */
+    char *summary;                  /* owned, may be NULL                          */
+    char error_code[64];            /* "" | evaluator_unavailable | eval_error | eval_timeout */
+    char error_message[512];        /* bounded; never quotes the response body   */
     double started_at, finished_at; /* wall clock, epoch seconds          */
-    long http_status;     /* evaluator's HTTP status (0 if none)         */
+    long http_status;               /* evaluator's HTTP status (0 if none)         */
 } local_dispatch_result;
 
 /* Dispatches one run (blocking; bounded by the timeout; at most
@@ -173,7 +172,7 @@ void local_dispatch_result_free(local_dispatch_result *out);
  * result items for eval_key (owned array in *items, summary copied into
  * *summary or NULL). Returns 0, or -1 with the rule violated in msg (no
  * values quoted). Exposed for tests. */
-int local_result_items(const json_t *answer, const char *eval_key, json_t **items,
-                       char **summary, char *msg, size_t msgcap);
+int local_result_items(const json_t *answer, const char *eval_key, json_t **items, char **summary,
+                       char *msg, size_t msgcap);
 
 #endif

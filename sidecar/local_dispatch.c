@@ -33,8 +33,8 @@ static int fail(char *msg, size_t cap, const char *fmt, ...)
 /* A result text field: absent/null allowed when optional; else a non-empty
  * string of at most max bytes without control characters (tab/newline/CR
  * allowed). *out borrowed or NULL. */
-static int text_field(const json_t *v, const char *field, size_t max, const char **out,
-                      char *msg, size_t cap)
+static int text_field(const json_t *v, const char *field, size_t max, const char **out, char *msg,
+                      size_t cap)
 {
     *out = NULL;
     if (v == NULL || json_is_null(v)) return 0;
@@ -123,8 +123,8 @@ static int key_field(const char *key, const char *field, char *msg, size_t cap)
 int local_result_items(const json_t *answer, const char *eval_key, json_t **items_out,
                        char **summary_out, char *msg, size_t cap)
 {
-    static const char *const score_f[] = {"value", "passed", "unit", "display_value",
-                                          "description", NULL};
+    static const char *const score_f[] = {"value",         "passed",      "unit",
+                                          "display_value", "description", NULL};
     static const char *const metric_f[] = {"value", "unit", "display_value", "description", NULL};
     static const char *const assert_f[] = {"passed", "description", NULL};
     json_t *items = NULL, *labels = NULL;
@@ -135,8 +135,8 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
     const char *reasoning, *summary;
     if (text_field(json_object_get(answer, "reasoning"), "reasoning", LOCAL_MAX_REASONING_BYTES,
                    &reasoning, msg, cap) ||
-        text_field(json_object_get(answer, "summary"), "summary", LOCAL_MAX_SUMMARY_BYTES,
-                   &summary, msg, cap))
+        text_field(json_object_get(answer, "summary"), "summary", LOCAL_MAX_SUMMARY_BYTES, &summary,
+                   msg, cap))
         return -1;
     /* labels: unique, <= 20, each 1..64 bytes, stored sorted */
     labels = json_array();
@@ -166,7 +166,8 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
                 fail(msg, cap, "labels must be unique");
                 goto bad;
             }
-        for (size_t i = 0; i < nl; i++) json_array_append_new(labels, json_string(ls[i]));
+        for (size_t i = 0; i < nl; i++)
+            json_array_append_new(labels, json_string(ls[i]));
     }
     items = json_array();
     int have_score = 0;
@@ -307,9 +308,9 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
             }
             int carries = !have_score && !strcmp(keys[i], eval_key) &&
                           (mv == NULL || json_object_get(mv, eval_key) == NULL);
-            json_array_append_new(items, item_new(keys[i], "assertion", NULL,
-                                                  json_boolean(passed), "", NULL, desc,
-                                                  carries ? reasoning : NULL, labels));
+            json_array_append_new(items,
+                                  item_new(keys[i], "assertion", NULL, json_boolean(passed), "",
+                                           NULL, desc, carries ? reasoning : NULL, labels));
         }
         free(keys);
         keys = NULL;
@@ -325,8 +326,9 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
     }
     for (size_t i = 0; i < ni; i++)
         for (size_t j = i + 1; j < ni; j++)
-            if (!strcmp(json_string_value(json_object_get(json_array_get(items, i), "result_key")),
-                        json_string_value(json_object_get(json_array_get(items, j), "result_key")))) {
+            if (!strcmp(
+                    json_string_value(json_object_get(json_array_get(items, i), "result_key")),
+                    json_string_value(json_object_get(json_array_get(items, j), "result_key")))) {
                 fail(msg, cap, "result keys must be unique within one evaluation run");
                 goto bad;
             }
@@ -441,8 +443,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
 
     pthread_mutex_lock(&r->mu);
     ldef *d = NULL;
-    lev *ev = req->eval_key ? local_find_def_locked(r, req->eval_key, req->eval_version, &d)
-                            : NULL;
+    lev *ev = req->eval_key ? local_find_def_locked(r, req->eval_key, req->eval_version, &d) : NULL;
     if (ev != NULL) {
         endpoint = strdup(ev->endpoint);
         name = strdup(ev->name);
@@ -460,9 +461,11 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     }
     if (endpoint == NULL || name == NULL || kind == NULL) abort();
     if (slot_acquire(r, deadline, req->cancel) != 0) {
-        if (req->cancel && atomic_load(req->cancel)) set_result(out, "cancelled", "", "%s", "");
-        else set_result(out, "timed_out", "eval_timeout",
-                        "evaluation exceeded its configured timeout (waiting for a dispatch slot)");
+        if (req->cancel && atomic_load(req->cancel))
+            set_result(out, "cancelled", "", "%s", "");
+        else
+            set_result(out, "timed_out", "eval_timeout",
+                       "evaluation exceeded its configured timeout (waiting for a dispatch slot)");
         goto done;
     }
     have_slot = 1;
@@ -528,9 +531,8 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         goto done;
     }
     if (x.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
-        set_result(out, "failed", "eval_error",
-                   "local evaluator '%s' answered more than %d bytes", name,
-                   LOCAL_MAX_RESPONSE_BYTES);
+        set_result(out, "failed", "eval_error", "local evaluator '%s' answered more than %d bytes",
+                   name, LOCAL_MAX_RESPONSE_BYTES);
         goto done;
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
@@ -567,8 +569,10 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     char *summary = NULL;
     if (local_result_items(answer, req->eval_key, &items, &summary, msg, sizeof msg) != 0) {
         json_decref(answer);
-        set_result(out, "failed", "eval_error", "local evaluator '%s' returned an invalid "
-                   "EvalResult: %s", name, msg);
+        set_result(out, "failed", "eval_error",
+                   "local evaluator '%s' returned an invalid "
+                   "EvalResult: %s",
+                   name, msg);
         goto done;
     }
     json_decref(answer);

@@ -40,14 +40,14 @@ typedef struct {
 struct local_registry {
     local_config cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cv;       /* timer thread wake-ups */
+    pthread_cond_t cv; /* timer thread wake-ups */
     pthread_t thread;
     int stop;
     lev **evs;
     size_t n;
     uint64_t generation;
     int change_pending;
-    int64_t change_due;      /* monotonic ms */
+    int64_t change_due; /* monotonic ms */
     local_change_fn fn;
     void *ud;
     /* dispatch slots */

@@ -22,8 +22,9 @@ static const struct {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: failproofai-sidecar <command> [flags]\n\n"
-                 "FailproofAI evaluation sidecar %s\n\ncommands:\n",
+    fprintf(out,
+            "usage: failproofai-sidecar <command> [flags]\n\n"
+            "FailproofAI evaluation sidecar %s\n\ncommands:\n",
             FPS_VERSION);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
@@ -49,7 +50,7 @@ int main(int argc, char **argv)
     if (!strcmp(name, SBX_CHILD_ARG)) return sbx_child_main(argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(name, commands[i].name)) return commands[i].fn(argc - 2, argv + 2);
-    fprintf(stderr, "failproofai-sidecar: unknown command '%s' (try 'failproofai-sidecar --help')\n",
-            name);
+    fprintf(stderr,
+            "failproofai-sidecar: unknown command '%s' (try 'failproofai-sidecar --help')\n", name);
     return 2;
 }

@@ -178,7 +178,8 @@ static int do_register(worker *w, cloud_error *e)
     return 0;
 }
 
-static void set_not_ready(worker *w, const char *fmt, const cloud_error *e) __attribute__((format(printf, 2, 0)));
+static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
+    __attribute__((format(printf, 2, 0)));
 static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
 {
     pthread_mutex_lock(&w->mu);
@@ -251,8 +252,8 @@ static void *main_loop(void *arg)
             }
             if (e.kind == CLOUD_PROTOCOL) {
                 wcount(w, WC_PROTOCOL_ERRORS, 1);
-                log_error("claim: protocol error", LOG_S("code", e.code),
-                          LOG_S("error", e.message), LOG_S("request_id", e.request_id));
+                log_error("claim: protocol error", LOG_S("code", e.code), LOG_S("error", e.message),
+                          LOG_S("request_id", e.request_id));
                 loop_wait(w, poll_ms);
                 continue;
             }
@@ -299,8 +300,10 @@ static void *main_loop(void *arg)
         pthread_mutex_lock(&w->mu);
         for (size_t i = 0; i < n; i++) {
             actx *x = xs[i];
-            if (w->q_tail) w->q_tail->q_next = x;
-            else w->q_head = x;
+            if (w->q_tail)
+                w->q_tail->q_next = x;
+            else
+                w->q_head = x;
             w->q_tail = x;
             w->nactive++;
             log_info("assignment claimed", LOG_S("assignment_id", x->a.assignment_id),
@@ -322,7 +325,8 @@ static void *pool_main(void *arg)
     worker *w = arg;
     for (;;) {
         pthread_mutex_lock(&w->mu);
-        while (w->q_head == NULL && !w->stopping) pthread_cond_wait(&w->q_cv, &w->mu);
+        while (w->q_head == NULL && !w->stopping)
+            pthread_cond_wait(&w->q_cv, &w->mu);
         if (w->q_head == NULL) {
             pthread_mutex_unlock(&w->mu);
             break;
@@ -376,15 +380,15 @@ int worker_start(worker *w, char *err, size_t errcap)
     ws_recover(w);
     w->npool = w->concurrency;
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
-    if (w->local != NULL)
-        local_registry_set_change_callback(w->local, catalog_changed_cb, w);
+    if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, 256 * 1024);
     int rc = pthread_create(&w->main_th, &at, main_loop, w);
     rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, w);
     rc = rc || pthread_create(&w->ob_th, &at, worker_outbox_main, w);
-    for (long i = 0; rc == 0 && i < w->npool; i++) rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
+    for (long i = 0; rc == 0 && i < w->npool; i++)
+        rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
     pthread_attr_destroy(&at);
     if (rc != 0) {
         snprintf(err, errcap, "worker: cannot start threads");
@@ -428,7 +432,8 @@ void worker_stop(worker *w)
     w->draining = 1;
     for (actx *x = w->active; x; x = x->act_next) {
         atomic_store(&x->cancel_conditions, 1);
-        for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
+        for (size_t i = 0; i < x->nruns; i++)
+            atomic_store(&x->runs[i].cancel, 1);
     }
     pthread_cond_broadcast(&w->cv);
     pthread_cond_broadcast(&w->q_cv);
@@ -437,7 +442,8 @@ void worker_stop(worker *w)
     pthread_mutex_unlock(&w->mu);
     cloud_abort(w->cloud);
     pthread_join(w->main_th, NULL);
-    for (long i = 0; i < w->npool; i++) pthread_join(w->pool_th[i], NULL);
+    for (long i = 0; i < w->npool; i++)
+        pthread_join(w->pool_th[i], NULL);
     pthread_join(w->hb_th, NULL);
     pthread_join(w->ob_th, NULL);
     w->started = 0;
@@ -462,7 +468,8 @@ void worker_free(worker *w)
         cloud_assignment_clear(&x->a);
         free(x);
     }
-    for (int k = 0; k < 16; k++) json_decref(w->recent[k].t);
+    for (int k = 0; k < 16; k++)
+        json_decref(w->recent[k].t);
     json_decref(w->catalog);
     json_decref(w->disabled);
     cloud_free(w->cloud);
@@ -490,10 +497,14 @@ int worker_ready(worker *w, char *reason, size_t cap)
     int ok = 0;
     long long last = cloud_last_contact_ms(w->cloud);
     pthread_mutex_lock(&w->mu);
-    if (w->stopping || w->draining) snprintf(reason, cap, "draining");
-    else if (!w->registered) snprintf(reason, cap, "%s", w->not_ready[0] ? w->not_ready : "not registered");
-    else if (w->not_ready[0]) snprintf(reason, cap, "%s", w->not_ready);
-    else if (w->store_failing) snprintf(reason, cap, "store failing: results cannot be made durable");
+    if (w->stopping || w->draining)
+        snprintf(reason, cap, "draining");
+    else if (!w->registered)
+        snprintf(reason, cap, "%s", w->not_ready[0] ? w->not_ready : "not registered");
+    else if (w->not_ready[0])
+        snprintf(reason, cap, "%s", w->not_ready);
+    else if (w->store_failing)
+        snprintf(reason, cap, "store failing: results cannot be made durable");
     else if (last == 0 || time_mono_ms() - last > w->lease_duration_s * 1000)
         snprintf(reason, cap, "no server contact within the lease duration (%llds)",
                  w->lease_duration_s);
@@ -528,7 +539,8 @@ void worker_remember_transcript(worker *w, const char *assignment_id, json_t *t,
     w->recent[i].bytes = bytes;
     /* Bound the total: evict the oldest others while over budget. */
     size_t total = 0;
-    for (int k = 0; k < 16; k++) total += w->recent[k].t ? w->recent[k].bytes : 0;
+    for (int k = 0; k < 16; k++)
+        total += w->recent[k].t ? w->recent[k].bytes : 0;
     for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
         int j = (i + k) % 16;
         if (w->recent[j].t == NULL) continue;
@@ -545,7 +557,8 @@ json_t *worker_recent_transcript(worker *w, const char *assignment_id)
     if (w == NULL || assignment_id == NULL) return NULL;
     pthread_mutex_lock(&w->mu);
     for (int k = 0; k < 16 && t == NULL; k++)
-        if (w->recent[k].t && !strcmp(w->recent[k].id, assignment_id)) t = json_incref(w->recent[k].t);
+        if (w->recent[k].t && !strcmp(w->recent[k].id, assignment_id))
+            t = json_incref(w->recent[k].t);
     pthread_mutex_unlock(&w->mu);
     return t;
 }
@@ -557,10 +570,11 @@ json_t *worker_status_json(worker *w)
     long long last = cloud_last_contact_ms(w->cloud);
     json_t *o = json_object();
     pthread_mutex_lock(&w->mu);
-    const char *state = w->stopping ? "stopped"
-                        : w->draining ? "draining"
+    const char *state = w->stopping     ? "stopped"
+                        : w->draining   ? "draining"
                         : w->registered ? "registered"
-                        : w->started ? "unregistered" : "starting";
+                        : w->started    ? "unregistered"
+                                        : "starting";
     json_object_set_new(o, "worker_id", json_string(w->worker_id));
     json_object_set_new(o, "server", json_string(cloud_origin(w->cloud)));
     json_object_set_new(o, "version", json_string(FPS_VERSION));
@@ -593,7 +607,8 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "outbox_depth", json_integer(w->outbox_depth));
     if (last) {
         double at = time_now() - (time_mono_ms() - last) / 1000.0;
-        json_object_set_new(o, "last_server_contact_at", json_string(time_rfc3339(at, ts, sizeof ts)));
+        json_object_set_new(o, "last_server_contact_at",
+                            json_string(time_rfc3339(at, ts, sizeof ts)));
     } else {
         json_object_set_new(o, "last_server_contact_at", json_null());
     }
@@ -602,7 +617,8 @@ json_t *worker_status_json(worker *w)
                             json_pack("{s:s, s:s, s:s}", "code", w->last_error_code, "message",
                                       w->last_error, "at",
                                       time_rfc3339(w->last_error_at, ts, sizeof ts)));
-    else json_object_set_new(o, "last_error", json_null());
+    else
+        json_object_set_new(o, "last_error", json_null());
     pthread_mutex_unlock(&w->mu);
     json_t *c = json_object();
     for (int i = 0; i < WC__COUNT; i++)
@@ -610,8 +626,8 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "counters", c);
     sbx_layers l = sbx_pool_layers(w->pool);
     json_object_set_new(o, "jail",
-                        json_pack("{s:b, s:b, s:b, s:b, s:b}", "seccomp", l.seccomp,
-                                  "no_new_privs", l.no_new_privs, "rlimits", l.rlimits, "user_ns",
-                                  l.user_ns, "net_ns", l.net_ns));
+                        json_pack("{s:b, s:b, s:b, s:b, s:b}", "seccomp", l.seccomp, "no_new_privs",
+                                  l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
+                                  "net_ns", l.net_ns));
     return o;
 }

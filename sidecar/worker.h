@@ -17,13 +17,13 @@ struct local_registry; /* sidecar/local.h */
 struct secret;         /* common/secret.h */
 
 typedef struct {
-    const run_config *cfg;         /* borrowed; outlives the worker            */
-    const struct secret *token;    /* borrowed bearer token; never logged      */
-    struct store *store;           /* borrowed; may be NULL (memory only)      */
-    struct sbx_pool *pool;         /* borrowed; required                       */
-    struct local_registry *local;  /* borrowed; may be NULL (no local evals)   */
-    const char *worker_id;         /* borrowed; NULL = cfg->worker_id or
-                                      <hostname>-<pid>                         */
+    const run_config *cfg;        /* borrowed; outlives the worker            */
+    const struct secret *token;   /* borrowed bearer token; never logged      */
+    struct store *store;          /* borrowed; may be NULL (memory only)      */
+    struct sbx_pool *pool;        /* borrowed; required                       */
+    struct local_registry *local; /* borrowed; may be NULL (no local evals)   */
+    const char *worker_id;        /* borrowed; NULL = cfg->worker_id or
+                                     <hostname>-<pid>                         */
 } worker_deps;
 
 /* Creates a stopped worker. NULL with a message in err on bad configuration. */

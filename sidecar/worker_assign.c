@@ -42,9 +42,8 @@ static void fail_assignment(actx *x, const char *code, const char *msg, const cl
     if (e && e->kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
     if (e && e->kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
     ws_finish(w, x, "failed", code, msg);
-    log_error("assignment failed", LOG_S("assignment_id", x->a.assignment_id),
-              LOG_S("code", code), LOG_S("error", msg),
-              LOG_S("request_id", e ? e->request_id : ""));
+    log_error("assignment failed", LOG_S("assignment_id", x->a.assignment_id), LOG_S("code", code),
+              LOG_S("error", msg), LOG_S("request_id", e ? e->request_id : ""));
     worker_note_error(w, code, msg);
 }
 
@@ -57,7 +56,8 @@ static void lease_lost(actx *x, const char *where)
                  LOG_I("lease_generation", x->a.lease_generation));
         ws_finish(x->w, x, "lost", "lease_lost", where);
     }
-    for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
+    for (size_t i = 0; i < x->nruns; i++)
+        atomic_store(&x->runs[i].cancel, 1);
     atomic_store(&x->cancel_conditions, 1);
 }
 
@@ -182,7 +182,8 @@ static int conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
             int64_t t0 = time_mono_ms();
             local_condition(w->local, w->pool, key, ver, *img, t, &x->cancel_conditions, &lo);
             if (!lo.applicable) {
-                snprintf(rbuf, sizeof rbuf, "%s", lo.reason_code[0] ? lo.reason_code : "condition_error");
+                snprintf(rbuf, sizeof rbuf, "%s",
+                         lo.reason_code[0] ? lo.reason_code : "condition_error");
                 reason = rbuf;
                 if (limited && !strcmp(rbuf, "condition_error") &&
                     (time_mono_ms() - t0) / 1000.0 >= t - 0.05)
@@ -210,10 +211,12 @@ static int conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
                 reason = limited ? "lease_exhausted" : "condition_error";
             } else if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok"))) {
                 reason = "condition_error";
-                log_warn("condition failed", LOG_S("assignment_id", x->a.assignment_id),
-                         LOG_S("eval_key", key),
-                         LOG_S("stage", sget(out.json, "stage") ? sget(out.json, "stage") : out.detail),
-                         LOG_S("error_type", sget(out.json, "error_type") ? sget(out.json, "error_type") : ""));
+                log_warn(
+                    "condition failed", LOG_S("assignment_id", x->a.assignment_id),
+                    LOG_S("eval_key", key),
+                    LOG_S("stage", sget(out.json, "stage") ? sget(out.json, "stage") : out.detail),
+                    LOG_S("error_type",
+                          sget(out.json, "error_type") ? sget(out.json, "error_type") : ""));
             } else if (!json_is_true(json_object_get(out.json, "applicable"))) {
                 const char *rc = sget(out.json, "reason_code");
                 snprintf(rbuf, sizeof rbuf, "%s", rc && *rc ? rc : "condition_false");
@@ -221,7 +224,8 @@ static int conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
             }
             sbx_outcome_free(&out);
         }
-        if (reason) skip(s, d, reason, w);
+        if (reason)
+            skip(s, d, reason, w);
         else {
             json_array_append_new(s->selected,
                                   json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
@@ -264,14 +268,16 @@ static int match_plan(actx *x, const cloud_plan *p, const json_t *defs, const se
         const char *key = sget(run, "eval_key"), *ver = sget(run, "eval_version");
         const json_t *d = find_def(defs, key, ver);
         if (d == NULL) {
-            snprintf(err, errcap, "plan run %s names an unknown definition", sget(run, "evaluation_run_id"));
+            snprintf(err, errcap, "plan run %s names an unknown definition",
+                     sget(run, "evaluation_run_id"));
             return -1;
         }
         if (!p->idempotent_replay) {
             int found = 0;
             for (size_t k = 0; k < nsel && !found; k++) {
                 const json_t *sel = json_array_get(s->selected, k);
-                found = !strcmp(sget(sel, "eval_key"), key) && !strcmp(sget(sel, "eval_version"), ver);
+                found =
+                    !strcmp(sget(sel, "eval_key"), key) && !strcmp(sget(sel, "eval_version"), ver);
             }
             for (size_t k = 0; k < i && found; k++)
                 if (!strcmp(sget(x->runs[k].run, "eval_key"), key) &&
@@ -332,14 +338,15 @@ static void bound_utf8(char *s, size_t max)
     size_t n = strlen(s);
     if (n <= max) return;
     n = max;
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
     s[n] = '\0';
 }
 
 typedef struct {
     const char *status;
-    json_t *results;   /* owned */
-    json_t *summary;   /* owned (string or null) */
+    json_t *results; /* owned */
+    json_t *summary; /* owned (string or null) */
     char error_code[64];
     char error_message[MAX_ERROR_MESSAGE + 1];
 } run_outcome;
@@ -418,7 +425,8 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
         break;
     }
     case SBX_TIMEOUT:
-        outcome_fail(o, "timed_out", "eval_timeout", "%s", "evaluation exceeded its configured timeout");
+        outcome_fail(o, "timed_out", "eval_timeout", "%s",
+                     "evaluation exceeded its configured timeout");
         break;
     case SBX_OUTPUT:
         outcome_fail(o, "failed", "eval_error", "%s", "evaluation output exceeded its limit");
@@ -472,8 +480,8 @@ static void run_local(actx *x, wrun *r, const json_t *transcript, run_outcome *o
 }
 
 /* Serializes the result body once. */
-static char *result_body(actx *x, const run_outcome *o, const char *submission_id,
-                         double started, double finished, long long duration_ms, size_t *len)
+static char *result_body(actx *x, const run_outcome *o, const char *submission_id, double started,
+                         double finished, long long duration_ms, size_t *len)
 {
     char s1[40], s2[40];
     json_t *b = json_object();
@@ -488,7 +496,8 @@ static char *result_body(actx *x, const run_outcome *o, const char *submission_i
     json_object_set_new(b, "duration_ms", json_integer(duration_ms));
     json_object_set(b, "summary", o->summary ? o->summary : json_null());
     json_object_set(b, "results", o->results);
-    json_object_set_new(b, "error_code", o->error_code[0] ? json_string(o->error_code) : json_null());
+    json_object_set_new(b, "error_code",
+                        o->error_code[0] ? json_string(o->error_code) : json_null());
     json_object_set_new(b, "error_message",
                         o->error_message[0] ? json_string(o->error_message) : json_null());
     char *text = json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(17));
@@ -525,9 +534,10 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     }
     pthread_mutex_unlock(&w->mu);
     for (size_t i = 0; i < *np; i++) {
-        if (stored) worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body,
-                                  pend[i].len);
-        else free(pend[i].body);
+        if (stored)
+            worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body, pend[i].len);
+        else
+            free(pend[i].body);
         json_decref(pend[i].results);
         json_decref(pend[i].summary);
         free(pend[i].error_message);
@@ -569,8 +579,10 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
         o.summary = json_null();
         double started = time_now();
         int64_t t0 = time_mono_ms();
-        if (!strcmp(sget(r->run, "execution_mode"), "python")) run_managed(x, r, img, &o);
-        else run_local(x, r, transcript, &o);
+        if (!strcmp(sget(r->run, "execution_mode"), "python"))
+            run_managed(x, r, img, &o);
+        else
+            run_local(x, r, transcript, &o);
         double finished = time_now();
         long long dur = time_mono_ms() - t0;
         const char *mode = sget(r->run, "execution_mode");
@@ -592,9 +604,10 @@ static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
             json_decref(o.summary);
             continue;
         }
-        wcount(w, !strcmp(o.status, "succeeded") ? WC_RUNS_SUCCEEDED
-                  : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
-                                                   : WC_RUNS_FAILED,
+        wcount(w,
+               !strcmp(o.status, "succeeded")   ? WC_RUNS_SUCCEEDED
+               : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
+                                                : WC_RUNS_FAILED,
                1);
         ws_result *p = &pend[np];
         memset(p, 0, sizeof *p);
@@ -643,8 +656,9 @@ void worker_process(worker *w, actx *x)
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
             wcount(w, WC_ASSIGNMENTS_FAILED, 1);
-            log_warn("transcript too large; assignment ends", LOG_S("assignment_id", x->a.assignment_id),
-                     LOG_S("error", e.message), LOG_S("request_id", e.request_id));
+            log_warn("transcript too large; assignment ends",
+                     LOG_S("assignment_id", x->a.assignment_id), LOG_S("error", e.message),
+                     LOG_S("request_id", e.request_id));
             worker_note_error(w, e.code, e.message);
             ws_finish(w, x, "failed", "transcript_too_large", e.message);
         } else {

@@ -27,7 +27,8 @@ void worker_hb_add(worker *w, actx *x)
 void worker_hb_remove(worker *w, actx *x)
 {
     pthread_mutex_lock(&w->mu);
-    while (x->hb_busy) pthread_cond_wait(&w->hb_cv, &w->mu);
+    while (x->hb_busy)
+        pthread_cond_wait(&w->hb_cv, &w->mu);
     for (actx **p = &w->hb_list; *p; p = &(*p)->hb_next)
         if (*p == x) {
             *p = x->hb_next;
@@ -80,14 +81,16 @@ static void beat(worker *w, actx *x)
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("request_id", e.request_id));
         }
-        for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
+        for (size_t i = 0; i < x->nruns; i++)
+            atomic_store(&x->runs[i].cancel, 1);
         atomic_store(&x->cancel_conditions, 1);
     } else if (e.kind != CLOUD_ABORTED) {
         wcount(w, WC_HEARTBEAT_FAILURES, 1);
         metrics_inc(METRIC_HEARTBEAT_FAILURES);
         if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
         log_warn("heartbeat failed; retrying next tick", LOG_S("assignment_id", x->a.assignment_id),
-                 LOG_S("code", e.code), LOG_S("error", e.message), LOG_S("request_id", e.request_id));
+                 LOG_S("code", e.code), LOG_S("error", e.message),
+                 LOG_S("request_id", e.request_id));
     }
     json_decref(ids);
 }

@@ -45,29 +45,29 @@ enum {
 /* One planned run of an assignment. */
 typedef struct {
     char *run_id;
-    json_t *run;        /* borrowed from the plan response */
-    json_t *def;        /* borrowed: the definition descriptor */
-    atomic_int cancel;  /* non-zero: kill its sandbox, submit nothing */
-    atomic_int done;    /* finished (result built or cancelled) */
+    json_t *run;       /* borrowed from the plan response */
+    json_t *def;       /* borrowed: the definition descriptor */
+    atomic_int cancel; /* non-zero: kill its sandbox, submit nothing */
+    atomic_int done;   /* finished (result built or cancelled) */
 } wrun;
 
 /* One assignment being processed (owned by its pool thread). */
 typedef struct actx {
     struct worker *w;
     cloud_assignment a;
-    double claimed_at;            /* wall clock */
+    double claimed_at; /* wall clock */
     wrun *runs;
     size_t nruns;
-    atomic_int lost;              /* lease_lost seen */
-    json_t *skip_runs;            /* resumed: run ids that already have a result */
+    atomic_int lost;   /* lease_lost seen */
+    json_t *skip_runs; /* resumed: run ids that already have a result */
     int resumed;
     atomic_int cancel_conditions; /* stop: kills condition sandboxes */
     /* heartbeat bookkeeping (under w->mu) */
     int hb_registered, hb_busy;
     int64_t next_hb_ms;
     struct actx *hb_next;
-    struct actx *q_next;          /* claim queue */
-    struct actx *act_next;        /* active list (status, stop) */
+    struct actx *q_next;   /* claim queue */
+    struct actx *act_next; /* active list (status, stop) */
 } actx;
 
 /* A pending result submission (the in-memory outbox; mirrored to the store). */
@@ -78,7 +78,7 @@ typedef struct obx {
     int attempts;
     int in_flight;
     int64_t next_ms;
-    actx *owner;                  /* NULL once its assignment is gone */
+    actx *owner; /* NULL once its assignment is gone */
     struct obx *next;
 } obx;
 
@@ -92,22 +92,22 @@ struct worker {
     long concurrency;
 
     pthread_mutex_t mu;
-    pthread_cond_t cv;       /* claim loop: capacity, stop, drain, catalog */
-    pthread_cond_t q_cv;     /* pool threads: queue */
-    pthread_cond_t hb_cv;    /* heartbeat thread */
-    pthread_cond_t ob_cv;    /* outbox thread */
-    pthread_cond_t idle_cv;  /* drain waiters */
+    pthread_cond_t cv;      /* claim loop: capacity, stop, drain, catalog */
+    pthread_cond_t q_cv;    /* pool threads: queue */
+    pthread_cond_t hb_cv;   /* heartbeat thread */
+    pthread_cond_t ob_cv;   /* outbox thread */
+    pthread_cond_t idle_cv; /* drain waiters */
 
     /* registration (under mu) */
     int registered;
     char instance_id[256];
     char evaluator_kind[16];
     char catalog_revision[80];
-    json_t *catalog;         /* normalized, as sent */
-    json_t *disabled;        /* array of eval keys */
+    json_t *catalog;  /* normalized, as sent */
+    json_t *disabled; /* array of eval keys */
     long long hb_interval_s, lease_duration_s, poll_interval_s, claim_limit;
     atomic_int catalog_dirty;
-    char not_ready[1024];     /* reason while not ready ("" otherwise) */
+    char not_ready[1024]; /* reason while not ready ("" otherwise) */
 
     /* lifecycle */
     int started, draining, stopping;
@@ -116,9 +116,9 @@ struct worker {
     long npool;
 
     /* work (under mu) */
-    actx *q_head, *q_tail;   /* claimed, not yet picked up */
-    actx *active;            /* being processed */
-    int nactive;             /* queued + processing */
+    actx *q_head, *q_tail; /* claimed, not yet picked up */
+    actx *active;          /* being processed */
+    int nactive;           /* queued + processing */
     actx *hb_list;
     obx *outbox;
     int outbox_depth;
@@ -174,9 +174,9 @@ typedef struct {
     long long duration_ms;
     json_t *summary, *results; /* owned by the caller */
     char error_code[64];
-    char *error_message;       /* owned, may be NULL */
+    char *error_message; /* owned, may be NULL */
     char submission_id[37];
-    char *body;                /* owned until handed to worker_submit */
+    char *body; /* owned until handed to worker_submit */
     size_t len;
 } ws_result;
 /* Stores finished results with their outbox entries in one durable

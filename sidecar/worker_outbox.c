@@ -52,8 +52,8 @@ static int attempt(worker *w, obx *o)
         metrics_inc(METRIC_SUBMISSIONS, "outcome", "retried");
         if (e.kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
         log_warn("result submission failed; will retry", LOG_S("evaluation_run_id", o->run_id),
-                 LOG_S("code", e.code), LOG_S("error", e.message), LOG_S("request_id", e.request_id),
-                 LOG_I("attempts", o->attempts));
+                 LOG_S("code", e.code), LOG_S("error", e.message),
+                 LOG_S("request_id", e.request_id), LOG_I("attempts", o->attempts));
         return 0;
     }
     wcount(w, WC_RESULTS_REJECTED, 1);
@@ -69,7 +69,8 @@ static int attempt(worker *w, obx *o)
         actx *x = o->owner;
         if (x != NULL && !atomic_exchange(&x->lost, 1)) {
             wcount(w, WC_LEASES_LOST, 1);
-            for (size_t i = 0; i < x->nruns; i++) atomic_store(&x->runs[i].cancel, 1);
+            for (size_t i = 0; i < x->nruns; i++)
+                atomic_store(&x->runs[i].cancel, 1);
         }
         pthread_mutex_unlock(&w->mu);
     }

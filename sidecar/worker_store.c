@@ -50,14 +50,25 @@ void ws_claimed(worker *w, actx **xs, size_t n)
     for (size_t i = 0; i < n; i++) {
         const cloud_assignment *a = &xs[i]->a;
         raw[i] = json_dumps(a->obj, JSON_COMPACT);
-        c[i] = (store_claim){a->assignment_id, w->worker_id, a->lease_generation,
-                             a->lease_expires_epoch, a->session_id, a->session_revision_id,
-                             a->agent_id, a->environment, a->trigger_reason, a->event_count,
-                             a->transcript_url, a->definitions_url, raw[i]};
+        c[i] = (store_claim){a->assignment_id,
+                             w->worker_id,
+                             a->lease_generation,
+                             a->lease_expires_epoch,
+                             a->session_id,
+                             a->session_revision_id,
+                             a->agent_id,
+                             a->environment,
+                             a->trigger_reason,
+                             a->event_count,
+                             a->transcript_url,
+                             a->definitions_url,
+                             raw[i]};
     }
     store_err e;
-    if (store_assignments_claimed(w->store, c, n, time_now(), &e) < 0) report("assignments_claimed", &e);
-    for (size_t i = 0; i < n; i++) free(raw[i]);
+    if (store_assignments_claimed(w->store, c, n, time_now(), &e) < 0)
+        report("assignments_claimed", &e);
+    for (size_t i = 0; i < n; i++)
+        free(raw[i]);
     free(raw);
     free(c);
 }
@@ -84,15 +95,19 @@ void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
         const json_t *r = x->runs[i].run;
         const json_t *t = json_object_get(r, "timeout_seconds");
         desc[i] = json_dumps(r, JSON_COMPACT);
-        runs[i] = (store_plan_run){x->runs[i].run_id, sget(r, "eval_key"), sget(r, "eval_version"),
+        runs[i] = (store_plan_run){x->runs[i].run_id,
+                                   sget(r, "eval_key"),
+                                   sget(r, "eval_version"),
                                    sget(r, "execution_mode"),
-                                   json_is_number(t) ? json_number_value(t) : 0, desc[i]};
+                                   json_is_number(t) ? json_number_value(t) : 0,
+                                   desc[i]};
     }
     store_err e;
     if (store_assignment_planned(w->store, x->a.assignment_id, x->a.lease_generation, dj, rj, pj,
                                  skipped_status, runs, n, time_now(), &e) < 0)
         report("assignment_planned", &e);
-    for (size_t i = 0; i < n; i++) free(desc[i]);
+    for (size_t i = 0; i < n; i++)
+        free(desc[i]);
     free(desc);
     free(runs);
     free(dj);
@@ -105,7 +120,8 @@ void ws_runs_started(worker *w, actx *x)
 {
     if (w->store == NULL || x->nruns == 0) return;
     const char **ids = calloc(x->nruns, sizeof *ids);
-    for (size_t i = 0; i < x->nruns; i++) ids[i] = x->runs[i].run_id;
+    for (size_t i = 0; i < x->nruns; i++)
+        ids[i] = x->runs[i].run_id;
     store_err e;
     if (store_runs_started(w->store, ids, x->nruns, time_now(), NULL, &e) < 0)
         report("runs_started", &e);
@@ -137,7 +153,8 @@ int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
     }
     store_err e;
     int rc = store_runs_finished(w->store, sr, n, &e);
-    for (size_t i = 0; i < n; i++) free(rj[i]);
+    for (size_t i = 0; i < n; i++)
+        free(rj[i]);
     free(rj);
     free(sr);
     if (rc < 0) {
@@ -149,8 +166,8 @@ int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
     return 0;
 }
 
-void ws_attempt(worker *w, const char *submission_id, int outcome, double at,
-                long long duration_ms, const cloud_error *ce)
+void ws_attempt(worker *w, const char *submission_id, int outcome, double at, long long duration_ms,
+                const cloud_error *ce)
 {
     if (w->store == NULL) return;
     store_attempt a = {(store_submit_outcome)outcome,
@@ -244,8 +261,10 @@ void ws_recover(worker *w)
                 json_array_append_new(x->skip_runs, json_string(s->runs[k].run_id));
         }
         pthread_mutex_lock(&w->mu);
-        if (w->q_tail) w->q_tail->q_next = x;
-        else w->q_head = x;
+        if (w->q_tail)
+            w->q_tail->q_next = x;
+        else
+            w->q_head = x;
         w->q_tail = x;
         w->nactive++;
         pthread_mutex_unlock(&w->mu);
@@ -253,5 +272,6 @@ void ws_recover(worker *w)
     }
     store_assignments_free(as, nas);
     log_info("recovery", LOG_I("dropped_expired", (long long)dropped),
-             LOG_I("outbox_entries", (long long)nob), LOG_I("resumed_assignments", (long long)resumed));
+             LOG_I("outbox_entries", (long long)nob),
+             LOG_I("resumed_assignments", (long long)resumed));
 }

@@ -117,18 +117,30 @@ int store_schema_latest(void)
 const char *store_status_name(int status)
 {
     switch (status) {
-    case STORE_OK: return "ok";
-    case STORE_NOTFOUND: return "not_found";
-    case STORE_ERROR: return "error";
-    case STORE_BUSY: return "busy";
-    case STORE_CORRUPT: return "corrupt";
-    case STORE_FULL: return "full";
-    case STORE_READONLY: return "readonly";
-    case STORE_INVALID: return "invalid";
-    case STORE_CONFLICT: return "conflict";
-    case STORE_STALE: return "stale";
-    case STORE_SCHEMA: return "schema";
-    default: return "unknown";
+    case STORE_OK:
+        return "ok";
+    case STORE_NOTFOUND:
+        return "not_found";
+    case STORE_ERROR:
+        return "error";
+    case STORE_BUSY:
+        return "busy";
+    case STORE_CORRUPT:
+        return "corrupt";
+    case STORE_FULL:
+        return "full";
+    case STORE_READONLY:
+        return "readonly";
+    case STORE_INVALID:
+        return "invalid";
+    case STORE_CONFLICT:
+        return "conflict";
+    case STORE_STALE:
+        return "stale";
+    case STORE_SCHEMA:
+        return "schema";
+    default:
+        return "unknown";
     }
 }
 
@@ -151,22 +163,29 @@ int st_map_rc(sqlite3 *db, int rc)
     switch (rc & 0xff) {
     case SQLITE_OK:
     case SQLITE_ROW:
-    case SQLITE_DONE: return STORE_OK;
+    case SQLITE_DONE:
+        return STORE_OK;
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return STORE_BUSY;
+    case SQLITE_LOCKED:
+        return STORE_BUSY;
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB: return STORE_CORRUPT;
-    case SQLITE_FULL: return STORE_FULL;
+    case SQLITE_NOTADB:
+        return STORE_CORRUPT;
+    case SQLITE_FULL:
+        return STORE_FULL;
     case SQLITE_READONLY:
     case SQLITE_PERM:
-    case SQLITE_AUTH: return STORE_READONLY;
-    case SQLITE_CONSTRAINT: return STORE_CONFLICT;
+    case SQLITE_AUTH:
+        return STORE_READONLY;
+    case SQLITE_CONSTRAINT:
+        return STORE_CONFLICT;
     case SQLITE_CANTOPEN:
     case SQLITE_IOERR:
         if (e == ENOSPC || e == EFBIG || e == EDQUOT) return STORE_FULL;
         if (e == EROFS || e == EACCES || e == EPERM) return STORE_READONLY;
         return STORE_ERROR;
-    default: return STORE_ERROR;
+    default:
+        return STORE_ERROR;
     }
 }
 
@@ -178,11 +197,20 @@ int st_sqlfail(store_err *err, sqlite3 *db, int rc, const char *op)
     int e = db ? sqlite3_system_errno(db) : 0;
     const char *hint = "";
     switch (code) {
-    case STORE_BUSY: hint = " (the database is locked by another process)"; break;
-    case STORE_CORRUPT: hint = " (the file is not a valid sidecar database)"; break;
-    case STORE_FULL: hint = " (no space left for the database)"; break;
-    case STORE_READONLY: hint = " (the database or its directory is not writable)"; break;
-    default: break;
+    case STORE_BUSY:
+        hint = " (the database is locked by another process)";
+        break;
+    case STORE_CORRUPT:
+        hint = " (the file is not a valid sidecar database)";
+        break;
+    case STORE_FULL:
+        hint = " (no space left for the database)";
+        break;
+    case STORE_READONLY:
+        hint = " (the database or its directory is not writable)";
+        break;
+    default:
+        break;
     }
     if (e && (code == STORE_FULL || code == STORE_READONLY || code == STORE_ERROR))
         return st_errf(err, code, "%s: %s [%s]%s", op, why, strerror(e), hint);
@@ -228,8 +256,10 @@ void sc_finalize_all(sconn *c)
 
 void b_text(sqlite3_stmt *s, int i, const char *v)
 {
-    if (v) sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
-    else sqlite3_bind_null(s, i);
+    if (v)
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
 }
 
 void b_textn(sqlite3_stmt *s, int i, const char *v, size_t max)
@@ -241,7 +271,8 @@ void b_textn(sqlite3_stmt *s, int i, const char *v, size_t max)
     size_t n = strlen(v);
     if (n > max) {
         n = max;
-        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80) n--; /* UTF-8 boundary */
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--; /* UTF-8 boundary */
     }
     sqlite3_bind_text(s, i, v, (int)n, SQLITE_STATIC);
 }
@@ -258,8 +289,10 @@ void b_dbl(sqlite3_stmt *s, int i, double v)
 
 void b_time(sqlite3_stmt *s, int i, double v)
 {
-    if (v > 0) sqlite3_bind_double(s, i, v);
-    else sqlite3_bind_null(s, i);
+    if (v > 0)
+        sqlite3_bind_double(s, i, v);
+    else
+        sqlite3_bind_null(s, i);
 }
 
 char *c_dup(sqlite3_stmt *s, int i)
@@ -441,8 +474,10 @@ static int open_conn(store *st, sconn *c, int readonly, store_err *err)
     sqlite3_extended_result_codes(c->db, 1);
     sqlite3_busy_timeout(c->db, st->opt.busy_timeout_ms);
     if (!readonly && sqlite3_db_readonly(c->db, "main") == 1)
-        return st_errf(err, STORE_READONLY, "open %s: the database file is read-only; refusing "
-                       "to run without durable storage", st->path);
+        return st_errf(err, STORE_READONLY,
+                       "open %s: the database file is read-only; refusing "
+                       "to run without durable storage",
+                       st->path);
     return STORE_OK;
 }
 
@@ -471,7 +506,8 @@ static int migrate(store *st, store_err *err)
     if (v > N_MIGRATIONS) {
         code = st_errf(err, STORE_SCHEMA,
                        "%s has schema version %lld, newer than this binary supports (%d); "
-                       "refusing to touch it", st->path, (long long)v, N_MIGRATIONS);
+                       "refusing to touch it",
+                       st->path, (long long)v, N_MIGRATIONS);
         goto fail;
     }
     if (v < 0) {
@@ -488,8 +524,10 @@ static int migrate(store *st, store_err *err)
             goto fail;
         }
         if (n > 0) {
-            code = st_errf(err, STORE_CORRUPT, "%s is an SQLite database but not a sidecar "
-                           "store (tables without a schema version)", st->path);
+            code = st_errf(err, STORE_CORRUPT,
+                           "%s is an SQLite database but not a sidecar "
+                           "store (tables without a schema version)",
+                           st->path);
             goto fail;
         }
     }
@@ -527,9 +565,8 @@ fail:
 
 static int write_probe(store *st, store_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO meta(key, value) VALUES('opened_at', ?1)"
-        " ON CONFLICT(key) DO UPDATE SET value = excluded.value";
+    static const char sql[] = "INSERT INTO meta(key, value) VALUES('opened_at', ?1)"
+                              " ON CONFLICT(key) DO UPDATE SET value = excluded.value";
     static const char sql_created[] =
         "INSERT OR IGNORE INTO meta(key, value) VALUES('created_at', ?1)";
     int code = st_wbegin(st, "write probe", err);
@@ -591,8 +628,8 @@ static void *ckpt_main(void *arg)
         st->ckpt_wanted = 0;
         pthread_mutex_unlock(&st->ckpt_mu);
         int log_frames = 0, done = 0;
-        int rc = sqlite3_wal_checkpoint_v2(st->ck.db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                           &log_frames, &done);
+        int rc = sqlite3_wal_checkpoint_v2(st->ck.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
+                                           &done);
         if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
             log_warn("store checkpoint failed", LOG_S("error", sqlite3_errmsg(st->ck.db)));
         pthread_mutex_lock(&st->ckpt_mu);
@@ -670,18 +707,17 @@ int store_open(const store_options *opt, store **out, store_err *err)
         st->lock_fd = open(st->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         if (st->lock_fd < 0) {
             int e = errno;
-            code = st_errf(err,
-                           e == EACCES || e == EROFS || e == EPERM ? STORE_READONLY : STORE_ERROR,
-                           "open %s: %s; refusing to run without durable storage", st->path,
-                           strerror(e));
+            code = st_errf(
+                err, e == EACCES || e == EROFS || e == EPERM ? STORE_READONLY : STORE_ERROR,
+                "open %s: %s; refusing to run without durable storage", st->path, strerror(e));
             goto fail;
         }
         if (flock(st->lock_fd, LOCK_EX | LOCK_NB) != 0) {
             int e = errno;
-            code = st_errf(err, e == EWOULDBLOCK ? STORE_BUSY : STORE_ERROR,
-                           "open %s: %s", st->path,
-                           e == EWOULDBLOCK ? "the database is in use by another sidecar process"
-                                            : strerror(e));
+            code =
+                st_errf(err, e == EWOULDBLOCK ? STORE_BUSY : STORE_ERROR, "open %s: %s", st->path,
+                        e == EWOULDBLOCK ? "the database is in use by another sidecar process"
+                                         : strerror(e));
             goto fail;
         }
     }
@@ -710,8 +746,8 @@ int store_open(const store_options *opt, store **out, store_err *err)
             goto fail;
         }
         if (strcmp(buf, "wal") != 0) {
-            code = st_errf(err, STORE_ERROR, "enable WAL on %s: journal mode stayed '%s'",
-                           st->path, buf);
+            code = st_errf(err, STORE_ERROR, "enable WAL on %s: journal mode stayed '%s'", st->path,
+                           buf);
             goto fail;
         }
         code = exec_sql(st,
@@ -902,8 +938,7 @@ int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments
         " WHERE ?1 IS NOT NULL AND a.status IN " ST_TERMINAL_SQL
         " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.assignment_id = a.id)"
         " ORDER BY a.seq LIMIT ?2)";
-    static const char stats_old[] =
-        "DELETE FROM minute_stats WHERE minute < ?1 AND ?2 IS NOT NULL";
+    static const char stats_old[] = "DELETE FROM minute_stats WHERE minute < ?1 AND ?2 IS NOT NULL";
     static const char latency_old[] =
         "DELETE FROM minute_latency WHERE minute < ?1 AND ?2 IS NOT NULL";
 
@@ -931,8 +966,10 @@ int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments
                 sconn *c = st_rget(st);
                 sqlite3_stmt *s = sc_stmt(c, counts[k]);
                 int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
-                if (rc == SQLITE_ROW) total = sqlite3_column_int64(s, 0);
-                else code = st_sqlfail(err, c->db, rc, "prune count");
+                if (rc == SQLITE_ROW)
+                    total = sqlite3_column_int64(s, 0);
+                else
+                    code = st_sqlfail(err, c->db, rc, "prune count");
                 if (s) sqlite3_reset(s);
                 st_rput(st, c);
                 if (code) goto done;
@@ -941,8 +978,10 @@ int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments
                 if (excess > PRUNE_BATCH) excess = PRUNE_BATCH;
                 code = prune_step(st, deletes[k], 1, excess, &n, err);
                 if (code) goto done;
-                if (k == 0) rd += n;
-                else ad += n;
+                if (k == 0)
+                    rd += n;
+                else
+                    ad += n;
                 if (n == 0) break; /* the rest is not prunable (pending or active) */
             }
         }

@@ -79,21 +79,21 @@ typedef struct store store;
 
 typedef enum {
     STORE_OK = 0,
-    STORE_NOTFOUND = 1,   /* no such row (not an error of the store itself) */
-    STORE_ERROR = -1,     /* any other SQLite or I/O error */
-    STORE_BUSY = -2,      /* database locked by someone else past the busy timeout */
-    STORE_CORRUPT = -3,   /* not a database, or integrity check failed */
-    STORE_FULL = -4,      /* disk or quota full */
-    STORE_READONLY = -5,  /* file, directory or filesystem not writable */
-    STORE_INVALID = -6,   /* bad argument (unknown status filter, bad cursor, limit) */
-    STORE_CONFLICT = -7,  /* state forbids it (e.g. a result already pending) */
-    STORE_STALE = -8,     /* lease_generation older than the stored one (fenced) */
-    STORE_SCHEMA = -9,    /* schema newer than this binary, or a failed migration */
+    STORE_NOTFOUND = 1,  /* no such row (not an error of the store itself) */
+    STORE_ERROR = -1,    /* any other SQLite or I/O error */
+    STORE_BUSY = -2,     /* database locked by someone else past the busy timeout */
+    STORE_CORRUPT = -3,  /* not a database, or integrity check failed */
+    STORE_FULL = -4,     /* disk or quota full */
+    STORE_READONLY = -5, /* file, directory or filesystem not writable */
+    STORE_INVALID = -6,  /* bad argument (unknown status filter, bad cursor, limit) */
+    STORE_CONFLICT = -7, /* state forbids it (e.g. a result already pending) */
+    STORE_STALE = -8,    /* lease_generation older than the stored one (fenced) */
+    STORE_SCHEMA = -9,   /* schema newer than this binary, or a failed migration */
 } store_status;
 
 typedef struct {
-    int code;       /* a store_status */
-    char msg[256];  /* "store: <operation>: <reason>" */
+    int code;      /* a store_status */
+    char msg[256]; /* "store: <operation>: <reason>" */
 } store_err;
 
 /* Short name of a status ("ok", "busy", "corrupt", ...). Static storage. */
@@ -102,22 +102,22 @@ const char *store_status_name(int status);
 /* ---------------------------------------------------------------- open/close */
 
 typedef struct {
-    const char *path;        /* file path, or ":memory:" (no durability; tests, benchmarks) */
-    int busy_timeout_ms;     /* wait for locks held by other processes; default 5000 (0 = default) */
-    int read_connections;    /* read pool size; default 4 (0 = default) */
-    double retention_hours;  /* finished history older than this is pruned; <= 0: no age limit */
-    long retention_runs;     /* keep at most this many finished runs; <= 0: no count limit */
-    int maintenance_interval_s; /* > 0: a store thread runs store_prune + WAL checkpoint this
-                                   often; 0: the owner calls store_prune itself */
-    int skip_integrity_check;   /* 1: skip PRAGMA quick_check at open (default: run it) */
+    const char *path;       /* file path, or ":memory:" (no durability; tests, benchmarks) */
+    int busy_timeout_ms;    /* wait for locks held by other processes; default 5000 (0 = default) */
+    int read_connections;   /* read pool size; default 4 (0 = default) */
+    double retention_hours; /* finished history older than this is pruned; <= 0: no age limit */
+    long retention_runs;    /* keep at most this many finished runs; <= 0: no count limit */
+    int maintenance_interval_s;  /* > 0: a store thread runs store_prune + WAL checkpoint this
+                                    often; 0: the owner calls store_prune itself */
+    int skip_integrity_check;    /* 1: skip PRAGMA quick_check at open (default: run it) */
     int durability_process_only; /* 1: skip the fdatasync of store_run_finished (survives
                                     process crashes, not power loss). Default 0. */
-    int sync_updates;        /* 1: apply every update in its own transaction before the call
-                                returns. Default 0: the updates marked "deferred" below are
-                                batched (see store_flush). */
-    int defer_ms;            /* batching delay of deferred updates; default 25 (0 = default) */
-    int schema_target;       /* tests only: migrate up to this version (0 = latest); the
-                                operations need the latest schema */
+    int sync_updates;            /* 1: apply every update in its own transaction before the call
+                                    returns. Default 0: the updates marked "deferred" below are
+                                    batched (see store_flush). */
+    int defer_ms;                /* batching delay of deferred updates; default 25 (0 = default) */
+    int schema_target;           /* tests only: migrate up to this version (0 = latest); the
+                                    operations need the latest schema */
 } store_options;
 
 /* Latest schema version this binary writes (PRAGMA user_version). */
@@ -171,12 +171,12 @@ int store_flush(store *st, store_err *err);
 /* -------------------------------------------------------- worker registration */
 
 typedef struct {
-    char *worker_id;          /* owned */
-    char *server_origin;      /* owned, may be NULL */
-    char *catalog_revision;   /* owned, may be NULL */
-    char *catalog_json;       /* owned, may be NULL: the definitions array sent */
-    char *response_json;      /* owned, may be NULL: the register response */
-    double registered_at;     /* 0 if never registered */
+    char *worker_id;        /* owned */
+    char *server_origin;    /* owned, may be NULL */
+    char *catalog_revision; /* owned, may be NULL */
+    char *catalog_json;     /* owned, may be NULL: the definitions array sent */
+    char *response_json;    /* owned, may be NULL: the register response */
+    double registered_at;   /* 0 if never registered */
 } store_worker;
 
 /* Saves the current registration (a single row, replaced). The worker calls it
@@ -193,11 +193,11 @@ void store_worker_free(store_worker *w);
 /* ------------------------------------------------------------------ assignments */
 
 typedef struct {
-    const char *assignment_id;       /* required */
-    const char *worker_id;           /* required: the worker id that claimed it */
-    int64_t lease_generation;        /* > 0 */
-    double lease_expires_at;         /* epoch */
-    const char *session_id;          /* the claim fields, any may be NULL */
+    const char *assignment_id; /* required */
+    const char *worker_id;     /* required: the worker id that claimed it */
+    int64_t lease_generation;  /* > 0 */
+    double lease_expires_at;   /* epoch */
+    const char *session_id;    /* the claim fields, any may be NULL */
     const char *session_revision_id;
     const char *agent_id;
     const char *environment;
@@ -205,14 +205,14 @@ typedef struct {
     int64_t event_count;
     const char *transcript_url;
     const char *definitions_url;
-    const char *claim_json;          /* the assignment object as received (may be NULL) */
+    const char *claim_json; /* the assignment object as received (may be NULL) */
 } store_claim;
 
-/* Deferred (unless sync_updates). Persists claimed assignments, all in ONE transaction (call once per claim
- * response). An assignment already in the store (reclaimed after expiry) is
- * updated to the new generation and expiry and back to "claimed"; its runs are
- * kept (see store_assignment_planned). A claim whose generation is lower than
- * the stored one fails the whole call with STORE_STALE. */
+/* Deferred (unless sync_updates). Persists claimed assignments, all in ONE transaction (call once
+ * per claim response). An assignment already in the store (reclaimed after expiry) is updated to
+ * the new generation and expiry and back to "claimed"; its runs are kept (see
+ * store_assignment_planned). A claim whose generation is lower than the stored one fails the whole
+ * call with STORE_STALE. */
 int store_assignments_claimed(store *st, const store_claim *claims, size_t n, double now,
                               store_err *err);
 
@@ -225,15 +225,14 @@ typedef struct {
     const char *descriptor_json; /* the plan's run descriptor (may be NULL) */
 } store_plan_run;
 
-/* Deferred (unless sync_updates). Persists the plan of an assignment in ONE transaction: the definitions
- * response, the plan request and response (raw JSON, any may be NULL), and
- * its runs. skipped != 0 (assignment_status "skipped") makes the assignment
- * terminal "skipped". Runs not yet stored are inserted as "planned"; runs
- * already stored (idempotent re-plan, or a reclaim under a newer generation)
- * keep their state, except that "abandoned" runs and runs whose submission
- * was "rejected" go back to "planned" (they must run again under this lease).
- * Fenced: STORE_STALE if the stored generation differs from lease_generation;
- * STORE_NOTFOUND if the assignment was never claimed. */
+/* Deferred (unless sync_updates). Persists the plan of an assignment in ONE transaction: the
+ * definitions response, the plan request and response (raw JSON, any may be NULL), and its runs.
+ * skipped != 0 (assignment_status "skipped") makes the assignment terminal "skipped". Runs not yet
+ * stored are inserted as "planned"; runs already stored (idempotent re-plan, or a reclaim under a
+ * newer generation) keep their state, except that "abandoned" runs and runs whose submission was
+ * "rejected" go back to "planned" (they must run again under this lease). Fenced: STORE_STALE if
+ * the stored generation differs from lease_generation; STORE_NOTFOUND if the assignment was never
+ * claimed. */
 int store_assignment_planned(store *st, const char *assignment_id, int64_t lease_generation,
                              const char *definitions_json, const char *plan_request_json,
                              const char *plan_response_json, int skipped,
@@ -246,16 +245,15 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
 int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_generation,
                            double lease_expires_at, store_err *err);
 
-/* Deferred (unless sync_updates). Ends an assignment locally with a terminal status: "failed", "lost",
- * "dropped", "skipped" or "completed" (STORE_INVALID otherwise), with an
- * optional error code/message (bounded to 64/4096 bytes). Its runs that have
- * no result ("planned"/"running") become "abandoned". Pending outbox entries
- * are KEPT: they still go out (the server decides). STORE_NOTFOUND if unknown;
- * a no-op if already terminal. Fencing: lease_generation 0 = any, otherwise
- * STORE_STALE if it differs. */
+/* Deferred (unless sync_updates). Ends an assignment locally with a terminal status: "failed",
+ * "lost", "dropped", "skipped" or "completed" (STORE_INVALID otherwise), with an optional error
+ * code/message (bounded to 64/4096 bytes). Its runs that have no result ("planned"/"running")
+ * become "abandoned". Pending outbox entries are KEPT: they still go out (the server decides).
+ * STORE_NOTFOUND if unknown; a no-op if already terminal. Fencing: lease_generation 0 = any,
+ * otherwise STORE_STALE if it differs. */
 int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_generation,
-                            const char *status, const char *error_code,
-                            const char *error_message, double now, store_err *err);
+                            const char *status, const char *error_code, const char *error_message,
+                            double now, store_err *err);
 
 /* --------------------------------------------------------------------- runs */
 
@@ -269,20 +267,20 @@ int store_runs_started(store *st, const char *const *run_ids, size_t n, double n
                        size_t *n_started, store_err *err);
 
 typedef struct {
-    const char *run_id;          /* required; must exist (planned) */
-    const char *status;          /* "succeeded" | "failed" | "timed_out" | "cancelled" */
+    const char *run_id; /* required; must exist (planned) */
+    const char *status; /* "succeeded" | "failed" | "timed_out" | "cancelled" */
     double started_at;
     double finished_at;
     int64_t duration_ms;
-    const char *summary;         /* may be NULL */
-    const char *results_json;    /* the results array as sent (may be NULL) */
-    const char *error_code;      /* may be NULL */
-    const char *error_message;   /* may be NULL */
+    const char *summary;       /* may be NULL */
+    const char *results_json;  /* the results array as sent (may be NULL) */
+    const char *error_code;    /* may be NULL */
+    const char *error_message; /* may be NULL */
     /* The submission, exactly as it will be sent, every time: */
-    const char *submission_id;   /* required, unique */
-    const char *worker_id;       /* required */
-    int64_t lease_generation;    /* required, the generation inside body */
-    const char *body;            /* required: the serialized request body */
+    const char *submission_id; /* required, unique */
+    const char *worker_id;     /* required */
+    int64_t lease_generation;  /* required, the generation inside body */
+    const char *body;          /* required: the serialized request body */
     size_t body_len;
 } store_run_result;
 
@@ -317,18 +315,18 @@ int store_durable_wait(store *st, uint64_t ticket, store_err *err);
 /* ------------------------------------------------------------------- outbox */
 
 typedef struct {
-    int64_t seq;              /* insertion order */
-    char *submission_id;      /* owned */
-    char *run_id;             /* owned */
-    char *assignment_id;      /* owned */
-    char *worker_id;          /* owned */
+    int64_t seq;         /* insertion order */
+    char *submission_id; /* owned */
+    char *run_id;        /* owned */
+    char *assignment_id; /* owned */
+    char *worker_id;     /* owned */
     int64_t lease_generation;
-    char *body;               /* owned, NUL-terminated for convenience; exact bytes */
+    char *body; /* owned, NUL-terminated for convenience; exact bytes */
     size_t body_len;
-    int attempts;             /* attempts recorded so far */
+    int attempts; /* attempts recorded so far */
     double created_at;
-    double last_attempt_at;   /* 0 if never attempted */
-    char *last_error;         /* owned, may be NULL: "<code>: <message>" of the last retry */
+    double last_attempt_at; /* 0 if never attempted */
+    char *last_error;       /* owned, may be NULL: "<code>: <message>" of the last retry */
 } store_outbox_entry;
 
 /* Lists pending outbox entries oldest first (seq > after_seq, at most `limit`
@@ -351,17 +349,17 @@ typedef enum {
 
 typedef struct {
     store_submit_outcome outcome;
-    double at;                /* when the attempt started */
+    double at; /* when the attempt started */
     int64_t duration_ms;
-    int http_status;          /* 0 for transport failures */
-    const char *error_code;   /* may be NULL */
-    const char *message;      /* may be NULL (bounded to 4096 bytes) */
-    const char *request_id;   /* X-Request-Id used, may be NULL */
+    int http_status;        /* 0 for transport failures */
+    const char *error_code; /* may be NULL */
+    const char *message;    /* may be NULL (bounded to 4096 bytes) */
+    const char *request_id; /* X-Request-Id used, may be NULL */
 } store_attempt;
 
 /* Deferred (unless sync_updates). Records one submission attempt of the
- * outbox entry `submission_id` in ONE transaction (kept in the run's attempt history) and applies its outcome (see
- * store_submit_outcome). When the last pending submission of a "planned"
+ * outbox entry `submission_id` in ONE transaction (kept in the run's attempt history) and applies
+ * its outcome (see store_submit_outcome). When the last pending submission of a "planned"
  * assignment whose runs all have results ends, the assignment becomes
  * "completed". STORE_NOTFOUND if no pending entry has this submission_id
  * (already done: the caller may ignore it). */
@@ -372,25 +370,25 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
 
 typedef struct {
     char *run_id, *eval_key, *eval_version, *execution_mode; /* owned */
-    char *descriptor_json;    /* owned, may be NULL */
+    char *descriptor_json;                                   /* owned, may be NULL */
     double timeout_seconds;
-    char *status;             /* owned: run status */
-    char *submit_status;      /* owned: "none" | "pending" | "committed" | ... */
+    char *status;        /* owned: run status */
+    char *submit_status; /* owned: "none" | "pending" | "committed" | ... */
 } store_run_state;
 
 typedef struct {
-    char *assignment_id, *worker_id;           /* owned */
+    char *assignment_id, *worker_id; /* owned */
     int64_t lease_generation;
     double lease_expires_at;
-    char *status;                              /* owned: "claimed" | "planned" */
-    char *session_id, *session_revision_id;    /* owned, may be NULL */
+    char *status;                                  /* owned: "claimed" | "planned" */
+    char *session_id, *session_revision_id;        /* owned, may be NULL */
     char *agent_id, *environment, *trigger_reason; /* owned, may be NULL */
     int64_t event_count;
-    char *transcript_url, *definitions_url;    /* owned, may be NULL */
-    char *claim_json, *definitions_json;       /* owned, may be NULL */
+    char *transcript_url, *definitions_url;       /* owned, may be NULL */
+    char *claim_json, *definitions_json;          /* owned, may be NULL */
     char *plan_request_json, *plan_response_json; /* owned, may be NULL */
     double claimed_at;
-    store_run_state *runs;                     /* owned array, all runs of the plan */
+    store_run_state *runs; /* owned array, all runs of the plan */
     size_t n_runs;
 } store_assignment_state;
 
@@ -410,18 +408,17 @@ void store_assignments_free(store_assignment_state *a, size_t n);
 /* Marks every non-terminal assignment with lease_expires_at <= now + margin_s
  * "dropped" (the server reclaims it); their runs without a result become
  * "abandoned". Outbox entries are kept. *n_dropped may be NULL. */
-int store_drop_expired(store *st, double now, double margin_s, size_t *n_dropped,
-                       store_err *err);
+int store_drop_expired(store *st, double now, double margin_s, size_t *n_dropped, store_err *err);
 
 /* ------------------------------------------------------- local evaluators */
 
 typedef struct {
-    char *name;               /* owned */
-    char *registration_json;  /* owned: the validated registration body */
-    double ttl_seconds;       /* <= 0: no TTL */
+    char *name;              /* owned */
+    char *registration_json; /* owned: the validated registration body */
+    double ttl_seconds;      /* <= 0: no TTL */
     double registered_at;
     double heartbeat_at;
-    double expires_at;        /* 0: never */
+    double expires_at; /* 0: never */
 } store_evaluator;
 
 /* Inserts or replaces a registration (expires_at = now + ttl when ttl > 0). */
@@ -441,14 +438,13 @@ void store_evaluators_free(store_evaluator *e, size_t n);
 /* ------------------------------------------------------------ metrics */
 
 typedef struct {
-    char *name;     /* owned: e.g. "failproofai_sidecar_runs_total" */
-    char *labels;   /* owned: canonical label text, e.g. `status="succeeded"`, "" if none */
+    char *name;   /* owned: e.g. "failproofai_sidecar_runs_total" */
+    char *labels; /* owned: canonical label text, e.g. `status="succeeded"`, "" if none */
     double value;
 } store_metric;
 
 /* Adds delta to a counter (created at 0), in its own transaction. */
-int store_metric_add(store *st, const char *name, const char *labels, double delta,
-                     store_err *err);
+int store_metric_add(store *st, const char *name, const char *labels, double delta, store_err *err);
 /* Sets absolute values of several counters in ONE transaction (the metrics
  * module's periodic flush). names/labels borrowed from the array. */
 int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *err);
@@ -489,9 +485,9 @@ int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, stor
 int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *err);
 
 typedef struct {
-    const char *status;  /* NULL, "active" (claimed or planned), or one assignment status */
-    int limit;           /* 1..500; 0 means 50 */
-    const char *cursor;  /* NULL/"" for the first page */
+    const char *status; /* NULL, "active" (claimed or planned), or one assignment status */
+    int limit;          /* 1..500; 0 means 50 */
+    const char *cursor; /* NULL/"" for the first page */
 } store_assignment_filter;
 
 /* Appends {"assignments":[A...],"next_cursor":...|null}, newest claim first. A:
@@ -504,8 +500,7 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
                                 store_err *err);
 /* Appends A + {"definitions":<json|null>,"plan_request":<json|null>,
  * "plan_response":<json|null>,"run_list":[ITEM...]}. STORE_NOTFOUND if unknown. */
-int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
-                              store_err *err);
+int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out, store_err *err);
 
 /* Charts over the last `minutes` minutes ending at `now` (minutes 1..1440,
  * 0 means 60). Appends

@@ -25,10 +25,10 @@ typedef struct {
 
 struct store {
     char *path;
-    int memory;         /* ":memory:": one connection, no durability */
+    int memory; /* ":memory:": one connection, no durability */
     store_options opt;
-    int lock_fd;        /* flock'ed descriptor of the database file, -1 if none */
-    int wal_fd;         /* descriptor of the -wal file (fdatasync for durability), -1 if none */
+    int lock_fd; /* flock'ed descriptor of the database file, -1 if none */
+    int wal_fd;  /* descriptor of the -wal file (fdatasync for durability), -1 if none */
 
     pthread_mutex_t wmu; /* the write discipline: held for every write transaction */
     sconn w;

@@ -164,8 +164,7 @@ static const char SQL_CLAIM_DOC[] =
     " SELECT seq, ?2 FROM assignments WHERE id = ?1"
     " ON CONFLICT(seq) DO UPDATE SET claim_json = excluded.claim_json";
 
-static int claimed_tx(store *st, const store_claim *claims, size_t n, double now,
-                      store_err *err)
+static int claimed_tx(store *st, const store_claim *claims, size_t n, double now, store_err *err)
 {
     static const char sql[] =
         "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at, status,"
@@ -193,13 +192,13 @@ static int claimed_tx(store *st, const store_claim *claims, size_t n, double now
         const store_claim *c = &claims[i];
         int64_t gen = 0;
         char status[16];
-        code = assignment_head(st, c->assignment_id, &gen, status, sizeof status, "save claim",
-                               err);
+        code =
+            assignment_head(st, c->assignment_id, &gen, status, sizeof status, "save claim", err);
         if (code == STORE_OK && gen > c->lease_generation) {
             code = st_errf(err, STORE_STALE,
                            "save claim: assignment %s is stored at lease generation %lld, newer "
-                           "than the claimed %lld", c->assignment_id, (long long)gen,
-                           (long long)c->lease_generation);
+                           "than the claimed %lld",
+                           c->assignment_id, (long long)gen, (long long)c->lease_generation);
             goto fail;
         }
         if (code < 0) goto fail;
@@ -295,8 +294,8 @@ static int planned_tx(store *st, const char *assignment_id, int64_t lease_genera
         goto fail;
     }
     if (is_terminal(status)) {
-        code = st_errf(err, STORE_CONFLICT, "save plan: assignment %s is already %s",
-                       assignment_id, status);
+        code = st_errf(err, STORE_CONFLICT, "save plan: assignment %s is already %s", assignment_id,
+                       status);
         goto fail;
     }
     sqlite3_stmt *s = W(st, upd);
@@ -406,9 +405,9 @@ static int afinish_tx(store *st, const char *assignment_id, int64_t lease_genera
         return STORE_OK;
     }
     if (lease_generation != 0 && gen != lease_generation) {
-        code = st_errf(err, STORE_STALE,
-                       "finish assignment: %s is at lease generation %lld, not %lld",
-                       assignment_id, (long long)gen, (long long)lease_generation);
+        code =
+            st_errf(err, STORE_STALE, "finish assignment: %s is at lease generation %lld, not %lld",
+                    assignment_id, (long long)gen, (long long)lease_generation);
         goto fail;
     }
     sqlite3_stmt *s = W(st, SQL_ABANDON_RUNS);
@@ -432,8 +431,8 @@ fail:
 
 /* ------------------------------------------------------------------- runs */
 
-static int started_tx(store *st, const char *const *run_ids, size_t n, double now,
-                      size_t *changed, store_err *err)
+static int started_tx(store *st, const char *const *run_ids, size_t n, double now, size_t *changed,
+                      store_err *err)
 {
     static const char sql[] =
         "UPDATE runs SET status = 'running', started_at = ?2, finished_at = NULL,"
@@ -481,14 +480,12 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     static const char res_doc[] =
         "INSERT INTO run_docs(seq, results_json) SELECT seq, ?2 FROM runs WHERE id = ?1"
         " ON CONFLICT(seq) DO UPDATE SET results_json = excluded.results_json";
-    static const char stat[] =
-        "INSERT INTO minute_stats(minute, status, count) VALUES(?1, ?2, 1)"
-        " ON CONFLICT(minute, status) DO UPDATE SET count = count + 1";
-    static const char lat[] =
-        "INSERT INTO minute_latency(minute, bucket, count) VALUES(?1, ?2, 1)"
-        " ON CONFLICT(minute, bucket) DO UPDATE SET count = count + 1";
-    if (!r->run_id || !r->submission_id || !r->submission_id[0] || !r->worker_id ||
-        !r->body || r->body_len == 0 || r->lease_generation <= 0)
+    static const char stat[] = "INSERT INTO minute_stats(minute, status, count) VALUES(?1, ?2, 1)"
+                               " ON CONFLICT(minute, status) DO UPDATE SET count = count + 1";
+    static const char lat[] = "INSERT INTO minute_latency(minute, bucket, count) VALUES(?1, ?2, 1)"
+                              " ON CONFLICT(minute, bucket) DO UPDATE SET count = count + 1";
+    if (!r->run_id || !r->submission_id || !r->submission_id[0] || !r->worker_id || !r->body ||
+        r->body_len == 0 || r->lease_generation <= 0)
         return st_errf(err, STORE_INVALID,
                        "save result: run_id, submission_id, worker_id, lease_generation and a "
                        "non-empty body are required");
@@ -502,8 +499,8 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
         const char *ss = (const char *)sqlite3_column_text(s, 0);
         if (!ss || strcmp(ss, "none") != 0)
             code = st_errf(err, STORE_CONFLICT,
-                           "save result: run %s already has a result (submission %s)",
-                           r->run_id, ss ? ss : "?");
+                           "save result: run %s already has a result (submission %s)", r->run_id,
+                           ss ? ss : "?");
     } else if (rc == SQLITE_DONE) {
         code = st_errf(err, STORE_NOTFOUND, "save result: unknown run %s", r->run_id);
     } else {
@@ -597,8 +594,7 @@ int store_run_finished(store *st, const store_run_result *r, store_err *err)
     return store_runs_finished(st, r, 1, err);
 }
 
-int store_run_finished_async(store *st, const store_run_result *r, uint64_t *ticket,
-                             store_err *err)
+int store_run_finished_async(store *st, const store_run_result *r, uint64_t *ticket, store_err *err)
 {
     return finish_many(st, r, 1, ticket, err);
 }
@@ -688,8 +684,10 @@ int store_outbox_depth(store *st, int64_t *depth, store_err *err)
     sqlite3_stmt *s = sc_stmt(c, sql);
     int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
     int code = STORE_OK;
-    if (rc == SQLITE_ROW) *depth = sqlite3_column_int64(s, 0);
-    else code = st_sqlfail(err, c->db, rc, "outbox depth");
+    if (rc == SQLITE_ROW)
+        *depth = sqlite3_column_int64(s, 0);
+    else
+        code = st_sqlfail(err, c->db, rc, "outbox depth");
     if (s) sqlite3_reset(s);
     st_rput(st, c);
     return code;
@@ -698,20 +696,22 @@ int store_outbox_depth(store *st, int64_t *depth, store_err *err)
 static const char *outcome_name(store_submit_outcome o)
 {
     switch (o) {
-    case STORE_SUBMIT_COMMITTED: return "committed";
-    case STORE_SUBMIT_REPLAYED: return "replayed";
-    case STORE_SUBMIT_RETRY: return "retry";
-    case STORE_SUBMIT_REJECTED: return "rejected";
+    case STORE_SUBMIT_COMMITTED:
+        return "committed";
+    case STORE_SUBMIT_REPLAYED:
+        return "replayed";
+    case STORE_SUBMIT_RETRY:
+        return "retry";
+    case STORE_SUBMIT_REJECTED:
+        return "rejected";
     }
     return NULL;
 }
 
-static int record_tx(store *st, const char *submission_id, const store_attempt *a,
-                     store_err *err)
+static int record_tx(store *st, const char *submission_id, const store_attempt *a, store_err *err)
 {
-    static const char head[] =
-        "SELECT o.run_id, o.assignment_id, r.attempts FROM outbox o"
-        " LEFT JOIN runs r ON r.id = o.run_id WHERE o.submission_id = ?1";
+    static const char head[] = "SELECT o.run_id, o.assignment_id, r.attempts FROM outbox o"
+                               " LEFT JOIN runs r ON r.id = o.run_id WHERE o.submission_id = ?1";
     static const char hist[] =
         "INSERT INTO submit_attempts(run_id, submission_id, attempt, at, outcome, http_status,"
         " duration_ms, error_code, message, request_id)"
@@ -899,7 +899,8 @@ void store_assignment_state_free(store_assignment_state *a)
 void store_assignments_free(store_assignment_state *a, size_t n)
 {
     if (!a) return;
-    for (size_t i = 0; i < n; i++) store_assignment_state_free(&a[i]);
+    for (size_t i = 0; i < n; i++)
+        store_assignment_state_free(&a[i]);
     free(a);
 }
 
@@ -948,7 +949,8 @@ int store_recoverable_assignments(store *st, double now, double margin_s,
         code = st_sqlfail(err, c->db, rc, "list recoverable assignments");
         goto done;
     }
-    for (size_t i = 0; i < cnt && code == STORE_OK; i++) code = load_runs(c, &arr[i], err);
+    for (size_t i = 0; i < cnt && code == STORE_OK; i++)
+        code = load_runs(c, &arr[i], err);
 done:
     sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     st_rput(st, c);
@@ -973,9 +975,12 @@ int store_assignment_load(store *st, const char *assignment_id, store_assignment
     sqlite3_stmt *s = sc_stmt(c, SQL_ONE_ASSIGNMENT);
     int code = STORE_OK;
     int rc = s ? (b_text(s, 1, assignment_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
-    if (rc == SQLITE_ROW) read_assignment(s, out);
-    else if (rc == SQLITE_DONE) code = STORE_NOTFOUND;
-    else code = st_sqlfail(err, c->db, rc, "load assignment");
+    if (rc == SQLITE_ROW)
+        read_assignment(s, out);
+    else if (rc == SQLITE_DONE)
+        code = STORE_NOTFOUND;
+    else
+        code = st_sqlfail(err, c->db, rc, "load assignment");
     if (s) sqlite3_reset(s);
     if (code == STORE_OK) code = load_runs(c, out, err);
     sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
@@ -984,8 +989,7 @@ int store_assignment_load(store *st, const char *assignment_id, store_assignment
     return code;
 }
 
-int store_drop_expired(store *st, double now, double margin_s, size_t *n_dropped,
-                       store_err *err)
+int store_drop_expired(store *st, double now, double margin_s, size_t *n_dropped, store_err *err)
 {
     static const char runs_sql[] =
         "UPDATE runs SET status = 'abandoned' WHERE status IN ('planned','running')"
@@ -1134,8 +1138,7 @@ void store_evaluators_free(store_evaluator *e, size_t n)
 
 /* ---------------------------------------------------------------- metrics */
 
-int store_metric_add(store *st, const char *name, const char *labels, double delta,
-                     store_err *err)
+int store_metric_add(store *st, const char *name, const char *labels, double delta, store_err *err)
 {
     static const char sql[] =
         "INSERT INTO metrics(name, labels, value) VALUES(?1, ?2, ?3)"
@@ -1160,13 +1163,14 @@ int store_metric_add(store *st, const char *name, const char *labels, double del
 
 int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *err)
 {
-    static const char sql[] =
-        "INSERT INTO metrics(name, labels, value) VALUES(?1, ?2, ?3)"
-        " ON CONFLICT(name, labels) DO UPDATE SET value = excluded.value";
+    static const char sql[] = "INSERT INTO metrics(name, labels, value) VALUES(?1, ?2, ?3)"
+                              " ON CONFLICT(name, labels) DO UPDATE SET value = excluded.value";
     for (size_t i = 0; i < n; i++)
         if (!m[i].name || !m[i].name[0] || !isfinite(m[i].value))
-            return st_errf(err, STORE_INVALID, "save metrics: entry %zu has no name or a "
-                           "non-finite value", i);
+            return st_errf(err, STORE_INVALID,
+                           "save metrics: entry %zu has no name or a "
+                           "non-finite value",
+                           i);
     if (n == 0) return STORE_OK;
     int code = st_wbegin(st, "save metrics", err);
     if (code) return code;
@@ -1245,17 +1249,17 @@ typedef enum { OP_STARTED = 1, OP_LEASE, OP_RECORD, OP_CLAIM, OP_PLAN, OP_AFINIS
 struct st_op {
     struct st_op *next;
     op_kind kind;
-    char *id;        /* submission_id or assignment_id */
-    char **ids;      /* run ids (OP_STARTED) */
+    char *id;   /* submission_id or assignment_id */
+    char **ids; /* run ids (OP_STARTED) */
     size_t n;
-    double t;        /* now / lease_expires_at */
+    double t; /* now / lease_expires_at */
     int64_t gen;
     store_attempt a; /* OP_RECORD; its strings owned below */
     char *a_code, *a_msg, *a_rid;
-    store_claim *claims;  /* OP_CLAIM (strings in owned) */
-    store_plan_run *runs; /* OP_PLAN (strings in owned) */
+    store_claim *claims;      /* OP_CLAIM (strings in owned) */
+    store_plan_run *runs;     /* OP_PLAN (strings in owned) */
     const char *s1, *s2, *s3; /* OP_PLAN: documents; OP_AFINISH: status, code, message */
-    int flag;             /* OP_PLAN: skipped */
+    int flag;                 /* OP_PLAN: skipped */
     char **owned;
     size_t nowned, capowned;
 };
@@ -1287,12 +1291,14 @@ static void op_free(st_op *o)
 {
     free(o->id);
     if (o->ids)
-        for (size_t i = 0; i < o->n; i++) free(o->ids[i]);
+        for (size_t i = 0; i < o->n; i++)
+            free(o->ids[i]);
     free(o->ids);
     free(o->a_code);
     free(o->a_msg);
     free(o->a_rid);
-    for (size_t i = 0; i < o->nowned; i++) free(o->owned[i]);
+    for (size_t i = 0; i < o->nowned; i++)
+        free(o->owned[i]);
     free(o->owned);
     free(o->claims);
     free(o->runs);
@@ -1307,8 +1313,10 @@ static int deferred(store *st)
 static void enqueue(store *st, st_op *o)
 {
     pthread_mutex_lock(&st->qmu);
-    if (st->qtail) st->qtail->next = o;
-    else st->qhead = o;
+    if (st->qtail)
+        st->qtail->next = o;
+    else
+        st->qhead = o;
     st->qtail = o;
     st->qlen++;
     if (st->qlen == 1 || st->qlen >= 512) pthread_cond_signal(&st->qcv);
@@ -1319,14 +1327,19 @@ static int apply_op(store *st, st_op *o, store_err *err)
 {
     size_t changed = 0;
     switch (o->kind) {
-    case OP_STARTED: return started_tx(st, (const char *const *)o->ids, o->n, o->t, &changed, err);
-    case OP_LEASE: return lease_tx(st, o->id, o->gen, o->t, err);
-    case OP_RECORD: return record_tx(st, o->id, &o->a, err);
-    case OP_CLAIM: return claimed_tx(st, o->claims, o->n, o->t, err);
+    case OP_STARTED:
+        return started_tx(st, (const char *const *)o->ids, o->n, o->t, &changed, err);
+    case OP_LEASE:
+        return lease_tx(st, o->id, o->gen, o->t, err);
+    case OP_RECORD:
+        return record_tx(st, o->id, &o->a, err);
+    case OP_CLAIM:
+        return claimed_tx(st, o->claims, o->n, o->t, err);
     case OP_PLAN:
         return planned_tx(st, o->id, o->gen, o->s1, o->s2, o->s3, o->flag, o->runs, o->n, o->t,
                           err);
-    case OP_AFINISH: return afinish_tx(st, o->id, o->gen, o->s1, o->s2, o->s3, o->t, err);
+    case OP_AFINISH:
+        return afinish_tx(st, o->id, o->gen, o->s1, o->s2, o->s3, o->t, err);
     }
     return STORE_OK;
 }
@@ -1352,7 +1365,8 @@ void st_drain_deferred(store *st)
     st->qlen = 0;
     pthread_mutex_unlock(&st->qmu);
     st_op **tail = &st->inflight;
-    while (*tail) tail = &(*tail)->next;
+    while (*tail)
+        tail = &(*tail)->next;
     while (o) {
         st_op *next = o->next;
         o->next = NULL;
@@ -1390,7 +1404,8 @@ void st_deferred_done(store *st, int committed)
     /* Rolled back: they go first again, in their order. */
     st_op *last = o;
     size_t n = 1;
-    while (last->next) last = last->next, n++;
+    while (last->next)
+        last = last->next, n++;
     pthread_mutex_lock(&st->qmu);
     last->next = st->qhead;
     st->qhead = o;
@@ -1508,7 +1523,8 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
             claims[i].lease_generation <= 0)
             return st_errf(err, STORE_INVALID,
                            "save claim: assignment %zu needs assignment_id, worker_id and a "
-                           "positive lease_generation", i);
+                           "positive lease_generation",
+                           i);
     }
     if (n == 0) return STORE_OK;
     if (deferred(st)) {
@@ -1519,13 +1535,12 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
         if (!o->claims) abort();
         for (size_t i = 0; i < n; i++) {
             const store_claim *c = &claims[i];
-            o->claims[i] = (store_claim){own(o, c->assignment_id), own(o, c->worker_id),
-                                         c->lease_generation, c->lease_expires_at,
-                                         own(o, c->session_id), own(o, c->session_revision_id),
-                                         own(o, c->agent_id), own(o, c->environment),
-                                         own(o, c->trigger_reason), c->event_count,
-                                         own(o, c->transcript_url), own(o, c->definitions_url),
-                                         own(o, c->claim_json)};
+            o->claims[i] = (store_claim){
+                own(o, c->assignment_id), own(o, c->worker_id),      c->lease_generation,
+                c->lease_expires_at,      own(o, c->session_id),     own(o, c->session_revision_id),
+                own(o, c->agent_id),      own(o, c->environment),    own(o, c->trigger_reason),
+                c->event_count,           own(o, c->transcript_url), own(o, c->definitions_url),
+                own(o, c->claim_json)};
         }
         o->n = n;
         o->t = now;
@@ -1553,7 +1568,8 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
             !runs[i].execution_mode)
             return st_errf(err, STORE_INVALID,
                            "save plan: run %zu needs run_id, eval_key, eval_version and "
-                           "execution_mode", i);
+                           "execution_mode",
+                           i);
     }
     if (deferred(st)) {
         st_op *o = calloc(1, sizeof *o);
@@ -1568,10 +1584,10 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
         o->runs = calloc(n ? n : 1, sizeof *o->runs);
         if (!o->runs) abort();
         for (size_t i = 0; i < n; i++)
-            o->runs[i] = (store_plan_run){own(o, runs[i].run_id), own(o, runs[i].eval_key),
-                                          own(o, runs[i].eval_version),
-                                          own(o, runs[i].execution_mode), runs[i].timeout_seconds,
-                                          own(o, runs[i].descriptor_json)};
+            o->runs[i] =
+                (store_plan_run){own(o, runs[i].run_id),       own(o, runs[i].eval_key),
+                                 own(o, runs[i].eval_version), own(o, runs[i].execution_mode),
+                                 runs[i].timeout_seconds,      own(o, runs[i].descriptor_json)};
         o->n = n;
         o->t = now;
         enqueue(st, o);
@@ -1589,15 +1605,16 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
 }
 
 int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_generation,
-                            const char *status, const char *error_code,
-                            const char *error_message, double now, store_err *err)
+                            const char *status, const char *error_code, const char *error_message,
+                            double now, store_err *err)
 {
     static const char *const OK[] = {"failed", "lost", "dropped", "skipped", "completed", NULL};
     if (!assignment_id) return st_errf(err, STORE_INVALID, "finish assignment: no assignment_id");
     if (!is_one_of(status, OK))
         return st_errf(err, STORE_INVALID,
                        "finish assignment: status must be failed, lost, dropped, skipped or "
-                       "completed, not '%s'", status ? status : "(null)");
+                       "completed, not '%s'",
+                       status ? status : "(null)");
     if (deferred(st)) {
         st_op *o = calloc(1, sizeof *o);
         if (!o) abort();
@@ -1613,8 +1630,8 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
     }
     int code = st_wbegin(st, "finish assignment", err);
     if (code) return code;
-    code = afinish_tx(st, assignment_id, lease_generation, status, error_code, error_message,
-                      now, err);
+    code = afinish_tx(st, assignment_id, lease_generation, status, error_code, error_message, now,
+                      err);
     if (code) {
         st_wabort(st);
         return code;

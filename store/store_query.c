@@ -26,14 +26,17 @@ static void jkey(strbuf *b, const char *k)
 
 static void jclose(strbuf *b, char c)
 {
-    if (b->len > 0 && b->data[b->len - 1] == ',') b->data[b->len - 1] = c;
-    else strbuf_putc(b, c);
+    if (b->len > 0 && b->data[b->len - 1] == ',')
+        b->data[b->len - 1] = c;
+    else
+        strbuf_putc(b, c);
 }
 
 static void jstr(strbuf *b, const char *k, sqlite3_stmt *s, int i)
 {
     jkey(b, k);
-    if (sqlite3_column_type(s, i) == SQLITE_NULL) strbuf_puts(b, "null");
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+        strbuf_puts(b, "null");
     else
         strbuf_json_strn(b, (const char *)sqlite3_column_text(s, i),
                          (size_t)sqlite3_column_bytes(s, i));
@@ -43,8 +46,10 @@ static void jstr(strbuf *b, const char *k, sqlite3_stmt *s, int i)
 static void jint(strbuf *b, const char *k, sqlite3_stmt *s, int i)
 {
     jkey(b, k);
-    if (sqlite3_column_type(s, i) == SQLITE_NULL) strbuf_puts(b, "null");
-    else strbuf_printf(b, "%lld", (long long)sqlite3_column_int64(s, i));
+    if (sqlite3_column_type(s, i) == SQLITE_NULL)
+        strbuf_puts(b, "null");
+    else
+        strbuf_printf(b, "%lld", (long long)sqlite3_column_int64(s, i));
     strbuf_putc(b, ',');
 }
 
@@ -52,8 +57,10 @@ static void jnum(strbuf *b, const char *k, sqlite3_stmt *s, int i)
 {
     jkey(b, k);
     double v = sqlite3_column_double(s, i);
-    if (sqlite3_column_type(s, i) == SQLITE_NULL || !isfinite(v)) strbuf_puts(b, "null");
-    else strbuf_printf(b, "%.17g", v);
+    if (sqlite3_column_type(s, i) == SQLITE_NULL || !isfinite(v))
+        strbuf_puts(b, "null");
+    else
+        strbuf_printf(b, "%.17g", v);
     strbuf_putc(b, ',');
 }
 
@@ -76,16 +83,17 @@ static void jraw(strbuf *b, const char *k, sqlite3_stmt *s, int i)
     jkey(b, k);
     if (sqlite3_column_type(s, i) == SQLITE_NULL || sqlite3_column_bytes(s, i) == 0)
         strbuf_puts(b, "null");
-    else strbuf_put(b, sqlite3_column_text(s, i), (size_t)sqlite3_column_bytes(s, i));
+    else
+        strbuf_put(b, sqlite3_column_text(s, i), (size_t)sqlite3_column_bytes(s, i));
     strbuf_putc(b, ',');
 }
 
 /* ------------------------------------------------------------ validation */
 
-static const char *const RUN_STATUSES[] = {"planned", "running", "succeeded", "failed",
+static const char *const RUN_STATUSES[] = {"planned",   "running",   "succeeded", "failed",
                                            "timed_out", "cancelled", "abandoned", NULL};
 static const char *const ASG_STATUSES[] = {"claimed", "planned", "completed", "skipped",
-                                           "failed", "lost", "dropped", NULL};
+                                           "failed",  "lost",    "dropped",   NULL};
 
 static int in_set(const char *s, const char *const *set)
 {
@@ -124,13 +132,13 @@ bad:
 
 /* ------------------------------------------------------------------ runs */
 
-#define RUN_ITEM_COLS                                                                      \
-    "seq, id, assignment_id, eval_key, eval_version, execution_mode, status, submit_status," \
+#define RUN_ITEM_COLS                                                                              \
+    "seq, id, assignment_id, eval_key, eval_version, execution_mode, status, submit_status,"       \
     " created_at, started_at, finished_at, duration_ms, error_code, summary"
 
-#define RUN_ITEM_COLS_R                                                                      \
-    "r.seq, r.id, r.assignment_id, r.eval_key, r.eval_version, r.execution_mode, r.status,"   \
-    " r.submit_status, r.created_at, r.started_at, r.finished_at, r.duration_ms,"             \
+#define RUN_ITEM_COLS_R                                                                            \
+    "r.seq, r.id, r.assignment_id, r.eval_key, r.eval_version, r.execution_mode, r.status,"        \
+    " r.submit_status, r.created_at, r.started_at, r.finished_at, r.duration_ms,"                  \
     " r.error_code, r.summary"
 
 static void run_item_fields(strbuf *b, sqlite3_stmt *s)
@@ -155,15 +163,15 @@ static char ASG_LIST_SQL[3][1024];
 static char ASG_ONE_SQL[1536];
 static pthread_once_t q_once = PTHREAD_ONCE_INIT;
 
-#define ASG_COLS                                                                            \
-    "a.seq, a.id, a.worker_id, a.lease_generation, a.lease_expires_at, a.status,"         \
-    " a.session_id, a.session_revision_id, a.agent_id, a.environment, a.trigger_reason,"  \
-    " a.event_count, a.claimed_at, a.planned_at, a.finished_at, a.error_code,"            \
-    " a.error_message,"                                                                   \
-    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id),"                        \
-    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                          \
-    "   AND r.status NOT IN ('planned','running')),"                                      \
-    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                          \
+#define ASG_COLS                                                                                   \
+    "a.seq, a.id, a.worker_id, a.lease_generation, a.lease_expires_at, a.status,"                  \
+    " a.session_id, a.session_revision_id, a.agent_id, a.environment, a.trigger_reason,"           \
+    " a.event_count, a.claimed_at, a.planned_at, a.finished_at, a.error_code,"                     \
+    " a.error_message,"                                                                            \
+    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id),"                                 \
+    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                                   \
+    "   AND r.status NOT IN ('planned','running')),"                                               \
+    " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                                   \
     "   AND r.submit_status = 'pending')"
 
 static void build_queries(void)
@@ -238,8 +246,10 @@ int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, stor
         if (out->data) out->data[start] = '\0';
     } else {
         jclose(out, ']');
-        if (more) strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
-        else strbuf_puts(out, ",\"next_cursor\":null}");
+        if (more)
+            strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
+        else
+            strbuf_puts(out, ",\"next_cursor\":null}");
     }
     sqlite3_reset(s);
     st_rput(st, c);
@@ -364,8 +374,10 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
     if (code) return code;
     const char *status = f && f->status && f->status[0] ? f->status : NULL;
     int m = 0;
-    if (status && strcmp(status, "active") == 0) m = 1;
-    else if (status && in_set(status, ASG_STATUSES)) m = 2;
+    if (status && strcmp(status, "active") == 0)
+        m = 1;
+    else if (status && in_set(status, ASG_STATUSES))
+        m = 2;
     else if (status)
         return st_errf(err, STORE_INVALID,
                        "status must be one of active, claimed, planned, completed, skipped, "
@@ -402,16 +414,17 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
         if (out->data) out->data[start] = '\0';
     } else {
         jclose(out, ']');
-        if (more) strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
-        else strbuf_puts(out, ",\"next_cursor\":null}");
+        if (more)
+            strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
+        else
+            strbuf_puts(out, ",\"next_cursor\":null}");
     }
     sqlite3_reset(s);
     st_rput(st, c);
     return code;
 }
 
-int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
-                              store_err *err)
+int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out, store_err *err)
 {
     static const char runs_sql[] =
         "SELECT " RUN_ITEM_COLS " FROM runs WHERE assignment_id = ?1 ORDER BY seq";
@@ -488,8 +501,10 @@ static double percentile(const minute_acc *m, double q)
 
 static void put_pct(strbuf *b, const char *k, double v)
 {
-    if (isnan(v)) strbuf_printf(b, "\"%s\":null,", k);
-    else strbuf_printf(b, "\"%s\":%.1f,", k, v);
+    if (isnan(v))
+        strbuf_printf(b, "\"%s\":null,", k);
+    else
+        strbuf_printf(b, "\"%s\":%.1f,", k, v);
 }
 
 int store_charts_json(store *st, double now, int minutes, strbuf *out, store_err *err)
@@ -562,8 +577,7 @@ done:
 
 /* ---------------------------------------------------------------- summary */
 
-static int group_counts(sconn *c, const char *sql, const char *name, strbuf *out,
-                        store_err *err)
+static int group_counts(sconn *c, const char *sql, const char *name, strbuf *out, store_err *err)
 {
     sqlite3_stmt *s = sc_stmt(c, sql);
     int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
@@ -584,9 +598,8 @@ int store_summary_json(store *st, strbuf *out, store_err *err)
     static const char asg[] = "SELECT status, count(*) FROM assignments GROUP BY status";
     static const char runs[] = "SELECT status, count(*) FROM runs GROUP BY status";
     static const char depth[] = "SELECT count(*) FROM outbox";
-    static const char pages[] =
-        "SELECT (SELECT page_count FROM pragma_page_count()) *"
-        " (SELECT page_size FROM pragma_page_size())";
+    static const char pages[] = "SELECT (SELECT page_count FROM pragma_page_count()) *"
+                                " (SELECT page_size FROM pragma_page_size())";
     size_t start = out->len;
     sconn *c = st_rget(st);
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
@@ -600,7 +613,8 @@ int store_summary_json(store *st, strbuf *out, store_err *err)
         int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
         if (rc == SQLITE_ROW)
             strbuf_printf(out, "\"%s\":%lld,", keys[i], (long long)sqlite3_column_int64(s, 0));
-        else code = st_sqlfail(err, c->db, rc, "summary");
+        else
+            code = st_sqlfail(err, c->db, rc, "summary");
         if (s) sqlite3_reset(s);
     }
     sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);

@@ -13,7 +13,8 @@
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], SBX_CHILD_ARG) != 0) {
-        fprintf(stderr, "failproofai-sandbox: the sandbox child is started by failproofai-sidecar\n");
+        fprintf(stderr,
+                "failproofai-sandbox: the sandbox child is started by failproofai-sidecar\n");
         return 2;
     }
     return sbx_child_main(argc - 2, argv + 2);

@@ -60,7 +60,8 @@ static void req(reply *r, const char *method, const char *path, const char *body
     strbuf_init(&r->headers);
     CURL *h = curl_easy_init();
     struct curl_slist *sl = NULL;
-    for (size_t i = 0; hdrs && hdrs[i]; i++) sl = curl_slist_append(sl, hdrs[i]);
+    for (size_t i = 0; hdrs && hdrs[i]; i++)
+        sl = curl_slist_append(sl, hdrs[i]);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     if (body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
@@ -322,8 +323,8 @@ static void test_registration_validation(void **state)
          422, "ttl_seconds must be a number from 1 to 86400"},
         {"{\"version\":1,\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[]}", 422,
          "version must be a string"},
-        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[],\"x\":1}",
-         422, "unknown field 'x'"},
+        {"{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\",\"definitions\":[],\"x\":1}", 422,
+         "unknown field 'x'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int st = put_status("v1", cases[i].body, c, sizeof c, m, sizeof m);
@@ -386,8 +387,10 @@ static void test_registry_lifecycle(void **state)
     json_decref(cat);
     local_definition d;
     assert_int_equal(local_registry_definition(reg, "short_lived", "2", &d), 0);
-    if (have_lang) assert_string_equal(d.condition, "session.event_count > 0");
-    else assert_null(d.condition);
+    if (have_lang)
+        assert_string_equal(d.condition, "session.event_count > 0");
+    else
+        assert_null(d.condition);
     local_definition_free(&d);
     assert_int_equal(local_registry_definition(reg, "short_lived", "3", &d), -1);
     /* heartbeat keeps it alive past its TTL */
@@ -441,18 +444,19 @@ static void test_result_items(void **state)
                 "\"bool_value\":null,\"text_value\":null,\"unit\":\"ratio\",\"display_value\":null,"
                 "\"description\":null,\"reasoning\":\"why\",\"labels\":[\"a\",\"z\"]}]",
                 NULL);
-    check_items("{\"metrics\":{\"zz\":2,\"q\":{\"value\":1,\"unit\":\"ms\"}},\"assertions\":{\"ok\":"
-                "true},\"reasoning\":\"r\"}",
-                "[{\"result_key\":\"q\",\"result_kind\":\"metric\",\"numeric_value\":1.0,"
-                "\"bool_value\":null,\"text_value\":null,\"unit\":\"ms\",\"display_value\":null,"
-                "\"description\":null,\"reasoning\":\"r\",\"labels\":[]},{\"result_key\":\"zz\","
-                "\"result_kind\":\"metric\",\"numeric_value\":2.0,\"bool_value\":null,"
-                "\"text_value\":null,\"unit\":\"\",\"display_value\":null,\"description\":null,"
-                "\"reasoning\":null,\"labels\":[]},{\"result_key\":\"ok\",\"result_kind\":"
-                "\"assertion\",\"numeric_value\":null,\"bool_value\":true,\"text_value\":null,"
-                "\"unit\":\"\",\"display_value\":null,\"description\":null,\"reasoning\":null,"
-                "\"labels\":[]}]",
-                NULL);
+    check_items(
+        "{\"metrics\":{\"zz\":2,\"q\":{\"value\":1,\"unit\":\"ms\"}},\"assertions\":{\"ok\":"
+        "true},\"reasoning\":\"r\"}",
+        "[{\"result_key\":\"q\",\"result_kind\":\"metric\",\"numeric_value\":1.0,"
+        "\"bool_value\":null,\"text_value\":null,\"unit\":\"ms\",\"display_value\":null,"
+        "\"description\":null,\"reasoning\":\"r\",\"labels\":[]},{\"result_key\":\"zz\","
+        "\"result_kind\":\"metric\",\"numeric_value\":2.0,\"bool_value\":null,"
+        "\"text_value\":null,\"unit\":\"\",\"display_value\":null,\"description\":null,"
+        "\"reasoning\":null,\"labels\":[]},{\"result_key\":\"ok\",\"result_kind\":"
+        "\"assertion\",\"numeric_value\":null,\"bool_value\":true,\"text_value\":null,"
+        "\"unit\":\"\",\"display_value\":null,\"description\":null,\"reasoning\":null,"
+        "\"labels\":[]}]",
+        NULL);
     check_items("{\"score\":{\"value\":1,\"passed\":true}}",
                 "[{\"result_key\":\"q\",\"result_kind\":\"score\",\"numeric_value\":1.0,"
                 "\"bool_value\":true,\"text_value\":null,\"unit\":\"ratio\",\"display_value\":null,"
@@ -472,7 +476,8 @@ static void test_result_items(void **state)
     strbuf b;
     strbuf_init(&b);
     strbuf_puts(&b, "{\"metrics\":{");
-    for (int i = 0; i < 26; i++) strbuf_printf(&b, "%s\"m%d\":1", i ? "," : "", i);
+    for (int i = 0; i < 26; i++)
+        strbuf_printf(&b, "%s\"m%d\":1", i ? "," : "", i);
     strbuf_puts(&b, "}}");
     check_items(b.data, NULL, "at most 25 results");
     strbuf_free(&b);

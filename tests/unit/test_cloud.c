@@ -22,8 +22,12 @@
 static cloud *mk(const char *url)
 {
     char err[256];
-    cloud_config cfg = {.server_url = url, .request_timeout_s = 5, .worker_id = "w1",
-                        .max_attempts = 3, .backoff_base_s = 0.01, .backoff_max_s = 0.02};
+    cloud_config cfg = {.server_url = url,
+                        .request_timeout_s = 5,
+                        .worker_id = "w1",
+                        .max_attempts = 3,
+                        .backoff_base_s = 0.01,
+                        .backoff_max_s = 0.02};
     return cloud_new(&cfg, err, sizeof err);
 }
 
@@ -55,9 +59,14 @@ static void test_pinning(void **state)
     u = cloud_pin_url(c, "http://127.0.0.1:8080/v1/y", err, sizeof err);
     assert_string_equal(u, "http://127.0.0.1:8080/v1/y");
     free(u);
-    const char *bad[] = {"http://evil.example/v1/x", "//evil.example/v1/x",
-                         "http://127.0.0.1:8080@evil.example/x", "http://127.0.0.1:80800/x",
-                         "https://127.0.0.1:8080/x", "/v1/x\r\nHost: evil", "", "v1/relative",
+    const char *bad[] = {"http://evil.example/v1/x",
+                         "//evil.example/v1/x",
+                         "http://127.0.0.1:8080@evil.example/x",
+                         "http://127.0.0.1:80800/x",
+                         "https://127.0.0.1:8080/x",
+                         "/v1/x\r\nHost: evil",
+                         "",
+                         "v1/relative",
                          "http://127.0.0.1:8080\\@evil/x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         u = cloud_pin_url(c, bad[i], err, sizeof err);
@@ -139,12 +148,14 @@ static void test_retry_policy(void **state)
     static const char *const answers[] = {
         "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
         "HTTP/1.1 500 Internal\r\nConnection: close\r\nContent-Length: 89\r\n\r\n"
-        "{\"protocol_version\":\"2\",\"error\":{\"code\":\"internal_error\",\"message\":\"x\",\"retryable\":true}}",
+        "{\"protocol_version\":\"2\",\"error\":{\"code\":\"internal_error\",\"message\":\"x\","
+        "\"retryable\":true}}",
         "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 49\r\n\r\n"
         "{\"protocol_version\":\"2\",\"assignments\":[],\"x\":123}",
         /* then a non-retryable envelope: no further attempt */
         "HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 95\r\n\r\n"
-        "{\"protocol_version\":\"2\",\"error\":{\"code\":\"invalid_credentials\",\"message\":\"x\",\"retryable\":false}}",
+        "{\"protocol_version\":\"2\",\"error\":{\"code\":\"invalid_credentials\",\"message\":\"x\","
+        "\"retryable\":false}}",
     };
     int port;
     srv s = {.fd = listen_any(&port), .answers = answers, .count = 4};
@@ -154,8 +165,13 @@ static void test_retry_policy(void **state)
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     secret *tok = secret_from_str("tkn");
     char err[256];
-    cloud_config cfg = {.server_url = url, .token = tok, .request_timeout_s = 5, .worker_id = "w",
-                        .max_attempts = 5, .backoff_base_s = 0.01, .backoff_max_s = 0.02};
+    cloud_config cfg = {.server_url = url,
+                        .token = tok,
+                        .request_timeout_s = 5,
+                        .worker_id = "w",
+                        .max_attempts = 5,
+                        .backoff_base_s = 0.01,
+                        .backoff_max_s = 0.02};
     cloud *c = cloud_new(&cfg, err, sizeof err);
     assert_non_null(c);
     char *u = cloud_url(c, "/v1/x", NULL);

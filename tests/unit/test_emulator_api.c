@@ -29,7 +29,8 @@ static char *http_get(int port, const char *path)
         return NULL;
     }
     char req[256];
-    int n = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+    int n = snprintf(req, sizeof req,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
     if (write(fd, req, (size_t)n) != n) {
         close(fd);
         return NULL;
@@ -37,7 +38,8 @@ static char *http_get(int port, const char *path)
     size_t cap = 65536, len = 0;
     char *buf = malloc(cap);
     ssize_t r;
-    while ((r = read(fd, buf + len, cap - len - 1)) > 0) len += (size_t)r;
+    while ((r = read(fd, buf + len, cap - len - 1)) > 0)
+        len += (size_t)r;
     close(fd);
     buf[len] = '\0';
     char *body = strstr(buf, "\r\n\r\n");
@@ -59,7 +61,8 @@ static void test_start_add_observe_stop(void **state)
     assert_int_equal(emulator_start(&cfg, &e, err, sizeof err), 0);
     assert_true(emulator_port(e) > 0);
     char id[37] = {0};
-    assert_int_equal(emulator_add_session(e, "{\"session_id\":\"s\",\"events\":[]}", id, err, sizeof err), 0);
+    assert_int_equal(
+        emulator_add_session(e, "{\"session_id\":\"s\",\"events\":[]}", id, err, sizeof err), 0);
     assert_int_equal(strlen(id), 36);
     assert_int_equal(emulator_add_session(e, "{\"events\":7}", NULL, err, sizeof err), -1);
     assert_string_equal(err, "events must be an array");
@@ -70,7 +73,8 @@ static void test_start_add_observe_stop(void **state)
     assert_non_null(body);
     json_t *st = json_loads(body, 0, NULL);
     assert_non_null(st);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "assignments"), "available")), 6);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(st, "assignments"), "available")), 6);
     json_decref(st);
     free(body);
 
@@ -109,17 +113,21 @@ static void test_digests_match_the_contract_samples(void **state)
     char out[72];
     /* contract: definitions_response.definitions[0].source_checksum */
     emulator_source_checksum(NULL, "EvalResult(score=Score(1.0))", out);
-    assert_string_equal(out, "sha256:da6cf174ea9199dd8412af4abebd40bd27dea482f738cb8c28523076472501ea");
-    json_t *cat = json_loads("[{\"eval_key\":\"tool_efficiency\",\"display_name\":\"Tool efficiency\","
-                             "\"eval_version\":\"1.2.0\",\"result_kind\":\"score\","
-                             "\"labels\":[\"tools\",\"deterministic\"]}]",
-                             0, NULL);
+    assert_string_equal(out,
+                        "sha256:da6cf174ea9199dd8412af4abebd40bd27dea482f738cb8c28523076472501ea");
+    json_t *cat =
+        json_loads("[{\"eval_key\":\"tool_efficiency\",\"display_name\":\"Tool efficiency\","
+                   "\"eval_version\":\"1.2.0\",\"result_kind\":\"score\","
+                   "\"labels\":[\"tools\",\"deterministic\"]}]",
+                   0, NULL);
     /* contract: register_request.catalog_revision (labels as sent) */
     assert_int_equal(emulator_catalog_revision(cat, 0, out), 0);
-    assert_string_equal(out, "sha256:b4e2c077aa9f91b5de1f3184ebf96811bce07eec00c7f417896ab269c67c88fb");
+    assert_string_equal(out,
+                        "sha256:b4e2c077aa9f91b5de1f3184ebf96811bce07eec00c7f417896ab269c67c88fb");
     /* SPEC §2 step 1 (labels sorted), as Python computes it */
     assert_int_equal(emulator_catalog_revision(cat, 1, out), 0);
-    assert_string_equal(out, "sha256:fd9748661fea850231fce61a9066ea9b26e9c5ac715697d81a26b23fbdb3422b");
+    assert_string_equal(out,
+                        "sha256:fd9748661fea850231fce61a9066ea9b26e9c5ac715697d81a26b23fbdb3422b");
     json_decref(cat);
     json_t *v = json_loads("{\"b\":[1.0,1e16,1e-05,0.1,-0.0,\"\\u00e9\\n\"],\"a\":null}", 0, NULL);
     char *text = NULL;

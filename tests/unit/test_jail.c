@@ -136,19 +136,23 @@ static void test_layers_and_mapping_helpers(void **state)
     sbx_outcome o;
     memset(&o, 0, sizeof o);
     o.status = SBX_OK;
-    o.json = json_loads("{\"ok\": false, \"stage\": \"compile\", \"message\": \"evaluator_source must "
-                        "be one expression\"}", 0, NULL);
+    o.json =
+        json_loads("{\"ok\": false, \"stage\": \"compile\", \"message\": \"evaluator_source must "
+                   "be one expression\"}",
+                   0, NULL);
     sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
     assert_string_equal(st, "failed");
     assert_string_equal(code, "eval_error");
     assert_string_equal(msg, "evaluator source rejected: evaluator_source must be one expression");
     json_decref(o.json);
-    o.json = json_loads("{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"ZeroDivisionError\"}", 0, NULL);
+    o.json = json_loads(
+        "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"ZeroDivisionError\"}", 0, NULL);
     sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
     assert_string_equal(st, "failed");
     assert_string_equal(msg, "evaluation raised ZeroDivisionError");
     json_decref(o.json);
-    o.json = json_loads("{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"steps\"}", 0, NULL);
+    o.json =
+        json_loads("{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"steps\"}", 0, NULL);
     sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
     assert_string_equal(st, "timed_out");
     assert_string_equal(code, "eval_timeout");
@@ -188,13 +192,13 @@ static void test_request_and_image_hand_off(void **state)
 {
     (void)state;
     sbx_pool *p = make_pool(2, 1, "echo");
-    json_t *t = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:s, s:{s:s}}]}",
-                          "schema_version", "2", "assignment_id", "a-1", "session_id", "s-1",
-                          "session_revision_id", "r-1", "agent_id", "agent", "environment", "test",
-                          "started_at", "2026-08-28T12:00:00.000000Z", "ended_at",
-                          "2026-08-28T12:00:01.000000Z", "event_count", 1, "events", "id", "e1",
-                          "ts", "2026-08-28T12:00:00.000000Z", "event_type", "tool_use", "payload",
-                          "k", "v\xc3\xa9");
+    json_t *t = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:s, s:{s:s}}]}",
+        "schema_version", "2", "assignment_id", "a-1", "session_id", "s-1", "session_revision_id",
+        "r-1", "agent_id", "agent", "environment", "test", "started_at",
+        "2026-08-28T12:00:00.000000Z", "ended_at", "2026-08-28T12:00:01.000000Z", "event_count", 1,
+        "events", "id", "e1", "ts", "2026-08-28T12:00:00.000000Z", "event_type", "tool_use",
+        "payload", "k", "v\xc3\xa9");
     char err[256];
     void *raw;
     size_t raw_len;
@@ -202,7 +206,8 @@ static void test_request_and_image_hand_off(void **state)
     if (built != 0) fprintf(stderr, "simg_build: %s\n", err);
     assert_int_equal(built, 0);
     unsigned long sum = 0;
-    for (size_t i = 0; i < raw_len; i++) sum += ((unsigned char *)raw)[i];
+    for (size_t i = 0; i < raw_len; i++)
+        sum += ((unsigned char *)raw)[i];
     free(raw);
     sbx_image *img = sbx_image_new(t, "a-1", err, sizeof err);
     json_decref(t);
@@ -261,7 +266,8 @@ static void test_jail_observed_from_outside(void **state)
     char path[64];
     /* Give the child time to get through its start-up and block. */
     snprintf(path, sizeof path, "/proc/%d/status", pid);
-    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++) usleep(10000);
+    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
+        usleep(10000);
     assert_int_equal(status_field(path, "Seccomp"), 2);
     assert_int_equal(status_field(path, "NoNewPrivs"), 1);
 
@@ -362,7 +368,8 @@ static void test_jail_observed_from_outside(void **state)
     assert_true(now_ms() - t < 5000);
     sbx_outcome_free(&a.out);
     /* Reaped (in the background): gone, not a zombie. */
-    for (int i = 0; i < 500 && kill(pid, 0) == 0; i++) usleep(10000);
+    for (int i = 0; i < 500 && kill(pid, 0) == 0; i++)
+        usleep(10000);
     assert_int_equal(kill(pid, 0), -1);
     sbx_pool_free(p);
 }
@@ -377,7 +384,8 @@ static void test_forbidden_calls_kill_the_child(void **state)
         sbx_outcome o;
         eval_src(p, "1", 10, NULL, NULL, &o);
         if (o.status != SBX_JAIL_FAILURE)
-            fprintf(stderr, "mode %s: status %d line %s\n", modes[i], o.status, o.line ? o.line : "");
+            fprintf(stderr, "mode %s: status %d line %s\n", modes[i], o.status,
+                    o.line ? o.line : "");
         assert_int_equal(o.status, SBX_JAIL_FAILURE);
         assert_non_null(strstr(o.detail, "seccomp"));
         const char *st, *code;
@@ -457,7 +465,8 @@ static void test_more_bombs_than_slots(void **state)
         a[i] = (eval_thread_arg){p, "1", budget, NULL, {0}, 0, 0};
         assert_int_equal(pthread_create(&th[i], NULL, eval_thread, &a[i]), 0);
     }
-    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
     double total = now_ms() - t0;
     int ran = 0;
     for (int i = 0; i < N; i++) {
@@ -487,7 +496,8 @@ static void test_cancel_while_waiting_for_a_slot(void **state)
     eval_thread_arg a = {p, "1", 20, &c1, {0}, 0, 0}, b = {p, "1", 20, &c2, {0}, 0, 0};
     pthread_t ta, tb;
     assert_int_equal(pthread_create(&ta, NULL, eval_thread, &a), 0);
-    while (sbx_pool_active(p) < 1) usleep(1000);
+    while (sbx_pool_active(p) < 1)
+        usleep(1000);
     assert_int_equal(pthread_create(&tb, NULL, eval_thread, &b), 0);
     usleep(100000);
     atomic_store(&c2, 1);
@@ -562,10 +572,13 @@ static void test_many_evaluations_leak_nothing(void **state)
         a[i] = (loop_arg){p, total / 4, 0};
         assert_int_equal(pthread_create(&th[i], NULL, loop_thread, &a[i]), 0);
     }
-    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
-    for (int i = 0; i < 4; i++) assert_int_equal(a[i].bad, 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(a[i].bad, 0);
     /* Children are reaped in the background: give the reaper a moment. */
-    for (int i = 0; i < 500 && count_zombies() > 0; i++) usleep(10000);
+    for (int i = 0; i < 500 && count_zombies() > 0; i++)
+        usleep(10000);
     assert_int_equal(count_zombies(), 0);
     long rss1 = status_field("/proc/self/status", "VmRSS");
     fprintf(stderr, "RSS before %ld kB, after %d evaluations %ld kB\n", rss0, total, rss1);

@@ -28,8 +28,14 @@ static const char *chk_kind(lang_kind k, const char *src, size_t len)
     int rc = lang_check(k, src, len, msgbuf, sizeof msgbuf);
     return rc ? msgbuf : "OK";
 }
-static const char *chk(const char *src) { return chk_kind(LANG_EVALUATOR, src, strlen(src)); }
-static const char *chkc(const char *src) { return chk_kind(LANG_CONDITION, src, strlen(src)); }
+static const char *chk(const char *src)
+{
+    return chk_kind(LANG_EVALUATOR, src, strlen(src));
+}
+static const char *chkc(const char *src)
+{
+    return chk_kind(LANG_CONDITION, src, strlen(src));
+}
 
 #define EXPECT(src, want) assert_string_equal(chk(src), want)
 
@@ -59,12 +65,12 @@ static void test_lexer_tokens(void **state)
     assert_int_equal(t[3].op, STRF_U);
     assert_int_equal(t[4].op, KW_not);
     /* rejected literals */
-    const char *bad[] = {"1__0", "1_", "0x", "0b2", "0o8", "0777", "1e", "1e+", "1.__x",
-                         "'abc", "'''abc", "$", "a ! b", "(]", ")", "\\x", "1 \\"};
+    const char *bad[] = {"1__0", "1_",     "0x", "0b2",   "0o8", "0777", "1e",  "1e+", "1.__x",
+                         "'abc", "'''abc", "$",  "a ! b", "(]",  ")",    "\\x", "1 \\"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_int_not_equal(lex_tokenize(&ar, bad[i], strlen(bad[i]), &t, &n, err, sizeof err), 0);
-    const char *good[] = {"0_0", "00", "09.5", "09j", "1if x else 2", "0in x", "1.e5", "1_0.0_1e1_0",
-                          ".5", "1 .real", "x\\\n+1", "\f1"};
+    const char *good[] = {"0_0",  "00",          "09.5", "09j",     "1if x else 2", "0in x",
+                          "1.e5", "1_0.0_1e1_0", ".5",   "1 .real", "x\\\n+1",      "\f1"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         assert_int_equal(lex_tokenize(&ar, good[i], strlen(good[i]), &t, &n, err, sizeof err), 0);
     ast_arena_free(&ar);
@@ -80,7 +86,10 @@ static void test_lexer_unescape(void **state)
     const char *in = "a\\n\\x41\\u00e9\\U0001F600\\101\\777\\d\\\n";
     assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), 0);
     assert_int_equal(n, 1 + 1 + 1 + 2 + 4 + 1 + 2 + 2);
-    assert_memory_equal(out, "a\nA\xc3\xa9\xf0\x9f\x98\x80" "A\xc7\xbf\\d", n);
+    assert_memory_equal(out,
+                        "a\nA\xc3\xa9\xf0\x9f\x98\x80"
+                        "A\xc7\xbf\\d",
+                        n);
     /* bytes: \u is not an escape, \777 wraps to 0xff */
     in = "\\u0041\\777";
     assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, err, sizeof err), 0);
@@ -171,12 +180,30 @@ static void test_parser_shapes(void **state)
     assert_int_equal(x->op, CONST_INT);
     assert_string_equal(x->str, "1000000");
     /* rejected syntax */
-    const char *bad[] = {"x := 1", "*a, b", "f(x for x in y, 1)", "f(a=1, b)", "f(**a, *b)",
-                         "lambda x=1, y: 1", "lambda *: 1", "[x for x in y, z]", "'a' b'b'",
-                         "f'{x!z}'", "f'{ }'", "f'}'", "f'{x:{y:{z}}}'", "f'{*x}'", "1;2",
-                         "1\n2", " 1", "print 'x'", "await await x", "x[]", "f(True=1)",
+    const char *bad[] = {"x := 1",
+                         "*a, b",
+                         "f(x for x in y, 1)",
+                         "f(a=1, b)",
+                         "f(**a, *b)",
+                         "lambda x=1, y: 1",
+                         "lambda *: 1",
+                         "[x for x in y, z]",
+                         "'a' b'b'",
+                         "f'{x!z}'",
+                         "f'{ }'",
+                         "f'}'",
+                         "f'{x:{y:{z}}}'",
+                         "f'{*x}'",
+                         "1;2",
+                         "1\n2",
+                         " 1",
+                         "print 'x'",
+                         "await await x",
+                         "x[]",
+                         "f(True=1)",
                          "[1 for f() in y]"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_null(parse(&ar, bad[i]));
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_null(parse(&ar, bad[i]));
     ast_arena_free(&ar);
 }
 
@@ -238,8 +265,10 @@ static void test_checker_messages(void **state)
     /* size limits */
     char *big = malloc(131073);
     memset(big, 'x', 131073);
-    assert_string_equal(chk_kind(LANG_EVALUATOR, big, 131073), "evaluator_source exceeds 131072 bytes");
-    assert_string_equal(chk_kind(LANG_CONDITION, big, 16385), "condition_source exceeds 16384 bytes");
+    assert_string_equal(chk_kind(LANG_EVALUATOR, big, 131073),
+                        "evaluator_source exceeds 131072 bytes");
+    assert_string_equal(chk_kind(LANG_CONDITION, big, 16385),
+                        "condition_source exceeds 16384 bytes");
     assert_string_equal(chk_kind(LANG_CONDITION, big, 16384), "OK");
     free(big);
 }
@@ -253,17 +282,20 @@ static void test_node_counting(void **state)
     for (int n = 4996; n <= 4998; n++) {
         strbuf_reset(&b);
         strbuf_putc(&b, '[');
-        for (int i = 0; i < n; i++) strbuf_puts(&b, i ? ",1" : "1");
+        for (int i = 0; i < n; i++)
+            strbuf_puts(&b, i ? ",1" : "1");
         strbuf_putc(&b, ']');
-        assert_string_equal(chk(b.data),
-                            n + 3 <= 5000 ? "OK" : "evaluator_source is too large (5000-node ceiling)");
+        assert_string_equal(chk(b.data), n + 3 <= 5000
+                                             ? "OK"
+                                             : "evaluator_source is too large (5000-node ceiling)");
     }
     /* Names count their Load context, breadth-first: in [x, ..., [lambda: 1]]
      * the Lambda is node 2 + n + 2 (level 2) + n + 1 = 2n + 5. */
     for (int n = 2497; n <= 2498; n++) {
         strbuf_reset(&b);
         strbuf_putc(&b, '[');
-        for (int i = 0; i < n; i++) strbuf_puts(&b, i ? ",x" : "x");
+        for (int i = 0; i < n; i++)
+            strbuf_puts(&b, i ? ",x" : "x");
         strbuf_puts(&b, ", [lambda: 1]]");
         assert_string_equal(chk(b.data), 2 * n + 5 <= 5000
                                              ? "evaluator_source contains disallowed syntax: Lambda"
@@ -273,7 +305,8 @@ static void test_node_counting(void **state)
     for (int k = 2498; k <= 2499; k++) {
         strbuf_reset(&b);
         strbuf_puts(&b, "x");
-        for (int i = 0; i < k; i++) strbuf_puts(&b, "==1");
+        for (int i = 0; i < k; i++)
+            strbuf_puts(&b, "==1");
         assert_string_equal(chk(b.data), 2 * k + 4 <= 5000
                                              ? "OK"
                                              : "evaluator_source is too large (5000-node ceiling)");
@@ -285,7 +318,8 @@ static char *repeat(const char *unit, size_t n, const char *tail)
 {
     size_t u = strlen(unit), t = strlen(tail);
     char *s = malloc(u * n + t + 1);
-    for (size_t i = 0; i < n; i++) memcpy(s + i * u, unit, u);
+    for (size_t i = 0; i < n; i++)
+        memcpy(s + i * u, unit, u);
     memcpy(s + u * n, tail, t + 1);
     return s;
 }
@@ -364,16 +398,19 @@ static void test_adversarial(void **state)
     }
     const char *m = chk_kind(LANG_EVALUATOR, junk, 131072);
     assert_true(strstr(m, "evaluator_source") == m);
-    for (size_t i = 0; i < 131072; i++) junk[i] = (char)(r = r * 1103515245u + 12345u) >> 3;
+    for (size_t i = 0; i < 131072; i++)
+        junk[i] = (char)(r = r * 1103515245u + 12345u) >> 3;
     m = chk_kind(LANG_EVALUATOR, junk, 131072);
     assert_true(strstr(m, "evaluator_source") == m);
     /* 65536-deep BinOp chain: CPython's ast.parse raises RecursionError */
-    for (size_t i = 0; i + 1 < 131072; i += 2) junk[i] = '1', junk[i + 1] = '+';
+    for (size_t i = 0; i + 1 < 131072; i += 2)
+        junk[i] = '1', junk[i + 1] = '+';
     junk[131071] = '1';
     assert_string_equal(chk_kind(LANG_EVALUATOR, junk, 131072), one);
     /* flat: [1,1,...] */
     junk[0] = '[';
-    for (size_t i = 1; i + 1 < 131071; i += 2) junk[i] = '1', junk[i + 1] = ',';
+    for (size_t i = 1; i + 1 < 131071; i += 2)
+        junk[i] = '1', junk[i + 1] = ',';
     junk[131070] = '1';
     junk[131071] = ']';
     assert_string_equal(chk_kind(LANG_EVALUATOR, junk, 131072),
@@ -402,7 +439,8 @@ static void test_eval_outcomes(void **state)
                 "{\"ok\": true, \"repr\": \"[1, 10, 20]\"}");
     expect_eval(R, "{k: v for k, (v, w) in [(1, (2, 3)), (4, (5, 6))]}",
                 "{\"ok\": true, \"repr\": \"{1: 2, 4: 5}\"}");
-    expect_eval(R, "[[x for y in [1]] for x in [1, 2]]", "{\"ok\": true, \"repr\": \"[[1], [2]]\"}");
+    expect_eval(R, "[[x for y in [1]] for x in [1, 2]]",
+                "{\"ok\": true, \"repr\": \"[[1], [2]]\"}");
     expect_eval(R, "[x for x in [1]] + [x for x in [2]]", "{\"ok\": true, \"repr\": \"[1, 2]\"}");
     /* a comprehension's own names are unbound before assignment */
     expect_eval(R, "[y for x in [1] if y for y in [2]]",
@@ -412,14 +450,16 @@ static void test_eval_outcomes(void **state)
     expect_eval(R, "[a for a, b in [1]]",
                 "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
     /* no session image: `session` is not defined; unknown names are NameError */
-    expect_eval(R, "session", "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"NameError\"}");
+    expect_eval(R, "session",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"NameError\"}");
     expect_eval(R, "enumerate([1])",
                 "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"NameError\"}");
     /* and/or return operands and short-circuit; chains short-circuit */
     expect_eval(R, "(0 or '' or 'x') + (1 and 'y')", "{\"ok\": true, \"repr\": \"'xy'\"}");
     expect_eval(R, "0 and undefined_name", "{\"ok\": true, \"repr\": \"0\"}");
     expect_eval(R, "2 > 3 < 'a'", "{\"ok\": true, \"repr\": \"False\"}");
-    expect_eval(R, "1 < 'a' < 3", "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
+    expect_eval(R, "1 < 'a' < 3",
+                "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
     /* method looked up before its arguments are evaluated */
     expect_eval(R, "(1).lower(undefined_name)",
                 "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"AttributeError\"}");
@@ -427,7 +467,8 @@ static void test_eval_outcomes(void **state)
     expect_eval(R, "f'{1 + 1 = }|{\"a\"!r:>5}|{3.5:{\"^\"}{7}}'",
                 "{\"ok\": true, \"repr\": \"\\\"1 + 1 = 2|  'a'|  3.5  \\\"\"}");
     /* keyword arguments and ** unpacking */
-    expect_eval(R, "sorted([3, 1, 2], **{'reverse': True})", "{\"ok\": true, \"repr\": \"[3, 2, 1]\"}");
+    expect_eval(R, "sorted([3, 1, 2], **{'reverse': True})",
+                "{\"ok\": true, \"repr\": \"[3, 2, 1]\"}");
     expect_eval(R, "sorted([3, 1], reverse=True, **{'reverse': True})",
                 "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"TypeError\"}");
     expect_eval(R, "{**{1: 2}, 3: 4, **{1: 5}}", "{\"ok\": true, \"repr\": \"{1: 5, 3: 4}\"}");
@@ -452,9 +493,9 @@ static void test_eval_outcomes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lexer_tokens),     cmocka_unit_test(test_lexer_unescape),
-        cmocka_unit_test(test_parser_shapes),    cmocka_unit_test(test_checker_messages),
-        cmocka_unit_test(test_node_counting),    cmocka_unit_test(test_adversarial),
+        cmocka_unit_test(test_lexer_tokens),  cmocka_unit_test(test_lexer_unescape),
+        cmocka_unit_test(test_parser_shapes), cmocka_unit_test(test_checker_messages),
+        cmocka_unit_test(test_node_counting), cmocka_unit_test(test_adversarial),
         cmocka_unit_test(test_eval_outcomes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

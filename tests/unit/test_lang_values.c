@@ -32,9 +32,18 @@ static int teardown(void **state)
     return 0;
 }
 
-static val *S(const char *s) { return v_strz(C, s); }
-static val *I(int64_t i) { return v_int64(C, i); }
-static val *F(double d) { return v_float(C, d); }
+static val *S(const char *s)
+{
+    return v_strz(C, s);
+}
+static val *I(int64_t i)
+{
+    return v_int64(C, i);
+}
+static val *F(double d)
+{
+    return v_float(C, d);
+}
 
 /* repr of v as a NUL-terminated string in the arena */
 static const char *R(val *v)
@@ -58,7 +67,8 @@ static val *M(val *recv, const char *name, int n, ...)
     val *args[8];
     va_list ap;
     va_start(ap, n);
-    for (int i = 0; i < n; i++) args[i] = va_arg(ap, val *);
+    for (int i = 0; i < n; i++)
+        args[i] = va_arg(ap, val *);
     va_end(ap);
     return v_call_method(C, recv, name, args, (size_t)n, NULL, 0);
 }
@@ -95,7 +105,8 @@ static void test_ints(void **state)
     val *p = v_binop(C, BIN_POW, two, I(64));
     assert_string_equal(R(p), "18446744073709551616");
     val *q = v_binop(C, BIN_POW, I(10), I(40));
-    assert_string_equal(R(v_binop(C, BIN_FLOORDIV, q, I(-7))), "-1428571428571428571428571428571428571429");
+    assert_string_equal(R(v_binop(C, BIN_FLOORDIV, q, I(-7))),
+                        "-1428571428571428571428571428571428571429");
     assert_string_equal(R(v_binop(C, BIN_MOD, q, I(-7))), "-3");
     assert_string_equal(R(v_binop(C, BIN_FLOORDIV, I(7), I(-2))), "-4");
     assert_string_equal(R(v_binop(C, BIN_MOD, I(-7), I(3))), "2");
@@ -105,7 +116,8 @@ static void test_ints(void **state)
     assert_string_equal(R(v_binop(C, BIN_MOD, F(7.0), F(-0.0 - 3.0))), "-2.0");
     assert_string_equal(R(v_binop(C, BIN_DIV, I(1), I(3))), "0.3333333333333333");
     /* correctly rounded big int true division */
-    assert_string_equal(R(v_binop(C, BIN_DIV, v_binop(C, BIN_POW, I(10), I(30)), I(3))), "3.333333333333333e+29");
+    assert_string_equal(R(v_binop(C, BIN_DIV, v_binop(C, BIN_POW, I(10), I(30)), I(3))),
+                        "3.333333333333333e+29");
     assert_string_equal(R(v_binop(C, BIN_ADD, v_true(), v_true())), "2");
     expect_exc(v_binop(C, BIN_DIV, I(1), I(0)), "ZeroDivisionError");
     expect_exc(v_binop(C, BIN_MOD, F(1.0), F(0.0)), "ZeroDivisionError");
@@ -180,7 +192,8 @@ static void test_strings(void **state)
     assert_string_equal(R(M(S("Hello World"), "istitle", 0)), "True");
     assert_string_equal(R(M(S("  a b  c  "), "split", 0)), "['a', 'b', 'c']");
     vkwarg kw[1] = {{"maxsplit", I(1)}};
-    assert_string_equal(R(v_call_method(C, S("  a b  c  "), "rsplit", NULL, 0, kw, 1)), "['  a b', 'c']");
+    assert_string_equal(R(v_call_method(C, S("  a b  c  "), "rsplit", NULL, 0, kw, 1)),
+                        "['  a b', 'c']");
     assert_string_equal(R(M(S("a,b,,c"), "split", 1, S(","))), "['a', 'b', '', 'c']");
     assert_string_equal(R(M(S("a\nb\r\nc"), "splitlines", 0)), "['a', 'b', 'c']");
     assert_string_equal(R(M(S("abc"), "replace", 2, S(""), S("-"))), "'-a-b-c-'");
@@ -211,7 +224,10 @@ static void test_strings(void **state)
     assert_string_equal(R(M(d, "items", 0)), "dict_items([('k', 5)])");
 }
 
-static val *fmt(val *v, const char *spec) { return v_format(C, v, S(spec)); }
+static val *fmt(val *v, const char *spec)
+{
+    return v_format(C, v, S(spec));
+}
 
 static void test_format(void **state)
 {
@@ -243,8 +259,9 @@ static void test_format(void **state)
     val *t[2] = {S("a"), F(3.14159)};
     assert_string_equal(R(v_binop(C, BIN_MOD, S("%s-%05.1f"), v_tuple(C, t, 2))), "'a-003.1'");
     assert_string_equal(R(v_binop(C, BIN_MOD, S("%d%%"), I(50))), "'50%'");
-    assert_string_equal(R(v_binop(C, BIN_MOD, S("%x|%o|%e"), v_tuple(C, (val *[]){I(255), I(8), F(1.5)}, 3))),
-                        "'ff|10|1.500000e+00'");
+    assert_string_equal(
+        R(v_binop(C, BIN_MOD, S("%x|%o|%e"), v_tuple(C, (val *[]){I(255), I(8), F(1.5)}, 3))),
+        "'ff|10|1.500000e+00'");
     val *d = v_dict_new(C, 1);
     v_dict_set(C, d, S("n"), I(3));
     assert_string_equal(R(v_binop(C, BIN_MOD, S("%(n)03d"), d)), "'003'");
@@ -265,7 +282,8 @@ static void test_containers(void **state)
     val *k[4] = {I(-5), I(5), I(13), I(21)};
     assert_string_equal(R(v_set_from_constants(C, k, 4)), "{5, 13, -5, 21}");
     val *s2 = v_set_new(C, 0);
-    for (int i = 0; i < 4; i++) v_set_add(C, s2, k[i]);
+    for (int i = 0; i < 4; i++)
+        v_set_add(C, s2, k[i]);
     assert_string_equal(R(s2), "{21, 13, -5, 5}");
     assert_string_equal(R(M(s2, "intersection", 1, v_list(C, k, 2))), "{-5, 5}");
     assert_string_equal(R(v_set_new(C, 0)), "set()");
@@ -273,7 +291,8 @@ static void test_containers(void **state)
     val *items[5] = {I(0), I(1), I(2), I(3), I(4)};
     val *l = v_list(C, items, 5);
     assert_string_equal(R(v_getitem(C, l, v_slice(C, I(-1), NULL, I(-2)))), "[4, 2, 0]");
-    assert_string_equal(R(v_getitem(C, v_range(C, 0, 10, 1), v_slice(C, NULL, NULL, I(-1)))), "range(9, -1, -1)");
+    assert_string_equal(R(v_getitem(C, v_range(C, 0, 10, 1), v_slice(C, NULL, NULL, I(-1)))),
+                        "range(9, -1, -1)");
     assert_int_equal(v_contains(C, v_range(C, 0, 1000000000, 7), I(700000000)), 1);
     expect_exc(v_getitem(C, l, I(5)), "IndexError");
     val *d = v_dict_new(C, 0);
@@ -308,10 +327,12 @@ static void test_results(void **state)
     val *a[2];
     a[0] = F(0.5);
     val *sc = call("Score", 1, a, NULL, 0);
-    assert_string_equal(R(sc), "Score(value=0.5, passed=None, unit='ratio', display_value=None, description=None)");
+    assert_string_equal(
+        R(sc), "Score(value=0.5, passed=None, unit='ratio', display_value=None, description=None)");
     a[0] = I(1);
-    assert_string_equal(R(call("Score", 1, a, NULL, 0)),
-                        "Score(value=1.0, passed=None, unit='ratio', display_value=None, description=None)");
+    assert_string_equal(
+        R(call("Score", 1, a, NULL, 0)),
+        "Score(value=1.0, passed=None, unit='ratio', display_value=None, description=None)");
     a[0] = F(1.5);
     expect_exc(call("Score", 1, a, NULL, 0), "ValueError");
     a[0] = v_true();
@@ -331,8 +352,9 @@ static void test_results(void **state)
     val *lab[2] = {S("b"), S("a")};
     vkwarg lk[1] = {{"labels", v_list(C, lab, 2)}};
     val *er = call("EvalResult", 0, NULL, lk, 1);
-    assert_string_equal(R(er), "EvalResult(score=None, metrics={}, assertions={}, reasoning=None, summary=None, "
-                               "labels=('a', 'b'))");
+    assert_string_equal(
+        R(er), "EvalResult(score=None, metrics={}, assertions={}, reasoning=None, summary=None, "
+               "labels=('a', 'b'))");
     /* outcomes */
     strbuf b;
     strbuf_init(&b);
@@ -349,13 +371,17 @@ static void test_results(void **state)
     er = call("EvalResult", 0, NULL, two, 3);
     strbuf_reset(&b);
     assert_int_equal(v_evaluator_outcome(C, er, "main", &b), 0);
-    assert_string_equal(b.data,
-                        "\"results\": [{\"result_key\": \"main\", \"result_kind\": \"score\", \"numeric_value\": 0.5, "
-                        "\"bool_value\": null, \"text_value\": null, \"unit\": \"ratio\", \"display_value\": null, "
-                        "\"description\": null, \"reasoning\": null, \"labels\": []}, {\"result_key\": \"q\", "
-                        "\"result_kind\": \"metric\", \"numeric_value\": 3.0, \"bool_value\": null, \"text_value\": "
-                        "null, \"unit\": \"\", \"display_value\": null, \"description\": null, \"reasoning\": null, "
-                        "\"labels\": []}], \"summary\": \"\\u00e9\"");
+    assert_string_equal(
+        b.data,
+        "\"results\": [{\"result_key\": \"main\", \"result_kind\": \"score\", \"numeric_value\": "
+        "0.5, "
+        "\"bool_value\": null, \"text_value\": null, \"unit\": \"ratio\", \"display_value\": null, "
+        "\"description\": null, \"reasoning\": null, \"labels\": []}, {\"result_key\": \"q\", "
+        "\"result_kind\": \"metric\", \"numeric_value\": 3.0, \"bool_value\": null, "
+        "\"text_value\": "
+        "null, \"unit\": \"\", \"display_value\": null, \"description\": null, \"reasoning\": "
+        "null, "
+        "\"labels\": []}], \"summary\": \"\\u00e9\"");
     strbuf_reset(&b);
     assert_int_equal(v_condition_outcome(C, v_false(), &b), 0);
     assert_string_equal(b.data, "\"applicable\": false, \"reason_code\": \"condition_false\"");
@@ -373,12 +399,14 @@ static void test_results(void **state)
 static void test_session_image(void **state)
 {
     (void)state;
-    const char *t = "{\"schema_version\": \"2\", \"assignment_id\": \"a1\", \"session_id\": \"s\", "
-                    "\"session_revision_id\": \"r\", \"agent_id\": \"ag\", \"environment\": \"prod\", "
-                    "\"started_at\": \"t0\", \"ended_at\": \"t1\", \"event_count\": 2, \"events\": ["
-                    "{\"id\": \"e1\", \"ts\": \"t\", \"event_type\": \"tool_use\", \"payload\": {\"n\": 1, "
-                    "\"big\": 123456789012345678901234567890, \"f\": 1e5, \"s\": \"h\\u00e9\", \"n\": 2}},"
-                    "{\"id\": \"e2\", \"ts\": \"t\", \"event_type\": \"msg\", \"payload\": {\"l\": [true, null]}}]}";
+    const char *t =
+        "{\"schema_version\": \"2\", \"assignment_id\": \"a1\", \"session_id\": \"s\", "
+        "\"session_revision_id\": \"r\", \"agent_id\": \"ag\", \"environment\": \"prod\", "
+        "\"started_at\": \"t0\", \"ended_at\": \"t1\", \"event_count\": 2, \"events\": ["
+        "{\"id\": \"e1\", \"ts\": \"t\", \"event_type\": \"tool_use\", \"payload\": {\"n\": 1, "
+        "\"big\": 123456789012345678901234567890, \"f\": 1e5, \"s\": \"h\\u00e9\", \"n\": 2}},"
+        "{\"id\": \"e2\", \"ts\": \"t\", \"event_type\": \"msg\", \"payload\": {\"l\": [true, "
+        "null]}}]}";
     void *img;
     size_t len;
     char err[256];
@@ -392,7 +420,8 @@ static void test_session_image(void **state)
     val *p = v_getattr(c, evs->u.seq.items[0], "payload");
     val *r = v_repr(c, p);
     assert_non_null(r);
-    assert_memory_equal(r->u.s.s, "{'n': 2, 'big': 123456789012345678901234567890, 'f': 100000.0, 's': 'hé'}",
+    assert_memory_equal(r->u.s.s,
+                        "{'n': 2, 'big': 123456789012345678901234567890, 'f': 100000.0, 's': 'hé'}",
                         r->u.s.blen);
     val *args[1] = {v_strz(c, "msg")};
     val *n = v_call_method(c, s, "count", args, 1, NULL, 0);
@@ -425,7 +454,8 @@ static void test_limits(void **state)
     vctx_free(c);
     c = vctx_new(&lim, NULL, 0);
     int rc = 0;
-    for (int i = 0; i < 2000 && rc == 0; i++) rc = v_step(c);
+    for (int i = 0; i < 2000 && rc == 0; i++)
+        rc = v_step(c);
     assert_int_equal(rc, -1);
     assert_string_equal(v_exc_type(c), "steps");
     vctx_free(c);

@@ -35,8 +35,8 @@ static void test_counter_labels_order_independent(void **state)
     metrics_inc(METRIC_RUNS, "status", "succeeded", "mode", "python");
     metrics_inc(METRIC_RUNS, "mode", "python", "status", "succeeded");
     metrics_add(METRIC_RUNS, 3, "mode", "local", "status", "failed");
-    assert_true(metrics_value(METRIC_RUNS, METRICS_LABELS_("mode", "python", "status",
-                                                           "succeeded")) == 2.0);
+    assert_true(metrics_value(METRIC_RUNS,
+                              METRICS_LABELS_("mode", "python", "status", "succeeded")) == 2.0);
     char *t = render();
     assert_non_null(strstr(t, "# TYPE failproofai_sidecar_runs_total counter\n"));
     assert_non_null(
@@ -123,17 +123,15 @@ static void test_label_escaping_and_seed_roundtrip(void **state)
     assert_int_equal(metrics_counters_foreach(collect, &c), 0);
     assert_int_equal(n, 2);
     metrics_reset();
-    assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) ==
-                0.0);
-    for (int i = 0; i < n; i++) assert_int_equal(metrics_counter_seed(keys[i], vals[i]), 0);
-    assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) ==
-                41.0);
+    assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) == 0.0);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(metrics_counter_seed(keys[i], vals[i]), 0);
+    assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) == 41.0);
     assert_true(metrics_value(METRIC_PROTOCOL_ERRORS,
                               METRICS_LABELS_("code", "we\"ird\\va\nl", "call", "claim")) == 1.0);
     /* seeding continues counting */
     metrics_inc(METRIC_SUBMISSIONS, "outcome", "committed");
-    assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) ==
-                42.0);
+    assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) == 42.0);
 }
 
 static void test_bad_input_ignored(void **state)
@@ -190,8 +188,10 @@ static void test_threads(void **state)
 {
     (void)state;
     pthread_t t[4];
-    for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, hammer, NULL);
-    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, hammer, NULL);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
     assert_true(metrics_value(METRIC_ASSIGNMENTS_CLAIMED, METRICS_LABELS_()) == 40000.0);
     char *txt = render();
     assert_non_null(strstr(

@@ -70,8 +70,12 @@ static json_t *parse(const strbuf *b)
 static void seed_assignment(store *st, const char *aid, int64_t gen, double expires, int nruns,
                             const char *eval_key)
 {
-    store_claim c = {.assignment_id = aid, .worker_id = "w1", .lease_generation = gen,
-                     .lease_expires_at = expires, .session_id = "s", .event_count = 3,
+    store_claim c = {.assignment_id = aid,
+                     .worker_id = "w1",
+                     .lease_generation = gen,
+                     .lease_expires_at = expires,
+                     .session_id = "s",
+                     .event_count = 3,
                      .claim_json = "{\"x\":1}"};
     store_err e = {0};
     assert_int_equal(store_assignments_claimed(st, &c, 1, 1000, &e), STORE_OK);
@@ -80,23 +84,32 @@ static void seed_assignment(store *st, const char *aid, int64_t gen, double expi
     assert_true(nruns <= 64);
     for (int i = 0; i < nruns; i++) {
         snprintf(ids[i], sizeof ids[i], "%s-r%d", aid, i);
-        runs[i] = (store_plan_run){.run_id = ids[i], .eval_key = eval_key ? eval_key : "k",
-                                   .eval_version = "1", .execution_mode = "python",
-                                   .timeout_seconds = 30, .descriptor_json = "{\"d\":true}"};
+        runs[i] = (store_plan_run){.run_id = ids[i],
+                                   .eval_key = eval_key ? eval_key : "k",
+                                   .eval_version = "1",
+                                   .execution_mode = "python",
+                                   .timeout_seconds = 30,
+                                   .descriptor_json = "{\"d\":true}"};
     }
-    assert_int_equal(store_assignment_planned(st, aid, gen, "[]", "{\"p\":1}", "{\"r\":2}", 0,
-                                              runs, (size_t)nruns, 1001, &e),
+    assert_int_equal(store_assignment_planned(st, aid, gen, "[]", "{\"p\":1}", "{\"r\":2}", 0, runs,
+                                              (size_t)nruns, 1001, &e),
                      STORE_OK);
 }
 
 static store_run_result mk_result(const char *run_id, const char *sub, int64_t gen,
-                                  const char *status, const char *body, double finished,
-                                  int64_t ms)
+                                  const char *status, const char *body, double finished, int64_t ms)
 {
-    return (store_run_result){.run_id = run_id, .status = status, .started_at = finished - 1,
-                              .finished_at = finished, .duration_ms = ms, .summary = "ok",
-                              .results_json = "[{\"result_key\":\"k\"}]", .submission_id = sub,
-                              .worker_id = "w1", .lease_generation = gen, .body = body,
+    return (store_run_result){.run_id = run_id,
+                              .status = status,
+                              .started_at = finished - 1,
+                              .finished_at = finished,
+                              .duration_ms = ms,
+                              .summary = "ok",
+                              .results_json = "[{\"result_key\":\"k\"}]",
+                              .submission_id = sub,
+                              .worker_id = "w1",
+                              .lease_generation = gen,
+                              .body = body,
                               .body_len = strlen(body)};
 }
 
@@ -123,8 +136,10 @@ static const char *run_field(store *st, const char *run_id, const char *field, c
     assert_int_equal(store_run_get_json(st, run_id, &b, NULL), STORE_OK);
     json_t *j = parse(&b);
     json_t *v = json_object_get(j, field);
-    if (json_is_string(v)) snprintf(out, cap, "%s", json_string_value(v));
-    else snprintf(out, cap, "%s", json_is_null(v) ? "null" : "?");
+    if (json_is_string(v))
+        snprintf(out, cap, "%s", json_string_value(v));
+    else
+        snprintf(out, cap, "%s", json_is_null(v) ? "null" : "?");
     json_decref(j);
     strbuf_free(&b);
     return out;
@@ -175,9 +190,9 @@ static void test_worker_registration(void **state)
     assert_int_equal(store_worker_save(st, "pod-1", "http://127.0.0.1:1", "sha256:ab", "[]",
                                        "{\"claim_limit\":4}", 1234.5, &e),
                      STORE_OK);
-    assert_int_equal(store_worker_save(st, "pod-2", "http://127.0.0.1:1", "sha256:cd", "[]",
-                                       "{}", 1300, &e),
-                     STORE_OK);
+    assert_int_equal(
+        store_worker_save(st, "pod-2", "http://127.0.0.1:1", "sha256:cd", "[]", "{}", 1300, &e),
+        STORE_OK);
     store_close(st);
     st = open_at(path);
     assert_int_equal(store_worker_load(st, &w, &e), STORE_OK);
@@ -236,9 +251,13 @@ static void test_full_lifecycle(void **state)
     assert_int_equal(ob[0].attempts, 0);
     store_outbox_free(ob, n);
 
-    store_attempt retry = {.outcome = STORE_SUBMIT_RETRY, .at = 2003, .duration_ms = 5,
-                           .http_status = 500, .error_code = "internal_error",
-                           .message = "boom", .request_id = "rq1"};
+    store_attempt retry = {.outcome = STORE_SUBMIT_RETRY,
+                           .at = 2003,
+                           .duration_ms = 5,
+                           .http_status = 500,
+                           .error_code = "internal_error",
+                           .message = "boom",
+                           .request_id = "rq1"};
     assert_int_equal(store_outbox_record(st, "s0", &retry, &e), STORE_OK);
     assert_int_equal(store_outbox_pending(st, 0, 10, &ob, &n, &e), STORE_OK);
     assert_int_equal(n, 1);
@@ -300,8 +319,8 @@ static void test_full_lifecycle(void **state)
     j = parse(&b);
     assert_string_equal(json_string_value(json_object_get(j, "status")), "completed");
     assert_int_equal(json_array_size(json_object_get(j, "run_list")), 2);
-    assert_int_equal(
-        json_integer_value(json_object_get(json_object_get(j, "runs"), "finished")), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "runs"), "finished")),
+                     2);
     assert_true(json_is_object(json_object_get(j, "plan_request")));
     json_decref(j);
     strbuf_reset(&b);
@@ -324,8 +343,8 @@ static void test_fencing_and_reclaim(void **state)
     assert_int_equal(store_assignment_lease(st, "a2", 4, 6000, &e), STORE_STALE);
     assert_int_equal(store_assignment_lease(st, "zz", 4, 6000, &e), STORE_NOTFOUND);
     assert_int_equal(store_assignment_lease(st, "a2", 5, 6000, &e), STORE_OK);
-    store_claim old = {.assignment_id = "a2", .worker_id = "w1", .lease_generation = 4,
-                       .lease_expires_at = 1};
+    store_claim old = {
+        .assignment_id = "a2", .worker_id = "w1", .lease_generation = 4, .lease_expires_at = 1};
     assert_int_equal(store_assignments_claimed(st, &old, 1, 1, &e), STORE_STALE);
     store_claim invalid = {.assignment_id = "a3", .worker_id = "w1", .lease_generation = 0};
     assert_int_equal(store_assignments_claimed(st, &invalid, 1, 1, &e), STORE_INVALID);
@@ -366,8 +385,8 @@ static void test_fencing_and_reclaim(void **state)
     assert_int_equal(store_assignment_lease(st, "a2", 5, 7000, &e), STORE_OK); /* ignored */
 
     /* the server reclaims it to us at generation 6 and the plan is replayed */
-    store_claim again = {.assignment_id = "a2", .worker_id = "w1", .lease_generation = 6,
-                         .lease_expires_at = 9000};
+    store_claim again = {
+        .assignment_id = "a2", .worker_id = "w1", .lease_generation = 6, .lease_expires_at = 9000};
     assert_int_equal(store_assignments_claimed(st, &again, 1, 6100, &e), STORE_OK);
     assignment_status(st, "a2", s, sizeof s);
     assert_string_equal(s, "claimed");
@@ -378,8 +397,11 @@ static void test_fencing_and_reclaim(void **state)
     assert_string_equal(run_field(st, "a2-r1", "status", s, sizeof s), "planned");
     assert_string_equal(run_field(st, "a2-r0", "submit_status", s, sizeof s), "pending");
     /* the old-generation result is fenced by the server: rejected, recorded */
-    store_attempt lost = {.outcome = STORE_SUBMIT_REJECTED, .at = 6300, .http_status = 409,
-                          .error_code = "lease_lost", .message = "no longer owned"};
+    store_attempt lost = {.outcome = STORE_SUBMIT_REJECTED,
+                          .at = 6300,
+                          .http_status = 409,
+                          .error_code = "lease_lost",
+                          .message = "no longer owned"};
     assert_int_equal(store_outbox_record(st, "sub-a2-0", &lost, &e), STORE_OK);
     assert_string_equal(run_field(st, "a2-r0", "submit_status", s, sizeof s), "rejected");
     assert_int_equal(outbox_depth(st), 0);
@@ -402,9 +424,8 @@ static void test_fencing_and_reclaim(void **state)
                      STORE_STALE);
     assert_int_equal(store_assignment_finish(st, "zz", 0, "lost", NULL, NULL, 6700, &e),
                      STORE_NOTFOUND);
-    assert_int_equal(
-        store_assignment_finish(st, "a2", 6, "lost", "lease_lost", "fenced", 6700, &e),
-        STORE_OK);
+    assert_int_equal(store_assignment_finish(st, "a2", 6, "lost", "lease_lost", "fenced", 6700, &e),
+                     STORE_OK);
     assignment_status(st, "a2", s, sizeof s);
     assert_string_equal(s, "lost");
     assert_string_equal(run_field(st, "a2-r0", "status", s, sizeof s), "abandoned");
@@ -418,8 +439,8 @@ static void test_fencing_and_reclaim(void **state)
                      STORE_CONFLICT);
 
     /* skipped plan */
-    store_claim c3 = {.assignment_id = "a3", .worker_id = "w1", .lease_generation = 1,
-                      .lease_expires_at = 9000};
+    store_claim c3 = {
+        .assignment_id = "a3", .worker_id = "w1", .lease_generation = 1, .lease_expires_at = 9000};
     assert_int_equal(store_assignments_claimed(st, &c3, 1, 7000, &e), STORE_OK);
     assert_int_equal(store_assignment_planned(st, "a3", 1, "[]", "{}", "{}", 1, NULL, 0, 7001, &e),
                      STORE_OK);
@@ -436,8 +457,7 @@ static void test_evaluators_and_metrics_survive_restart(void **state)
     store_err e = {0};
     assert_int_equal(store_evaluator_put(st, "judge", "{\"version\":\"1\"}", 30, 100, &e),
                      STORE_OK);
-    assert_int_equal(store_evaluator_put(st, "plain", "{\"version\":\"2\"}", 0, 100, &e),
-                     STORE_OK);
+    assert_int_equal(store_evaluator_put(st, "plain", "{\"version\":\"2\"}", 0, 100, &e), STORE_OK);
     assert_int_equal(store_evaluator_put(st, "", "{}", 0, 100, &e), STORE_INVALID);
     assert_int_equal(store_evaluator_heartbeat(st, "judge", 120, &e), STORE_OK);
     assert_int_equal(store_evaluator_heartbeat(st, "ghost", 120, &e), STORE_NOTFOUND);
@@ -507,12 +527,12 @@ static void test_pagination_and_filters(void **state)
         total += (int)json_array_size(runs);
         pages++;
         if (pages == 1)
-            assert_string_equal(
-                json_string_value(json_object_get(json_array_get(runs, 0), "id")), "as29-r40");
+            assert_string_equal(json_string_value(json_object_get(json_array_get(runs, 0), "id")),
+                                "as29-r40");
         if (json_array_size(runs))
             snprintf(seen_last, sizeof seen_last, "%s",
-                     json_string_value(json_object_get(
-                         json_array_get(runs, json_array_size(runs) - 1), "id")));
+                     json_string_value(
+                         json_object_get(json_array_get(runs, json_array_size(runs) - 1), "id")));
         json_t *nc = json_object_get(j, "next_cursor");
         if (json_is_null(nc)) {
             json_decref(j);
@@ -582,11 +602,10 @@ static void test_pagination_and_filters(void **state)
     j = parse(&b);
     assert_int_equal(json_array_size(json_object_get(j, "assignments")), 23);
     json_t *a0 = json_array_get(json_object_get(j, "assignments"), 0);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(a0, "runs"), "total")),
-                     41);
-    assert_int_equal(json_integer_value(
-                         json_object_get(json_object_get(a0, "runs"), "pending_submissions")),
-                     14);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(a0, "runs"), "total")), 41);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(a0, "runs"), "pending_submissions")),
+        14);
     assert_true(json_is_null(json_object_get(j, "next_cursor")));
     json_decref(j);
     strbuf_reset(&b);
@@ -604,8 +623,8 @@ static void test_pagination_and_filters(void **state)
     assert_int_equal(store_summary_json(st, &b, &e), STORE_OK);
     j = parse(&b);
     assert_int_equal(json_integer_value(json_object_get(j, "outbox_depth")), 30 * 14);
-    assert_int_equal(
-        json_integer_value(json_object_get(json_object_get(j, "runs"), "succeeded")), 30 * 14);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "runs"), "succeeded")),
+                     30 * 14);
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(j, "assignments"), "planned")), 30);
     assert_true(json_integer_value(json_object_get(j, "db_bytes")) > 0);
@@ -689,8 +708,7 @@ static void test_prune(void **state)
     (void)state;
     char path[512];
     make_path(path, sizeof path, "prune");
-    store_options o = {.path = path, .retention_hours = 1, .retention_runs = 25,
-                       .sync_updates = 1};
+    store_options o = {.path = path, .retention_hours = 1, .retention_runs = 25, .sync_updates = 1};
     store *st = NULL;
     store_err e = {0};
     assert_int_equal(store_open(&o, &st, &e), STORE_OK);
@@ -707,8 +725,7 @@ static void test_prune(void **state)
     store_run_result r = mk_result("oldpending-r0", "p0", 1, "succeeded", "{}", now - 7200, 1);
     assert_int_equal(store_run_finished(st, &r, &e), STORE_OK);
     assert_int_equal(
-        store_assignment_finish(st, "oldpending", 1, "lost", NULL, NULL, now - 7200, &e),
-        STORE_OK);
+        store_assignment_finish(st, "oldpending", 1, "lost", NULL, NULL, now - 7200, &e), STORE_OK);
     /* recent: 8 completed assignments x 5 runs = 40 runs (above the 25 cap) */
     for (int a = 0; a < 8; a++) {
         snprintf(aid, sizeof aid, "new%d", a);
@@ -737,8 +754,7 @@ static void test_prune(void **state)
     store_close(st);
     assert_int_equal(count_rows(path, "SELECT count(*) FROM runs"), 25);
     assert_int_equal(count_rows(path, "SELECT count(*) FROM runs WHERE id='oldpending-r0'"), 1);
-    assert_int_equal(count_rows(path, "SELECT count(*) FROM runs WHERE assignment_id='active'"),
-                     3);
+    assert_int_equal(count_rows(path, "SELECT count(*) FROM runs WHERE assignment_id='active'"), 3);
     assert_int_equal(count_rows(path, "SELECT count(*) FROM runs WHERE assignment_id='new7'"), 5);
     assert_int_equal(count_rows(path, "SELECT count(*) FROM assignments WHERE id LIKE 'old_'"), 0);
     assert_int_equal(count_rows(path, "SELECT count(*) FROM submit_attempts WHERE run_id LIKE "
@@ -766,20 +782,21 @@ static void test_migration_from_v1(void **state)
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     assert_int_equal(
-        sqlite3_exec(db,
-                     "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at,"
-                     " status, claimed_at, finished_at, claim_json, plan_response_json)"
-                     " VALUES('v1a','w',2,100,'completed',10,20,'{\"c\":1}','{\"p\":2}');"
-                     "INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
-                     " status, created_at, finished_at, duration_ms, submit_status, descriptor_json,"
-                     " results_json) VALUES"
-                     " ('v1r1','v1a','k','1','python','succeeded',10,6000.5,7,'committed',"
-                     " '{\"d\":3}','[4]'),"
-                     " ('v1r2','v1a','k','1','python','failed',10,6010,9,'committed',NULL,NULL);"
-                     "INSERT INTO outbox(submission_id, run_id, assignment_id, worker_id,"
-                     " lease_generation, body, created_at) VALUES('v1s','v1r3','v1a','w',2,"
-                     " CAST('{\"exact\":1}' AS BLOB),11);",
-                     NULL, NULL, NULL),
+        sqlite3_exec(
+            db,
+            "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at,"
+            " status, claimed_at, finished_at, claim_json, plan_response_json)"
+            " VALUES('v1a','w',2,100,'completed',10,20,'{\"c\":1}','{\"p\":2}');"
+            "INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
+            " status, created_at, finished_at, duration_ms, submit_status, descriptor_json,"
+            " results_json) VALUES"
+            " ('v1r1','v1a','k','1','python','succeeded',10,6000.5,7,'committed',"
+            " '{\"d\":3}','[4]'),"
+            " ('v1r2','v1a','k','1','python','failed',10,6010,9,'committed',NULL,NULL);"
+            "INSERT INTO outbox(submission_id, run_id, assignment_id, worker_id,"
+            " lease_generation, body, created_at) VALUES('v1s','v1r3','v1a','w',2,"
+            " CAST('{\"exact\":1}' AS BLOB),11);",
+            NULL, NULL, NULL),
         SQLITE_OK);
     sqlite3_close(db);
     st = open_at(path);
@@ -806,8 +823,7 @@ static void test_migration_from_v1(void **state)
     assert_int_equal(store_run_get_json(st, "v1r1", &b, &e), STORE_OK);
     j = parse(&b);
     assert_int_equal(json_integer_value(json_array_get(json_object_get(j, "results"), 0)), 4);
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "descriptor"), "d")),
-                     3);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "descriptor"), "d")), 3);
     json_decref(j);
     strbuf_free(&b);
     store_outbox_entry *ob = NULL;
@@ -846,7 +862,8 @@ static void test_corrupt_files(void **state)
     make_path(path, sizeof path, "garbage");
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
-    for (int i = 0; i < 8192; i++) fputc("garbage!"[i % 8], f);
+    for (int i = 0; i < 8192; i++)
+        fputc("garbage!"[i % 8], f);
     fclose(f);
     store_options o = {.path = path};
     store *st = NULL;
@@ -1061,9 +1078,9 @@ static int sh_unfetch(sqlite3_file *f, sqlite3_int64 o, void *p)
     return REAL(f)->pMethods->xUnfetch(REAL(f), o, p);
 }
 static const sqlite3_io_methods g_shim_io = {
-    3, sh_close, sh_read, sh_write, sh_truncate, sh_sync, sh_size, sh_lock, sh_unlock,
-    sh_reserved, sh_fcntl, sh_sector, sh_devchar, sh_shmmap, sh_shmlock, sh_shmbarrier,
-    sh_shmunmap, sh_fetch, sh_unfetch};
+    3,          sh_close,      sh_read,     sh_write, sh_truncate, sh_sync,    sh_size,
+    sh_lock,    sh_unlock,     sh_reserved, sh_fcntl, sh_sector,   sh_devchar, sh_shmmap,
+    sh_shmlock, sh_shmbarrier, sh_shmunmap, sh_fetch, sh_unfetch};
 
 static int sh_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags, int *out)
 {
@@ -1175,7 +1192,9 @@ static void *writer_thread(void *p)
     for (int a = 0; a < 25; a++) {
         char aid[32];
         snprintf(aid, sizeof aid, "t%d-a%d", w->id % 100, a % 1000);
-        store_claim c = {.assignment_id = aid, .worker_id = "w1", .lease_generation = 1,
+        store_claim c = {.assignment_id = aid,
+                         .worker_id = "w1",
+                         .lease_generation = 1,
                          .lease_expires_at = 9e9};
         if (store_assignments_claimed(w->st, &c, 1, 1, NULL) != STORE_OK) w->failures++;
         char rid[3][40];
@@ -1222,7 +1241,9 @@ static void *reader_thread(void *p)
 
 static void run_concurrency(const char *path)
 {
-    store_options o = {.path = path, .read_connections = 2, .maintenance_interval_s = 1,
+    store_options o = {.path = path,
+                       .read_connections = 2,
+                       .maintenance_interval_s = 1,
                        .retention_runs = 1000000};
     store *st = NULL;
     assert_int_equal(store_open(&o, &st, NULL), STORE_OK);
@@ -1243,8 +1264,8 @@ static void run_concurrency(const char *path)
     json_t *j = parse(&b);
     assert_int_equal(
         json_integer_value(json_object_get(json_object_get(j, "assignments"), "completed")), 100);
-    assert_int_equal(
-        json_integer_value(json_object_get(json_object_get(j, "runs"), "succeeded")), 300);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "runs"), "succeeded")),
+                     300);
     assert_int_equal(json_integer_value(json_object_get(j, "outbox_depth")), 0);
     json_decref(j);
     strbuf_free(&b);
@@ -1299,8 +1320,11 @@ static void test_batch_finish_all_or_nothing(void **state)
     assert_int_equal(store_durable_wait(st, ticket, &e), STORE_OK);
     assert_int_equal(store_durable_wait(st, ticket, &e), STORE_OK);
     assert_int_equal(store_run_finished_async(st, &ra, &ticket, &e), STORE_CONFLICT);
-    store_attempt rej = {.outcome = STORE_SUBMIT_REJECTED, .at = 11, .http_status = 404,
-                         .error_code = "run_not_found", .message = "gone"};
+    store_attempt rej = {.outcome = STORE_SUBMIT_REJECTED,
+                         .at = 11,
+                         .http_status = 404,
+                         .error_code = "run_not_found",
+                         .message = "gone"};
     assert_int_equal(store_outbox_record(st, "bs0", &rej, &e), STORE_OK);
     char s[64];
     assert_string_equal(run_field(st, "b1-r0", "submit_status", s, sizeof s), "rejected");
@@ -1384,7 +1408,8 @@ static void test_deferred_updates(void **state)
     assert_int_equal(store_runs_started(st, id2, 1, 90, NULL, &e), STORE_OK);
     store_close(st);
     assert_int_equal(count_rows(path, "SELECT count(*) FROM runs WHERE id='q2-r0' AND "
-                                      "status='running'"), 1);
+                                      "status='running'"),
+                     1);
 }
 
 static void child_crash_before_deferred_record(const char *path)

@@ -25,13 +25,17 @@ int main(int argc, char **argv)
     }
     static const char *statuses[] = {"succeeded", "succeeded", "succeeded", "failed", "timed_out"};
     static const char *keys[] = {"helpfulness", "tool_errors", "latency", "safety", "cost",
-                                 "grounding", "tone", "length", "format", "refusals"};
+                                 "grounding",   "tone",        "length",  "format", "refusals"};
     double now = time_now() - 3000;
     for (long a = 0; a < n / 10; a++) {
         char aid[64], wid[] = "bench-worker";
         snprintf(aid, sizeof aid, "asg-%08ld", a);
-        store_claim c = {.assignment_id = aid, .worker_id = wid, .lease_generation = 1,
-                         .lease_expires_at = now + 120, .session_id = aid, .event_count = 40};
+        store_claim c = {.assignment_id = aid,
+                         .worker_id = wid,
+                         .lease_generation = 1,
+                         .lease_expires_at = now + 120,
+                         .session_id = aid,
+                         .event_count = 40};
         if (store_assignments_claimed(st, &c, 1, now, &e) != STORE_OK) goto fail;
         store_plan_run pr[10];
         char rid[10][64];
@@ -42,7 +46,8 @@ int main(int argc, char **argv)
         if (store_assignment_planned(st, aid, 1, NULL, NULL, NULL, 0, pr, 10, now, &e) != STORE_OK)
             goto fail;
         const char *ids[10];
-        for (int i = 0; i < 10; i++) ids[i] = rid[i];
+        for (int i = 0; i < 10; i++)
+            ids[i] = rid[i];
         if (store_runs_started(st, ids, 10, now, NULL, &e) != STORE_OK) goto fail;
         store_run_result rr[10];
         char sub[10][64], body[10][512];
@@ -53,13 +58,20 @@ int main(int argc, char **argv)
                      "{\"protocol_version\":\"2\",\"status\":\"%s\",\"results\":[{\"result_key\":"
                      "\"%s\",\"result_kind\":\"score\",\"numeric_value\":0.5}]}",
                      status, keys[i]);
-            rr[i] = (store_run_result){.run_id = rid[i], .status = status, .started_at = now,
-                                       .finished_at = now + 0.02, .duration_ms = 20 + i,
-                                       .summary = "ok", .results_json = "[]",
-                                       .error_code = strcmp(status, "succeeded") ? "eval_error" : NULL,
-                                       .submission_id = sub[i], .worker_id = wid,
-                                       .lease_generation = 1, .body = body[i],
-                                       .body_len = strlen(body[i])};
+            rr[i] =
+                (store_run_result){.run_id = rid[i],
+                                   .status = status,
+                                   .started_at = now,
+                                   .finished_at = now + 0.02,
+                                   .duration_ms = 20 + i,
+                                   .summary = "ok",
+                                   .results_json = "[]",
+                                   .error_code = strcmp(status, "succeeded") ? "eval_error" : NULL,
+                                   .submission_id = sub[i],
+                                   .worker_id = wid,
+                                   .lease_generation = 1,
+                                   .body = body[i],
+                                   .body_len = strlen(body[i])};
         }
         if (store_runs_finished(st, rr, 10, &e) != STORE_OK) goto fail;
         for (int i = 0; i < 10; i++) {

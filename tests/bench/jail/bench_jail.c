@@ -31,7 +31,8 @@ static double cpu_ms(void)
     getrusage(RUSAGE_SELF, &a);
     getrusage(RUSAGE_CHILDREN, &b);
     return (a.ru_utime.tv_sec + a.ru_stime.tv_sec + b.ru_utime.tv_sec + b.ru_stime.tv_sec) * 1e3 +
-           (a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) / 1e3;
+           (a.ru_utime.tv_usec + a.ru_stime.tv_usec + b.ru_utime.tv_usec + b.ru_stime.tv_usec) /
+               1e3;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -119,7 +120,8 @@ int main(int argc, char **argv)
     sbx_image_release(img);
     qsort(lat, (size_t)n, sizeof *lat, cmp_d);
     double sum = 0;
-    for (int i = 0; i < n; i++) sum += lat[i];
+    for (int i = 0; i < n; i++)
+        sum += lat[i];
 
     /* The floor: posix_spawn of /bin/true and wait for it. */
     double *fl = calloc((size_t)n, sizeof *fl);
@@ -134,7 +136,8 @@ int main(int argc, char **argv)
     double cpu_floor = (cpu_ms() - c0) / n;
     qsort(fl, (size_t)n, sizeof *fl, cmp_d);
     printf("{\"n\": %d, \"failures\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
-           "\"floor_p50_ms\": %.3f, \"floor_p99_ms\": %.3f, \"cpu_ms\": %.3f, \"floor_cpu_ms\": %.3f, \"load_ms\": %.1f, \"image_ms\": %.1f, "
+           "\"floor_p50_ms\": %.3f, \"floor_p99_ms\": %.3f, \"cpu_ms\": %.3f, \"floor_cpu_ms\": "
+           "%.3f, \"load_ms\": %.1f, \"image_ms\": %.1f, "
            "\"last\": %s}\n",
            n, bad, pct(lat, n, 0.5), pct(lat, n, 0.99), sum / n, pct(fl, n, 0.5), pct(fl, n, 0.99),
            cpu_eval, cpu_floor, t_load, t_image, last ? last : "null");

@@ -63,8 +63,12 @@ static void one_assignment(store *st, int tid, long a, int *failures)
     char aid[64];
     snprintf(aid, sizeof aid, "t%d-%ld-%ld", tid, a, (long)(now_s() * 1e6) % 1000000000L);
     double t = (double)time(NULL);
-    store_claim c = {.assignment_id = aid, .worker_id = "bench", .lease_generation = 1,
-                     .lease_expires_at = t + 120, .session_id = "s", .event_count = 42,
+    store_claim c = {.assignment_id = aid,
+                     .worker_id = "bench",
+                     .lease_generation = 1,
+                     .lease_expires_at = t + 120,
+                     .session_id = "s",
+                     .event_count = 42,
                      .claim_json = "{\"assignment_id\":\"x\",\"lease_generation\":1}"};
     if (store_assignments_claimed(st, &c, 1, t, NULL)) (*failures)++;
     char rid[3][96];
@@ -76,18 +80,25 @@ static void one_assignment(store *st, int tid, long a, int *failures)
         ids[i] = rid[i];
         pr[i] = (store_plan_run){rid[i], keys[i], "1.0.0", "python", 30, DESC};
     }
-    if (store_assignment_planned(st, aid, 1, BIG_DEFS, BIG_PLAN, BIG_PLAN, 0, pr, 3, t, NULL)) (*failures)++;
+    if (store_assignment_planned(st, aid, 1, BIG_DEFS, BIG_PLAN, BIG_PLAN, 0, pr, 3, t, NULL))
+        (*failures)++;
     if (store_runs_started(st, ids, 3, t, NULL, NULL)) (*failures)++;
     if (store_assignment_lease(st, aid, 1, t + 150, NULL)) (*failures)++;
     for (int i = 0; i < 3; i++) {
         char sub[128], body[2048];
         snprintf(sub, sizeof sub, "sub-%s", rid[i]);
         int len = snprintf(body, sizeof body, BODY, sub);
-        store_run_result r = {.run_id = rid[i], .status = "succeeded", .started_at = t,
-                              .finished_at = t + 0.002, .duration_ms = 2,
+        store_run_result r = {.run_id = rid[i],
+                              .status = "succeeded",
+                              .started_at = t,
+                              .finished_at = t + 0.002,
+                              .duration_ms = 2,
                               .results_json = "[{\"result_key\":\"tool_count\"}]",
-                              .submission_id = sub, .worker_id = "bench",
-                              .lease_generation = 1, .body = body, .body_len = (size_t)len};
+                              .submission_id = sub,
+                              .worker_id = "bench",
+                              .lease_generation = 1,
+                              .body = body,
+                              .body_len = (size_t)len};
         if (store_run_finished(st, &r, NULL)) (*failures)++;
         store_attempt ok = {.outcome = STORE_SUBMIT_COMMITTED, .at = t, .http_status = 200};
         if (store_outbox_record(st, sub, &ok, NULL)) (*failures)++;
@@ -130,10 +141,18 @@ static void *reader_main(void *p)
     while (now_s() < end && r->n < r->cap) {
         store_run_filter f = {.limit = 100};
         switch (i++ % 4) {
-        case 0: break;                       /* first page */
-        case 1: f.cursor = cursor; break;    /* a deep page */
-        case 2: f.status = "succeeded"; break;
-        case 3: f.eval_key = "ended"; f.cursor = cursor; break;
+        case 0:
+            break; /* first page */
+        case 1:
+            f.cursor = cursor;
+            break; /* a deep page */
+        case 2:
+            f.status = "succeeded";
+            break;
+        case 3:
+            f.eval_key = "ended";
+            f.cursor = cursor;
+            break;
         }
         strbuf_reset(&b);
         double t0 = now_s();
@@ -149,11 +168,13 @@ static void *reader_main(void *p)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: store_bench worker DB THREADS ASSIGNMENTS | admin DB RUNS SECONDS\n");
+        fprintf(stderr,
+                "usage: store_bench worker DB THREADS ASSIGNMENTS | admin DB RUNS SECONDS\n");
         return 2;
     }
     init_docs();
-    store_options o = {.path = argv[2], .skip_integrity_check = 1,
+    store_options o = {.path = argv[2],
+                       .skip_integrity_check = 1,
                        .durability_process_only = getenv("FPS_BENCH_NOSYNC") != NULL};
     store *st = NULL;
     store_err e = {0};
@@ -179,8 +200,9 @@ int main(int argc, char **argv)
             fails += args[i].failures;
         }
         double el = now_s() - t0;
-        printf("{\"db\":\"%s\",\"runs\":%ld,\"seconds\":%.3f,\"runs_per_s\":%.1f,\"failures\":%d}\n",
-               argv[2], done * 3, el, (double)done * 3 / el, fails);
+        printf(
+            "{\"db\":\"%s\",\"runs\":%ld,\"seconds\":%.3f,\"runs_per_s\":%.1f,\"failures\":%d}\n",
+            argv[2], done * 3, el, (double)done * 3 / el, fails);
     } else {
         long runs = atol(argv[3]);
         double secs = atof(argv[4]);
@@ -207,7 +229,8 @@ int main(int argc, char **argv)
             pthread_create(&rt[i], NULL, reader_main, &ra[i]);
         }
         double t0 = now_s();
-        for (int i = 0; i < 2; i++) pthread_join(rt[i], NULL);
+        for (int i = 0; i < 2; i++)
+            pthread_join(rt[i], NULL);
         double el = now_s() - t0;
         stop = 1;
         pthread_join(wt, NULL);
