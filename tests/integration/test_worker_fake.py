@@ -179,7 +179,8 @@ class LeaseLoss(Base):
         self.assertTrue(sc.wait_log(lambda l: l.get("msg", "").startswith("lease lost")),
                         sc.raw_log()[-3000:])
         self.assertTrue(sc.wait_log(lambda l: l.get("msg") == "run cancelled"
-                                    or l.get("msg") == "result rejected", 20))
+                                    or l.get("msg") == "result rejected", 20),
+                        sc.raw_log()[-4000:])
         time.sleep(0.5)
         self.assertEqual(cloud.commits, 0)
         self.assertTrue(sc.alive())
