@@ -21,7 +21,10 @@ void strbuf_put(strbuf *b, const void *data, size_t len);
 void strbuf_puts(strbuf *b, const char *s);
 void strbuf_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strbuf_vprintf(strbuf *b, const char *fmt, va_list ap);
-/* Appends `s` as a JSON string literal (quotes included), UTF-8 passed through. */
+/* Appends `s` as a JSON string literal (quotes included), UTF-8 passed through.
+ * The escaping is exactly Python's json.dumps(ensure_ascii=False): '"', '\\'
+ * and control characters below 0x20 only (\n \r \t \b \f by name, the rest
+ * as lowercase \u00xx), so canonical JSON (catalog revisions) can use it. */
 void strbuf_json_str(strbuf *b, const char *s);
 void strbuf_json_strn(strbuf *b, const char *s, size_t len);
 /* Transfers ownership of the bytes to the caller (never NULL); b is reset. */

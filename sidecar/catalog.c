@@ -8,47 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Python json.dumps(ensure_ascii=False) string escaping: only '"', '\\' and
- * control characters below 0x20 are escaped (\n \r \t \b \f by name, the rest
- * as lowercase \u00xx); everything else, including DEL and non-ASCII, is
- * written as its UTF-8 bytes. */
-static void put_py_str(strbuf *b, const char *s, size_t n)
-{
-    strbuf_putc(b, '"');
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        switch (c) {
-        case '"':
-            strbuf_puts(b, "\\\"");
-            break;
-        case '\\':
-            strbuf_puts(b, "\\\\");
-            break;
-        case '\n':
-            strbuf_puts(b, "\\n");
-            break;
-        case '\r':
-            strbuf_puts(b, "\\r");
-            break;
-        case '\t':
-            strbuf_puts(b, "\\t");
-            break;
-        case '\b':
-            strbuf_puts(b, "\\b");
-            break;
-        case '\f':
-            strbuf_puts(b, "\\f");
-            break;
-        default:
-            if (c < 0x20)
-                strbuf_printf(b, "\\u%04x", c);
-            else
-                strbuf_putc(b, (char)c);
-        }
-    }
-    strbuf_putc(b, '"');
-}
-
 static int cmp_cstr(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -83,7 +42,7 @@ int catalog_canonical_json(const json_t *v, strbuf *out)
         return 0;
     }
     case JSON_STRING:
-        put_py_str(out, json_string_value(v), json_string_length(v));
+        strbuf_json_strn(out, json_string_value(v), json_string_length(v));
         return 0;
     case JSON_ARRAY: {
         strbuf_putc(out, '[');
@@ -107,7 +66,7 @@ int catalog_canonical_json(const json_t *v, strbuf *out)
         int rc = 0;
         for (size_t i = 0; i < n && rc == 0; i++) {
             if (i) strbuf_putc(out, ',');
-            put_py_str(out, keys[i], strlen(keys[i]));
+            strbuf_json_strn(out, keys[i], strlen(keys[i]));
             strbuf_putc(out, ':');
             rc = catalog_canonical_json(json_object_get(v, keys[i]), out);
         }
