@@ -195,6 +195,43 @@ static void build_queries(void)
              " ON d.seq = a.seq WHERE a.id = ?1");
 }
 
+/* Appends one keyset page {"<key>":[ITEM...],"next_cursor":"<id>"|null} from
+ * `s`, whose first column is the row's cursor id and which was bound to fetch
+ * limit + 1 rows (the extra one only says a next page exists). On an SQLite
+ * error nothing is appended and the error is returned. */
+static int emit_page(sqlite3_stmt *s, sqlite3 *db, int limit, const char *key,
+                     void (*fields)(strbuf *, sqlite3_stmt *), const char *what, strbuf *out,
+                     store_err *err)
+{
+    size_t start = out->len;
+    strbuf_printf(out, "{\"%s\":[", key);
+    int rows = 0, rc, more = 0;
+    int64_t last = 0;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (rows == limit) {
+            more = 1;
+            break;
+        }
+        strbuf_putc(out, '{');
+        fields(out, s);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+        last = sqlite3_column_int64(s, 0);
+        rows++;
+    }
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+        return st_sqlfail(err, db, rc, what);
+    }
+    jclose(out, ']');
+    if (more)
+        strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
+    else
+        strbuf_puts(out, ",\"next_cursor\":null}");
+    return STORE_OK;
+}
+
 int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, store_err *err)
 {
     pthread_once(&q_once, build_queries);
@@ -224,33 +261,7 @@ int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, stor
     if (key) b_text(s, 3, key);
     if (asg) b_text(s, 4, asg);
     b_int(s, 5, limit + 1);
-    size_t start = out->len;
-    strbuf_puts(out, "{\"runs\":[");
-    int rows = 0, rc;
-    int64_t last = 0, more = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (rows == limit) {
-            more = 1;
-            break;
-        }
-        strbuf_putc(out, '{');
-        run_item_fields(out, s);
-        jclose(out, '}');
-        strbuf_putc(out, ',');
-        last = sqlite3_column_int64(s, 0);
-        rows++;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        code = st_sqlfail(err, c->db, rc, "list runs");
-        out->len = start;
-        if (out->data) out->data[start] = '\0';
-    } else {
-        jclose(out, ']');
-        if (more)
-            strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
-        else
-            strbuf_puts(out, ",\"next_cursor\":null}");
-    }
+    code = emit_page(s, c->db, limit, "runs", run_item_fields, "list runs", out, err);
     sqlite3_reset(s);
     st_rput(st, c);
     return code;
@@ -392,33 +403,7 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
     b_int(s, 1, cursor);
     if (m == 2) b_text(s, 2, status);
     b_int(s, 3, limit + 1);
-    size_t start = out->len;
-    strbuf_puts(out, "{\"assignments\":[");
-    int rows = 0, rc, more = 0;
-    int64_t last = 0;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (rows == limit) {
-            more = 1;
-            break;
-        }
-        strbuf_putc(out, '{');
-        asg_fields(out, s);
-        jclose(out, '}');
-        strbuf_putc(out, ',');
-        last = sqlite3_column_int64(s, 0);
-        rows++;
-    }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        code = st_sqlfail(err, c->db, rc, "list assignments");
-        out->len = start;
-        if (out->data) out->data[start] = '\0';
-    } else {
-        jclose(out, ']');
-        if (more)
-            strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
-        else
-            strbuf_puts(out, ",\"next_cursor\":null}");
-    }
+    code = emit_page(s, c->db, limit, "assignments", asg_fields, "list assignments", out, err);
     sqlite3_reset(s);
     st_rput(st, c);
     return code;
