@@ -1,7 +1,8 @@
 /* sandbox/jail_zygote: the sandbox zygote (see jail.h for why it exists and
  * what it may hold). A fresh exec of the child image with --zygote: it enters
  * the optional namespaces, prepares the seccomp program once, jails itself
- * as far as forking allows (no_new_privs, no core files, no file writes),
+ * as far as forking allows (no capabilities, no_new_privs, no core files, no
+ * file writes),
  * says HELLO, then answers each FORK message with one single-use child
  * cloned with CLONE_PARENT, so the child belongs to the sidecar, which waits
  * for it and kills it. Single-threaded; never evaluates anything. Exits when
@@ -100,6 +101,11 @@ int jail_zygote_main(const jail_opts *o)
     jail_layers got;
     memset(&got, 0, sizeof got);
     jail_ns_enter(o->userns, o->netns, &got.user_ns, &got.net_ns);
+    /* Nothing here needs a capability once the namespaces exist. */
+    if (jail_drop_caps() != 0) {
+        send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EPERM, &got);
+        return JAIL_EXIT_SETUP;
+    }
     jail_prepared prep;
     if (jail_prepare(&prep) != 0) {
         send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EINVAL, &got);

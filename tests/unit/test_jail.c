@@ -581,6 +581,14 @@ static void test_zygote(void **state)
     assert_true(saw_zygote);
     snprintf(path, sizeof path, "/proc/%d/status", zpid);
     assert_int_equal(status_field(path, "NoNewPrivs"), 1);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    int caps_zero = 0;
+    while (fgets(buf, sizeof buf, f))
+        if (!strncmp(buf, "CapEff:", 7) || !strncmp(buf, "CapPrm:", 7))
+            caps_zero += strtoull(buf + 7, NULL, 16) == 0;
+    fclose(f);
+    assert_int_equal(caps_zero, 2);
     snprintf(path, sizeof path, "/proc/%d/fd", zpid);
     assert_int_equal(count_dir(path), 3);
 #ifndef FPS_SANITIZE
