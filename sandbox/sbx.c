@@ -40,6 +40,8 @@
 
 /* How often a waiting/running evaluation looks at its cancel flag. */
 #define CANCEL_TICK_MS 20
+/* Longest a pre-start waits for running evaluations (refill_main). */
+#define REFILL_DEFER_MS 5
 
 struct sbx_image {
     atomic_int refs;
@@ -492,12 +494,27 @@ static int new_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
 static void *refill_main(void *arg)
 {
     sbx_pool *pool = arg;
+    double defer_until = 0;
     pthread_mutex_lock(&pool->mu);
     while (!pool->stopping) {
         if (pool->nidle >= pool->idle_target) {
             pthread_cond_wait(&pool->refill_cv, &pool->mu);
             continue;
         }
+        /* While evaluations run and a child is still waiting, starting
+         * another (a fork and a warm-up: more CPU than a small evaluation)
+         * would compete with them for the cores: defer it until they are
+         * done, or for REFILL_DEFER_MS at most. */
+        if (pool->nidle > 0 && pool->busy > 0) {
+            double now = now_ms();
+            if (defer_until == 0) defer_until = now + REFILL_DEFER_MS;
+            if (now < defer_until) {
+                struct timespec ts = abs_after_ms(defer_until - now);
+                pthread_cond_timedwait(&pool->refill_cv, &pool->mu, &ts);
+                continue;
+            }
+        }
+        defer_until = 0;
         pthread_mutex_unlock(&pool->mu);
         child_t c;
         char err[160];
@@ -912,6 +929,7 @@ static void release_slot(sbx_pool *pool)
     pthread_mutex_lock(&pool->mu);
     pool->busy--;
     pthread_cond_signal(&pool->slot_cv);
+    if (pool->busy == 0) pthread_cond_signal(&pool->refill_cv);
     pthread_mutex_unlock(&pool->mu);
 }
 
