@@ -501,11 +501,13 @@ static void *refill_main(void *arg)
             pthread_cond_wait(&pool->refill_cv, &pool->mu);
             continue;
         }
-        /* While evaluations run and a child is still waiting, starting
-         * another (a fork and a warm-up: more CPU than a small evaluation)
-         * would compete with them for the cores: defer it until they are
-         * done, or for REFILL_DEFER_MS at most. */
-        if (pool->nidle > 0 && pool->busy > 0) {
+        /* While evaluations run and enough children are waiting to take
+         * over from them, starting another (a fork and a warm-up: more CPU
+         * than a small evaluation) would only compete with them for the
+         * cores: defer it until they are done, or for REFILL_DEFER_MS at
+         * most. Under sustained load (fewer idle children than running
+         * evaluations) refill at once. */
+        if (pool->busy > 0 && pool->nidle >= pool->busy) {
             double now = now_ms();
             if (defer_until == 0) defer_until = now + REFILL_DEFER_MS;
             if (now < defer_until) {
