@@ -237,7 +237,8 @@ static const char warm_source[] =
     "EvalResult(score=Score(min(1.0, session.count('tool_use') / max(1, session.event_count)), "
     "reasoning=f\"{len([e for e in session.events if e.event_type == 'tool_use'])} "
     "{session.events[0].payload.get('tool_name', '').upper()}\"), "
-    "metrics={'n': Metric(sum(e.payload.get('n', 0) for e in session.events_of_type('tool_use')))}, "
+    "metrics={'n': Metric(sum(e.payload.get('n', 0) for e in "
+    "session.events_of_type('tool_use')))}, "
     "assertions={'ok': Assertion(all(e.payload.get('ok', True) for e in session.events))}, "
     "summary=str(sorted({'b': 1, 'a': 2}.items())) + ' '.join(['x', 'y']).replace('x', 'z'))";
 
@@ -277,10 +278,9 @@ int jail_prepare(jail_prepared *p)
         unsigned long a, b;
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
-        jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
-                        : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES
-                            ? &p->ranges[p->nranges++]
-                            : NULL;
+        jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES   ? &p->ranges[p->nranges++]
+                        : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
+                                                                          : NULL;
         if (r != NULL) {
             r->start = a;
             r->end = b;
