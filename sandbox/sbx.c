@@ -738,7 +738,7 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
     }
     snprintf(pool->mem_arg, sizeof pool->mem_arg, "%ld", pool->cfg.memory_mb);
     pool->running = calloc((size_t)pool->cfg.max_sandboxes, sizeof *pool->running);
-    pool->idle = calloc((size_t)(pool->idle_target + 1), sizeof *pool->idle);
+    pool->idle = calloc((size_t)pool->idle_target + 1, sizeof *pool->idle);
     if (pool->running == NULL || pool->idle == NULL) {
         snprintf(err, errcap, "out of memory");
         goto fail;
@@ -1047,8 +1047,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         handed = 1;
         track_running(pool, c.pid, 1);
         atomic_fetch_add(&pool->started, 1);
-        int s = send_request(&c, &hdr, (hdr.flags & JAIL_REQ_IMAGE) ? req->image->fd : -1, src, key,
-                             deadline, req->cancel);
+        int img_fd = (hdr.flags & JAIL_REQ_IMAGE) && req->image != NULL ? req->image->fd : -1;
+        int s = send_request(&c, &hdr, img_fd, src, key, deadline, req->cancel);
         if (s == 0) break;
         track_running(pool, c.pid, 0);
         reap_later(pool, &c, 1);
