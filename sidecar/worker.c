@@ -111,6 +111,10 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     pthread_cond_init(&w->hb_cv, NULL);
     pthread_cond_init(&w->ob_cv, NULL);
     pthread_cond_init(&w->idle_cv, NULL);
+    pthread_cond_init(&w->help_cv, NULL);
+    pthread_cond_init(&w->run_cv, NULL);
+    pthread_mutex_init(&w->gc_mu, NULL);
+    pthread_cond_init(&w->gc_cv, NULL);
     w->hb_interval_s = 30;
     w->lease_duration_s = 120;
     w->poll_interval_s = 10;
@@ -185,6 +189,20 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
     pthread_mutex_lock(&w->mu);
     snprintf(w->not_ready, sizeof w->not_ready, fmt, e->code, e->message);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* Once the server has no work for us and nothing is active: gives the
+ * store's caches and freed heap pages back (once per idle period, so an
+ * idle worker costs nothing). Any thread; locks w->mu. */
+static void idle_trim(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int go = w->claim_empty && !w->trimmed && w->nactive == 0 && w->outbox_depth == 0;
+    if (go) w->trimmed = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (!go) return;
+    ws_release_memory(w);
+    malloc_trim(0);
 }
 
 static void *main_loop(void *arg)
@@ -281,12 +299,16 @@ static void *main_loop(void *arg)
         if (n == 0) {
             free(as);
             pthread_mutex_lock(&w->mu);
-            int idle = w->nactive == 0;
+            w->claim_empty = 1;
             pthread_mutex_unlock(&w->mu);
-            if (idle) malloc_trim(0); /* give freed pages back while idle */
+            idle_trim(w);
             if (rejected == 0) loop_wait(w, poll_ms);
             continue;
         }
+        pthread_mutex_lock(&w->mu);
+        w->claim_empty = 0;
+        w->trimmed = 0;
+        pthread_mutex_unlock(&w->mu);
         wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);
         actx **xs = calloc(n, sizeof *xs);
         for (size_t i = 0; i < n; i++) {
@@ -364,6 +386,7 @@ static void *pool_main(void *arg)
         json_decref(x->skip_runs);
         free(x->runs);
         free(x);
+        idle_trim(w);
     }
     return NULL;
 }
@@ -380,6 +403,11 @@ int worker_start(worker *w, char *err, size_t errcap)
     ws_recover(w);
     w->npool = w->concurrency;
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
+    /* Run-pool helpers: as many as sandboxes may run at once (the
+     * assignment threads run their own runs too). */
+    w->nrun_th = w->cfg->max_sandboxes > 0 ? w->cfg->max_sandboxes : 4;
+    if (w->nrun_th > CLOUD_MAX_CAPACITY) w->nrun_th = CLOUD_MAX_CAPACITY;
+    w->run_th = calloc((size_t)w->nrun_th, sizeof *w->run_th);
     if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -389,6 +417,8 @@ int worker_start(worker *w, char *err, size_t errcap)
     rc = rc || pthread_create(&w->ob_th, &at, worker_outbox_main, w);
     for (long i = 0; rc == 0 && i < w->npool; i++)
         rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
+    for (long i = 0; rc == 0 && i < w->nrun_th; i++)
+        rc = pthread_create(&w->run_th[i], &at, worker_run_main, w);
     pthread_attr_destroy(&at);
     if (rc != 0) {
         snprintf(err, errcap, "worker: cannot start threads");
@@ -439,11 +469,14 @@ void worker_stop(worker *w)
     pthread_cond_broadcast(&w->q_cv);
     pthread_cond_broadcast(&w->hb_cv);
     pthread_cond_broadcast(&w->ob_cv);
+    pthread_cond_broadcast(&w->help_cv);
     pthread_mutex_unlock(&w->mu);
     cloud_abort(w->cloud);
     pthread_join(w->main_th, NULL);
     for (long i = 0; i < w->npool; i++)
         pthread_join(w->pool_th[i], NULL);
+    for (long i = 0; i < w->nrun_th; i++)
+        pthread_join(w->run_th[i], NULL);
     pthread_join(w->hb_th, NULL);
     pthread_join(w->ob_th, NULL);
     w->started = 0;
@@ -474,6 +507,11 @@ void worker_free(worker *w)
     json_decref(w->disabled);
     cloud_free(w->cloud);
     free(w->pool_th);
+    free(w->run_th);
+    pthread_cond_destroy(&w->help_cv);
+    pthread_cond_destroy(&w->run_cv);
+    pthread_mutex_destroy(&w->gc_mu);
+    pthread_cond_destroy(&w->gc_cv);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     pthread_cond_destroy(&w->q_cv);
