@@ -51,6 +51,9 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap);
 void cloud_free(cloud *c);
 /* Aborts in-flight transfers and backoff waits of every thread, for good. */
 void cloud_abort(cloud *c);
+/* Closes the pooled idle connections and frees their handles (the worker
+ * calls it when it goes idle); later calls open new ones. */
+void cloud_release_idle(cloud *c);
 int cloud_aborted(const cloud *c);
 /* Monotonic ms of the last HTTP response of any kind (0 = never). */
 long long cloud_last_contact_ms(const cloud *c);

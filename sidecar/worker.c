@@ -201,6 +201,7 @@ static void idle_trim(worker *w)
     if (go) w->trimmed = 1;
     pthread_mutex_unlock(&w->mu);
     if (!go) return;
+    cloud_release_idle(w->cloud);
     ws_release_memory(w);
     malloc_trim(0);
 }
