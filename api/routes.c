@@ -102,11 +102,7 @@ void route_status(api_req *rq, api_resp *rs)
     if (json_object_get(st, "uptime_seconds") == NULL)
         json_object_set_new(st, "uptime_seconds", json_real(time_now() - srv->started_at));
     if (json_object_get(st, "jail") == NULL && srv->deps.pool != NULL) {
-        sbx_layers l = sbx_pool_layers(srv->deps.pool);
-        json_object_set_new(st, "jail",
-                            json_pack("{s:b,s:b,s:b,s:b,s:b}", "seccomp", l.seccomp, "no_new_privs",
-                                      l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
-                                      "net_ns", l.net_ns));
+        json_object_set_new(st, "jail", sbx_pool_jail_json(srv->deps.pool));
     }
     if (json_object_get(st, "active_sandboxes") == NULL)
         json_object_set_new(st, "active_sandboxes",

@@ -36,7 +36,12 @@ static void grow(strbuf *b, size_t extra)
     b->cap = cap;
 }
 
-void strbuf_put(strbuf *b, const void *data, size_t len)
+void strbuf_reserve(strbuf *b, size_t extra)
+{
+    grow(b, extra);
+}
+
+void strbuf_put_slow(strbuf *b, const void *data, size_t len)
 {
     grow(b, len);
     if (len) memcpy(b->data + b->len, data, len);
@@ -44,9 +49,18 @@ void strbuf_put(strbuf *b, const void *data, size_t len)
     b->data[b->len] = '\0';
 }
 
-void strbuf_putc(strbuf *b, char c)
+void strbuf_put_i64(strbuf *b, long long v)
 {
-    strbuf_put(b, &c, 1);
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
+    /* unsigned magnitude: LLONG_MIN has no positive counterpart */
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    strbuf_put(b, p, (size_t)(e - p));
 }
 
 void strbuf_puts(strbuf *b, const char *s)
@@ -74,42 +88,55 @@ void strbuf_printf(strbuf *b, const char *fmt, ...)
     va_end(ap);
 }
 
+/* 1 for the bytes json.dumps(ensure_ascii=False) escapes: '"', '\\' and
+ * control characters below 0x20. */
+static const unsigned char JSON_ESC[256] = {
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, ['\\'] = 1,
+};
+
 void strbuf_json_strn(strbuf *b, const char *s, size_t len)
 {
     static const char hex[] = "0123456789abcdef";
-    strbuf_putc(b, '"');
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    grow(b, len + 2);
+    b->data[b->len++] = '"';
+    while (p < end) {
+        const unsigned char *run = p;
+        while (p < end && !JSON_ESC[*p])
+            p++;
+        if (p > run) strbuf_put(b, run, (size_t)(p - run));
+        if (p == end) break;
+        unsigned char c = *p++;
+        char esc[6] = {'\\', 0, '0', '0', 0, 0};
+        size_t n = 2;
         switch (c) {
         case '"':
-            strbuf_puts(b, "\\\"");
-            break;
         case '\\':
-            strbuf_puts(b, "\\\\");
+            esc[1] = (char)c;
             break;
         case '\n':
-            strbuf_puts(b, "\\n");
+            esc[1] = 'n';
             break;
         case '\r':
-            strbuf_puts(b, "\\r");
+            esc[1] = 'r';
             break;
         case '\t':
-            strbuf_puts(b, "\\t");
+            esc[1] = 't';
             break;
         case '\b':
-            strbuf_puts(b, "\\b");
+            esc[1] = 'b';
             break;
         case '\f':
-            strbuf_puts(b, "\\f");
+            esc[1] = 'f';
             break;
         default:
-            if (c < 0x20) {
-                char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-                strbuf_put(b, esc, 6);
-            } else {
-                strbuf_putc(b, (char)c);
-            }
+            esc[1] = 'u';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
         }
+        strbuf_put(b, esc, n);
     }
     strbuf_putc(b, '"');
 }

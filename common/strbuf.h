@@ -16,8 +16,34 @@ typedef struct {
 void strbuf_init(strbuf *b);
 void strbuf_free(strbuf *b);
 void strbuf_reset(strbuf *b);
-void strbuf_putc(strbuf *b, char c);
-void strbuf_put(strbuf *b, const void *data, size_t len);
+/* Makes room for `extra` more bytes (plus the NUL) without changing len. */
+void strbuf_reserve(strbuf *b, size_t extra);
+void strbuf_put_slow(strbuf *b, const void *data, size_t len);
+
+/* put and putc are inline: hot paths (JSON rendering) call them per field. */
+static inline void strbuf_put(strbuf *b, const void *data, size_t len)
+{
+    if (b->len + len < b->cap) {
+        if (len) __builtin_memcpy(b->data + b->len, data, len);
+        b->len += len;
+        b->data[b->len] = '\0';
+        return;
+    }
+    strbuf_put_slow(b, data, len);
+}
+
+static inline void strbuf_putc(strbuf *b, char c)
+{
+    if (b->len + 1 < b->cap) {
+        b->data[b->len++] = c;
+        b->data[b->len] = '\0';
+        return;
+    }
+    strbuf_put_slow(b, &c, 1);
+}
+
+/* Appends the decimal text of v (hand-rolled: no printf). */
+void strbuf_put_i64(strbuf *b, long long v);
 void strbuf_puts(strbuf *b, const char *s);
 void strbuf_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void strbuf_vprintf(strbuf *b, const char *fmt, va_list ap);

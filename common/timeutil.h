@@ -12,6 +12,9 @@ int64_t time_mono_ms(void);
 /* Formats `epoch` as UTC RFC 3339 with exactly six fractional digits and 'Z'.
  * `out` needs 28 bytes. Returns out. */
 char *time_rfc3339(double epoch, char *out, size_t cap);
+/* The same text written to `out` (at least 64 bytes), NUL-terminated; returns
+ * its length (27 for years 0000..9999). Integer arithmetic, no gmtime. */
+size_t time_rfc3339_n(double epoch, char *out);
 char *time_rfc3339_now(char *out, size_t cap);
 /* Parses an RFC 3339 timestamp (any fraction length, 'Z' or +hh:mm offset).
  * Returns 0 and sets *epoch, or -1 if `s` is not a valid timestamp. */

@@ -1,8 +1,11 @@
 /* sandbox/jail_child: the child side of one jailed evaluation (see jail.h
- * for the fd/argv contract). Installs the layers in order (optional user+net
- * namespaces, capability drop, rlimits, no_new_privs, seccomp allowlist),
- * then waits for its single request on fd 0, maps the session image
- * read-only, runs lang_eval and writes the outcome line to fd 1.
+ * for the fd/argv contract). jail_prepare compiles the seccomp allowlist once
+ * per image (in the zygote, or in an exec'd child); jail_enter installs the
+ * per-child layers in order (capability drop, rlimits, no_new_privs,
+ * seccomp); jail_serve waits for the single request on fd 0, maps the
+ * session image read-only, runs lang_eval and writes the outcome line to
+ * fd 1. sbx_child_main dispatches an exec'd image to the child, the probe or
+ * the zygote (jail_zygote.c).
  *
  * The `--test-*` modes exist for the jail's own tests (tests/unit/test_jail*):
  * they are selected only by argv, which only the parent's sbx_config.test_mode
@@ -15,6 +18,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -26,16 +31,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-typedef struct {
-    long memory_mb;
-    int userns, netns, probe;
-    const char *test; /* NULL or the mode after "--test-" */
-} child_opts;
-
-typedef struct {
-    int user_ns, net_ns, caps, rlimits, nnp, seccomp;
-} child_layers;
 
 static int write_all(int fd, const char *buf, size_t len)
 {
@@ -122,16 +117,13 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 }
 #endif
 
-/* The allowlist. Everything else kills the process (traps in sanitizer
- * builds, which then exit with JAIL_EXIT_SIGSYS). */
-static int install_seccomp(void)
+/* The allowlist, compiled by libseccomp into a BPF program (p->filter) that
+ * each child loads with one seccomp(2) call. Everything else kills the
+ * process (traps in sanitizer builds, which then exit with
+ * JAIL_EXIT_SIGSYS). */
+static int compile_seccomp(jail_prepared *p)
 {
 #ifdef FPS_SANITIZE
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = on_sigsys;
-    sa.sa_flags = SA_SIGINFO;
-    if (sigaction(SIGSYS, &sa, NULL) != 0) return -1;
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
 #else
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
@@ -181,9 +173,44 @@ static int install_seccomp(void)
 #endif
 #undef ALLOW
 #undef ALLOW1
-    if (rc == 0) rc = seccomp_load(ctx);
+    /* Export the program through a memfd and keep it in memory. */
+    int fd = -1;
+    if (rc == 0) fd = memfd_create("fps-seccomp", MFD_CLOEXEC);
+    if (rc != 0 || fd < 0 || seccomp_export_bpf(ctx, fd) != 0) goto fail;
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 || size > (1 << 20) ||
+        lseek(fd, 0, SEEK_SET) != 0)
+        goto fail;
+    p->filter = malloc((size_t)size);
+    if (p->filter == NULL || read_all(fd, p->filter, (size_t)size) != 0) goto fail;
+    p->nfilter = (size_t)size / sizeof(struct sock_filter);
+    close(fd);
     seccomp_release(ctx);
-    return rc == 0 ? 0 : -1;
+    return 0;
+fail:
+    free(p->filter);
+    p->filter = NULL;
+    if (fd >= 0) close(fd);
+    seccomp_release(ctx);
+    if (errno == 0) errno = EINVAL;
+    return -1;
+}
+
+static int load_seccomp(const jail_prepared *p)
+{
+#ifdef FPS_SANITIZE
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO;
+    if (sigaction(SIGSYS, &sa, NULL) != 0) return -1;
+#endif
+    struct sock_fprog prog = {(unsigned short)p->nfilter, (struct sock_filter *)p->filter};
+    if (p->filter == NULL || p->nfilter == 0 || p->nfilter > 0xffff) {
+        errno = EINVAL;
+        return -1;
+    }
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0 ? 0 : -1;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -191,27 +218,84 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* Installs every layer; returns only on success (fails closed otherwise). */
-static void jail_setup(const child_opts *o, child_layers *got)
-{
-    memset(got, 0, sizeof *got);
-    /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open
-     * (posix_spawn closed it), and the parent gave us no environment. */
-    jail_ns_enter(o->userns, o->netns, &got->user_ns, &got->net_ns);
-    if (jail_drop_caps() != 0) die_setup("dropping capabilities");
-    got->caps = 1;
+/* ---- warm-up ---- */
 
+/* A small session and an evaluator that walks the interpreter's common
+ * paths (events, payloads, comprehensions, strings, numbers, results). */
+static const char warm_transcript[] =
+    "{\"schema_version\": \"2\", \"assignment_id\": \"warm\", \"session_id\": \"warm\", "
+    "\"session_revision_id\": \"r\", \"agent_id\": \"a\", \"environment\": \"e\", "
+    "\"started_at\": \"2026-01-01T00:00:00.000000Z\", \"ended_at\": "
+    "\"2026-01-01T00:00:01.000000Z\", \"event_count\": 2, \"events\": [{\"id\": \"1\", \"ts\": "
+    "\"2026-01-01T00:00:00.000000Z\", \"event_type\": \"tool_use\", \"payload\": "
+    "{\"tool_name\": \"search\", \"n\": 1.5, \"ok\": true, \"tags\": [\"x\"]}}, {\"id\": \"2\", "
+    "\"ts\": \"2026-01-01T00:00:01.000000Z\", \"event_type\": \"agent_end\", \"payload\": "
+    "{\"summary\": \"done\"}}]}";
+static const char warm_source[] =
+    "EvalResult(score=Score(min(1.0, session.count('tool_use') / max(1, session.event_count)), "
+    "reasoning=f\"{len([e for e in session.events if e.event_type == 'tool_use'])} "
+    "{session.events[0].payload.get('tool_name', '').upper()}\"), "
+    "metrics={'n': Metric(sum(e.payload.get('n', 0) for e in session.events_of_type('tool_use')))}, "
+    "assertions={'ok': Assertion(all(e.payload.get('ok', True) for e in session.events))}, "
+    "summary=str(sorted({'b': 1, 'a': 2}.items())) + ' '.join(['x', 'y']).replace('x', 'z'))";
+
+static void warm_eval(const jail_prepared *p)
+{
+    lang_limits limits = {0, 0};
+    char *out = lang_eval(LANG_EVALUATOR, warm_source, sizeof warm_source - 1, "q", p->warm_img,
+                          p->warm_len, &limits);
+    free(out);
+}
+
+int jail_prepare(jail_prepared *p)
+{
+    memset(p, 0, sizeof *p);
     /* glibc's qsort asks sysconf(_SC_PHYS_PAGES) (a sysinfo call) once, on
      * its first large sort; do that now, while the call is still allowed. */
-    {
-        int warm[512];
-        for (int i = 0; i < 512; i++)
-            warm[i] = 511 - i;
-        qsort(warm, 512, sizeof warm[0], cmp_int);
-    }
-
+    int warm[512];
+    for (int i = 0; i < 512; i++)
+        warm[i] = 511 - i;
+    qsort(warm, 512, sizeof warm[0], cmp_int);
     /* jansson seeds its hash function from /dev/urandom on first use. */
     json_object_seed(0);
+    /* The warm-up session, and one evaluation here so the interpreter's
+     * lazily built tables exist before any fork (children read them). */
+    char err[160];
+    if (simg_build_text(warm_transcript, sizeof warm_transcript - 1, NULL, &p->warm_img,
+                        &p->warm_len, err, sizeof err) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    warm_eval(p);
+    /* Where the code is, for jail_warm (a jailed child cannot read maps). */
+    FILE *m = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (m != NULL && fgets(line, sizeof line, m) && p->ntext < JAIL_MAX_TEXT) {
+        unsigned long a, b;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3 && perms[2] == 'x') {
+            p->text[p->ntext][0] = a;
+            p->text[p->ntext][1] = b;
+            p->ntext++;
+        }
+    }
+    if (m != NULL) fclose(m);
+    return compile_seccomp(p);
+}
+
+void jail_warm(const jail_prepared *p)
+{
+    for (int i = 0; i < p->ntext; i++)
+        (void)madvise((void *)p->text[i][0], p->text[i][1] - p->text[i][0], MADV_POPULATE_READ);
+    warm_eval(p);
+}
+
+void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
+{
+    /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open, and
+     * the parent gave us no environment. */
+    if (jail_drop_caps() != 0) die_setup("dropping capabilities");
+    got->caps = 1;
 
     rlim_t as = (rlim_t)o->memory_mb << 20;
 #ifdef FPS_SANITIZE
@@ -229,7 +313,7 @@ static void jail_setup(const child_opts *o, child_layers *got)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
         die_setup("PR_SET_NO_NEW_PRIVS");
     got->nnp = 1;
-    if (install_seccomp() != 0) die_setup("seccomp");
+    if (load_seccomp(p) != 0) die_setup("seccomp");
     got->seccomp = 1;
 }
 
@@ -409,7 +493,7 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
     _exit(0);
 }
 
-static int parse_opts(int argc, char **argv, child_opts *o)
+static int parse_opts(int argc, char **argv, jail_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->memory_mb = 512;
@@ -425,6 +509,8 @@ static int parse_opts(int argc, char **argv, child_opts *o)
             o->netns = 1;
         } else if (!strcmp(a, "--probe")) {
             o->probe = 1;
+        } else if (!strcmp(a, "--zygote")) {
+            o->zygote = 1;
         } else if (!strncmp(a, "--test-", 7) && a[7] != '\0') {
             o->test = a + 7;
         } else {
@@ -436,14 +522,19 @@ static int parse_opts(int argc, char **argv, child_opts *o)
 
 int sbx_child_main(int argc, char **argv)
 {
-    child_opts o;
+    jail_opts o;
     if (parse_opts(argc, argv, &o) != 0) {
         fprintf(stderr,
                 "failproofai-sidecar: the sandbox child is started by the sidecar itself\n");
         return 2;
     }
-    child_layers got;
-    jail_setup(&o, &got);
+    if (o.zygote) return jail_zygote_main(&o);
+    jail_layers got;
+    memset(&got, 0, sizeof got);
+    jail_ns_enter(o.userns, o.netns, &got.user_ns, &got.net_ns);
+    jail_prepared prep;
+    if (jail_prepare(&prep) != 0) die_setup("compiling the seccomp filter");
+    jail_enter(&o, &prep, &got);
     if (o.probe) {
         char line[160];
         int n = snprintf(line, sizeof line,
@@ -453,7 +544,12 @@ int sbx_child_main(int argc, char **argv)
         if (n > 0) write_outcome(line);
         _exit(0);
     }
+    jail_warm(&prep);
+    jail_serve(&o);
+}
 
+void jail_serve(const jail_opts *o)
+{
     jail_request req;
     int img_fd;
     int rc = recv_request(&req, &img_fd);
@@ -471,7 +567,9 @@ int sbx_child_main(int argc, char **argv)
 
     const unsigned char *img = NULL;
     if (req.flags & JAIL_REQ_IMAGE) {
-        void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
+        /* MAP_POPULATE: one call maps every page instead of a fault per
+         * page as the interpreter walks the session (costly on VMs). */
+        void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, img_fd, 0);
         if (m == MAP_FAILED) die_setup("mapping the session image");
         img = m;
         char err[160];
@@ -484,7 +582,7 @@ int sbx_child_main(int argc, char **argv)
     }
     if (img_fd >= 0) close(img_fd);
 
-    if (o.test != NULL) run_test_mode(o.test, &req, src, key, img);
+    if (o->test != NULL) run_test_mode(o->test, &req, src, key, img);
 
     if (req.flags & JAIL_REQ_CHECK) {
         char msg[512];

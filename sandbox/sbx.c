@@ -1,14 +1,18 @@
 /* sandbox/sbx: the parent side of the jail (sbx.h): the pool of sandbox
- * slots, pre-started single-use children, session images as sealed memfds,
- * one deadline per evaluation (slot wait + run), the request hand-off, the
- * bounded outcome read-back, kills and reaping.
+ * slots, the zygote that forks children (jail.h), pre-started single-use
+ * children, session images as sealed memfds, one deadline per evaluation
+ * (slot wait + run), the request hand-off, the bounded outcome read-back,
+ * kills and reaping.
  *
  * Threading: any number of threads call sbx_eval; pool state is guarded by
- * pool->mu. A refill thread keeps `prestart` children exec'd, jailed and
- * blocked on their request socket, so an evaluation usually skips the
- * exec + dynamic linking + jail set-up. A child is used for exactly one
- * evaluation and is always reaped by the thread that used it (or by
- * sbx_pool_free for idle ones). */
+ * pool->mu, the zygote's control socket by pool->zyg_mu. A refill thread
+ * keeps `prestart` children forked, jailed and blocked on their request
+ * socket, so an evaluation usually skips even the fork and the jail set-up.
+ * A child is used for exactly one evaluation and is always reaped by the
+ * thread that used it, the reaper thread, or sbx_pool_free for idle ones.
+ * If the zygote is unavailable (disabled, or it died and cannot be
+ * restarted) children are exec'd one by one, which is slower but the same
+ * jail. */
 #include "sandbox/sbx.h"
 
 #include "common/log.h"
@@ -53,9 +57,17 @@ struct sbx_pool {
     sbx_config cfg;
     char exe[PATH_MAX];
     char mem_arg[24];
-    char *argv[10];
+    char *argv[10];  /* an exec'd child's argv                      */
+    char *zargv[11]; /* the zygote's: argv + --zygote               */
     sbx_layers layers;
     int devnull;
+
+    /* The zygote (jail.h). zyg_fd < 0: none running; a restart is tried
+     * at the next fork once the clock passes zyg_retry_at. */
+    pthread_mutex_t zyg_mu;
+    int zyg_fd;
+    pid_t zyg_pid;
+    double zyg_retry_at;
 
     pthread_mutex_t mu;
     pthread_cond_t slot_cv;   /* a slot was released           (CLOCK_MONOTONIC) */
@@ -76,7 +88,7 @@ struct sbx_pool {
     int reaper_started;
 
     atomic_int active;
-    atomic_ulong spawned, started, reaped;
+    atomic_ulong spawned, forked, started, reaped, zygotes;
 };
 
 static double now_ms(void)
@@ -230,25 +242,26 @@ static void *reaper_main(void *arg)
     return NULL;
 }
 
-/* exec's one child: fresh image, empty environment, fds 0/1/2 only. */
-static int spawn_child(sbx_pool *pool, char **argv, child_t *c, char *err, size_t errcap)
+/* exec's one image of the sandbox binary with `argv`: empty environment,
+ * fd 0 = in0, fd 1 = in1, fd 2 = /dev/null (stderr in sanitizer builds),
+ * nothing else; its own process group; default signal dispositions. */
+static int spawn_image(sbx_pool *pool, char **argv, int in0, int in1, pid_t *pid, char *err,
+                       size_t errcap)
 {
-    int sv[2] = {-1, -1}, pp[2] = {-1, -1}, rc = -1;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    int fa_ok = 0, attr_ok = 0;
-    c->pid = -1;
-    c->sock = c->out = -1;
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 || pipe2(pp, O_CLOEXEC) != 0) {
-        snprintf(err, errcap, "sandbox pipes: %s", strerror(errno));
-        goto done;
+    int rc = -1;
+    if (posix_spawn_file_actions_init(&fa) != 0) {
+        snprintf(err, errcap, "spawning the sandbox: out of memory");
+        return -1;
     }
-    if (posix_spawn_file_actions_init(&fa) != 0) goto done;
-    fa_ok = 1;
-    if (posix_spawnattr_init(&attr) != 0) goto done;
-    attr_ok = 1;
-    posix_spawn_file_actions_adddup2(&fa, sv[1], 0);
-    posix_spawn_file_actions_adddup2(&fa, pp[1], 1);
+    if (posix_spawnattr_init(&attr) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        snprintf(err, errcap, "spawning the sandbox: out of memory");
+        return -1;
+    }
+    posix_spawn_file_actions_adddup2(&fa, in0, 0);
+    posix_spawn_file_actions_adddup2(&fa, in1, 1);
 #ifndef FPS_SANITIZE
     posix_spawn_file_actions_adddup2(&fa, pool->devnull, 2);
 #endif
@@ -271,26 +284,193 @@ static int spawn_child(sbx_pool *pool, char **argv, child_t *c, char *err, size_
 #else
     char *envp[] = {NULL};
 #endif
+    int e = posix_spawn(pid, pool->exe, &fa, &attr, argv, envp);
+    if (e != 0)
+        snprintf(err, errcap, "spawning the sandbox: %s", strerror(e));
+    else
+        rc = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    return rc;
+}
+
+/* The channels of one child: a request socket and an outcome pipe. On
+ * success c->sock / c->out are the parent's ends and ends[0] / ends[1] the
+ * child's (the caller closes those once the child has them). */
+static int make_channels(child_t *c, int ends[2], char *err, size_t errcap)
+{
+    int sv[2], pp[2];
+    c->pid = -1;
+    c->sock = c->out = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) goto fail;
+    if (pipe2(pp, O_CLOEXEC) != 0) {
+        close(sv[0]);
+        close(sv[1]);
+        goto fail;
+    }
+    c->sock = sv[0];
+    c->out = pp[0];
+    ends[0] = sv[1];
+    ends[1] = pp[1];
+    return 0;
+fail:
+    snprintf(err, errcap, "sandbox pipes: %s", strerror(errno));
+    return -1;
+}
+
+/* exec's one child directly (no zygote). */
+static int exec_child(sbx_pool *pool, char **argv, child_t *c, char *err, size_t errcap)
+{
+    int ends[2];
+    if (make_channels(c, ends, err, errcap) != 0) return -1;
     pid_t pid;
-    int e = posix_spawn(&pid, pool->exe, &fa, &attr, argv, envp);
-    if (e != 0) {
-        snprintf(err, errcap, "spawning the sandbox child: %s", strerror(e));
-        goto done;
+    int rc = spawn_image(pool, argv, ends[0], ends[1], &pid, err, errcap);
+    close(ends[0]);
+    close(ends[1]);
+    if (rc != 0) {
+        close_child(c);
+        return -1;
     }
     atomic_fetch_add(&pool->spawned, 1);
     c->pid = pid;
-    c->sock = sv[0];
-    c->out = pp[0];
-    sv[0] = pp[0] = -1;
+    return 0;
+}
+
+/* ---- the zygote ---- */
+
+/* Waits up to `ms` for one control message from the zygote. 0 or -1. */
+static int zygote_recv(int fd, jail_zygote_msg *m, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    double deadline = now_ms() + ms;
+    for (;;) {
+        int left = (int)ceil(deadline - now_ms());
+        if (left <= 0) return -1;
+        int r = poll(&p, 1, left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t n = recv(fd, m, sizeof *m, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        return n == (ssize_t)sizeof *m && m->magic == JAIL_ZYG_MAGIC ? 0 : -1;
+    }
+}
+
+/* Stops the zygote (zyg_mu held). Its children are ours, not its: they
+ * are unaffected. */
+static void zygote_stop(sbx_pool *pool)
+{
+    if (pool->zyg_fd < 0) return;
+    close(pool->zyg_fd);
+    pool->zyg_fd = -1;
+    kill(pool->zyg_pid, SIGKILL);
+    while (waitpid(pool->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    pool->zyg_pid = -1;
+}
+
+/* Starts the zygote and waits for its HELLO (zyg_mu held). 0 or -1. */
+static int zygote_start(sbx_pool *pool, char *err, size_t errcap)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(err, errcap, "sandbox zygote socket: %s", strerror(errno));
+        return -1;
+    }
+    pid_t pid;
+    int rc = spawn_image(pool, pool->zargv, sv[1], pool->devnull, &pid, err, errcap);
+    close(sv[1]);
+    if (rc != 0) {
+        close(sv[0]);
+        return -1;
+    }
+    pool->zyg_fd = sv[0];
+    pool->zyg_pid = pid;
+    jail_zygote_msg m;
+    if (zygote_recv(sv[0], &m, 10000) != 0 || m.op != JAIL_ZYG_HELLO || m.value != 0) {
+        snprintf(err, errcap, "the sandbox zygote did not start%s%s",
+                 m.value < 0 ? ": " : "", m.value < 0 ? strerror(-m.value) : "");
+        zygote_stop(pool);
+        return -1;
+    }
+    atomic_fetch_add(&pool->zygotes, 1);
+    return 0;
+}
+
+/* Has the zygote fork one child. 0 = done; -1 = no zygote available (the
+ * caller exec's the child instead; err says why). */
+static int zygote_fork(sbx_pool *pool, child_t *c, char *err, size_t errcap)
+{
+    int ends[2];
+    if (make_channels(c, ends, err, errcap) != 0) return -1;
+    int rc = -1;
+    pthread_mutex_lock(&pool->zyg_mu);
+    if (pool->zyg_fd < 0) {
+        if (now_ms() < pool->zyg_retry_at) {
+            snprintf(err, errcap, "the sandbox zygote is restarting");
+            goto done;
+        }
+        if (zygote_start(pool, err, errcap) != 0) {
+            pool->zyg_retry_at = now_ms() + 5000;
+            log_warn("sandbox zygote unavailable; exec'ing each child",
+                     LOG_S("error", err));
+            goto done;
+        }
+        log_info("sandbox zygote started", LOG_I("pid", pool->zyg_pid));
+    }
+    jail_zygote_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = JAIL_ZYG_MAGIC;
+    m.op = JAIL_ZYG_FORK;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    memset(&ctl, 0, sizeof ctl);
+    struct iovec iov = {&m, sizeof m};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+    memcpy(CMSG_DATA(cm), ends, 2 * sizeof(int));
+    ssize_t n;
+    do
+        n = sendmsg(pool->zyg_fd, &msg, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof m || zygote_recv(pool->zyg_fd, &m, 5000) != 0 ||
+        m.op != JAIL_ZYG_FORKED) {
+        snprintf(err, errcap, "the sandbox zygote stopped answering");
+        log_warn("sandbox zygote lost; restarting it", LOG_I("pid", pool->zyg_pid));
+        zygote_stop(pool);
+        goto done;
+    }
+    if (m.pid <= 0) {
+        snprintf(err, errcap, "the sandbox zygote could not fork: %s",
+                 strerror(m.value < 0 ? -m.value : EIO));
+        goto done;
+    }
+    c->pid = m.pid;
+    atomic_fetch_add(&pool->spawned, 1);
+    atomic_fetch_add(&pool->forked, 1);
     rc = 0;
 done:
-    if (fa_ok) posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok) posix_spawnattr_destroy(&attr);
-    for (int i = 0; i < 2; i++) {
-        if (sv[i] >= 0) close(sv[i]);
-        if (pp[i] >= 0) close(pp[i]);
-    }
+    pthread_mutex_unlock(&pool->zyg_mu);
+    close(ends[0]);
+    close(ends[1]);
+    if (rc != 0) close_child(c);
     return rc;
+}
+
+/* One new single-use child: forked by the zygote, or exec'd. */
+static int new_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
+{
+    if (!pool->cfg.no_zygote && zygote_fork(pool, c, err, errcap) == 0) return 0;
+    return exec_child(pool, pool->argv, c, err, errcap);
 }
 
 static void *refill_main(void *arg)
@@ -305,7 +485,7 @@ static void *refill_main(void *arg)
         pthread_mutex_unlock(&pool->mu);
         child_t c;
         char err[160];
-        int rc = spawn_child(pool, pool->argv, &c, err, sizeof err);
+        int rc = new_child(pool, &c, err, sizeof err);
         pthread_mutex_lock(&pool->mu);
         if (rc != 0) {
             log_warn("sandbox pre-start failed", LOG_S("error", err));
@@ -425,7 +605,7 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
     argv[a++] = "--probe";
     argv[a] = NULL;
     child_t c;
-    if (spawn_child(pool, argv, &c, err, errcap) != 0) return -1;
+    if (exec_child(pool, argv, &c, err, errcap) != 0) return -1;
     close(c.sock);
     c.sock = -1;
     char *buf = malloc(JAIL_MAX_OUTCOME + 1);
@@ -483,7 +663,10 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
                                                  : pool->cfg.prestart;
     if (pool->idle_target > 64) pool->idle_target = 64;
     pool->devnull = -1;
+    pool->zyg_fd = -1;
+    pool->zyg_pid = -1;
     pthread_mutex_init(&pool->mu, NULL);
+    pthread_mutex_init(&pool->zyg_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -534,6 +717,20 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
         pool->argv[a++] = strdup(test_arg);
     }
     pool->argv[a] = NULL;
+    for (int i = 0; i <= a; i++)
+        pool->zargv[i] = pool->argv[i];
+    pool->zargv[a] = "--zygote";
+    pool->zargv[a + 1] = NULL;
+    if (!pool->cfg.no_zygote) {
+        char zerr[200];
+        pthread_mutex_lock(&pool->zyg_mu);
+        if (zygote_start(pool, zerr, sizeof zerr) != 0) {
+            pool->zyg_retry_at = now_ms() + 5000;
+            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", zerr));
+        }
+        pthread_mutex_unlock(&pool->zyg_mu);
+    }
+    pool->layers.zygote = pool->zyg_fd >= 0;
 
     if (pthread_create(&pool->reaper, NULL, reaper_main, pool) != 0) {
         snprintf(err, errcap, "starting the sandbox reaper thread failed");
@@ -552,7 +749,8 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
         LOG_I("max_sandboxes", pool->cfg.max_sandboxes), LOG_I("memory_mb", pool->cfg.memory_mb),
         LOG_I("prestart", pool->idle_target), LOG_I("seccomp", pool->layers.seccomp),
         LOG_I("no_new_privs", pool->layers.no_new_privs), LOG_I("rlimits", pool->layers.rlimits),
-        LOG_I("user_ns", pool->layers.user_ns), LOG_I("net_ns", pool->layers.net_ns));
+        LOG_I("user_ns", pool->layers.user_ns), LOG_I("net_ns", pool->layers.net_ns),
+        LOG_I("zygote", pool->layers.zygote));
     return pool;
 fail:
     sbx_pool_free(pool);
@@ -567,6 +765,9 @@ void sbx_pool_free(sbx_pool *pool)
     pthread_cond_broadcast(&pool->refill_cv);
     pthread_mutex_unlock(&pool->mu);
     if (pool->refill_started) pthread_join(pool->refill, NULL);
+    pthread_mutex_lock(&pool->zyg_mu);
+    zygote_stop(pool);
+    pthread_mutex_unlock(&pool->zyg_mu);
     /* Idle children exit on EOF; kill them anyway so none outlives us. */
     for (int i = 0; i < pool->nidle; i++)
         reap_child(pool, &pool->idle[i], 1);
@@ -588,12 +789,23 @@ void sbx_pool_free(sbx_pool *pool)
     pthread_cond_destroy(&pool->refill_cv);
     pthread_cond_destroy(&pool->reap_cv);
     pthread_mutex_destroy(&pool->mu);
+    pthread_mutex_destroy(&pool->zyg_mu);
     free(pool);
 }
 
 sbx_layers sbx_pool_layers(const sbx_pool *pool)
 {
     return pool->layers;
+}
+
+json_t *sbx_pool_jail_json(sbx_pool *pool)
+{
+    sbx_layers l = pool->layers;
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:I}", "seccomp", l.seccomp,
+                     "no_new_privs", l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
+                     "net_ns", l.net_ns, "zygote", sbx_pool_zygote_pid(pool) > 0,
+                     "children_started", (json_int_t)atomic_load(&pool->spawned),
+                     "children_forked", (json_int_t)atomic_load(&pool->forked));
 }
 
 int sbx_pool_active(const sbx_pool *pool)
@@ -605,12 +817,22 @@ sbx_stats sbx_pool_stats(sbx_pool *pool)
 {
     sbx_stats s;
     s.spawned = atomic_load(&pool->spawned);
+    s.forked = atomic_load(&pool->forked);
+    s.zygotes = atomic_load(&pool->zygotes);
     s.started = atomic_load(&pool->started);
     s.reaped = atomic_load(&pool->reaped);
     pthread_mutex_lock(&pool->mu);
     s.idle = (unsigned long)pool->nidle;
     pthread_mutex_unlock(&pool->mu);
     return s;
+}
+
+int sbx_pool_zygote_pid(sbx_pool *pool)
+{
+    pthread_mutex_lock(&pool->zyg_mu);
+    int pid = pool->zyg_fd >= 0 ? (int)pool->zyg_pid : -1;
+    pthread_mutex_unlock(&pool->zyg_mu);
+    return pid;
 }
 
 int sbx_pool_running_pids(sbx_pool *pool, int *pids, int cap)
@@ -682,7 +904,7 @@ static int take_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
         return 0;
     }
     pthread_mutex_unlock(&pool->mu);
-    return spawn_child(pool, pool->argv, c, err, errcap);
+    return new_child(pool, c, err, errcap);
 }
 
 static void track_running(sbx_pool *pool, pid_t pid, int on)

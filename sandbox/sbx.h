@@ -1,8 +1,9 @@
 /* sandbox/sbx: the jail's public API. Every evaluation of server-authored or
  * operator-supplied source runs through sbx_eval in its own child process
- * (fresh exec of this binary as SBX_CHILD_ARG, empty environment, no
- * inherited fds but its own, no_new_privs, seccomp allowlist, rlimits,
- * optional user+net namespaces), bounded by one deadline that covers waiting
+ * (forked from a pristine single-threaded zygote that is itself a fresh
+ * exec, or exec'd directly; see jail.h; empty environment, no inherited fds
+ * but its own, no_new_privs, seccomp allowlist, rlimits, optional user+net
+ * namespaces), bounded by one deadline that covers waiting
  * for a slot and running. Thread-safe: many worker threads call sbx_eval on
  * one pool. */
 #ifndef FPS_SBX_H
@@ -31,6 +32,9 @@ typedef struct {
     int no_namespaces;     /* 1 = never try user/net namespaces        */
     int no_helper;         /* 1 = exec self_exe itself, not the small
                               failproofai-sandbox image found beside it */
+    int no_zygote;         /* 1 = exec every child instead of forking it
+                              from the zygote (jail.h): slower; for one-shot
+                              CLI evaluations and comparisons            */
     const char *test_mode; /* TESTS ONLY: "sleep", "open", ... makes every
                               child run jail_child.c's --test-<mode>
                               behaviour instead of the interpreter      */
@@ -40,11 +44,16 @@ typedef struct {
 typedef struct {
     int seccomp, no_new_privs, rlimits; /* required: pool creation fails without */
     int user_ns, net_ns;                /* optional */
+    int zygote; /* 1 = children are forked from the zygote (else exec'd) */
 } sbx_layers;
 
 sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap);
 void sbx_pool_free(sbx_pool *pool);
 sbx_layers sbx_pool_layers(const sbx_pool *pool);
+/* The layers and how children are made, for /v1/status: {"seccomp",
+ * "no_new_privs", "rlimits", "user_ns", "net_ns", "zygote" (booleans),
+ * "children_started", "children_forked"}. New reference. */
+json_t *sbx_pool_jail_json(sbx_pool *pool);
 /* Children currently running (for /v1/status and metrics). */
 int sbx_pool_active(const sbx_pool *pool);
 
@@ -127,12 +136,17 @@ char *sbx_outcome_line(const sbx_outcome *out);
 
 /* Counters since pool creation (tests, metrics). */
 typedef struct {
-    unsigned long spawned; /* children exec'd (pre-started or on demand)   */
+    unsigned long spawned; /* children created (pre-started or on demand)  */
+    unsigned long forked;  /* of those, forked by the zygote               */
+    unsigned long zygotes; /* zygotes started (1 unless one was lost)      */
     unsigned long started; /* evaluations handed to a child                */
     unsigned long reaped;  /* children waited for                          */
     unsigned long idle;    /* pre-started children waiting right now       */
 } sbx_stats;
 sbx_stats sbx_pool_stats(sbx_pool *pool);
+
+/* The zygote's pid, or -1 when none is running (tests, status). */
+int sbx_pool_zygote_pid(sbx_pool *pool);
 
 /* Pids of the children running an evaluation right now (tests observe the
  * jail from outside through /proc/<pid>). Returns how many were written. */

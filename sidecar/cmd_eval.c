@@ -336,6 +336,8 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     sc.memory_mb = cfg.memory_mb;
     /* Pre-started children pay off only when there is more than one input. */
     sc.prestart = nitems * (size_t)cfg.repeat > 1 ? 0 : -1;
+    /* ... and so does the zygote (one exec'd child is cheaper for one). */
+    sc.no_zygote = sc.prestart < 0;
     pool = sbx_pool_new(&sc, err, sizeof err);
     if (pool == NULL) {
         fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);

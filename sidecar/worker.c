@@ -663,10 +663,6 @@ json_t *worker_status_json(worker *w)
     for (int i = 0; i < WC__COUNT; i++)
         json_object_set_new(c, worker_counter_names[i], json_integer(atomic_load(&w->counters[i])));
     json_object_set_new(o, "counters", c);
-    sbx_layers l = sbx_pool_layers(w->pool);
-    json_object_set_new(o, "jail",
-                        json_pack("{s:b, s:b, s:b, s:b, s:b}", "seccomp", l.seccomp, "no_new_privs",
-                                  l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
-                                  "net_ns", l.net_ns));
+    json_object_set_new(o, "jail", sbx_pool_jail_json(w->pool));
     return o;
 }

@@ -16,13 +16,12 @@
 
 /* ----------------------------------------------------------- JSON helpers */
 
-/* Each writer appends `"key":value,`; jclose drops the trailing comma. */
-static void jkey(strbuf *b, const char *k)
-{
-    strbuf_putc(b, '"');
-    strbuf_puts(b, k);
-    strbuf_puts(b, "\":");
-}
+/* Each writer appends `"key":value,`; jclose drops the trailing comma. The
+ * key is a string literal: the macros pass it quoted with its length, so
+ * rendering a row costs no strlen and no printf. */
+#define JK(k) "\"" k "\":", sizeof(k) + 2
+
+#define jkey(b, k) strbuf_put(b, JK(k))
 
 static void jclose(strbuf *b, char c)
 {
@@ -32,57 +31,65 @@ static void jclose(strbuf *b, char c)
         strbuf_putc(b, c);
 }
 
-static void jstr(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+#define jstr(b, k, s, i) jstr_(b, JK(k), s, i)
+static void jstr_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 {
-    jkey(b, k);
-    if (sqlite3_column_type(s, i) == SQLITE_NULL)
-        strbuf_puts(b, "null");
+    strbuf_put(b, kq, kn);
+    const unsigned char *t = sqlite3_column_text(s, i);
+    if (t == NULL) /* SQL NULL; any other value only on OOM: then "" */
+        strbuf_puts(b, sqlite3_column_type(s, i) == SQLITE_NULL ? "null" : "\"\"");
     else
-        strbuf_json_strn(b, (const char *)sqlite3_column_text(s, i),
-                         (size_t)sqlite3_column_bytes(s, i));
+        strbuf_json_strn(b, (const char *)t, (size_t)sqlite3_column_bytes(s, i));
     strbuf_putc(b, ',');
 }
 
-static void jint(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+#define jint(b, k, s, i) jint_(b, JK(k), s, i)
+static void jint_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 {
-    jkey(b, k);
+    strbuf_put(b, kq, kn);
     if (sqlite3_column_type(s, i) == SQLITE_NULL)
-        strbuf_puts(b, "null");
+        strbuf_put(b, "null", 4);
     else
-        strbuf_printf(b, "%lld", (long long)sqlite3_column_int64(s, i));
+        strbuf_put_i64(b, (long long)sqlite3_column_int64(s, i));
     strbuf_putc(b, ',');
 }
 
-static void jnum(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+#define jnum(b, k, s, i) jnum_(b, JK(k), s, i)
+static void jnum_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 {
-    jkey(b, k);
+    strbuf_put(b, kq, kn);
     double v = sqlite3_column_double(s, i);
     if (sqlite3_column_type(s, i) == SQLITE_NULL || !isfinite(v))
-        strbuf_puts(b, "null");
+        strbuf_put(b, "null", 4);
     else
         strbuf_printf(b, "%.17g", v);
     strbuf_putc(b, ',');
 }
 
-static void jtime(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+#define jtime(b, k, s, i) jtime_(b, JK(k), s, i)
+static void jtime_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 {
-    jkey(b, k);
+    strbuf_put(b, kq, kn);
     double v = sqlite3_column_double(s, i);
-    if (sqlite3_column_type(s, i) == SQLITE_NULL || v <= 0) {
-        strbuf_puts(b, "null,");
+    if (v <= 0 || sqlite3_column_type(s, i) == SQLITE_NULL) {
+        strbuf_put(b, "null,", 5);
         return;
     }
-    char ts[40];
-    time_rfc3339(v, ts, sizeof ts);
-    strbuf_printf(b, "\"%s\",", ts);
+    char ts[80];
+    ts[0] = '"';
+    size_t n = time_rfc3339_n(v, ts + 1);
+    ts[n + 1] = '"';
+    ts[n + 2] = ',';
+    strbuf_put(b, ts, n + 3);
 }
 
 /* Stored JSON text (written by the worker) embedded as is. */
-static void jraw(strbuf *b, const char *k, sqlite3_stmt *s, int i)
+#define jraw(b, k, s, i) jraw_(b, JK(k), s, i)
+static void jraw_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 {
-    jkey(b, k);
+    strbuf_put(b, kq, kn);
     if (sqlite3_column_type(s, i) == SQLITE_NULL || sqlite3_column_bytes(s, i) == 0)
-        strbuf_puts(b, "null");
+        strbuf_put(b, "null", 4);
     else
         strbuf_put(b, sqlite3_column_text(s, i), (size_t)sqlite3_column_bytes(s, i));
     strbuf_putc(b, ',');
@@ -204,7 +211,10 @@ static int emit_page(sqlite3_stmt *s, sqlite3 *db, int limit, const char *key,
                      store_err *err)
 {
     size_t start = out->len;
-    strbuf_printf(out, "{\"%s\":[", key);
+    strbuf_reserve(out, (size_t)limit * 400 + 64); /* one allocation for a typical page */
+    strbuf_putc(out, '{');
+    strbuf_json_str(out, key);
+    strbuf_puts(out, ":[");
     int rows = 0, rc, more = 0;
     int64_t last = 0;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -225,9 +235,11 @@ static int emit_page(sqlite3_stmt *s, sqlite3 *db, int limit, const char *key,
         return st_sqlfail(err, db, rc, what);
     }
     jclose(out, ']');
-    if (more)
-        strbuf_printf(out, ",\"next_cursor\":\"%lld\"}", (long long)last);
-    else
+    if (more) {
+        strbuf_puts(out, ",\"next_cursor\":\"");
+        strbuf_put_i64(out, (long long)last);
+        strbuf_puts(out, "\"}");
+    } else
         strbuf_puts(out, ",\"next_cursor\":null}");
     return STORE_OK;
 }
@@ -368,9 +380,13 @@ static void asg_fields(strbuf *b, sqlite3_stmt *s)
     jtime(b, "finished_at", s, 14);
     jstr(b, "error_code", s, 15);
     jstr(b, "error_message", s, 16);
-    strbuf_printf(b, "\"runs\":{\"total\":%lld,\"finished\":%lld,\"pending_submissions\":%lld},",
-                  (long long)sqlite3_column_int64(s, 17), (long long)sqlite3_column_int64(s, 18),
-                  (long long)sqlite3_column_int64(s, 19));
+    strbuf_puts(b, "\"runs\":{\"total\":");
+    strbuf_put_i64(b, (long long)sqlite3_column_int64(s, 17));
+    strbuf_puts(b, ",\"finished\":");
+    strbuf_put_i64(b, (long long)sqlite3_column_int64(s, 18));
+    strbuf_puts(b, ",\"pending_submissions\":");
+    strbuf_put_i64(b, (long long)sqlite3_column_int64(s, 19));
+    strbuf_puts(b, "},");
 }
 
 int store_assignments_list_json(store *st, const store_assignment_filter *f, strbuf *out,

@@ -1,5 +1,6 @@
 /* Unit tests for the foundation: config precedence, flag errors, logger
- * secret redaction, secrets, RFC 3339 time. */
+ * secret redaction, secrets, RFC 3339 time (the arithmetic formatter against
+ * gmtime), strbuf (integers, JSON string escaping). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,12 +10,16 @@
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/secret.h"
+#include "common/strbuf.h"
 #include "common/timeutil.h"
 #include "sidecar/config.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int parse(run_config *cfg, int argc, char **argv, char *err, size_t cap)
 {
@@ -212,6 +217,138 @@ static void test_time_and_ids(void **state)
     assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+/* The reference: gmtime_r + snprintf, as time_rfc3339 was first written. */
+static void ref_rfc3339(double epoch, char *out, size_t cap)
+{
+    double whole = floor(epoch);
+    long usec = lround((epoch - whole) * 1e6);
+    time_t secs = (time_t)whole;
+    if (usec >= 1000000) {
+        secs += 1;
+        usec -= 1000000;
+    }
+    struct tm tm;
+    assert_non_null(gmtime_r(&secs, &tm));
+    snprintf(out, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, usec);
+}
+
+static void check_rfc3339(double epoch)
+{
+    char want[128], got[64], small[11];
+    ref_rfc3339(epoch, want, sizeof want);
+    size_t n = time_rfc3339_n(epoch, got);
+    if (strcmp(got, want) != 0) fail_msg("epoch %.6f: got %s, want %s", epoch, got, want);
+    assert_int_equal(n, strlen(want));
+    time_rfc3339(epoch, small, sizeof small); /* truncates like snprintf */
+    assert_int_equal(strncmp(small, want, 10), 0);
+    assert_int_equal(strlen(small), 10);
+}
+
+static void test_rfc3339_matches_gmtime(void **state)
+{
+    (void)state;
+    static const double fixed[] = {
+        0,
+        -0.5,
+        -1,
+        -86400,
+        -86401.25,
+        0.0000004,
+        0.0000005,
+        0.9999994,
+        0.9999996,
+        59.9999996,
+        86399.9999996,
+        951782400, /* 2000-02-29 */
+        951868799,
+        4107542400, /* 2100-03-01 */
+        4107456000,
+        -2203891200,  /* 1900-03-01 */
+        -62167219200, /* 0000-01-01 */
+        253402300798.25,
+        253402300799.9999996,
+        1756382410.812,
+        1e9,
+        1.5e9,
+        -12219292800, /* 1582-10-15 */
+    };
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        check_rfc3339(fixed[i]);
+    /* every day boundary of four centuries around the epoch, and random times */
+    for (int64_t d = -73000; d < 73000; d += 7)
+        check_rfc3339((double)d * 86400 + (double)(d % 86400 + 86400) * 0.37);
+    uint64_t x = 88172645463325252ULL;
+    for (int i = 0; i < 200000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double epoch = -62167219200.0 + (double)(x % 31553789599ULL) * 10 +
+                       (double)(x >> 44) / (double)(1 << 20);
+        check_rfc3339(epoch);
+    }
+}
+
+static void test_strbuf_ints_and_json(void **state)
+{
+    (void)state;
+    strbuf b;
+    strbuf_init(&b);
+    static const long long ints[] = {0, 1, -1, 9, 10, -10, 1234567890123LL, LLONG_MAX, LLONG_MIN};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "%lld", ints[i]);
+        strbuf_reset(&b);
+        strbuf_put_i64(&b, ints[i]);
+        assert_string_equal(b.data, want);
+    }
+    /* every byte, alone and in runs: '"', '\\' and < 0x20 escaped as
+     * json.dumps(ensure_ascii=False) does, everything else (UTF-8) as is */
+    static const char *named[32] = {
+        ['\b'] = "\\b", ['\t'] = "\\t", ['\n'] = "\\n", ['\f'] = "\\f", ['\r'] = "\\r"};
+    strbuf want;
+    strbuf_init(&want);
+    char raw[256 * 3];
+    size_t rn = 0;
+    strbuf_putc(&want, '"');
+    for (int c = 0; c < 256; c++) {
+        for (int rep = 0; rep < 1 + c % 3; rep++) {
+            raw[rn++] = (char)c;
+            if (c == '"')
+                strbuf_puts(&want, "\\\"");
+            else if (c == '\\')
+                strbuf_puts(&want, "\\\\");
+            else if (c < 0x20 && named[c])
+                strbuf_puts(&want, named[c]);
+            else if (c < 0x20)
+                strbuf_printf(&want, "\\u%04x", c);
+            else
+                strbuf_putc(&want, (char)c);
+        }
+    }
+    strbuf_putc(&want, '"');
+    strbuf_reset(&b);
+    strbuf_json_strn(&b, raw, rn);
+    assert_int_equal(b.len, want.len);
+    assert_memory_equal(b.data, want.data, want.len);
+    assert_int_equal(b.data[b.len], '\0');
+    /* appended after existing text, across buffer growth */
+    strbuf big;
+    strbuf_init(&big);
+    strbuf_puts(&big, "x");
+    for (int i = 0; i < 50; i++)
+        strbuf_json_strn(&big, raw, rn);
+    assert_int_equal(big.len, 1 + 50 * want.len);
+    assert_memory_equal(big.data + 1 + 49 * want.len, want.data, want.len);
+    strbuf_reset(&b);
+    strbuf_json_str(&b, "");
+    assert_string_equal(b.data, "\"\"");
+    strbuf_reset(&b);
+    strbuf_json_str(&b, "caf\xc3\xa9 \xe2\x9c\x93 \"q\"");
+    assert_string_equal(b.data, "\"caf\xc3\xa9 \xe2\x9c\x93 \\\"q\\\"\"");
+    strbuf_free(&big);
+    strbuf_free(&want);
+    strbuf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,6 +360,8 @@ int main(void)
         cmocka_unit_test(test_log_level),
         cmocka_unit_test(test_secret),
         cmocka_unit_test(test_time_and_ids),
+        cmocka_unit_test(test_rfc3339_matches_gmtime),
+        cmocka_unit_test(test_strbuf_ints_and_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

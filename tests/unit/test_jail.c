@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int g_no_helper;
+static int g_no_helper, g_no_zygote;
 
 static sbx_pool *make_pool(int slots, int prestart, const char *mode)
 {
@@ -43,6 +44,7 @@ static sbx_pool *make_pool(int slots, int prestart, const char *mode)
     cfg.prestart = prestart;
     cfg.test_mode = mode;
     cfg.no_helper = g_no_helper;
+    cfg.no_zygote = g_no_zygote;
     char err[256] = "";
     sbx_pool *p = sbx_pool_new(&cfg, err, sizeof err);
     if (p == NULL) fprintf(stderr, "sbx_pool_new: %s\n", err);
@@ -62,6 +64,17 @@ static void eval_src(sbx_pool *p, const char *src, double timeout, sbx_image *im
     req.timeout_s = timeout;
     req.image = img;
     req.cancel = cancel;
+    sbx_eval(p, &req, out);
+}
+
+static void eval_raw(sbx_pool *p, const char *src, sbx_outcome *out)
+{
+    sbx_request req;
+    memset(&req, 0, sizeof req);
+    req.kind = LANG_RAW;
+    req.source = src;
+    req.source_len = strlen(src);
+    req.timeout_s = 10;
     sbx_eval(p, &req, out);
 }
 
@@ -515,6 +528,137 @@ static void test_cancel_while_waiting_for_a_slot(void **state)
 
 /* The fallback child image (the sidecar itself, SBX_CHILD_ARG) works the
  * same when the small failproofai-sandbox image is not installed. */
+static int proc_ppid(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    size_t r = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[r] = '\0';
+    char *rp = strrchr(buf, ')');
+    char st;
+    int ppid = -1;
+    if (rp == NULL || sscanf(rp + 2, "%c %d", &st, &ppid) != 2) return -1;
+    return ppid;
+}
+
+static int count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+/* Children come from the zygote, which is itself jailed as far as forking
+ * allows, and the pool survives losing it. */
+static void test_zygote(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, -1, NULL);
+    assert_int_equal(sbx_pool_layers(p).zygote, 1);
+    int zpid = sbx_pool_zygote_pid(p);
+    assert_true(zpid > 0);
+
+    /* The zygote from outside: our child, a fresh exec of the child image
+     * in zygote mode, no environment, no_new_privs, fds 0-2 only. */
+    assert_int_equal(proc_ppid(zpid), getpid());
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", zpid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    int saw_zygote = 0;
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+        if (!strcmp(buf + i, "--zygote")) saw_zygote = 1;
+    assert_true(saw_zygote);
+    snprintf(path, sizeof path, "/proc/%d/status", zpid);
+    assert_int_equal(status_field(path, "NoNewPrivs"), 1);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    int caps_zero = 0;
+    while (fgets(buf, sizeof buf, f))
+        if (!strncmp(buf, "CapEff:", 7) || !strncmp(buf, "CapPrm:", 7))
+            caps_zero += strtoull(buf + 7, NULL, 16) == 0;
+    fclose(f);
+    assert_int_equal(caps_zero, 2);
+    snprintf(path, sizeof path, "/proc/%d/fd", zpid);
+    assert_int_equal(count_dir(path), 3);
+#ifndef FPS_SANITIZE
+    snprintf(path, sizeof path, "/proc/%d/environ", zpid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_int_equal(fread(buf, 1, sizeof buf, f), 0);
+    fclose(f);
+#endif
+
+    sbx_outcome o;
+    eval_src(p, "EvalResult(score=Score(0.25))", 10, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_OK);
+    assert_true(json_is_true(json_object_get(o.json, "ok")));
+    sbx_outcome_free(&o);
+    sbx_stats s = sbx_pool_stats(p);
+    assert_true(s.forked >= 1);
+    assert_int_equal(s.zygotes, 1);
+
+    /* Lose the zygote: the next child comes from a new one. */
+    assert_int_equal(kill(zpid, SIGKILL), 0);
+    for (int i = 0; i < 3; i++) {
+        eval_raw(p, "1 + 2", &o);
+        assert_int_equal(o.status, SBX_OK);
+        assert_string_equal(json_string_value(json_object_get(o.json, "repr")), "3");
+        sbx_outcome_free(&o);
+    }
+    s = sbx_pool_stats(p);
+    assert_int_equal(s.zygotes, 2);
+    int z2 = sbx_pool_zygote_pid(p);
+    assert_true(z2 > 0 && z2 != zpid);
+    assert_int_equal(kill(zpid, 0), -1); /* the old one was reaped */
+    sbx_pool_free(p);
+    assert_int_equal(kill(z2, 0), -1); /* and the new one on free */
+
+    /* A running child forked by the zygote is OUR child (CLONE_PARENT). */
+    p = make_pool(1, -1, "sleep");
+    atomic_int cancel = 0;
+    eval_thread_arg a = {p, "1", 20, &cancel, {0}, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, eval_thread, &a), 0);
+    int pid = 0;
+    for (int i = 0; i < 500 && pid == 0; i++)
+        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
+    assert_true(pid > 0);
+    assert_int_equal(proc_ppid(pid), getpid());
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
+        usleep(10000);
+    assert_int_equal(status_field(path, "Seccomp"), 2);
+    atomic_store(&cancel, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(a.out.status, SBX_CANCELLED);
+    sbx_outcome_free(&a.out);
+    sbx_pool_free(p);
+
+    /* Without the zygote every child is exec'd. */
+    g_no_zygote = 1;
+    p = make_pool(1, -1, NULL);
+    assert_int_equal(sbx_pool_layers(p).zygote, 0);
+    assert_int_equal(sbx_pool_zygote_pid(p), -1);
+    eval_raw(p, "2 * 21", &o);
+    assert_int_equal(o.status, SBX_OK);
+    assert_string_equal(json_string_value(json_object_get(o.json, "repr")), "42");
+    sbx_outcome_free(&o);
+    assert_int_equal(sbx_pool_stats(p).forked, 0);
+    sbx_pool_free(p);
+    g_no_zygote = 0;
+}
+
 static void test_fallback_child_image(void **state)
 {
     (void)state;
@@ -613,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_more_bombs_than_slots),
         cmocka_unit_test(test_cancel_while_waiting_for_a_slot),
         cmocka_unit_test(test_fallback_child_image),
+        cmocka_unit_test(test_zygote),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

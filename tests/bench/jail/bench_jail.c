@@ -5,6 +5,7 @@
  * reference-style anchor (anchor.py) and prints the ratios.
  *
  * usage: bench_jail SIDECAR TRANSCRIPT.json N EXPR [--no-ns] [--no-prestart]
+ *        [--no-zygote]    (exec every child instead of forking the zygote)
  *        [--pace-ms MS]   (sleep between evaluations)
  * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...} */
 #include "sandbox/sbx.h"
@@ -50,7 +51,8 @@ static double pct(double *v, int n, double p)
 int main(int argc, char **argv)
 {
     if (argc < 5) {
-        fprintf(stderr, "usage: bench_jail SIDECAR TRANSCRIPT N EXPR [--no-ns] [--no-prestart]\n");
+        fprintf(stderr, "usage: bench_jail SIDECAR TRANSCRIPT N EXPR [--no-ns] [--no-prestart] "
+                        "[--no-zygote] [--pace-ms MS]\n");
         return 2;
     }
     int n = atoi(argv[3]), pace_ms = 0;
@@ -63,6 +65,7 @@ int main(int argc, char **argv)
     for (int i = 5; i < argc; i++) {
         if (!strcmp(argv[i], "--no-ns")) cfg.no_namespaces = 1;
         if (!strcmp(argv[i], "--no-prestart")) cfg.prestart = -1;
+        if (!strcmp(argv[i], "--no-zygote")) cfg.no_zygote = 1;
         if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) pace_ms = atoi(argv[++i]);
     }
     char err[256];

@@ -1,0 +1,143 @@
+/* sandbox/jail_zygote: the sandbox zygote (see jail.h for why it exists and
+ * what it may hold). A fresh exec of the child image with --zygote: it enters
+ * the optional namespaces, prepares the seccomp program once, jails itself
+ * as far as forking allows (no capabilities, no_new_privs, no core files, no
+ * file writes),
+ * says HELLO, then answers each FORK message with one single-use child
+ * cloned with CLONE_PARENT, so the child belongs to the sidecar, which waits
+ * for it and kills it. Single-threaded; never evaluates anything. Exits when
+ * the parent closes the control socket. */
+#include "sandbox/jail.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int send_msg(uint32_t op, int32_t pid, int32_t value, const jail_layers *l)
+{
+    jail_zygote_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = JAIL_ZYG_MAGIC;
+    m.op = op;
+    m.pid = pid;
+    m.value = value;
+    if (l != NULL) {
+        m.user_ns = (uint32_t)l->user_ns;
+        m.net_ns = (uint32_t)l->net_ns;
+    }
+    ssize_t n;
+    do
+        n = send(0, &m, sizeof m, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n == (ssize_t)sizeof m ? 0 : -1;
+}
+
+/* Receives one FORK message with its two fds. 0 = ok, 1 = the parent hung
+ * up, -1 = a malformed message (its fds, if any, are closed). */
+static int recv_fork(int fds[2])
+{
+    jail_zygote_msg m;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(2 * sizeof(int))];
+    } ctl;
+    struct iovec iov = {&m, sizeof m};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.buf;
+    msg.msg_controllen = sizeof ctl.buf;
+    fds[0] = fds[1] = -1;
+    ssize_t n;
+    do
+        n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) return 1;
+    int nfds = 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+            if (nfds < 2)
+                fds[nfds++] = fd;
+            else
+                close(fd);
+        }
+    }
+    if (n != (ssize_t)sizeof m || m.magic != JAIL_ZYG_MAGIC || m.op != JAIL_ZYG_FORK || nfds != 2 ||
+        (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        fds[0] = fds[1] = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* In the new child: move the two channels to fds 0 and 1, close everything
+ * else (the zygote's control socket included), jail, serve. */
+__attribute__((noreturn)) static void become_child(const jail_opts *o, const jail_prepared *p,
+                                                   jail_layers got, int fds[2])
+{
+    if (dup2(fds[0], 0) != 0 || dup2(fds[1], 1) != 1) _exit(JAIL_EXIT_SETUP);
+    if (close_range(3, ~0U, 0) != 0) _exit(JAIL_EXIT_SETUP);
+    jail_enter(o, p, &got);
+    jail_warm(p);
+    jail_serve(o);
+}
+
+int jail_zygote_main(const jail_opts *o)
+{
+    jail_layers got;
+    memset(&got, 0, sizeof got);
+    jail_ns_enter(o->userns, o->netns, &got.user_ns, &got.net_ns);
+    /* Nothing here needs a capability once the namespaces exist. */
+    if (jail_drop_caps() != 0) {
+        send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EPERM, &got);
+        return JAIL_EXIT_SETUP;
+    }
+    jail_prepared prep;
+    if (jail_prepare(&prep) != 0) {
+        send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EINVAL, &got);
+        return JAIL_EXIT_SETUP;
+    }
+    /* The zygote's own bounds: it forks, so no seccomp or RLIMIT_NPROC here
+     * (each child installs those), but nothing it does may write a file or
+     * gain privileges. */
+    struct rlimit zero = {0, 0};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
+        setrlimit(RLIMIT_CORE, &zero) != 0) {
+        send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EINVAL, &got);
+        return JAIL_EXIT_SETUP;
+    }
+    if (send_msg(JAIL_ZYG_HELLO, getpid(), 0, &got) != 0) return 0;
+    for (;;) {
+        int fds[2];
+        int r = recv_fork(fds);
+        if (r == 1) return 0;
+        if (r < 0) {
+            if (send_msg(JAIL_ZYG_FORKED, 0, -EPROTO, NULL) != 0) return 0;
+            continue;
+        }
+        /* A raw clone: glibc's fork() cannot set CLONE_PARENT. The child
+         * continues on a copy of this stack, like fork. */
+        long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL,
+                           NULL);
+        if (pid == 0) become_child(o, &prep, got, fds);
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        if (send_msg(JAIL_ZYG_FORKED, pid > 0 ? (int32_t)pid : 0, pid > 0 ? 0 : -e, NULL) != 0)
+            return 0;
+    }
+}
