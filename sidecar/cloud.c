@@ -478,6 +478,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     }
     e->kind = CLOUD_OK;
     *out = j;
+    if (r->raw_out != NULL) *r->raw_out = strbuf_detach(&x.body, r->raw_len);
 done:
     if (h != NULL) {
         /* Drop the references to this call's buffers before pooling it. */

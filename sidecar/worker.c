@@ -503,7 +503,7 @@ void worker_free(worker *w)
         free(x);
     }
     for (int k = 0; k < 16; k++)
-        json_decref(w->recent[k].t);
+        free(w->recent[k].raw);
     json_decref(w->catalog);
     json_decref(w->disabled);
     cloud_free(w->cloud);
@@ -567,25 +567,26 @@ size_t worker_counters(worker *w, const char **names, long long *values, size_t 
 
 #define RECENT_MAX_BYTES (64u * 1024 * 1024)
 
-void worker_remember_transcript(worker *w, const char *assignment_id, json_t *t, size_t bytes)
+void worker_remember_transcript(worker *w, const char *assignment_id, char *raw, size_t bytes)
 {
+    if (raw == NULL) return;
     pthread_mutex_lock(&w->mu);
     int i = w->recent_next;
     w->recent_next = (i + 1) % 16;
-    json_decref(w->recent[i].t);
+    free(w->recent[i].raw);
     snprintf(w->recent[i].id, sizeof w->recent[i].id, "%s", assignment_id);
-    w->recent[i].t = json_incref(t);
+    w->recent[i].raw = raw;
     w->recent[i].bytes = bytes;
     /* Bound the total: evict the oldest others while over budget. */
     size_t total = 0;
     for (int k = 0; k < 16; k++)
-        total += w->recent[k].t ? w->recent[k].bytes : 0;
+        total += w->recent[k].raw ? w->recent[k].bytes : 0;
     for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
         int j = (i + k) % 16;
-        if (w->recent[j].t == NULL) continue;
+        if (w->recent[j].raw == NULL) continue;
         total -= w->recent[j].bytes;
-        json_decref(w->recent[j].t);
-        w->recent[j].t = NULL;
+        free(w->recent[j].raw);
+        w->recent[j].raw = NULL;
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -596,8 +597,8 @@ json_t *worker_recent_transcript(worker *w, const char *assignment_id)
     if (w == NULL || assignment_id == NULL) return NULL;
     pthread_mutex_lock(&w->mu);
     for (int k = 0; k < 16 && t == NULL; k++)
-        if (w->recent[k].t && !strcmp(w->recent[k].id, assignment_id))
-            t = json_incref(w->recent[k].t);
+        if (w->recent[k].raw && !strcmp(w->recent[k].id, assignment_id))
+            t = json_loadb(w->recent[k].raw, w->recent[k].bytes, JSON_REJECT_DUPLICATES, NULL);
     pthread_mutex_unlock(&w->mu);
     return t;
 }

@@ -752,7 +752,8 @@ void worker_process(worker *w, actx *x)
 
     int64_t tm[8] = {mono_us()};
     size_t tbytes = 0;
-    if (cloud_transcript(w->cloud, &x->a, &transcript, &tbytes, &e) != 0) {
+    char *raw = NULL;
+    if (cloud_transcript(w->cloud, &x->a, &transcript, &tbytes, &raw, &e) != 0) {
         if (!strcmp(e.code, "transcript_too_large")) {
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
@@ -767,7 +768,7 @@ void worker_process(worker *w, actx *x)
         }
         goto done;
     }
-    worker_remember_transcript(w, x->a.assignment_id, transcript, tbytes);
+    worker_remember_transcript(w, x->a.assignment_id, raw, tbytes);
     tm[1] = mono_us();
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(w->cloud, &x->a, &defs, &e) != 0) {

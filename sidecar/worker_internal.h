@@ -151,7 +151,7 @@ struct worker {
     /* recent transcripts (under mu): ring for the admin playground */
     struct {
         char id[128];
-        json_t *t;
+        char *raw; /* the transcript as received (owned; parsed on demand) */
         size_t bytes;
     } recent[16];
     int recent_next;
@@ -223,8 +223,9 @@ void ws_recover(struct worker *w);
 /* The worker id stored by a previous run (NULL if none); malloc'd. */
 char *ws_stored_worker_id(struct store *st);
 
-/* Keeps a transcript in the recent ring (takes a new reference). */
-void worker_remember_transcript(struct worker *w, const char *assignment_id, json_t *t,
+/* Keeps a transcript's bytes in the recent ring (takes ownership of raw;
+ * kept as text, about 5x smaller than the parsed tree: idle RSS). */
+void worker_remember_transcript(struct worker *w, const char *assignment_id, char *raw,
                                 size_t bytes);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
