@@ -186,6 +186,8 @@ def main():
     for k, v in steps.items():
         print(f"    step {k:18s} p50 {pct(v, 50):7.1f} ms  p99 {pct(v, 99):7.1f} ms")
     print(f"  idle CPU              {idle_cpu:9.3f} %   (10 s sample; target ~0)")
+    print("  load average          %.2f %.2f %.2f   (2 cores shared: figures above are"
+          " distorted by the load; CPU ms per run least)" % os.getloadavg())
 
 
 if __name__ == "__main__":
