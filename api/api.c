@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -454,6 +455,17 @@ static void *job_main(void *arg)
     return NULL;
 }
 
+/* With srv->nice > 0 the admin API yields the CPU to the worker: each of
+ * MHD's threads lowers its own scheduling priority the first time it serves a
+ * request (raising nice needs no privilege; threads it starts inherit it). */
+static void lower_thread_priority(api_server *srv)
+{
+    static _Thread_local int done;
+    if (done) return;
+    done = 1;
+    if (srv->nice > 0) setpriority(PRIO_PROCESS, (id_t)gettid(), srv->nice);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -462,6 +474,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     conn_ctx *ctx = *con_cls;
     enum MHD_Result ret = MHD_YES;
     if (ctx == NULL) {
+        lower_thread_priority(srv);
         ctx = calloc(1, sizeof *ctx);
         if (ctx == NULL) return MHD_NO;
         ctx->srv = srv;
@@ -597,8 +610,29 @@ static void *flush_main(void *arg)
  * reads, JSON); the slow one (/v1/evaluate) runs on its own job thread. */
 static unsigned pool_threads(void)
 {
+    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_THREADS");
+    if (e != NULL) {
+        long v = strtol(e, NULL, 10);
+        if (v >= 1 && v <= 64) return (unsigned)v;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return (unsigned)(n < 2 ? 2 : n > 8 ? 8 : n);
+}
+
+/* Nice value of the admin API's threads (FAILPROOFAI_SIDECAR_ADMIN_NICE,
+ * 0..19; default 0). Measured with tests/bench/api: nice 10 barely changed the
+ * worker's throughput under a wrk flood (the flood's cost is mostly wrk and
+ * the kernel) but made the API's p99 ten times worse while the worker ran, so
+ * it is off unless an operator wants the API to yield harder. */
+static int admin_nice(void)
+{
+    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_NICE");
+    if (e != NULL) {
+        char *end;
+        long v = strtol(e, &end, 10);
+        if (*e != '\0' && *end == '\0' && v >= 0 && v <= 19) return (int)v;
+    }
+    return 0;
 }
 
 static unsigned conn_timeout_s(void)
@@ -621,6 +655,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     }
     srv->deps = *deps;
     srv->started_at = time_now();
+    srv->nice = admin_nice();
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
     const run_config *cfg = deps->cfg;
@@ -674,7 +709,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_THREAD_POOL_SIZE, pool_threads(), MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
         MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s(), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)64 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256,
+        (size_t)32 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
         MHD_OPTION_END);
     if (srv->mhd == NULL) {

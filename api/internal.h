@@ -28,6 +28,7 @@ struct api_server {
     int remote;            /* listening on a non-loopback address */
     char listen_host[256]; /* host part of --listen, accepted as Host */
     int port;
+    int nice; /* scheduling priority of the MHD threads (0 = unchanged) */
     double started_at;
     atomic_long body_bytes; /* bytes buffered in request bodies */
     atomic_int eval_jobs;   /* running /v1/evaluate jobs */

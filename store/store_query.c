@@ -70,8 +70,8 @@ static void jnum_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 static void jtime_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
 {
     strbuf_put(b, kq, kn);
-    double v = sqlite3_column_double(s, i);
-    if (v <= 0 || sqlite3_column_type(s, i) == SQLITE_NULL) {
+    double v = sqlite3_column_double(s, i); /* 0.0 for SQL NULL */
+    if (!(v > 0)) {
         strbuf_put(b, "null,", 5);
         return;
     }

@@ -409,6 +409,46 @@ class TokenTest(unittest.TestCase):
                 self.assertNotIn("s3cret-admin-token", sc.log_text())
 
 
+class SchedulingKnobsTest(unittest.TestCase):
+    """FAILPROOFAI_SIDECAR_ADMIN_THREADS sizes MHD's thread pool and
+    FAILPROOFAI_SIDECAR_ADMIN_NICE lowers the priority of those threads only
+    (observed in /proc), and the API keeps answering."""
+
+    def threads(self, pid):
+        out = []
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    comm = f.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    nice = int(f.read().rsplit(")", 1)[1].split()[16])
+            except FileNotFoundError:
+                continue
+            out.append((comm, nice))
+        return out
+
+    def test_pool_size_and_nice(self):
+        env = {"FAILPROOFAI_SIDECAR_ADMIN_THREADS": "3", "FAILPROOFAI_SIDECAR_ADMIN_NICE": "7"}
+        with Sidecar(dead_server(), env=env) as sc:
+            for _ in range(12):
+                self.assertEqual(sc.get("/healthz").status, 200)
+            self.assertEqual(sc.get("/v1/runs?limit=3").status, 200)
+            ts = self.threads(sc.proc.pid)
+            pool = [n for c, n in ts if c == "MHD-worker"]
+            self.assertEqual(len(pool), 3, ts)
+            self.assertIn(7, pool, ts)
+            self.assertTrue(all(n in (0, 7) for n in pool), ts)
+            self.assertTrue(all(n == 0 for c, n in ts if c != "MHD-worker"), ts)
+
+    def test_defaults_leave_priority_alone(self):
+        with Sidecar(dead_server(), env={"FAILPROOFAI_SIDECAR_ADMIN_NICE": "bogus"}) as sc:
+            for _ in range(6):
+                self.assertEqual(sc.get("/healthz").status, 200)
+            ts = self.threads(sc.proc.pid)
+            self.assertGreaterEqual(len([c for c, _ in ts if c == "MHD-worker"]), 2, ts)
+            self.assertTrue(all(n == 0 for _, n in ts), ts)
+
+
 class ListenTest(unittest.TestCase):
     def run_bad(self, *args):
         env = dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN="t")

@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,6 +41,10 @@ def wrk(url, conns, duration, pid=None):
     out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{duration}", "--latency", url],
                          capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
+    return parse_wrk(out, cpu)
+
+
+def parse_wrk(out, cpu):
     nreq = int(re.search(r"(\d+) requests in", out).group(1))
 
     def ms(label):
@@ -49,14 +54,15 @@ def wrk(url, conns, duration, pid=None):
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return (ms("50%"), ms("99%"), rps, int(bad.group(1)) if bad else 0,
-            1000.0 * cpu / max(nreq, 1), os.getloadavg()[0])
+            None if cpu is None else 1000.0 * cpu / max(nreq, 1), os.getloadavg()[0])
 
 
 def report(name, r):
     p50, p99, rps, bad, cpu_ms, load = r
     print(f"{name:26s} p50 {p50:6.2f} ms  p99 {p99:6.2f} ms (target <= 20 ms: ratio {p99 / 20:.2f})"
           f"  {rps:6.0f} req/s (target >= 2000: ratio {rps / 2000:.2f})"
-          f"  sidecar CPU {cpu_ms:.3f} ms/req  non-2xx {bad}  load {load:.2f}", flush=True)
+          + (f"  sidecar CPU {cpu_ms:.3f} ms/req" if cpu_ms is not None else "")
+          + f"  non-2xx {bad}  load {load:.2f}", flush=True)
 
 
 def main():
@@ -67,6 +73,7 @@ def main():
     ap.add_argument("--duration", default="10s")
     ap.add_argument("--sessions", type=int, default=300)
     ap.add_argument("--api-only", action="store_true", help="skip the worker throughput part")
+    ap.add_argument("--repeat", type=int, default=3, help="alone/loaded worker pairs")
     a = ap.parse_args()
     os.environ["FPS_BIN"] = a.bin
     from admin_harness import Sidecar, emulator
@@ -106,16 +113,30 @@ def main():
                     raise RuntimeError("worker did not finish")
                 time.sleep(0.05)
             dt = time.time() - t0
-            if proc:
-                proc.terminate()
-                proc.wait()
+            if proc:  # SIGINT: wrk stops and prints its summary
+                proc.send_signal(signal.SIGINT)
+                out = proc.communicate()[0]
+                try:
+                    report("  API while the worker runs", parse_wrk(out, None))
+                except (AttributeError, ValueError):
+                    print("  (no wrk summary)")
             return (want - start) / dt
 
-        alone = worker_rate(False)
-        loaded = worker_rate(True)
-        print(f"worker throughput ({a.sessions} sessions x {len(DEFS)} managed definitions): "
-              f"{alone:.0f} runs/s alone, {loaded:.0f} runs/s while wrk loads the API "
-              f"(ratio {loaded / alone:.2f})")
+        # Alternate alone / loaded so that a change in the machine's load
+        # (other jobs on the same cores) affects both sides of each pair.
+        pairs = []
+        for _ in range(a.repeat):
+            alone = worker_rate(False)
+            loaded = worker_rate(True)
+            pairs.append((alone, loaded))
+            print(f"  worker pair: {alone:.0f} runs/s alone, {loaded:.0f} runs/s under wrk "
+                  f"(ratio {loaded / alone:.2f}, load {os.getloadavg()[0]:.2f})", flush=True)
+        ratios = sorted(lo / al for al, lo in pairs)
+        alone = sorted(p[0] for p in pairs)[len(pairs) // 2]
+        loaded = sorted(p[1] for p in pairs)[len(pairs) // 2]
+        print(f"worker throughput ({a.sessions} sessions x {len(DEFS)} managed definitions, "
+              f"median of {len(pairs)}): {alone:.0f} runs/s alone, {loaded:.0f} runs/s while wrk "
+              f"loads the API (median pair ratio {ratios[len(ratios) // 2]:.2f})")
     finally:
         sc.stop()
         emu.stop()
