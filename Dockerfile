@@ -17,7 +17,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && useradd --system --uid 10001 --home-dir /var/lib/failproofai sidecar \
     && mkdir -p /var/lib/failproofai && chown sidecar /var/lib/failproofai
 COPY --from=build /src/build/failproofai-sidecar /usr/local/bin/failproofai-sidecar
-# The sandbox child image, exec'd per evaluation from beside the sidecar.
+# The sandbox child image (static-pie), exec'd as the zygote that forks each
+# evaluation's child, from beside the sidecar.
 COPY --from=build /src/build/failproofai-sandbox /usr/local/bin/failproofai-sandbox
 USER 10001
 WORKDIR /var/lib/failproofai

@@ -64,14 +64,19 @@ typedef struct {
 /* What a process prepares once before it serves (or forks) children: the
  * compiled seccomp program, process-wide lazy initialisations, and what
  * jail_warm needs. Lives as long as the process (children inherit it). */
-#define JAIL_MAX_TEXT 16
+#define JAIL_MAX_RANGES 32
+#define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
+typedef struct {
+    unsigned long start, end; /* [start, end) */
+    int write;                /* writable (else executable) */
+} jail_range;
 typedef struct {
     void *filter;   /* owned: struct sock_filter[] */
     size_t nfilter; /* instructions                */
     void *warm_img; /* owned: a small session image for warm-ups */
     size_t warm_len;
-    unsigned long text[JAIL_MAX_TEXT][2]; /* executable mappings [start, end) */
-    int ntext;
+    jail_range ranges[JAIL_MAX_RANGES]; /* private code and data mappings */
+    int nranges;
 } jail_prepared;
 
 /* Prepares `p` (0, or -1 with errno set). Call before any child layer. */
@@ -81,11 +86,15 @@ int jail_prepare(jail_prepared *p);
  * writes the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
 /* Called by a jailed child while it waits to be used (off the critical
- * path): maps its code and runs one evaluation of a built-in expression on
- * a built-in session, so the page faults and lazy set-up a first
+ * path): populates its code, its writable memory and a heap reserve in bulk
+ * (jail_child.c says why), then runs one evaluation of a built-in
+ * expression on a built-in session, so the faults and lazy set-up a first
  * evaluation would pay happen before the request arrives. Touches no
  * request data; the interpreter keeps no state between evaluations. */
 void jail_warm(const jail_prepared *p);
+/* Grows the heap by `bytes` and populates it (freed memory stays in the
+ * heap: jail_prepare raised malloc's trim and mmap thresholds). */
+void jail_reserve(size_t bytes);
 /* Serves the one request on fd 0 and _exits. Never returns. */
 __attribute__((noreturn)) void jail_serve(const jail_opts *o);
 /* The zygote's loop (jail_zygote.c); returns the process's exit status. */

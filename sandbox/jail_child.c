@@ -18,10 +18,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <malloc.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <seccomp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,26 +269,54 @@ int jail_prepare(jail_prepared *p)
         return -1;
     }
     warm_eval(p);
-    /* Where the code is, for jail_warm (a jailed child cannot read maps). */
+    /* Where the code and the writable memory are, for jail_warm (a jailed
+     * child cannot read its maps). */
     FILE *m = fopen("/proc/self/maps", "r");
     char line[512];
-    while (m != NULL && fgets(line, sizeof line, m) && p->ntext < JAIL_MAX_TEXT) {
+    while (m != NULL && fgets(line, sizeof line, m)) {
         unsigned long a, b;
         char perms[8];
-        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) == 3 && perms[2] == 'x') {
-            p->text[p->ntext][0] = a;
-            p->text[p->ntext][1] = b;
-            p->ntext++;
+        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
+        jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
+                        : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES
+                            ? &p->ranges[p->nranges++]
+                            : NULL;
+        if (r != NULL) {
+            r->start = a;
+            r->end = b;
+            r->write = perms[1] == 'w';
         }
     }
     if (m != NULL) fclose(m);
+    /* Large blocks come from the (populated) heap too, and freed memory
+     * stays there: see jail_reserve. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     return compile_seccomp(p);
+}
+
+/* Page faults are very slow on some VMs (tens of microseconds each under
+ * paravirtualised paging), while populating memory with one madvise call
+ * costs about a microsecond per page. So a child populates, in bulk, the
+ * memory an evaluation is going to touch instead of faulting it in page by
+ * page: its code, its writable pages (breaking copy-on-write sharing with
+ * the zygote), and a heap reserve. */
+void jail_reserve(size_t bytes)
+{
+    char *blk = malloc(bytes);
+    if (blk == NULL) return;
+    uintptr_t a = ((uintptr_t)blk + 4095) & ~(uintptr_t)4095;
+    uintptr_t e = ((uintptr_t)blk + bytes) & ~(uintptr_t)4095;
+    if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+    free(blk);
 }
 
 void jail_warm(const jail_prepared *p)
 {
-    for (int i = 0; i < p->ntext; i++)
-        (void)madvise((void *)p->text[i][0], p->text[i][1] - p->text[i][0], MADV_POPULATE_READ);
+    for (int i = 0; i < p->nranges; i++)
+        (void)madvise((void *)p->ranges[i].start, p->ranges[i].end - p->ranges[i].start,
+                      p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    jail_reserve(JAIL_HEAP_RESERVE);
     warm_eval(p);
 }
 
@@ -402,10 +432,20 @@ static void json_quote_ascii(char *dst, const char *s)
     *dst = '\0';
 }
 
+/* Writes the outcome line in one write (the parent may act on its newline
+ * before this process has exited). */
 static void write_outcome(const char *s)
 {
     size_t len = strlen(s);
-    if (write_all(1, s, len) != 0 || write_all(1, "\n", 1) != 0) _exit(0);
+    char small[1024];
+    char *buf = len < sizeof small ? small : malloc(len + 1);
+    if (buf != NULL) {
+        memcpy(buf, s, len);
+        buf[len] = '\n';
+        if (write_all(1, buf, len + 1) != 0) _exit(0);
+    } else if (write_all(1, s, len) != 0 || write_all(1, "\n", 1) != 0) {
+        _exit(0);
+    }
     /* EOF for the parent now, before this process's teardown. */
     close(1);
 }
@@ -478,6 +518,17 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
         _exit(0);
     }
     if (!strcmp(mode, "silent")) _exit(0);
+    if (!strcmp(mode, "linger")) {
+        /* A malformed outcome, then hang on without exiting. */
+        (void)write_all(1, "not json\n", 9);
+        close(1);
+        char c;
+        while (read(0, &c, 1) > 0) {
+        }
+        volatile unsigned long x = 0;
+        for (;;)
+            x++;
+    }
     if (!strcmp(mode, "echo")) {
         unsigned long sum = 0;
         for (uint64_t i = 0; img != NULL && i < req->image_len; i++)
@@ -572,6 +623,9 @@ void jail_serve(const jail_opts *o)
         void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, img_fd, 0);
         if (m == MAP_FAILED) die_setup("mapping the session image");
         img = m;
+        /* Walking a big session allocates in proportion to it. */
+        if (req.image_len / 16 > JAIL_HEAP_RESERVE)
+            jail_reserve(req.image_len / 16 < (64u << 20) ? req.image_len / 16 : (64u << 20));
         char err[160];
         if (simg_validate(img, req.image_len, err, sizeof err) != 0) {
             char line[256];

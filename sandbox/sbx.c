@@ -40,6 +40,8 @@
 
 /* How often a waiting/running evaluation looks at its cancel flag. */
 #define CANCEL_TICK_MS 20
+/* Longest a pre-start waits for running evaluations (refill_main). */
+#define REFILL_DEFER_MS 5
 
 struct sbx_image {
     atomic_int refs;
@@ -184,16 +186,32 @@ static void close_child(child_t *c)
     c->sock = c->out = -1;
 }
 
-/* Kills (if asked) and reaps one child; returns its wait status. */
-static int reap_child(sbx_pool *pool, child_t *c, int kill_it)
+/* Kills (if asked) and reaps one child; returns its wait status, or -1 if
+ * it had to be killed for outliving `grace_ms`: without kill_it, a child
+ * still running that long after its request socket is closed (a child
+ * blocked reading it sees EOF) is killed. */
+static int reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
 {
+    int lingered = 0;
     int st = 0;
     if (kill_it) kill(c->pid, SIGKILL);
-    while (waitpid(c->pid, &st, 0) < 0 && errno == EINTR) {
+    close_child(c);
+    double until = now_ms() + grace_ms;
+    for (;;) {
+        pid_t r = waitpid(c->pid, &st, kill_it ? 0 : WNOHANG);
+        if (r == c->pid || (r < 0 && errno != EINTR)) break;
+        if (r == 0) {
+            if (now_ms() >= until) {
+                kill(c->pid, SIGKILL);
+                kill_it = lingered = 1;
+                continue;
+            }
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
     }
     atomic_fetch_add(&pool->reaped, 1);
-    close_child(c);
-    return st;
+    return lingered ? -1 : st;
 }
 
 /* Closes our ends and queues the child for the reaper thread (killing it
@@ -218,7 +236,7 @@ static void reap_later(sbx_pool *pool, child_t *c, int kill_it)
         return;
     }
     pthread_mutex_unlock(&pool->mu);
-    reap_child(pool, c, 0);
+    reap_child(pool, c, 0, 1000);
 }
 
 static void *reaper_main(void *arg)
@@ -476,12 +494,29 @@ static int new_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
 static void *refill_main(void *arg)
 {
     sbx_pool *pool = arg;
+    double defer_until = 0;
     pthread_mutex_lock(&pool->mu);
     while (!pool->stopping) {
         if (pool->nidle >= pool->idle_target) {
             pthread_cond_wait(&pool->refill_cv, &pool->mu);
             continue;
         }
+        /* While evaluations run and enough children are waiting to take
+         * over from them, starting another (a fork and a warm-up: more CPU
+         * than a small evaluation) would only compete with them for the
+         * cores: defer it until they are done, or for REFILL_DEFER_MS at
+         * most. Under sustained load (fewer idle children than running
+         * evaluations) refill at once. */
+        if (pool->busy > 0 && pool->nidle >= pool->busy) {
+            double now = now_ms();
+            if (defer_until == 0) defer_until = now + REFILL_DEFER_MS;
+            if (now < defer_until) {
+                struct timespec ts = abs_after_ms(defer_until - now);
+                pthread_cond_timedwait(&pool->refill_cv, &pool->mu, &ts);
+                continue;
+            }
+        }
+        defer_until = 0;
         pthread_mutex_unlock(&pool->mu);
         child_t c;
         char err[160];
@@ -495,7 +530,7 @@ static void *refill_main(void *arg)
         }
         if (pool->stopping) {
             pthread_mutex_unlock(&pool->mu);
-            reap_child(pool, &c, 1);
+            reap_child(pool, &c, 1, 0);
             pthread_mutex_lock(&pool->mu);
             break;
         }
@@ -507,13 +542,16 @@ static void *refill_main(void *arg)
 
 /* ---- reading a child's output ---- */
 
-typedef enum { RD_EOF, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
+typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
 
 /* Reads the child's outcome until EOF, the deadline, cancellation or more
- * than JAIL_MAX_OUTCOME bytes. `buf` has JAIL_MAX_OUTCOME + 1 bytes. */
-static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, atomic_int *cancel)
+ * than JAIL_MAX_OUTCOME bytes in all, appending at buf + *len; with `line`, also stops (RD_LINE) as soon as
+ * what was read ends in a newline (the child writes its outcome line in one
+ * write, then exits: no need to wait for that). `buf` has
+ * JAIL_MAX_OUTCOME + 1 bytes. */
+static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, atomic_int *cancel,
+                             int line)
 {
-    *len = 0;
     for (;;) {
         if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
         double left = deadline - now_ms();
@@ -531,12 +569,13 @@ static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, at
         if (n == 0) return RD_EOF;
         *len += (size_t)n;
         if (*len > JAIL_MAX_OUTCOME) return RD_OVERFLOW;
+        if (line && buf[*len - 1] == '\n') return RD_LINE;
     }
 }
 
-/* Sends the request (header + image fd, source, key) to a child, bounded by
- * the deadline. Returns 0, -1 on a dead child (EPIPE etc.), -2 deadline,
- * -3 cancelled. */
+/* Sends the request (header + image fd, source, key) to a child, in one
+ * sendmsg when it fits the socket buffer, bounded by the deadline. Returns
+ * 0, -1 on a dead child (EPIPE etc.), -2 deadline, -3 cancelled. */
 static int send_request(child_t *c, const jail_request *hdr, int img_fd, const char *src,
                         const char *key, double deadline, atomic_int *cancel)
 {
@@ -544,12 +583,14 @@ static int send_request(child_t *c, const jail_request *hdr, int img_fd, const c
         struct cmsghdr h;
         char buf[CMSG_SPACE(sizeof(int))];
     } ctl;
-    struct iovec iov = {(void *)hdr, sizeof *hdr};
+    struct iovec iov[3] = {{(void *)hdr, sizeof *hdr},
+                           {(void *)src, (size_t)hdr->source_len},
+                           {(void *)key, hdr->key_len}};
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
     memset(&ctl, 0, sizeof ctl);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 3;
     if (img_fd >= 0) {
         msg.msg_control = ctl.buf;
         msg.msg_controllen = sizeof ctl.buf;
@@ -559,18 +600,20 @@ static int send_request(child_t *c, const jail_request *hdr, int img_fd, const c
         cm->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(cm), &img_fd, sizeof(int));
     }
-    /* The header is tiny: it always fits the empty socket buffer. */
+    /* The first call always carries at least the header (the socket buffer
+     * is empty); whatever did not fit follows as the child reads. */
     ssize_t n;
     do
         n = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)sizeof *hdr) return -1;
-    const char *parts[2] = {src, key};
-    size_t lens[2] = {(size_t)hdr->source_len, hdr->key_len};
-    for (int i = 0; i < 2; i++) {
-        size_t off = 0;
-        while (off < lens[i]) {
-            n = send(c->sock, parts[i] + off, lens[i] - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < (ssize_t)sizeof *hdr) return -1;
+    size_t sent = (size_t)n - sizeof *hdr;
+    for (int i = 1; i < 3; i++) {
+        size_t off = sent < iov[i].iov_len ? sent : iov[i].iov_len;
+        sent -= off;
+        while (off < iov[i].iov_len) {
+            n = send(c->sock, (const char *)iov[i].iov_base + off, iov[i].iov_len - off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
             if (n > 0) {
                 off += (size_t)n;
                 continue;
@@ -610,8 +653,8 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
     c.sock = -1;
     char *buf = malloc(JAIL_MAX_OUTCOME + 1);
     size_t len = 0;
-    read_end end = buf ? read_outcome(c.out, buf, &len, now_ms() + 10000, NULL) : RD_ERROR;
-    int st = reap_child(pool, &c, end != RD_EOF);
+    read_end end = buf ? read_outcome(c.out, buf, &len, now_ms() + 10000, NULL, 0) : RD_ERROR;
+    int st = reap_child(pool, &c, end != RD_EOF, 10000);
     int rc = -1;
     if (end != RD_EOF || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         if (buf != NULL) buf[len < 200 ? len : 200] = '\0';
@@ -770,7 +813,7 @@ void sbx_pool_free(sbx_pool *pool)
     pthread_mutex_unlock(&pool->zyg_mu);
     /* Idle children exit on EOF; kill them anyway so none outlives us. */
     for (int i = 0; i < pool->nidle; i++)
-        reap_child(pool, &pool->idle[i], 1);
+        reap_child(pool, &pool->idle[i], 1, 0);
     /* The reaper drains its queue before it stops. */
     pthread_mutex_lock(&pool->mu);
     pool->reap_stop = 1;
@@ -888,6 +931,7 @@ static void release_slot(sbx_pool *pool)
     pthread_mutex_lock(&pool->mu);
     pool->busy--;
     pthread_cond_signal(&pool->slot_cv);
+    if (pool->busy == 0) pthread_cond_signal(&pool->refill_cv);
     pthread_mutex_unlock(&pool->mu);
 }
 
@@ -1031,7 +1075,22 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         goto done;
     }
     size_t len = 0;
-    read_end end = read_outcome(c.out, buf, &len, deadline, req->cancel);
+    read_end end = read_outcome(c.out, buf, &len, deadline, req->cancel, 1);
+    if (end == RD_LINE) {
+        /* A complete line: done if it is a well-formed outcome (the child
+         * is exiting; it is killed and reaped in the background). If not,
+         * read on to EOF so its exit status can say what went wrong. */
+        json_error_t jerr;
+        out->json = json_loadb(buf, len, 0, &jerr);
+        if (out->json != NULL && json_is_object(out->json) &&
+            json_is_boolean(json_object_get(out->json, "ok"))) {
+            end = RD_EOF;
+        } else {
+            json_decref(out->json);
+            out->json = NULL;
+            end = read_outcome(c.out, buf, &len, deadline, req->cancel, 0);
+        }
+    }
     track_running(pool, c.pid, 0);
     out->run_ms = now_ms() - t_run;
     if (end != RD_EOF) {
@@ -1059,10 +1118,10 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     /* EOF with a well-formed outcome: the evaluation is complete (the child
      * closes its end before exiting), so it is reaped in the background. */
     json_error_t jerr;
-    out->json = len ? json_loadb(buf, len, 0, &jerr) : NULL;
+    if (out->json == NULL && len > 0) out->json = json_loadb(buf, len, 0, &jerr);
     if (out->json != NULL && json_is_object(out->json) &&
         json_is_boolean(json_object_get(out->json, "ok"))) {
-        reap_later(pool, &c, 0);
+        reap_later(pool, &c, 1);
         have_child = 0;
         while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
             len--;
@@ -1079,8 +1138,13 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     json_decref(out->json);
     out->json = NULL;
     /* No usable outcome: the exit status says why. */
-    int st = reap_child(pool, &c, 0);
+    int st = reap_child(pool, &c, 0, 2000);
     have_child = 0;
+    if (st == -1) {
+        set_status(out, SBX_JAIL_FAILURE, NULL,
+                   "the sandbox child wrote no usable outcome and did not exit");
+        goto done;
+    }
     if (WIFSIGNALED(st)) {
         int sig = WTERMSIG(st);
         if (sig == SIGXCPU || sig == SIGKILL)

@@ -240,9 +240,11 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
     *found = true;
     val *t = one_event_type_arg(c, name, a, na, kw, nkw);
     if (!t) return NULL;
-    val *evs = events_tuple(c, v);
-    if (!evs) return NULL;
-    size_t n = evs->u.seq.len;
+    /* count() reads the records in place; only events_of_type() needs the
+     * event values (the tuple, built once per session). */
+    val *evs = of_type ? events_tuple(c, v) : NULL;
+    if (of_type && !evs) return NULL;
+    size_t n = hdr(v->u.sess.img)->nevents;
     if (v_steps(c, n / 16)) return NULL;
     val **out = of_type ? v_items_alloc(c, n) : NULL;
     if (of_type && !out) return NULL;

@@ -410,6 +410,26 @@ static void test_forbidden_calls_kill_the_child(void **state)
     }
 }
 
+/* A child that writes garbage, closes its outcome pipe and then neither
+ * reads nor exits cannot hold the evaluation (or a slot) past a short grace. */
+static void test_lingering_child_is_killed(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(1, -1, "linger");
+    sbx_outcome o;
+    double t = now_ms();
+    eval_src(p, "1", 30, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_JAIL_FAILURE);
+    assert_non_null(strstr(o.detail, "did not exit"));
+    assert_true(now_ms() - t < 15000);
+    sbx_outcome_free(&o);
+    /* The slot is free again. */
+    eval_src(p, "1", 30, NULL, NULL, &o);
+    assert_int_equal(o.status, SBX_JAIL_FAILURE);
+    sbx_outcome_free(&o);
+    sbx_pool_free(p);
+}
+
 static void test_bounds(void **state)
 {
     (void)state;
@@ -753,6 +773,7 @@ int main(void)
         cmocka_unit_test(test_request_and_image_hand_off),
         cmocka_unit_test(test_jail_observed_from_outside),
         cmocka_unit_test(test_forbidden_calls_kill_the_child),
+        cmocka_unit_test(test_lingering_child_is_killed),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_more_bombs_than_slots),
         cmocka_unit_test(test_cancel_while_waiting_for_a_slot),
