@@ -6,7 +6,10 @@ bench.py BIN DB [--conns N] [--duration S] [--sessions N]
    idle against an emulator with no sessions), then a filtered page reached
    through a keyset cursor.
 2. The worker's throughput on N emulator sessions x 3 managed definitions,
-   alone and again while wrk loads the admin API (same sidecar, same DB)."""
+   alone and again while wrk loads the admin API (same sidecar, same DB):
+   with wrk paced to the target rate (--rate, 2,000 req/s: a Lua delay() per
+   connection) and with wrk flat out (as many requests as the cores allow,
+   which necessarily takes CPU from the worker on a 2-core machine)."""
 
 import argparse
 import json
@@ -35,10 +38,32 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def wrk(url, conns, duration, pid=None):
+PACE_LUA = """
+local conns = tonumber(os.getenv("FPS_WRK_CONNS"))
+local rate = tonumber(os.getenv("FPS_WRK_RATE"))
+-- each connection waits between requests so that all of them together offer
+-- about 25 % more than `rate` requests per second (less what latency takes)
+function delay() return 1000 * conns / (rate * 1.25) end
+"""
+
+
+def wrk_cmd(url, conns, duration, rate=0):
+    """wrk's argv: flat out, or paced to `rate` req/s when rate > 0."""
+    cmd = ["wrk", "-t2", f"-c{conns}", f"-d{duration}", "--latency"]
+    if rate > 0:
+        script = os.path.join(tempfile.gettempdir(), "fps-wrk-pace.lua")
+        with open(script, "w") as f:
+            f.write(PACE_LUA)
+        os.environ["FPS_WRK_CONNS"] = str(conns)
+        os.environ["FPS_WRK_RATE"] = str(rate)
+        cmd += ["-s", script]
+    return cmd + [url]
+
+
+def wrk(url, conns, duration, pid=None, rate=0):
     """Returns p50 ms, p99 ms, req/s, non-2xx, sidecar CPU ms per request, load."""
     cpu0 = cpu_seconds(pid) if pid else 0.0
-    out = subprocess.run(["wrk", "-t2", f"-c{conns}", f"-d{duration}", "--latency", url],
+    out = subprocess.run(wrk_cmd(url, conns, duration, rate),
                          capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
     return parse_wrk(out, cpu)
@@ -74,6 +99,7 @@ def main():
     ap.add_argument("--sessions", type=int, default=300)
     ap.add_argument("--api-only", action="store_true", help="skip the worker throughput part")
     ap.add_argument("--repeat", type=int, default=3, help="alone/loaded worker pairs")
+    ap.add_argument("--rate", type=int, default=2000, help="paced wrk's target req/s")
     a = ap.parse_args()
     os.environ["FPS_BIN"] = a.bin
     from admin_harness import Sidecar, emulator
@@ -93,20 +119,23 @@ def main():
         wrk(base, a.conns, "2s")  # warm-up
         pid = sc.proc.pid
         report("first page", wrk(base, a.conns, a.duration, pid))
+        report(f"first page, paced {a.rate}/s", wrk(base, a.conns, a.duration, pid, a.rate))
         cur = sc.get("/v1/runs?limit=100&status=succeeded").body["next_cursor"]
         report("filtered page via cursor", wrk(f"{base}&status=succeeded&cursor={cur}", a.conns,
                                                a.duration, pid))
         if a.api_only:
             return
 
-        def worker_rate(load):
+        def worker_rate(rate):
+            """Runs/s of one batch of sessions; rate None = no API load, 0 =
+            wrk flat out, > 0 = wrk paced to that many req/s."""
             start = emu.request("GET", "/emulator/v1/state").body["runs"]["committed"]
             want = start + a.sessions * len(DEFS)
             emu.request("POST", f"/emulator/v1/sessions?generate={a.sessions}", b"{}")
             t0 = time.time()
             proc = None
-            if load:
-                proc = subprocess.Popen(["wrk", "-t2", f"-c{a.conns}", "-d120s", "--latency", base],
+            if rate is not None:
+                proc = subprocess.Popen(wrk_cmd(base, a.conns, "120s", rate),
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             while emu.request("GET", "/emulator/v1/state").body["runs"]["committed"] < want:
                 if time.time() - t0 > 300:
@@ -124,19 +153,20 @@ def main():
 
         # Alternate alone / loaded so that a change in the machine's load
         # (other jobs on the same cores) affects both sides of each pair.
-        pairs = []
-        for _ in range(a.repeat):
-            alone = worker_rate(False)
-            loaded = worker_rate(True)
-            pairs.append((alone, loaded))
-            print(f"  worker pair: {alone:.0f} runs/s alone, {loaded:.0f} runs/s under wrk "
-                  f"(ratio {loaded / alone:.2f}, load {os.getloadavg()[0]:.2f})", flush=True)
-        ratios = sorted(lo / al for al, lo in pairs)
-        alone = sorted(p[0] for p in pairs)[len(pairs) // 2]
-        loaded = sorted(p[1] for p in pairs)[len(pairs) // 2]
-        print(f"worker throughput ({a.sessions} sessions x {len(DEFS)} managed definitions, "
-              f"median of {len(pairs)}): {alone:.0f} runs/s alone, {loaded:.0f} runs/s while wrk "
-              f"loads the API (median pair ratio {ratios[len(ratios) // 2]:.2f})")
+        for rate, what in ((a.rate, f"wrk paced to {a.rate} req/s"), (0, "wrk flat out")):
+            pairs = []
+            for _ in range(a.repeat):
+                alone = worker_rate(None)
+                loaded = worker_rate(rate)
+                pairs.append((alone, loaded))
+                print(f"  worker pair: {alone:.0f} runs/s alone, {loaded:.0f} runs/s with {what} "
+                      f"(ratio {loaded / alone:.2f}, load {os.getloadavg()[0]:.2f})", flush=True)
+            ratios = sorted(lo / al for al, lo in pairs)
+            alone = sorted(p[0] for p in pairs)[len(pairs) // 2]
+            loaded = sorted(p[1] for p in pairs)[len(pairs) // 2]
+            print(f"worker throughput ({a.sessions} sessions x {len(DEFS)} managed definitions, "
+                  f"median of {len(pairs)}): {alone:.0f} runs/s alone, {loaded:.0f} runs/s with "
+                  f"{what} (median pair ratio {ratios[len(ratios) // 2]:.2f})", flush=True)
     finally:
         sc.stop()
         emu.stop()
