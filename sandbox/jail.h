@@ -67,7 +67,7 @@ typedef struct {
 #define JAIL_MAX_RANGES 32
 #define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
 typedef struct {
-    unsigned long start, end; /* [start, end) */
+    char *start, *end; /* [start, end) */
     int write;                /* writable (else executable) */
 } jail_range;
 typedef struct {

@@ -237,7 +237,8 @@ static const char warm_source[] =
     "EvalResult(score=Score(min(1.0, session.count('tool_use') / max(1, session.event_count)), "
     "reasoning=f\"{len([e for e in session.events if e.event_type == 'tool_use'])} "
     "{session.events[0].payload.get('tool_name', '').upper()}\"), "
-    "metrics={'n': Metric(sum(e.payload.get('n', 0) for e in session.events_of_type('tool_use')))}, "
+    "metrics={'n': Metric(sum(e.payload.get('n', 0) for e in "
+    "session.events_of_type('tool_use')))}, "
     "assertions={'ok': Assertion(all(e.payload.get('ok', True) for e in session.events))}, "
     "summary=str(sorted({'b': 1, 'a': 2}.items())) + ' '.join(['x', 'y']).replace('x', 'z'))";
 
@@ -274,13 +275,12 @@ int jail_prepare(jail_prepared *p)
     FILE *m = fopen("/proc/self/maps", "r");
     char line[512];
     while (m != NULL && fgets(line, sizeof line, m)) {
-        unsigned long a, b;
+        void *a, *b;
         char perms[8];
-        if (sscanf(line, "%lx-%lx %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
-        jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
-                        : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES
-                            ? &p->ranges[p->nranges++]
-                            : NULL;
+        if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
+        jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES   ? &p->ranges[p->nranges++]
+                        : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
+                                                                          : NULL;
         if (r != NULL) {
             r->start = a;
             r->end = b;
@@ -305,16 +305,16 @@ void jail_reserve(size_t bytes)
 {
     char *blk = malloc(bytes);
     if (blk == NULL) return;
-    uintptr_t a = ((uintptr_t)blk + 4095) & ~(uintptr_t)4095;
-    uintptr_t e = ((uintptr_t)blk + bytes) & ~(uintptr_t)4095;
-    if (e > a) (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+    size_t skip = (4096 - ((uintptr_t)blk & 4095)) & 4095; /* to the first whole page */
+    if (bytes > skip + 4096)
+        (void)madvise(blk + skip, (bytes - skip) & ~(size_t)4095, MADV_POPULATE_WRITE);
     free(blk);
 }
 
 void jail_warm(const jail_prepared *p)
 {
     for (int i = 0; i < p->nranges; i++)
-        (void)madvise((void *)p->ranges[i].start, p->ranges[i].end - p->ranges[i].start,
+        (void)madvise(p->ranges[i].start, (size_t)(p->ranges[i].end - p->ranges[i].start),
                       p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
     jail_reserve(JAIL_HEAP_RESERVE);
     warm_eval(p);
@@ -643,11 +643,14 @@ void jail_serve(const jail_opts *o)
         if (lang_check((lang_kind)req.kind, src, req.source_len, msg, sizeof msg) == 0) {
             write_outcome("{\"ok\": true}");
         } else {
-            char *line = malloc(strlen(msg) * 12 + 64);
+            static const char head[] = "{\"ok\": false, \"stage\": \"compile\", \"message\": ";
+            char *line = malloc(strlen(msg) * 12 + sizeof head + 4);
             if (line == NULL) _exit(JAIL_EXIT_PROTO);
-            strcpy(line, "{\"ok\": false, \"stage\": \"compile\", \"message\": ");
-            json_quote_ascii(line + strlen(line), msg);
-            strcat(line, "}");
+            memcpy(line, head, sizeof head - 1);
+            json_quote_ascii(line + sizeof head - 1, msg);
+            size_t n = strlen(line);
+            line[n] = '}';
+            line[n + 1] = '\0';
             write_outcome(line);
         }
         _exit(0);

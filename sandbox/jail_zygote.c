@@ -131,8 +131,8 @@ int jail_zygote_main(const jail_opts *o)
         }
         /* A raw clone: glibc's fork() cannot set CLONE_PARENT. The child
          * continues on a copy of this stack, like fork. */
-        long pid = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL,
-                           NULL);
+        long pid =
+            syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
         if (pid == 0) become_child(o, &prep, got, fds);
         int e = errno;
         close(fds[0]);

@@ -405,8 +405,8 @@ static int zygote_start(sbx_pool *pool, char *err, size_t errcap)
     pool->zyg_pid = pid;
     jail_zygote_msg m;
     if (zygote_recv(sv[0], &m, 10000) != 0 || m.op != JAIL_ZYG_HELLO || m.value != 0) {
-        snprintf(err, errcap, "the sandbox zygote did not start%s%s",
-                 m.value < 0 ? ": " : "", m.value < 0 ? strerror(-m.value) : "");
+        snprintf(err, errcap, "the sandbox zygote did not start%s%s", m.value < 0 ? ": " : "",
+                 m.value < 0 ? strerror(-m.value) : "");
         zygote_stop(pool);
         return -1;
     }
@@ -429,8 +429,7 @@ static int zygote_fork(sbx_pool *pool, child_t *c, char *err, size_t errcap)
         }
         if (zygote_start(pool, err, errcap) != 0) {
             pool->zyg_retry_at = now_ms() + 5000;
-            log_warn("sandbox zygote unavailable; exec'ing each child",
-                     LOG_S("error", err));
+            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", err));
             goto done;
         }
         log_info("sandbox zygote started", LOG_I("pid", pool->zyg_pid));
@@ -545,10 +544,9 @@ static void *refill_main(void *arg)
 typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
 
 /* Reads the child's outcome until EOF, the deadline, cancellation or more
- * than JAIL_MAX_OUTCOME bytes in all, appending at buf + *len; with `line`, also stops (RD_LINE) as soon as
- * what was read ends in a newline (the child writes its outcome line in one
- * write, then exits: no need to wait for that). `buf` has
- * JAIL_MAX_OUTCOME + 1 bytes. */
+ * than JAIL_MAX_OUTCOME bytes in all, appending at buf + *len; with `line`, also stops (RD_LINE) as
+ * soon as what was read ends in a newline (the child writes its outcome line in one write, then
+ * exits: no need to wait for that). `buf` has JAIL_MAX_OUTCOME + 1 bytes. */
 static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, atomic_int *cancel,
                              int line)
 {
@@ -740,7 +738,7 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
     }
     snprintf(pool->mem_arg, sizeof pool->mem_arg, "%ld", pool->cfg.memory_mb);
     pool->running = calloc((size_t)pool->cfg.max_sandboxes, sizeof *pool->running);
-    pool->idle = calloc((size_t)(pool->idle_target + 1), sizeof *pool->idle);
+    pool->idle = calloc((size_t)pool->idle_target + 1, sizeof *pool->idle);
     if (pool->running == NULL || pool->idle == NULL) {
         snprintf(err, errcap, "out of memory");
         goto fail;
@@ -787,13 +785,13 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
         }
         pool->refill_started = 1;
     }
-    log_info(
-        "sandbox pool ready", LOG_S("child_image", pool->exe),
-        LOG_I("max_sandboxes", pool->cfg.max_sandboxes), LOG_I("memory_mb", pool->cfg.memory_mb),
-        LOG_I("prestart", pool->idle_target), LOG_I("seccomp", pool->layers.seccomp),
-        LOG_I("no_new_privs", pool->layers.no_new_privs), LOG_I("rlimits", pool->layers.rlimits),
-        LOG_I("user_ns", pool->layers.user_ns), LOG_I("net_ns", pool->layers.net_ns),
-        LOG_I("zygote", pool->layers.zygote));
+    log_info("sandbox pool ready", LOG_S("child_image", pool->exe),
+             LOG_I("max_sandboxes", pool->cfg.max_sandboxes),
+             LOG_I("memory_mb", pool->cfg.memory_mb), LOG_I("prestart", pool->idle_target),
+             LOG_I("seccomp", pool->layers.seccomp),
+             LOG_I("no_new_privs", pool->layers.no_new_privs),
+             LOG_I("rlimits", pool->layers.rlimits), LOG_I("user_ns", pool->layers.user_ns),
+             LOG_I("net_ns", pool->layers.net_ns), LOG_I("zygote", pool->layers.zygote));
     return pool;
 fail:
     sbx_pool_free(pool);
@@ -847,8 +845,8 @@ json_t *sbx_pool_jail_json(sbx_pool *pool)
     return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:I}", "seccomp", l.seccomp,
                      "no_new_privs", l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
                      "net_ns", l.net_ns, "zygote", sbx_pool_zygote_pid(pool) > 0,
-                     "children_started", (json_int_t)atomic_load(&pool->spawned),
-                     "children_forked", (json_int_t)atomic_load(&pool->forked));
+                     "children_started", (json_int_t)atomic_load(&pool->spawned), "children_forked",
+                     (json_int_t)atomic_load(&pool->forked));
 }
 
 int sbx_pool_active(const sbx_pool *pool)
@@ -1049,8 +1047,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         handed = 1;
         track_running(pool, c.pid, 1);
         atomic_fetch_add(&pool->started, 1);
-        int s = send_request(&c, &hdr, (hdr.flags & JAIL_REQ_IMAGE) ? req->image->fd : -1, src, key,
-                             deadline, req->cancel);
+        int img_fd = (hdr.flags & JAIL_REQ_IMAGE) && req->image != NULL ? req->image->fd : -1;
+        int s = send_request(&c, &hdr, img_fd, src, key, deadline, req->cancel);
         if (s == 0) break;
         track_running(pool, c.pid, 0);
         reap_later(pool, &c, 1);

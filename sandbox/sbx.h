@@ -44,7 +44,7 @@ typedef struct {
 typedef struct {
     int seccomp, no_new_privs, rlimits; /* required: pool creation fails without */
     int user_ns, net_ns;                /* optional */
-    int zygote; /* 1 = children are forked from the zygote (else exec'd) */
+    int zygote;                         /* 1 = children are forked from the zygote (else exec'd) */
 } sbx_layers;
 
 sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap);

@@ -1,6 +1,7 @@
 /* sidecar/cloud: the shared HTTP layer of the cloud client (see cloud.h):
- * per-thread curl easy handles (reset between requests, so connections and
- * the DNS cache are reused), the protocol headers, TLS verification with an
+ * a pool of curl easy handles (reset between requests, so connections and
+ * the DNS cache are reused; the most recently used, warm one first; all
+ * closed when the worker goes idle: cloud_release_idle), the protocol headers, TLS verification with an
  * optional CA bundle, no redirects, response caps enforced while reading,
  * server-URL pinning, error envelopes, and the retry policy. */
 #include "sidecar/cloud.h"
@@ -39,34 +40,56 @@ struct cloud {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char user_agent[64];
+    /* idle easy handles (under hmu), most recently used last */
+    pthread_mutex_t hmu;
+    CURL *idle[CLOUD_MAX_CAPACITY];
+    int nidle;
 };
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static pthread_key_t g_key;
-
-static void handle_dtor(void *h)
-{
-    curl_easy_cleanup((CURL *)h);
-}
 
 static void global_init(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    pthread_key_create(&g_key, handle_dtor);
 }
 
-/* The calling thread's easy handle (created on first use, freed at thread
- * exit by the key destructor). */
-static CURL *thread_handle(void)
+/* An easy handle for one request: the most recently used idle one (its
+ * connection is warm), else a new one. Give it back with handle_put. */
+static CURL *handle_get(cloud *c)
 {
-    CURL *h = pthread_getspecific(g_key);
-    if (h == NULL) {
-        h = curl_easy_init();
-        if (h != NULL) pthread_setspecific(g_key, h);
-    } else {
+    CURL *h = NULL;
+    pthread_mutex_lock(&c->hmu);
+    if (c->nidle > 0) h = c->idle[--c->nidle];
+    pthread_mutex_unlock(&c->hmu);
+    if (h != NULL)
         curl_easy_reset(h);
-    }
+    else
+        h = curl_easy_init();
     return h;
+}
+
+static void handle_put(cloud *c, CURL *h)
+{
+    if (h == NULL) return;
+    pthread_mutex_lock(&c->hmu);
+    if (c->nidle < CLOUD_MAX_CAPACITY) {
+        c->idle[c->nidle++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&c->hmu);
+    if (h != NULL) curl_easy_cleanup(h);
+}
+
+void cloud_release_idle(cloud *c)
+{
+    CURL *hs[CLOUD_MAX_CAPACITY];
+    pthread_mutex_lock(&c->hmu);
+    int n = c->nidle;
+    memcpy(hs, c->idle, (size_t)n * sizeof *hs);
+    c->nidle = 0;
+    pthread_mutex_unlock(&c->hmu);
+    for (int i = 0; i < n; i++)
+        curl_easy_cleanup(hs[i]);
 }
 
 const char *cloud_error_kind_name(cloud_kind k)
@@ -96,6 +119,7 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_mutex_init(&c->hmu, NULL);
     const char *u = cfg->server_url;
     int https = strncmp(u, "https://", 8) == 0;
     if (!https && strncmp(u, "http://", 7) != 0) {
@@ -155,6 +179,8 @@ fail:
 void cloud_free(cloud *c)
 {
     if (c == NULL) return;
+    cloud_release_idle(c);
+    pthread_mutex_destroy(&c->hmu);
     free(c->base);
     free(c->origin);
     free(c->ca_bundle);
@@ -335,7 +361,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     strbuf_init(&x.body);
     struct curl_slist *hdrs = NULL;
     char line[512];
-    CURL *h = thread_handle();
+    CURL *h = handle_get(c);
     *out = NULL;
     if (h == NULL) {
         e->kind = CLOUD_TRANSPORT;
@@ -452,7 +478,13 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     }
     e->kind = CLOUD_OK;
     *out = j;
+    if (r->raw_out != NULL) *r->raw_out = strbuf_detach(&x.body, r->raw_len);
 done:
+    if (h != NULL) {
+        /* Drop the references to this call's buffers before pooling it. */
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+        handle_put(c, h);
+    }
     curl_slist_free_all(hdrs);
     strbuf_free(&x.body);
 }

@@ -51,6 +51,9 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap);
 void cloud_free(cloud *c);
 /* Aborts in-flight transfers and backoff waits of every thread, for good. */
 void cloud_abort(cloud *c);
+/* Closes the pooled idle connections and frees their handles (the worker
+ * calls it when it goes idle); later calls open new ones. */
+void cloud_release_idle(cloud *c);
 int cloud_aborted(const cloud *c);
 /* Monotonic ms of the last HTTP response of any kind (0 = never). */
 long long cloud_last_contact_ms(const cloud *c);
@@ -93,9 +96,10 @@ void cloud_assignments_free(cloud_assignment *a, size_t n);
 int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, char *err,
                                size_t errcap);
 
-/* ---- transcript ---- (validated; new reference in *out) */
+/* ---- transcript ---- (validated; new reference in *out; raw, if not NULL,
+ * receives the response bytes as well: owned, NUL-terminated, *bytes long) */
 int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
-                     cloud_error *e);
+                     char **raw, cloud_error *e);
 
 /* ---- definitions ---- (validated array of definitions, new reference) */
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);
@@ -139,6 +143,8 @@ typedef struct {
     long long lease_generation; /* > 0 adds the worker-id and lease headers */
     int allow_no_version;       /* transcript: no protocol_version field */
     const char *name;           /* call name for metrics (register, claim, ...) */
+    char **raw_out;             /* if set: on success, the response body (owned, NUL-ended) */
+    size_t *raw_len;            /* its length (with raw_out) */
 } cloud_req;
 /* Performs the call; on CLOUD_OK *out is the parsed JSON object. */
 int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);

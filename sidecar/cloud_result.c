@@ -13,7 +13,7 @@ int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, clo
     char *url = cloud_url(c, "/v1/evaluator/runs/%s/result", run_id);
     json_t *r = NULL;
     int rc = -1;
-    cloud_req req = {"POST", url, body, len, CLOUD_MAX_RESPONSE, 1, 0, 0, "result"};
+    cloud_req req = {"POST", url, body, len, CLOUD_MAX_RESPONSE, 1, 0, 0, "result", NULL, NULL};
     if (cloud_call(c, &req, &r, e) != 0) goto done;
     const char *rid = cloud_req_str(r, "evaluation_run_id", "result", e);
     const char *st = rid ? cloud_req_str(r, "status", "result", e) : NULL;

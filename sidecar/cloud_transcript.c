@@ -4,15 +4,18 @@
 #include "sidecar/cloud.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
-                     cloud_error *e)
+                     char **raw, cloud_error *e)
 {
     json_t *t = NULL;
     *out = NULL;
+    if (raw) *raw = NULL;
+    size_t raw_len = 0;
     cloud_req req = {"GET", a->transcript_url,   NULL, 0,           CLOUD_MAX_TRANSCRIPT,
-                     1,     a->lease_generation, 1,    "transcript"};
+                     1,     a->lease_generation, 1,    "transcript", raw, &raw_len};
     if (cloud_call(c, &req, &t, e) != 0) {
         if (!strcmp(e->code, "response_too_large"))
             snprintf(e->code, sizeof e->code, "transcript_too_large");
@@ -64,5 +67,9 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *
     return 0;
 fail:
     json_decref(t);
+    if (raw) {
+        free(*raw);
+        *raw = NULL;
+    }
     return -1;
 }

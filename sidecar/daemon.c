@@ -66,7 +66,7 @@ int daemon_run(const run_config *cfg)
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
     /* Few malloc arenas: the threads are mostly idle and each arena keeps
      * its own free pages (idle RSS). */
-    mallopt(M_ARENA_MAX, 2);
+    mallopt(M_ARENA_MAX, 1);
     g_main = pthread_self();
     g_have_main = 1;
     daemon_block_signals();

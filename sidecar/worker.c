@@ -111,6 +111,10 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     pthread_cond_init(&w->hb_cv, NULL);
     pthread_cond_init(&w->ob_cv, NULL);
     pthread_cond_init(&w->idle_cv, NULL);
+    pthread_cond_init(&w->help_cv, NULL);
+    pthread_cond_init(&w->run_cv, NULL);
+    pthread_mutex_init(&w->gc_mu, NULL);
+    pthread_cond_init(&w->gc_cv, NULL);
     w->hb_interval_s = 30;
     w->lease_duration_s = 120;
     w->poll_interval_s = 10;
@@ -185,6 +189,21 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
     pthread_mutex_lock(&w->mu);
     snprintf(w->not_ready, sizeof w->not_ready, fmt, e->code, e->message);
     pthread_mutex_unlock(&w->mu);
+}
+
+/* Once the server has no work for us and nothing is active: gives the
+ * store's caches and freed heap pages back (once per idle period, so an
+ * idle worker costs nothing). Any thread; locks w->mu. */
+static void idle_trim(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int go = w->claim_empty && !w->trimmed && w->nactive == 0 && w->outbox_depth == 0;
+    if (go) w->trimmed = 1;
+    pthread_mutex_unlock(&w->mu);
+    if (!go) return;
+    cloud_release_idle(w->cloud);
+    ws_release_memory(w);
+    malloc_trim(0);
 }
 
 static void *main_loop(void *arg)
@@ -281,12 +300,16 @@ static void *main_loop(void *arg)
         if (n == 0) {
             free(as);
             pthread_mutex_lock(&w->mu);
-            int idle = w->nactive == 0;
+            w->claim_empty = 1;
             pthread_mutex_unlock(&w->mu);
-            if (idle) malloc_trim(0); /* give freed pages back while idle */
+            idle_trim(w);
             if (rejected == 0) loop_wait(w, poll_ms);
             continue;
         }
+        pthread_mutex_lock(&w->mu);
+        w->claim_empty = 0;
+        w->trimmed = 0;
+        pthread_mutex_unlock(&w->mu);
         wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);
         actx **xs = calloc(n, sizeof *xs);
         for (size_t i = 0; i < n; i++) {
@@ -364,6 +387,7 @@ static void *pool_main(void *arg)
         json_decref(x->skip_runs);
         free(x->runs);
         free(x);
+        idle_trim(w);
     }
     return NULL;
 }
@@ -380,6 +404,11 @@ int worker_start(worker *w, char *err, size_t errcap)
     ws_recover(w);
     w->npool = w->concurrency;
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
+    /* Run-pool helpers: as many as sandboxes may run at once (the
+     * assignment threads run their own runs too). */
+    w->nrun_th = w->cfg->max_sandboxes > 0 ? w->cfg->max_sandboxes : 4;
+    if (w->nrun_th > CLOUD_MAX_CAPACITY) w->nrun_th = CLOUD_MAX_CAPACITY;
+    w->run_th = calloc((size_t)w->nrun_th, sizeof *w->run_th);
     if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -389,6 +418,8 @@ int worker_start(worker *w, char *err, size_t errcap)
     rc = rc || pthread_create(&w->ob_th, &at, worker_outbox_main, w);
     for (long i = 0; rc == 0 && i < w->npool; i++)
         rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
+    for (long i = 0; rc == 0 && i < w->nrun_th; i++)
+        rc = pthread_create(&w->run_th[i], &at, worker_run_main, w);
     pthread_attr_destroy(&at);
     if (rc != 0) {
         snprintf(err, errcap, "worker: cannot start threads");
@@ -439,11 +470,14 @@ void worker_stop(worker *w)
     pthread_cond_broadcast(&w->q_cv);
     pthread_cond_broadcast(&w->hb_cv);
     pthread_cond_broadcast(&w->ob_cv);
+    pthread_cond_broadcast(&w->help_cv);
     pthread_mutex_unlock(&w->mu);
     cloud_abort(w->cloud);
     pthread_join(w->main_th, NULL);
     for (long i = 0; i < w->npool; i++)
         pthread_join(w->pool_th[i], NULL);
+    for (long i = 0; i < w->nrun_th; i++)
+        pthread_join(w->run_th[i], NULL);
     pthread_join(w->hb_th, NULL);
     pthread_join(w->ob_th, NULL);
     w->started = 0;
@@ -469,11 +503,16 @@ void worker_free(worker *w)
         free(x);
     }
     for (int k = 0; k < 16; k++)
-        json_decref(w->recent[k].t);
+        free(w->recent[k].raw);
     json_decref(w->catalog);
     json_decref(w->disabled);
     cloud_free(w->cloud);
     free(w->pool_th);
+    free(w->run_th);
+    pthread_cond_destroy(&w->help_cv);
+    pthread_cond_destroy(&w->run_cv);
+    pthread_mutex_destroy(&w->gc_mu);
+    pthread_cond_destroy(&w->gc_cv);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     pthread_cond_destroy(&w->q_cv);
@@ -528,25 +567,26 @@ size_t worker_counters(worker *w, const char **names, long long *values, size_t 
 
 #define RECENT_MAX_BYTES (64u * 1024 * 1024)
 
-void worker_remember_transcript(worker *w, const char *assignment_id, json_t *t, size_t bytes)
+void worker_remember_transcript(worker *w, const char *assignment_id, char *raw, size_t bytes)
 {
+    if (raw == NULL) return;
     pthread_mutex_lock(&w->mu);
     int i = w->recent_next;
     w->recent_next = (i + 1) % 16;
-    json_decref(w->recent[i].t);
+    free(w->recent[i].raw);
     snprintf(w->recent[i].id, sizeof w->recent[i].id, "%s", assignment_id);
-    w->recent[i].t = json_incref(t);
+    w->recent[i].raw = raw;
     w->recent[i].bytes = bytes;
     /* Bound the total: evict the oldest others while over budget. */
     size_t total = 0;
     for (int k = 0; k < 16; k++)
-        total += w->recent[k].t ? w->recent[k].bytes : 0;
+        total += w->recent[k].raw ? w->recent[k].bytes : 0;
     for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
         int j = (i + k) % 16;
-        if (w->recent[j].t == NULL) continue;
+        if (w->recent[j].raw == NULL) continue;
         total -= w->recent[j].bytes;
-        json_decref(w->recent[j].t);
-        w->recent[j].t = NULL;
+        free(w->recent[j].raw);
+        w->recent[j].raw = NULL;
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -557,8 +597,8 @@ json_t *worker_recent_transcript(worker *w, const char *assignment_id)
     if (w == NULL || assignment_id == NULL) return NULL;
     pthread_mutex_lock(&w->mu);
     for (int k = 0; k < 16 && t == NULL; k++)
-        if (w->recent[k].t && !strcmp(w->recent[k].id, assignment_id))
-            t = json_incref(w->recent[k].t);
+        if (w->recent[k].raw && !strcmp(w->recent[k].id, assignment_id))
+            t = json_loadb(w->recent[k].raw, w->recent[k].bytes, JSON_REJECT_DUPLICATES, NULL);
     pthread_mutex_unlock(&w->mu);
     return t;
 }

@@ -20,6 +20,13 @@
 #include <time.h>
 
 #define LEASE_MARGIN_S 5.0
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 #define MAX_ERROR_MESSAGE 4096
 
 static const char *sget(const json_t *o, const char *k)
@@ -514,6 +521,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     /* Never drop a result: retry the store (claiming pauses, not ready)
      * until it takes it or the worker stops. */
     int stored = 0;
+    int64_t t0 = mono_us();
     for (int64_t delay = 100;; delay = delay < 5000 ? delay * 2 : 5000) {
         if (ws_runs_finished(w, x, pend, *np) == 0) {
             stored = 1;
@@ -533,6 +541,8 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
+    int64_t t1 = mono_us();
+    atomic_fetch_add(&x->tm_store_us, t1 - t0);
     for (size_t i = 0; i < *np; i++) {
         if (stored)
             worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body, pend[i].len);
@@ -542,101 +552,191 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
         json_decref(pend[i].summary);
         free(pend[i].error_message);
     }
+    atomic_fetch_add(&x->tm_submit_us, mono_us() - t1);
     *np = 0;
 }
 
-#define FLUSH_AFTER_MS 1000
+/* One run to its end: evaluation, result body, durable store (shared with
+ * concurrent runs: group commit), first submission. Any thread. */
+static void do_run(actx *x, size_t i)
+{
+    worker *w = x->w;
+    wrun *r = &x->runs[i];
+    if (atomic_load(&x->lost)) {
+        atomic_store(&r->done, 1);
+        return;
+    }
+    if (atomic_load(&r->cancel)) {
+        atomic_store(&r->done, 1);
+        wcount(w, WC_RUNS_CANCELLED, 1);
+        return;
+    }
+    int already = 0;
+    for (size_t k = 0; k < json_array_size(x->skip_runs) && !already; k++)
+        already = !strcmp(json_string_value(json_array_get(x->skip_runs, k)), r->run_id);
+    if (already) {
+        /* Resumed after a restart: this run's result is stored (and in
+         * the outbox if not yet acknowledged). */
+        atomic_store(&r->done, 1);
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->active_runs++;
+    worker_gauges_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    run_outcome o = {0};
+    o.results = json_array();
+    o.summary = json_null();
+    double started = time_now();
+    int64_t t0 = time_mono_ms(), e0 = mono_us();
+    const char *mode = sget(r->run, "execution_mode");
+    if (!strcmp(mode, "python"))
+        run_managed(x, r, x->img, &o);
+    else
+        run_local(x, r, x->transcript, &o);
+    atomic_fetch_add(&x->tm_eval_us, mono_us() - e0);
+    double finished = time_now();
+    long long dur = time_mono_ms() - t0;
+    metrics_observe(METRIC_EVAL_SECONDS, dur / 1000.0, "mode", mode);
+    metrics_inc(METRIC_RUNS, "mode", mode, "status",
+                atomic_load(&r->cancel) ? "cancelled" : o.status);
+    atomic_store(&r->done, 1);
+    pthread_mutex_lock(&w->mu);
+    w->active_runs--;
+    worker_gauges_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    if (!strcmp(o.status, "cancelled") || atomic_load(&r->cancel)) {
+        /* Not accepted by the server any more, lost, or stopping:
+         * nothing is submitted. */
+        wcount(w, WC_RUNS_CANCELLED, 1);
+        log_info("run cancelled", LOG_S("assignment_id", x->a.assignment_id),
+                 LOG_S("evaluation_run_id", r->run_id));
+        json_decref(o.results);
+        json_decref(o.summary);
+        return;
+    }
+    wcount(w,
+           !strcmp(o.status, "succeeded")   ? WC_RUNS_SUCCEEDED
+           : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
+                                            : WC_RUNS_FAILED,
+           1);
+    ws_result p;
+    memset(&p, 0, sizeof p);
+    ids_uuid(p.submission_id);
+    /* Serialized once: these bytes are stored and every (re)submission
+     * sends them unchanged. */
+    p.body = result_body(x, &o, p.submission_id, started, finished, dur, &p.len);
+    log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
+              LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
+              LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
+    if (p.body == NULL) {
+        json_decref(o.results);
+        json_decref(o.summary);
+        return;
+    }
+    p.run_id = r->run_id;
+    p.status = o.status;
+    p.started = started;
+    p.finished = finished;
+    p.duration_ms = dur;
+    p.results = o.results;
+    p.summary = o.summary;
+    snprintf(p.error_code, sizeof p.error_code, "%s", o.error_code);
+    p.error_message = o.error_message[0] ? strdup(o.error_message) : NULL;
+    size_t np = 1;
+    flush_results(x, &p, &np);
+}
 
+/* Takes runs of x (by x->next_run) until none is left. */
+static void run_some(actx *x)
+{
+    worker *w = x->w;
+    for (;;) {
+        size_t i = atomic_fetch_add(&x->next_run, 1);
+        if (i >= x->nruns) return;
+        do_run(x, i);
+        pthread_mutex_lock(&w->mu);
+        if (--x->runs_left == 0) pthread_cond_broadcast(&w->run_cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* Removes x from the help queue (w->mu held). */
+static void help_unlink(worker *w, actx *x)
+{
+    actx *prev = NULL;
+    for (actx *p = w->help_head; p; prev = p, p = p->help_next) {
+        if (p != x) continue;
+        if (prev)
+            prev->help_next = p->help_next;
+        else
+            w->help_head = p->help_next;
+        if (w->help_tail == p) w->help_tail = prev;
+        break;
+    }
+    x->help_next = NULL;
+    x->help_queued = 0;
+}
+
+void *worker_run_main(void *arg)
+{
+    worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping) {
+        actx *x = w->help_head;
+        if (x == NULL) {
+            pthread_cond_wait(&w->help_cv, &w->mu);
+            continue;
+        }
+        if (x->help_queued <= 1)
+            help_unlink(w, x);
+        else
+            x->help_queued--;
+        x->helpers++;
+        pthread_mutex_unlock(&w->mu);
+        run_some(x);
+        pthread_mutex_lock(&w->mu);
+        if (--x->helpers == 0) pthread_cond_broadcast(&w->run_cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Runs the assignment's runs in parallel: this thread plus up to
+ * (runs - 1) run-pool helpers (the sandbox pool bounds how many
+ * evaluations really run at once); returns when every run has ended. */
 static void execute_runs(actx *x, const json_t *transcript, sbx_image *img)
 {
     worker *w = x->w;
-    ws_result *pend = calloc(x->nruns ? x->nruns : 1, sizeof *pend);
-    size_t np = 0;
-    int64_t batch_start = 0;
-    for (size_t i = 0; i < x->nruns; i++) {
-        wrun *r = &x->runs[i];
-        if (atomic_load(&x->lost)) break;
-        if (atomic_load(&r->cancel)) {
-            atomic_store(&r->done, 1);
-            wcount(w, WC_RUNS_CANCELLED, 1);
-            continue;
-        }
-        int already = 0;
-        for (size_t k = 0; k < json_array_size(x->skip_runs) && !already; k++)
-            already = !strcmp(json_string_value(json_array_get(x->skip_runs, k)), r->run_id);
-        if (already) {
-            /* Resumed after a restart: this run's result is stored (and in
-             * the outbox if not yet acknowledged). */
-            atomic_store(&r->done, 1);
-            continue;
-        }
-        pthread_mutex_lock(&w->mu);
-        w->active_runs++;
-        worker_gauges_locked(w);
-        pthread_mutex_unlock(&w->mu);
-        run_outcome o = {0};
-        o.results = json_array();
-        o.summary = json_null();
-        double started = time_now();
-        int64_t t0 = time_mono_ms();
-        if (!strcmp(sget(r->run, "execution_mode"), "python"))
-            run_managed(x, r, img, &o);
+    x->transcript = transcript;
+    x->img = img;
+    atomic_store(&x->next_run, 0);
+    pthread_mutex_lock(&w->mu);
+    x->runs_left = x->nruns;
+    long want = x->nruns > 1 ? (long)x->nruns - 1 : 0;
+    if (want > w->nrun_th) want = w->nrun_th;
+    if (want > 0 && !w->stopping) {
+        x->help_queued = (int)want;
+        x->help_next = NULL;
+        if (w->help_tail)
+            w->help_tail->help_next = x;
         else
-            run_local(x, r, transcript, &o);
-        double finished = time_now();
-        long long dur = time_mono_ms() - t0;
-        const char *mode = sget(r->run, "execution_mode");
-        metrics_observe(METRIC_EVAL_SECONDS, dur / 1000.0, "mode", mode);
-        metrics_inc(METRIC_RUNS, "mode", mode, "status",
-                    atomic_load(&r->cancel) ? "cancelled" : o.status);
-        atomic_store(&r->done, 1);
-        pthread_mutex_lock(&w->mu);
-        w->active_runs--;
-        worker_gauges_locked(w);
-        pthread_mutex_unlock(&w->mu);
-        if (!strcmp(o.status, "cancelled") || atomic_load(&r->cancel)) {
-            /* Not accepted by the server any more, lost, or stopping:
-             * nothing is submitted. */
-            wcount(w, WC_RUNS_CANCELLED, 1);
-            log_info("run cancelled", LOG_S("assignment_id", x->a.assignment_id),
-                     LOG_S("evaluation_run_id", r->run_id));
-            json_decref(o.results);
-            json_decref(o.summary);
-            continue;
-        }
-        wcount(w,
-               !strcmp(o.status, "succeeded")   ? WC_RUNS_SUCCEEDED
-               : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
-                                                : WC_RUNS_FAILED,
-               1);
-        ws_result *p = &pend[np];
-        memset(p, 0, sizeof *p);
-        ids_uuid(p->submission_id);
-        /* Serialized once: these bytes are stored and every (re)submission
-         * sends them unchanged. */
-        p->body = result_body(x, &o, p->submission_id, started, finished, dur, &p->len);
-        log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
-                  LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
-                  LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
-        if (p->body == NULL) {
-            json_decref(o.results);
-            json_decref(o.summary);
-            continue;
-        }
-        p->run_id = r->run_id;
-        p->status = o.status;
-        p->started = started;
-        p->finished = finished;
-        p->duration_ms = dur;
-        p->results = o.results;
-        p->summary = o.summary;
-        snprintf(p->error_code, sizeof p->error_code, "%s", o.error_code);
-        p->error_message = o.error_message[0] ? strdup(o.error_message) : NULL;
-        if (np++ == 0) batch_start = time_mono_ms();
-        if (time_mono_ms() - batch_start >= FLUSH_AFTER_MS) flush_results(x, pend, &np);
+            w->help_head = x;
+        w->help_tail = x;
+        if (want == 1)
+            pthread_cond_signal(&w->help_cv);
+        else
+            pthread_cond_broadcast(&w->help_cv);
     }
-    flush_results(x, pend, &np);
-    free(pend);
+    pthread_mutex_unlock(&w->mu);
+    run_some(x);
+    pthread_mutex_lock(&w->mu);
+    if (x->help_queued > 0) help_unlink(w, x);
+    while (x->runs_left > 0 || x->helpers > 0)
+        pthread_cond_wait(&w->run_cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    x->transcript = NULL;
+    x->img = NULL;
 }
 
 void worker_process(worker *w, actx *x)
@@ -650,8 +750,10 @@ void worker_process(worker *w, actx *x)
     memset(&plan, 0, sizeof plan);
     char err[512];
 
+    int64_t tm[8] = {mono_us()};
     size_t tbytes = 0;
-    if (cloud_transcript(w->cloud, &x->a, &transcript, &tbytes, &e) != 0) {
+    char *raw = NULL;
+    if (cloud_transcript(w->cloud, &x->a, &transcript, &tbytes, &raw, &e) != 0) {
         if (!strcmp(e.code, "transcript_too_large")) {
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
@@ -666,7 +768,8 @@ void worker_process(worker *w, actx *x)
         }
         goto done;
     }
-    worker_remember_transcript(w, x->a.assignment_id, transcript, tbytes);
+    worker_remember_transcript(w, x->a.assignment_id, raw, tbytes);
+    tm[1] = mono_us();
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(w->cloud, &x->a, &defs, &e) != 0) {
             call_failed(x, "definitions", &e);
@@ -675,11 +778,14 @@ void worker_process(worker *w, actx *x)
     } else {
         defs = local_definitions(w);
     }
+    tm[2] = mono_us();
     if (conditions(x, defs, transcript, &img, &img_failed, &s) != 0) goto done;
+    tm[3] = mono_us();
     if (cloud_plan_submit(w->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
         call_failed(x, "plan", &e);
         goto done;
     }
+    tm[4] = mono_us();
     if (plan.idempotent_replay) metrics_inc(METRIC_REPLAYS, "call", "plan");
     if (match_plan(x, &plan, defs, &s, err, sizeof err) != 0) {
         memset(&e, 0, sizeof e);
@@ -709,8 +815,22 @@ void worker_process(worker *w, actx *x)
     if (need_img && ensure_image(x, &img, transcript, &img_failed) == NULL) goto done;
     ws_runs_started(w, x);
     worker_hb_add(w, x);
+    tm[5] = mono_us();
     execute_runs(x, transcript, img);
     worker_hb_remove(w, x);
+    tm[6] = mono_us();
+    if (log_get_level() <= LOG_DEBUG)
+        log_debug("assignment timing", LOG_S("assignment_id", x->a.assignment_id),
+                  LOG_D("transcript_ms", (tm[1] - tm[0]) / 1000.0),
+                  LOG_D("definitions_ms", (tm[2] - tm[1]) / 1000.0),
+                  LOG_D("conditions_ms", (tm[3] - tm[2]) / 1000.0),
+                  LOG_D("plan_ms", (tm[4] - tm[3]) / 1000.0),
+                  LOG_D("prepare_ms", (tm[5] - tm[4]) / 1000.0),
+                  LOG_D("runs_ms", (tm[6] - tm[5]) / 1000.0),
+                  LOG_D("eval_sum_ms", atomic_load(&x->tm_eval_us) / 1000.0),
+                  LOG_D("durable_sum_ms", atomic_load(&x->tm_store_us) / 1000.0),
+                  LOG_D("submit_sum_ms", atomic_load(&x->tm_submit_us) / 1000.0),
+                  LOG_D("since_claim_ms", (time_now() - x->claimed_at) * 1000.0));
     if (!atomic_load(&x->lost)) {
         wcount(w, WC_ASSIGNMENTS_COMPLETED, 1);
         log_info("assignment runs finished", LOG_S("assignment_id", x->a.assignment_id),

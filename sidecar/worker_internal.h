@@ -68,6 +68,19 @@ typedef struct actx {
     struct actx *hb_next;
     struct actx *q_next;   /* claim queue */
     struct actx *act_next; /* active list (status, stop) */
+    /* Runs in parallel (worker_assign.c): the assignment's thread and up to
+     * help_max run-pool helpers take runs by next_run; the assignment's
+     * thread waits (under w->mu, on w->run_cv) until runs_left == 0 and no
+     * helper holds it. */
+    atomic_size_t next_run;
+    size_t runs_left;        /* under w->mu: runs not yet finished */
+    int helpers;             /* under w->mu: helpers working on it */
+    int help_queued;         /* under w->mu: help requests in w->help queue */
+    struct actx *help_next;  /* help queue link */
+    const json_t *transcript; /* borrowed while its runs execute */
+    struct sbx_image *img;    /* borrowed while its runs execute */
+    /* step timings (microseconds; logged at debug level per assignment) */
+    atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
 } actx;
 
 /* A pending result submission (the in-memory outbox; mirrored to the store). */
@@ -114,6 +127,17 @@ struct worker {
     pthread_t main_th, hb_th, ob_th;
     pthread_t *pool_th;
     long npool;
+    /* the run pool: helpers that execute runs of assignments in parallel */
+    pthread_t *run_th;
+    long nrun_th;
+    pthread_cond_t help_cv; /* run pool: help queue / stop */
+    pthread_cond_t run_cv;  /* assignment threads: their runs finished */
+    actx *help_head, *help_tail;
+    /* group commit of results (worker_store.c) */
+    pthread_mutex_t gc_mu;
+    pthread_cond_t gc_cv;
+    struct ws_commit *gc_head;
+    int gc_busy;
 
     /* work (under mu) */
     actx *q_head, *q_tail; /* claimed, not yet picked up */
@@ -127,10 +151,12 @@ struct worker {
     /* recent transcripts (under mu): ring for the admin playground */
     struct {
         char id[128];
-        json_t *t;
+        char *raw; /* the transcript as received (owned; parsed on demand) */
         size_t bytes;
     } recent[16];
     int recent_next;
+    /* idle memory trim (under mu): the last claim was empty; trimmed since */
+    int claim_empty, trimmed;
     /* store failing: no new claims until results can be made durable */
     int store_failing;
 
@@ -180,24 +206,32 @@ typedef struct {
     size_t len;
 } ws_result;
 /* Stores finished results with their outbox entries in one durable
- * transaction. 0: they may be submitted; -1: not stored, do not submit. */
+ * transaction. 0: they may be submitted; -1: not stored, do not submit.
+ * Concurrent callers share transactions and disk flushes (group commit: a
+ * caller that finds a commit in progress queues its results for the next
+ * one, which commits everything queued at once). */
 int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
 void ws_attempt(struct worker *w, const char *submission_id, int outcome, double at,
                 long long duration_ms, const cloud_error *e);
 void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
 void ws_lease(struct worker *w, actx *x);
+/* Idle: gives back the store's page caches. */
+void ws_release_memory(struct worker *w);
 /* At start: drop expired assignments, load the pending outbox into memory,
  * and queue the assignments whose lease is still valid. */
 void ws_recover(struct worker *w);
 /* The worker id stored by a previous run (NULL if none); malloc'd. */
 char *ws_stored_worker_id(struct store *st);
 
-/* Keeps a transcript in the recent ring (takes a new reference). */
-void worker_remember_transcript(struct worker *w, const char *assignment_id, json_t *t,
+/* Keeps a transcript's bytes in the recent ring (takes ownership of raw;
+ * kept as text, about 5x smaller than the parsed tree: idle RSS). */
+void worker_remember_transcript(struct worker *w, const char *assignment_id, char *raw,
                                 size_t bytes);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(struct worker *w, actx *x);
+/* worker_assign.c: a run-pool thread (helps assignments run their runs). */
+void *worker_run_main(void *arg);
 /* worker_hb.c */
 void *worker_hb_main(void *arg);
 void worker_hb_add(struct worker *w, actx *x);

@@ -128,42 +128,130 @@ void ws_runs_started(worker *w, actx *x)
     free(ids);
 }
 
-int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
+/* One caller's results waiting for the group commit (on its stack). */
+typedef struct ws_commit {
+    actx *x;
+    const ws_result *r;
+    size_t n;
+    int rc, done;
+    uint64_t ticket; /* for store_durable_wait once committed */
+    struct ws_commit *next;
+} ws_commit;
+
+/* Fills sr[0..n) from a caller's results (rj[] receives owned JSON text). */
+static void fill_results(worker *w, const ws_commit *c, store_run_result *sr, char **rj)
 {
-    if (w->store == NULL || n == 0) return 0;
+    for (size_t i = 0; i < c->n; i++) {
+        const ws_result *r = &c->r[i];
+        rj[i] = json_dumps(r->results, JSON_COMPACT);
+        sr[i] = (store_run_result){r->run_id,
+                                   r->status,
+                                   r->started,
+                                   r->finished,
+                                   r->duration_ms,
+                                   json_is_string(r->summary) ? json_string_value(r->summary)
+                                                              : NULL,
+                                   rj[i],
+                                   r->error_code[0] ? r->error_code : NULL,
+                                   r->error_message,
+                                   r->submission_id,
+                                   w->worker_id,
+                                   c->x->a.lease_generation,
+                                   r->body,
+                                   r->len};
+    }
+}
+
+/* Commits the results of callers [head, stop) in one transaction (not yet
+ * waiting for the disk: *ticket). */
+static int commit_group(worker *w, ws_commit *head, ws_commit *stop, uint64_t *ticket)
+{
+    *ticket = 0;
+    size_t n = 0;
+    for (ws_commit *c = head; c != stop; c = c->next)
+        n += c->n;
+    if (n == 0) return 0;
     store_run_result *sr = calloc(n, sizeof *sr);
     char **rj = calloc(n, sizeof *rj);
-    for (size_t i = 0; i < n; i++) {
-        rj[i] = json_dumps(r[i].results, JSON_COMPACT);
-        sr[i] = (store_run_result){r[i].run_id,
-                                   r[i].status,
-                                   r[i].started,
-                                   r[i].finished,
-                                   r[i].duration_ms,
-                                   json_is_string(r[i].summary) ? json_string_value(r[i].summary)
-                                                                : NULL,
-                                   rj[i],
-                                   r[i].error_code[0] ? r[i].error_code : NULL,
-                                   r[i].error_message,
-                                   r[i].submission_id,
-                                   w->worker_id,
-                                   x->a.lease_generation,
-                                   r[i].body,
-                                   r[i].len};
+    size_t k = 0;
+    for (ws_commit *c = head; c != stop; c = c->next) {
+        fill_results(w, c, sr + k, rj + k);
+        k += c->n;
     }
     store_err e;
-    int rc = store_runs_finished(w->store, sr, n, &e);
+    int rc = store_runs_finished_async(w->store, sr, n, ticket, &e);
     for (size_t i = 0; i < n; i++)
         free(rj[i]);
     free(rj);
     free(sr);
     if (rc < 0) {
-        /* Not durable: must not be submitted (SPEC §3). */
+        /* Not stored: must not be submitted (SPEC §3). */
         report("runs_finished", &e);
         worker_note_error(w, "store_error", e.msg);
         return -1;
     }
     return 0;
+}
+
+int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
+{
+    if (w->store == NULL || n == 0) return 0;
+    ws_commit me = {x, r, n, -1, 0, 0, NULL};
+    pthread_mutex_lock(&w->gc_mu);
+    /* Queue behind the others (commit order = arrival order). */
+    ws_commit **tail = &w->gc_head;
+    while (*tail)
+        tail = &(*tail)->next;
+    *tail = &me;
+    while (!me.done) {
+        if (w->gc_busy) {
+            pthread_cond_wait(&w->gc_cv, &w->gc_mu);
+            continue;
+        }
+        /* Leader: commit everything queued now, in one transaction; the
+         * next leader may commit while this one waits for the disk. */
+        w->gc_busy = 1;
+        ws_commit *batch = w->gc_head;
+        w->gc_head = NULL;
+        pthread_mutex_unlock(&w->gc_mu);
+        uint64_t ticket = 0;
+        int rc = commit_group(w, batch, NULL, &ticket);
+        if (rc != 0 && batch->next != NULL) {
+            /* All or nothing failed: one caller's result may be the cause;
+             * commit each caller's results on their own. */
+            for (ws_commit *c = batch; c; c = c->next)
+                c->rc = commit_group(w, c, c->next, &c->ticket);
+        } else {
+            for (ws_commit *c = batch; c; c = c->next) {
+                c->rc = rc;
+                c->ticket = ticket;
+            }
+        }
+        pthread_mutex_lock(&w->gc_mu);
+        for (ws_commit *c = batch, *nx; c; c = nx) {
+            nx = c->next;
+            c->done = 1; /* c may go away once done is seen */
+        }
+        w->gc_busy = 0;
+        pthread_cond_broadcast(&w->gc_cv);
+    }
+    pthread_mutex_unlock(&w->gc_mu);
+    if (me.rc == 0 && me.ticket != 0) {
+        /* Durable before the first submission: one disk flush covers every
+         * commit made before it started (store group commit). */
+        store_err e;
+        if (store_durable_wait(w->store, me.ticket, &e) != STORE_OK) {
+            report("runs_finished", &e);
+            worker_note_error(w, "store_error", e.msg);
+            me.rc = -1;
+        }
+    }
+    return me.rc;
+}
+
+void ws_release_memory(worker *w)
+{
+    if (w->store != NULL) store_release_memory(w->store);
 }
 
 void ws_attempt(worker *w, const char *submission_id, int outcome, double at, long long duration_ms,

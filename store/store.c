@@ -432,6 +432,23 @@ void st_rput(store *st, sconn *c)
     pthread_mutex_unlock(&st->rmu);
 }
 
+void store_release_memory(store *st)
+{
+    if (st == NULL) return;
+    pthread_mutex_lock(&st->wmu);
+    sqlite3_db_release_memory(st->w.db);
+    pthread_mutex_unlock(&st->wmu);
+    for (int i = 0; i < st->nreaders; i++) {
+        pthread_mutex_lock(&st->rmu);
+        int mine = !st->readers[i].in_use;
+        if (mine) st->readers[i].in_use = 1;
+        pthread_mutex_unlock(&st->rmu);
+        if (!mine) continue;
+        sqlite3_db_release_memory(st->readers[i].db);
+        st_rput(st, &st->readers[i]);
+    }
+}
+
 /* ------------------------------------------------------------------- open */
 
 static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t cap)

@@ -168,6 +168,11 @@ int store_schema_version(store *st);
 /* Applies the queued deferred updates now. */
 int store_flush(store *st, store_err *err);
 
+/* Gives back the page caches of the writer and of the idle read connections
+ * (sqlite3_db_release_memory): for an idle process, so its resident memory
+ * stays small. Connections in use are skipped. Cheap when nothing is cached. */
+void store_release_memory(store *st);
+
 /* -------------------------------------------------------- worker registration */
 
 typedef struct {
@@ -306,6 +311,10 @@ int store_runs_finished(store *st, const store_run_result *r, size_t n, store_er
  * already survives a crash of the process. */
 int store_run_finished_async(store *st, const store_run_result *r, uint64_t *ticket,
                              store_err *err);
+/* Same for several results in ONE transaction (all or nothing, as
+ * store_runs_finished), without waiting for the disk. */
+int store_runs_finished_async(store *st, const store_run_result *r, size_t n, uint64_t *ticket,
+                              store_err *err);
 /* Blocks until every commit up to `ticket` is on disk. Callers share flushes
  * (group commit): one fdatasync covers every commit made before it started,
  * so N results waiting together cost one disk flush. STORE_OK immediately

@@ -599,6 +599,12 @@ int store_run_finished_async(store *st, const store_run_result *r, uint64_t *tic
     return finish_many(st, r, 1, ticket, err);
 }
 
+int store_runs_finished_async(store *st, const store_run_result *r, size_t n, uint64_t *ticket,
+                              store_err *err)
+{
+    return finish_many(st, r, n, ticket, err);
+}
+
 /* ----------------------------------------------------------------- outbox */
 
 int store_outbox_pending(store *st, int64_t after_seq, int limit, store_outbox_entry **out,

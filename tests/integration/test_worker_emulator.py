@@ -129,6 +129,32 @@ class EndToEnd(EmulatorBase):
         self.assertNotIn("event_count", {r["eval_key"] for r in runs})
 
 
+    def test_runs_of_an_assignment_run_in_parallel(self):
+        # Three slow managed runs of one session: executed concurrently (run
+        # pool), so their [started_at, finished_at] intervals, as submitted,
+        # all overlap. Then a second session: the pool is reused.
+        slow = "EvalResult(score=Score(len([i for i in range(400000) if i % 7 == 0]) * 0 + 1.0))"
+        defs = [dict(d, eval_key=f"slow_{k}", evaluator_source=slow, result_kind="score",
+                     condition_source=None, timeout_seconds=30)
+                for k, d in enumerate(DEFS)]
+        emu = self.start_emu(defs, "--sessions", "2")
+        sc = self.start_sidecar(concurrency=1)
+        self.assertTrue(wait_for(self.finished(2), 90), sc.raw_log()[-3000:])
+        runs = emu.runs()
+        self.assertEqual(len(runs), 6)
+        by_assignment = {}
+        for r in runs:
+            self.assertEqual(r["result"]["status"], "succeeded", r["result"])
+            by_assignment.setdefault(r["assignment_id"], []).append(r["result"])
+        self.assertEqual(len(by_assignment), 2)
+        for results in by_assignment.values():
+            latest_start = max(x["started_at"] for x in results)
+            earliest_finish = min(x["finished_at"] for x in results)
+            self.assertLess(latest_start, earliest_finish, results)
+        self.assertEqual(emu.state()["conflicts"], 0)
+        self.assertEqual(sc.stop(signal.SIGTERM), 0)
+
+
 class ThreeSidecars(EmulatorBase):
     def test_three_sidecars_300_sessions_exactly_once(self):
         emu = self.start_emu(DEFS[:1], "--sessions", "300", "--threads", "4")

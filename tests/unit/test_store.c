@@ -633,6 +633,90 @@ static void test_pagination_and_filters(void **state)
     store_close(st);
 }
 
+/* Every combination of the run filters, paged with a small limit, returns
+ * exactly the rows of the unfiltered listing that match, in the same order
+ * (the assignment filter forces its own index: this checks that the query
+ * variants agree with each other). */
+static void test_run_filter_combinations(void **state)
+{
+    (void)state;
+    store *st = open_new("filters", NULL, 0);
+    store_err e = {0};
+    static const char *const keys[3] = {"k0", "k1", "k2"};
+    for (int a = 0; a < 12; a++) {
+        char aid[32];
+        snprintf(aid, sizeof aid, "as%02d", a);
+        seed_assignment(st, aid, 1, 9e9, 13, keys[a % 3]);
+        for (int r = 0; r < 13; r += 3) {
+            char rid[64], sub[128];
+            snprintf(rid, sizeof rid, "%s-r%d", aid, r);
+            snprintf(sub, sizeof sub, "sub-%s", rid);
+            store_run_result res =
+                mk_result(rid, sub, 1, r % 2 ? "failed" : "succeeded", "{}", 3000 + a, 5);
+            assert_int_equal(store_run_finished(st, &res, &e), STORE_OK);
+        }
+    }
+    strbuf b;
+    strbuf_init(&b);
+    store_run_filter all = {.limit = 500};
+    assert_int_equal(store_runs_list_json(st, &all, &b, &e), STORE_OK);
+    json_t *full = parse(&b);
+    json_t *rows = json_object_get(full, "runs");
+    assert_int_equal(json_array_size(rows), 12 * 13);
+    static const char *const statuses[] = {"succeeded", "failed", "planned"};
+    static const char *const asgs[] = {"as01", "as10", "as03"};
+    for (int m = 1; m < 8; m++) {
+        for (int v = 0; v < 3; v++) {
+            const char *status = (m & 1) ? statuses[v] : NULL;
+            const char *key = (m & 2) ? keys[(v + 1) % 3] : NULL;
+            const char *asg = (m & 4) ? asgs[v] : NULL;
+            /* expected: the matching rows of the full listing */
+            const char *want[12 * 13];
+            size_t nwant = 0;
+            for (size_t i = 0; i < json_array_size(rows); i++) {
+                json_t *r = json_array_get(rows, i);
+#define FIELD(k) json_string_value(json_object_get(r, k))
+                if ((!status || !strcmp(FIELD("status"), status)) &&
+                    (!key || !strcmp(FIELD("eval_key"), key)) &&
+                    (!asg || !strcmp(FIELD("assignment_id"), asg)))
+                    want[nwant++] = FIELD("id");
+#undef FIELD
+            }
+            size_t got = 0;
+            char cursor[64] = "";
+            for (int page = 0; page < 200; page++) {
+                store_run_filter f = {status, key, asg, 2, cursor};
+                strbuf_reset(&b);
+                assert_int_equal(store_runs_list_json(st, &f, &b, &e), STORE_OK);
+                json_t *j = parse(&b);
+                json_t *rs = json_object_get(j, "runs");
+                for (size_t i = 0; i < json_array_size(rs); i++) {
+                    assert_true(got < nwant);
+                    assert_string_equal(
+                        json_string_value(json_object_get(json_array_get(rs, i), "id")), want[got]);
+                    got++;
+                }
+                json_t *nc = json_object_get(j, "next_cursor");
+                int done = json_is_null(nc);
+                if (!done) snprintf(cursor, sizeof cursor, "%s", json_string_value(nc));
+                json_decref(j);
+                if (done) break;
+            }
+            assert_int_equal(got, nwant);
+        }
+    }
+    /* the combinations above are not all empty */
+    store_run_filter f = {.status = "succeeded", .eval_key = "k1", .assignment_id = "as10"};
+    strbuf_reset(&b);
+    assert_int_equal(store_runs_list_json(st, &f, &b, &e), STORE_OK);
+    json_t *j = parse(&b);
+    assert_int_equal(json_array_size(json_object_get(j, "runs")), 3);
+    json_decref(j);
+    json_decref(full);
+    strbuf_free(&b);
+    store_close(st);
+}
+
 static void test_charts(void **state)
 {
     (void)state;
@@ -1467,6 +1551,7 @@ int main(void)
         cmocka_unit_test(test_fencing_and_reclaim),
         cmocka_unit_test(test_evaluators_and_metrics_survive_restart),
         cmocka_unit_test(test_pagination_and_filters),
+        cmocka_unit_test(test_run_filter_combinations),
         cmocka_unit_test(test_charts),
         cmocka_unit_test(test_prune),
         cmocka_unit_test(test_migration_from_v1),

@@ -42,11 +42,16 @@ DEFS = [
 ]
 
 
-def cpu_ticks(pid):
+def cpu_split(pid):
+    """(own utime+stime, reaped children's cutime+cstime) in clock ticks."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     # utime stime cutime cstime (fields 14-17, 1-based; after ')' index 11..14)
-    return sum(int(x) for x in fields[11:15])
+    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+
+
+def cpu_ticks(pid):
+    return sum(cpu_split(pid))
 
 
 def rss_kib(pid, key="VmRSS:"):
@@ -55,6 +60,28 @@ def rss_kib(pid, key="VmRSS:"):
             if line.startswith(key):
                 return int(line.split()[1])
     return 0
+
+
+def smaps_top(pid, n=25):
+    """Prints the idle process's mappings with the most resident memory."""
+    maps, cur = [], None
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and not parts[0].endswith(":"):
+                cur = [0, 0, parts[5] if len(parts) > 5 else "[anon]"]
+                maps.append(cur)
+            elif parts[0] == "Rss:":
+                cur[0] = int(parts[1])
+            elif parts[0] == "Anonymous:":
+                cur[1] = int(parts[1])
+    agg = {}
+    for rss, anon, name in maps:
+        a = agg.setdefault(name, [0, 0])
+        a[0] += rss
+        a[1] += anon
+    for name, (rss, anon) in sorted(agg.items(), key=lambda kv: -kv[1][0])[:n]:
+        print(f"    {rss:6d} KiB rss  {anon:6d} KiB anon  {name}")
 
 
 def ts(s):
@@ -71,6 +98,10 @@ def main():
     ap.add_argument("--sessions", type=int, default=300)
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--db", choices=["file", "memory"], default="file")
+    ap.add_argument("--log-level", default="info",
+                    help="debug adds per-step latency figures (costs some sidecar CPU)")
+    ap.add_argument("--smaps", action="store_true", help="print the idle sidecar's largest mappings")
+    ap.add_argument("--keep-log", action="store_true", help="print the sidecar log's path")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="fps-bench-")
     defs = os.path.join(d, "defs.json")
@@ -83,9 +114,12 @@ def main():
     env = dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN="emulator-token")
     log = open(log_path, "w")
     t0 = time.monotonic()
-    sc = subprocess.Popen([BIN, "run", "--server", emu.base, "--listen", "127.0.0.1:0",
+    # FPS_SIDECAR_WRAP: a command prefix for the sidecar only (e.g. "perf record -g -o f --");
+    # its CPU figures then include the wrapper.
+    wrap = os.environ.get("FPS_SIDECAR_WRAP", "").split()
+    sc = subprocess.Popen(wrap + [BIN, "run", "--server", emu.base, "--listen", "127.0.0.1:0",
                            "--db", db, "--concurrency", str(a.concurrency),
-                           "--log-level", "info"], stderr=log, stdout=subprocess.DEVNULL, env=env)
+                           "--log-level", a.log_level], stderr=log, stdout=subprocess.DEVNULL, env=env)
     try:
         c0 = 0  # the whole life of the sidecar, start-up and registration included
 
@@ -93,11 +127,15 @@ def main():
             st = emu.state()["assignments"]
             return st["completed"] + st["skipped"] + st["dead"] >= a.sessions
         ok = wait_for(done, 600, 0.02)
-        t1, c1 = time.monotonic(), cpu_ticks(sc.pid)
+        t1, (own1, kids1) = time.monotonic(), cpu_split(sc.pid)
+        c1 = own1 + kids1
+        emu_cpu = cpu_ticks(emu.proc.pid)
         st = emu.state()
         runs = st["runs"]["committed"]
         time.sleep(3)
         rss = rss_kib(sc.pid)
+        if a.smaps:
+            smaps_top(sc.pid)
         rss_anon, rss_file = rss_kib(sc.pid, "RssAnon:"), rss_kib(sc.pid, "RssFile:")
         i0, it0 = cpu_ticks(sc.pid), time.monotonic()
         time.sleep(10)
@@ -110,7 +148,9 @@ def main():
             sc.kill()
         log.close()
         emu.stop()
-    claimed, finished = {}, {}
+        if a.keep_log:
+            print("sidecar log:", log_path)
+    claimed, finished, steps = {}, {}, {}
     with open(log_path) as f:
         for line in f:
             try:
@@ -121,6 +161,10 @@ def main():
                 claimed[e["assignment_id"]] = ts(e["ts"])
             elif e.get("msg") in ("assignment runs finished", "assignment skipped"):
                 finished[e["assignment_id"]] = ts(e["ts"])
+            elif e.get("msg") == "assignment timing":
+                for k, v in e.items():
+                    if k.endswith("_ms"):
+                        steps.setdefault(k[:-3], []).append(v)
     lat = [1000 * (finished[k] - claimed[k]) for k in finished if k in claimed]
     wall = t1 - t0
     rps = runs / wall if wall > 0 else 0
@@ -131,13 +175,19 @@ def main():
     print(f"  runs committed        {runs}  in {wall:.2f} s")
     print(f"  runs/s                {rps:9.1f}   anchor: reference ~15 -> x{rps / 15:.1f};"
           f" target 500 -> {rps / 500:.2f} of target")
-    print(f"  CPU ms per run        {cpu_ms:9.2f}   (sidecar + sandbox children)")
+    per = 1000 / CLK / max(1, runs)
+    print(f"  CPU ms per run        {cpu_ms:9.2f}   (sidecar {own1 * per:.2f} + sandbox children"
+          f" {kids1 * per:.2f}; emulator {emu_cpu * per:.2f} not included)")
     print(f"  assignment latency    p50 {pct(lat, 50):.1f} ms   p99 {pct(lat, 99):.1f} ms"
           f"   (claim -> results submitted, n={len(lat)})")
     print(f"  idle RSS              {rss / 1024:9.1f} MiB  target 16 MiB -> {rss / 1024 / 16:.2f}"
           f" of target   (anon {rss_anon / 1024:.1f} MiB, shared libraries/files"
           f" {rss_file / 1024:.1f} MiB)")
+    for k, v in steps.items():
+        print(f"    step {k:18s} p50 {pct(v, 50):7.1f} ms  p99 {pct(v, 99):7.1f} ms")
     print(f"  idle CPU              {idle_cpu:9.3f} %   (10 s sample; target ~0)")
+    print("  load average          %.2f %.2f %.2f   (2 cores shared: figures above are"
+          " distorted by the load; CPU ms per run least)" % os.getloadavg())
 
 
 if __name__ == "__main__":
