@@ -66,6 +66,7 @@ typedef struct {
  * jail_warm needs. Lives as long as the process (children inherit it). */
 #define JAIL_MAX_RANGES 32
 #define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
+#define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
 typedef struct {
     char *start, *end; /* [start, end) */
     int write;                /* writable (else executable) */

@@ -278,6 +278,9 @@ int jail_prepare(jail_prepared *p)
         void *a, *b;
         char perms[8];
         if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
+        /* Only this image's own small mappings (code, data, heap, stack):
+         * never reservations (sanitizer shadow memory spans terabytes). */
+        if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
         jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES   ? &p->ranges[p->nranges++]
                         : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
                                                                           : NULL;
@@ -303,6 +306,10 @@ int jail_prepare(jail_prepared *p)
  * the zygote), and a heap reserve. */
 void jail_reserve(size_t bytes)
 {
+#ifdef FPS_SANITIZE
+    (void)bytes; /* the sanitizer's allocator ignores malloc's tuning */
+    return;
+#endif
     char *blk = malloc(bytes);
     if (blk == NULL) return;
     size_t skip = (4096 - ((uintptr_t)blk & 4095)) & 4095; /* to the first whole page */
@@ -313,10 +320,12 @@ void jail_reserve(size_t bytes)
 
 void jail_warm(const jail_prepared *p)
 {
+#ifndef FPS_SANITIZE /* the sanitizer runtime's own mappings: leave them be */
     for (int i = 0; i < p->nranges; i++)
         (void)madvise(p->ranges[i].start, (size_t)(p->ranges[i].end - p->ranges[i].start),
                       p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
     jail_reserve(JAIL_HEAP_RESERVE);
+#endif
     warm_eval(p);
 }
 

@@ -2,7 +2,7 @@
  * what it may hold). A fresh exec of the child image with --zygote: it enters
  * the optional namespaces, prepares the seccomp program once, jails itself
  * as far as forking allows (no capabilities, no_new_privs, no core files, no
- * file writes),
+ * file writes, 16 descriptors),
  * says HELLO, then answers each FORK message with one single-use child
  * cloned with CLONE_PARENT, so the child belongs to the sidecar, which waits
  * for it and kills it. Single-threaded; never evaluates anything. Exits when
@@ -19,6 +19,10 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+/* The zygote's own descriptor limit: fds 0-2 plus a child's two channels
+ * while it forks. */
+#define ZYGOTE_NOFILE 16
 
 static int send_msg(uint32_t op, int32_t pid, int32_t value, const jail_layers *l)
 {
@@ -90,7 +94,12 @@ __attribute__((noreturn)) static void become_child(const jail_opts *o, const jai
                                                    jail_layers got, int fds[2])
 {
     if (dup2(fds[0], 0) != 0 || dup2(fds[1], 1) != 1) _exit(JAIL_EXIT_SETUP);
-    if (close_range(3, ~0U, 0) != 0) _exit(JAIL_EXIT_SETUP);
+    if (close_range(3, ~0U, 0) != 0) {
+        /* Kernels before 5.9: the zygote keeps RLIMIT_NOFILE at
+         * ZYGOTE_NOFILE, so this is a short loop. */
+        for (int fd = 3; fd < ZYGOTE_NOFILE; fd++)
+            close(fd);
+    }
     jail_enter(o, p, &got);
     jail_warm(p);
     jail_serve(o);
@@ -114,9 +123,9 @@ int jail_zygote_main(const jail_opts *o)
     /* The zygote's own bounds: it forks, so no seccomp or RLIMIT_NPROC here
      * (each child installs those), but nothing it does may write a file or
      * gain privileges. */
-    struct rlimit zero = {0, 0};
+    struct rlimit zero = {0, 0}, nofile = {ZYGOTE_NOFILE, ZYGOTE_NOFILE};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
-        setrlimit(RLIMIT_CORE, &zero) != 0) {
+        setrlimit(RLIMIT_CORE, &zero) != 0 || setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
         send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EINVAL, &got);
         return JAIL_EXIT_SETUP;
     }
