@@ -23,7 +23,9 @@ void strbuf_put_slow(strbuf *b, const void *data, size_t len);
 /* put and putc are inline: hot paths (JSON rendering) call them per field. */
 static inline void strbuf_put(strbuf *b, const void *data, size_t len)
 {
-    if (b->len + len < b->cap) {
+    /* cap > 0 implies data != NULL; the check spells that out for the
+     * static analyzer and costs one predictable branch */
+    if (b->data && b->len + len < b->cap) {
         if (len) __builtin_memcpy(b->data + b->len, data, len);
         b->len += len;
         b->data[b->len] = '\0';
@@ -34,7 +36,7 @@ static inline void strbuf_put(strbuf *b, const void *data, size_t len)
 
 static inline void strbuf_putc(strbuf *b, char c)
 {
-    if (b->len + 1 < b->cap) {
+    if (b->data && b->len + 1 < b->cap) {
         b->data[b->len++] = c;
         b->data[b->len] = '\0';
         return;

@@ -108,11 +108,16 @@ static int put_value(strbuf *b, const json_t *v)
     }
     case JSON_OBJECT: {
         size_t n = json_object_size(v), i = 0;
-        const char **keys = n ? malloc(n * sizeof *keys) : NULL;
-        if (n && keys == NULL) return -1;
+        if (n == 0) {
+            strbuf_puts(b, "{}");
+            return 0;
+        }
+        const char **keys = malloc(n * sizeof *keys);
+        if (keys == NULL) return -1;
         const char *k;
         json_t *item;
         json_object_foreach((json_t *)v, k, item) keys[i++] = k;
+        n = i; /* the keys filled: json_object_size(v), spelled out for the analyzer */
         if (n > 1) qsort(keys, n, sizeof *keys, cmp_str);
         strbuf_putc(b, '{');
         int rc = 0;

@@ -96,7 +96,7 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     if (emu_v_opt_string(copy, "condition_source", ctx, &cond, err, n) != 0) goto done;
     if (emu_v_string(copy, "evaluator_source", ctx, &src, err, n) != 0) goto done;
     snprintf(f, sizeof f, "%s.evaluator_source", ctx);
-    if (emu_v_bounded(src, f, 128 * 1024, err, n) != 0) goto done;
+    if (emu_v_bounded(src, f, (size_t)128 * 1024, err, n) != 0) goto done;
     if (emu_v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err, n) != 0)
         goto done;
     if (has_timeout && timeout <= 0) {

@@ -150,7 +150,7 @@ static double rreal(rng *r)
     return (double)(rnext(r) >> 11) / 9007199254740992.0;
 }
 
-#define PICK(r, arr) (arr[rint_(r, 0, (long)(sizeof arr / sizeof arr[0]) - 1)])
+#define PICK(r, arr) ((arr)[rint_(r, 0, (long)(sizeof(arr) / sizeof((arr)[0])) - 1)])
 
 static const char *agents[] = {"support-agent", "research-agent", "coding-agent", "travel-agent",
                                "billing-agent"};
@@ -233,7 +233,7 @@ static json_t *generate_one(emulator *e, long index)
             json_t *items = json_array();
             for (long j = 0; j < count; j++)
                 json_array_append_new(items,
-                                      json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)(j + 1),
+                                      json_pack("{s:I, s:f, s:s}", "rank", (json_int_t)j + 1,
                                                 "score", rreal(&r), "title", PICK(&r, answers)));
             EVENT("tool_result",
                   json_pack("{s:s, s:s, s:s, s:I, s:{s:o, s:I}}", "tool_name", tool, "tool_call_id",

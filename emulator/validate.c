@@ -12,9 +12,9 @@
 #define NAME(buf, ctx, key)                                                                        \
     char buf[160];                                                                                 \
     if (ctx)                                                                                       \
-        snprintf(buf, sizeof buf, "%s.%s", ctx, key);                                              \
+        snprintf(buf, sizeof(buf), "%s.%s", ctx, key);                                             \
     else                                                                                           \
-        snprintf(buf, sizeof buf, "%s", key)
+        snprintf(buf, sizeof(buf), "%s", key)
 
 int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err, size_t n)
 {

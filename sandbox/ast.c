@@ -37,8 +37,8 @@ void *ast_arena_alloc(ast_arena *a, size_t n)
     if (a->cap && a->used_total + n > a->cap) return NULL;
     ast_arena_chunk *c = a->head;
     if (!c || c->size - c->used < n) {
-        size_t sz = 64 * 1024;
-        if (c && c->size < 1024 * 1024) sz = c->size * 2;
+        size_t sz = (size_t)64 * 1024;
+        if (c && c->size < (size_t)1024 * 1024) sz = c->size * 2;
         if (sz < n) sz = n;
         ast_arena_chunk *nc = malloc(sizeof *nc + sz);
         if (!nc) return NULL;

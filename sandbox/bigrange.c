@@ -219,17 +219,11 @@ int vbr_eq(val *a, val *b)
     mpz_inits(l1, s1, t1, l2, s2, t2, NULL);
     norm(a, l1, s1, t1);
     norm(b, l2, s2, t2);
-    int r;
-    if (mpz_cmp(l1, l2) != 0)
-        r = 0;
-    else if (mpz_sgn(l1) == 0)
-        r = 1;
-    else if (mpz_cmp(s1, s2) != 0)
-        r = 0;
-    else if (mpz_cmp_ui(l1, 1) == 0)
-        r = 1;
-    else
-        r = mpz_cmp(t1, t2) == 0;
+    /* equal: same length, and either empty or same start and (one element
+     * or same step) */
+    int r = mpz_cmp(l1, l2) == 0 &&
+            (mpz_sgn(l1) == 0 ||
+             (mpz_cmp(s1, s2) == 0 && (mpz_cmp_ui(l1, 1) == 0 || mpz_cmp(t1, t2) == 0)));
     mpz_clears(l1, s1, t1, l2, s2, t2, NULL);
     return r;
 }

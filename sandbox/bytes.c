@@ -219,9 +219,10 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
             return v_raise(c, "UnicodeDecodeError",
                            "'%s' codec can't decode byte 0x%02x in position %zu", en, ch, i);
         }
-        if (replace) {
-            memcpy(out + o, "\xEF\xBF\xBD", 3);
-            o += 3;
+        if (replace) { /* U+FFFD in UTF-8 */
+            out[o++] = (char)0xEF;
+            out[o++] = (char)0xBF;
+            out[o++] = (char)0xBD;
         }
         /* skip the maximal invalid subpart (at least one byte) */
         i += k > 1 ? k : 1;

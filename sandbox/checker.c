@@ -181,11 +181,6 @@ static void push_children(queue *q, ast_node *x)
             push_node(q, x->items[i]);
         break;
     case AST_DictComp:
-        push_node(q, x->a);
-        push_node(q, x->b);
-        for (i = 0; i < x->n; i++)
-            push_node(q, x->items[i]);
-        break;
     case AST_comprehension:
         push_node(q, x->a);
         push_node(q, x->b);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_OUTCOME_BYTES (1024 * 1024)
+#define MAX_OUTCOME_BYTES ((size_t)1024 * 1024)
 
 /* Name node flags (ast_node.flags for AST_Name). */
 enum {
@@ -110,7 +110,8 @@ static void resolve_comp(resolver *R, ast_node *x, scope *outer)
     /* The comprehension's own slot range, reset on entry. */
     x->slot = s.n ? s.slots[0] : 0;
     x->flags = 0;
-    x->cache = (void *)(uintptr_t)s.n;
+    /* the slot count rides in the pointer field; read back as an integer */
+    x->cache = (void *)(uintptr_t)s.n; // NOLINT(performance-no-int-to-ptr)
     for (uint32_t i = 0; i < x->n; i++) {
         ast_node *g = x->items[i];
         resolve(R, g->b, i == 0 ? outer : &s);

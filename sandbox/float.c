@@ -67,9 +67,8 @@ int vf_shortest(double d, char *digits, int *ndigits)
                 memcpy(alt, digits, (size_t)n);
                 int dp = bump(alt, n, decpt, delta);
                 if (dp == INT32_MIN) continue;
-                int an = n + (dp != decpt && delta > 0 ? 0 : 0);
-                if (digits_roundtrip(alt, an, dp, a)) {
-                    memcpy(digits, alt, (size_t)an);
+                if (digits_roundtrip(alt, n, dp, a)) {
+                    memcpy(digits, alt, (size_t)n);
                     decpt = dp;
                     ok = true;
                 }

@@ -222,7 +222,7 @@ typedef struct {
 static int fb_lit(parser *P, fbuilder *b, const char *s, size_t n)
 {
     if (!n) return 0;
-    if (b->lit_len + n + 1 > b->lit_cap) {
+    if (!b->lit || b->lit_len + n + 1 > b->lit_cap) {
         size_t nc = b->lit_cap ? b->lit_cap * 2 : 64;
         while (nc < b->lit_len + n + 1)
             nc *= 2;
@@ -231,7 +231,7 @@ static int fb_lit(parser *P, fbuilder *b, const char *s, size_t n)
             poom(P);
             return -1;
         }
-        if (b->lit_len) memcpy(nl, b->lit, b->lit_len);
+        if (b->lit) memcpy(nl, b->lit, b->lit_len);
         b->lit = nl;
         b->lit_cap = nc;
     }
@@ -1130,7 +1130,7 @@ static ast_node *factor(parser *P)
         }
         /* fold from the right: r = prefixes_k(p_k); r = p_{k-1} ** r ... */
         ast_node *r = prims.v[prims.n - 1];
-        for (uint32_t i = prims.n - 1; i >= 1; i--) {
+        for (uint32_t i = pre.n; i >= 1; i--) { /* pre.n == prims.n - 1 */
             ast_node *h = pre.v[i - 1];
             for (uint32_t j = h->n; j-- > 0;) {
                 r = unary(P, AST_UnaryOp, h->ops[j], r);

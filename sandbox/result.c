@@ -418,10 +418,7 @@ static int forbid_object_reprs(vctx *c, val *v, const char *field)
                ((s[k] >= '0' && s[k] <= '9') || ((s[k] | 32) >= 'a' && (s[k] | 32) <= 'f')))
             k++;
         size_t hex = k - i - 2;
-        if (hex >= 6)
-            bad = true;
-        else if (hex >= 1 && i >= 4 && !memcmp(s + i - 4, " at ", 4))
-            bad = true;
+        if (hex >= 6 || (hex >= 1 && i >= 4 && !memcmp(s + i - 4, " at ", 4))) bad = true;
     }
     strbuf_free(&b);
     if (bad) {

@@ -104,7 +104,8 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
         if (v_hash(c, key, &h)) return NULL;
         return NULL; /* JSON object keys are all str */
     }
-    const char *img = (const char *)(uintptr_t)d->u.t.mask;
+    /* a lazy dict keeps its image pointer in the integer mask field */
+    const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
     const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
     size_t n = d->u.t.fill;
     for (size_t i = 0; i < n; i++) {
@@ -122,7 +123,8 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
 
 int vsess_lazy_force(vctx *c, val *d)
 {
-    const char *img = (const char *)(uintptr_t)d->u.t.mask;
+    /* a lazy dict keeps its image pointer in the integer mask field */
+    const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
     const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
     size_t n = d->u.t.fill;
     val *t = v_dict_new(c, n);

@@ -24,7 +24,7 @@ struct vbig {
     mpz_t z;
 };
 
-#define CHUNK_SIZE (256 * 1024)
+#define CHUNK_SIZE ((size_t)256 * 1024)
 
 static val g_none = {.type = VT_NONE};
 static val g_true = {.type = VT_BOOL, .u.b = true};
@@ -1049,7 +1049,6 @@ int v_iter_init(vctx *c, val *v, viter *it)
         it->cur = v->u.r.start;
         return 0;
     case VT_BIGRANGE:
-        return 0;
     case VT_DICT_KEYS:
     case VT_DICT_VALUES:
     case VT_DICT_ITEMS:
