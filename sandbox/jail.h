@@ -41,6 +41,8 @@
 #define FPS_JAIL_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 /* argv[1] that makes the binary act as a sandbox child. */
 #define SBX_CHILD_ARG "__sandbox-child"
@@ -69,7 +71,7 @@ typedef struct {
 #define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
 typedef struct {
     char *start, *end; /* [start, end) */
-    int write;                /* writable (else executable) */
+    int write;         /* writable (else executable) */
 } jail_range;
 typedef struct {
     void *filter;   /* owned: struct sock_filter[] */
@@ -100,6 +102,17 @@ void jail_reserve(size_t bytes);
 __attribute__((noreturn)) void jail_serve(const jail_opts *o);
 /* The zygote's loop (jail_zygote.c); returns the process's exit status. */
 int jail_zygote_main(const jail_opts *o);
+
+/* Descriptor passing (jail_fds.c). jail_send_fds sends iov with `nfds`
+ * (<= JAIL_MAX_PASSED_FDS) descriptors attached, MSG_NOSIGNAL added to
+ * `flags`; returns bytes sent or -1. jail_recv_fds receives up to `len`
+ * bytes and at most `maxfds` descriptors (close-on-exec; extra ones are
+ * closed) into fds / *nfds; returns bytes (0 = peer closed) or -1 (errno;
+ * a truncated message is EMSGSIZE and keeps no descriptor). */
+#define JAIL_MAX_PASSED_FDS 2
+ssize_t jail_send_fds(int sock, const struct iovec *iov, int iovcnt, const int *fds, int nfds,
+                      int flags);
+ssize_t jail_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds);
 
 /* Zygote control messages (SOCK_SEQPACKET, one message each). After its
  * set-up the zygote sends one HELLO (pid = its own pid, value = 0, or -errno

@@ -360,28 +360,11 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
  * 1 when the parent closed the socket without sending one (shutdown). */
 static int recv_request(jail_request *req, int *img_fd)
 {
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    struct iovec iov = {req, sizeof *req};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof ctl.buf;
+    int nfds;
     *img_fd = -1;
-    ssize_t n;
-    do
-        n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = jail_recv_fds(0, req, sizeof *req, img_fd, 1, &nfds);
     if (n == 0) return 1;
-    if (n < 0 || (msg.msg_flags & MSG_CTRUNC)) return -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c))
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-            c->cmsg_len == CMSG_LEN(sizeof(int)))
-            memcpy(img_fd, CMSG_DATA(c), sizeof(int));
+    if (n < 0) return -1;
     if ((size_t)n < sizeof *req && read_all(0, (char *)req + n, sizeof *req - (size_t)n) != 0)
         return -1;
     if (req->magic != JAIL_REQ_MAGIC || req->source_len > JAIL_MAX_SOURCE ||

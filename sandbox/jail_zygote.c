@@ -48,38 +48,11 @@ static int send_msg(uint32_t op, int32_t pid, int32_t value, const jail_layers *
 static int recv_fork(int fds[2])
 {
     jail_zygote_msg m;
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } ctl;
-    struct iovec iov = {&m, sizeof m};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof ctl.buf;
+    int nfds;
     fds[0] = fds[1] = -1;
-    ssize_t n;
-    do
-        n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    if (n <= 0) return 1;
-    int nfds = 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-            if (nfds < 2)
-                fds[nfds++] = fd;
-            else
-                close(fd);
-        }
-    }
-    if (n != (ssize_t)sizeof m || m.magic != JAIL_ZYG_MAGIC || m.op != JAIL_ZYG_FORK || nfds != 2 ||
-        (msg.msg_flags & (MSG_CTRUNC | MSG_TRUNC))) {
+    ssize_t n = jail_recv_fds(0, &m, sizeof m, fds, 2, &nfds);
+    if (n == 0 || (n < 0 && errno != EMSGSIZE)) return 1;
+    if (n != (ssize_t)sizeof m || m.magic != JAIL_ZYG_MAGIC || m.op != JAIL_ZYG_FORK || nfds != 2) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         fds[0] = fds[1] = -1;

@@ -438,27 +438,8 @@ static int zygote_fork(sbx_pool *pool, child_t *c, char *err, size_t errcap)
     memset(&m, 0, sizeof m);
     m.magic = JAIL_ZYG_MAGIC;
     m.op = JAIL_ZYG_FORK;
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(2 * sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
     struct iovec iov = {&m, sizeof m};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof ctl.buf;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
-    memcpy(CMSG_DATA(cm), ends, 2 * sizeof(int));
-    ssize_t n;
-    do
-        n = sendmsg(pool->zyg_fd, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = jail_send_fds(pool->zyg_fd, &iov, 1, ends, 2, 0);
     if (n != (ssize_t)sizeof m || zygote_recv(pool->zyg_fd, &m, 5000) != 0 ||
         m.op != JAIL_ZYG_FORKED) {
         snprintf(err, errcap, "the sandbox zygote stopped answering");
@@ -577,33 +558,12 @@ static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, at
 static int send_request(child_t *c, const jail_request *hdr, int img_fd, const char *src,
                         const char *key, double deadline, atomic_int *cancel)
 {
-    union {
-        struct cmsghdr h;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
     struct iovec iov[3] = {{(void *)hdr, sizeof *hdr},
                            {(void *)src, (size_t)hdr->source_len},
                            {(void *)key, hdr->key_len}};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    memset(&ctl, 0, sizeof ctl);
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 3;
-    if (img_fd >= 0) {
-        msg.msg_control = ctl.buf;
-        msg.msg_controllen = sizeof ctl.buf;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &img_fd, sizeof(int));
-    }
     /* The first call always carries at least the header (the socket buffer
      * is empty); whatever did not fit follows as the child reads. */
-    ssize_t n;
-    do
-        n = sendmsg(c->sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    while (n < 0 && errno == EINTR);
+    ssize_t n = jail_send_fds(c->sock, iov, 3, &img_fd, img_fd >= 0 ? 1 : 0, MSG_DONTWAIT);
     if (n < (ssize_t)sizeof *hdr) return -1;
     size_t sent = (size_t)n - sizeof *hdr;
     for (int i = 1; i < 3; i++) {
