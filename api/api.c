@@ -754,7 +754,7 @@ void api_stop(api_server *srv)
      * evaluation jobs (bounded by their deadline; the pool's cancel flag is
      * the caller's business when it stops the pool). */
     for (int i = 0; i < 7000 && atomic_load(&srv->eval_jobs) > 0; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = {0, (long)10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     MHD_stop_daemon(srv->mhd);

@@ -14,8 +14,8 @@
 #include <stdint.h>
 
 /* Body caps: /v1/evaluate carries a transcript (<= 25 MiB) plus source. */
-#define API_BODY_CAP (1024 * 1024)
-#define API_EVALUATE_BODY_CAP (25 * 1024 * 1024 + 512 * 1024)
+#define API_BODY_CAP ((size_t)1024 * 1024)
+#define API_EVALUATE_BODY_CAP ((size_t)25 * 1024 * 1024 + (size_t)512 * 1024)
 #define API_TRANSCRIPT_CAP (25 * 1024 * 1024)
 /* All request bodies buffered at once, across connections. */
 #define API_BODY_BUDGET (96L * 1024 * 1024)

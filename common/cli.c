@@ -96,6 +96,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *ou
             char *copy = strdup(v);
             if (copy == NULL) return CLI_ERROR;
             char *save = NULL;
+            /* NOLINTNEXTLINE(clang-analyzer-unix.Malloc): deliberate leak, see below */
             for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 /* The tokens must outlive this call: leak the copy deliberately
                  * (process-lifetime configuration, parsed once). */

@@ -153,7 +153,7 @@ static void init_locked(void)
     initialized = 1;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         family_add_locked(known[i].name, known[i].type, known[i].help);
-    table_cap = 2 * METRICS_MAX_SERIES;
+    table_cap = (size_t)2 * METRICS_MAX_SERIES;
     table = calloc(table_cap, sizeof *table);
     if (table == NULL) abort();
 }
@@ -464,7 +464,7 @@ static int parse_key(const char *key, char *arena, size_t cap, char **name, cons
         char *eq = strchr(p, '=');
         if (eq == NULL || eq[1] != '"') return -1;
         *eq = '\0';
-        labels[2 * nl] = p;
+        labels[(size_t)2 * nl] = p;
         char *v = eq + 2, *w = v;
         char *r = v;
         for (;;) {
@@ -484,7 +484,7 @@ static int parse_key(const char *key, char *arena, size_t cap, char **name, cons
             *w++ = *r++;
         }
         *w = '\0';
-        labels[2 * nl + 1] = v;
+        labels[(size_t)2 * nl + 1] = v;
         nl++;
         p = r + 1;
         if (*p == ',')
@@ -492,7 +492,7 @@ static int parse_key(const char *key, char *arena, size_t cap, char **name, cons
         else if (*p != '\0')
             return -1;
     }
-    labels[2 * nl] = NULL;
+    labels[(size_t)2 * nl] = NULL;
     return 0;
 }
 

@@ -148,8 +148,13 @@ void strbuf_json_str(strbuf *b, const char *s)
 
 char *strbuf_detach(strbuf *b, size_t *len)
 {
-    if (b->data == NULL) grow(b, 0), b->data[0] = '\0';
     char *p = b->data;
+    if (p == NULL) {
+        /* never-written buffer: hand back an owned empty string */
+        p = malloc(1);
+        if (p == NULL) abort();
+        p[0] = '\0';
+    }
     if (len) *len = b->len;
     strbuf_init(b);
     return p;
