@@ -16,10 +16,21 @@
 
 /* ---- growable image buffer ---------------------------------------------- */
 
+/* Strings up to this many bytes are stored once per image: object keys and
+ * event types; other values (enough for enums, not for unique ids and
+ * timestamps). */
+#define SIMG_INTERN_KEY 32
+#define SIMG_INTERN_VALUE 16
+
 typedef struct {
     char *p;
     size_t len, cap;
     bool oom;
+    /* short strings (keys, event types, enums) are stored once: every
+     * payload's keys and every event's type then share a few hot cache
+     * lines when read */
+    simg_str *itab;
+    size_t imask, icount;
 } ibuf;
 
 static size_t ib_reserve(ibuf *b, size_t n)
@@ -46,15 +57,72 @@ static size_t ib_reserve(ibuf *b, size_t n)
     return at;
 }
 
-static simg_str ib_str(ibuf *b, const char *s, size_t n)
+static uint64_t str_hash(const char *s, size_t n)
 {
-    simg_str r = {0, 0, 0, 1};
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Stores s[0..n) (clen code points; ascii) in the image, once only when it
+ * is at most `limit` bytes (then later copies share the first); fills out. */
+static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out,
+                      size_t limit)
+{
+    simg_str *slot = NULL;
+    if (n <= limit) {
+        if (b->itab == NULL || (b->icount + 1) * 2 > b->imask + 1) {
+            size_t size = b->itab ? (b->imask + 1) * 2 : 1024;
+            simg_str *nt = calloc(size, sizeof *nt);
+            if (!nt) {
+                b->oom = true;
+                return -1;
+            }
+            for (size_t i = 0; b->itab && i <= b->imask; i++) {
+                simg_str *e = &b->itab[i];
+                if (!e->off) continue;
+                size_t h = (size_t)str_hash(b->p + e->off, e->blen) & (size - 1);
+                while (nt[h].off)
+                    h = (h + 1) & (size - 1);
+                nt[h] = *e;
+            }
+            free(b->itab);
+            b->itab = nt;
+            b->imask = size - 1;
+        }
+        size_t h = (size_t)str_hash(s, n) & b->imask;
+        while (b->itab[h].off) {
+            simg_str *e = &b->itab[h];
+            if (e->blen == n && !memcmp(b->p + e->off, s, n)) {
+                *out = *e;
+                return 0;
+            }
+            h = (h + 1) & b->imask;
+        }
+        slot = &b->itab[h];
+    }
     size_t at = ib_reserve(b, n + 1);
-    if (b->oom) return r;
+    if (b->oom) return -1;
     memcpy(b->p + at, s, n);
     b->p[at + n] = 0;
-    r.off = (uint32_t)at;
-    r.blen = (uint32_t)n;
+    out->off = (uint32_t)at;
+    out->blen = (uint32_t)n;
+    out->clen = clen;
+    out->ascii = ascii;
+    if (slot) {
+        *slot = *out;
+        b->icount++;
+    }
+    return 0;
+}
+
+/* Stores a string from the jansson tree (see ib_put_str). */
+static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
+{
+    simg_str r = {0, 0, 0, 1};
     uint32_t cl = 0;
     bool ascii = true;
     for (size_t i = 0; i < n; i++) {
@@ -62,8 +130,7 @@ static simg_str ib_str(ibuf *b, const char *s, size_t n)
         if (ch >= 0x80) ascii = false;
         if ((ch & 0xC0) != 0x80) cl++;
     }
-    r.clen = cl;
-    r.ascii = ascii;
+    if (ib_put_str(b, s, n, cl, ascii, &r, limit)) return (simg_str){0, 0, 0, 1};
     return r;
 }
 
@@ -99,7 +166,7 @@ static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
         break;
     }
     case JSON_STRING: {
-        simg_str s = ib_str(b, json_string_value(v), json_string_length(v));
+        simg_str s = ib_str(b, json_string_value(v), json_string_length(v), SIMG_INTERN_VALUE);
         if (b->oom) return -1;
         n.tag = SN_STR;
         n.flags = (uint8_t)s.ascii;
@@ -123,7 +190,7 @@ static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
             json_t *x;
             json_object_foreach((json_t *)v, k, x)
             {
-                simg_str s = ib_str(b, k, strlen(k));
+                simg_str s = ib_str(b, k, strlen(k), SIMG_INTERN_KEY);
                 if (b->oom) {
                     free(kids);
                     return -1;
@@ -226,14 +293,14 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
     for (int k = 0; k < SF__COUNT; k++) {
         const json_t *f = json_object_get(t, g_field_names[k]);
         if (k == SF_ASSIGNMENT_ID && assignment_id) {
-            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id));
+            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
             continue;
         }
         if (!json_is_string(f)) {
             snprintf(err, errcap, "%s must be a string", g_field_names[k]);
             goto fail;
         }
-        fields[k] = ib_str(&b, json_string_value(f), json_string_length(f));
+        fields[k] = ib_str(&b, json_string_value(f), json_string_length(f), 0);
     }
     simg_event *recs = calloc(ne ? ne : 1, sizeof *recs);
     if (!recs) goto oom;
@@ -241,11 +308,11 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
         const json_t *e = json_array_get(evs, i);
         simg_event ev = {0};
         const json_t *x = json_object_get(e, "id");
-        ev.id = ib_str(&b, json_string_value(x), json_string_length(x));
+        ev.id = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_VALUE);
         x = json_object_get(e, "ts");
-        ev.ts = ib_str(&b, json_string_value(x), json_string_length(x));
+        ev.ts = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_VALUE);
         x = json_object_get(e, "event_type");
-        ev.type = ib_str(&b, json_string_value(x), json_string_length(x));
+        ev.type = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_KEY);
         if (put_json(&b, &ev.payload, json_object_get(e, "payload"), 0)) {
             free(recs);
             if (b.oom) goto oom;
@@ -267,12 +334,14 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
     h.event_count = (int64_t)ne;
     memcpy(h.fields, fields, sizeof fields);
     memcpy(b.p, &h, sizeof h);
+    free(b.itab);
     *out = b.p;
     *out_len = b.len;
     return 0;
 oom:
     snprintf(err, errcap, "transcript too large for a session image");
 fail:
+    free(b.itab);
     free(b.p);
     return -1;
 }
@@ -285,74 +354,7 @@ typedef struct {
     char *tmp; /* scratch for unescaped strings */
     size_t tmpcap;
     const char *err;
-    /* short strings (keys, event types, enums) are stored once: every
-     * payload's keys then share a few hot cache lines when read */
-    simg_str *itab;
-    size_t imask, icount;
 } jp;
-
-#define INTERN_MAX 32
-
-static uint64_t str_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-/* stores s[0..n) in the image (interned when short); fills out */
-static int store_str(jp *p, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out,
-                     size_t limit)
-{
-    simg_str *slot = NULL;
-    if (n <= limit) {
-        if (p->itab == NULL || (p->icount + 1) * 2 > p->imask + 1) {
-            size_t size = p->itab ? (p->imask + 1) * 2 : 1024;
-            simg_str *nt = calloc(size, sizeof *nt);
-            if (!nt) {
-                p->b->oom = true;
-                return -1;
-            }
-            for (size_t i = 0; p->itab && i <= p->imask; i++) {
-                simg_str *e = &p->itab[i];
-                if (!e->off) continue;
-                size_t h = (size_t)str_hash(p->b->p + e->off, e->blen) & (size - 1);
-                while (nt[h].off)
-                    h = (h + 1) & (size - 1);
-                nt[h] = *e;
-            }
-            free(p->itab);
-            p->itab = nt;
-            p->imask = size - 1;
-        }
-        size_t h = (size_t)str_hash(s, n) & p->imask;
-        while (p->itab[h].off) {
-            simg_str *e = &p->itab[h];
-            if (e->blen == n && !memcmp(p->b->p + e->off, s, n)) {
-                *out = *e;
-                return 0;
-            }
-            h = (h + 1) & p->imask;
-        }
-        slot = &p->itab[h];
-    }
-    size_t at = ib_reserve(p->b, n + 1);
-    if (p->b->oom) return -1;
-    memcpy(p->b->p + at, s, n);
-    p->b->p[at + n] = 0;
-    out->off = (uint32_t)at;
-    out->blen = (uint32_t)n;
-    out->clen = clen;
-    out->ascii = ascii;
-    if (slot) {
-        *slot = *out;
-        p->icount++;
-    }
-    return 0;
-}
 
 static void skip_ws(jp *p)
 {
@@ -439,8 +441,8 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
 }
 
 /* parses a JSON string at p->s (after the quote) into the image */
-/* limit: strings up to this many bytes are interned (object keys: 32; values: 16,
- * enough for event types and enums, not for unique ids and timestamps) */
+/* limit: strings up to this many bytes are interned (SIMG_INTERN_KEY or
+ * SIMG_INTERN_VALUE) */
 static int parse_string(jp *p, simg_str *out, size_t limit)
 {
     const char *st = p->s;
@@ -455,7 +457,7 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
             p->err = "invalid UTF-8 in a string";
             return -1;
         }
-        if (store_str(p, st, (size_t)(q - st), (uint32_t)n, ascii, out, limit)) return -1;
+        if (ib_put_str(p->b, st, (size_t)(q - st), (uint32_t)n, ascii, out, limit)) return -1;
         p->s = q + 1;
         return 0;
     }
@@ -556,7 +558,7 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
         if (ch >= 0x80) ascii = false;
         if ((ch & 0xC0) != 0x80) n++;
     }
-    if (store_str(p, p->tmp, o, n, ascii, out, limit)) return -1;
+    if (ib_put_str(p->b, p->tmp, o, n, ascii, out, limit)) return -1;
     /* p->tmp stays owned by p (freed by simg_build_text); the analyzer loses
      * track of it when it is passed on as a const pointer */
     p->s = r; // NOLINT(clang-analyzer-unix.Malloc)
@@ -717,7 +719,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
     case '"': {
         p->s++;
         simg_str s;
-        if (parse_string(p, &s, 16)) return -1;
+        if (parse_string(p, &s, SIMG_INTERN_VALUE)) return -1;
         n.tag = SN_STR;
         n.flags = (uint8_t)s.ascii;
         n.a = s.blen;
@@ -762,7 +764,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
                     }
                     p->s++;
                     simg_str s;
-                    if (parse_string(p, &s, INTERN_MAX)) {
+                    if (parse_string(p, &s, SIMG_INTERN_KEY)) {
                         free(kids);
                         return -1;
                     }
@@ -902,7 +904,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
         return -1;
     }
     ib_reserve(&b, sizeof(simg_hdr));
-    jp p = {json, json + len, &b, NULL, 0, NULL, NULL, 0, 0};
+    jp p = {json, json + len, &b, NULL, 0, NULL};
     simg_node rootn;
     if (parse_value(&p, &rootn, 0)) {
         if (b.oom)
@@ -982,7 +984,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
     simg_str fields[SF__COUNT];
     for (int k = 0; k < SF__COUNT; k++) {
         if (k == SF_ASSIGNMENT_ID && assignment_id) {
-            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id));
+            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
             if (b.oom) goto oom;
             continue;
         }
@@ -1016,7 +1018,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, voi
     memcpy(h.fields, fields, sizeof fields);
     memcpy(b.p, &h, sizeof h);
     free(p.tmp);
-    free(p.itab);
+    free(b.itab);
     *out = b.p;
     *out_len = b.len;
     return 0;
@@ -1024,7 +1026,7 @@ oom:
     snprintf(err, errcap, "transcript too large for a session image");
 fail:
     free(p.tmp);
-    free(p.itab);
+    free(b.itab);
     free(b.p);
     return -1;
 }
