@@ -1,9 +1,9 @@
 /* sidecar/cloud: the shared HTTP layer of the cloud client (see cloud.h):
  * a pool of curl easy handles (reset between requests, so connections and
  * the DNS cache are reused; the most recently used, warm one first; all
- * closed when the worker goes idle: cloud_release_idle), the protocol headers, TLS verification with an
- * optional CA bundle, no redirects, response caps enforced while reading,
- * server-URL pinning, error envelopes, and the retry policy. */
+ * closed when the worker goes idle: cloud_release_idle), the protocol headers, TLS verification
+ * with an optional CA bundle, no redirects, response caps enforced while reading, server-URL
+ * pinning, error envelopes, and the retry policy. */
 #include "sidecar/cloud.h"
 
 #include "common/ids.h"
@@ -267,11 +267,11 @@ char *cloud_pin_url(cloud *c, const char *u, char *err, size_t errcap)
             snprintf(err, errcap, "protocol-relative URL points away from the configured origin");
             return NULL;
         }
-        size_t ol = strlen(c->origin);
-        char *out = malloc(ol + strlen(u) + 1);
+        size_t ol = strlen(c->origin), ul = strlen(u);
+        char *out = malloc(ol + ul + 1);
         if (out == NULL) return NULL;
         memcpy(out, c->origin, ol);
-        strcpy(out + ol, u);
+        memcpy(out + ol, u, ul + 1);
         return out;
     }
     size_t ol = strlen(c->origin);

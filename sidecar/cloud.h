@@ -12,8 +12,8 @@
 typedef struct cloud cloud;
 struct secret;
 
-#define CLOUD_MAX_RESPONSE (2u * 1024 * 1024)
-#define CLOUD_MAX_TRANSCRIPT (25u * 1024 * 1024)
+#define CLOUD_MAX_RESPONSE ((size_t)2 * 1024 * 1024)
+#define CLOUD_MAX_TRANSCRIPT ((size_t)25 * 1024 * 1024)
 #define CLOUD_MAX_CAPACITY 32
 #define CLOUD_MAX_DEFINITIONS 100
 
@@ -98,8 +98,8 @@ int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *ou
 
 /* ---- transcript ---- (validated; new reference in *out; raw, if not NULL,
  * receives the response bytes as well: owned, NUL-terminated, *bytes long) */
-int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
-                     char **raw, cloud_error *e);
+int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes, char **raw,
+                     cloud_error *e);
 
 /* ---- definitions ---- (validated array of definitions, new reference) */
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);

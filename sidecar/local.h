@@ -40,7 +40,7 @@ typedef struct local_registry local_registry;
  * app-token style); evaluators compare it with their copy. */
 #define LOCAL_SECRET_HEADER "X-FailproofAI-Evaluator-Token"
 /* Response body cap for a dispatch. */
-#define LOCAL_MAX_RESPONSE_BYTES (1024 * 1024)
+#define LOCAL_MAX_RESPONSE_BYTES ((size_t)1024 * 1024)
 /* Default run timeout for local runs (SPEC §2 step 8). */
 #define LOCAL_DEFAULT_TIMEOUT_S 300.0
 #define LOCAL_DEFAULT_TTL_S 30.0

@@ -531,7 +531,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         goto done;
     }
     if (x.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
-        set_result(out, "failed", "eval_error", "local evaluator '%s' answered more than %d bytes",
+        set_result(out, "failed", "eval_error", "local evaluator '%s' answered more than %zu bytes",
                    name, LOCAL_MAX_RESPONSE_BYTES);
         goto done;
     }

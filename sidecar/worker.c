@@ -412,7 +412,7 @@ int worker_start(worker *w, char *err, size_t errcap)
     if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
-    pthread_attr_setstacksize(&at, 256 * 1024);
+    pthread_attr_setstacksize(&at, (size_t)256 * 1024);
     int rc = pthread_create(&w->main_th, &at, main_loop, w);
     rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, w);
     rc = rc || pthread_create(&w->ob_th, &at, worker_outbox_main, w);
@@ -565,7 +565,7 @@ size_t worker_counters(worker *w, const char **names, long long *values, size_t 
     return n;
 }
 
-#define RECENT_MAX_BYTES (64u * 1024 * 1024)
+#define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
 
 void worker_remember_transcript(worker *w, const char *assignment_id, char *raw, size_t bytes)
 {

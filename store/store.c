@@ -550,7 +550,7 @@ static int migrate(store *st, store_err *err)
     }
     for (int64_t i = v; i < target; i++) {
         char op[64];
-        snprintf(op, sizeof op, "migrate to schema v%lld", (long long)(i + 1));
+        snprintf(op, sizeof op, "migrate to schema v%lld", (long long)i + 1);
         char *msg = NULL;
         rc = sqlite3_exec(st->w.db, MIGRATIONS[i], NULL, NULL, &msg);
         sqlite3_free(msg);
@@ -561,7 +561,7 @@ static int migrate(store *st, store_err *err)
             goto fail;
         }
         char pv[64];
-        snprintf(pv, sizeof pv, "PRAGMA user_version = %lld", (long long)(i + 1));
+        snprintf(pv, sizeof pv, "PRAGMA user_version = %lld", (long long)i + 1);
         rc = sqlite3_exec(st->w.db, pv, NULL, NULL, NULL);
         if (rc != SQLITE_OK) {
             code = st_sqlfail(err, st->w.db, rc, op);
