@@ -308,14 +308,14 @@ void jail_reserve(size_t bytes)
 {
 #ifdef FPS_SANITIZE
     (void)bytes; /* the sanitizer's allocator ignores malloc's tuning */
-    return;
-#endif
+#else
     char *blk = malloc(bytes);
     if (blk == NULL) return;
     size_t skip = (4096 - ((uintptr_t)blk & 4095)) & 4095; /* to the first whole page */
     if (bytes > skip + 4096)
         (void)madvise(blk + skip, (bytes - skip) & ~(size_t)4095, MADV_POPULATE_WRITE);
     free(blk);
+#endif
 }
 
 void jail_warm(const jail_prepared *p)
