@@ -1,82 +1,12 @@
 /* sidecar/catalog: catalog normalization and revision (see catalog.h). */
 #include "sidecar/catalog.h"
 
+#include "common/canonjson.h"
 #include "common/ids.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int cmp_cstr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-int catalog_canonical_json(const json_t *v, strbuf *out)
-{
-    switch (json_typeof(v)) {
-    case JSON_NULL:
-        strbuf_puts(out, "null");
-        return 0;
-    case JSON_TRUE:
-        strbuf_puts(out, "true");
-        return 0;
-    case JSON_FALSE:
-        strbuf_puts(out, "false");
-        return 0;
-    case JSON_INTEGER:
-        strbuf_printf(out, "%lld", (long long)json_integer_value(v));
-        return 0;
-    case JSON_REAL: {
-        double d = json_real_value(v);
-        if (!isfinite(d)) return -1;
-        char tmp[40];
-        /* Shortest round-trip form, as Python's float repr. */
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(tmp, sizeof tmp, "%.*g", prec, d);
-            if (strtod(tmp, NULL) == d) break;
-        }
-        strbuf_puts(out, tmp);
-        if (strpbrk(tmp, ".eEn") == NULL) strbuf_puts(out, ".0");
-        return 0;
-    }
-    case JSON_STRING:
-        strbuf_json_strn(out, json_string_value(v), json_string_length(v));
-        return 0;
-    case JSON_ARRAY: {
-        strbuf_putc(out, '[');
-        for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) strbuf_putc(out, ',');
-            if (catalog_canonical_json(json_array_get(v, i), out) != 0) return -1;
-        }
-        strbuf_putc(out, ']');
-        return 0;
-    }
-    case JSON_OBJECT: {
-        size_t n = json_object_size(v), k = 0;
-        const char **keys = calloc(n ? n : 1, sizeof *keys);
-        if (keys == NULL) return -1;
-        const char *key;
-        json_t *val;
-        json_object_foreach((json_t *)v, key, val) keys[k++] = key;
-        /* UTF-8 byte order equals code point order, which is Python's. */
-        qsort(keys, n, sizeof *keys, cmp_cstr);
-        strbuf_putc(out, '{');
-        int rc = 0;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            if (i) strbuf_putc(out, ',');
-            strbuf_json_strn(out, keys[i], strlen(keys[i]));
-            strbuf_putc(out, ':');
-            rc = catalog_canonical_json(json_object_get(v, keys[i]), out);
-        }
-        strbuf_putc(out, '}');
-        free(keys);
-        return rc;
-    }
-    }
-    return -1;
-}
 
 static int cmp_json_str(const void *a, const void *b)
 {
@@ -178,7 +108,7 @@ int catalog_revision(const json_t *defs, char *out, size_t outcap, char *err, si
         snprintf(err, errcap, "revision buffer too small");
         goto done;
     }
-    if (catalog_canonical_json(norm, &b) != 0) {
+    if (canonjson_append(&b, norm) != 0) {
         snprintf(err, errcap, "catalog is not serializable");
         goto done;
     }

@@ -21,11 +21,6 @@
  * an entry lacks a field or has the wrong type, or there are more than 100. */
 json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap);
 
-/* Appends the canonical JSON (Python json.dumps(..., ensure_ascii=False,
- * sort_keys=True, separators=(",", ":"))) of any JSON value to out.
- * Non-finite reals are not representable: returns -1 (else 0). */
-int catalog_canonical_json(const json_t *value, strbuf *out);
-
 /* The revision of a catalog (normalized first). out needs
  * CATALOG_REVISION_LEN + 1 bytes. Returns 0 or -1 with a message. An empty
  * catalog (NULL or []) has the revision of "[]". */

@@ -1,0 +1,16 @@
+/* common/canonjson: canonical JSON (Python's json.dumps with
+ * ensure_ascii=False, sort_keys=True, separators=(",", ":")), the form the
+ * protocol's digests are taken over. */
+#ifndef FPS_CANONJSON_H
+#define FPS_CANONJSON_H
+#include "common/strbuf.h"
+
+#include <jansson.h>
+
+/* Appends the canonical JSON of v to out: keys sorted by code point, floats
+ * as CPython's repr, strings escaped as strbuf_json_strn. Returns 0, or -1
+ * for a value JSON cannot represent (a non-finite real) or out of memory;
+ * out may then hold a partial text. */
+int canonjson_append(strbuf *out, const json_t *v);
+
+#endif
