@@ -274,21 +274,15 @@ int jail_prepare(jail_prepared *p)
      * child cannot read its maps). */
     FILE *m = fopen("/proc/self/maps", "r");
     char line[512];
-    while (m != NULL && fgets(line, sizeof line, m)) {
+    while (m != NULL && fgets(line, sizeof line, m) && p->nranges < JAIL_MAX_RANGES) {
         void *a, *b;
         char perms[8];
         if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
+        if (perms[1] != 'w' && perms[2] != 'x') continue; /* read-only data: not touched */
         /* Only this image's own small mappings (code, data, heap, stack):
          * never reservations (sanitizer shadow memory spans terabytes). */
         if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
-        jail_range *r = perms[2] == 'x' && p->nranges < JAIL_MAX_RANGES   ? &p->ranges[p->nranges++]
-                        : perms[1] == 'w' && p->nranges < JAIL_MAX_RANGES ? &p->ranges[p->nranges++]
-                                                                          : NULL;
-        if (r != NULL) {
-            r->start = a;
-            r->end = b;
-            r->write = perms[1] == 'w';
-        }
+        p->ranges[p->nranges++] = (jail_range){a, b, perms[1] == 'w'};
     }
     if (m != NULL) fclose(m);
     /* Large blocks come from the (populated) heap too, and freed memory
