@@ -650,6 +650,14 @@ static int admin_nice(void)
     return 0;
 }
 
+/* The list routes' response cache (FAILPROOFAI_SIDECAR_ADMIN_CACHE=0 turns it
+ * off, e.g. to compare with tests/bench/api; default on). */
+static int cache_enabled(void)
+{
+    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_CACHE");
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
 static unsigned conn_timeout_s(void)
 {
     const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT");
@@ -670,11 +678,13 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     }
     srv->deps = *deps;
     srv->started_at = time_now();
-    srv->cache = api_cache_new();
-    if (srv->cache == NULL) {
-        free(srv);
-        snprintf(err, errcap, "admin API: out of memory");
-        return NULL;
+    if (cache_enabled()) {
+        srv->cache = api_cache_new();
+        if (srv->cache == NULL) {
+            free(srv);
+            snprintf(err, errcap, "admin API: out of memory");
+            return NULL;
+        }
     }
     srv->nice = admin_nice();
     pthread_mutex_init(&srv->flush_mu, NULL);

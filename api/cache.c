@@ -155,6 +155,8 @@ out:
 
 void api_cache_counts(api_cache *c, unsigned long long *new_hits, unsigned long long *new_misses)
 {
+    *new_hits = *new_misses = 0;
+    if (c == NULL) return;
     pthread_mutex_lock(&c->mu);
     *new_hits = c->hits - c->told_hits;
     *new_misses = c->misses - c->told_misses;

@@ -188,6 +188,7 @@ static int cache_lookup(api_req *rq, api_resp *rs, const char *route, int limit,
 {
     uint64_t version;
     store_err e = {0};
+    if (rq->srv->cache == NULL) return 0;
     if (store_change_version(rq->srv->deps.db, &version, &e) != STORE_OK) return 0;
     strbuf k;
     strbuf_init(&k);
