@@ -225,9 +225,9 @@ done:
     rs->cache_key = NULL;
     if (ctx != NULL && r != NULL) {
         ctx->queued = 1;
-        char cls[16];
-        snprintf(cls, sizeof cls, "%dxx", rs->status / 100);
-        metrics_inc(METRIC_ADMIN_REQUESTS, "code", cls);
+        static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+        int c = rs->status / 100;
+        metrics_inc(METRIC_ADMIN_REQUESTS, "code", c >= 1 && c <= 5 ? classes[c - 1] : "5xx");
         metrics_observe(METRIC_ADMIN_REQUEST_SECONDS,
                         (double)(time_mono_ms() - ctx->start_ms) / 1000.0, "route",
                         ctx->route_label ? ctx->route_label : "unmatched");
