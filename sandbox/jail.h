@@ -71,7 +71,6 @@ typedef struct {
 #define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
 typedef struct {
     char *start, *end; /* [start, end) */
-    int write;         /* writable (else executable) */
 } jail_range;
 typedef struct {
     void *filter;         /* owned: the BASE seccomp program (struct sock_filter[]) */
@@ -82,7 +81,7 @@ typedef struct {
     size_t vm_bytes;      /* sanitizer builds: address space in use after set-up   */
     void *warm_img;       /* owned: a small session image for warm-ups */
     size_t warm_len;
-    jail_range ranges[JAIL_MAX_RANGES]; /* private code and data mappings */
+    jail_range ranges[JAIL_MAX_RANGES]; /* private writable mappings */
     int nranges;
 } jail_prepared;
 
@@ -97,7 +96,7 @@ int jail_load_base(jail_prepared *p);
  * the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
 void jail_enter(const jail_opts *o, jail_prepared *p, jail_layers *got);
 /* Called by a jailed child while it waits to be used (off the critical
- * path): populates its code, its writable memory and a heap reserve in bulk
+ * path): populates its writable memory and a heap reserve in bulk
  * (jail_child.c says why), then runs one evaluation of a built-in
  * expression on a built-in session, so the faults and lazy set-up a first
  * evaluation would pay happen before the request arrives. Touches no

@@ -341,19 +341,21 @@ int jail_prepare(jail_prepared *p)
         return -1;
     }
     warm_eval(p);
-    /* Where the code and the writable memory are, for jail_warm (a jailed
-     * child cannot read its maps). */
+    /* Where the writable memory is, for jail_warm (a jailed child cannot
+     * read its maps). Code is left to page faults: the kernel maps the
+     * neighbours of a faulting code page too, and populating all 1.1 MB of
+     * it cost each child more CPU than the faults it saved. */
     FILE *m = fopen("/proc/self/maps", "r");
     char line[512];
     while (m != NULL && fgets(line, sizeof line, m) && p->nranges < JAIL_MAX_RANGES) {
         void *a, *b;
         char perms[8];
         if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
-        if (perms[1] != 'w' && perms[2] != 'x') continue; /* read-only data: not touched */
-        /* Only this image's own small mappings (code, data, heap, stack):
+        if (perms[1] != 'w') continue;
+        /* Only this image's own small mappings (data, heap, stack):
          * never reservations (sanitizer shadow memory spans terabytes). */
         if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
-        p->ranges[p->nranges++] = (jail_range){a, b, perms[1] == 'w'};
+        p->ranges[p->nranges++] = (jail_range){a, b};
     }
     if (m != NULL) fclose(m);
     /* Large blocks come from the (populated) heap too, and freed memory
@@ -371,7 +373,7 @@ int jail_prepare(jail_prepared *p)
  * paravirtualised paging), while populating memory with one madvise call
  * costs about a microsecond per page. So a child populates, in bulk, the
  * memory an evaluation is going to touch instead of faulting it in page by
- * page: its code, its writable pages (breaking copy-on-write sharing with
+ * page: its writable pages (breaking copy-on-write sharing with
  * the zygote), and a heap reserve. */
 void jail_reserve(size_t bytes)
 {
@@ -392,7 +394,7 @@ void jail_warm(const jail_prepared *p)
 #ifndef FPS_SANITIZE /* the sanitizer runtime's own mappings: leave them be */
     for (int i = 0; i < p->nranges; i++)
         (void)madvise(p->ranges[i].start, (size_t)(p->ranges[i].end - p->ranges[i].start),
-                      p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+                      MADV_POPULATE_WRITE);
     jail_reserve(JAIL_HEAP_RESERVE);
 #endif
     warm_eval(p);
