@@ -66,7 +66,7 @@ typedef struct {
 /* What a process prepares once before it serves (or forks) children: the
  * compiled seccomp program, process-wide lazy initialisations, and what
  * jail_warm needs. Lives as long as the process (children inherit it). */
-#define JAIL_MAX_RANGES 32
+#define JAIL_MAX_RANGES 64
 #define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
 #define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
 typedef struct {
@@ -81,7 +81,7 @@ typedef struct {
     size_t vm_bytes;      /* sanitizer builds: address space in use after set-up   */
     void *warm_img;       /* owned: a small session image for warm-ups */
     size_t warm_len;
-    jail_range ranges[JAIL_MAX_RANGES]; /* private writable mappings */
+    jail_range ranges[JAIL_MAX_RANGES]; /* resident private writable pages */
     int nranges;
 } jail_prepared;
 

@@ -321,6 +321,26 @@ static void warm_eval(const jail_prepared *p)
     free(out);
 }
 
+/* Appends the runs of resident pages of [a, b) (page-aligned, at most
+ * JAIL_MAX_POPULATE bytes) to p->ranges, as many as fit. */
+static void add_resident_runs(jail_prepared *p, char *a, char *b)
+{
+    static unsigned char vec[JAIL_MAX_POPULATE / 4096];
+    size_t pages = (size_t)(b - a) / 4096;
+    if (mincore(a, (size_t)(b - a), vec) != 0) return;
+    for (size_t i = 0; i < pages && p->nranges < JAIL_MAX_RANGES;) {
+        if (!(vec[i] & 1)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < pages && (vec[j] & 1))
+            j++;
+        p->ranges[p->nranges++] = (jail_range){a + i * 4096, a + j * 4096};
+        i = j;
+    }
+}
+
 int jail_prepare(jail_prepared *p)
 {
     memset(p, 0, sizeof *p);
@@ -341,21 +361,25 @@ int jail_prepare(jail_prepared *p)
         return -1;
     }
     warm_eval(p);
-    /* Where the writable memory is, for jail_warm (a jailed child cannot
-     * read its maps). Code is left to page faults: the kernel maps the
-     * neighbours of a faulting code page too, and populating all 1.1 MB of
-     * it cost each child more CPU than the faults it saved. */
+    /* Where the writable memory in use is, for jail_warm (a jailed child
+     * cannot read its maps): the resident pages of this image's private
+     * writable mappings (data, heap, stack), which the warm-up above has
+     * just touched; the untouched rest of the stack and .bss would only be
+     * populated to be freed again. Code is left to page faults: the kernel
+     * maps the neighbours of a faulting code page too, and populating all
+     * 1.1 MB of it cost each child more CPU than the faults it saved. */
     FILE *m = fopen("/proc/self/maps", "r");
     char line[512];
-    while (m != NULL && fgets(line, sizeof line, m) && p->nranges < JAIL_MAX_RANGES) {
-        void *a, *b;
+    while (m != NULL && fgets(line, sizeof line, m)) {
+        char *a, *b;
         char perms[8];
-        if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
-        if (perms[1] != 'w') continue;
-        /* Only this image's own small mappings (data, heap, stack):
-         * never reservations (sanitizer shadow memory spans terabytes). */
-        if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
-        p->ranges[p->nranges++] = (jail_range){a, b};
+        if (sscanf(line, "%p-%p %7s", (void **)&a, (void **)&b, perms) != 3 || perms[3] != 'p' ||
+            perms[1] != 'w')
+            continue;
+        /* Only small mappings: never reservations (sanitizer shadow memory
+         * spans terabytes). */
+        if ((size_t)(b - a) > JAIL_MAX_POPULATE) continue;
+        add_resident_runs(p, a, b);
     }
     if (m != NULL) fclose(m);
     /* Large blocks come from the (populated) heap too, and freed memory
