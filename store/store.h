@@ -118,6 +118,8 @@ typedef struct {
     int defer_ms;                /* batching delay of deferred updates; default 25 (0 = default) */
     int schema_target;           /* tests only: migrate up to this version (0 = latest); the
                                     operations need the latest schema */
+    int change_probe_only;       /* tests only: store_change_version always asks the
+                                    data_version probe (not the WAL-index header) */
 } store_options;
 
 /* Latest schema version this binary writes (PRAGMA user_version). */

@@ -2,7 +2,8 @@
  * keys, LRU and byte bounds, references outliving eviction) and for the
  * store's change version it relies on (store_change_version: moves on every
  * commit of this handle or of another connection on the file, never on
- * reads; ":memory:" too). */
+ * reads; through the WAL-index header, through the data_version probe, and
+ * with ":memory:"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,7 +120,7 @@ static void test_reference_outlives_eviction(void **state)
 
 /* ------------------------------------------------------- change version */
 
-static char dir[] = "/tmp/fps-test-api-cache-XXXXXX";
+static char dir[64];
 
 static uint64_t version(store *st)
 {
@@ -148,13 +149,13 @@ static void outside_exec(const char *path, const char *sql)
     sqlite3_close(db);
 }
 
-static void test_change_version_file(void **state)
+static void change_version_file(int probe_only)
 {
-    (void)state;
+    strcpy(dir, "/tmp/fps-test-api-cache-XXXXXX");
     assert_non_null(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/s.db", dir);
-    store_options opt = {.path = path, .sync_updates = 1};
+    store_options opt = {.path = path, .sync_updates = 1, .change_probe_only = probe_only};
     store *st = NULL;
     store_err e = {0};
     assert_int_equal(store_open(&opt, &st, &e), STORE_OK);
@@ -191,6 +192,20 @@ static void test_change_version_file(void **state)
     rmdir(dir);
 }
 
+/* through the WAL-index header (the default) */
+static void test_change_version_file(void **state)
+{
+    (void)state;
+    change_version_file(0);
+}
+
+/* through PRAGMA data_version (the fallback) */
+static void test_change_version_file_probe(void **state)
+{
+    (void)state;
+    change_version_file(1);
+}
+
 static void test_change_version_memory(void **state)
 {
     (void)state;
@@ -212,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_lru_and_bounds),
         cmocka_unit_test(test_reference_outlives_eviction),
         cmocka_unit_test(test_change_version_file),
+        cmocka_unit_test(test_change_version_file_probe),
         cmocka_unit_test(test_change_version_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
