@@ -186,19 +186,25 @@ static void add_security_headers(struct MHD_Response *r)
 
 static enum MHD_Result send_resp(struct MHD_Connection *conn, conn_ctx *ctx, api_resp *rs)
 {
-    struct MHD_Response *r;
+    struct MHD_Response *r = NULL;
+    enum MHD_Result ok = MHD_NO;
+    size_t len = 0;
+    if (rs->cached != NULL) { /* headers and body ready: nothing to build */
+        r = api_cached_response(rs->cached);
+        ok = MHD_queue_response(conn, (unsigned)rs->status, r);
+        goto done;
+    }
     if (rs->static_data != NULL) {
         r = MHD_create_response_from_buffer(rs->static_len, (void *)rs->static_data,
                                             MHD_RESPMEM_PERSISTENT);
     } else {
-        size_t len = rs->body.len;
+        len = rs->body.len;
         char *data = len ? strbuf_detach(&rs->body, NULL) : NULL;
         r = MHD_create_response_from_buffer(len, data,
                                             data ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
         if (r == NULL) free(data);
     }
-    strbuf_free(&rs->body);
-    if (r == NULL) return MHD_NO;
+    if (r == NULL) goto done;
     add_security_headers(r);
     MHD_add_response_header(r, "Content-Type",
                             rs->content_type ? rs->content_type : "application/json");
@@ -206,13 +212,22 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, conn_ctx *ctx, api
     if (rs->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (ctx != NULL && (ctx->too_big || ctx->over_budget))
         MHD_add_response_header(r, "Connection", "close");
-    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)rs->status, r);
-    MHD_destroy_response(r);
-    if (ctx != NULL) {
+    ok = MHD_queue_response(conn, (unsigned)rs->status, r);
+    if (ok == MHD_YES && rs->cache_key != NULL && rs->status == 200 && rs->static_data == NULL)
+        api_cache_put(rs->cache, rs->cache_key, rs->cache_klen, rs->cache_version, r, len);
+    else
+        MHD_destroy_response(r);
+done:
+    strbuf_free(&rs->body);
+    api_cache_release(rs->cached);
+    rs->cached = NULL;
+    free(rs->cache_key);
+    rs->cache_key = NULL;
+    if (ctx != NULL && r != NULL) {
         ctx->queued = 1;
-        char cls[16];
-        snprintf(cls, sizeof cls, "%dxx", rs->status / 100);
-        metrics_inc(METRIC_ADMIN_REQUESTS, "code", cls);
+        static const char *const classes[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
+        int c = rs->status / 100;
+        metrics_inc(METRIC_ADMIN_REQUESTS, "code", c >= 1 && c <= 5 ? classes[c - 1] : "5xx");
         metrics_observe(METRIC_ADMIN_REQUEST_SECONDS,
                         (double)(time_mono_ms() - ctx->start_ms) / 1000.0, "route",
                         ctx->route_label ? ctx->route_label : "unmatched");
@@ -635,6 +650,14 @@ static int admin_nice(void)
     return 0;
 }
 
+/* The list routes' response cache (FAILPROOFAI_SIDECAR_ADMIN_CACHE=0 turns it
+ * off, e.g. to compare with tests/bench/api; default on). */
+static int cache_enabled(void)
+{
+    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_CACHE");
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
 static unsigned conn_timeout_s(void)
 {
     const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT");
@@ -655,6 +678,14 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     }
     srv->deps = *deps;
     srv->started_at = time_now();
+    if (cache_enabled()) {
+        srv->cache = api_cache_new();
+        if (srv->cache == NULL) {
+            free(srv);
+            snprintf(err, errcap, "admin API: out of memory");
+            return NULL;
+        }
+    }
     srv->nice = admin_nice();
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
@@ -729,6 +760,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     return srv;
 fail:
     if (ai) freeaddrinfo(ai);
+    api_cache_free(srv->cache);
     secret_free(srv->token);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
@@ -758,6 +790,8 @@ void api_stop(api_server *srv)
         nanosleep(&ts, NULL);
     }
     MHD_stop_daemon(srv->mhd);
+    api_cache_metrics(srv);
+    api_cache_free(srv->cache);
     api_metrics_flush(srv);
     secret_free(srv->token);
     pthread_mutex_destroy(&srv->flush_mu);

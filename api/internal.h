@@ -1,6 +1,7 @@
 /* api/internal: shared between the admin server's files (api.c: server,
  * hardening, routing; routes.c: read routes and evaluator routes;
- * evaluate.c: POST /v1/evaluate). Not a public interface. */
+ * evaluate.c: POST /v1/evaluate; cache.c: the list routes' response cache).
+ * Not a public interface. */
 #ifndef FPS_API_INTERNAL_H
 #define FPS_API_INTERNAL_H
 #include "api/api.h"
@@ -21,7 +22,27 @@
 #define API_BODY_BUDGET (96L * 1024 * 1024)
 #define API_MAX_EVALUATE_JOBS 8
 
+/* cache.c: finished responses of the list routes (see the file's comment). */
+typedef struct api_cache api_cache;
+typedef struct api_cached api_cached;
+api_cache *api_cache_new(void);
+void api_cache_free(api_cache *c);
+/* The cached response for key (klen bytes) rendered at store change version
+ * `version`, with a reference for the caller (api_cache_release), or NULL. */
+api_cached *api_cache_get(api_cache *c, const char *key, size_t klen, uint64_t version);
+/* The entry's response (borrowed: valid while the caller's reference is). */
+struct MHD_Response *api_cached_response(const api_cached *e);
+void api_cache_release(api_cached *e);
+/* Stores a response (takes over one MHD reference on resp) rendered for key
+ * by a query started after reading `version`; keeps a newer page of the same
+ * key if one is there. */
+void api_cache_put(api_cache *c, const char *key, size_t klen, uint64_t version,
+                   struct MHD_Response *resp, size_t bytes);
+/* Hits and misses since the previous call (for the /metrics counters). */
+void api_cache_counts(api_cache *c, unsigned long long *new_hits, unsigned long long *new_misses);
+
 struct api_server {
+    api_cache *cache; /* owned */
     struct MHD_Daemon *mhd;
     api_deps deps;
     secret *token;         /* owned; NULL = no admin token */
@@ -51,6 +72,13 @@ typedef struct {
     /* a static body instead of `body` (web assets) */
     const unsigned char *static_data;
     size_t static_len;
+    /* response cache: answer with `cached` (an owned reference), or store the
+     * 200 response rendered into `body` under cache_key (owned) */
+    api_cached *cached;
+    api_cache *cache; /* borrowed; set with cache_key */
+    char *cache_key;
+    size_t cache_klen;
+    uint64_t cache_version;
 } api_resp;
 
 typedef struct {
@@ -93,6 +121,9 @@ void route_evaluator_heartbeat(api_req *rq, api_resp *rs);
 /* Counter persistence: seed from the store / flush to it. */
 void api_metrics_seed(api_server *srv);
 void api_metrics_flush(api_server *srv);
+/* Adds the response cache's hits and misses since the last call to the
+ * counters failproofai_sidecar_admin_cache_{hits,misses}_total. */
+void api_cache_metrics(api_server *srv);
 
 /* evaluate.c: runs POST /v1/evaluate synchronously (called on a job thread). */
 void route_evaluate(api_req *rq, api_resp *rs);

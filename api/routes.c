@@ -2,7 +2,7 @@
  * status, assignments, runs, stats), drain, the local evaluator routes, and
  * the persistence of metric counters through the store. Handlers only read
  * snapshots (worker status, store read connections) and never block the
- * worker loop. */
+ * worker loop. The list routes go through the response cache (cache.c). */
 #include "api/internal.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -76,8 +76,21 @@ static void refresh_gauges(api_server *srv)
     json_decref(st);
 }
 
+#define METRIC_ADMIN_CACHE_HITS "failproofai_sidecar_admin_cache_hits_total"
+#define METRIC_ADMIN_CACHE_MISSES "failproofai_sidecar_admin_cache_misses_total"
+
+void api_cache_metrics(api_server *srv)
+{
+    unsigned long long hits, misses;
+    api_cache_counts(srv->cache, &hits, &misses);
+    /* always touched, so both series exist from the first scrape */
+    metrics_add(METRIC_ADMIN_CACHE_HITS, (double)hits);
+    metrics_add(METRIC_ADMIN_CACHE_MISSES, (double)misses);
+}
+
 void route_metrics(api_req *rq, api_resp *rs)
 {
+    api_cache_metrics(rq->srv);
     refresh_gauges(rq->srv);
     metrics_render(&rs->body);
     rs->content_type = METRICS_CONTENT_TYPE;
@@ -148,12 +161,67 @@ static const char *empty_null(const char *s)
     return (s != NULL && *s != '\0') ? s : NULL;
 }
 
+/* Longest normalized query cached (longer ones are rendered every time). */
+#define CACHE_KEY_MAX 1024
+
+/* Appends one query value to a cache key, length-prefixed so that no two
+ * queries share a key ("-" for an absent value). */
+static void key_part(strbuf *k, const char *v)
+{
+    if (v == NULL) {
+        strbuf_puts(k, "|-");
+        return;
+    }
+    strbuf_putc(k, '|');
+    strbuf_put_i64(k, (long long)strlen(v));
+    strbuf_putc(k, ':');
+    strbuf_puts(k, v);
+}
+
+/* Looks the normalized query (route, limit, then the n filter values in a
+ * fixed order) up in the response cache. Returns 1 when rs now holds the
+ * cached page. Otherwise returns 0 and, unless the store's change version
+ * could not be read, sets rs up to store the page about to be rendered. The
+ * version is read here, before the render's query starts (see cache.c). */
+static int cache_lookup(api_req *rq, api_resp *rs, const char *route, int limit,
+                        const char *const *vals, int n)
+{
+    uint64_t version;
+    store_err e = {0};
+    if (rq->srv->cache == NULL) return 0;
+    if (store_change_version(rq->srv->deps.db, &version, &e) != STORE_OK) return 0;
+    strbuf k;
+    strbuf_init(&k);
+    strbuf_puts(&k, route);
+    strbuf_putc(&k, '|');
+    strbuf_put_i64(&k, limit);
+    for (int i = 0; i < n; i++)
+        key_part(&k, vals[i]);
+    if (k.len > CACHE_KEY_MAX) {
+        strbuf_free(&k);
+        return 0;
+    }
+    api_cached *hit = api_cache_get(rq->srv->cache, k.data, k.len, version);
+    if (hit != NULL) {
+        strbuf_free(&k);
+        rs->status = 200;
+        rs->cached = hit;
+        return 1;
+    }
+    rs->cache = rq->srv->cache;
+    rs->cache_version = version;
+    rs->cache_key = strbuf_detach(&k, &rs->cache_klen);
+    return 0;
+}
+
 void route_assignments(api_req *rq, api_resp *rs)
 {
     int limit;
     if (need_store(rq, rs) || parse_limit(rq, rs, &limit)) return;
     store_assignment_filter f = {empty_null(api_query(rq, "status")), limit,
                                  empty_null(api_query(rq, "cursor"))};
+    const char *vals[] = {f.status, f.cursor};
+    if (cache_lookup(rq, rs, "assignments", limit, vals, 2)) return;
     store_err e = {0};
     int rc = store_assignments_list_json(rq->srv->deps.db, &f, &rs->body, &e);
     if (rc != STORE_OK) store_failure(rs, rc, &e);
@@ -176,6 +244,8 @@ void route_runs(api_req *rq, api_resp *rs)
     store_run_filter f = {empty_null(api_query(rq, "status")),
                           empty_null(api_query(rq, "eval_key")), assignment, limit,
                           empty_null(api_query(rq, "cursor"))};
+    const char *vals[] = {f.status, f.eval_key, f.assignment_id, f.cursor};
+    if (cache_lookup(rq, rs, "runs", limit, vals, 4)) return;
     store_err e = {0};
     int rc = store_runs_list_json(rq->srv->deps.db, &f, &rs->body, &e);
     if (rc != STORE_OK) store_failure(rs, rc, &e);

@@ -399,6 +399,38 @@ int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *er
     return STORE_OK;
 }
 
+/* ------------------------------------------------------- change version */
+
+static const char SQL_DATA_VERSION[] = "PRAGMA data_version";
+
+/* Both parts are read under probe_mu, so the (commit_seq, probe_moves) pairs
+ * are ordered by the mutex and each part only grows along that order: the sum
+ * moves iff either part moved. An in-process commit moves both (the writer is
+ * "another connection" for the probe); that costs nothing but a larger step. */
+int store_change_version(store *st, uint64_t *out, store_err *err)
+{
+    int code = STORE_OK;
+    pthread_mutex_lock(&st->probe_mu);
+    uint64_t local = __atomic_load_n(&st->commit_seq, __ATOMIC_ACQUIRE);
+    if (st->probe.db != NULL) {
+        sqlite3_stmt *s = sc_stmt(&st->probe, SQL_DATA_VERSION);
+        int rc = s ? sqlite3_step(s) : sqlite3_errcode(st->probe.db);
+        if (rc == SQLITE_ROW) {
+            int64_t dv = sqlite3_column_int64(s, 0);
+            if (dv != st->probe_dv) {
+                st->probe_dv = dv;
+                st->probe_moves++;
+            }
+        } else {
+            code = st_sqlfail(err, st->probe.db, rc, "read data version");
+        }
+        if (s) sqlite3_reset(s);
+    }
+    *out = local + st->probe_moves;
+    pthread_mutex_unlock(&st->probe_mu);
+    return code;
+}
+
 /* ------------------------------------------------------------- read pool */
 
 sconn *st_rget(store *st)
@@ -712,6 +744,8 @@ int store_open(const store_options *opt, store **out, store_err *err)
     pthread_cond_init(&st->ckpt_cv, NULL);
     pthread_mutex_init(&st->qmu, NULL);
     pthread_cond_init(&st->qcv, NULL);
+    pthread_mutex_init(&st->probe_mu, NULL);
+    st->probe_dv = -1;
     if (st->opt.defer_ms <= 0) st->opt.defer_ms = 25;
     int code = STORE_OK;
     char buf[64];
@@ -811,6 +845,9 @@ int store_open(const store_options *opt, store **out, store_err *err)
         }
         code = open_conn(st, &st->ck, 0, err);
         if (code) goto fail;
+        code = open_conn(st, &st->probe, 1, err);
+        if (code) goto fail;
+        sqlite3_exec(st->probe.db, "PRAGMA cache_size=16", NULL, NULL, NULL);
         sqlite3_wal_hook(st->w.db, wal_hook, st);
         if (pthread_create(&st->ckpt, NULL, ckpt_main, st) != 0) {
             code = st_errf(err, STORE_ERROR, "start checkpoint thread: %s", strerror(errno));
@@ -870,6 +907,8 @@ void store_close(store *st)
         pthread_join(st->ckpt, NULL);
     }
     if (st->ck.db) sqlite3_close(st->ck.db);
+    sc_finalize_all(&st->probe);
+    if (st->probe.db) sqlite3_close(st->probe.db);
     for (int i = 0; i < st->nreaders; i++) {
         sc_finalize_all(&st->readers[i]);
         sqlite3_close(st->readers[i].db);
@@ -896,6 +935,7 @@ void store_close(store *st)
     pthread_cond_destroy(&st->ckpt_cv);
     pthread_mutex_destroy(&st->qmu);
     pthread_cond_destroy(&st->qcv);
+    pthread_mutex_destroy(&st->probe_mu);
     free(st->path);
     free(st);
 }

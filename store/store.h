@@ -463,6 +463,17 @@ void store_metrics_free(store_metric *m, size_t n);
 
 /* ----------------------------------------------- admin queries (JSON out) */
 
+/* A number that moves whenever a write transaction has been committed to the
+ * database since it was last read: by this process (the in-process commit
+ * counter, bumped before the writing call returns) or by another process or
+ * connection on the same file (SQLite's PRAGMA data_version on a dedicated
+ * read-only probe connection). Monotonic; equal values read at two moments
+ * prove that no commit finished between them, so a page rendered by a query
+ * started after reading version v is current for as long as the version still
+ * reads v (the admin API's response cache). Costs one short read transaction
+ * on the probe (shared memory only in WAL mode; no I/O unless it moved). */
+int store_change_version(store *st, uint64_t *out, store_err *err);
+
 typedef struct {
     const char *status;        /* NULL or a run status ("planned", "running", "succeeded",
                                   "failed", "timed_out", "cancelled", "abandoned") */

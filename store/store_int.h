@@ -69,6 +69,14 @@ struct store {
     int flusher_running;
     int flusher_stop;
 
+    /* Change detection (store_change_version): a read-only connection used
+     * only for PRAGMA data_version, which moves when any other connection
+     * (ours or another process's) commits. Under probe_mu. */
+    sconn probe;
+    pthread_mutex_t probe_mu;
+    int64_t probe_dv;     /* data_version last seen on the probe */
+    uint64_t probe_moves; /* times it was seen to move */
+
     int schema_version;
 };
 

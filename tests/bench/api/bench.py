@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -36,6 +37,33 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def api_cpu_seconds(pid):
+    """utime + stime of the admin API's threads (libmicrohttpd names them
+    MHD-worker) in process `pid`, in seconds."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith("MHD-"):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def cache_counts(sc):
+    """(hits, misses) of the admin API's response cache, from /metrics."""
+    text = sc.get("/metrics").raw.decode()
+    def val(name):
+        m = re.search(r"^%s(?:\{\})? ([\d.e+]+)$" % name, text, re.M)
+        return float(m.group(1)) if m else 0.0
+    return (val("failproofai_sidecar_admin_cache_hits_total"),
+            val("failproofai_sidecar_admin_cache_misses_total"))
 
 
 PACE_LUA = """
@@ -100,6 +128,7 @@ def main():
     ap.add_argument("--api-only", action="store_true", help="skip the worker throughput part")
     ap.add_argument("--repeat", type=int, default=3, help="alone/loaded worker pairs")
     ap.add_argument("--rate", type=int, default=2000, help="paced wrk's target req/s")
+    ap.add_argument("--skip-flat", action="store_true", help="no pairs with wrk flat out")
     a = ap.parse_args()
     os.environ["FPS_BIN"] = a.bin
     from admin_harness import Sidecar, emulator
@@ -134,6 +163,8 @@ def main():
             emu.request("POST", f"/emulator/v1/sessions?generate={a.sessions}", b"{}")
             t0 = time.time()
             proc = None
+            api0, hm0 = api_cpu_seconds(sc.proc.pid), cache_counts(sc)
+            ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
             if rate is not None:
                 proc = subprocess.Popen(wrk_cmd(base, a.conns, "120s", rate),
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -145,15 +176,26 @@ def main():
             if proc:  # SIGINT: wrk stops and prints its summary
                 proc.send_signal(signal.SIGINT)
                 out = proc.communicate()[0]
+                api_cpu = api_cpu_seconds(sc.proc.pid) - api0
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                wrk_cpu = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+                hits, misses = (b - a for a, b in zip(hm0, cache_counts(sc)))
                 try:
-                    report("  API while the worker runs", parse_wrk(out, None))
+                    r = parse_wrk(out, None)
+                    report("  API while the worker runs", r)
+                    n = max(r[2] * dt, 1)
+                    print(f"    API threads CPU {1000 * api_cpu / n:.3f} ms/req, wrk CPU "
+                          f"{1000 * wrk_cpu / n:.3f} ms/req ({wrk_cpu / dt:.2f} cores), cache "
+                          f"hits {hits:.0f} misses {misses:.0f} "
+                          f"({100 * hits / max(hits + misses, 1):.0f} %)", flush=True)
                 except (AttributeError, ValueError):
                     print("  (no wrk summary)")
             return (want - start) / dt
 
         # Alternate alone / loaded so that a change in the machine's load
         # (other jobs on the same cores) affects both sides of each pair.
-        for rate, what in ((a.rate, f"wrk paced to {a.rate} req/s"), (0, "wrk flat out")):
+        modes = [(a.rate, f"wrk paced to {a.rate} req/s"), (0, "wrk flat out")]
+        for rate, what in modes[:1] if a.skip_flat else modes:
             pairs = []
             for _ in range(a.repeat):
                 alone = worker_rate(None)
