@@ -133,11 +133,12 @@ static void *serve(void *arg)
 static int listen_any(int *port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    bind(fd, (struct sockaddr *)&a, sizeof a);
-    listen(fd, 8);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(fd, 8), 0);
     socklen_t l = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &l);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &l), 0);
     *port = ntohs(a.sin_port);
     return fd;
 }

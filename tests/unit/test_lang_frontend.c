@@ -318,8 +318,9 @@ static char *repeat(const char *unit, size_t n, const char *tail)
 {
     size_t u = strlen(unit), t = strlen(tail);
     char *s = malloc(u * n + t + 1);
+    /* The units are copied unterminated on purpose: the tail copy writes the NUL. */
     for (size_t i = 0; i < n; i++)
-        memcpy(s + i * u, unit, u);
+        memcpy(s + i * u, unit, u); /* NOLINT(bugprone-not-null-terminated-result) */
     memcpy(s + u * n, tail, t + 1);
     return s;
 }
