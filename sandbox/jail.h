@@ -66,37 +66,30 @@ typedef struct {
 /* What a process prepares once before it serves (or forks) children: the
  * compiled seccomp program, process-wide lazy initialisations, and what
  * jail_warm needs. Lives as long as the process (children inherit it). */
-#define JAIL_MAX_RANGES 64
+#define JAIL_MAX_RANGES 32
 #define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
 #define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
 typedef struct {
     char *start, *end; /* [start, end) */
+    int write;         /* writable (else executable) */
 } jail_range;
 typedef struct {
-    void *filter;         /* owned: the BASE seccomp program (struct sock_filter[]) */
-    size_t nfilter;       /* its instructions                                      */
-    void *child_filter;   /* owned: the CHILD program, loaded by each child last   */
-    size_t nchild_filter; /* its instructions                                      */
-    int base_loaded;      /* this process (or the zygote it came from) loaded BASE */
-    size_t vm_bytes;      /* sanitizer builds: address space in use after set-up   */
-    void *warm_img;       /* owned: a small session image for warm-ups */
+    void *filter;   /* owned: struct sock_filter[] */
+    size_t nfilter; /* instructions                */
+    void *warm_img; /* owned: a small session image for warm-ups */
     size_t warm_len;
-    jail_range ranges[JAIL_MAX_RANGES]; /* resident private writable pages */
+    jail_range ranges[JAIL_MAX_RANGES]; /* private code and data mappings */
     int nranges;
 } jail_prepared;
 
 /* Prepares `p` (0, or -1 with errno set). Call before any child layer. */
 int jail_prepare(jail_prepared *p);
-/* Loads the BASE seccomp program into this process (no_new_privs must be
- * set) and marks it loaded in `p`: the zygote, before it forks. 0 or -1. */
-int jail_load_base(jail_prepared *p);
-/* Installs the per-child layers (caps, rlimits, no_new_privs, then seccomp:
- * BASE unless already loaded, then CHILD; jail_child.c says why two);
- * records them in `got`. Returns only on success: on any failure it writes
- * the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
-void jail_enter(const jail_opts *o, jail_prepared *p, jail_layers *got);
+/* Installs the per-child layers (caps, rlimits, no_new_privs, seccomp from
+ * `p`); records them in `got`. Returns only on success: on any failure it
+ * writes the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
+void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
 /* Called by a jailed child while it waits to be used (off the critical
- * path): populates its writable memory and a heap reserve in bulk
+ * path): populates its code, its writable memory and a heap reserve in bulk
  * (jail_child.c says why), then runs one evaluation of a built-in
  * expression on a built-in session, so the faults and lazy set-up a first
  * evaluation would pay happen before the request arrives. Touches no

@@ -121,54 +121,17 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 }
 #endif
 
-/* The seccomp policy is two stacked BPF programs; the kernel runs both on
- * every system call and the stricter verdict wins:
- *  - BASE (p->filter): the evaluation's allowlist plus what the zygote and
- *    a child's own set-up need: forking exactly one way, answering on fd 0,
- *    moving descriptors, dropping capabilities, lowering limits, setting
- *    no_new_privs and loading the second program. The zygote loads it once,
- *    before it forks anything, so its children inherit it for free.
- *  - CHILD (p->child_filter): kills those set-up calls, which leaves exactly
- *    the evaluation's allowlist. Every child loads it as its last layer.
- * Why two: a child that compiled and loaded the whole allowlist itself paid
- * the BPF verification and JIT of ~50 instructions each time (about a tenth
- * of a child's CPU on a small VM); the child program is a few instructions.
- * An exec'd child (no zygote) loads both. Everything the policy does not
- * allow kills the process (traps in sanitizer builds, which then exit with
+/* The allowlist, compiled by libseccomp into a BPF program (p->filter) that
+ * each child loads with one seccomp(2) call. Everything else kills the
+ * process (traps in sanitizer builds, which then exit with
  * JAIL_EXIT_SIGSYS). */
+static int compile_seccomp(jail_prepared *p)
+{
 #ifdef FPS_SANITIZE
-#define JAIL_DENY SCMP_ACT_TRAP
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
 #else
-#define JAIL_DENY SCMP_ACT_KILL_PROCESS
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
 #endif
-
-/* Exports `ctx` as a BPF program into *prog (malloc'd; *n instructions).
- * 0, or -1 with errno set. Does not release ctx. */
-static int export_filter(scmp_filter_ctx ctx, void **prog, size_t *n)
-{
-    int fd = memfd_create("fps-seccomp", MFD_CLOEXEC);
-    *prog = NULL;
-    if (fd < 0 || seccomp_export_bpf(ctx, fd) != 0) goto fail;
-    off_t size = lseek(fd, 0, SEEK_END);
-    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 || size > (1 << 20) ||
-        lseek(fd, 0, SEEK_SET) != 0)
-        goto fail;
-    *prog = malloc((size_t)size);
-    if (*prog == NULL || read_all(fd, *prog, (size_t)size) != 0) goto fail;
-    *n = (size_t)size / sizeof(struct sock_filter);
-    close(fd);
-    return 0;
-fail:
-    free(*prog);
-    *prog = NULL;
-    if (fd >= 0) close(fd);
-    if (errno == 0) errno = EINVAL;
-    return -1;
-}
-
-static int compile_base(jail_prepared *p)
-{
-    scmp_filter_ctx ctx = seccomp_init(JAIL_DENY);
     if (ctx == NULL) return -1;
     int rc = 0;
 #define ALLOW(name) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 0)
@@ -186,10 +149,10 @@ static int compile_base(jail_prepared *p)
     ALLOW(mremap);
     ALLOW(brk);
     ALLOW(madvise);
-    /* Its own limits (caps are dropped, so hard limits only go down); the
-     * child program narrows this to RLIMIT_CPU, lowered to a request's
-     * budget. */
-    ALLOW1(prlimit64, SCMP_A0(SCMP_CMP_EQ, 0));
+    /* Lowering its own CPU limit to the request's budget (caps are dropped,
+     * so the hard limit can only go down). */
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
+                           SCMP_A1(SCMP_CMP_EQ, RLIMIT_CPU));
     /* Clocks, signal return, exit. */
     ALLOW(clock_gettime);
     ALLOW(clock_getres);
@@ -198,19 +161,6 @@ static int compile_base(jail_prepared *p)
     ALLOW(rt_sigreturn);
     ALLOW(exit);
     ALLOW(exit_group);
-    /* Set-up only; the child program kills all of these. The zygote forks
-     * with exactly these flags (see jail_zygote.c) and answers on fd 0; a
-     * new child moves its channels to fds 0 and 1 and closes the rest,
-     * then installs its layers. */
-    ALLOW1(clone, SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)(CLONE_PARENT | SIGCHLD)));
-    ALLOW1(sendto, SCMP_A0(SCMP_CMP_EQ, 0));
-    ALLOW(dup2);
-    ALLOW(close_range);
-    ALLOW(capget);
-    ALLOW(capset);
-    ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_SET_NO_NEW_PRIVS));
-    ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_GET_NO_NEW_PRIVS));
-    ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));
 #ifdef FPS_SANITIZE
     /* What the ASan/UBSan runtimes use after start-up (allocator, stack
      * unwinding, reports to stderr). No file, socket or process calls. */
@@ -227,52 +177,30 @@ static int compile_base(jail_prepared *p)
 #endif
 #undef ALLOW
 #undef ALLOW1
-    if (rc != 0 || export_filter(ctx, &p->filter, &p->nfilter) != 0) rc = -1;
+    /* Export the program through a memfd and keep it in memory. */
+    int fd = -1;
+    if (rc == 0) fd = memfd_create("fps-seccomp", MFD_CLOEXEC);
+    if (rc != 0 || fd < 0 || seccomp_export_bpf(ctx, fd) != 0) goto fail;
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 || size > (1 << 20) ||
+        lseek(fd, 0, SEEK_SET) != 0)
+        goto fail;
+    p->filter = malloc((size_t)size);
+    if (p->filter == NULL || read_all(fd, p->filter, (size_t)size) != 0) goto fail;
+    p->nfilter = (size_t)size / sizeof(struct sock_filter);
+    close(fd);
     seccomp_release(ctx);
-    if (rc != 0 && errno == 0) errno = EINVAL;
-    return rc;
-}
-
-static int compile_child(jail_prepared *p)
-{
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-    if (ctx == NULL) return -1;
-    int rc = 0;
-#define DENY(name) rc |= seccomp_rule_add(ctx, JAIL_DENY, SCMP_SYS(name), 0)
-    DENY(clone);
-    DENY(sendto);
-    DENY(dup2);
-    DENY(close_range);
-    DENY(capget);
-    DENY(capset);
-    DENY(prctl);
-#undef DENY
-    /* Limits: only RLIMIT_CPU may still be set (sanitizer builds: any may
-     * be read). */
-#ifdef FPS_SANITIZE
-    rc |= seccomp_rule_add(ctx, JAIL_DENY, SCMP_SYS(prlimit64), 2, SCMP_A1(SCMP_CMP_NE, RLIMIT_CPU),
-                           SCMP_A2(SCMP_CMP_NE, 0));
-#else
-    rc |=
-        seccomp_rule_add(ctx, JAIL_DENY, SCMP_SYS(prlimit64), 1, SCMP_A1(SCMP_CMP_NE, RLIMIT_CPU));
-#endif
-    if (rc != 0 || export_filter(ctx, &p->child_filter, &p->nchild_filter) != 0) rc = -1;
+    return 0;
+fail:
+    free(p->filter);
+    p->filter = NULL;
+    if (fd >= 0) close(fd);
     seccomp_release(ctx);
-    if (rc != 0 && errno == 0) errno = EINVAL;
-    return rc;
+    if (errno == 0) errno = EINVAL;
+    return -1;
 }
 
-static int load_prog(void *prog, size_t n)
-{
-    struct sock_fprog fp = {(unsigned short)n, (struct sock_filter *)prog};
-    if (prog == NULL || n == 0 || n > 0xffff) {
-        errno = EINVAL;
-        return -1;
-    }
-    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp, 0, 0) == 0 ? 0 : -1;
-}
-
-int jail_load_base(jail_prepared *p)
+static int load_seccomp(const jail_prepared *p)
 {
 #ifdef FPS_SANITIZE
     struct sigaction sa;
@@ -281,9 +209,12 @@ int jail_load_base(jail_prepared *p)
     sa.sa_flags = SA_SIGINFO;
     if (sigaction(SIGSYS, &sa, NULL) != 0) return -1;
 #endif
-    if (load_prog(p->filter, p->nfilter) != 0) return -1;
-    p->base_loaded = 1;
-    return 0;
+    struct sock_fprog prog = {(unsigned short)p->nfilter, (struct sock_filter *)p->filter};
+    if (p->filter == NULL || p->nfilter == 0 || p->nfilter > 0xffff) {
+        errno = EINVAL;
+        return -1;
+    }
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0 ? 0 : -1;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -321,26 +252,6 @@ static void warm_eval(const jail_prepared *p)
     free(out);
 }
 
-/* Appends the runs of resident pages of [a, b) (page-aligned, at most
- * JAIL_MAX_POPULATE bytes) to p->ranges, as many as fit. */
-static void add_resident_runs(jail_prepared *p, char *a, char *b)
-{
-    static unsigned char vec[JAIL_MAX_POPULATE / 4096];
-    size_t pages = (size_t)(b - a) / 4096;
-    if (mincore(a, (size_t)(b - a), vec) != 0) return;
-    for (size_t i = 0; i < pages && p->nranges < JAIL_MAX_RANGES;) {
-        if (!(vec[i] & 1)) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < pages && (vec[j] & 1))
-            j++;
-        p->ranges[p->nranges++] = (jail_range){a + i * 4096, a + j * 4096};
-        i = j;
-    }
-}
-
 int jail_prepare(jail_prepared *p)
 {
     memset(p, 0, sizeof *p);
@@ -361,43 +272,33 @@ int jail_prepare(jail_prepared *p)
         return -1;
     }
     warm_eval(p);
-    /* Where the writable memory in use is, for jail_warm (a jailed child
-     * cannot read its maps): the resident pages of this image's private
-     * writable mappings (data, heap, stack), which the warm-up above has
-     * just touched; the untouched rest of the stack and .bss would only be
-     * populated to be freed again. Code is left to page faults: the kernel
-     * maps the neighbours of a faulting code page too, and populating all
-     * 1.1 MB of it cost each child more CPU than the faults it saved. */
+    /* Where the code and the writable memory are, for jail_warm (a jailed
+     * child cannot read its maps). */
     FILE *m = fopen("/proc/self/maps", "r");
     char line[512];
-    while (m != NULL && fgets(line, sizeof line, m)) {
-        char *a, *b;
+    while (m != NULL && fgets(line, sizeof line, m) && p->nranges < JAIL_MAX_RANGES) {
+        void *a, *b;
         char perms[8];
-        if (sscanf(line, "%p-%p %7s", (void **)&a, (void **)&b, perms) != 3 || perms[3] != 'p' ||
-            perms[1] != 'w')
-            continue;
-        /* Only small mappings: never reservations (sanitizer shadow memory
-         * spans terabytes). */
-        if ((size_t)(b - a) > JAIL_MAX_POPULATE) continue;
-        add_resident_runs(p, a, b);
+        if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
+        if (perms[1] != 'w' && perms[2] != 'x') continue; /* read-only data: not touched */
+        /* Only this image's own small mappings (code, data, heap, stack):
+         * never reservations (sanitizer shadow memory spans terabytes). */
+        if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
+        p->ranges[p->nranges++] = (jail_range){a, b, perms[1] == 'w'};
     }
     if (m != NULL) fclose(m);
     /* Large blocks come from the (populated) heap too, and freed memory
      * stays there: see jail_reserve. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#ifdef FPS_SANITIZE
-    p->vm_bytes = current_vm_bytes(); /* a jailed child cannot read it */
-#endif
-    if (compile_base(p) != 0 || compile_child(p) != 0) return -1;
-    return 0;
+    return compile_seccomp(p);
 }
 
 /* Page faults are very slow on some VMs (tens of microseconds each under
  * paravirtualised paging), while populating memory with one madvise call
  * costs about a microsecond per page. So a child populates, in bulk, the
  * memory an evaluation is going to touch instead of faulting it in page by
- * page: its writable pages (breaking copy-on-write sharing with
+ * page: its code, its writable pages (breaking copy-on-write sharing with
  * the zygote), and a heap reserve. */
 void jail_reserve(size_t bytes)
 {
@@ -418,13 +319,13 @@ void jail_warm(const jail_prepared *p)
 #ifndef FPS_SANITIZE /* the sanitizer runtime's own mappings: leave them be */
     for (int i = 0; i < p->nranges; i++)
         (void)madvise(p->ranges[i].start, (size_t)(p->ranges[i].end - p->ranges[i].start),
-                      MADV_POPULATE_WRITE);
+                      p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
     jail_reserve(JAIL_HEAP_RESERVE);
 #endif
     warm_eval(p);
 }
 
-void jail_enter(const jail_opts *o, jail_prepared *p, jail_layers *got)
+void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
 {
     /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open, and
      * the parent gave us no environment. */
@@ -433,7 +334,7 @@ void jail_enter(const jail_opts *o, jail_prepared *p, jail_layers *got)
 
     rlim_t as = (rlim_t)o->memory_mb << 20;
 #ifdef FPS_SANITIZE
-    as += p->vm_bytes;
+    as += current_vm_bytes();
 #endif
     if (set_limit(RLIMIT_CPU, 61, 62) != 0) die_setup("RLIMIT_CPU");
     if (set_limit(RLIMIT_AS, as, as) != 0) die_setup("RLIMIT_AS");
@@ -447,8 +348,7 @@ void jail_enter(const jail_opts *o, jail_prepared *p, jail_layers *got)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
         die_setup("PR_SET_NO_NEW_PRIVS");
     got->nnp = 1;
-    if (!p->base_loaded && jail_load_base(p) != 0) die_setup("seccomp");
-    if (load_prog(p->child_filter, p->nchild_filter) != 0) die_setup("seccomp");
+    if (load_seccomp(p) != 0) die_setup("seccomp");
     got->seccomp = 1;
 }
 
@@ -573,9 +473,9 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
                               : "{\"ok\": true, \"repr\": \"'fork failed'\"}");
         _exit(0);
     }
-    /* What only the zygote or a child's set-up may do (the BASE program
-     * allows it, the CHILD program must kill it); "clone" uses exactly the
-     * zygote's own flags. */
+    /* Calls a jailed child has no business making (the zygote forks with
+     * exactly the flags "clone" uses; set-up moves fds, drops capabilities,
+     * sets limits and no_new_privs before the allowlist is loaded). */
     if (!strcmp(mode, "clone") || !strcmp(mode, "dup2") || !strcmp(mode, "sendto") ||
         !strcmp(mode, "prctl") || !strcmp(mode, "capset") || !strcmp(mode, "rlimit")) {
         long r = -1;

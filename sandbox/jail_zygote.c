@@ -1,8 +1,8 @@
 /* sandbox/jail_zygote: the sandbox zygote (see jail.h for why it exists and
  * what it may hold). A fresh exec of the child image with --zygote: it enters
- * the optional namespaces, prepares the seccomp programs once, jails itself
+ * the optional namespaces, prepares the seccomp program once, jails itself
  * as far as forking allows (no capabilities, no_new_privs, no core files, no
- * file writes, 16 descriptors, the BASE seccomp program),
+ * file writes, 16 descriptors),
  * says HELLO, then answers each FORK message with one single-use child
  * cloned with CLONE_PARENT, so the child belongs to the sidecar, which waits
  * for it and kills it. Single-threaded; never evaluates anything. Exits when
@@ -63,7 +63,7 @@ static int recv_fork(int fds[2])
 
 /* In the new child: move the two channels to fds 0 and 1, close everything
  * else (the zygote's control socket included), jail, serve. */
-__attribute__((noreturn)) static void become_child(const jail_opts *o, jail_prepared *p,
+__attribute__((noreturn)) static void become_child(const jail_opts *o, const jail_prepared *p,
                                                    jail_layers got, int fds[2])
 {
     if (dup2(fds[0], 0) != 0 || dup2(fds[1], 1) != 1) _exit(JAIL_EXIT_SETUP);
@@ -93,19 +93,16 @@ int jail_zygote_main(const jail_opts *o)
         send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EINVAL, &got);
         return JAIL_EXIT_SETUP;
     }
-    /* The zygote's own bounds: it forks, so no RLIMIT_NPROC here, but
-     * nothing it does may write a file or gain privileges, and from here on
-     * it runs under the BASE seccomp program (jail_child.c), which its
-     * children inherit: it can fork only the one way it does below. */
-    pid_t self = getpid();
+    /* The zygote's own bounds: it forks, so no seccomp or RLIMIT_NPROC here
+     * (each child installs those), but nothing it does may write a file or
+     * gain privileges. */
     struct rlimit zero = {0, 0}, nofile = {ZYGOTE_NOFILE, ZYGOTE_NOFILE};
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || setrlimit(RLIMIT_FSIZE, &zero) != 0 ||
-        setrlimit(RLIMIT_CORE, &zero) != 0 || setrlimit(RLIMIT_NOFILE, &nofile) != 0 ||
-        jail_load_base(&prep) != 0) {
-        send_msg(JAIL_ZYG_HELLO, self, errno ? -errno : -EINVAL, &got);
+        setrlimit(RLIMIT_CORE, &zero) != 0 || setrlimit(RLIMIT_NOFILE, &nofile) != 0) {
+        send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EINVAL, &got);
         return JAIL_EXIT_SETUP;
     }
-    if (send_msg(JAIL_ZYG_HELLO, self, 0, &got) != 0) return 0;
+    if (send_msg(JAIL_ZYG_HELLO, getpid(), 0, &got) != 0) return 0;
     for (;;) {
         int fds[2];
         int r = recv_fork(fds);

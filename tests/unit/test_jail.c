@@ -387,17 +387,16 @@ static void test_jail_observed_from_outside(void **state)
     sbx_pool_free(p);
 }
 
-/* A crafted child that tries a forbidden call after jailing dies: the
- * evaluation's own allowlist, and the calls only the zygote and a child's
- * set-up may make (forking the zygote's way, answering on fd 0, moving fds,
+/* A crafted child that tries a forbidden call after jailing dies, including
+ * the calls the zygote and a child's own set-up make before the allowlist is
+ * loaded (forking the zygote's way, answering on fd 0, moving fds,
  * capabilities, no_new_privs, limits other than RLIMIT_CPU). */
 static void test_forbidden_calls_kill_the_child(void **state)
 {
     (void)state;
     const char *modes[] = {"open", "socket", "fork",  "exec",   "ptrace", "clone",
                            "dup2", "sendto", "prctl", "capset", "rlimit"};
-    /* Both kinds of child: forked by the zygote (which loaded BASE itself)
-     * and exec'd (which loads both programs). */
+    /* Both kinds of child: forked by the zygote, and exec'd. */
     for (int exec_child = 0; exec_child < 2; exec_child++) {
         g_no_zygote = exec_child;
         for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
