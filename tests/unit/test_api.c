@@ -245,7 +245,7 @@ static void test_bodies(void **state)
     reply_free(&r);
     free(deep);
     /* 2 MiB body on a 1 MiB route */
-    size_t big = 2 * 1024 * 1024;
+    size_t big = (size_t)2 * 1024 * 1024;
     char *b = malloc(big + 1);
     memset(b, ' ', big);
     b[big] = '\0';

@@ -88,12 +88,13 @@ static void test_lru_and_bounds(void **state)
     assert_true(has(c, "q16", 1));
     assert_true(has(c, "q2", 1));
     /* bytes: a page over a quarter of the budget is never kept */
-    api_cache_put(c, "huge", 4, 1, resp_of(3 * 1024 * 1024, 'h'), 3 * 1024 * 1024);
+    api_cache_put(c, "huge", 4, 1, resp_of((size_t)3 * 1024 * 1024, 'h'), (size_t)3 * 1024 * 1024);
     assert_false(has(c, "huge", 1));
     /* big pages evict others until the total fits (8 MiB) */
     for (int i = 0; i < 5; i++) {
         snprintf(key, sizeof key, "big%d", i);
-        api_cache_put(c, key, strlen(key), 1, resp_of(1900 * 1024, 'b'), 1900 * 1024);
+        api_cache_put(c, key, strlen(key), 1, resp_of((size_t)1900 * 1024, 'b'),
+                      (size_t)1900 * 1024);
     }
     assert_false(has(c, "big0", 1));
     for (int i = 1; i < 5; i++) {
