@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -404,74 +403,25 @@ int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *er
 
 static const char SQL_DATA_VERSION[] = "PRAGMA data_version";
 
-/* The WAL-index header (https://www.sqlite.org/walformat.html, "the WAL-index
- * header"): the first 48 bytes of the -shm file, which every connection of
- * every process maps and which a writer rewrites when it commits (iChange
- * counts transactions; mxFrame, the salts and the checksums move with them),
- * before its COMMIT returns. Its layout is a cross-process file format,
- * frozen since SQLite 3.7.0 (iVersion 3007000). */
-#define WALHDR_WORDS 12
-#define WALHDR_VERSION 3007000u
-#define WALHDR_MAP 4096
-
-/* Maps the -shm file's first page read-only for store_change_version's fast
- * path. Any doubt (no file, short file, unexpected version or not
- * initialised) leaves walhdr NULL: the data_version probe then answers. */
-static void map_wal_index(store *st)
-{
-    char path[4096];
-    if ((size_t)snprintf(path, sizeof path, "%s-shm", st->path) >= sizeof path) return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat sb;
-    void *m = MAP_FAILED;
-    /* SQLite never shrinks the -shm file while a connection (ours) is open */
-    if (fstat(fd, &sb) == 0 && sb.st_size >= WALHDR_MAP)
-        m = mmap(NULL, WALHDR_MAP, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) return;
-    const uint32_t *h = m;
-    const unsigned char *isinit = (const unsigned char *)m + 12;
-    if (__atomic_load_n(&h[0], __ATOMIC_ACQUIRE) != WALHDR_VERSION ||
-        __atomic_load_n(isinit, __ATOMIC_ACQUIRE) != 1) {
-        munmap(m, WALHDR_MAP);
-        return;
-    }
-    st->walhdr = h;
-}
-
 /* Both parts are read under probe_mu, so the (commit_seq, probe_moves) pairs
  * are ordered by the mutex and each part only grows along that order: the sum
  * moves iff either part moved. An in-process commit moves both (the writer is
- * "another connection" for the probe, and it rewrites the WAL-index header);
- * that costs nothing but a larger step.
+ * "another connection" for the probe); that costs nothing but a larger step.
  *
- * Outside writers are seen through the WAL-index header when it is mapped: a
- * commit that finished before this call rewrote it, so a header equal to the
- * one seen last proves that no commit finished since (a header torn by a
- * commit in progress reads as a move, which is only conservative). That costs
- * no system call, where the probe's read transaction takes and drops a
- * shared-memory lock (two fcntl calls). Should the header ever read with
- * another version, the probe answers instead. */
+ * Outside writers are seen only through SQLite's own API (PRAGMA
+ * data_version on the probe connection). Reading the -shm file's WAL-index
+ * header directly would save the probe's two fcntl calls, but it needs this
+ * process to open and close that file itself, and closing any descriptor of
+ * a file drops every POSIX lock the process holds on it: SQLite's own
+ * shared-memory locks included. Another process could then reset the -shm
+ * file under our connections (a mapped page past its new end is SIGBUS) and
+ * SQLite's locking would no longer hold. */
 int store_change_version(store *st, uint64_t *out, store_err *err)
 {
     int code = STORE_OK;
     pthread_mutex_lock(&st->probe_mu);
     uint64_t local = __atomic_load_n(&st->commit_seq, __ATOMIC_ACQUIRE);
-    uint32_t h[WALHDR_WORDS];
-    int fast = 0;
-    if (st->walhdr != NULL) {
-        for (int i = 0; i < WALHDR_WORDS; i++)
-            h[i] = __atomic_load_n(&st->walhdr[i], __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        fast = h[0] == WALHDR_VERSION;
-    }
-    if (fast) {
-        if (memcmp(h, st->walhdr_seen, sizeof h) != 0) {
-            memcpy(st->walhdr_seen, h, sizeof h);
-            st->probe_moves++;
-        }
-    } else if (st->probe.db != NULL) {
+    if (st->probe.db != NULL) {
         sqlite3_stmt *s = sc_stmt(&st->probe, SQL_DATA_VERSION);
         int rc = s ? sqlite3_step(s) : sqlite3_errcode(st->probe.db);
         if (rc == SQLITE_ROW) {
@@ -907,7 +857,6 @@ int store_open(const store_options *opt, store **out, store_err *err)
         code = open_conn(st, &st->probe, 1, err);
         if (code) goto fail;
         sqlite3_exec(st->probe.db, "PRAGMA cache_size=16", NULL, NULL, NULL);
-        if (!st->opt.change_probe_only) map_wal_index(st);
         sqlite3_wal_hook(st->w.db, wal_hook, st);
         if (pthread_create(&st->ckpt, NULL, ckpt_main, st) != 0) {
             code = st_errf(err, STORE_ERROR, "start checkpoint thread: %s", strerror(errno));
@@ -969,7 +918,6 @@ void store_close(store *st)
     if (st->ck.db) sqlite3_close(st->ck.db);
     sc_finalize_all(&st->probe);
     if (st->probe.db) sqlite3_close(st->probe.db);
-    if (st->walhdr) munmap((void *)st->walhdr, WALHDR_MAP);
     for (int i = 0; i < st->nreaders; i++) {
         sc_finalize_all(&st->readers[i]);
         sqlite3_close(st->readers[i].db);

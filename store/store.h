@@ -118,8 +118,6 @@ typedef struct {
     int defer_ms;                /* batching delay of deferred updates; default 25 (0 = default) */
     int schema_target;           /* tests only: migrate up to this version (0 = latest); the
                                     operations need the latest schema */
-    int change_probe_only;       /* tests only: store_change_version always asks the
-                                    data_version probe (not the WAL-index header) */
 } store_options;
 
 /* Latest schema version this binary writes (PRAGMA user_version). */
@@ -468,14 +466,12 @@ void store_metrics_free(store_metric *m, size_t n);
 /* A number that moves whenever a write transaction has been committed to the
  * database since it was last read: by this process (the in-process commit
  * counter, bumped before the writing call returns) or by another process or
- * connection on the same file (the WAL-index header in the mapped -shm file,
- * which every commit rewrites; SQLite's PRAGMA data_version on a dedicated
- * read-only probe connection if the header cannot be used). Monotonic; equal
+ * connection on the same file (SQLite's PRAGMA data_version on a dedicated
+ * read-only probe connection). Monotonic; equal
  * values read at two moments prove that no commit finished between them, so a
  * page rendered by a query started after reading version v is current for as
  * long as the version still reads v (the admin API's response cache). Costs a
- * mutex and a 48-byte compare (no system call); the fallback costs one short
- * read transaction on the probe. */
+ * mutex and one short read transaction on the probe. */
 int store_change_version(store *st, uint64_t *out, store_err *err);
 
 typedef struct {

@@ -75,11 +75,7 @@ struct store {
     sconn probe;
     pthread_mutex_t probe_mu;
     int64_t probe_dv;     /* data_version last seen on the probe */
-    uint64_t probe_moves; /* times it (or the WAL-index header) was seen to move */
-    /* The fast path: the WAL-index header (first copy, 12 words) in the -shm
-     * file, mapped read-only; NULL = always use the probe. */
-    const uint32_t *walhdr;
-    uint32_t walhdr_seen[12];
+    uint64_t probe_moves; /* times it was seen to move */
 
     int schema_version;
 };

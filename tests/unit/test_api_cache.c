@@ -2,8 +2,7 @@
  * keys, LRU and byte bounds, references outliving eviction) and for the
  * store's change version it relies on (store_change_version: moves on every
  * commit of this handle or of another connection on the file, never on
- * reads; through the WAL-index header, through the data_version probe, and
- * with ":memory:"). */
+ * reads; on a file and with ":memory:"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,13 +149,14 @@ static void outside_exec(const char *path, const char *sql)
     sqlite3_close(db);
 }
 
-static void change_version_file(int probe_only)
+static void test_change_version_file(void **state)
 {
+    (void)state;
     strcpy(dir, "/tmp/fps-test-api-cache-XXXXXX");
     assert_non_null(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/s.db", dir);
-    store_options opt = {.path = path, .sync_updates = 1, .change_probe_only = probe_only};
+    store_options opt = {.path = path, .sync_updates = 1};
     store *st = NULL;
     store_err e = {0};
     assert_int_equal(store_open(&opt, &st, &e), STORE_OK);
@@ -193,20 +193,6 @@ static void change_version_file(int probe_only)
     rmdir(dir);
 }
 
-/* through the WAL-index header (the default) */
-static void test_change_version_file(void **state)
-{
-    (void)state;
-    change_version_file(0);
-}
-
-/* through PRAGMA data_version (the fallback) */
-static void test_change_version_file_probe(void **state)
-{
-    (void)state;
-    change_version_file(1);
-}
-
 static void test_change_version_memory(void **state)
 {
     (void)state;
@@ -228,7 +214,6 @@ int main(void)
         cmocka_unit_test(test_lru_and_bounds),
         cmocka_unit_test(test_reference_outlives_eviction),
         cmocka_unit_test(test_change_version_file),
-        cmocka_unit_test(test_change_version_file_probe),
         cmocka_unit_test(test_change_version_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
