@@ -19,5 +19,5 @@ else
 fi
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 /usr/bin/python3 "$SRC/tests/bench/api/bench.py" "$BUILD/failproofai-sidecar" "$WORK/bench.db" \
-  --conns "${CONNS:-32}" --duration "${DURATION:-10s}" --sessions "${SESSIONS:-300}" --repeat "${REPEAT:-3}" --rate "${RATE:-2000}" \
+  --conns "${CONNS:-32}" --duration "${DURATION:-10s}" --sessions "${SESSIONS:-300}" --repeat "${REPEAT:-3}" --rate "${RATE:-2200}" \
   ${API_ONLY:+--api-only} ${SKIP_FLAT:+--skip-flat}
