@@ -57,6 +57,7 @@ static size_t ib_reserve(ibuf *b, size_t n)
     return at;
 }
 
+/* FNV-1a: the interning table and duplicate-key detection both use it. */
 static uint64_t str_hash(const char *s, size_t n)
 {
     uint64_t h = 1469598103934665603ull;
@@ -651,16 +652,6 @@ typedef struct {
     size_t n, cap;
 } nstack;
 
-static uint64_t key_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
 /* Duplicate keys in one object: Python's dict keeps the first position and
  * the last value. kids holds key/value node pairs; compacts in place. */
 static int dedup_keys(ibuf *b, simg_node *kids, size_t *cnt)
@@ -678,7 +669,7 @@ static int dedup_keys(ibuf *b, simg_node *kids, size_t *cnt)
     for (size_t i = 0; i < pairs; i++) {
         simg_node *k = &kids[2 * i];
         const char *ks = b->p + (uint32_t)k->b;
-        size_t h = (size_t)key_hash(ks, k->a) & (size - 1);
+        size_t h = (size_t)str_hash(ks, k->a) & (size - 1);
         int32_t found = -1;
         while (tab[h] >= 0) {
             simg_node *o = &kids[2 * (size_t)tab[h]];
