@@ -5,66 +5,12 @@
  * canonical views. tests/integration/test_emulator_canon.py checks the bytes
  * against Python itself. */
 #include "common/canonjson.h"
+#include "common/pyfloat.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* repr(float) of CPython: the shortest digits that round-trip; fixed notation
- * when the decimal point falls in (-4, 16], else d.ddde±XX. */
-static void put_float(strbuf *b, double d)
-{
-    char buf[48];
-    if (d == 0) {
-        strbuf_puts(b, signbit(d) ? "-0.0" : "0.0");
-        return;
-    }
-    int p;
-    for (p = 1; p <= 17; p++) {
-        snprintf(buf, sizeof buf, "%.*e", p - 1, d);
-        if (strtod(buf, NULL) == d) break;
-    }
-    const char *s = buf;
-    if (*s == '-') {
-        strbuf_putc(b, '-');
-        s++;
-    }
-    char digits[24];
-    int nd = 0;
-    for (; *s && *s != 'e'; s++)
-        if (*s >= '0' && *s <= '9' && nd < 23) digits[nd++] = *s;
-    digits[nd] = '\0';
-    int exp10 = (*s == 'e') ? atoi(s + 1) : 0;
-    while (nd > 1 && digits[nd - 1] == '0')
-        digits[--nd] = '\0';
-    int decpt = exp10 + 1;
-    if (decpt > -4 && decpt <= 16) {
-        if (decpt <= 0) {
-            strbuf_puts(b, "0.");
-            for (int i = 0; i < -decpt; i++)
-                strbuf_putc(b, '0');
-            strbuf_put(b, digits, (size_t)nd);
-        } else if (decpt >= nd) {
-            strbuf_put(b, digits, (size_t)nd);
-            for (int i = nd; i < decpt; i++)
-                strbuf_putc(b, '0');
-            strbuf_puts(b, ".0");
-        } else {
-            strbuf_put(b, digits, (size_t)decpt);
-            strbuf_putc(b, '.');
-            strbuf_put(b, digits + decpt, (size_t)(nd - decpt));
-        }
-    } else {
-        strbuf_putc(b, digits[0]);
-        if (nd > 1) {
-            strbuf_putc(b, '.');
-            strbuf_put(b, digits + 1, (size_t)(nd - 1));
-        }
-        int e = decpt - 1;
-        strbuf_printf(b, "e%c%02d", e < 0 ? '-' : '+', e < 0 ? -e : e);
-    }
-}
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -89,7 +35,7 @@ static int canon_value(strbuf *b, const json_t *v)
     case JSON_REAL: {
         double d = json_real_value(v);
         if (!isfinite(d)) return -1;
-        put_float(b, d);
+        pyfloat_repr(b, d);
         return 0;
     }
     case JSON_STRING:

@@ -120,7 +120,7 @@ static void part(strbuf *b, double d, bool sign)
     if (sign && !signbit(d) && !isnan(d)) strbuf_putc(b, '+');
     if (sign && isnan(d)) strbuf_putc(b, '+');
     size_t at = b->len;
-    vf_repr_buf(b, d);
+    pyfloat_repr(b, d);
     /* repr without the ".0" CPython's float repr adds */
     if (b->len - at >= 2 && b->data[b->len - 2] == '.' && b->data[b->len - 1] == '0') b->len -= 2;
     b->data[b->len] = 0;

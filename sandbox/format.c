@@ -369,7 +369,7 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
     char *heap = NULL;
     if (lower == 'r') {
         digits = small;
-        decpt = vf_shortest(x, small, &nd);
+        decpt = pyfloat_shortest(x, small, &nd);
         if (x == 0) {
             small[0] = '0';
             nd = 1;

@@ -303,7 +303,7 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
         else if (isinf(v->u.f))
             strbuf_puts(b, v->u.f > 0 ? "Infinity" : "-Infinity");
         else
-            vf_repr_buf(b, v->u.f);
+            pyfloat_repr(b, v->u.f);
         return 0;
     case VT_STR: {
         strbuf_putc(b, '"');

@@ -1519,7 +1519,7 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
     case VT_INT:
         return vi_repr_buf(c, b, v);
     case VT_FLOAT:
-        return vf_repr_buf(b, v->u.f);
+        return pyfloat_repr(b, v->u.f);
     case VT_STR:
         return vs_repr_buf(b, v);
     case VT_BYTES:

@@ -3,6 +3,7 @@
  * result.c session.c). Not for the evaluator: it uses value.h only. */
 #ifndef FPS_VALUE_IMPL_H
 #define FPS_VALUE_IMPL_H
+#include "common/pyfloat.h"
 #include "sandbox/value.h"
 
 #include <stdarg.h>
@@ -80,15 +81,12 @@ double vi_ratio_to_double(vctx *c, const mpz_t num, const mpz_t den, int *err);
 size_t vi_bits(const val *v);
 
 /* floats (float.c) */
-int vf_repr_buf(strbuf *b, double d);
 int64_t vf_hash(double d);
 val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
                bool *found);
 val *vf_binop(vctx *c, vbinop op, double a, double b);
 val *vf_parse(vctx *c, const char *s, size_t len); /* float(str) */
 val *vf_round(vctx *c, double x, val *ndigits);    /* ndigits NULL/None => int */
-/* Shortest repr digits: writes digits (no dot) and returns decpt (value = 0.DIGITS * 10^decpt). */
-int vf_shortest(double d, char *digits, int *ndigits);
 
 /* complex (complex.c) */
 val *vc_binop(vctx *c, vbinop op, val *a, val *b);
