@@ -1,9 +1,9 @@
 # Build stage: Debian 12 with the -dev packages.
 FROM debian:12 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      build-essential cmake pkg-config libcurl4-openssl-dev libmicrohttpd-dev \
+      build-essential cmake pkg-config libcurl4-gnutls-dev libmicrohttpd-dev \
       libjansson-dev libsqlite3-dev libseccomp-dev libgmp-dev libutf8proc-dev \
-      uuid-dev libssl-dev libcmocka-dev && rm -rf /var/lib/apt/lists/*
+      uuid-dev nettle-dev libcmocka-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)" \
@@ -12,8 +12,8 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(n
 # Runtime stage: only the shared libraries the binary needs.
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      libcurl4 libmicrohttpd12 libjansson4 libsqlite3-0 libseccomp2 libgmp10 \
-      libutf8proc2 libuuid1 libssl3 ca-certificates curl && rm -rf /var/lib/apt/lists/* \
+      libcurl3-gnutls libmicrohttpd12 libjansson4 libsqlite3-0 libseccomp2 libgmp10 \
+      libutf8proc2 libuuid1 libnettle8 ca-certificates curl && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /var/lib/failproofai sidecar \
     && mkdir -p /var/lib/failproofai && chown sidecar /var/lib/failproofai
 COPY --from=build /src/build/failproofai-sidecar /usr/local/bin/failproofai-sidecar

@@ -1,7 +1,7 @@
 /* common/ids: see ids.h. */
 #include "common/ids.h"
 
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <uuid/uuid.h>
 
 static void hex(const unsigned char *in, size_t n, char *out)
@@ -30,8 +30,10 @@ void ids_uuid(char out[37])
 
 void ids_sha256_hex(const void *data, size_t len, char out[65])
 {
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-    hex(md, 32, out);
+    unsigned char md[SHA256_DIGEST_SIZE];
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, len, data);
+    sha256_digest(&ctx, sizeof md, md);
+    hex(md, sizeof md, out);
 }

@@ -1,5 +1,5 @@
 /* common/ids: identifiers and digests. Request ids (32 lowercase hex, SPEC §2),
- * UUIDs (libuuid) and SHA-256 (OpenSSL libcrypto). */
+ * UUIDs (libuuid) and SHA-256 (Nettle, the crypto library GnuTLS is built on). */
 #ifndef FPS_IDS_H
 #define FPS_IDS_H
 #include <stddef.h>

@@ -2,7 +2,6 @@
 #include "common/secret.h"
 
 #include <errno.h>
-#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +48,7 @@ secret *secret_from_file(const char *path, char *err, size_t errcap)
     s = make(buf, n);
     if (s == NULL) snprintf(err, errcap, "secret file %s is empty", path);
 done:
-    OPENSSL_cleanse(buf, sizeof buf);
+    explicit_bzero(buf, sizeof buf);
     return s;
 }
 
@@ -79,6 +78,6 @@ int secret_equals(const secret *s, const char *candidate, size_t len)
 void secret_free(secret *s)
 {
     if (s == NULL) return;
-    OPENSSL_cleanse(s->bytes, s->len);
+    explicit_bzero(s->bytes, s->len);
     free(s);
 }

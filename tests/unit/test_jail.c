@@ -718,7 +718,11 @@ static void *loop_thread(void *arg)
     for (int i = 0; i < a->n; i++) {
         sbx_outcome o;
         eval_src(a->pool, "1", 10, NULL, NULL, &o);
-        if (o.status != SBX_OK) a->bad++;
+        if (o.status != SBX_OK && a->bad++ == 0) {
+            char *line = sbx_outcome_line(&o); /* what went wrong, for the log */
+            fprintf(stderr, "evaluation %d failed: %s\n", i, line ? line : "?");
+            free(line);
+        }
         sbx_outcome_free(&o);
     }
     return NULL;

@@ -7,9 +7,15 @@
  * usage: bench_jail SIDECAR TRANSCRIPT.json N EXPR [--no-ns] [--no-prestart]
  *        [--no-zygote]    (exec every child instead of forking the zygote)
  *        [--pace-ms MS]   (sleep between evaluations)
- * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...} */
+ *        [--streams K]    (capacity: K threads share the pool, each running
+ *                          N/K evaluations back to back, as the worker's
+ *                          threads do; the floor likewise spawns from K threads)
+ * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...,
+ * "evals_per_s", "floor_per_s"} (the rates: N over the wall time of all
+ * streams). */
 #include "sandbox/sbx.h"
 
+#include <pthread.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <stdio.h>
@@ -48,6 +54,76 @@ static double pct(double *v, int n, double p)
     return v[i];
 }
 
+/* One stream: evaluations [from, to) of the shared run, back to back. */
+typedef struct {
+    sbx_pool *pool;       /* borrowed */
+    const sbx_image *img; /* borrowed */
+    const char *expr;     /* borrowed */
+    int from, to, pace_ms;
+    double *lat; /* borrowed: the run's latency array */
+    int bad;
+    char *last; /* owned: the last outcome line */
+} stream_t;
+
+static void *eval_stream(void *arg)
+{
+    stream_t *st = arg;
+    for (int i = st->from; i < st->to; i++) {
+        sbx_request req;
+        memset(&req, 0, sizeof req);
+        req.kind = LANG_EVALUATOR;
+        req.source = st->expr;
+        req.source_len = strlen(st->expr);
+        req.eval_key = "q";
+        req.timeout_s = 30;
+        req.image = (sbx_image *)st->img;
+        sbx_outcome out;
+        if (st->pace_ms > 0) {
+            struct timespec pace = {st->pace_ms / 1000, (long)(st->pace_ms % 1000) * 1000000L};
+            nanosleep(&pace, NULL);
+        }
+        double s = now_ms();
+        sbx_eval(st->pool, &req, &out);
+        st->lat[i] = now_ms() - s;
+        if (out.status != SBX_OK) st->bad++;
+        free(st->last);
+        st->last = sbx_outcome_line(&out);
+        sbx_outcome_free(&out);
+    }
+    return NULL;
+}
+
+/* One floor stream: posix_spawn + wait of /bin/true, [from, to). */
+static void *spawn_stream(void *arg)
+{
+    stream_t *st = arg;
+    char *targv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+    for (int i = st->from; i < st->to; i++) {
+        pid_t pid;
+        double s = now_ms();
+        if (posix_spawn(&pid, "/bin/true", NULL, NULL, targv, envp) == 0) waitpid(pid, NULL, 0);
+        st->lat[i] = now_ms() - s;
+    }
+    return NULL;
+}
+
+/* Runs `fn` over N items split across `k` streams; returns the wall time in
+ * ms. Stream 0 runs on the calling thread. */
+static double run_streams(stream_t *st, int k, int n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    double t0 = now_ms();
+    for (int i = 0; i < k; i++) {
+        st[i].from = (int)((long)n * i / k);
+        st[i].to = (int)((long)n * (i + 1) / k);
+        if (i > 0 && pthread_create(&th[i], NULL, fn, &st[i]) != 0) fn(&st[i]);
+    }
+    fn(&st[0]);
+    for (int i = 1; i < k; i++)
+        pthread_join(th[i], NULL);
+    return now_ms() - t0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -55,7 +131,7 @@ int main(int argc, char **argv)
                         "[--no-zygote] [--pace-ms MS]\n");
         return 2;
     }
-    int n = atoi(argv[3]), pace_ms = 0;
+    int n = atoi(argv[3]), pace_ms = 0, streams = 1;
     const char *expr = argv[4];
     sbx_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -67,6 +143,11 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--no-prestart")) cfg.prestart = -1;
         if (!strcmp(argv[i], "--no-zygote")) cfg.no_zygote = 1;
         if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) pace_ms = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--streams") && i + 1 < argc) streams = atoi(argv[++i]);
+    }
+    if (n < 1 || streams < 1 || streams > 64 || streams > n) {
+        fprintf(stderr, "bench_jail: N >= 1 and 1 <= --streams <= min(N, 64)\n");
+        return 2;
     }
     char err[256];
     json_error_t jerr;
@@ -93,30 +174,17 @@ int main(int argc, char **argv)
     struct timespec settle = {0, 200000000};
     nanosleep(&settle, NULL); /* let the pre-started children come up */
     double *lat = calloc((size_t)n, sizeof *lat);
+    stream_t st[64];
+    memset(st, 0, sizeof st);
+    for (int i = 0; i < streams; i++)
+        st[i] = (stream_t){pool, img, expr, 0, 0, pace_ms, lat, 0, NULL};
     double c0 = cpu_ms();
+    double wall = run_streams(st, streams, n, eval_stream);
     int bad = 0;
-    char *last = NULL;
-    for (int i = 0; i < n; i++) {
-        sbx_request req;
-        memset(&req, 0, sizeof req);
-        req.kind = LANG_EVALUATOR;
-        req.source = expr;
-        req.source_len = strlen(expr);
-        req.eval_key = "q";
-        req.timeout_s = 30;
-        req.image = img;
-        sbx_outcome out;
-        if (pace_ms > 0) {
-            struct timespec pace = {pace_ms / 1000, (long)(pace_ms % 1000) * 1000000L};
-            nanosleep(&pace, NULL);
-        }
-        double s = now_ms();
-        sbx_eval(pool, &req, &out);
-        lat[i] = now_ms() - s;
-        if (out.status != SBX_OK) bad++;
-        free(last);
-        last = sbx_outcome_line(&out);
-        sbx_outcome_free(&out);
+    char *last = st[0].last;
+    for (int i = 0; i < streams; i++) {
+        bad += st[i].bad;
+        if (i > 0) free(st[i].last);
     }
     sbx_pool_free(pool);
     double cpu_eval = (cpu_ms() - c0) / n;
@@ -128,22 +196,19 @@ int main(int argc, char **argv)
 
     /* The floor: posix_spawn of /bin/true and wait for it. */
     double *fl = calloc((size_t)n, sizeof *fl);
-    char *targv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+    for (int i = 0; i < streams; i++)
+        st[i].lat = fl;
     c0 = cpu_ms();
-    for (int i = 0; i < n; i++) {
-        pid_t pid;
-        double s = now_ms();
-        if (posix_spawn(&pid, "/bin/true", NULL, NULL, targv, envp) == 0) waitpid(pid, NULL, 0);
-        fl[i] = now_ms() - s;
-    }
+    double floor_wall = run_streams(st, streams, n, spawn_stream);
     double cpu_floor = (cpu_ms() - c0) / n;
     qsort(fl, (size_t)n, sizeof *fl, cmp_d);
     printf("{\"n\": %d, \"failures\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
            "\"floor_p50_ms\": %.3f, \"floor_p99_ms\": %.3f, \"cpu_ms\": %.3f, \"floor_cpu_ms\": "
-           "%.3f, \"load_ms\": %.1f, \"image_ms\": %.1f, "
-           "\"last\": %s}\n",
+           "%.3f, \"load_ms\": %.1f, \"image_ms\": %.1f, \"streams\": %d, "
+           "\"evals_per_s\": %.1f, \"floor_per_s\": %.1f, \"last\": %s}\n",
            n, bad, pct(lat, n, 0.5), pct(lat, n, 0.99), sum / n, pct(fl, n, 0.5), pct(fl, n, 0.99),
-           cpu_eval, cpu_floor, t_load, t_image, last ? last : "null");
+           cpu_eval, cpu_floor, t_load, t_image, streams, n * 1e3 / wall, n * 1e3 / floor_wall,
+           last ? last : "null");
     free(last);
     free(lat);
     free(fl);

@@ -3,7 +3,12 @@
 # jail vs the reference SDK's approach (anchor.py: a fresh python3 per
 # evaluation), on the contract's sample transcript and on a generated ~7 MB
 # one, plus posix_spawn of /bin/true as the floor. Prints figures side by side
-# with ratios. Not a test (no thresholds). usage: run.sh [BUILD_DIR]
+# with ratios. Not a test (no thresholds).
+# usage: run.sh [BUILD_DIR] [capacity]
+#   capacity: only the machine's jail capacity (evaluations/s with 1 and 2
+#   streams sharing one pool, a trivial expression, nothing else running)
+#   next to posix_spawn of /bin/true from as many streams; the last line is
+#   `capacity-json: {...}` (read by tests/bench/worker/bench_worker.py).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -17,7 +22,7 @@ for d in sidecar api emulator store web sandbox common; do
 done
 cc -O2 -D_GNU_SOURCE -I"$root" "$here/bench_jail.c" -o "$work/bench_jail" \
   -Wl,--start-group $libs -Wl,--end-group \
-  $(pkg-config --libs libcurl libmicrohttpd jansson sqlite3 libseccomp libutf8proc uuid libcrypto) \
+  $(pkg-config --libs libcurl libmicrohttpd jansson sqlite3 libseccomp libutf8proc uuid nettle) \
   -lgmp -lm -lpthread
 
 /usr/bin/python3 - "$work/small.json" "${FPS_CONTRACT:-$root/../shared/contract/evaluator-v2.json}" <<'PY'
@@ -25,10 +30,30 @@ import json, sys
 c = json.load(open(sys.argv[2]))
 json.dump(c["samples"]["transcript_response"], open(sys.argv[1], "w"))
 PY
+
+bin="$build/failproofai-sidecar"
+if [ "${2:-}" = capacity ]; then
+  cn=${CAPACITY_N:-600}
+  trivial='EvalResult(metrics={"q": Metric(1)})'
+  c1=$("$work/bench_jail" "$bin" "$work/small.json" "$cn" "$trivial" --streams 1 2>/dev/null)
+  c2=$("$work/bench_jail" "$bin" "$work/small.json" "$cn" "$trivial" --streams 2 2>/dev/null)
+  /usr/bin/python3 - "$c1" "$c2" <<'PY'
+import json, sys
+c1, c2 = (json.loads(x) for x in sys.argv[1:])
+print("jail capacity (a trivial evaluator on the contract sample, back to back, streams share one pool)")
+for c in (c1, c2):
+    print(f"  {c['streams']} stream(s): {c['evals_per_s']:7.1f} evaluations/s   "
+          f"posix_spawn of /bin/true from {c['streams']} stream(s): {c['floor_per_s']:7.1f}/s   "
+          f"failures {c['failures']}")
+print("capacity-json: " + json.dumps({"evals_per_s": max(c1["evals_per_s"], c2["evals_per_s"]),
+                                      "spawn_per_s": max(c1["floor_per_s"], c2["floor_per_s"]),
+                                      "failures": c1["failures"] + c2["failures"]}))
+PY
+  exit 0
+fi
 /usr/bin/python3 "$here/gen_transcript.py" "$work/big.json" 20000
 
 expr='EvalResult(score=Score(min(1.0, session.count("tool_use") / max(1, session.event_count))), summary=str(session.event_count))'
-bin="$build/failproofai-sidecar"
 jn=${JAIL_N:-300}
 an=${ANCHOR_N:-20}
 

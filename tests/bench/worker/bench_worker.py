@@ -93,6 +93,31 @@ def pct(v, p):
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] if v else float("nan")
 
 
+def print_ceiling(rps, evals, runs):
+    """The most runs/s the jail alone allows on this machine: every managed
+    evaluation (condition or evaluator) is its own jailed process (issue 4),
+    so `evals` processes per `runs` runs, at the jail's capacity measured by
+    tests/bench/jail/run.sh with a trivial evaluator and nothing else
+    running (no HTTP, no SQLite, no sidecar)."""
+    build = os.path.dirname(os.path.abspath(BIN)) if os.sep in BIN else None
+    if build is None or not os.path.isdir(os.path.join(build, "sandbox")):
+        print("  ceiling               not measured (FPS_BIN is not in a build directory)")
+        return
+    run_sh = os.path.join(HERE, "..", "jail", "run.sh")
+    out = subprocess.run(["bash", run_sh, build, "capacity"], capture_output=True, text=True)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("capacity-json: ")]
+    if out.returncode != 0 or not line:
+        print("  ceiling               not measured:", (out.stderr or out.stdout).strip()[-300:])
+        return
+    cap = json.loads(line[0].split(": ", 1)[1])
+    ceil = cap["evals_per_s"] * runs / evals
+    print(f"  ceiling               {ceil:9.1f} runs/s = jail capacity {cap['evals_per_s']:.1f}"
+          f" evaluations/s x {runs}/{evals} runs per evaluation (trivial evaluator, no sidecar);"
+          f" posix_spawn of /bin/true {cap['spawn_per_s']:.1f}/s")
+    print(f"                        measured {rps:.1f} runs/s -> {rps / ceil:.2f} of the ceiling;"
+          f" target 500 -> {500 / ceil:.2f} of the ceiling")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=300)
@@ -102,6 +127,10 @@ def main():
                     help="debug adds per-step latency figures (costs some sidecar CPU)")
     ap.add_argument("--smaps", action="store_true", help="print the idle sidecar's largest mappings")
     ap.add_argument("--keep-log", action="store_true", help="print the sidecar log's path")
+    ap.add_argument("--no-ceiling", action="store_true",
+                    help="skip the jail-capacity ceiling (tests/bench/jail/run.sh capacity)")
+    ap.add_argument("--no-idle", action="store_true",
+                    help="skip the 13 s idle RSS/CPU sample (for repeated A/B rounds)")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="fps-bench-")
     defs = os.path.join(d, "defs.json")
@@ -132,13 +161,13 @@ def main():
         emu_cpu = cpu_ticks(emu.proc.pid)
         st = emu.state()
         runs = st["runs"]["committed"]
-        time.sleep(3)
+        time.sleep(0 if a.no_idle else 3)
         rss = rss_kib(sc.pid)
         if a.smaps:
             smaps_top(sc.pid)
         rss_anon, rss_file = rss_kib(sc.pid, "RssAnon:"), rss_kib(sc.pid, "RssFile:")
         i0, it0 = cpu_ticks(sc.pid), time.monotonic()
-        time.sleep(10)
+        time.sleep(0.5 if a.no_idle else 10)
         i1, it1 = cpu_ticks(sc.pid), time.monotonic()
     finally:
         sc.send_signal(signal.SIGTERM)
@@ -180,12 +209,18 @@ def main():
           f" {kids1 * per:.2f}; emulator {emu_cpu * per:.2f} not included)")
     print(f"  assignment latency    p50 {pct(lat, 50):.1f} ms   p99 {pct(lat, 99):.1f} ms"
           f"   (claim -> results submitted, n={len(lat)})")
-    print(f"  idle RSS              {rss / 1024:9.1f} MiB  target 16 MiB -> {rss / 1024 / 16:.2f}"
-          f" of target   (anon {rss_anon / 1024:.1f} MiB, shared libraries/files"
-          f" {rss_file / 1024:.1f} MiB)")
+    if not a.no_idle:
+        print(f"  idle RSS              {rss / 1024:9.1f} MiB  target 16 MiB ->"
+              f" {rss / 1024 / 16:.2f} of target   (anon {rss_anon / 1024:.1f} MiB,"
+              f" shared libraries/files {rss_file / 1024:.1f} MiB)")
     for k, v in steps.items():
         print(f"    step {k:18s} p50 {pct(v, 50):7.1f} ms  p99 {pct(v, 99):7.1f} ms")
-    print(f"  idle CPU              {idle_cpu:9.3f} %   (10 s sample; target ~0)")
+    if a.no_idle:
+        print("  idle RSS/CPU          not sampled (--no-idle)")
+    else:
+        print(f"  idle CPU              {idle_cpu:9.3f} %   (10 s sample; target ~0)")
+    if not a.no_ceiling:
+        print_ceiling(rps, sum(1 for d in DEFS if d["condition_source"]) + len(DEFS), len(DEFS))
     print("  load average          %.2f %.2f %.2f   (2 cores shared: figures above are"
           " distorted by the load; CPU ms per run least)" % os.getloadavg())
 
