@@ -7,6 +7,8 @@
  * usage: bench_jail SIDECAR TRANSCRIPT.json N EXPR [--no-ns] [--no-prestart]
  *        [--no-zygote]    (exec every child instead of forking the zygote)
  *        [--pace-ms MS]   (sleep between evaluations)
+ *        [--test-mode M]  (children in the jail's test mode M, e.g. "echo": the
+ *                          whole jail and hand-off, no interpreter)
  *        [--streams K]    (capacity: K threads share the pool, each running
  *                          N/K evaluations back to back, as the worker's
  *                          threads do; the floor likewise spawns from K threads)
@@ -144,6 +146,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--no-zygote")) cfg.no_zygote = 1;
         if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) pace_ms = atoi(argv[++i]);
         if (!strcmp(argv[i], "--streams") && i + 1 < argc) streams = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--test-mode") && i + 1 < argc) cfg.test_mode = argv[++i];
     }
     if (n < 1 || streams < 1 || streams > 64 || streams > n) {
         fprintf(stderr, "bench_jail: N >= 1 and 1 <= --streams <= min(N, 64)\n");

@@ -37,17 +37,19 @@ if [ "${2:-}" = capacity ]; then
   trivial='EvalResult(metrics={"q": Metric(1)})'
   c1=$("$work/bench_jail" "$bin" "$work/small.json" "$cn" "$trivial" --streams 1 2>/dev/null)
   c2=$("$work/bench_jail" "$bin" "$work/small.json" "$cn" "$trivial" --streams 2 2>/dev/null)
-  /usr/bin/python3 - "$c1" "$c2" <<'PY'
+  e2=$("$work/bench_jail" "$bin" "$work/small.json" "$cn" "$trivial" --streams 2 --test-mode echo 2>/dev/null)
+  /usr/bin/python3 - "$c1" "$c2" "$e2" <<'PY'
 import json, sys
-c1, c2 = (json.loads(x) for x in sys.argv[1:])
-print("jail capacity (a trivial evaluator on the contract sample, back to back, streams share one pool)")
-for c in (c1, c2):
-    print(f"  {c['streams']} stream(s): {c['evals_per_s']:7.1f} evaluations/s   "
+c1, c2, e2 = (json.loads(x) for x in sys.argv[1:])
+print("jail capacity (the contract sample, back to back, streams share one pool)")
+for what, c in (("trivial evaluator", c1), ("trivial evaluator", c2), ("no interpreter (echo)", e2)):
+    print(f"  {what:22s} {c['streams']} stream(s): {c['evals_per_s']:7.1f} evaluations/s   "
           f"posix_spawn of /bin/true from {c['streams']} stream(s): {c['floor_per_s']:7.1f}/s   "
           f"failures {c['failures']}")
 print("capacity-json: " + json.dumps({"evals_per_s": max(c1["evals_per_s"], c2["evals_per_s"]),
+                                      "echo_per_s": e2["evals_per_s"],
                                       "spawn_per_s": max(c1["floor_per_s"], c2["floor_per_s"]),
-                                      "failures": c1["failures"] + c2["failures"]}))
+                                      "failures": c1["failures"] + c2["failures"] + e2["failures"]}))
 PY
   exit 0
 fi

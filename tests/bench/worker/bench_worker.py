@@ -4,10 +4,13 @@ x 3 managed definitions, concurrency 4. Prints runs/s, CPU ms per run
 (sidecar + its sandbox children), p50/p99 assignment latency (claim ->
 runs finished and submitted, from the sidecar's log), idle RSS and idle CPU,
 side by side with the anchors (reference Python worker ~15 runs/s; targets
->= 500 runs/s, idle RSS <= 16 MiB, idle CPU ~ 0).
+>= 500 runs/s, idle RSS <= 16 MiB, idle CPU ~ 0), and the ceiling the jail
+sets on this machine (tests/bench/jail/run.sh capacity: every managed
+evaluation is its own process, so runs/s <= jailed evaluations/s x runs per
+evaluation, with no sidecar work at all).
 
 usage: FPS_BIN=build/failproofai-sidecar python3 tests/bench/worker/bench_worker.py
-       [--sessions 300] [--concurrency 4] [--db file|memory]
+       [--sessions 300] [--concurrency 4] [--db file|memory] [--no-idle] [--no-ceiling]
 Not run by ctest."""
 
 import argparse
@@ -113,7 +116,9 @@ def print_ceiling(rps, evals, runs):
     ceil = cap["evals_per_s"] * runs / evals
     print(f"  ceiling               {ceil:9.1f} runs/s = jail capacity {cap['evals_per_s']:.1f}"
           f" evaluations/s x {runs}/{evals} runs per evaluation (trivial evaluator, no sidecar);"
-          f" posix_spawn of /bin/true {cap['spawn_per_s']:.1f}/s")
+          f" {cap['echo_per_s'] * runs / evals:.1f} runs/s with no interpreter at all"
+          f" ({cap['echo_per_s']:.1f} jailed children/s); posix_spawn of /bin/true"
+          f" {cap['spawn_per_s']:.1f}/s")
     print(f"                        measured {rps:.1f} runs/s -> {rps / ceil:.2f} of the ceiling;"
           f" target 500 -> {500 / ceil:.2f} of the ceiling")
 
