@@ -95,6 +95,9 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
  * evaluation would pay happen before the request arrives. Touches no
  * request data; the interpreter keeps no state between evaluations. */
 void jail_warm(const jail_prepared *p);
+/* The built-in session (transcript JSON) and evaluator jail_warm runs. */
+extern const char jail_warm_transcript[];
+extern const char jail_warm_source[];
 /* Grows the heap by `bytes` and populates it (freed memory stays in the
  * heap: jail_prepare raised malloc's trim and mmap thresholds). */
 void jail_reserve(size_t bytes);

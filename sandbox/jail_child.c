@@ -225,8 +225,10 @@ static int cmp_int(const void *a, const void *b)
 /* ---- warm-up ---- */
 
 /* A small session and an evaluator that walks the interpreter's common
- * paths (events, payloads, comprehensions, strings, numbers, results). */
-static const char warm_transcript[] =
+ * paths (events, payloads, comprehensions, strings, numbers, results). It
+ * must evaluate cleanly (tests/unit/test_jail.c checks): a source the
+ * checker rejects would warm up only the front end. */
+const char jail_warm_transcript[] =
     "{\"schema_version\": \"2\", \"assignment_id\": \"warm\", \"session_id\": \"warm\", "
     "\"session_revision_id\": \"r\", \"agent_id\": \"a\", \"environment\": \"e\", "
     "\"started_at\": \"2026-01-01T00:00:00.000000Z\", \"ended_at\": "
@@ -235,20 +237,20 @@ static const char warm_transcript[] =
     "{\"tool_name\": \"search\", \"n\": 1.5, \"ok\": true, \"tags\": [\"x\"]}}, {\"id\": \"2\", "
     "\"ts\": \"2026-01-01T00:00:01.000000Z\", \"event_type\": \"agent_end\", \"payload\": "
     "{\"summary\": \"done\"}}]}";
-static const char warm_source[] =
-    "EvalResult(score=Score(min(1.0, session.count('tool_use') / max(1, session.event_count)), "
+const char jail_warm_source[] =
+    "EvalResult(score=Score(min(1.0, session.count('tool_use') / max(1, session.event_count))), "
     "reasoning=f\"{len([e for e in session.events if e.event_type == 'tool_use'])} "
-    "{session.events[0].payload.get('tool_name', '').upper()}\"), "
-    "metrics={'n': Metric(sum(e.payload.get('n', 0) for e in "
-    "session.events_of_type('tool_use')))}, "
-    "assertions={'ok': Assertion(all(e.payload.get('ok', True) for e in session.events))}, "
+    "{session.events[0].payload.get('tool_name', '').upper()}\", "
+    "metrics={'n': Metric(sum([e.payload.get('n', 0) for e in "
+    "session.events_of_type('tool_use')]))}, "
+    "assertions={'ok': Assertion(all([e.payload.get('ok', True) for e in session.events]))}, "
     "summary=str(sorted({'b': 1, 'a': 2}.items())) + ' '.join(['x', 'y']).replace('x', 'z'))";
 
 static void warm_eval(const jail_prepared *p)
 {
     lang_limits limits = {0, 0};
-    char *out = lang_eval(LANG_EVALUATOR, warm_source, sizeof warm_source - 1, "q", p->warm_img,
-                          p->warm_len, &limits);
+    char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, sizeof jail_warm_source - 1, "q",
+                          p->warm_img, p->warm_len, &limits);
     free(out);
 }
 
@@ -266,7 +268,7 @@ int jail_prepare(jail_prepared *p)
     /* The warm-up session, and one evaluation here so the interpreter's
      * lazily built tables exist before any fork (children read them). */
     char err[160];
-    if (simg_build_text(warm_transcript, sizeof warm_transcript - 1, NULL, &p->warm_img,
+    if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, &p->warm_img,
                         &p->warm_len, err, sizeof err) != 0) {
         errno = EINVAL;
         return -1;

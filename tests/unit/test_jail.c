@@ -11,10 +11,12 @@
 #include <cmocka.h>
 
 #include "sandbox/jail.h"
+#include "sandbox/lang.h"
 #include "sandbox/sbx.h"
 #include "sandbox/simg.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -201,6 +203,32 @@ static void test_layers_and_mapping_helpers(void **state)
 }
 
 /* The request and the session image reach the child intact. */
+/* Every child's warm-up (jail_warm) evaluates a built-in expression: it must
+ * pass the checker and evaluate cleanly, or it warms up only the front end
+ * (as it once did: it used generator expressions, which the language
+ * rejects). */
+static void test_warm_up_source_evaluates(void **state)
+{
+    (void)state;
+    void *img = NULL;
+    size_t len = 0;
+    char err[160];
+    assert_int_equal(simg_build_text(jail_warm_transcript, strlen(jail_warm_transcript), NULL, &img,
+                                     &len, err, sizeof err),
+                     0);
+    lang_limits limits = {0, 0};
+    char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, strlen(jail_warm_source), "q", img, len,
+                          &limits);
+    assert_non_null(out);
+    json_t *o = json_loads(out, 0, NULL);
+    if (o == NULL || !json_is_true(json_object_get(o, "ok"))) fail_msg("warm-up outcome: %s", out);
+    /* The score (primary, "q"), one metric and one assertion. */
+    assert_int_equal(json_array_size(json_object_get(o, "results")), 3);
+    json_decref(o);
+    free(out);
+    free(img);
+}
+
 static void test_request_and_image_hand_off(void **state)
 {
     (void)state;
@@ -783,6 +811,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers_and_mapping_helpers),
+        cmocka_unit_test(test_warm_up_source_evaluates),
         cmocka_unit_test(test_request_and_image_hand_off),
         cmocka_unit_test(test_jail_observed_from_outside),
         cmocka_unit_test(test_forbidden_calls_kill_the_child),
