@@ -202,7 +202,6 @@ static void test_layers_and_mapping_helpers(void **state)
     assert_string_equal(st, "cancelled");
 }
 
-/* The request and the session image reach the child intact. */
 /* Every child's warm-up (jail_warm) evaluates a built-in expression: it must
  * pass the checker and evaluate cleanly, or it warms up only the front end
  * (as it once did: it used generator expressions, which the language
@@ -229,6 +228,7 @@ static void test_warm_up_source_evaluates(void **state)
     free(img);
 }
 
+/* The request and the session image reach the child intact. */
 static void test_request_and_image_hand_off(void **state)
 {
     (void)state;

@@ -58,9 +58,9 @@ static double pct(double *v, int n, double p)
 
 /* One stream: evaluations [from, to) of the shared run, back to back. */
 typedef struct {
-    sbx_pool *pool;       /* borrowed */
-    const sbx_image *img; /* borrowed */
-    const char *expr;     /* borrowed */
+    sbx_pool *pool;   /* borrowed */
+    sbx_image *img;   /* borrowed */
+    const char *expr; /* borrowed */
     int from, to, pace_ms;
     double *lat; /* borrowed: the run's latency array */
     int bad;
@@ -78,7 +78,7 @@ static void *eval_stream(void *arg)
         req.source_len = strlen(st->expr);
         req.eval_key = "q";
         req.timeout_s = 30;
-        req.image = (sbx_image *)st->img;
+        req.image = st->img;
         sbx_outcome out;
         if (st->pace_ms > 0) {
             struct timespec pace = {st->pace_ms / 1000, (long)(st->pace_ms % 1000) * 1000000L};
@@ -130,7 +130,7 @@ int main(int argc, char **argv)
 {
     if (argc < 5) {
         fprintf(stderr, "usage: bench_jail SIDECAR TRANSCRIPT N EXPR [--no-ns] [--no-prestart] "
-                        "[--no-zygote] [--pace-ms MS]\n");
+                        "[--no-zygote] [--pace-ms MS] [--test-mode M] [--streams K]\n");
         return 2;
     }
     int n = atoi(argv[3]), pace_ms = 0, streams = 1;

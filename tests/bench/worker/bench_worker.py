@@ -46,11 +46,16 @@ DEFS = [
 ]
 
 
+def stat_fields(pid):
+    """/proc/PID/stat after the command name: index 1 is the ppid, 11..14 are
+    utime stime cutime cstime (fields 4 and 14-17, 1-based)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def cpu_split(pid):
     """(own utime+stime, reaped children's cutime+cstime) in clock ticks."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # utime stime cutime cstime (fields 14-17, 1-based; after ')' index 11..14)
+    fields = stat_fields(pid)
     return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
 
 
@@ -66,13 +71,17 @@ def live_children_ticks(pid):
         if not d.isdigit():
             continue
         try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = stat_fields(d)
         except OSError:
             continue
         if int(fields[1]) == pid:  # ppid
             total += sum(int(x) for x in fields[11:15])
     return total
+
+
+def tree_ticks(pid):
+    """All CPU of pid so far: its own, its reaped and its live children's."""
+    return cpu_ticks(pid) + live_children_ticks(pid)
 
 
 def rss_kib(pid, key="VmRSS:"):
@@ -190,9 +199,9 @@ def main():
         if a.smaps:
             smaps_top(sc.pid)
         rss_anon, rss_file = rss_kib(sc.pid, "RssAnon:"), rss_kib(sc.pid, "RssFile:")
-        i0, it0 = cpu_ticks(sc.pid) + live_children_ticks(sc.pid), time.monotonic()
+        i0, it0 = tree_ticks(sc.pid), time.monotonic()
         time.sleep(0.5 if a.no_idle else 10)
-        i1, it1 = cpu_ticks(sc.pid) + live_children_ticks(sc.pid), time.monotonic()
+        i1, it1 = tree_ticks(sc.pid), time.monotonic()
     finally:
         sc.send_signal(signal.SIGTERM)
         try:
