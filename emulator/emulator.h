@@ -1,5 +1,5 @@
 /* emulator/: the local Evaluator v2 cloud emulator (SPEC §7): the server side
- * of shared/contract/evaluator-v2.json, for the demo, the tests and users
+ * of the Evaluator v2 contract (tests/fixtures/evaluator-v2.json), for the demo, the tests and users
  * without a FailproofAI account.
  *
  * Two ways in: the `emulator` subcommand (emulator_main), and a small C API

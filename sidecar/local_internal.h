@@ -7,7 +7,7 @@
 
 #include <pthread.h>
 
-/* Limits from the contract (shared/contract/evaluator-v2.json "limits"). */
+/* Limits from the contract (tests/fixtures/evaluator-v2.json "limits"). */
 #define LOCAL_MAX_DEFINITIONS 100
 #define LOCAL_MAX_KEY_BYTES 128
 #define LOCAL_MAX_VERSION_BYTES 128

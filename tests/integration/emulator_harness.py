@@ -19,7 +19,7 @@ import uuid
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 CONTRACT_PATH = os.environ.get("FPS_CONTRACT") or os.path.join(
     os.environ.get("FPS_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")),
-    "..", "shared", "contract", "evaluator-v2.json",
+    "tests", "fixtures", "evaluator-v2.json",
 )
 TOKEN = "emulator-token"
 

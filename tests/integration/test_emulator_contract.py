@@ -1,4 +1,4 @@
-"""Every sample message of shared/contract/evaluator-v2.json (FPS_CONTRACT)
+"""Every sample message of tests/fixtures/evaluator-v2.json (FPS_CONTRACT)
 is accepted or produced as written by the emulator, in one protocol walk:
 register, claim, transcript, definitions, plan, heartbeat, result, error."""
 

@@ -25,7 +25,7 @@ cc -O2 -D_GNU_SOURCE -I"$root" "$here/bench_jail.c" -o "$work/bench_jail" \
   $(pkg-config --libs libcurl libmicrohttpd jansson sqlite3 libseccomp libutf8proc uuid nettle) \
   -lgmp -lm -lpthread
 
-/usr/bin/python3 - "$work/small.json" "${FPS_CONTRACT:-$root/../shared/contract/evaluator-v2.json}" <<'PY'
+/usr/bin/python3 - "$work/small.json" "${FPS_CONTRACT:-$root/tests/fixtures/evaluator-v2.json}" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[2]))
 json.dump(c["samples"]["transcript_response"], open(sys.argv[1], "w"))
