@@ -12,7 +12,7 @@
  * read the store / worker snapshot and never block the worker loop. */
 #ifndef FPS_API_H
 #define FPS_API_H
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 #include "sidecar/config.h"
 #include "sidecar/local.h"
 #include "store/store.h"

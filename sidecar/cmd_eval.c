@@ -1,11 +1,11 @@
 /* sidecar/cmd_eval: `eval` and `check` (LANGUAGE.md, last section). Every
  * evaluation, and every compile check, of the given source runs in its own
- * jailed sandbox child (sandbox/sbx.h). `--batch` evaluates its lines
+ * jailed sandbox child (sandbox/jail/sbx.h). `--batch` evaluates its lines
  * concurrently, up to the sandbox slot count, and prints the outcome lines
  * in input order. */
 #include "common/cli.h"
 #include "common/log.h"
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 #include "sidecar/commands.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include "api/api.h"
 #include "common/log.h"
 #include "common/secret.h"
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 #include "sidecar/local.h"
 #include "sidecar/worker.h"
 #include "store/store.h"

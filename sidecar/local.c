@@ -6,7 +6,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
-#include "sandbox/lang.h"
+#include "sandbox/lang/lang.h"
 
 #include <curl/curl.h>
 #include <errno.h>

@@ -26,7 +26,7 @@
 #define FPS_LOCAL_H
 #include "common/cli.h"
 #include "common/secret.h"
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 #include "store/store.h"
 
 #include <jansson.h>

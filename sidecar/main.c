@@ -1,7 +1,7 @@
 /* sidecar/main: the failproofai-sidecar binary: dispatches to subcommands. */
 #include "common/log.h"
 #include "emulator/emulator.h"
-#include "sandbox/jail.h"
+#include "sandbox/jail/jail.h"
 #include "sidecar/commands.h"
 
 #include <stdio.h>
@@ -46,7 +46,7 @@ int main(int argc, char **argv)
         printf("failproofai-sidecar %s\n", FPS_VERSION);
         return 0;
     }
-    /* Internal: the jailed child of one evaluation (sandbox/jail.h). */
+    /* Internal: the jailed child of one evaluation (sandbox/jail/jail.h). */
     if (!strcmp(name, SBX_CHILD_ARG)) return sbx_child_main(argc - 2, argv + 2);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(name, commands[i].name)) return commands[i].fn(argc - 2, argv + 2);

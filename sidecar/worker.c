@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "common/secret.h"
 #include "common/timeutil.h"
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 #include "sidecar/catalog.h"
 #include "sidecar/local.h"
 

@@ -12,7 +12,7 @@
 
 typedef struct worker worker;
 struct store;          /* store/store.h   */
-struct sbx_pool;       /* sandbox/sbx.h   */
+struct sbx_pool;       /* sandbox/jail/sbx.h   */
 struct local_registry; /* sidecar/local.h */
 struct secret;         /* common/secret.h */
 

@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "common/timeutil.h"
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 #include "sidecar/local.h"
 
 #include <math.h>

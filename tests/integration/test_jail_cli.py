@@ -1,5 +1,5 @@
 """`eval` and `check` through the sandbox jail (sidecar/cmd_eval.c,
-sandbox/sbx.c): usage errors, batch order, and, once the interpreter is in,
+sandbox/jail/sbx.c): usage errors, batch order, and, once the interpreter is in,
 the reference SDK's sandbox-escape attempts and the bombs of the jail issue,
 each contained within its budget with the evaluating process unaffected."""
 import json

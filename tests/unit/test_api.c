@@ -11,7 +11,7 @@
 #include "api/api.h"
 #include "common/log.h"
 #include "common/strbuf.h"
-#include "sandbox/lang.h"
+#include "sandbox/lang/lang.h"
 #include "sidecar/local.h"
 #include "sidecar/worker.h"
 

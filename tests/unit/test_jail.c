@@ -1,4 +1,4 @@
-/* Unit tests of the sandbox jail (sandbox/sbx.c, sandbox/jail_child.c),
+/* Unit tests of the sandbox jail (sandbox/jail/sbx.c, sandbox/jail/jail_child.c),
  * with real child processes of the sidecar binary ($FPS_BIN). Crafted
  * children (sbx_config.test_mode, i.e. jail_child.c's --test-<mode>) stand
  * in for a hostile interpreter: they act after the jail is installed.
@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "sandbox/jail.h"
-#include "sandbox/lang.h"
-#include "sandbox/sbx.h"
-#include "sandbox/simg.h"
+#include "sandbox/jail/jail.h"
+#include "sandbox/lang/lang.h"
+#include "sandbox/jail/sbx.h"
+#include "sandbox/lang/simg.h"
 
 #include <dirent.h>
 #include <jansson.h>

@@ -10,11 +10,11 @@
 #include <cmocka.h>
 
 #include "common/strbuf.h"
-#include "sandbox/ast.h"
-#include "sandbox/checker.h"
-#include "sandbox/lang.h"
-#include "sandbox/lexer.h"
-#include "sandbox/parser.h"
+#include "sandbox/lang/ast.h"
+#include "sandbox/lang/checker.h"
+#include "sandbox/lang/lang.h"
+#include "sandbox/lang/lexer.h"
+#include "sandbox/lang/parser.h"
 
 #include <stdio.h>
 #include <stdlib.h>

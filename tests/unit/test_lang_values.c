@@ -1,10 +1,10 @@
-/* tests/unit/test_lang_values: the value runtime (sandbox/value.h) against
+/* tests/unit/test_lang_values: the value runtime (sandbox/lang/value.h) against
  * CPython 3.11's behaviour: float repr, big ints, division/modulo signs,
  * Unicode string methods, format specs, % formatting, set order, result
  * type validation and wire items, and session images (simg.h). Expected
  * strings were produced with CPython 3.11. */
-#include "sandbox/simg.h"
-#include "sandbox/value.h"
+#include "sandbox/lang/simg.h"
+#include "sandbox/lang/value.h"
 
 #include <math.h>
 #include <setjmp.h>

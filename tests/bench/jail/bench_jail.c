@@ -15,7 +15,7 @@
  * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...,
  * "evals_per_s", "floor_per_s"} (the rates: N over the wall time of all
  * streams). */
-#include "sandbox/sbx.h"
+#include "sandbox/jail/sbx.h"
 
 #include <pthread.h>
 #include <spawn.h>

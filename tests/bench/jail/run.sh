@@ -17,7 +17,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 libs=""
-for d in sidecar api emulator store web sandbox common; do
+for d in sidecar api emulator store web sandbox/jail sandbox/lang common; do
   for a in "$build/$d"/lib*.a; do [ -e "$a" ] && libs="$libs $a"; done
 done
 cc -O2 -D_GNU_SOURCE -I"$root" "$here/bench_jail.c" -o "$work/bench_jail" \

@@ -3,8 +3,8 @@
  * Prints {"ingest_ms": best simg_build_text time} then, per input line,
  * {"name", "ms": best time of one lang_eval, "outcome": the outcome line}.
  * Not a test: a benchmark helper compiled by bench_lang.py against build/. */
-#include "sandbox/lang.h"
-#include "sandbox/simg.h"
+#include "sandbox/lang/lang.h"
+#include "sandbox/lang/simg.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,0 +1,174 @@
+/* sandbox/jail/jail: runs each evaluation in its own jailed child process.
+ *
+ * Internal contract between the parent side (sbx.c), the zygote
+ * (jail_zygote.c) and the child (jail_child.c).
+ *
+ * How a child comes to be. The parent exec's one ZYGOTE per pool: a fresh
+ * image of the small `failproofai-sandbox` binary, single-threaded, empty
+ * environment, that enters the optional user+net namespaces, prepares the
+ * seccomp program once, and then only ever forks. For each child the parent
+ * sends the zygote the child's two channel fds; the zygote clones itself with
+ * CLONE_PARENT (so the child is the PARENT's child: it waits for and kills it
+ * exactly like an exec'd one) and the child installs its layers and waits for
+ * its one request. The zygote never sees a request, a transcript or an
+ * outcome, never runs the interpreter, and holds nothing a child may not
+ * see, so a child forked from it starts from the same pristine state as a
+ * fresh exec, at a fraction of the cost (exec + dynamic linking is ~2 ms of
+ * CPU on a small VM; a fork of the zygote ~0.5 ms). This is NOT a fork of the
+ * multi-threaded daemon: the daemon's memory, threads, sockets and secrets
+ * are never in a child. Each child still serves exactly one evaluation.
+ * When no zygote is available the parent exec's each child directly:
+ *
+ *   argv: <exe> SBX_CHILD_ARG [--memory-mb N] [--userns] [--netns]
+ *                              [--probe | --zygote] [--test-MODE]
+ *   env:  empty (sanitizer builds add ASAN_OPTIONS for the runtime)
+ *
+ * A child (forked or exec'd) has exactly:
+ *   fd 0: a unix stream socket to the parent (the request, and the session
+ *         image's sealed memfd as SCM_RIGHTS)
+ *   fd 1: the write end of the outcome pipe
+ *   fd 2: /dev/null (the parent's stderr in sanitizer builds)
+ * The zygote has fd 0 = a SOCK_SEQPACKET control socket to the parent
+ * (jail_zygote_msg), fds 1 and 2 = /dev/null (2 = stderr in sanitizer
+ * builds).
+ *
+ * The child installs every layer (capabilities dropped, rlimits,
+ * no_new_privs, seccomp; namespaces come from the zygote, or are entered by
+ * an exec'd child itself) BEFORE it reads its request, so a pre-started
+ * child is already jailed while it waits. It evaluates exactly one request,
+ * writes one outcome (JSON, at most 1 MiB) to fd 1 and exits. */
+#ifndef FPS_JAIL_H
+#define FPS_JAIL_H
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* argv[1] that makes the binary act as a sandbox child. */
+#define SBX_CHILD_ARG "__sandbox-child"
+
+/* Entry point of the child image (child, probe or zygote, by argv);
+ * returns its exit status. */
+int sbx_child_main(int argc, char **argv);
+
+/* ---- between jail_child.c and jail_zygote.c ---- */
+
+typedef struct {
+    long memory_mb;
+    int userns, netns, probe, zygote;
+    const char *test; /* NULL or the mode after "--test-" */
+} jail_opts;
+
+typedef struct {
+    int user_ns, net_ns, caps, rlimits, nnp, seccomp;
+} jail_layers;
+
+/* What a process prepares once before it serves (or forks) children: the
+ * compiled seccomp program, process-wide lazy initialisations, and what
+ * jail_warm needs. Lives as long as the process (children inherit it). */
+#define JAIL_MAX_RANGES 32
+#define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
+#define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
+typedef struct {
+    char *start, *end; /* [start, end) */
+    int write;         /* writable (else executable) */
+} jail_range;
+typedef struct {
+    void *filter;   /* owned: struct sock_filter[] */
+    size_t nfilter; /* instructions                */
+    void *warm_img; /* owned: a small session image for warm-ups */
+    size_t warm_len;
+    jail_range ranges[JAIL_MAX_RANGES]; /* private code and data mappings */
+    int nranges;
+} jail_prepared;
+
+/* Prepares `p` (0, or -1 with errno set). Call before any child layer. */
+int jail_prepare(jail_prepared *p);
+/* Installs the per-child layers (caps, rlimits, no_new_privs, seccomp from
+ * `p`); records them in `got`. Returns only on success: on any failure it
+ * writes the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
+void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
+/* Called by a jailed child while it waits to be used (off the critical
+ * path): populates its code, its writable memory and a heap reserve in bulk
+ * (jail_child.c says why), then runs one evaluation of a built-in
+ * expression on a built-in session, so the faults and lazy set-up a first
+ * evaluation would pay happen before the request arrives. Touches no
+ * request data; the interpreter keeps no state between evaluations. */
+void jail_warm(const jail_prepared *p);
+/* The built-in session (transcript JSON) and evaluator jail_warm runs. */
+extern const char jail_warm_transcript[];
+extern const char jail_warm_source[];
+/* Grows the heap by `bytes` and populates it (freed memory stays in the
+ * heap: jail_prepare raised malloc's trim and mmap thresholds). */
+void jail_reserve(size_t bytes);
+/* Serves the one request on fd 0 and _exits. Never returns. */
+__attribute__((noreturn)) void jail_serve(const jail_opts *o);
+/* The zygote's loop (jail_zygote.c); returns the process's exit status. */
+int jail_zygote_main(const jail_opts *o);
+
+/* Descriptor passing (jail_fds.c). jail_send_fds sends iov with `nfds`
+ * (<= JAIL_MAX_PASSED_FDS) descriptors attached, MSG_NOSIGNAL added to
+ * `flags`; returns bytes sent or -1. jail_recv_fds receives up to `len`
+ * bytes and at most `maxfds` descriptors (close-on-exec; extra ones are
+ * closed) into fds / *nfds; returns bytes (0 = peer closed) or -1 (errno;
+ * a truncated message is EMSGSIZE and keeps no descriptor). */
+#define JAIL_MAX_PASSED_FDS 2
+ssize_t jail_send_fds(int sock, const struct iovec *iov, int iovcnt, const int *fds, int nfds,
+                      int flags);
+ssize_t jail_recv_fds(int sock, void *buf, size_t len, int *fds, int maxfds, int *nfds);
+
+/* Zygote control messages (SOCK_SEQPACKET, one message each). After its
+ * set-up the zygote sends one HELLO (pid = its own pid, value = 0, or -errno
+ * when it cannot serve). Then per child: the parent sends FORK with two fds
+ * attached (SCM_RIGHTS: the child's request socket, then the write end of
+ * its outcome pipe); the zygote answers FORKED with pid = the child's pid
+ * (> 0) or value = -errno. */
+#define JAIL_ZYG_MAGIC 0x5a535046u /* "FPSZ" */
+#define JAIL_ZYG_HELLO 1u
+#define JAIL_ZYG_FORK 2u
+#define JAIL_ZYG_FORKED 3u
+typedef struct {
+    uint32_t magic;
+    uint32_t op;
+    int32_t pid;
+    int32_t value;
+    uint32_t user_ns, net_ns; /* HELLO: namespaces in effect */
+} jail_zygote_msg;
+
+/* The request header, sent once over fd 0 (with the image memfd attached as
+ * SCM_RIGHTS when JAIL_REQ_IMAGE is set), followed by source_len bytes of
+ * source and key_len bytes of eval_key. */
+#define JAIL_REQ_MAGIC 0x58535046u /* "FPSX" */
+#define JAIL_REQ_IMAGE 1u
+#define JAIL_REQ_CHECK 2u /* lang_check only */
+typedef struct {
+    uint32_t magic;
+    uint32_t kind;        /* lang_kind */
+    uint32_t flags;       /* JAIL_REQ_IMAGE */
+    uint32_t key_len;     /* 0 = no eval_key */
+    uint32_t cpu_seconds; /* RLIMIT_CPU soft limit for this evaluation */
+    uint32_t reserved;
+    uint64_t source_len;
+    uint64_t image_len;
+    uint64_t max_alloc_bytes;
+} jail_request;
+
+/* Largest source the parent will hand to a child (the language's own limit
+ * is 128 KiB; anything past this is rejected by the parent outright). */
+#define JAIL_MAX_SOURCE (4u << 20)
+#define JAIL_MAX_KEY 4096u
+/* Largest outcome the parent reads back before it kills the child. */
+#define JAIL_MAX_OUTCOME (1u << 20)
+
+/* Child exit statuses besides 0 (outcome written). */
+#define JAIL_EXIT_SETUP 3    /* a layer could not be installed; reason on fd 1 */
+#define JAIL_EXIT_PROTO 4    /* malformed request                               */
+#define JAIL_EXIT_SIGSYS 159 /* sanitizer builds: seccomp trap handler         */
+
+/* Optional namespaces (jail_ns.c). Each `want_*` is attempted; `got_*` say
+ * what took effect. Returns 0 (namespaces are never required). */
+int jail_ns_enter(int want_user, int want_net, int *got_user, int *got_net);
+/* Drops every capability (effective, permitted, inheritable). 0 or -1. */
+int jail_drop_caps(void);
+
+#endif

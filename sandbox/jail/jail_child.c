@@ -1,0 +1,680 @@
+/* sandbox/jail/jail_child: the child side of one jailed evaluation (see jail.h
+ * for the fd/argv contract). jail_prepare compiles the seccomp allowlist once
+ * per image (in the zygote, or in an exec'd child); jail_enter installs the
+ * per-child layers in order (capability drop, rlimits, no_new_privs,
+ * seccomp); jail_serve waits for the single request on fd 0, maps the
+ * session image read-only, runs lang_eval and writes the outcome line to
+ * fd 1. sbx_child_main dispatches an exec'd image to the child, the probe or
+ * the zygote (jail_zygote.c).
+ *
+ * The `--test-*` modes exist for the jail's own tests (tests/unit/test_jail*):
+ * they are selected only by argv, which only the parent's sbx_config.test_mode
+ * can set (never anything from a request), and act AFTER the jail is in place
+ * (e.g. try open/socket/fork, which seccomp must kill). */
+#include "sandbox/jail/jail.h"
+#include "sandbox/lang/lang.h"
+#include "sandbox/lang/simg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <malloc.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reports a setup failure to the parent (fd 1, plain text) and exits. */
+static void die_setup(const char *what)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "jail: %s: %s", what, strerror(errno));
+    if (n > 0) (void)write_all(1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    _exit(JAIL_EXIT_SETUP);
+}
+
+static int set_limit(int res, rlim_t soft, rlim_t hard)
+{
+    struct rlimit rl = {soft, hard}, got;
+    if (setrlimit(res, &rl) != 0) return -1;
+    if (getrlimit(res, &got) != 0 || got.rlim_cur != soft || got.rlim_max != hard) {
+        errno = EPERM;
+        return -1;
+    }
+    return 0;
+}
+
+#ifdef FPS_SANITIZE
+/* Sanitizer builds: ASan reserves terabytes of shadow address space at
+ * start-up, so RLIMIT_AS is set relative to what is already mapped: the
+ * child may still map `memory_mb` more. */
+static rlim_t current_vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    if (f == NULL) return 0;
+    if (fscanf(f, "%lu", &pages) != 1) pages = 0;
+    fclose(f);
+    return (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Seccomp traps (instead of killing) in sanitizer builds so a blocked call
+ * made by the sanitizer runtime is named on stderr. Async-signal-safe. */
+static void on_sigsys(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    char msg[80] = "sandbox child: seccomp blocked syscall ";
+    size_t n = strlen(msg);
+    int nr = si->si_syscall;
+    char digits[12];
+    int d = 0;
+    if (nr < 0) nr = 0;
+    do {
+        digits[d++] = (char)('0' + nr % 10);
+        nr /= 10;
+    } while (nr > 0 && d < 11);
+    while (d > 0 && n < sizeof msg - 2)
+        msg[n++] = digits[--d];
+    msg[n++] = '\n';
+    (void)!write(2, msg, n);
+    _exit(JAIL_EXIT_SIGSYS);
+}
+#endif
+
+/* The allowlist, compiled by libseccomp into a BPF program (p->filter) that
+ * each child loads with one seccomp(2) call. Everything else kills the
+ * process (traps in sanitizer builds, which then exit with
+ * JAIL_EXIT_SIGSYS). */
+static int compile_seccomp(jail_prepared *p)
+{
+#ifdef FPS_SANITIZE
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
+#else
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+#endif
+    if (ctx == NULL) return -1;
+    int rc = 0;
+#define ALLOW(name) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 0)
+#define ALLOW1(name, cmp) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 1, cmp)
+    /* The request (fd 0) and the outcome (fd 1); fd 2 is /dev/null. */
+    ALLOW1(read, SCMP_A0(SCMP_CMP_EQ, 0));
+    ALLOW1(recvmsg, SCMP_A0(SCMP_CMP_EQ, 0));
+    ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 1));
+    ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 2));
+    ALLOW(close);
+    /* Memory management (never executable mappings). */
+    ALLOW1(mmap, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    ALLOW1(mprotect, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
+    ALLOW(munmap);
+    ALLOW(mremap);
+    ALLOW(brk);
+    ALLOW(madvise);
+    /* Lowering its own CPU limit to the request's budget (caps are dropped,
+     * so the hard limit can only go down). */
+    rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
+                           SCMP_A1(SCMP_CMP_EQ, RLIMIT_CPU));
+    /* Clocks, signal return, exit. */
+    ALLOW(clock_gettime);
+    ALLOW(clock_getres);
+    ALLOW(gettimeofday);
+    ALLOW(time);
+    ALLOW(rt_sigreturn);
+    ALLOW(exit);
+    ALLOW(exit_group);
+#ifdef FPS_SANITIZE
+    /* What the ASan/UBSan runtimes use after start-up (allocator, stack
+     * unwinding, reports to stderr). No file, socket or process calls. */
+    ALLOW(sched_yield);
+    ALLOW(futex);
+    ALLOW(getpid);
+    ALLOW(gettid);
+    ALLOW(sigaltstack);
+    ALLOW(rt_sigprocmask);
+    ALLOW(rt_sigaction);
+    ALLOW(writev);
+    ALLOW1(prlimit64, SCMP_A2(SCMP_CMP_EQ, 0));
+    ALLOW(getrlimit);
+#endif
+#undef ALLOW
+#undef ALLOW1
+    /* Export the program through a memfd and keep it in memory. */
+    int fd = -1;
+    if (rc == 0) fd = memfd_create("fps-seccomp", MFD_CLOEXEC);
+    if (rc != 0 || fd < 0 || seccomp_export_bpf(ctx, fd) != 0) goto fail;
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 || size > (1 << 20) ||
+        lseek(fd, 0, SEEK_SET) != 0)
+        goto fail;
+    p->filter = malloc((size_t)size);
+    if (p->filter == NULL || read_all(fd, p->filter, (size_t)size) != 0) goto fail;
+    p->nfilter = (size_t)size / sizeof(struct sock_filter);
+    close(fd);
+    seccomp_release(ctx);
+    return 0;
+fail:
+    free(p->filter);
+    p->filter = NULL;
+    if (fd >= 0) close(fd);
+    seccomp_release(ctx);
+    if (errno == 0) errno = EINVAL;
+    return -1;
+}
+
+static int load_seccomp(const jail_prepared *p)
+{
+#ifdef FPS_SANITIZE
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigsys;
+    sa.sa_flags = SA_SIGINFO;
+    if (sigaction(SIGSYS, &sa, NULL) != 0) return -1;
+#endif
+    struct sock_fprog prog = {(unsigned short)p->nfilter, (struct sock_filter *)p->filter};
+    if (p->filter == NULL || p->nfilter == 0 || p->nfilter > 0xffff) {
+        errno = EINVAL;
+        return -1;
+    }
+    return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0 ? 0 : -1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* ---- warm-up ---- */
+
+/* A small session and an evaluator that walks the interpreter's common
+ * paths (events, payloads, comprehensions, strings, numbers, results). It
+ * must evaluate cleanly (tests/unit/test_jail.c checks): a source the
+ * checker rejects would warm up only the front end. */
+const char jail_warm_transcript[] =
+    "{\"schema_version\": \"2\", \"assignment_id\": \"warm\", \"session_id\": \"warm\", "
+    "\"session_revision_id\": \"r\", \"agent_id\": \"a\", \"environment\": \"e\", "
+    "\"started_at\": \"2026-01-01T00:00:00.000000Z\", \"ended_at\": "
+    "\"2026-01-01T00:00:01.000000Z\", \"event_count\": 2, \"events\": [{\"id\": \"1\", \"ts\": "
+    "\"2026-01-01T00:00:00.000000Z\", \"event_type\": \"tool_use\", \"payload\": "
+    "{\"tool_name\": \"search\", \"n\": 1.5, \"ok\": true, \"tags\": [\"x\"]}}, {\"id\": \"2\", "
+    "\"ts\": \"2026-01-01T00:00:01.000000Z\", \"event_type\": \"agent_end\", \"payload\": "
+    "{\"summary\": \"done\"}}]}";
+const char jail_warm_source[] =
+    "EvalResult(score=Score(min(1.0, session.count('tool_use') / max(1, session.event_count))), "
+    "reasoning=f\"{len([e for e in session.events if e.event_type == 'tool_use'])} "
+    "{session.events[0].payload.get('tool_name', '').upper()}\", "
+    "metrics={'n': Metric(sum([e.payload.get('n', 0) for e in "
+    "session.events_of_type('tool_use')]))}, "
+    "assertions={'ok': Assertion(all([e.payload.get('ok', True) for e in session.events]))}, "
+    "summary=str(sorted({'b': 1, 'a': 2}.items())) + ' '.join(['x', 'y']).replace('x', 'z'))";
+
+static void warm_eval(const jail_prepared *p)
+{
+    lang_limits limits = {0, 0};
+    char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, sizeof jail_warm_source - 1, "q",
+                          p->warm_img, p->warm_len, &limits);
+    free(out);
+}
+
+int jail_prepare(jail_prepared *p)
+{
+    memset(p, 0, sizeof *p);
+    /* glibc's qsort asks sysconf(_SC_PHYS_PAGES) (a sysinfo call) once, on
+     * its first large sort; do that now, while the call is still allowed. */
+    int warm[512];
+    for (int i = 0; i < 512; i++)
+        warm[i] = 511 - i;
+    qsort(warm, 512, sizeof warm[0], cmp_int);
+    /* jansson seeds its hash function from /dev/urandom on first use. */
+    json_object_seed(0);
+    /* The warm-up session, and one evaluation here so the interpreter's
+     * lazily built tables exist before any fork (children read them). */
+    char err[160];
+    if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, &p->warm_img,
+                        &p->warm_len, err, sizeof err) != 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    warm_eval(p);
+    /* Where the code and the writable memory are, for jail_warm (a jailed
+     * child cannot read its maps). */
+    FILE *m = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (m != NULL && fgets(line, sizeof line, m) && p->nranges < JAIL_MAX_RANGES) {
+        void *a, *b;
+        char perms[8];
+        if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
+        if (perms[1] != 'w' && perms[2] != 'x') continue; /* read-only data: not touched */
+        /* Only this image's own small mappings (code, data, heap, stack):
+         * never reservations (sanitizer shadow memory spans terabytes). */
+        if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
+        p->ranges[p->nranges++] = (jail_range){a, b, perms[1] == 'w'};
+    }
+    if (m != NULL) fclose(m);
+    /* Large blocks come from the (populated) heap too, and freed memory
+     * stays there: see jail_reserve. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    return compile_seccomp(p);
+}
+
+/* Page faults are very slow on some VMs (tens of microseconds each under
+ * paravirtualised paging), while populating memory with one madvise call
+ * costs about a microsecond per page. So a child populates, in bulk, the
+ * memory an evaluation is going to touch instead of faulting it in page by
+ * page: its code, its writable pages (breaking copy-on-write sharing with
+ * the zygote), and a heap reserve. */
+void jail_reserve(size_t bytes)
+{
+#ifdef FPS_SANITIZE
+    (void)bytes; /* the sanitizer's allocator ignores malloc's tuning */
+#else
+    char *blk = malloc(bytes);
+    if (blk == NULL) return;
+    size_t skip = (4096 - ((uintptr_t)blk & 4095)) & 4095; /* to the first whole page */
+    if (bytes > skip + 4096)
+        (void)madvise(blk + skip, (bytes - skip) & ~(size_t)4095, MADV_POPULATE_WRITE);
+    free(blk);
+#endif
+}
+
+void jail_warm(const jail_prepared *p)
+{
+#ifndef FPS_SANITIZE /* the sanitizer runtime's own mappings: leave them be */
+    for (int i = 0; i < p->nranges; i++)
+        (void)madvise(p->ranges[i].start, (size_t)(p->ranges[i].end - p->ranges[i].start),
+                      p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+    jail_reserve(JAIL_HEAP_RESERVE);
+#endif
+    warm_eval(p);
+}
+
+void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
+{
+    /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open, and
+     * the parent gave us no environment. */
+    if (jail_drop_caps() != 0) die_setup("dropping capabilities");
+    got->caps = 1;
+
+    rlim_t as = (rlim_t)o->memory_mb << 20;
+#ifdef FPS_SANITIZE
+    as += current_vm_bytes();
+#endif
+    if (set_limit(RLIMIT_CPU, 61, 62) != 0) die_setup("RLIMIT_CPU");
+    if (set_limit(RLIMIT_AS, as, as) != 0) die_setup("RLIMIT_AS");
+    if (set_limit(RLIMIT_FSIZE, 0, 0) != 0) die_setup("RLIMIT_FSIZE");
+    /* fds 0..2 plus the one image memfd received over the socket. */
+    if (set_limit(RLIMIT_NOFILE, 4, 4) != 0) die_setup("RLIMIT_NOFILE");
+    if (set_limit(RLIMIT_NPROC, 0, 0) != 0) die_setup("RLIMIT_NPROC");
+    if (set_limit(RLIMIT_CORE, 0, 0) != 0) die_setup("RLIMIT_CORE");
+    got->rlimits = 1;
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
+        die_setup("PR_SET_NO_NEW_PRIVS");
+    got->nnp = 1;
+    if (load_seccomp(p) != 0) die_setup("seccomp");
+    got->seccomp = 1;
+}
+
+/* Receives the request header and (optionally) the image fd. Returns 0, or
+ * 1 when the parent closed the socket without sending one (shutdown). */
+static int recv_request(jail_request *req, int *img_fd)
+{
+    int nfds;
+    *img_fd = -1;
+    ssize_t n = jail_recv_fds(0, req, sizeof *req, img_fd, 1, &nfds);
+    if (n == 0) return 1;
+    if (n < 0) return -1;
+    if ((size_t)n < sizeof *req && read_all(0, (char *)req + n, sizeof *req - (size_t)n) != 0)
+        return -1;
+    if (req->magic != JAIL_REQ_MAGIC || req->source_len > JAIL_MAX_SOURCE ||
+        req->key_len > JAIL_MAX_KEY)
+        return -1;
+    if ((req->flags & JAIL_REQ_IMAGE) && (*img_fd < 0 || req->image_len == 0)) return -1;
+    return 0;
+}
+
+/* Writes `s` (UTF-8) as a JSON string the way Python's json.dumps does by
+ * default (ensure_ascii): non-ASCII as \uXXXX (surrogate pairs above the
+ * BMP), lowercase hex. `dst` needs 12 bytes per input byte + 3. */
+static void json_quote_ascii(char *dst, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    *dst++ = '"';
+    while (*p) {
+        unsigned cp = *p;
+        int extra = cp >= 0xf0 ? 3 : cp >= 0xe0 ? 2 : cp >= 0xc0 ? 1 : 0;
+        if (cp >= 0x80) {
+            cp &= extra == 3 ? 0x07 : extra == 2 ? 0x0f : 0x1f;
+            for (int i = 0; i < extra && (p[1] & 0xc0) == 0x80; i++)
+                cp = (cp << 6) | (*++p & 0x3f);
+        }
+        p++;
+        const char *esc = cp == '"'    ? "\\\""
+                          : cp == '\\' ? "\\\\"
+                          : cp == '\n' ? "\\n"
+                          : cp == '\r' ? "\\r"
+                          : cp == '\t' ? "\\t"
+                          : cp == '\b' ? "\\b"
+                          : cp == '\f' ? "\\f"
+                                       : NULL;
+        if (esc != NULL) {
+            while (*esc)
+                *dst++ = *esc++;
+        } else if (cp >= 0x20 && cp < 0x7f) {
+            *dst++ = (char)cp;
+        } else {
+            unsigned units[2] = {cp, 0};
+            int n = 1;
+            if (cp > 0xffff) {
+                units[0] = 0xd800 + ((cp - 0x10000) >> 10);
+                units[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
+                n = 2;
+            }
+            for (int i = 0; i < n; i++) {
+                *dst++ = '\\';
+                *dst++ = 'u';
+                for (int sh = 12; sh >= 0; sh -= 4)
+                    *dst++ = hex[(units[i] >> sh) & 0xf];
+            }
+        }
+    }
+    *dst++ = '"';
+    *dst = '\0';
+}
+
+/* Writes the outcome line in one write (the parent may act on its newline
+ * before this process has exited). */
+static void write_outcome(const char *s)
+{
+    size_t len = strlen(s);
+    char small[1024];
+    char *buf = len < sizeof small ? small : malloc(len + 1);
+    if (buf != NULL) {
+        memcpy(buf, s, len);
+        buf[len] = '\n';
+        if (write_all(1, buf, len + 1) != 0) _exit(0);
+    } else if (write_all(1, s, len) != 0 || write_all(1, "\n", 1) != 0) {
+        _exit(0);
+    }
+    /* EOF for the parent now, before this process's teardown. */
+    close(1);
+}
+
+/* Test-only behaviours, run after the jail is in place (see file header). */
+static void run_test_mode(const char *mode, const jail_request *req, const char *src,
+                          const char *key, const unsigned char *img)
+{
+    if (!strcmp(mode, "sleep")) {
+        /* Block until the parent kills us or closes the socket. */
+        char c;
+        while (read(0, &c, 1) > 0) {
+        }
+        _exit(0);
+    }
+    if (!strcmp(mode, "spin")) {
+        volatile unsigned long x = 0;
+        for (;;)
+            x++;
+    }
+    if (!strcmp(mode, "open")) {
+        int fd = open("/etc/hostname", O_RDONLY);
+        write_outcome(fd >= 0 ? "{\"ok\": true, \"repr\": \"'open succeeded'\"}"
+                              : "{\"ok\": true, \"repr\": \"'open failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "socket")) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        write_outcome(fd >= 0 ? "{\"ok\": true, \"repr\": \"'socket succeeded'\"}"
+                              : "{\"ok\": true, \"repr\": \"'socket failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "fork")) {
+        pid_t pid = fork();
+        if (pid == 0) _exit(0);
+        write_outcome(pid > 0 ? "{\"ok\": true, \"repr\": \"'fork succeeded'\"}"
+                              : "{\"ok\": true, \"repr\": \"'fork failed'\"}");
+        _exit(0);
+    }
+    /* Calls a jailed child has no business making (the zygote forks with
+     * exactly the flags "clone" uses; set-up moves fds, drops capabilities,
+     * sets limits and no_new_privs before the allowlist is loaded). */
+    if (!strcmp(mode, "clone") || !strcmp(mode, "dup2") || !strcmp(mode, "sendto") ||
+        !strcmp(mode, "prctl") || !strcmp(mode, "capset") || !strcmp(mode, "rlimit")) {
+        long r = -1;
+        if (!strcmp(mode, "clone")) {
+            r = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
+            if (r == 0) _exit(0);
+        } else if (!strcmp(mode, "dup2")) {
+            r = dup2(1, 3);
+        } else if (!strcmp(mode, "sendto")) {
+            r = send(0, "x", 1, MSG_NOSIGNAL);
+        } else if (!strcmp(mode, "prctl")) {
+            r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        } else if (!strcmp(mode, "capset")) {
+            r = jail_drop_caps();
+        } else {
+            struct rlimit rl = {3, 3};
+            r = setrlimit(RLIMIT_NOFILE, &rl);
+        }
+        write_outcome(r >= 0 ? "{\"ok\": true, \"repr\": \"'call succeeded'\"}"
+                             : "{\"ok\": true, \"repr\": \"'call failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "exec")) {
+        char *argv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+        execve("/bin/true", argv, envp);
+        write_outcome("{\"ok\": true, \"repr\": \"'exec failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "ptrace")) {
+        long r = ptrace(PTRACE_TRACEME, 0, NULL, NULL);
+        write_outcome(r == 0 ? "{\"ok\": true, \"repr\": \"'ptrace succeeded'\"}"
+                             : "{\"ok\": true, \"repr\": \"'ptrace failed'\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "alloc")) {
+        /* Grow until the address-space limit says no. */
+        size_t total = 0;
+        for (;;) {
+            char *p = malloc(16u << 20);
+            if (p == NULL) break;
+            memset(p, 1, 16u << 20);
+            total += 16u << 20;
+            if (total > ((size_t)64 << 30)) break; /* never: RLIMIT_AS is far lower */
+        }
+        write_outcome("{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
+        _exit(0);
+    }
+    if (!strcmp(mode, "flood")) {
+        static char chunk[65536];
+        memset(chunk, 'x', sizeof chunk);
+        for (int i = 0; i < 64; i++)
+            (void)!write(1, chunk, sizeof chunk);
+        _exit(0);
+    }
+    if (!strcmp(mode, "silent")) _exit(0);
+    if (!strcmp(mode, "linger")) {
+        /* A malformed outcome, then hang on without exiting. */
+        (void)write_all(1, "not json\n", 9);
+        close(1);
+        char c;
+        while (read(0, &c, 1) > 0) {
+        }
+        volatile unsigned long x = 0;
+        for (;;)
+            x++;
+    }
+    if (!strcmp(mode, "echo")) {
+        unsigned long sum = 0;
+        for (uint64_t i = 0; img != NULL && i < req->image_len; i++)
+            sum += img[i];
+        json_t *o = json_pack("{s:b, s:i, s:s%, s:s, s:I, s:I}", "ok", 1, "kind", (int)req->kind,
+                              "source", src, (size_t)req->source_len, "eval_key", key, "image_len",
+                              (json_int_t)req->image_len, "image_sum", (json_int_t)sum);
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        write_outcome(s ? s : "{}");
+        _exit(0);
+    }
+    write_outcome("{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"UnknownTestMode\"}");
+    _exit(0);
+}
+
+static int parse_opts(int argc, char **argv, jail_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->memory_mb = 512;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--memory-mb") && i + 1 < argc) {
+            char *end;
+            o->memory_mb = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || o->memory_mb < 16 || o->memory_mb > (1L << 20)) return -1;
+        } else if (!strcmp(a, "--userns")) {
+            o->userns = 1;
+        } else if (!strcmp(a, "--netns")) {
+            o->netns = 1;
+        } else if (!strcmp(a, "--probe")) {
+            o->probe = 1;
+        } else if (!strcmp(a, "--zygote")) {
+            o->zygote = 1;
+        } else if (!strncmp(a, "--test-", 7) && a[7] != '\0') {
+            o->test = a + 7;
+        } else {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int sbx_child_main(int argc, char **argv)
+{
+    jail_opts o;
+    if (parse_opts(argc, argv, &o) != 0) {
+        fprintf(stderr,
+                "failproofai-sidecar: the sandbox child is started by the sidecar itself\n");
+        return 2;
+    }
+    if (o.zygote) return jail_zygote_main(&o);
+    jail_layers got;
+    memset(&got, 0, sizeof got);
+    jail_ns_enter(o.userns, o.netns, &got.user_ns, &got.net_ns);
+    jail_prepared prep;
+    if (jail_prepare(&prep) != 0) die_setup("compiling the seccomp filter");
+    jail_enter(&o, &prep, &got);
+    if (o.probe) {
+        char line[160];
+        int n = snprintf(line, sizeof line,
+                         "{\"user_ns\": %d, \"net_ns\": %d, \"caps\": %d, \"rlimits\": %d, "
+                         "\"no_new_privs\": %d, \"seccomp\": %d}",
+                         got.user_ns, got.net_ns, got.caps, got.rlimits, got.nnp, got.seccomp);
+        if (n > 0) write_outcome(line);
+        _exit(0);
+    }
+    jail_warm(&prep);
+    jail_serve(&o);
+}
+
+void jail_serve(const jail_opts *o)
+{
+    jail_request req;
+    int img_fd;
+    int rc = recv_request(&req, &img_fd);
+    if (rc == 1) _exit(0); /* pool shut down before we were needed */
+    if (rc != 0) _exit(JAIL_EXIT_PROTO);
+    rlim_t cpu = req.cpu_seconds >= 1 && req.cpu_seconds <= 60 ? req.cpu_seconds : 60;
+    if (set_limit(RLIMIT_CPU, cpu, cpu + 1) != 0) die_setup("RLIMIT_CPU");
+
+    char *src = malloc(req.source_len + 1), *key = malloc(req.key_len + 1);
+    if (src == NULL || key == NULL) _exit(JAIL_EXIT_PROTO);
+    if (read_all(0, src, req.source_len) != 0 || read_all(0, key, req.key_len) != 0)
+        _exit(JAIL_EXIT_PROTO);
+    src[req.source_len] = '\0';
+    key[req.key_len] = '\0';
+
+    const unsigned char *img = NULL;
+    if (req.flags & JAIL_REQ_IMAGE) {
+        /* MAP_POPULATE: one call maps every page instead of a fault per
+         * page as the interpreter walks the session (costly on VMs). */
+        void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, img_fd, 0);
+        if (m == MAP_FAILED) die_setup("mapping the session image");
+        img = m;
+        /* Walking a big session allocates in proportion to it. */
+        if (req.image_len / 16 > JAIL_HEAP_RESERVE)
+            jail_reserve(req.image_len / 16 < (64u << 20) ? req.image_len / 16 : (64u << 20));
+        char err[160];
+        if (simg_validate(img, req.image_len, err, sizeof err) != 0) {
+            char line[256];
+            int n = snprintf(line, sizeof line, "jail: invalid session image: %s", err);
+            if (n > 0) (void)write_all(1, line, strlen(line));
+            _exit(JAIL_EXIT_PROTO);
+        }
+    }
+    if (img_fd >= 0) close(img_fd);
+
+    if (o->test != NULL) run_test_mode(o->test, &req, src, key, img);
+
+    if (req.flags & JAIL_REQ_CHECK) {
+        char msg[512];
+        if (lang_check((lang_kind)req.kind, src, req.source_len, msg, sizeof msg) == 0) {
+            write_outcome("{\"ok\": true}");
+        } else {
+            static const char head[] = "{\"ok\": false, \"stage\": \"compile\", \"message\": ";
+            char *line = malloc(strlen(msg) * 12 + sizeof head + 4);
+            if (line == NULL) _exit(JAIL_EXIT_PROTO);
+            memcpy(line, head, sizeof head - 1);
+            json_quote_ascii(line + sizeof head - 1, msg);
+            size_t n = strlen(line);
+            line[n] = '}';
+            line[n + 1] = '\0';
+            write_outcome(line);
+        }
+        _exit(0);
+    }
+    lang_limits limits = {0, (size_t)req.max_alloc_bytes};
+    char *out = lang_eval((lang_kind)req.kind, src, req.source_len, req.key_len ? key : NULL, img,
+                          img ? (size_t)req.image_len : 0, &limits);
+    write_outcome(out ? out : "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
+    /* _exit: no atexit handlers (nothing to flush; keeps LeakSanitizer's
+     * exit-time scan, which needs ptrace, out of the jail). */
+    _exit(0);
+}

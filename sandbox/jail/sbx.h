@@ -1,0 +1,155 @@
+/* sandbox/jail/sbx: the jail's public API. Every evaluation of server-authored or
+ * operator-supplied source runs through sbx_eval in its own child process
+ * (forked from a pristine single-threaded zygote that is itself a fresh
+ * exec, or exec'd directly; see jail.h; empty environment, no inherited fds
+ * but its own, no_new_privs, seccomp allowlist, rlimits, optional user+net
+ * namespaces), bounded by one deadline that covers waiting
+ * for a slot and running. Thread-safe: many worker threads call sbx_eval on
+ * one pool. */
+#ifndef FPS_SBX_H
+#define FPS_SBX_H
+#include "sandbox/lang/lang.h"
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+typedef struct sbx_pool sbx_pool;
+typedef struct sbx_image sbx_image;
+
+typedef struct {
+    int max_sandboxes;    /* concurrent children (default 4)          */
+    long memory_mb;       /* RLIMIT_AS per child (default 512)        */
+    const char *self_exe; /* binary to exec; NULL = /proc/self/exe.
+                             The jail prefers the child image
+                             `failproofai-sandbox` in the same directory
+                             (same argv contract, far fewer libraries)
+                             and falls back to self_exe SBX_CHILD_ARG. */
+    /* Added by the jail: */
+    int prestart;          /* idle pre-started (already jailed, single-use)
+                              children kept ready; 0 = max_sandboxes,
+                              -1 = none (spawn on demand)               */
+    int no_namespaces;     /* 1 = never try user/net namespaces        */
+    int no_helper;         /* 1 = exec self_exe itself, not the small
+                              failproofai-sandbox image found beside it */
+    int no_zygote;         /* 1 = exec every child instead of forking it
+                              from the zygote (jail.h): slower; for one-shot
+                              CLI evaluations and comparisons            */
+    const char *test_mode; /* TESTS ONLY: "sleep", "open", ... makes every
+                              child run jail_child.c's --test-<mode>
+                              behaviour instead of the interpreter      */
+} sbx_config;
+
+/* Jail layers this machine provides (detected once, at pool creation). */
+typedef struct {
+    int seccomp, no_new_privs, rlimits; /* required: pool creation fails without */
+    int user_ns, net_ns;                /* optional */
+    int zygote;                         /* 1 = children are forked from the zygote (else exec'd) */
+} sbx_layers;
+
+sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap);
+void sbx_pool_free(sbx_pool *pool);
+sbx_layers sbx_pool_layers(const sbx_pool *pool);
+/* The layers and how children are made, for /v1/status: {"seccomp",
+ * "no_new_privs", "rlimits", "user_ns", "net_ns", "zygote" (booleans),
+ * "children_started", "children_forked"}. New reference. */
+json_t *sbx_pool_jail_json(sbx_pool *pool);
+/* Children currently running (for /v1/status and metrics). */
+int sbx_pool_active(const sbx_pool *pool);
+
+/* A transcript prepared once per assignment and shared read-only by every
+ * evaluation on it (a sealed memfd). Reference-counted: sbx_image_release
+ * drops the caller's reference. */
+sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, char *err,
+                         size_t errcap);
+sbx_image *sbx_image_ref(sbx_image *img);
+void sbx_image_release(sbx_image *img);
+
+typedef enum {
+    SBX_OK = 0,       /* outcome.json holds the interpreter's outcome line (any "ok")  */
+    SBX_TIMEOUT,      /* deadline (incl. waiting for a slot), CPU or memory limit hit   */
+    SBX_OUTPUT,       /* the child wrote more than 1 MiB: killed                        */
+    SBX_CANCELLED,    /* *cancel became non-zero: killed                                */
+    SBX_JAIL_FAILURE, /* the child could not be jailed or died abnormally: fail closed  */
+} sbx_status;
+
+typedef struct {
+    lang_kind kind;
+    const char *source;
+    size_t source_len;
+    const char *eval_key; /* primary result key (evaluator kind)      */
+    double timeout_s;     /* clamped to (0, 60]; <= 0 means 30        */
+    sbx_image *image;     /* borrowed; may be NULL (no session)       */
+    atomic_int *cancel;   /* borrowed; may be NULL; non-zero kills    */
+} sbx_request;
+
+typedef struct {
+    sbx_status status;
+    json_t *json;           /* owned: the outcome object when SBX_OK    */
+    char detail[256];       /* human-readable reason for non-OK statuses */
+    double wait_ms, run_ms; /* time waiting for a slot, time running    */
+    /* Added by the jail: for SBX_TIMEOUT / SBX_OUTPUT, the bound that was
+     * hit: "timeout" | "memory" | "output" (else ""). */
+    char limit[16];
+    char *line; /* owned: SBX_OK only, the child's outcome text
+                   exactly as the interpreter wrote it (no
+                   newline); json is its parse               */
+} sbx_outcome;
+
+/* Runs one evaluation in a fresh jailed child. Always fills `out` (the
+ * caller calls sbx_outcome_free). */
+void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
+void sbx_outcome_free(sbx_outcome *out);
+
+/* ---- Added by the jail ---- */
+
+/* Like sbx_eval, but the child only runs lang_check (parse + source
+ * checks; req->image is not sent): the outcome is {"ok": true} or the
+ * compile outcome {"ok": false, "stage": "compile", "message": ...}. */
+void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
+
+/* The budget rule of LANGUAGE.md: <= 0 (or NaN) -> 30 s, capped at 60 s. */
+double sbx_clamp_timeout(double timeout_s);
+
+/* Maps an outcome to SPEC section 2 step 8: *status is "succeeded" |
+ * "failed" | "timed_out" | "cancelled"; *error_code NULL (succeeded) or
+ * "eval_error" | "eval_timeout" | "cancelled" | "sandbox_error"; msg gets
+ * the error message ("" when succeeded):
+ *   compile  -> failed/eval_error/"evaluator source rejected: <reason>"
+ *   runtime  -> failed/eval_error/"evaluation raised <Type>"
+ *   limit, SBX_TIMEOUT -> timed_out/eval_timeout/
+ *               "evaluation exceeded its configured timeout"
+ *   SBX_OUTPUT -> failed/eval_error/"evaluation output exceeded 1 MiB"
+ *   SBX_JAIL_FAILURE -> failed/sandbox_error/"evaluation sandbox failed: ..."
+ *   SBX_CANCELLED -> cancelled/cancelled/"evaluation was cancelled"
+ * For a succeeded evaluator outcome the caller reads out->json's "results"
+ * and "summary" itself. */
+void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char **error_code,
+                        char *msg, size_t msgcap);
+
+/* The outcome as one line of LANGUAGE.md's `eval` format (no newline):
+ * the interpreter's object for SBX_OK, {"ok": false, "stage": "limit",
+ * "error_type": "timeout"|"memory"|"output"} for the jail's bounds,
+ * {"ok": false, "stage": "jail", "message": ...} for a jail failure and
+ * {"ok": false, "stage": "cancelled"} when cancelled. malloc'd. */
+char *sbx_outcome_line(const sbx_outcome *out);
+
+/* Counters since pool creation (tests, metrics). */
+typedef struct {
+    unsigned long spawned; /* children created (pre-started or on demand)  */
+    unsigned long forked;  /* of those, forked by the zygote               */
+    unsigned long zygotes; /* zygotes started (1 unless one was lost)      */
+    unsigned long started; /* evaluations handed to a child                */
+    unsigned long reaped;  /* children waited for                          */
+    unsigned long idle;    /* pre-started children waiting right now       */
+} sbx_stats;
+sbx_stats sbx_pool_stats(sbx_pool *pool);
+
+/* The zygote's pid, or -1 when none is running (tests, status). */
+int sbx_pool_zygote_pid(sbx_pool *pool);
+
+/* Pids of the children running an evaluation right now (tests observe the
+ * jail from outside through /proc/<pid>). Returns how many were written. */
+int sbx_pool_running_pids(sbx_pool *pool, int *pids, int cap);
+
+#endif

@@ -1,0 +1,988 @@
+/* sandbox/lang/format: format(value, spec) for f-strings (the format-spec
+ * mini-language of CPython 3.11 for str, int, bool and float: fill, align,
+ * sign, z, #, 0, width, grouping , and _, precision, types b c d e E f F g
+ * G n o s x X %) and printf-style `str % args` (%s %r %a %d %i %u %o %x %X
+ * %e %E %f %F %g %G %c %%, flags, * widths, tuples and mapping keys). */
+#include "sandbox/lang/value_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct {
+    int32_t fill;
+    char align; /* 0, '<', '>', '=', '^' */
+    char sign;  /* 0, '+', '-', ' ' */
+    bool z, alt;
+    int64_t width; /* -1 none */
+    char group;    /* 0, ',', '_' */
+    int64_t prec;  /* -1 none */
+    char type;     /* 0 or code */
+} fspec;
+
+static bool is_align(int32_t ch)
+{
+    return ch == '<' || ch == '>' || ch == '=' || ch == '^';
+}
+
+static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_align,
+                      const char *tname)
+{
+    f->fill = ' ';
+    f->align = 0;
+    f->sign = 0;
+    f->z = f->alt = false;
+    f->width = f->prec = -1;
+    f->group = 0;
+    f->type = 0;
+    /* decode to code points (specs are short) */
+    int32_t cp[256];
+    size_t m = 0, i = 0;
+    while (i < n) {
+        size_t adv;
+        if (m >= 255) {
+            v_raise(c, "ValueError", "Too many decimal digits in format string");
+            return -1;
+        }
+        cp[m++] = vs_decode1(s + i, n - i, &adv);
+        i += adv;
+    }
+    size_t p = 0;
+    bool fill_spec = false, align_spec = false;
+    if (m - p >= 2 && is_align(cp[p + 1])) {
+        f->fill = cp[p];
+        f->align = (char)cp[p + 1];
+        fill_spec = align_spec = true;
+        p += 2;
+    } else if (m - p >= 1 && is_align(cp[p])) {
+        f->align = (char)cp[p];
+        align_spec = true;
+        p++;
+    }
+    if (p < m && (cp[p] == '+' || cp[p] == '-' || cp[p] == ' ')) f->sign = (char)cp[p++];
+    if (p < m && cp[p] == 'z') {
+        f->z = true;
+        p++;
+    }
+    if (p < m && cp[p] == '#') {
+        f->alt = true;
+        p++;
+    }
+    if (!fill_spec && p < m && cp[p] == '0') {
+        f->fill = '0';
+        if (!align_spec && default_align == '>') f->align = '=';
+        p++;
+    }
+    if (p < m && cp[p] >= '0' && cp[p] <= '9') {
+        int64_t w = 0;
+        while (p < m && cp[p] >= '0' && cp[p] <= '9') {
+            w = w * 10 + (cp[p++] - '0');
+            if (w > 100000000) {
+                v_raise(c, "ValueError", "Too many decimal digits in format string");
+                return -1;
+            }
+        }
+        f->width = w;
+    }
+    if (p < m && cp[p] == ',') {
+        f->group = ',';
+        p++;
+    }
+    if (p < m && cp[p] == '_') {
+        if (f->group) {
+            v_raise(c, "ValueError", "Cannot specify both ',' and '_'.");
+            return -1;
+        }
+        f->group = '_';
+        p++;
+    }
+    if (p < m && cp[p] == ',') {
+        v_raise(c, "ValueError", "Cannot specify both ',' and '_'.");
+        return -1;
+    }
+    if (p < m && cp[p] == '.') {
+        p++;
+        if (!(p < m && cp[p] >= '0' && cp[p] <= '9')) {
+            v_raise(c, "ValueError", "Format specifier missing precision");
+            return -1;
+        }
+        int64_t w = 0;
+        while (p < m && cp[p] >= '0' && cp[p] <= '9') {
+            w = w * 10 + (cp[p++] - '0');
+            if (w > 100000000) {
+                v_raise(c, "ValueError", "Too many decimal digits in format string");
+                return -1;
+            }
+        }
+        f->prec = w;
+    }
+    if (m - p > 1) {
+        strbuf b;
+        strbuf_init(&b);
+        strbuf_put(&b, s, n);
+        v_raise(c, "ValueError", "Invalid format specifier '%s' for object of type '%s'", b.data,
+                tname);
+        strbuf_free(&b);
+        return -1;
+    }
+    if (m - p == 1) {
+        if (cp[p] > 127) {
+            v_raise(c, "ValueError", "Unknown format code '\\x%x' for object of type '%s'", cp[p],
+                    tname);
+            return -1;
+        }
+        f->type = (char)cp[p];
+    }
+    if (f->group) {
+        switch (f->type) {
+        case 'd':
+        case 'e':
+        case 'f':
+        case 'g':
+        case 'E':
+        case 'G':
+        case '%':
+        case 'F':
+        case 0:
+            break;
+        case 'b':
+        case 'o':
+        case 'x':
+        case 'X':
+            if (f->group == '_') break;
+            /* fallthrough */
+        default:
+            v_raise(c, "ValueError", "Cannot specify '%c' with '%c'.", f->group, f->type);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Pads `body` (UTF-8, ncp code points) to the spec's width. For '=' the
+ * padding goes after the first `signlen` bytes (sign and prefix). */
+static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_t ncp,
+                   size_t signlen, char default_align)
+{
+    char align = f->align ? f->align : default_align;
+    int64_t padn = f->width > (int64_t)ncp ? f->width - (int64_t)ncp : 0;
+    char fb[4];
+    int fl = vs_encode1(f->fill, fb);
+    size_t total = blen + (size_t)padn * (size_t)fl;
+    if (v_check_strlen(c, total)) return NULL;
+    char *o = v_alloc(c, total + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    int64_t left = 0, right = 0;
+    switch (align) {
+    case '<':
+        right = padn;
+        break;
+    case '^':
+        left = padn / 2;
+        right = padn - left;
+        break;
+    default:
+        left = padn;
+        break;
+    }
+    if (align == '=') {
+        memcpy(o, body, signlen);
+        k = signlen;
+        for (int64_t i = 0; i < left; i++, k += (size_t)fl)
+            memcpy(o + k, fb, (size_t)fl);
+        memcpy(o + k, body + signlen, blen - signlen);
+        k += blen - signlen;
+    } else {
+        for (int64_t i = 0; i < left; i++, k += (size_t)fl)
+            memcpy(o + k, fb, (size_t)fl);
+        memcpy(o + k, body, blen);
+        k += blen;
+        for (int64_t i = 0; i < right; i++, k += (size_t)fl)
+            memcpy(o + k, fb, (size_t)fl);
+    }
+    bool ascii;
+    size_t n = vs_count_cps(o, k, &ascii);
+    return vs_new_owned(c, o, k, n, ascii);
+}
+
+/* Groups `digits` (ASCII) every `every` with `sep`, into b. */
+static void put_grouped(strbuf *b, const char *digits, size_t n, char sep, int every)
+{
+    if (!sep) {
+        strbuf_put(b, digits, n);
+        return;
+    }
+    size_t first = n % (size_t)every;
+    if (first == 0) first = (size_t)every;
+    if (first > n) first = n;
+    strbuf_put(b, digits, first);
+    for (size_t i = first; i < n; i += (size_t)every) {
+        strbuf_putc(b, sep);
+        strbuf_put(b, digits + i, (size_t)every);
+    }
+}
+
+/* Assembles sign + prefix + grouped integer digits + rest, with zero fill
+ * inserted into the grouping as CPython does when fill is '0' and '='. */
+static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, const char *intd,
+                     size_t nint, const char *rest, size_t nrest, int every)
+{
+    strbuf b;
+    strbuf_init(&b);
+    char sg = neg ? '-' : (f->sign == '+' ? '+' : f->sign == ' ' ? ' ' : 0);
+    if (sg) strbuf_putc(&b, sg);
+    strbuf_puts(&b, prefix);
+    size_t signlen = b.len;
+    char align = f->align ? f->align : '>';
+    if (align == '=' && f->fill == '0' && f->group && f->width > 0) {
+        /* zero padding becomes part of the grouped digits */
+        size_t want = nint;
+        char *z = NULL;
+        for (;;) {
+            size_t glen = want + (want - 1) / (size_t)every;
+            if ((int64_t)(signlen + glen + nrest) >= f->width) break;
+            want++;
+        }
+        z = malloc(want + 1);
+        if (!z) {
+            strbuf_free(&b);
+            return v_limit(c, "memory");
+        }
+        memset(z, '0', want - nint);
+        memcpy(z + want - nint, intd, nint);
+        put_grouped(&b, z, want, f->group, every);
+        free(z);
+    } else {
+        put_grouped(&b, intd, nint, f->group, every);
+    }
+    strbuf_put(&b, rest, nrest);
+    val *r = finish(c, f, b.data, b.len, b.len + 0, signlen, '>');
+    strbuf_free(&b);
+    return r;
+}
+
+static val *fmt_double(vctx *c, double x, fspec *f, bool from_int);
+
+static val *fmt_int(vctx *c, val *v, fspec *f)
+{
+    bool floaty = f->type && strchr("eEfFgG%", f->type);
+    if (f->prec >= 0 && !floaty)
+        return v_raise(c, "ValueError", "Precision not allowed in integer format specifier");
+    switch (f->type) {
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+    case '%': {
+        int err;
+        double d = vi_to_double(c, v, &err);
+        if (err) return NULL;
+        return fmt_double(c, d, f, true);
+    }
+    case 0:
+    case 'd':
+    case 'n':
+    case 'b':
+    case 'o':
+    case 'x':
+    case 'X':
+    case 'c':
+        break;
+    default:
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'int'",
+                       f->type);
+    }
+    if (f->z)
+        return v_raise(c, "ValueError",
+                       "Negative zero coercion (z) not allowed in integer format specifier");
+    if (f->type == 'c') {
+        if (f->sign)
+            return v_raise(c, "ValueError", "Sign not allowed with integer format specifier 'c'");
+        if (f->alt)
+            return v_raise(c, "ValueError",
+                           "Alternate form (#) not allowed with integer format specifier 'c'");
+        int64_t x;
+        if (!v_as_i64(v, &x) || x < 0 || x > 0x10FFFF)
+            return v_raise(c, "OverflowError", "%%c arg not in range(0x110000)");
+        char tmp[4];
+        int n = vs_encode1((int32_t)x, tmp);
+        return finish(c, f, tmp, (size_t)n, 1, 0, '>');
+    }
+    int base = 10;
+    const char *prefix = "";
+    switch (f->type) {
+    case 'b':
+        base = 2;
+        prefix = f->alt ? "0b" : "";
+        break;
+    case 'o':
+        base = 8;
+        prefix = f->alt ? "0o" : "";
+        break;
+    case 'x':
+        base = 16;
+        prefix = f->alt ? "0x" : "";
+        break;
+    case 'X':
+        base = -16;
+        prefix = f->alt ? "0X" : "";
+        break;
+    default:
+        break;
+    }
+    mpz_t z;
+    mpz_init(z);
+    vi_get_mpz(v, z);
+    bool neg = mpz_sgn(z) < 0;
+    mpz_abs(z, z);
+    if (base == 10 && mpz_sizeinbase(z, 10) > 4301) {
+        mpz_clear(z);
+        return v_raise(c, "ValueError",
+                       "Exceeds the limit (4300 digits) for integer string conversion");
+    }
+    char *d = mpz_get_str(NULL, base, z);
+    mpz_clear(z);
+    if (base == 10 && strlen(d) > 4300) {
+        free(d);
+        return v_raise(c, "ValueError",
+                       "Exceeds the limit (4300 digits) for integer string conversion");
+    }
+    int every = (base == 10) ? 3 : 4;
+    val *r = assemble(c, f, neg, prefix, d, strlen(d), "", 0, every);
+    free(d);
+    return r;
+}
+
+/* CPython's format_float_short (pystrtod.c) for a finite x >= 0: digits
+ * and decimal point position as _Py_dg_dtoa gives them (mode 0 for 'r',
+ * 2 for 'e'/'g', 3 for 'f'; obtained here from correctly rounded printf),
+ * then the same padding, exponent and '#' rules. */
+static int float_short(strbuf *out, double x, char type, int prec, bool alt, bool add_dot0)
+{
+    char lower = (char)(type | 32);
+    char *digits;
+    int nd, decpt;
+    char small[40];
+    char *heap = NULL;
+    if (lower == 'r') {
+        digits = small;
+        decpt = pyfloat_shortest(x, small, &nd);
+        if (x == 0) {
+            small[0] = '0';
+            nd = 1;
+            decpt = 1;
+        }
+    } else {
+        int p = prec;
+        if (lower == 'e') p = prec + 1;
+        if (lower == 'g' && p == 0) p = 1;
+        size_t need = (size_t)p + 400;
+        heap = malloc(need);
+        if (!heap) return -1;
+        if (lower == 'f') {
+            snprintf(heap, need, "%.*f", prec, x);
+            /* digits without the point, leading zeros removed */
+            char *dot = strchr(heap, '.');
+            int intlen = dot ? (int)(dot - heap) : (int)strlen(heap);
+            int k = 0;
+            for (char *q = heap; *q; q++)
+                if (*q != '.') heap[k++] = *q;
+            heap[k] = 0;
+            int lead = 0;
+            while (lead < k - 1 && heap[lead] == '0')
+                lead++;
+            digits = heap + lead;
+            nd = k - lead;
+            decpt = intlen - lead;
+        } else {
+            snprintf(heap, need, "%.*e", p - 1, x);
+            char *e = strchr(heap, 'e');
+            int ex = atoi(e + 1);
+            int k = 0;
+            for (char *q = heap; q < e; q++)
+                if (*q != '.') heap[k++] = *q;
+            heap[k] = 0;
+            digits = heap;
+            nd = k;
+            decpt = ex + 1;
+        }
+        while (nd > 1 && digits[nd - 1] == '0')
+            nd--;
+        if (nd == 1 && digits[0] == '0') decpt = 1;
+    }
+    bool use_exp = false;
+    int vend = nd, exp = 0;
+    switch (lower) {
+    case 'e':
+        use_exp = true;
+        vend = prec + 1;
+        break;
+    case 'f':
+        vend = decpt + prec;
+        break;
+    case 'g': {
+        int p = prec == 0 ? 1 : prec;
+        if (decpt <= -4 || decpt > (add_dot0 ? p - 1 : p)) use_exp = true;
+        if (alt) vend = p;
+        break;
+    }
+    default:
+        if (decpt <= -4 || decpt > 16) use_exp = true;
+        break;
+    }
+    if (use_exp) {
+        exp = decpt - 1;
+        decpt = 1;
+    }
+    int vstart = decpt <= 0 ? decpt - 1 : 0;
+    if (!use_exp && add_dot0)
+        vend = vend > decpt ? vend : decpt + 1;
+    else
+        vend = vend > decpt ? vend : decpt;
+    size_t mark = out->len;
+    if (decpt <= 0) {
+        for (int i = 0; i < decpt - vstart; i++)
+            strbuf_putc(out, '0');
+        strbuf_putc(out, '.');
+        for (int i = 0; i < -decpt; i++)
+            strbuf_putc(out, '0');
+    } else {
+        for (int i = 0; i < -vstart; i++)
+            strbuf_putc(out, '0');
+    }
+    if (0 < decpt && decpt <= nd) {
+        strbuf_put(out, digits, (size_t)decpt);
+        strbuf_putc(out, '.');
+        strbuf_put(out, digits + decpt, (size_t)(nd - decpt));
+    } else {
+        strbuf_put(out, digits, (size_t)nd);
+    }
+    if (nd < decpt) {
+        for (int i = 0; i < decpt - nd; i++)
+            strbuf_putc(out, '0');
+        strbuf_putc(out, '.');
+        for (int i = 0; i < vend - decpt; i++)
+            strbuf_putc(out, '0');
+    } else {
+        for (int i = 0; i < vend - nd; i++)
+            strbuf_putc(out, '0');
+    }
+    if (out->len > mark && out->data[out->len - 1] == '.' && !alt) out->data[--out->len] = 0;
+    if (use_exp)
+        strbuf_printf(out, "%c%c%02d", type == 'E' || type == 'G' ? 'E' : 'e', exp < 0 ? '-' : '+',
+                      exp < 0 ? -exp : exp);
+    free(heap);
+    return 0;
+}
+
+static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
+{
+    char type = f->type;
+    bool add_dot0 = false;
+    int prec = (int)f->prec;
+    bool pct = false;
+    switch (type) {
+    case 0:
+        add_dot0 = true;
+        type = prec >= 0 ? 'g' : 'r';
+        break;
+    case 'n':
+        type = 'g';
+        break;
+    case '%':
+        type = 'f';
+        x *= 100;
+        pct = true;
+        break;
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+        break;
+    default:
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type '%s'", type,
+                       from_int ? "int" : "float");
+    }
+    if (prec < 0 && type != 'r') prec = 6;
+    if (prec > 100000) return v_limit(c, "memory");
+    bool neg = signbit(x) != 0;
+    double ax = fabs(x);
+    strbuf body;
+    strbuf_init(&body);
+    if (isnan(x) || isinf(x)) {
+        bool up = type == 'E' || type == 'F' || type == 'G';
+        strbuf_puts(&body, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
+        if (isnan(x)) neg = signbit(x) != 0;
+    } else {
+        if (float_short(&body, ax, type, prec, f->alt, add_dot0)) {
+            strbuf_free(&body);
+            return v_limit(c, "memory");
+        }
+    }
+    if (pct) strbuf_putc(&body, '%');
+    /* z: negative zero after rounding becomes positive */
+    if (neg && f->z) {
+        bool allzero = true;
+        for (size_t i = 0; i < body.len; i++) {
+            char ch = body.data[i];
+            if (ch >= '1' && ch <= '9') allzero = false;
+            if (ch == 'e' || ch == 'E') break;
+        }
+        if (allzero && !isnan(x)) neg = false;
+    }
+    /* split integer digits from the rest for grouping */
+    size_t nint = 0;
+    while (nint < body.len && body.data[nint] >= '0' && body.data[nint] <= '9')
+        nint++;
+    val *r = assemble(c, f, neg, "", body.data, nint, body.data + nint, body.len - nint, 3);
+    strbuf_free(&body);
+    return r;
+}
+
+static val *fmt_str(vctx *c, val *s, fspec *f)
+{
+    if (f->type && f->type != 's')
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'str'",
+                       f->type);
+    if (f->sign) return v_raise(c, "ValueError", "Sign not allowed in string format specifier");
+    if (f->z)
+        return v_raise(c, "ValueError",
+                       "Negative zero coercion (z) not allowed in format specifier");
+    if (f->alt)
+        return v_raise(c, "ValueError",
+                       "Alternate form (#) not allowed in string format specifier");
+    if (f->align == '=')
+        return v_raise(c, "ValueError", "'=' alignment not allowed in string format specifier");
+    if (f->group) return v_raise(c, "ValueError", "Cannot specify '%c' with 's'.", f->group);
+    size_t blen = s->u.s.blen, ncp = s->u.s.clen;
+    if (f->prec >= 0 && (size_t)f->prec < ncp) {
+        ncp = (size_t)f->prec;
+        blen = vs_offset(s, ncp);
+    }
+    if (f->width <= (int64_t)ncp && blen == s->u.s.blen) return s;
+    return finish(c, f, s->u.s.s, blen, ncp, 0, '<');
+}
+
+/* complex.__format__ (format_complex_internal) */
+static val *fmt_complex(vctx *c, val *v, fspec *f)
+{
+    char type = f->type;
+    if (f->fill == '0' && f->align == '=')
+        return v_raise(c, "ValueError", "Zero padding is not allowed in complex format specifier");
+    if (f->align == '=')
+        return v_raise(c, "ValueError",
+                       "'=' alignment flag is not allowed in complex format specifier");
+    bool parens = false, skip_re = false;
+    int prec = (int)f->prec;
+    double re = v->u.cx.re, im = v->u.cx.im;
+    switch (type) {
+    case 0:
+        type = prec >= 0 ? 'g' : 'r';
+        if (re == 0.0 && !signbit(re))
+            skip_re = true;
+        else
+            parens = true;
+        break;
+    case 'n':
+        type = 'g';
+        break;
+    case 'e':
+    case 'E':
+    case 'f':
+    case 'F':
+    case 'g':
+    case 'G':
+        break;
+    default:
+        return v_raise(c, "ValueError", "Unknown format code '%c' for object of type 'complex'",
+                       type);
+    }
+    if (prec < 0) prec = type == 'r' ? 0 : 6;
+    strbuf b;
+    strbuf_init(&b);
+    if (parens) strbuf_putc(&b, '(');
+    for (int part = 0; part < 2; part++) {
+        double x = part == 0 ? re : im;
+        if (part == 0 && skip_re) continue;
+        bool neg = signbit(x) != 0;
+        if (neg)
+            strbuf_putc(&b, '-');
+        else if (part == 1)
+            strbuf_putc(&b, '+');
+        else if (f->sign == '+' || f->sign == ' ')
+            strbuf_putc(&b, f->sign);
+        double ax = fabs(x);
+        if (isnan(x) || isinf(x)) {
+            bool up = type == 'E' || type == 'F' || type == 'G';
+            strbuf_puts(&b, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
+        } else if (float_short(&b, ax, type, prec, f->alt, false)) {
+            strbuf_free(&b);
+            return v_limit(c, "memory");
+        }
+    }
+    if (skip_re && (f->sign == '+' || f->sign == ' ') && !signbit(im)) {
+        /* the imaginary part alone takes the requested sign instead of '+' */
+        if (b.data[0] == '+') b.data[0] = f->sign;
+    } else if (skip_re && b.data[0] == '+') {
+        memmove(b.data, b.data + 1, b.len);
+        b.len--;
+    }
+    strbuf_putc(&b, 'j');
+    if (parens) strbuf_putc(&b, ')');
+    val *r = finish(c, f, b.data, b.len, b.len, 0, '>');
+    strbuf_free(&b);
+    return r;
+}
+
+val *vfmt_format(vctx *c, val *v, const char *spec, size_t n)
+{
+    if (n == 0) return v_tostr(c, v);
+    fspec f;
+    switch ((vtype)v->type) {
+    case VT_STR:
+        if (parse_spec(c, spec, n, &f, '<', "str")) return NULL;
+        return fmt_str(c, v, &f);
+    case VT_INT:
+    case VT_BOOL:
+        if (parse_spec(c, spec, n, &f, '>', v->type == VT_BOOL ? "bool" : "int")) return NULL;
+        return fmt_int(c, v, &f);
+    case VT_FLOAT:
+        if (parse_spec(c, spec, n, &f, '>', "float")) return NULL;
+        return fmt_double(c, v->u.f, &f, false);
+    case VT_COMPLEX:
+        if (parse_spec(c, spec, n, &f, '>', "complex")) return NULL;
+        return fmt_complex(c, v, &f);
+    default:
+        break;
+    }
+    return v_raise(c, "TypeError", "unsupported format string passed to %s.__format__",
+                   v_type_name(v));
+}
+
+/* ---- printf-style ---------------------------------------------------- */
+
+typedef struct {
+    val **args;
+    size_t n, next;
+    val *mapping;
+    bool single;
+} pargs;
+
+static val *next_arg(vctx *c, pargs *a)
+{
+    if (a->next >= a->n) return v_raise(c, "TypeError", "not enough arguments for format string");
+    return a->args[a->next++];
+}
+
+val *vfmt_percent(vctx *c, val *fmt, val *args)
+{
+    pargs a = {0};
+    if (args->type == VT_TUPLE) {
+        a.args = args->u.seq.items;
+        a.n = args->u.seq.len;
+    } else {
+        a.args = v_alloc(c, sizeof(val *));
+        if (!a.args) return NULL;
+        a.args[0] = args;
+        a.n = 1;
+        a.single = true;
+    }
+    /* CPython: any object with __getitem__ other than tuple/str counts as a
+     * mapping, which also disables "not all arguments converted" */
+    if (args->type == VT_DICT || args->type == VT_LIST || args->type == VT_BYTES ||
+        args->type == VT_RANGE)
+        a.mapping = args;
+    const char *s = fmt->u.s.s;
+    size_t n = fmt->u.s.blen, i = 0;
+    strbuf out;
+    strbuf_init(&out);
+    bool used_mapping = false;
+    while (i < n) {
+        const char *pct = memchr(s + i, '%', n - i);
+        if (!pct) {
+            strbuf_put(&out, s + i, n - i);
+            break;
+        }
+        strbuf_put(&out, s + i, (size_t)(pct - (s + i)));
+        i = (size_t)(pct - s) + 1;
+        size_t start_idx = i - 1;
+        if (i >= n) {
+            v_raise(c, "ValueError", "incomplete format");
+            goto fail;
+        }
+        val *arg = NULL;
+        if (s[i] == '(') {
+            if (!a.mapping) {
+                v_raise(c, "TypeError", "format requires a mapping");
+                goto fail;
+            }
+            size_t depth = 1, k = i + 1;
+            while (k < n && depth) {
+                if (s[k] == '(')
+                    depth++;
+                else if (s[k] == ')')
+                    depth--;
+                k++;
+            }
+            if (depth) {
+                v_raise(c, "ValueError", "incomplete format key");
+                goto fail;
+            }
+            val *key = v_str(c, s + i + 1, k - i - 2);
+            if (!key) goto fail;
+            arg = v_getitem(c, a.mapping, key);
+            if (!arg) goto fail;
+            used_mapping = true;
+            i = k;
+        }
+        fspec f = {.fill = ' ', .width = -1, .prec = -1};
+        bool left = false, zero = false;
+        for (; i < n; i++) {
+            char ch = s[i];
+            if (ch == '-')
+                left = true;
+            else if (ch == '+')
+                f.sign = '+';
+            else if (ch == ' ') {
+                if (f.sign != '+') f.sign = ' ';
+            } else if (ch == '#')
+                f.alt = true;
+            else if (ch == '0')
+                zero = true;
+            else
+                break;
+        }
+        if (i < n && s[i] == '*') {
+            val *w = next_arg(c, &a);
+            if (!w) goto fail;
+            int64_t wv;
+            if (!v_is_intlike(w) || !v_as_i64(w, &wv)) {
+                v_raise(c, "TypeError", "* wants int");
+                goto fail;
+            }
+            if (wv < 0) {
+                left = true;
+                wv = -wv;
+            }
+            f.width = wv;
+            i++;
+        } else {
+            int64_t w = -1;
+            while (i < n && s[i] >= '0' && s[i] <= '9') {
+                w = (w < 0 ? 0 : w) * 10 + (s[i++] - '0');
+                if (w > 100000000) {
+                    v_raise(c, "ValueError", "width too big");
+                    goto fail;
+                }
+            }
+            f.width = w;
+        }
+        if (i < n && s[i] == '.') {
+            i++;
+            if (i < n && s[i] == '*') {
+                val *w = next_arg(c, &a);
+                if (!w) goto fail;
+                int64_t wv;
+                if (!v_is_intlike(w) || !v_as_i64(w, &wv)) {
+                    v_raise(c, "TypeError", "* wants int");
+                    goto fail;
+                }
+                f.prec = wv < 0 ? 0 : wv;
+                i++;
+            } else {
+                int64_t p = 0;
+                while (i < n && s[i] >= '0' && s[i] <= '9') {
+                    p = p * 10 + (s[i++] - '0');
+                    if (p > 100000000) {
+                        v_raise(c, "ValueError", "precision too big");
+                        goto fail;
+                    }
+                }
+                f.prec = p;
+            }
+        }
+        while (i < n && (s[i] == 'h' || s[i] == 'l' || s[i] == 'L'))
+            i++;
+        if (i >= n) {
+            v_raise(c, "ValueError", "incomplete format");
+            goto fail;
+        }
+        char t = s[i++];
+        if (t == '%') {
+            /* '%%' is a literal; '%5%' and the like consume an argument */
+            if (!arg && s[i - 2] != '%' && !next_arg(c, &a)) goto fail;
+            strbuf_putc(&out, '%');
+            continue;
+        }
+        if (!arg) {
+            arg = next_arg(c, &a);
+            if (!arg) goto fail;
+        }
+        f.align = left ? '<' : '>';
+        val *piece = NULL;
+        switch (t) {
+        case 's':
+        case 'r':
+        case 'a': {
+            val *sv = t == 's' ? v_tostr(c, arg) : t == 'r' ? v_repr(c, arg) : v_ascii(c, arg);
+            if (!sv) goto fail;
+            fspec g = f;
+            g.sign = 0;
+            g.alt = false;
+            piece = fmt_str(c, sv, &g);
+            break;
+        }
+        case 'd':
+        case 'i':
+        case 'u':
+        case 'o':
+        case 'x':
+        case 'X': {
+            val *iv = arg;
+            if (arg->type == VT_FLOAT) {
+                if (t != 'd' && t != 'i' && t != 'u') {
+                    v_raise(c, "TypeError", "%%%c format: an integer is required, not float", t);
+                    goto fail;
+                }
+                iv = vi_from_double(c, arg->u.f);
+                if (!iv) goto fail;
+            } else if (!v_is_intlike(arg)) {
+                if (t == 'd' || t == 'i' || t == 'u')
+                    v_raise(c, "TypeError", "%%%c format: a real number is required, not %s", t,
+                            v_type_name(arg));
+                else
+                    v_raise(c, "TypeError", "%%%c format: an integer is required, not %s", t,
+                            v_type_name(arg));
+                goto fail;
+            }
+            fspec g = f;
+            g.type = (t == 'i' || t == 'u') ? 'd' : t;
+            if (zero && !left) {
+                g.fill = '0';
+                g.align = '=';
+            }
+            /* precision = minimum digits */
+            int64_t prec = g.prec;
+            g.prec = -1;
+            if (t == 'o' && f.alt) {
+                /* %#o gives 0o prefix as format's # */
+            }
+            piece = fmt_int(c, iv, &g);
+            if (piece && prec > 0) {
+                /* re-run with zero-padded digits: rare; emulate via width on digits */
+                mpz_t z;
+                mpz_init(z);
+                vi_get_mpz(iv, z);
+                bool neg = mpz_sgn(z) < 0;
+                mpz_abs(z, z);
+                int base = g.type == 'o' ? 8 : (g.type == 'x' || g.type == 'X') ? 16 : 10;
+                char *d = mpz_get_str(NULL, g.type == 'X' ? -16 : base, z);
+                mpz_clear(z);
+                size_t dl = strlen(d);
+                strbuf tb;
+                strbuf_init(&tb);
+                for (int64_t k = (int64_t)dl; k < prec; k++)
+                    strbuf_putc(&tb, '0');
+                strbuf_puts(&tb, d);
+                free(d);
+                const char *pre = !f.alt          ? ""
+                                  : g.type == 'o' ? "0o"
+                                  : g.type == 'x' ? "0x"
+                                  : g.type == 'X' ? "0X"
+                                                  : "";
+                g.group = 0;
+                piece = assemble(c, &g, neg, pre, tb.data, tb.len, "", 0, 3);
+                strbuf_free(&tb);
+            }
+            break;
+        }
+        case 'e':
+        case 'E':
+        case 'f':
+        case 'F':
+        case 'g':
+        case 'G': {
+            double d;
+            if (arg->type == VT_FLOAT)
+                d = arg->u.f;
+            else if (v_is_intlike(arg)) {
+                int err;
+                d = vi_to_double(c, arg, &err);
+                if (err) goto fail;
+            } else {
+                v_raise(c, "TypeError", "must be real number, not %s", v_type_name(arg));
+                goto fail;
+            }
+            fspec g = f;
+            g.type = t;
+            if (g.prec < 0) g.prec = 6;
+            if (zero && !left && isfinite(d)) {
+                g.fill = '0';
+                g.align = '=';
+            }
+            piece = fmt_double(c, d, &g, false);
+            break;
+        }
+        case 'c': {
+            val *cv = NULL;
+            if (arg->type == VT_STR) {
+                if (arg->u.s.clen != 1) {
+                    v_raise(c, "TypeError", "%%c requires int or char");
+                    goto fail;
+                }
+                cv = arg;
+            } else if (v_is_intlike(arg)) {
+                int64_t x;
+                if (!v_as_i64(arg, &x) || x < 0 || x > 0x10FFFF) {
+                    v_raise(c, "OverflowError", "%%c arg not in range(0x110000)");
+                    goto fail;
+                }
+                char tmp[4];
+                int k = vs_encode1((int32_t)x, tmp);
+                cv = v_str(c, tmp, (size_t)k);
+            } else {
+                v_raise(c, "TypeError", "%%c requires int or char");
+                goto fail;
+            }
+            if (!cv) goto fail;
+            fspec g = f;
+            g.sign = 0;
+            g.alt = false;
+            g.prec = -1;
+            piece = fmt_str(c, cv, &g);
+            break;
+        }
+        default:
+            v_raise(c, "ValueError", "unsupported format character '%c' (0x%x) at index %zu", t,
+                    (unsigned char)t, i - 1);
+            (void)start_idx;
+            goto fail;
+        }
+        if (!piece) goto fail;
+        strbuf_put(&out, piece->u.s.s, piece->u.s.blen);
+        if (out.len > c->lim.max_str_bytes) {
+            v_limit(c, "memory");
+            goto fail;
+        }
+    }
+    if (!used_mapping && !a.mapping && a.next < a.n) {
+        v_raise(c, "TypeError", "not all arguments converted during string formatting");
+        goto fail;
+    }
+    if (a.mapping && !used_mapping && a.next == 0 && args->type == VT_DICT) {
+        /* '%s' % {} style: a dict as the single argument is fine when no key used */
+    }
+    {
+        val *r = v_str(c, out.data ? out.data : "", out.len);
+        strbuf_free(&out);
+        return r;
+    }
+fail:
+    strbuf_free(&out);
+    return NULL;
+}

@@ -1,0 +1,43 @@
+/* sandbox/lang/lang: the managed-evaluation language (../shared/LANGUAGE.md),
+ * in-process. This is the interpreter's whole public surface; the jail child
+ * (sandbox/jail/jail_child.c) and the tests call it. Never call lang_eval on
+ * untrusted source in the daemon's own process: go through sbx_eval
+ * (sandbox/jail/sbx.h), which runs it in a jailed child.
+ *
+ * Pipeline (one file per stage): lexer.c -> parser.c (AST mirroring CPython's
+ * ast classes, ast.h) -> checker.c (LANGUAGE.md source checks) -> eval.c
+ * (tree-walking evaluator over the values of value.h). */
+#ifndef FPS_LANG_H
+#define FPS_LANG_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { LANG_RAW = 0, LANG_CONDITION, LANG_EVALUATOR } lang_kind;
+
+/* Parses "raw" | "condition" | "evaluator"; returns 0 or -1. */
+int lang_kind_parse(const char *s, lang_kind *out);
+
+/* Deterministic in-interpreter bounds; zero fields mean the defaults. */
+typedef struct {
+    uint64_t max_steps;     /* evaluation steps before a "steps" limit   */
+    size_t max_alloc_bytes; /* live bytes allocated before a "memory" limit */
+} lang_limits;
+
+/* Source checks only (LANGUAGE.md table). Returns 0 if the source is
+ * accepted; otherwise 1 and writes the message (without the
+ * "evaluator source rejected: " prefix) to msg, e.g.
+ * "evaluator_source must be one expression". The field name is
+ * condition_source for LANG_CONDITION and evaluator_source otherwise. */
+int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t msgcap);
+
+/* Checks and evaluates `src` against the session image `img` (sandbox/lang/simg.h,
+ * may be NULL for no session: then `session` raises NameError) and returns
+ * the outcome as one JSON object without a trailing newline, exactly in the
+ * format of LANGUAGE.md's last section ({"ok": ..., "stage": ...}).
+ * `eval_key` names the primary result of an evaluator. Returns a malloc'd
+ * string the caller frees, or NULL only if memory for the outcome itself
+ * could not be allocated. */
+char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key, const void *img,
+                size_t img_len, const lang_limits *limits);
+
+#endif

@@ -1,0 +1,330 @@
+/* sandbox/lang/session: the `session` object (SessionTranscript) and its events
+ * (TranscriptEvent), read lazily from the session image (simg_layout.h):
+ * data attributes, events_of_type/count, the events tuple (built once per
+ * evaluation), payload dicts built on first access straight from the
+ * image's nodes (strings borrowed, no copies, no JSON parsing), repr and
+ * equality as the reference's frozen dataclasses. */
+#include "sandbox/lang/simg_layout.h"
+#include "sandbox/lang/value_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const simg_hdr *hdr(const void *img)
+{
+    return (const simg_hdr *)img;
+}
+
+static const simg_event *event_rec(const void *img, uint32_t i)
+{
+    return (const simg_event *)((const char *)img + hdr(img)->events_off) + i;
+}
+
+static val *img_str(vctx *c, const void *img, const simg_str *s)
+{
+    return vs_new_owned(c, (char *)img + s->off, s->blen, s->clen, s->ascii != 0);
+}
+
+/* Nodes are bounds-checked as they are read (simg_validate checks only the
+ * header and the event records, so a child does not walk the whole image):
+ * every string and block lies inside the image and a block lies before the
+ * node that owns it, so reads stay in bounds and recursion terminates. */
+static bool str_in(const char *img, uint64_t off, uint64_t blen)
+{
+    return off + blen < hdr(img)->total_len;
+}
+
+static bool block_ok(const char *img, const simg_node *n, uint64_t count)
+{
+    uint64_t at = (uint64_t)((const char *)n - img);
+    return (n->b & 7) == 0 && n->b + count * sizeof(simg_node) <= at;
+}
+
+static val *corrupt(vctx *c)
+{
+    return v_raise(c, "RuntimeError", "corrupt session image");
+}
+
+static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
+{
+    if (depth > SIMG_MAX_DEPTH) return corrupt(c);
+    switch (n->tag) {
+    case SN_NULL:
+        return v_none();
+    case SN_TRUE:
+        return v_true();
+    case SN_FALSE:
+        return v_false();
+    case SN_INT:
+        return v_int64(c, (int64_t)n->b);
+    case SN_BIGINT:
+        if (!str_in(img, n->b, n->a)) return corrupt(c);
+        return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
+    case SN_FLOAT: {
+        double d;
+        memcpy(&d, &n->b, 8);
+        return v_float(c, d);
+    }
+    case SN_STR:
+        if (!str_in(img, (uint32_t)n->b, n->a) || (n->b >> 32) > n->a) return corrupt(c);
+        return vs_new_owned(c, (char *)img + (uint32_t)n->b, n->a, (size_t)(n->b >> 32),
+                            n->flags != 0);
+    case SN_ARR: {
+        if (!block_ok(img, n, n->a)) return corrupt(c);
+        const simg_node *kids = (const simg_node *)(img + n->b);
+        val **items = v_items_alloc(c, n->a);
+        if (!items) return NULL;
+        for (uint32_t i = 0; i < n->a; i++) {
+            items[i] = node_val(c, img, &kids[i], depth + 1);
+            if (!items[i]) return NULL;
+        }
+        return v_list_take(c, items, n->a);
+    }
+    case SN_OBJ: {
+        if (!block_ok(img, n, 2 * (uint64_t)n->a)) return corrupt(c);
+        /* lazy: lookups read the image; the table is built only if needed */
+        val *d = v_new(c, VT_DICT);
+        if (!d) return NULL;
+        d->flags = VF_LAZY;
+        d->u.t.fill = n->a;
+        d->u.t.index = (int32_t *)(void *)(img + n->b);
+        d->u.t.mask = (size_t)(uintptr_t)img;
+        return d;
+    }
+    default:
+        return v_raise(c, "ValueError", "corrupt session image");
+    }
+}
+
+val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
+{
+    *found = false;
+    if (key->type != VT_STR) {
+        int64_t h;
+        if (v_hash(c, key, &h)) return NULL;
+        return NULL; /* JSON object keys are all str */
+    }
+    /* a lazy dict keeps its image pointer in the integer mask field */
+    const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
+    const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
+    size_t n = d->u.t.fill;
+    for (size_t i = 0; i < n; i++) {
+        const simg_node *k = &kids[2 * i];
+        const char *ks = img + (uint32_t)k->b;
+        if (k->tag != SN_STR || !str_in(img, (uint32_t)k->b, k->a)) return corrupt(c);
+        if (k->a == key->u.s.blen && (k->a == 0 || ks[0] == key->u.s.s[0]) &&
+            !memcmp(ks, key->u.s.s, k->a)) {
+            *found = true;
+            return node_val(c, img, &kids[2 * i + 1], 0);
+        }
+    }
+    return NULL;
+}
+
+int vsess_lazy_force(vctx *c, val *d)
+{
+    /* a lazy dict keeps its image pointer in the integer mask field */
+    const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
+    const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
+    size_t n = d->u.t.fill;
+    val *t = v_dict_new(c, n);
+    if (!t) return -1;
+    for (size_t i = 0; i < n; i++) {
+        val *k = node_val(c, img, &kids[2 * i], 0);
+        val *v = k ? node_val(c, img, &kids[2 * i + 1], 0) : NULL;
+        if (!v || v_dict_set(c, t, k, v)) return -1;
+    }
+    d->u.t = t->u.t;
+    d->flags = 0;
+    return 0;
+}
+
+static val *make_event(vctx *c, const void *img, uint32_t i)
+{
+    val *e = v_new(c, VT_EVENT);
+    if (!e) return NULL;
+    e->u.ev.img = img;
+    e->u.ev.index = i;
+    return e;
+}
+
+static val *events_tuple(vctx *c, val *s)
+{
+    if (s->u.sess.events) return s->u.sess.events;
+    uint32_t n = hdr(s->u.sess.img)->nevents;
+    val **items = v_items_alloc(c, n);
+    if (!items) return NULL;
+    /* one block for all event values */
+    val *block = v_alloc(c, (size_t)(n ? n : 1) * sizeof(val));
+    if (!block) return NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        block[i].type = VT_EVENT;
+        block[i].u.ev.img = s->u.sess.img;
+        block[i].u.ev.index = i;
+        items[i] = &block[i];
+    }
+    (void)make_event;
+    s->u.sess.events = v_tuple_take(c, items, n);
+    return s->u.sess.events;
+}
+
+static val *payload(vctx *c, val *e)
+{
+    if (e->u.ev.payload) return e->u.ev.payload;
+    const simg_event *r = event_rec(e->u.ev.img, e->u.ev.index);
+    val *d = node_val(c, e->u.ev.img, &r->payload, 0);
+    e->u.ev.payload = d;
+    return d;
+}
+
+static const char *const g_sess_fields[SF__COUNT] = {
+    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
+    "started_at",    "ended_at",   "schema_version"};
+
+val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
+{
+    *found = true;
+    if (v->type == VT_SESSION) {
+        const simg_hdr *h = hdr(v->u.sess.img);
+        if (!strcmp(name, "events")) return events_tuple(c, v);
+        if (!strcmp(name, "event_count")) return v_int64(c, h->event_count);
+        for (int k = 0; k < SF__COUNT; k++)
+            if (!strcmp(name, g_sess_fields[k])) return img_str(c, v->u.sess.img, &h->fields[k]);
+    } else {
+        const simg_event *r = event_rec(v->u.ev.img, v->u.ev.index);
+        if (!strcmp(name, "id")) return img_str(c, v->u.ev.img, &r->id);
+        if (!strcmp(name, "ts")) return img_str(c, v->u.ev.img, &r->ts);
+        if (!strcmp(name, "event_type")) return img_str(c, v->u.ev.img, &r->type);
+        if (!strcmp(name, "payload")) return payload(c, v);
+    }
+    *found = false;
+    return NULL;
+}
+
+static val *one_event_type_arg(vctx *c, const char *mname, val **a, size_t na, const vkwarg *kw,
+                               size_t nkw)
+{
+    if (na + nkw == 0)
+        return v_raise(
+            c, "TypeError",
+            "SessionTranscript.%s() missing 1 required positional argument: 'event_type'", mname);
+    if (na > 1 || na + nkw > 1) {
+        if (nkw && na == 1 && !strcmp(kw[0].name, "event_type"))
+            return v_raise(c, "TypeError",
+                           "SessionTranscript.%s() got multiple values for argument 'event_type'",
+                           mname);
+        if (nkw && strcmp(kw[0].name, "event_type"))
+            return v_raise(c, "TypeError",
+                           "SessionTranscript.%s() got an unexpected keyword argument '%s'", mname,
+                           kw[0].name);
+        return v_raise(c, "TypeError",
+                       "SessionTranscript.%s() takes 2 positional arguments but %zu were given",
+                       mname, na + 1);
+    }
+    if (nkw) {
+        if (strcmp(kw[0].name, "event_type"))
+            return v_raise(c, "TypeError",
+                           "SessionTranscript.%s() got an unexpected keyword argument '%s'", mname,
+                           kw[0].name);
+        return kw[0].value;
+    }
+    return a[0];
+}
+
+val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw,
+                  size_t nkw, bool *found)
+{
+    bool of_type = !strcmp(name, "events_of_type");
+    if (!of_type && strcmp(name, "count")) {
+        *found = false;
+        return NULL;
+    }
+    *found = true;
+    val *t = one_event_type_arg(c, name, a, na, kw, nkw);
+    if (!t) return NULL;
+    /* count() reads the records in place; only events_of_type() needs the
+     * event values (the tuple, built once per session). */
+    val *evs = of_type ? events_tuple(c, v) : NULL;
+    if (of_type && !evs) return NULL;
+    size_t n = hdr(v->u.sess.img)->nevents;
+    if (v_steps(c, n / 16)) return NULL;
+    val **out = of_type ? v_items_alloc(c, n) : NULL;
+    if (of_type && !out) return NULL;
+    size_t k = 0;
+    const void *img = v->u.sess.img;
+    for (size_t i = 0; i < n; i++) {
+        const simg_event *r = event_rec(img, (uint32_t)i);
+        bool eq;
+        if (t->type == VT_STR) {
+            eq = r->type.blen == t->u.s.blen &&
+                 !memcmp((const char *)img + r->type.off, t->u.s.s, t->u.s.blen);
+        } else {
+            val *ts = img_str(c, img, &r->type);
+            if (!ts) return NULL;
+            int e = v_eq(c, ts, t);
+            if (e < 0) return NULL;
+            eq = e;
+        }
+        if (!eq) continue;
+        if (of_type) out[k] = evs->u.seq.items[i];
+        k++;
+    }
+    if (!of_type) return v_int64(c, (int64_t)k);
+    return v_tuple_take(c, out, k);
+}
+
+int vsess_repr_buf(vctx *c, strbuf *b, val *v)
+{
+    if (v->type == VT_EVENT) {
+        const simg_event *r = event_rec(v->u.ev.img, v->u.ev.index);
+        val *f[3] = {img_str(c, v->u.ev.img, &r->id), img_str(c, v->u.ev.img, &r->ts),
+                     img_str(c, v->u.ev.img, &r->type)};
+        val *p = payload(c, v);
+        if (!f[0] || !f[1] || !f[2] || !p) return -1;
+        strbuf_puts(b, "TranscriptEvent(id=");
+        vs_repr_buf(b, f[0]);
+        strbuf_puts(b, ", ts=");
+        vs_repr_buf(b, f[1]);
+        strbuf_puts(b, ", event_type=");
+        vs_repr_buf(b, f[2]);
+        strbuf_puts(b, ", payload=");
+        if (v_repr_buf(c, b, p)) return -1;
+        strbuf_putc(b, ')');
+        return 0;
+    }
+    const simg_hdr *h = hdr(v->u.sess.img);
+    strbuf_puts(b, "SessionTranscript(");
+    for (int k = 0; k < SF_SCHEMA_VERSION; k++) {
+        strbuf_puts(b, g_sess_fields[k]);
+        strbuf_putc(b, '=');
+        val *s = img_str(c, v->u.sess.img, &h->fields[k]);
+        if (!s) return -1;
+        vs_repr_buf(b, s);
+        strbuf_put(b, ", ", 2);
+    }
+    strbuf_printf(b, "event_count=%lld, events=", (long long)h->event_count);
+    val *evs = events_tuple(c, v);
+    if (!evs || v_repr_buf(c, b, evs)) return -1;
+    strbuf_puts(b, ", schema_version=");
+    val *s = img_str(c, v->u.sess.img, &h->fields[SF_SCHEMA_VERSION]);
+    if (!s) return -1;
+    vs_repr_buf(b, s);
+    strbuf_putc(b, ')');
+    return 0;
+}
+
+int vsess_eq(vctx *c, val *a, val *b)
+{
+    if (a->type == VT_SESSION) return 1; /* one session per evaluation */
+    if (a->u.ev.img == b->u.ev.img && a->u.ev.index == b->u.ev.index) return 1;
+    const simg_event *x = event_rec(a->u.ev.img, a->u.ev.index),
+                     *y = event_rec(b->u.ev.img, b->u.ev.index);
+    const char *ia = a->u.ev.img, *ib = b->u.ev.img;
+    const simg_str *xs[3] = {&x->id, &x->ts, &x->type}, *ys[3] = {&y->id, &y->ts, &y->type};
+    for (int k = 0; k < 3; k++)
+        if (xs[k]->blen != ys[k]->blen || memcmp(ia + xs[k]->off, ib + ys[k]->off, xs[k]->blen))
+            return 0;
+    val *pa = payload(c, a), *pb = payload(c, b);
+    if (!pa || !pb) return -1;
+    return v_eq(c, pa, pb);
+}

@@ -1,0 +1,1065 @@
+/* sandbox/lang/simg: session images (simg.h). simg_build flattens a parsed
+ * transcript (jansson) into one position-independent buffer, validating its
+ * shape as the reference's SessionTranscript.from_wire does;
+ * simg_build_text does the same straight from JSON text with a one-pass
+ * parser (no intermediate tree: the fast ingest path); simg_validate checks
+ * an image that crossed a process boundary. Layout: simg_layout.h. */
+#include "sandbox/lang/simg.h"
+
+#include "sandbox/lang/simg_layout.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- growable image buffer ---------------------------------------------- */
+
+/* Strings up to this many bytes are stored once per image: object keys and
+ * event types; other values (enough for enums, not for unique ids and
+ * timestamps). */
+#define SIMG_INTERN_KEY 32
+#define SIMG_INTERN_VALUE 16
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+    /* short strings (keys, event types, enums) are stored once: every
+     * payload's keys and every event's type then share a few hot cache
+     * lines when read */
+    simg_str *itab;
+    size_t imask, icount;
+} ibuf;
+
+static size_t ib_reserve(ibuf *b, size_t n)
+{
+    size_t at = (b->len + 7) & ~(size_t)7;
+    if (at + n > b->cap) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc < at + n)
+            nc *= 2;
+        if (nc > 0xFFFFFFF0u) {
+            b->oom = true;
+            return 0;
+        }
+        char *np = realloc(b->p, nc);
+        if (!np) {
+            b->oom = true;
+            return 0;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memset(b->p + b->len, 0, at - b->len); /* alignment padding only: callers fill the rest */
+    b->len = at + n;
+    return at;
+}
+
+/* FNV-1a: the interning table and duplicate-key detection both use it. */
+static uint64_t str_hash(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* Stores s[0..n) (clen code points; ascii) in the image, once only when it
+ * is at most `limit` bytes (then later copies share the first); fills out. */
+static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out,
+                      size_t limit)
+{
+    simg_str *slot = NULL;
+    if (n <= limit) {
+        if (b->itab == NULL || (b->icount + 1) * 2 > b->imask + 1) {
+            size_t size = b->itab ? (b->imask + 1) * 2 : 1024;
+            simg_str *nt = calloc(size, sizeof *nt);
+            if (!nt) {
+                b->oom = true;
+                return -1;
+            }
+            for (size_t i = 0; b->itab && i <= b->imask; i++) {
+                simg_str *e = &b->itab[i];
+                if (!e->off) continue;
+                size_t h = (size_t)str_hash(b->p + e->off, e->blen) & (size - 1);
+                while (nt[h].off)
+                    h = (h + 1) & (size - 1);
+                nt[h] = *e;
+            }
+            free(b->itab);
+            b->itab = nt;
+            b->imask = size - 1;
+        }
+        size_t h = (size_t)str_hash(s, n) & b->imask;
+        while (b->itab[h].off) {
+            simg_str *e = &b->itab[h];
+            if (e->blen == n && !memcmp(b->p + e->off, s, n)) {
+                *out = *e;
+                return 0;
+            }
+            h = (h + 1) & b->imask;
+        }
+        slot = &b->itab[h];
+    }
+    size_t at = ib_reserve(b, n + 1);
+    if (b->oom) return -1;
+    memcpy(b->p + at, s, n);
+    b->p[at + n] = 0;
+    out->off = (uint32_t)at;
+    out->blen = (uint32_t)n;
+    out->clen = clen;
+    out->ascii = ascii;
+    if (slot) {
+        *slot = *out;
+        b->icount++;
+    }
+    return 0;
+}
+
+/* Stores a string from the jansson tree (see ib_put_str). */
+static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
+{
+    simg_str r = {0, 0, 0, 1};
+    uint32_t cl = 0;
+    bool ascii = true;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x80) ascii = false;
+        if ((ch & 0xC0) != 0x80) cl++;
+    }
+    if (ib_put_str(b, s, n, cl, ascii, &r, limit)) return (simg_str){0, 0, 0, 1};
+    return r;
+}
+
+#define NODE(b, off) ((simg_node *)((b)->p + (off)))
+
+/* ---- from jansson ------------------------------------------------------------ */
+
+/* Writes the node for v into *out. Children are built first (each subtree
+ * wherever it lands), then their nodes are copied into one block: a block
+ * always lies before the node that owns it (simg_validate relies on it). */
+static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
+{
+    if (depth > SIMG_MAX_DEPTH) return -1;
+    simg_node n = {0};
+    switch (json_typeof(v)) {
+    case JSON_NULL:
+        n.tag = SN_NULL;
+        break;
+    case JSON_TRUE:
+        n.tag = SN_TRUE;
+        break;
+    case JSON_FALSE:
+        n.tag = SN_FALSE;
+        break;
+    case JSON_INTEGER:
+        n.tag = SN_INT;
+        n.b = (uint64_t)(int64_t)json_integer_value(v);
+        break;
+    case JSON_REAL: {
+        n.tag = SN_FLOAT;
+        double d = json_real_value(v);
+        memcpy(&n.b, &d, 8);
+        break;
+    }
+    case JSON_STRING: {
+        simg_str s = ib_str(b, json_string_value(v), json_string_length(v), SIMG_INTERN_VALUE);
+        if (b->oom) return -1;
+        n.tag = SN_STR;
+        n.flags = (uint8_t)s.ascii;
+        n.a = s.blen;
+        n.b = (uint64_t)s.off | ((uint64_t)s.clen << 32);
+        break;
+    }
+    case JSON_ARRAY:
+    case JSON_OBJECT: {
+        bool obj = json_is_object(v);
+        size_t cnt = obj ? json_object_size(v) : json_array_size(v);
+        size_t m = obj ? 2 * cnt : cnt;
+        simg_node *kids = malloc((m ? m : 1) * sizeof *kids);
+        if (!kids) {
+            b->oom = true;
+            return -1;
+        }
+        if (obj) {
+            size_t i = 0;
+            const char *k;
+            json_t *x;
+            json_object_foreach((json_t *)v, k, x)
+            {
+                simg_str s = ib_str(b, k, strlen(k), SIMG_INTERN_KEY);
+                if (b->oom) {
+                    free(kids);
+                    return -1;
+                }
+                kids[2 * i] = (simg_node){SN_STR, (uint8_t)s.ascii, 0, s.blen,
+                                          (uint64_t)s.off | ((uint64_t)s.clen << 32)};
+                if (put_json(b, &kids[2 * i + 1], x, depth + 1)) {
+                    free(kids);
+                    return -1;
+                }
+                i++;
+            }
+        } else {
+            for (size_t i = 0; i < cnt; i++)
+                if (put_json(b, &kids[i], json_array_get(v, i), depth + 1)) {
+                    free(kids);
+                    return -1;
+                }
+        }
+        size_t blk = ib_reserve(b, m * sizeof(simg_node));
+        if (b->oom) {
+            free(kids);
+            return -1;
+        }
+        if (m) memcpy(b->p + blk, kids, m * sizeof(simg_node));
+        free(kids);
+        n.tag = obj ? SN_OBJ : SN_ARR;
+        n.a = (uint32_t)cnt;
+        n.b = blk;
+        break;
+    }
+    }
+    *out = n;
+    return 0;
+}
+
+static const char *const g_field_names[SF__COUNT] = {
+    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
+    "started_at",    "ended_at",   "schema_version"};
+
+int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *out_len, char *err,
+               size_t errcap)
+{
+    ibuf b = {0};
+    if (!json_is_object(t)) {
+        snprintf(err, errcap, "transcript must be an object");
+        return -1;
+    }
+    size_t hdr = ib_reserve(&b, sizeof(simg_hdr));
+    (void)hdr;
+    const json_t *sv = json_object_get(t, "schema_version");
+    if (!json_is_string(sv)) {
+        snprintf(err, errcap, "schema_version must be a string");
+        goto fail;
+    }
+    if (strcmp(json_string_value(sv), "2") != 0) {
+        snprintf(err, errcap, "unsupported transcript schema version '%.64s'",
+                 json_string_value(sv));
+        goto fail;
+    }
+    const json_t *evs = json_object_get(t, "events");
+    if (!json_is_array(evs)) {
+        snprintf(err, errcap, "events must be an array");
+        goto fail;
+    }
+    size_t ne = json_array_size(evs);
+    for (size_t i = 0; i < ne; i++) {
+        const json_t *e = json_array_get(evs, i);
+        if (!json_is_object(e)) {
+            snprintf(err, errcap, "events[%zu] must be an object", i);
+            goto fail;
+        }
+        if (!json_is_object(json_object_get(e, "payload"))) {
+            snprintf(err, errcap, "payload must be an object");
+            goto fail;
+        }
+        static const char *const ef[] = {"id", "ts", "event_type"};
+        for (int k = 0; k < 3; k++) {
+            if (!json_is_string(json_object_get(e, ef[k]))) {
+                snprintf(err, errcap, "%s must be a string", ef[k]);
+                goto fail;
+            }
+        }
+    }
+    const json_t *ec = json_object_get(t, "event_count");
+    if (!json_is_integer(ec)) {
+        snprintf(err, errcap, "event_count must be an integer");
+        goto fail;
+    }
+    if (json_integer_value(ec) < 0) {
+        snprintf(err, errcap, "event_count must not be negative");
+        goto fail;
+    }
+    if ((size_t)json_integer_value(ec) != ne) {
+        snprintf(err, errcap, "event_count is %lld, but transcript contains %zu events",
+                 (long long)json_integer_value(ec), ne);
+        goto fail;
+    }
+    simg_str fields[SF__COUNT];
+    for (int k = 0; k < SF__COUNT; k++) {
+        const json_t *f = json_object_get(t, g_field_names[k]);
+        if (k == SF_ASSIGNMENT_ID && assignment_id) {
+            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
+            continue;
+        }
+        if (!json_is_string(f)) {
+            snprintf(err, errcap, "%s must be a string", g_field_names[k]);
+            goto fail;
+        }
+        fields[k] = ib_str(&b, json_string_value(f), json_string_length(f), 0);
+    }
+    simg_event *recs = calloc(ne ? ne : 1, sizeof *recs);
+    if (!recs) goto oom;
+    for (size_t i = 0; i < ne; i++) {
+        const json_t *e = json_array_get(evs, i);
+        simg_event ev = {0};
+        const json_t *x = json_object_get(e, "id");
+        ev.id = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_VALUE);
+        x = json_object_get(e, "ts");
+        ev.ts = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_VALUE);
+        x = json_object_get(e, "event_type");
+        ev.type = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_KEY);
+        if (put_json(&b, &ev.payload, json_object_get(e, "payload"), 0)) {
+            free(recs);
+            if (b.oom) goto oom;
+            snprintf(err, errcap, "payload nesting too deep");
+            goto fail;
+        }
+        recs[i] = ev;
+    }
+    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
+    if (!b.oom && ne) memcpy(b.p + evoff, recs, ne * sizeof(simg_event));
+    free(recs);
+    if (b.oom) goto oom;
+    simg_hdr h = {0};
+    memcpy(h.magic, SIMG_MAGIC, 8);
+    h.version = SIMG_VERSION;
+    h.total_len = (uint32_t)b.len;
+    h.nevents = (uint32_t)ne;
+    h.events_off = (uint32_t)evoff;
+    h.event_count = (int64_t)ne;
+    memcpy(h.fields, fields, sizeof fields);
+    memcpy(b.p, &h, sizeof h);
+    free(b.itab);
+    *out = b.p;
+    *out_len = b.len;
+    return 0;
+oom:
+    snprintf(err, errcap, "transcript too large for a session image");
+fail:
+    free(b.itab);
+    free(b.p);
+    return -1;
+}
+
+/* ---- from JSON text (one pass, no tree) ----------------------------------- */
+
+typedef struct {
+    const char *s, *end;
+    ibuf *b;
+    char *tmp; /* scratch for unescaped strings */
+    size_t tmpcap;
+    const char *err;
+} jp;
+
+static void skip_ws(jp *p)
+{
+    while (p->s < p->end && (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t'))
+        p->s++;
+}
+
+static int hex4(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (uint32_t)(c - '0');
+        else if ((c | 32) >= 'a' && (c | 32) <= 'f')
+            v |= (uint32_t)((c | 32) - 'a' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static size_t enc_utf8(uint32_t cp, char *o)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* validates UTF-8 of [s, e); returns code point count or -1 */
+static long utf8_check(const unsigned char *s, const unsigned char *e, bool *ascii)
+{
+    long n = 0;
+    *ascii = true;
+    while (s < e) {
+        unsigned char c = *s;
+        if (c < 0x80) {
+            s++;
+            n++;
+            continue;
+        }
+        *ascii = false;
+        int need;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1, cp = c & 0x1F;
+        else if (c >= 0xE0 && c <= 0xEF)
+            need = 2, cp = c & 0x0F;
+        else if (c >= 0xF0 && c <= 0xF4)
+            need = 3, cp = c & 0x07;
+        else
+            return -1;
+        if (e - s <= need) return -1;
+        for (int i = 1; i <= need; i++) {
+            if ((s[i] & 0xC0) != 0x80) return -1;
+            cp = (cp << 6) | (s[i] & 0x3F);
+        }
+        if ((need == 2 && cp < 0x800) || (need == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return -1;
+        s += need + 1;
+        n++;
+    }
+    return n;
+}
+
+/* parses a JSON string at p->s (after the quote) into the image */
+/* limit: strings up to this many bytes are interned (SIMG_INTERN_KEY or
+ * SIMG_INTERN_VALUE) */
+static int parse_string(jp *p, simg_str *out, size_t limit)
+{
+    const char *st = p->s;
+    const char *q = st;
+    /* fast scan: no escapes */
+    while (q < p->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
+        q++;
+    if (q < p->end && *q == '"') {
+        bool ascii;
+        long n = utf8_check((const unsigned char *)st, (const unsigned char *)q, &ascii);
+        if (n < 0) {
+            p->err = "invalid UTF-8 in a string";
+            return -1;
+        }
+        if (ib_put_str(p->b, st, (size_t)(q - st), (uint32_t)n, ascii, out, limit)) return -1;
+        p->s = q + 1;
+        return 0;
+    }
+    /* slow path with escapes: unescape into tmp (output never longer than input) */
+    size_t need = (size_t)(p->end - st) + 4;
+    const char *r = st;
+    size_t o = 0;
+    for (;;) {
+        if (r >= p->end) {
+            p->err = "unterminated string";
+            return -1;
+        }
+        if (o + 8 > p->tmpcap) {
+            size_t nc = p->tmpcap ? p->tmpcap * 2 : 256;
+            while (nc < o + 8)
+                nc *= 2;
+            if (nc > need) nc = need > o + 8 ? need : o + 8;
+            char *nt = realloc(p->tmp, nc);
+            if (!nt) {
+                p->b->oom = true;
+                return -1;
+            }
+            p->tmp = nt;
+            p->tmpcap = nc;
+        }
+        char c = *r;
+        if (c == '"') {
+            r++;
+            break;
+        }
+        if ((unsigned char)c < 0x20) {
+            p->err = "control character in a string";
+            return -1;
+        }
+        if (c != '\\') {
+            p->tmp[o++] = c;
+            r++;
+            continue;
+        }
+        r++;
+        if (r >= p->end) {
+            p->err = "unterminated string";
+            return -1;
+        }
+        char e = *r++;
+        switch (e) {
+        case '"':
+            p->tmp[o++] = '"';
+            break;
+        case '\\':
+            p->tmp[o++] = '\\';
+            break;
+        case '/':
+            p->tmp[o++] = '/';
+            break;
+        case 'b':
+            p->tmp[o++] = '\b';
+            break;
+        case 'f':
+            p->tmp[o++] = '\f';
+            break;
+        case 'n':
+            p->tmp[o++] = '\n';
+            break;
+        case 'r':
+            p->tmp[o++] = '\r';
+            break;
+        case 't':
+            p->tmp[o++] = '\t';
+            break;
+        case 'u': {
+            uint32_t cp;
+            if (p->end - r < 4 || hex4(r, &cp)) {
+                p->err = "invalid \\u escape";
+                return -1;
+            }
+            r += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && p->end - r >= 6 && r[0] == '\\' && r[1] == 'u') {
+                uint32_t lo;
+                if (!hex4(r + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    r += 6;
+                }
+            }
+            /* a lone surrogate is kept as its 3-byte form, as Python keeps it in a str */
+            o += enc_utf8(cp, p->tmp + o);
+            break;
+        }
+        default:
+            p->err = "invalid escape";
+            return -1;
+        }
+    }
+    bool ascii = true;
+    uint32_t n = 0;
+    for (size_t i = 0; i < o; i++) {
+        unsigned char ch = (unsigned char)p->tmp[i];
+        if (ch >= 0x80) ascii = false;
+        if ((ch & 0xC0) != 0x80) n++;
+    }
+    if (ib_put_str(p->b, p->tmp, o, n, ascii, out, limit)) return -1;
+    /* p->tmp stays owned by p (freed by simg_build_text); the analyzer loses
+     * track of it when it is passed on as a const pointer */
+    p->s = r; // NOLINT(clang-analyzer-unix.Malloc)
+    return 0;
+}
+
+static int parse_value(jp *p, simg_node *out, int depth);
+
+static int parse_number(jp *p, simg_node *n)
+{
+    const char *st = p->s, *q = p->s;
+    if (q < p->end && *q == '-') q++;
+    if (q >= p->end || !(*q >= '0' && *q <= '9')) {
+        p->err = "invalid number";
+        return -1;
+    }
+    if (*q == '0')
+        q++;
+    else
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
+    bool real = false;
+    if (q < p->end && *q == '.') {
+        real = true;
+        q++;
+        if (q >= p->end || !(*q >= '0' && *q <= '9')) {
+            p->err = "invalid number";
+            return -1;
+        }
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    if (q < p->end && (*q == 'e' || *q == 'E')) {
+        real = true;
+        q++;
+        if (q < p->end && (*q == '+' || *q == '-')) q++;
+        if (q >= p->end || !(*q >= '0' && *q <= '9')) {
+            p->err = "invalid number";
+            return -1;
+        }
+        while (q < p->end && *q >= '0' && *q <= '9')
+            q++;
+    }
+    size_t len = (size_t)(q - st);
+    p->s = q;
+    if (real) {
+        char buf[64];
+        char *heap = NULL;
+        char *tb = buf;
+        if (len >= sizeof buf) {
+            heap = malloc(len + 1);
+            if (!heap) return -1;
+            tb = heap;
+        }
+        memcpy(tb, st, len);
+        tb[len] = 0;
+        double d = strtod(tb, NULL);
+        free(heap);
+        n->tag = SN_FLOAT;
+        memcpy(&n->b, &d, 8);
+        return 0;
+    }
+    /* integer: int64 fast path, else decimal text */
+    const char *d = st;
+    bool neg = *d == '-';
+    if (neg) d++;
+    size_t nd = (size_t)(q - d);
+    if (nd <= 18) {
+        int64_t v = 0;
+        for (const char *k = d; k < q; k++)
+            v = v * 10 + (*k - '0');
+        n->tag = SN_INT;
+        n->b = (uint64_t)(neg ? -v : v);
+        return 0;
+    }
+    simg_str s;
+    size_t at = ib_reserve(p->b, len + 1);
+    if (p->b->oom) return -1;
+    memcpy(p->b->p + at, st, len);
+    s.off = (uint32_t)at;
+    n->tag = SN_BIGINT;
+    n->a = (uint32_t)len;
+    n->b = s.off;
+    return 0;
+}
+
+/* children are collected in a scratch stack then copied as one block */
+typedef struct {
+    simg_node *v;
+    size_t n, cap;
+} nstack;
+
+/* Duplicate keys in one object: Python's dict keeps the first position and
+ * the last value. kids holds key/value node pairs; compacts in place. */
+static int dedup_keys(ibuf *b, simg_node *kids, size_t *cnt)
+{
+    size_t pairs = *cnt / 2, size = 8;
+    while (size < pairs * 2)
+        size <<= 1;
+    int32_t *tab = malloc(size * sizeof *tab);
+    if (!tab) {
+        b->oom = true;
+        return -1;
+    }
+    memset(tab, 0xff, size * sizeof *tab);
+    size_t w = 0;
+    for (size_t i = 0; i < pairs; i++) {
+        simg_node *k = &kids[2 * i];
+        const char *ks = b->p + (uint32_t)k->b;
+        size_t h = (size_t)str_hash(ks, k->a) & (size - 1);
+        int32_t found = -1;
+        while (tab[h] >= 0) {
+            simg_node *o = &kids[2 * (size_t)tab[h]];
+            if (o->a == k->a && !memcmp(b->p + (uint32_t)o->b, ks, k->a)) {
+                found = tab[h];
+                break;
+            }
+            h = (h + 1) & (size - 1);
+        }
+        if (found >= 0) {
+            kids[2 * found + 1] = kids[2 * i + 1];
+            continue;
+        }
+        kids[2 * w] = kids[2 * i];
+        kids[2 * w + 1] = kids[2 * i + 1];
+        tab[h] = (int32_t)w;
+        w++;
+    }
+    free(tab);
+    *cnt = 2 * w;
+    return 0;
+}
+
+static int parse_value(jp *p, simg_node *out, int depth)
+{
+    if (depth > SIMG_MAX_DEPTH) {
+        p->err = "nesting too deep";
+        return -1;
+    }
+    skip_ws(p);
+    if (p->s >= p->end) {
+        p->err = "unexpected end of input";
+        return -1;
+    }
+    simg_node n = {0};
+    char c = *p->s;
+    switch (c) {
+    case '"': {
+        p->s++;
+        simg_str s;
+        if (parse_string(p, &s, SIMG_INTERN_VALUE)) return -1;
+        n.tag = SN_STR;
+        n.flags = (uint8_t)s.ascii;
+        n.a = s.blen;
+        n.b = (uint64_t)s.off | ((uint64_t)s.clen << 32);
+        break;
+    }
+    case '{':
+    case '[': {
+        bool obj = c == '{';
+        p->s++;
+        /* count children by parsing into a temporary region: we reserve the
+         * block lazily, growing a local array of child offsets */
+        size_t cap = 8, cnt = 0;
+        simg_node *kids = malloc(cap * sizeof *kids);
+        size_t *kid_off = NULL;
+        if (!kids) return -1;
+        /* Children must be written into a contiguous block. Parse each child
+         * into its own 1-node slot (its subtree follows it), then copy the
+         * slots into the final block: copying a node is enough, its subtree
+         * stays where it is (offsets are absolute). */
+        skip_ws(p);
+        if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+            p->s++;
+        } else {
+            for (;;) {
+                size_t need = obj ? 2 : 1;
+                if (cnt + need > cap) {
+                    cap *= 2;
+                    simg_node *nk = realloc(kids, cap * sizeof *kids);
+                    if (!nk) {
+                        free(kids);
+                        return -1;
+                    }
+                    kids = nk;
+                }
+                if (obj) {
+                    skip_ws(p);
+                    if (p->s >= p->end || *p->s != '"') {
+                        free(kids);
+                        p->err = "expected an object key";
+                        return -1;
+                    }
+                    p->s++;
+                    simg_str s;
+                    if (parse_string(p, &s, SIMG_INTERN_KEY)) {
+                        free(kids);
+                        return -1;
+                    }
+                    kids[cnt++] = (simg_node){SN_STR, (uint8_t)s.ascii, 0, s.blen,
+                                              (uint64_t)s.off | ((uint64_t)s.clen << 32)};
+                    skip_ws(p);
+                    if (p->s >= p->end || *p->s != ':') {
+                        free(kids);
+                        p->err = "expected ':'";
+                        return -1;
+                    }
+                    p->s++;
+                }
+                if (parse_value(p, &kids[cnt], depth + 1)) {
+                    free(kids);
+                    return -1;
+                }
+                cnt++;
+                skip_ws(p);
+                if (p->s < p->end && *p->s == ',') {
+                    p->s++;
+                    continue;
+                }
+                if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
+                    p->s++;
+                    break;
+                }
+                free(kids);
+                p->err = obj ? "expected ',' or '}'" : "expected ',' or ']'";
+                return -1;
+            }
+        }
+        (void)kid_off;
+        if (obj && cnt > 2 && dedup_keys(p->b, kids, &cnt)) {
+            free(kids);
+            return -1;
+        }
+        size_t blk = ib_reserve(p->b, cnt * sizeof(simg_node));
+        if (p->b->oom) {
+            free(kids);
+            return -1;
+        }
+        memcpy(p->b->p + blk, kids, cnt * sizeof(simg_node));
+        free(kids);
+        n.tag = obj ? SN_OBJ : SN_ARR;
+        n.a = (uint32_t)(obj ? cnt / 2 : cnt);
+        n.b = blk;
+        break;
+    }
+    case 't':
+        if (p->end - p->s >= 4 && !memcmp(p->s, "true", 4)) {
+            p->s += 4;
+            n.tag = SN_TRUE;
+            break;
+        }
+        p->err = "invalid literal";
+        return -1;
+    case 'f':
+        if (p->end - p->s >= 5 && !memcmp(p->s, "false", 5)) {
+            p->s += 5;
+            n.tag = SN_FALSE;
+            break;
+        }
+        p->err = "invalid literal";
+        return -1;
+    case 'n':
+        if (p->end - p->s >= 4 && !memcmp(p->s, "null", 4)) {
+            p->s += 4;
+            n.tag = SN_NULL;
+            break;
+        }
+        p->err = "invalid literal";
+        return -1;
+    case 'N':
+    case 'I': {
+        /* Python's json accepts NaN, Infinity, -Infinity */
+        double d;
+        if (p->end - p->s >= 3 && !memcmp(p->s, "NaN", 3)) {
+            p->s += 3;
+            d = NAN;
+        } else if (p->end - p->s >= 8 && !memcmp(p->s, "Infinity", 8)) {
+            p->s += 8;
+            d = INFINITY;
+        } else {
+            p->err = "invalid literal";
+            return -1;
+        }
+        n.tag = SN_FLOAT;
+        memcpy(&n.b, &d, 8);
+        break;
+    }
+    default:
+        if (c == '-' && p->end - p->s >= 9 && !memcmp(p->s, "-Infinity", 9)) {
+            p->s += 9;
+            double d = -INFINITY;
+            n.tag = SN_FLOAT;
+            memcpy(&n.b, &d, 8);
+            break;
+        }
+        if (c == '-' || (c >= '0' && c <= '9')) {
+            if (parse_number(p, &n)) return -1;
+            break;
+        }
+        p->err = "unexpected character";
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+static const simg_node *obj_get(const ibuf *b, const simg_node *o, const char *key)
+{
+    size_t kl = strlen(key);
+    const simg_node *kids = (const simg_node *)(b->p + o->b);
+    for (uint32_t i = 0; i < o->a; i++) {
+        const simg_node *k = &kids[2 * (size_t)i];
+        if (k->a == kl && !memcmp(b->p + (uint32_t)k->b, key, kl)) return &kids[2 * i + 1];
+    }
+    return NULL;
+}
+
+static simg_str node_str(const simg_node *n)
+{
+    simg_str s = {(uint32_t)n->b, n->a, (uint32_t)(n->b >> 32), n->flags};
+    return s;
+}
+
+int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out,
+                    size_t *out_len, char *err, size_t errcap)
+{
+    ibuf b = {0};
+    /* worst case the image is a few times the text; start near it */
+    b.cap = 2 * len + 4096;
+    b.p = malloc(b.cap);
+    if (!b.p) {
+        snprintf(err, errcap, "out of memory");
+        return -1;
+    }
+    ib_reserve(&b, sizeof(simg_hdr));
+    jp p = {json, json + len, &b, NULL, 0, NULL};
+    simg_node rootn;
+    if (parse_value(&p, &rootn, 0)) {
+        if (b.oom)
+            snprintf(err, errcap, "transcript too large for a session image");
+        else
+            snprintf(err, errcap, "invalid JSON: %s at byte %zu", p.err ? p.err : "error",
+                     (size_t)(p.s - json));
+        goto fail;
+    }
+    skip_ws(&p);
+    if (p.s != p.end) {
+        snprintf(err, errcap, "invalid JSON: extra data at byte %zu", (size_t)(p.s - json));
+        goto fail;
+    }
+    size_t root = ib_reserve(&b, sizeof(simg_node));
+    if (b.oom) goto oom;
+    *NODE(&b, root) = rootn;
+    const simg_node *t = NODE(&b, root);
+    if (t->tag != SN_OBJ) {
+        snprintf(err, errcap, "transcript must be an object");
+        goto fail;
+    }
+    const simg_node *sv = obj_get(&b, t, "schema_version");
+    if (!sv || sv->tag != SN_STR) {
+        snprintf(err, errcap, "schema_version must be a string");
+        goto fail;
+    }
+    if (sv->a != 1 || b.p[(uint32_t)sv->b] != '2') {
+        snprintf(err, errcap, "unsupported transcript schema version '%.64s'",
+                 b.p + (uint32_t)sv->b);
+        goto fail;
+    }
+    const simg_node *evs = obj_get(&b, t, "events");
+    if (!evs || evs->tag != SN_ARR) {
+        snprintf(err, errcap, "events must be an array");
+        goto fail;
+    }
+    size_t ne = evs->a;
+    const simg_node *ev = (const simg_node *)(b.p + evs->b);
+    for (size_t i = 0; i < ne; i++) {
+        if (ev[i].tag != SN_OBJ) {
+            snprintf(err, errcap, "events[%zu] must be an object", i);
+            goto fail;
+        }
+        const simg_node *pl = obj_get(&b, &ev[i], "payload");
+        if (!pl || pl->tag != SN_OBJ) {
+            snprintf(err, errcap, "payload must be an object");
+            goto fail;
+        }
+        static const char *const ef[] = {"id", "ts", "event_type"};
+        for (int k = 0; k < 3; k++) {
+            const simg_node *x = obj_get(&b, &ev[i], ef[k]);
+            if (!x || x->tag != SN_STR) {
+                snprintf(err, errcap, "%s must be a string", ef[k]);
+                goto fail;
+            }
+        }
+    }
+    const simg_node *ec = obj_get(&b, t, "event_count");
+    if (!ec || (ec->tag != SN_INT && ec->tag != SN_BIGINT)) {
+        snprintf(err, errcap, "event_count must be an integer");
+        goto fail;
+    }
+    if (ec->tag == SN_BIGINT || (int64_t)ec->b < 0) {
+        if (ec->tag == SN_BIGINT && b.p[(uint32_t)ec->b] != '-')
+            snprintf(err, errcap, "event_count is %.40s, but transcript contains %zu events",
+                     b.p + (uint32_t)ec->b, ne);
+        else
+            snprintf(err, errcap, "event_count must not be negative");
+        goto fail;
+    }
+    if ((uint64_t)ec->b != ne) {
+        snprintf(err, errcap, "event_count is %lld, but transcript contains %zu events",
+                 (long long)ec->b, ne);
+        goto fail;
+    }
+    simg_str fields[SF__COUNT];
+    for (int k = 0; k < SF__COUNT; k++) {
+        if (k == SF_ASSIGNMENT_ID && assignment_id) {
+            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
+            if (b.oom) goto oom;
+            continue;
+        }
+        const simg_node *f = obj_get(&b, NODE(&b, root), g_field_names[k]);
+        if (!f || f->tag != SN_STR) {
+            snprintf(err, errcap, "%s must be a string", g_field_names[k]);
+            goto fail;
+        }
+        fields[k] = node_str(f);
+    }
+    /* event records (the pointers above may move: re-derive after reserve) */
+    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
+    if (b.oom) goto oom;
+    evs = obj_get(&b, NODE(&b, root), "events");
+    ev = (const simg_node *)(b.p + evs->b);
+    for (size_t i = 0; i < ne; i++) {
+        simg_event e = {0};
+        e.id = node_str(obj_get(&b, &ev[i], "id"));
+        e.ts = node_str(obj_get(&b, &ev[i], "ts"));
+        e.type = node_str(obj_get(&b, &ev[i], "event_type"));
+        e.payload = *obj_get(&b, &ev[i], "payload");
+        memcpy(b.p + evoff + i * sizeof(simg_event), &e, sizeof e);
+    }
+    simg_hdr h = {0};
+    memcpy(h.magic, SIMG_MAGIC, 8);
+    h.version = SIMG_VERSION;
+    h.total_len = (uint32_t)b.len;
+    h.nevents = (uint32_t)ne;
+    h.events_off = (uint32_t)evoff;
+    h.event_count = (int64_t)ne;
+    memcpy(h.fields, fields, sizeof fields);
+    memcpy(b.p, &h, sizeof h);
+    free(p.tmp);
+    free(b.itab);
+    *out = b.p;
+    *out_len = b.len;
+    return 0;
+oom:
+    snprintf(err, errcap, "transcript too large for a session image");
+fail:
+    free(p.tmp);
+    free(b.itab);
+    free(b.p);
+    return -1;
+}
+
+/* ---- validation --------------------------------------------------------------- */
+
+static bool str_ok(const simg_str *s, size_t len)
+{
+    return (size_t)s->off + s->blen < len && s->clen <= s->blen;
+}
+
+int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
+{
+    const char *base = buf;
+    if (!buf || len < sizeof(simg_hdr) || ((uintptr_t)buf & 7)) {
+        snprintf(err, errcap, "session image too short or misaligned");
+        return -1;
+    }
+    const simg_hdr *h = buf;
+    if (memcmp(h->magic, SIMG_MAGIC, 8) || h->version != SIMG_VERSION || h->total_len != len) {
+        snprintf(err, errcap, "session image header is invalid");
+        return -1;
+    }
+    for (int k = 0; k < SF__COUNT; k++)
+        if (!str_ok(&h->fields[k], len)) goto bad;
+    if ((h->events_off & 7) ||
+        (size_t)h->events_off + (size_t)h->nevents * sizeof(simg_event) > len)
+        goto bad;
+    if (h->event_count != (int64_t)h->nevents) goto bad;
+    for (uint32_t i = 0; i < h->nevents; i++) {
+        const simg_event *e =
+            (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
+        if (!str_ok(&e->id, len) || !str_ok(&e->ts, len) || !str_ok(&e->type, len)) goto bad;
+        /* payload nodes are bounds-checked when read (session.c): only the
+         * top-level object here, so a child does not walk the whole image */
+        size_t poff = (size_t)((const char *)&e->payload - base);
+        if (e->payload.tag != SN_OBJ || (e->payload.b & 7) ||
+            e->payload.b + 2 * (uint64_t)e->payload.a * sizeof(simg_node) > poff)
+            goto bad;
+    }
+    return 0;
+bad:
+    snprintf(err, errcap, "session image is corrupt");
+    return -1;
+}

@@ -1,0 +1,1575 @@
+/* sandbox/lang/str: Python str over UTF-8 with code-point semantics: indexing,
+ * slicing, concatenation, repetition, repr (CPython's quote choice and
+ * escapes, isprintable), hashing, and every allowlisted str method with
+ * CPython 3.11's argument rules. Case mapping: utf8proc for simple
+ * mappings plus CPython's special casing (unicode_tables.c), final sigma. */
+#include "sandbox/lang/unicode_tables.h"
+#include "sandbox/lang/value_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <utf8proc.h>
+
+/* ---- code points -------------------------------------------------------- */
+
+int32_t vs_decode1(const char *s, size_t len, size_t *adv)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    unsigned char c0 = p[0];
+    if (c0 < 0x80 || len < 2) {
+        *adv = 1;
+        return c0;
+    }
+    if (c0 < 0xE0) {
+        *adv = 2;
+        return ((c0 & 0x1F) << 6) | (p[1] & 0x3F);
+    }
+    if (c0 < 0xF0 || len < 4) {
+        if (len < 3) {
+            *adv = len;
+            return 0xFFFD;
+        }
+        *adv = 3;
+        return ((c0 & 0x0F) << 12) | ((p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+    }
+    *adv = 4;
+    return ((c0 & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
+}
+
+int vs_encode1(int32_t cp, char *o)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+size_t vs_count_cps(const char *s, size_t blen, bool *ascii)
+{
+    size_t n = 0;
+    bool a = true;
+    size_t i = 0;
+    /* word-at-a-time ASCII check */
+    while (i + 8 <= blen) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        if (w & 0x8080808080808080ull) break;
+        i += 8;
+    }
+    n = i;
+    for (; i < blen; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch >= 0x80) a = false;
+        if ((ch & 0xC0) != 0x80) n++;
+    }
+    *ascii = a;
+    return n;
+}
+
+size_t vs_offset(const val *s, size_t cp)
+{
+    if (s->flags & VF_ASCII) return cp;
+    const char *p = s->u.s.s;
+    size_t i = 0, n = s->u.s.blen;
+    while (cp && i < n) {
+        i++;
+        while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
+            i++;
+        cp--;
+    }
+    return i;
+}
+
+static size_t cps_before(const val *s, size_t off)
+{
+    if (s->flags & VF_ASCII) return off;
+    size_t n = 0;
+    for (size_t i = 0; i < off; i++)
+        if (((unsigned char)s->u.s.s[i] & 0xC0) != 0x80) n++;
+    return n;
+}
+
+val *vs_substr(vctx *c, val *s, size_t lo, size_t hi)
+{
+    if (lo >= hi) return vs_new_owned(c, (char *)"", 0, 0, true);
+    if (lo == 0 && hi >= s->u.s.clen) return s;
+    size_t a = vs_offset(s, lo);
+    size_t b =
+        (s->flags & VF_ASCII)
+            ? hi
+            : a + vs_offset(&(val){.type = VT_STR, .u.s = {s->u.s.s + a, s->u.s.blen - a, 0, 0}},
+                            hi - lo);
+    return vs_new_owned(c, (char *)s->u.s.s + a, b - a, hi - lo, (s->flags & VF_ASCII) != 0);
+}
+
+static val *str_bytes(vctx *c, const char *p, size_t blen)
+{
+    bool ascii;
+    size_t n = vs_count_cps(p, blen, &ascii);
+    return vs_new_owned(c, (char *)p, blen, n, ascii);
+}
+
+/* fills an arena array of the string's code points */
+static int32_t *to_cps(vctx *c, val *s)
+{
+    int32_t *a = v_alloc(c, (s->u.s.clen + 1) * sizeof(int32_t));
+    if (!a) return NULL;
+    size_t i = 0, k = 0;
+    while (i < s->u.s.blen) {
+        size_t adv;
+        a[k++] = vs_decode1(s->u.s.s + i, s->u.s.blen - i, &adv);
+        i += adv;
+    }
+    return a;
+}
+
+/* ---- Unicode properties ------------------------------------------------ */
+
+static bool in_ranges(const uint32_t (*t)[2], size_t n, uint32_t cp)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < t[mid][0])
+            hi = mid;
+        else if (cp > t[mid][1])
+            lo = mid + 1;
+        else
+            return true;
+    }
+    return false;
+}
+
+static const struct vu_special *find_special(const struct vu_special *t, size_t n, uint32_t cp)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cp < t[mid].cp)
+            hi = mid;
+        else if (cp > t[mid].cp)
+            lo = mid + 1;
+        else
+            return &t[mid];
+    }
+    return NULL;
+}
+
+int vs_decimal_value(int32_t cp)
+{
+    if (cp < 128) return (cp >= '0' && cp <= '9') ? cp - '0' : -1;
+    size_t lo = 0, hi = vu_decimal_len;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uint32_t)cp < vu_decimal[mid][0])
+            hi = mid;
+        else if ((uint32_t)cp > vu_decimal[mid][1])
+            lo = mid + 1;
+        else
+            return (int)(((uint32_t)cp - vu_decimal[mid][0]) % 10);
+    }
+    return -1;
+}
+
+/* int()/float() input: Unicode decimal digits become ASCII digits and
+ * Unicode white space a space, as CPython's
+ * _PyUnicode_TransformDecimalAndSpaceToASCII. Returns malloc'd text. */
+char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen)
+{
+    char *o = malloc(len + 1);
+    if (!o) return NULL;
+    size_t i = 0, k = 0;
+    while (i < len) {
+        size_t adv;
+        int32_t cp = vs_decode1(s + i, len - i, &adv);
+        if (cp < 128)
+            o[k++] = (char)cp;
+        else if (vs_isspace_cp(cp))
+            o[k++] = ' ';
+        else {
+            int d = vs_decimal_value(cp);
+            o[k++] = d >= 0 ? (char)('0' + d) : '?';
+        }
+        i += adv;
+    }
+    o[k] = 0;
+    *outlen = k;
+    return o;
+}
+
+bool vs_isspace_cp(int32_t cp)
+{
+    if (cp < 128) return cp == ' ' || (cp >= 9 && cp <= 13) || (cp >= 28 && cp <= 31);
+    return in_ranges(vu_space, vu_space_len, (uint32_t)cp);
+}
+static bool u_isprintable(int32_t cp)
+{
+    if (cp < 128) return cp >= 32 && cp < 127;
+    return in_ranges(vu_printable, vu_printable_len, (uint32_t)cp);
+}
+static bool u_isalpha(int32_t cp)
+{
+    if (cp < 128) return (cp | 32) >= 'a' && (cp | 32) <= 'z';
+    return in_ranges(vu_alpha, vu_alpha_len, (uint32_t)cp);
+}
+static bool u_isdecimal(int32_t cp)
+{
+    if (cp < 128) return cp >= '0' && cp <= '9';
+    return in_ranges(vu_decimal, vu_decimal_len, (uint32_t)cp);
+}
+static bool u_isdigit(int32_t cp)
+{
+    return u_isdecimal(cp) || in_ranges(vu_digit_extra, vu_digit_extra_len, (uint32_t)cp);
+}
+static bool u_isnumeric(int32_t cp)
+{
+    return u_isdigit(cp) || in_ranges(vu_numeric_extra, vu_numeric_extra_len, (uint32_t)cp);
+}
+static bool u_islower(int32_t cp)
+{
+    if (cp < 128) return cp >= 'a' && cp <= 'z';
+    return utf8proc_category(cp) == UTF8PROC_CATEGORY_LL ||
+           in_ranges(vu_lower_extra, vu_lower_extra_len, (uint32_t)cp);
+}
+static bool u_isupper(int32_t cp)
+{
+    if (cp < 128) return cp >= 'A' && cp <= 'Z';
+    return utf8proc_category(cp) == UTF8PROC_CATEGORY_LU ||
+           in_ranges(vu_upper_extra, vu_upper_extra_len, (uint32_t)cp);
+}
+static bool u_istitle(int32_t cp)
+{
+    return cp >= 128 && utf8proc_category(cp) == UTF8PROC_CATEGORY_LT;
+}
+static bool u_iscased(int32_t cp)
+{
+    return u_islower(cp) || u_isupper(cp) || u_istitle(cp);
+}
+static bool u_case_ignorable(int32_t cp)
+{
+    switch (cp) {
+    case 0x27:
+    case 0x2E:
+    case 0x3A:
+    case 0x5E:
+    case 0x60:
+    case 0xA8:
+    case 0xAD:
+    case 0xAF:
+    case 0xB4:
+    case 0xB7:
+    case 0xB8:
+    case 0x2018:
+    case 0x2019:
+    case 0x2024:
+    case 0x2027:
+    case 0xFE13:
+    case 0xFE52:
+    case 0xFE55:
+    case 0xFF07:
+    case 0xFF0E:
+    case 0xFF1A:
+    case 0x387:
+    case 0x5F4:
+        return true;
+    default:
+        break;
+    }
+    if (cp < 128) return false;
+    utf8proc_category_t k = utf8proc_category(cp);
+    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_ME || k == UTF8PROC_CATEGORY_CF ||
+           k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_SK;
+}
+
+static int map_full(int which, int32_t cp, int32_t out[3])
+{
+    /* which: 0 upper, 1 lower, 2 title, 3 fold */
+    if (cp < 128) {
+        if (which == 0 || which == 2)
+            out[0] = (cp >= 'a' && cp <= 'z') ? cp - 32 : cp;
+        else
+            out[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+        return 1;
+    }
+    const struct vu_special *sp = NULL;
+    switch (which) {
+    case 0:
+        sp = find_special(vu_upper_special, vu_upper_special_len, (uint32_t)cp);
+        break;
+    case 1:
+        sp = find_special(vu_lower_special, vu_lower_special_len, (uint32_t)cp);
+        break;
+    case 2:
+        sp = find_special(vu_title_special, vu_title_special_len, (uint32_t)cp);
+        break;
+    case 3:
+        sp = find_special(vu_fold_special, vu_fold_special_len, (uint32_t)cp);
+        if (!sp) return map_full(1, cp, out);
+        break;
+    }
+    if (sp) {
+        for (int i = 0; i < sp->n; i++)
+            out[i] = (int32_t)sp->to[i];
+        return sp->n;
+    }
+    switch (which) {
+    case 0:
+        out[0] = utf8proc_toupper(cp);
+        break;
+    case 1:
+        out[0] = utf8proc_tolower(cp);
+        break;
+    default:
+        out[0] = utf8proc_totitle(cp);
+        break;
+    }
+    return 1;
+}
+
+/* lowercase of cps[i] with the final-sigma rule */
+static int lower_at(const int32_t *cps, size_t n, size_t i, int32_t out[3])
+{
+    if (cps[i] != 0x3A3) return map_full(1, cps[i], out);
+    /* final sigma: preceded by a cased letter and not followed by one */
+    bool before = false;
+    for (size_t j = i; j > 0; j--) {
+        int32_t p = cps[j - 1];
+        if (u_case_ignorable(p)) continue;
+        before = u_iscased(p);
+        break;
+    }
+    bool after = false;
+    for (size_t j = i + 1; j < n; j++) {
+        int32_t p = cps[j];
+        if (u_case_ignorable(p)) continue;
+        after = u_iscased(p);
+        break;
+    }
+    out[0] = (before && !after) ? 0x3C2 : 0x3C3;
+    return 1;
+}
+
+/* ---- building results -------------------------------------------------- */
+
+typedef struct {
+    vctx *c;
+    char *p;
+    size_t len, cap, ncp;
+    bool ascii;
+    bool fail;
+} sbuild;
+
+static void sb_init(sbuild *b, vctx *c, size_t hint)
+{
+    b->c = c;
+    b->cap = hint < 16 ? 16 : hint;
+    b->p = v_alloc(c, b->cap);
+    b->len = b->ncp = 0;
+    b->ascii = true;
+    b->fail = b->p == NULL;
+}
+
+static void sb_put(sbuild *b, const char *s, size_t n, size_t ncp, bool ascii)
+{
+    if (b->fail) return;
+    if (b->len + n > b->cap) {
+        if (v_check_strlen(b->c, b->len + n)) {
+            b->fail = true;
+            return;
+        }
+        size_t nc = b->cap * 2;
+        while (nc < b->len + n)
+            nc *= 2;
+        char *np = v_alloc(b->c, nc);
+        if (!np) {
+            b->fail = true;
+            return;
+        }
+        memcpy(np, b->p, b->len);
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->ncp += ncp;
+    if (!ascii) b->ascii = false;
+}
+
+static void sb_cp(sbuild *b, int32_t cp)
+{
+    char tmp[4];
+    int n = vs_encode1(cp, tmp);
+    sb_put(b, tmp, (size_t)n, 1, cp < 128);
+}
+
+static void sb_str(sbuild *b, const val *s)
+{
+    sb_put(b, s->u.s.s, s->u.s.blen, s->u.s.clen, (s->flags & VF_ASCII) != 0);
+}
+
+static val *sb_done(sbuild *b)
+{
+    if (b->fail) return NULL;
+    return vs_new_owned(b->c, b->p, b->len, b->ncp, b->ascii);
+}
+
+/* ---- protocol pieces ------------------------------------------------------ */
+
+int vs_repr_buf(strbuf *b, const val *s)
+{
+    const char *p = s->u.s.s;
+    size_t n = s->u.s.blen;
+    bool sq = memchr(p, '\'', n) != NULL, dq = memchr(p, '"', n) != NULL;
+    char q = (sq && !dq) ? '"' : '\'';
+    strbuf_putc(b, q);
+    size_t i = 0;
+    while (i < n) {
+        unsigned char ch = (unsigned char)p[i];
+        if (ch < 128) {
+            if (ch == (unsigned char)q || ch == '\\') {
+                strbuf_putc(b, '\\');
+                strbuf_putc(b, (char)ch);
+            } else if (ch == '\t')
+                strbuf_put(b, "\\t", 2);
+            else if (ch == '\n')
+                strbuf_put(b, "\\n", 2);
+            else if (ch == '\r')
+                strbuf_put(b, "\\r", 2);
+            else if (ch < 32 || ch == 127)
+                strbuf_printf(b, "\\x%02x", ch);
+            else
+                strbuf_putc(b, (char)ch);
+            i++;
+            continue;
+        }
+        size_t adv;
+        int32_t cp = vs_decode1(p + i, n - i, &adv);
+        if (u_isprintable(cp))
+            strbuf_put(b, p + i, adv);
+        else if (cp < 0x100)
+            strbuf_printf(b, "\\x%02x", cp);
+        else if (cp < 0x10000)
+            strbuf_printf(b, "\\u%04x", cp);
+        else
+            strbuf_printf(b, "\\U%08x", cp);
+        i += adv;
+    }
+    strbuf_putc(b, q);
+    return 0;
+}
+
+int64_t vs_hash(val *s)
+{
+    if (s->u.s.hash) return s->u.s.hash;
+    uint64_t h = 1469598103934665603ull ^ (s->type == VT_BYTES ? 0x9e3779b97f4a7c15ull : 0);
+    const unsigned char *p = (const unsigned char *)s->u.s.s;
+    for (size_t i = 0; i < s->u.s.blen; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    h ^= h >> 29;
+    int64_t r = (int64_t)h;
+    if (r == -1 || r == 0) r = 2;
+    s->u.s.hash = r;
+    return r;
+}
+
+int vs_cmp(const val *a, const val *b)
+{
+    size_t n = a->u.s.blen < b->u.s.blen ? a->u.s.blen : b->u.s.blen;
+    int r = memcmp(a->u.s.s, b->u.s.s, n);
+    if (r) return r < 0 ? -1 : 1;
+    return (a->u.s.blen > b->u.s.blen) - (a->u.s.blen < b->u.s.blen);
+}
+
+val *vs_concat(vctx *c, val *a, val *b)
+{
+    if (a->u.s.blen == 0) return b;
+    if (b->u.s.blen == 0) return a;
+    size_t n = a->u.s.blen + b->u.s.blen;
+    if (v_check_strlen(c, n)) return NULL;
+    char *p = v_alloc(c, n + 1);
+    if (!p) return NULL;
+    memcpy(p, a->u.s.s, a->u.s.blen);
+    memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);
+    return vs_new_owned(c, p, n, a->u.s.clen + b->u.s.clen, (a->flags & b->flags & VF_ASCII) != 0);
+}
+
+val *vs_repeat(vctx *c, val *a, int64_t k)
+{
+    if (k <= 0 || a->u.s.blen == 0) return vs_new_owned(c, (char *)"", 0, 0, true);
+    if (k == 1) return a;
+    if ((uint64_t)k > c->lim.max_str_bytes / a->u.s.blen) return v_limit(c, "memory");
+    size_t n = a->u.s.blen * (size_t)k;
+    char *p = v_alloc(c, n + 1);
+    if (!p) return NULL;
+    if (v_steps(c, n / 64)) return NULL;
+    for (int64_t i = 0; i < k; i++)
+        memcpy(p + (size_t)i * a->u.s.blen, a->u.s.s, a->u.s.blen);
+    return vs_new_owned(c, p, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
+}
+
+val *vs_char_at(vctx *c, val *s, size_t idx)
+{
+    size_t off = vs_offset(s, idx);
+    size_t adv = 1;
+    if (!(s->flags & VF_ASCII)) vs_decode1(s->u.s.s + off, s->u.s.blen - off, &adv);
+    return vs_new_owned(c, (char *)s->u.s.s + off, adv, 1, adv == 1);
+}
+
+val *vs_getitem(vctx *c, val *s, val *key)
+{
+    int64_t len = (int64_t)s->u.s.clen;
+    if (key->type == VT_SLICE) {
+        int64_t start, stop, step, slen;
+        if (vseq_slice_indices(c, key, len, &start, &stop, &step, &slen)) return NULL;
+        if (step == 1) return vs_substr(c, s, (size_t)start, (size_t)(start + slen));
+        if (slen <= 0) return vs_new_owned(c, (char *)"", 0, 0, true);
+        sbuild b;
+        sb_init(&b, c, (size_t)slen);
+        if (s->flags & VF_ASCII) {
+            for (int64_t i = 0, k = start; i < slen; i++, k += step)
+                sb_put(&b, s->u.s.s + k, 1, 1, true);
+        } else {
+            int32_t *cps = to_cps(c, s);
+            if (!cps) return NULL;
+            for (int64_t i = 0, k = start; i < slen; i++, k += step)
+                sb_cp(&b, cps[k]);
+        }
+        return sb_done(&b);
+    }
+    int64_t i;
+    if (v_int_index(c, key, &i, "string indices must be integers")) return NULL;
+    if (vseq_index_norm(&i, len)) return v_raise(c, "IndexError", "string index out of range");
+    return vs_char_at(c, s, (size_t)i);
+}
+
+static const char *find_bytes(const char *h, size_t hl, const char *n, size_t nl)
+{
+    if (nl == 0) return h;
+    if (nl == 1) return memchr(h, n[0], hl);
+    return memmem(h, hl, n, nl);
+}
+
+static const char *rfind_bytes(const char *h, size_t hl, const char *n, size_t nl)
+{
+    if (nl > hl) return NULL;
+    for (size_t i = hl - nl + 1; i > 0; i--)
+        if (memcmp(h + i - 1, n, nl) == 0) return h + i - 1;
+    return NULL;
+}
+
+int vs_contains(vctx *c, val *hay, val *needle)
+{
+    if (needle->type != VT_STR) {
+        v_raise(c, "TypeError", "'in <string>' requires string as left operand, not %s",
+                v_type_name(needle));
+        return -1;
+    }
+    return find_bytes(hay->u.s.s, hay->u.s.blen, needle->u.s.s, needle->u.s.blen) != NULL;
+}
+
+/* ---- methods ---------------------------------------------------------- */
+
+static bool need_str(vctx *c, val *v, const char *what)
+{
+    if (v->type == VT_STR) return true;
+    if (what)
+        v_raise(c, "TypeError", "%s", what);
+    else
+        v_raise(c, "TypeError", "must be str, not %s", v_type_name(v));
+    return false;
+}
+
+/* slice-style start/end (None allowed) normalized to [0, len] like
+ * CPython's ADJUST_INDICES (start may exceed len). */
+static int adjust_indices(vctx *c, val *vs, val *ve, int64_t len, int64_t *start, int64_t *end)
+{
+    *start = 0;
+    *end = len;
+    if (vs && vs->type != VT_NONE) {
+        if (v_int_index(c, vs, start,
+                        "slice indices must be integers or None or have an __index__ method"))
+            return -1;
+    }
+    if (ve && ve->type != VT_NONE) {
+        if (v_int_index(c, ve, end,
+                        "slice indices must be integers or None or have an __index__ method"))
+            return -1;
+    }
+    if (*end > len)
+        *end = len;
+    else if (*end < 0) {
+        *end += len;
+        if (*end < 0) *end = 0;
+    }
+    if (*start < 0) {
+        *start += len;
+        if (*start < 0) *start = 0;
+    }
+    return 0;
+}
+
+static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                         size_t nkw, int mode /*0 count 1 find 2 rfind 3 index */)
+{
+    static const char *const names[] = {"sub", "start", "end"};
+    val *p[3];
+    if (v_parse_args(c, name, a, na, kw, nkw, names, 3, 3, 1, p)) return NULL;
+    if (!need_str(c, p[0], NULL)) return NULL;
+    int64_t len = (int64_t)s->u.s.clen, st, en;
+    if (adjust_indices(c, p[1], p[2], len, &st, &en)) return NULL;
+    val *sub = p[0];
+    if (en - st < (int64_t)sub->u.s.clen) {
+        if (mode == 0) return v_int64(c, 0);
+        if (mode == 3) return v_raise(c, "ValueError", "substring not found");
+        return v_int64(c, -1);
+    }
+    size_t bo = vs_offset(s, (size_t)st), be = vs_offset(s, (size_t)en);
+    const char *h = s->u.s.s + bo;
+    size_t hl = be - bo;
+    if (mode == 0) {
+        if (sub->u.s.blen == 0) return v_int64(c, en - st + 1);
+        int64_t n = 0;
+        const char *q = h;
+        size_t left = hl;
+        const char *f;
+        while ((f = find_bytes(q, left, sub->u.s.s, sub->u.s.blen)) != NULL) {
+            n++;
+            left -= (size_t)(f - q) + sub->u.s.blen;
+            q = f + sub->u.s.blen;
+        }
+        if (v_steps(c, hl / 64)) return NULL;
+        return v_int64(c, n);
+    }
+    const char *f = mode == 2 ? rfind_bytes(h, hl, sub->u.s.s, sub->u.s.blen)
+                              : find_bytes(h, hl, sub->u.s.s, sub->u.s.blen);
+    if (!f) {
+        if (mode == 3) return v_raise(c, "ValueError", "substring not found");
+        return v_int64(c, -1);
+    }
+    return v_int64(c, (int64_t)cps_before(s, (size_t)(f - s->u.s.s)));
+}
+
+static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                         size_t nkw, bool ends)
+{
+    static const char *const names[] = {"prefix", "start", "end"};
+    val *p[3];
+    if (v_parse_args(c, name, a, na, kw, nkw, names, 3, 3, 1, p)) return NULL;
+    int64_t len = (int64_t)s->u.s.clen, st, en;
+    if (adjust_indices(c, p[1], p[2], len, &st, &en)) return NULL;
+    val *one = p[0];
+    val **list = &one;
+    size_t n = 1;
+    if (one->type == VT_TUPLE) {
+        list = one->u.seq.items;
+        n = one->u.seq.len;
+    } else if (one->type != VT_STR) {
+        return v_raise(c, "TypeError", "%s first arg must be str or a tuple of str, not %s", name,
+                       v_type_name(one));
+    }
+    for (size_t i = 0; i < n; i++) {
+        val *x = list[i];
+        if (x->type != VT_STR)
+            return v_raise(c, "TypeError", "tuple for %s must only contain str, not %s", name,
+                           v_type_name(x));
+        int64_t xl = (int64_t)x->u.s.clen;
+        if (st > len) continue;
+        if (en - st < xl) continue;
+        size_t pos = ends ? (size_t)(en - xl) : (size_t)st;
+        size_t bo = vs_offset(s, pos);
+        if (bo + x->u.s.blen <= s->u.s.blen && memcmp(s->u.s.s + bo, x->u.s.s, x->u.s.blen) == 0)
+            return v_true();
+    }
+    return v_false();
+}
+
+/* strip: which 1 left, 2 right, 3 both */
+static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                    size_t nkw, int which)
+{
+    static const char *const names[] = {"chars"};
+    val *p[1];
+    if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 0, p)) return NULL;
+    val *chars = p[0] && p[0]->type != VT_NONE ? p[0] : NULL;
+    if (chars && chars->type != VT_STR)
+        return v_raise(c, "TypeError", "%s arg must be None or str", name);
+    int32_t *cs = NULL;
+    size_t ncs = 0;
+    if (chars) {
+        cs = to_cps(c, chars);
+        if (!cs) return NULL;
+        ncs = chars->u.s.clen;
+    }
+    const char *p0 = s->u.s.s;
+    size_t lo = 0, hi = s->u.s.blen;
+    while (lo < hi && (which & 1)) {
+        size_t adv;
+        int32_t cp = vs_decode1(p0 + lo, hi - lo, &adv);
+        bool hit = false;
+        if (cs) {
+            for (size_t k = 0; k < ncs; k++)
+                if (cs[k] == cp) hit = true;
+        } else
+            hit = vs_isspace_cp(cp);
+        if (!hit) break;
+        lo += adv;
+    }
+    while (hi > lo && (which & 2)) {
+        size_t k0 = hi - 1;
+        while (k0 > lo && ((unsigned char)p0[k0] & 0xC0) == 0x80)
+            k0--;
+        size_t adv;
+        int32_t cp = vs_decode1(p0 + k0, hi - k0, &adv);
+        bool hit = false;
+        if (cs) {
+            for (size_t k = 0; k < ncs; k++)
+                if (cs[k] == cp) hit = true;
+        } else
+            hit = vs_isspace_cp(cp);
+        if (!hit) break;
+        hi = k0;
+    }
+    if (lo == 0 && hi == s->u.s.blen) return s;
+    return str_bytes(c, p0 + lo, hi - lo);
+}
+
+static int get_maxsplit(vctx *c, val *v, int64_t *out)
+{
+    *out = -1;
+    if (!v) return 0;
+    if (!v_is_intlike(v)) {
+        v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(v));
+        return -1;
+    }
+    if (!v_as_i64(v, out)) *out = vi_sign(v) > 0 ? INT64_MAX : -1;
+    return 0;
+}
+
+typedef struct {
+    val **items;
+    size_t n, cap;
+} vlistb;
+
+static int lb_push(vctx *c, vlistb *l, val *v)
+{
+    if (!v) return -1;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 8;
+        val **ni = v_items_alloc(c, nc);
+        if (!ni) return -1;
+        if (l->n) memcpy(ni, l->items, l->n * sizeof *ni);
+        l->items = ni;
+        l->cap = nc;
+    }
+    l->items[l->n++] = v;
+    return 0;
+}
+
+static void lb_reverse(vlistb *l)
+{
+    for (size_t i = 0; i < l->n / 2; i++) {
+        val *t = l->items[i];
+        l->items[i] = l->items[l->n - 1 - i];
+        l->items[l->n - 1 - i] = t;
+    }
+}
+
+static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                    size_t nkw, bool right)
+{
+    static const char *const names[] = {"sep", "maxsplit"};
+    val *p[2];
+    if (v_parse_args(c, name, a, na, kw, nkw, names, 2, 0, 0, p)) return NULL;
+    val *sep = p[0] && p[0]->type != VT_NONE ? p[0] : NULL;
+    int64_t maxs;
+    if (get_maxsplit(c, p[1], &maxs)) return NULL;
+    if (maxs < 0) maxs = INT64_MAX;
+    if (sep && sep->type != VT_STR)
+        return v_raise(c, "TypeError", "must be str or None, not %s", v_type_name(sep));
+    if (sep && sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
+    vlistb l = {0};
+    const char *b = s->u.s.s;
+    size_t n = s->u.s.blen;
+    if (v_steps(c, n / 32)) return NULL;
+    if (sep) {
+        if (!right) {
+            size_t pos = 0;
+            while (maxs > 0) {
+                const char *f = find_bytes(b + pos, n - pos, sep->u.s.s, sep->u.s.blen);
+                if (!f) break;
+                if (lb_push(c, &l, str_bytes(c, b + pos, (size_t)(f - b) - pos))) return NULL;
+                pos = (size_t)(f - b) + sep->u.s.blen;
+                maxs--;
+            }
+            if (lb_push(c, &l, str_bytes(c, b + pos, n - pos))) return NULL;
+        } else {
+            size_t end = n;
+            while (maxs > 0) {
+                const char *f = rfind_bytes(b, end, sep->u.s.s, sep->u.s.blen);
+                if (!f) break;
+                size_t fo = (size_t)(f - b);
+                if (lb_push(c, &l, str_bytes(c, b + fo + sep->u.s.blen, end - fo - sep->u.s.blen)))
+                    return NULL;
+                end = fo;
+                maxs--;
+            }
+            if (lb_push(c, &l, str_bytes(c, b, end))) return NULL;
+            lb_reverse(&l);
+        }
+        return v_list_take(c, l.items, l.n);
+    }
+    /* whitespace split */
+    if (!right) {
+        size_t i = 0;
+        while (i < n) {
+            size_t adv;
+            while (i < n && vs_isspace_cp(vs_decode1(b + i, n - i, &adv)))
+                i += adv;
+            if (i >= n) break;
+            if (maxs == 0) {
+                /* the rest keeps its trailing whitespace */
+                if (lb_push(c, &l, str_bytes(c, b + i, n - i))) return NULL;
+                break;
+            }
+            size_t j = i;
+            while (j < n && !vs_isspace_cp(vs_decode1(b + j, n - j, &adv)))
+                j += adv;
+            if (lb_push(c, &l, str_bytes(c, b + i, j - i))) return NULL;
+            maxs--;
+            i = j;
+        }
+    } else {
+        size_t e = n;
+        while (e > 0) {
+            size_t adv;
+            /* skip trailing spaces */
+            while (e > 0) {
+                size_t k0 = e - 1;
+                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80)
+                    k0--;
+                if (!vs_isspace_cp(vs_decode1(b + k0, e - k0, &adv))) break;
+                e = k0;
+            }
+            if (e == 0) break;
+            if (maxs == 0) {
+                /* the rest keeps its leading whitespace */
+                if (lb_push(c, &l, str_bytes(c, b, e))) return NULL;
+                break;
+            }
+            size_t st = e;
+            while (st > 0) {
+                size_t k0 = st - 1;
+                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80)
+                    k0--;
+                if (vs_isspace_cp(vs_decode1(b + k0, st - k0, &adv))) break;
+                st = k0;
+            }
+            if (lb_push(c, &l, str_bytes(c, b + st, e - st))) return NULL;
+            maxs--;
+            e = st;
+        }
+        lb_reverse(&l);
+    }
+    return v_list_take(c, l.items, l.n);
+}
+
+static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
+{
+    static const char *const names[] = {"keepends"};
+    val *p[1];
+    if (v_parse_args(c, "splitlines", a, na, kw, nkw, names, 1, 0, 0, p)) return NULL;
+    bool keep = false;
+    if (p[0]) {
+        if (p[0]->type == VT_FLOAT)
+            return v_raise(c, "TypeError", "'float' object cannot be interpreted as an integer");
+        if (!v_is_intlike(p[0]))
+            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                           v_type_name(p[0]));
+        keep = v_truthy(p[0]);
+    }
+    vlistb l = {0};
+    const char *b = s->u.s.s;
+    size_t n = s->u.s.blen, i = 0, start = 0;
+    while (i < n) {
+        size_t adv;
+        int32_t cp = vs_decode1(b + i, n - i, &adv);
+        bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C ||
+                   cp == 0x1D || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
+        if (!brk) {
+            i += adv;
+            continue;
+        }
+        size_t eol = i;
+        i += adv;
+        if (cp == '\r' && i < n && b[i] == '\n') i++;
+        if (lb_push(c, &l, str_bytes(c, b + start, (keep ? i : eol) - start))) return NULL;
+        start = i;
+    }
+    if (start < n && lb_push(c, &l, str_bytes(c, b + start, n - start))) return NULL;
+    return v_list_take(c, l.items, l.n);
+}
+
+static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
+{
+    static const char *const names[] = {"old", "new", "count"};
+    val *p[3];
+    if (v_parse_args(c, "replace", a, na, kw, nkw, names, 3, 3, 2, p)) return NULL;
+    if (!need_str(c, p[0], NULL)) {
+        c->exc_msg[0] = 0;
+        snprintf(c->exc_msg, sizeof c->exc_msg, "replace() argument 1 must be str, not %s",
+                 v_type_name(p[0]));
+        return NULL;
+    }
+    if (p[1]->type != VT_STR)
+        return v_raise(c, "TypeError", "replace() argument 2 must be str, not %s",
+                       v_type_name(p[1]));
+    int64_t cnt = -1;
+    if (p[2] && get_maxsplit(c, p[2], &cnt)) return NULL;
+    if (cnt < 0) cnt = INT64_MAX;
+    val *old = p[0], *nw = p[1];
+    if (cnt == 0) return s;
+    sbuild b;
+    sb_init(&b, c, s->u.s.blen + 16);
+    const char *h = s->u.s.s;
+    size_t n = s->u.s.blen;
+    if (v_steps(c, n / 32)) return NULL;
+    if (old->u.s.blen == 0) {
+        size_t i = 0;
+        while (cnt > 0) {
+            sb_str(&b, nw);
+            cnt--;
+            if (i >= n) break;
+            size_t adv = 1;
+            vs_decode1(h + i, n - i, &adv);
+            sb_put(&b, h + i, adv, 1, adv == 1);
+            i += adv;
+        }
+        if (i < n)
+            sb_put(&b, h + i, n - i, cps_before(s, n) - cps_before(s, i),
+                   (s->flags & VF_ASCII) != 0);
+        return sb_done(&b);
+    }
+    size_t pos = 0;
+    bool any = false;
+    while (cnt > 0) {
+        const char *f = find_bytes(h + pos, n - pos, old->u.s.s, old->u.s.blen);
+        if (!f) break;
+        size_t fo = (size_t)(f - h);
+        const char *seg = h + pos;
+        size_t sl = fo - pos;
+        bool sa;
+        size_t sc = vs_count_cps(seg, sl, &sa);
+        sb_put(&b, seg, sl, sc, sa);
+        sb_str(&b, nw);
+        pos = fo + old->u.s.blen;
+        cnt--;
+        any = true;
+    }
+    if (!any) return s;
+    bool sa;
+    size_t sc = vs_count_cps(h + pos, n - pos, &sa);
+    sb_put(&b, h + pos, n - pos, sc, sa);
+    return sb_done(&b);
+}
+
+static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
+{
+    static const char *const names[] = {"iterable"};
+    val *p[1];
+    if (v_parse_args(c, "join", a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
+    val **items;
+    size_t n;
+    if (p[0]->type != VT_LIST && p[0]->type != VT_TUPLE) {
+        viter it;
+        if (v_iter_init(c, p[0], &it)) {
+            c->exc_msg[0] = 0;
+            snprintf(c->exc_msg, sizeof c->exc_msg, "can only join an iterable");
+            return NULL;
+        }
+    }
+    if (v_iter_collect(c, p[0], &items, &n)) return NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i]->type != VT_STR)
+            return v_raise(c, "TypeError", "sequence item %zu: expected str instance, %s found", i,
+                           v_type_name(items[i]));
+        total += items[i]->u.s.blen + s->u.s.blen;
+    }
+    if (n == 1) return items[0];
+    if (v_check_strlen(c, total)) return NULL;
+    if (v_steps(c, n / 8 + total / 128)) return NULL;
+    sbuild b;
+    sb_init(&b, c, total + 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i) sb_str(&b, s);
+        sb_str(&b, items[i]);
+    }
+    return sb_done(&b);
+}
+
+/* case transforms: 0 upper 1 lower 2 casefold 3 swapcase 4 title 5 capitalize */
+static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                   size_t nkw, int mode)
+{
+    if (v_parse_args(c, name, a, na, kw, nkw, NULL, 0, 0, 0, NULL)) return NULL;
+    size_t n = s->u.s.blen;
+    if (v_steps(c, n / 32)) return NULL;
+    if (s->flags & VF_ASCII) {
+        char *p = v_alloc(c, n + 1);
+        if (!p) return NULL;
+        bool prev_cased = false;
+        for (size_t i = 0; i < n; i++) {
+            char ch = s->u.s.s[i];
+            bool up = ch >= 'A' && ch <= 'Z', lo = ch >= 'a' && ch <= 'z';
+            char o = ch;
+            switch (mode) {
+            case 0:
+                o = lo ? ch - 32 : ch;
+                break;
+            case 1:
+            case 2:
+                o = up ? ch + 32 : ch;
+                break;
+            case 3:
+                o = lo ? ch - 32 : up ? ch + 32 : ch;
+                break;
+            case 4:
+                o = prev_cased ? (up ? ch + 32 : ch) : (lo ? ch - 32 : ch);
+                prev_cased = up || lo;
+                break;
+            case 5:
+                o = i == 0 ? (lo ? ch - 32 : ch) : (up ? ch + 32 : ch);
+                break;
+            }
+            p[i] = o;
+        }
+        return vs_new_owned(c, p, n, n, true);
+    }
+    bool sigma = memmem(s->u.s.s, n, "\xce\xa3", 2) != NULL;
+    if (mode <= 2 && !(mode == 1 && sigma)) {
+        /* streaming: ASCII inline, other code points through the tables */
+        if (v_check_strlen(c, 3 * n)) return NULL;
+        char *o = v_alloc(c, 3 * n + 16);
+        if (!o) return NULL;
+        size_t k = 0, i = 0, ncp = 0;
+        bool ascii = true;
+        const unsigned char *p = (const unsigned char *)s->u.s.s;
+        while (i < n) {
+            unsigned char ch = p[i];
+            if (ch < 0x80) {
+                if (mode == 0)
+                    o[k++] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch);
+                else
+                    o[k++] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
+                i++;
+                ncp++;
+                continue;
+            }
+            size_t adv;
+            int32_t cp = vs_decode1(s->u.s.s + i, n - i, &adv);
+            i += adv;
+            int32_t out[3];
+            int cnt = map_full(mode == 0 ? 0 : mode == 1 ? 1 : 3, cp, out);
+            for (int j = 0; j < cnt; j++) {
+                if (out[j] >= 0x80) ascii = false;
+                k += (size_t)vs_encode1(out[j], o + k);
+            }
+            ncp += (size_t)cnt;
+        }
+        return vs_new_owned(c, o, k, ncp, ascii);
+    }
+    int32_t *cps = to_cps(c, s);
+    if (!cps) return NULL;
+    size_t m = s->u.s.clen;
+    sbuild b;
+    sb_init(&b, c, n + 8);
+    bool prev_cased = false;
+    for (size_t i = 0; i < m; i++) {
+        int32_t out[3];
+        int k;
+        int32_t cp = cps[i];
+        switch (mode) {
+        case 0:
+            k = map_full(0, cp, out);
+            break;
+        case 1:
+            k = lower_at(cps, m, i, out);
+            break;
+        case 2:
+            k = map_full(3, cp, out);
+            break;
+        case 3:
+            if (u_isupper(cp))
+                k = lower_at(cps, m, i, out);
+            else if (u_islower(cp))
+                k = map_full(0, cp, out);
+            else {
+                out[0] = cp;
+                k = 1;
+            }
+            break;
+        case 4:
+            k = prev_cased ? lower_at(cps, m, i, out) : map_full(2, cp, out);
+            prev_cased = u_iscased(cp);
+            break;
+        default:
+            k = i == 0 ? map_full(2, cp, out) : lower_at(cps, m, i, out);
+            break;
+        }
+        for (int j = 0; j < k; j++)
+            sb_cp(&b, out[j]);
+    }
+    return sb_done(&b);
+}
+
+/* predicates: 0 digit 1 alpha 2 alnum 3 space 4 numeric 5 decimal 6 lower 7 upper 8 title */
+static val *m_is(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                 size_t nkw, int mode)
+{
+    if (v_parse_args(c, name, a, na, kw, nkw, NULL, 0, 0, 0, NULL)) return NULL;
+    const char *p = s->u.s.s;
+    size_t n = s->u.s.blen, i = 0;
+    if (mode <= 5 && n == 0) return v_false();
+    bool cased = false, prev_cased = false;
+    while (i < n) {
+        size_t adv;
+        int32_t cp = vs_decode1(p + i, n - i, &adv);
+        i += adv;
+        switch (mode) {
+        case 0:
+            if (!u_isdigit(cp)) return v_false();
+            break;
+        case 1:
+            if (!u_isalpha(cp)) return v_false();
+            break;
+        case 2:
+            if (!(u_isalpha(cp) || u_isnumeric(cp))) return v_false();
+            break;
+        case 3:
+            if (!vs_isspace_cp(cp)) return v_false();
+            break;
+        case 4:
+            if (!u_isnumeric(cp)) return v_false();
+            break;
+        case 5:
+            if (!u_isdecimal(cp)) return v_false();
+            break;
+        case 6:
+            if (u_isupper(cp) || u_istitle(cp)) return v_false();
+            if (u_islower(cp)) cased = true;
+            break;
+        case 7:
+            if (u_islower(cp) || u_istitle(cp)) return v_false();
+            if (u_isupper(cp)) cased = true;
+            break;
+        case 8:
+            if (u_isupper(cp) || u_istitle(cp)) {
+                if (prev_cased) return v_false();
+                prev_cased = cased = true;
+            } else if (u_islower(cp)) {
+                if (!prev_cased) return v_false();
+                prev_cased = cased = true;
+            } else
+                prev_cased = false;
+            break;
+        }
+    }
+    if (mode >= 6) return v_bool(cased);
+    return v_true();
+}
+
+static int get_width_fill(vctx *c, const char *name, val **a, size_t na, const vkwarg *kw,
+                          size_t nkw, int64_t *w, int32_t *fill, const char **fillp,
+                          size_t *filllen, bool allow_fill)
+{
+    static const char *const names[] = {"width", "fillchar"};
+    val *p[2];
+    if (v_parse_args(c, name, a, na, kw, nkw, names, allow_fill ? 2 : 1, allow_fill ? 2 : 1, 1, p))
+        return -1;
+    if (!v_is_intlike(p[0])) {
+        v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                v_type_name(p[0]));
+        return -1;
+    }
+    if (!v_as_i64(p[0], w)) {
+        if (vi_sign(p[0]) < 0)
+            *w = 0;
+        else {
+            v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
+            return -1;
+        }
+    }
+    *fill = ' ';
+    *fillp = " ";
+    *filllen = 1;
+    if (allow_fill && p[1]) {
+        if (p[1]->type != VT_STR) {
+            v_raise(c, "TypeError", "%s() argument 2 must be str, not %s", name, v_type_name(p[1]));
+            return -1;
+        }
+        if (p[1]->u.s.clen != 1) {
+            v_raise(c, "TypeError", "The fill character must be exactly one character long");
+            return -1;
+        }
+        size_t adv;
+        *fill = vs_decode1(p[1]->u.s.s, p[1]->u.s.blen, &adv);
+        *fillp = p[1]->u.s.s;
+        *filllen = p[1]->u.s.blen;
+    }
+    return 0;
+}
+
+static val *pad(vctx *c, val *s, int64_t left, int64_t right, const char *fp, size_t fl)
+{
+    if (left <= 0 && right <= 0) return s;
+    if (left < 0) left = 0;
+    if (right < 0) right = 0;
+    size_t total = s->u.s.blen + (size_t)(left + right) * fl;
+    if (v_check_strlen(c, total)) return NULL;
+    sbuild b;
+    sb_init(&b, c, total + 1);
+    for (int64_t i = 0; i < left; i++)
+        sb_put(&b, fp, fl, 1, fl == 1);
+    sb_str(&b, s);
+    for (int64_t i = 0; i < right; i++)
+        sb_put(&b, fp, fl, 1, fl == 1);
+    return sb_done(&b);
+}
+
+static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                        size_t nkw, bool right)
+{
+    static const char *const names[] = {"sep"};
+    val *p[1];
+    if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
+    if (p[0]->type != VT_STR)
+        return v_raise(c, "TypeError", "must be str, not %s", v_type_name(p[0]));
+    val *sep = p[0];
+    if (sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
+    const char *f = right ? rfind_bytes(s->u.s.s, s->u.s.blen, sep->u.s.s, sep->u.s.blen)
+                          : find_bytes(s->u.s.s, s->u.s.blen, sep->u.s.s, sep->u.s.blen);
+    val *empty = vs_new_owned(c, (char *)"", 0, 0, true);
+    val *t[3];
+    if (!f) {
+        if (right) {
+            t[0] = empty;
+            t[1] = empty;
+            t[2] = s;
+        } else {
+            t[0] = s;
+            t[1] = empty;
+            t[2] = empty;
+        }
+    } else {
+        size_t fo = (size_t)(f - s->u.s.s);
+        t[0] = str_bytes(c, s->u.s.s, fo);
+        t[1] = sep;
+        t[2] = str_bytes(c, f + sep->u.s.blen, s->u.s.blen - fo - sep->u.s.blen);
+    }
+    if (!t[0] || !t[2]) return NULL;
+    return v_tuple(c, t, 3);
+}
+
+static void put_unit(strbuf *b, uint32_t u, int width, bool be)
+{
+    for (int k = 0; k < width; k++) {
+        int sh = be ? 8 * (width - 1 - k) : 8 * k;
+        strbuf_putc(b, (char)((u >> sh) & 0xFF));
+    }
+}
+
+val *vs_encode(vctx *c, val *s, val *enc, val *errors)
+{
+    char e[32] = "utf-8";
+    if (enc) {
+        if (enc->type != VT_STR)
+            return v_raise(c, "TypeError", "encode() argument 'encoding' must be str, not %s",
+                           v_type_name(enc));
+        size_t k = 0;
+        for (size_t i = 0; i < enc->u.s.blen && k < sizeof e - 1; i++) {
+            char ch = enc->u.s.s[i];
+            e[k++] = (ch >= 'A' && ch <= 'Z') ? ch + 32 : (ch == '_' || ch == ' ') ? '-' : ch;
+        }
+        e[k] = 0;
+    }
+    if (errors && errors->type != VT_STR)
+        return v_raise(c, "TypeError", "encode() argument 'errors' must be str, not %s",
+                       v_type_name(errors));
+    const char *ev = errors ? errors->u.s.s : "strict";
+    enum {
+        E_STRICT,
+        E_IGNORE,
+        E_REPLACE,
+        E_XML,
+        E_BACKSLASH,
+        E_SURROGATEPASS,
+        E_OTHER
+    } eh = E_STRICT;
+    if (errors) {
+        size_t l = errors->u.s.blen;
+        if (l == 6 && !memcmp(ev, "strict", 6))
+            eh = E_STRICT;
+        else if (l == 6 && !memcmp(ev, "ignore", 6))
+            eh = E_IGNORE;
+        else if (l == 7 && !memcmp(ev, "replace", 7))
+            eh = E_REPLACE;
+        else if (l == 17 && !memcmp(ev, "xmlcharrefreplace", 17))
+            eh = E_XML;
+        else if (l == 16 && !memcmp(ev, "backslashreplace", 16))
+            eh = E_BACKSLASH;
+        else if (l == 14 && !memcmp(ev, "surrogatepass", 14))
+            eh = E_SURROGATEPASS;
+        else
+            eh = E_OTHER;
+    }
+    int kind, width = 1;
+    bool be = false, bom = false;
+    const char *en;
+    if (!strcmp(e, "utf-8") || !strcmp(e, "utf8") || !strcmp(e, "u8") || !strcmp(e, "utf"))
+        kind = 0, en = "utf-8";
+    else if (!strcmp(e, "ascii") || !strcmp(e, "us-ascii") || !strcmp(e, "646"))
+        kind = 1, en = "ascii";
+    else if (!strcmp(e, "latin-1") || !strcmp(e, "latin1") || !strcmp(e, "iso-8859-1") ||
+             !strcmp(e, "l1") || !strcmp(e, "iso8859-1") || !strcmp(e, "8859") ||
+             !strcmp(e, "cp819") || !strcmp(e, "latin"))
+        kind = 2, en = "latin-1";
+    else if (!strcmp(e, "utf-16") || !strcmp(e, "utf16"))
+        kind = 3, width = 2, bom = true, en = "utf-16";
+    else if (!strcmp(e, "utf-16-le") || !strcmp(e, "utf-16le"))
+        kind = 3, width = 2, en = "utf-16-le";
+    else if (!strcmp(e, "utf-16-be") || !strcmp(e, "utf-16be"))
+        kind = 3, width = 2, be = true, en = "utf-16-be";
+    else if (!strcmp(e, "utf-32") || !strcmp(e, "utf32"))
+        kind = 4, width = 4, bom = true, en = "utf-32";
+    else if (!strcmp(e, "utf-32-le") || !strcmp(e, "utf-32le"))
+        kind = 4, width = 4, en = "utf-32-le";
+    else if (!strcmp(e, "utf-32-be") || !strcmp(e, "utf-32be"))
+        kind = 4, width = 4, be = true, en = "utf-32-be";
+    else
+        return v_raise(c, "LookupError", "unknown encoding: %.100s", enc ? enc->u.s.s : e);
+    strbuf b;
+    strbuf_init(&b);
+    if (bom) put_unit(&b, 0xFEFF, width, false);
+    size_t i = 0;
+    while (i < s->u.s.blen) {
+        size_t adv;
+        int32_t cp = vs_decode1(s->u.s.s + i, s->u.s.blen - i, &adv);
+        bool sur = cp >= 0xD800 && cp <= 0xDFFF;
+        bool bad = (sur && !(eh == E_SURROGATEPASS && kind != 1 && kind != 2)) ||
+                   (kind == 1 && cp >= 128) || (kind == 2 && cp >= 256);
+        if (bad) {
+            switch (eh) {
+            case E_IGNORE:
+                break;
+            case E_REPLACE:
+                if (kind >= 3)
+                    put_unit(&b, '?', width, be);
+                else
+                    strbuf_putc(&b, '?');
+                break;
+            case E_XML:
+                if (!sur) {
+                    char tmp[24];
+                    int n = snprintf(tmp, sizeof tmp, "&#%d;", cp);
+                    for (int k = 0; k < n; k++) {
+                        if (kind >= 3)
+                            put_unit(&b, (unsigned char)tmp[k], width, be);
+                        else
+                            strbuf_putc(&b, tmp[k]);
+                    }
+                    break;
+                }
+                /* fallthrough */
+            case E_BACKSLASH: {
+                char tmp[16];
+                int n = cp < 0x100     ? snprintf(tmp, sizeof tmp, "\\x%02x", cp)
+                        : cp < 0x10000 ? snprintf(tmp, sizeof tmp, "\\u%04x", cp)
+                                       : snprintf(tmp, sizeof tmp, "\\U%08x", cp);
+                for (int k = 0; k < n; k++) {
+                    if (kind >= 3)
+                        put_unit(&b, (unsigned char)tmp[k], width, be);
+                    else
+                        strbuf_putc(&b, tmp[k]);
+                }
+                break;
+            }
+            case E_OTHER:
+                strbuf_free(&b);
+                return v_raise(c, "LookupError", "unknown error handler name '%.50s'", ev);
+            default:
+                strbuf_free(&b);
+                return v_raise(c, "UnicodeEncodeError", "'%s' codec can't encode character", en);
+            }
+        } else if (kind == 0 || kind == 1) {
+            strbuf_put(&b, s->u.s.s + i, adv);
+        } else if (kind == 2) {
+            strbuf_putc(&b, (char)cp);
+        } else if (kind == 3) {
+            if (cp >= 0x10000) {
+                uint32_t x = (uint32_t)cp - 0x10000;
+                put_unit(&b, 0xD800 + (x >> 10), 2, be);
+                put_unit(&b, 0xDC00 + (x & 0x3FF), 2, be);
+            } else
+                put_unit(&b, (uint32_t)cp, 2, be);
+        } else {
+            put_unit(&b, (uint32_t)cp, 4, be);
+        }
+        i += adv;
+        if (b.len > c->lim.max_str_bytes) {
+            strbuf_free(&b);
+            return v_limit(c, "memory");
+        }
+    }
+    val *v = v_bytes(c, b.data ? b.data : "", b.len);
+    strbuf_free(&b);
+    return v;
+}
+
+val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+               bool *found)
+{
+    *found = true;
+    switch (name[0]) {
+    case 'c':
+        if (!strcmp(name, "count")) return m_count_find(c, s, name, a, na, kw, nkw, 0);
+        if (!strcmp(name, "capitalize")) return m_case(c, s, name, a, na, kw, nkw, 5);
+        if (!strcmp(name, "casefold")) return m_case(c, s, name, a, na, kw, nkw, 2);
+        if (!strcmp(name, "center")) {
+            int64_t w;
+            int32_t f;
+            const char *fp;
+            size_t fl;
+            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+            int64_t marg = w - (int64_t)s->u.s.clen;
+            if (marg <= 0) return s;
+            int64_t left = marg / 2 + (marg & w & 1);
+            return pad(c, s, left, marg - left, fp, fl);
+        }
+        break;
+    case 'e':
+        if (!strcmp(name, "endswith")) return m_startsends(c, s, name, a, na, kw, nkw, true);
+        if (!strcmp(name, "encode")) {
+            static const char *const names[] = {"encoding", "errors"};
+            val *p[2];
+            if (v_parse_args(c, name, a, na, kw, nkw, names, 2, 0, 0, p)) return NULL;
+            return vs_encode(c, s, p[0], p[1]);
+        }
+        break;
+    case 'f':
+        if (!strcmp(name, "find")) return m_count_find(c, s, name, a, na, kw, nkw, 1);
+        break;
+    case 'i':
+        if (!strcmp(name, "index")) return m_count_find(c, s, name, a, na, kw, nkw, 3);
+        if (!strcmp(name, "isdigit")) return m_is(c, s, name, a, na, kw, nkw, 0);
+        if (!strcmp(name, "isalpha")) return m_is(c, s, name, a, na, kw, nkw, 1);
+        if (!strcmp(name, "isalnum")) return m_is(c, s, name, a, na, kw, nkw, 2);
+        if (!strcmp(name, "isspace")) return m_is(c, s, name, a, na, kw, nkw, 3);
+        if (!strcmp(name, "isnumeric")) return m_is(c, s, name, a, na, kw, nkw, 4);
+        if (!strcmp(name, "isdecimal")) return m_is(c, s, name, a, na, kw, nkw, 5);
+        if (!strcmp(name, "islower")) return m_is(c, s, name, a, na, kw, nkw, 6);
+        if (!strcmp(name, "isupper")) return m_is(c, s, name, a, na, kw, nkw, 7);
+        if (!strcmp(name, "istitle")) return m_is(c, s, name, a, na, kw, nkw, 8);
+        break;
+    case 'j':
+        if (!strcmp(name, "join")) return m_join(c, s, a, na, kw, nkw);
+        break;
+    case 'l':
+        if (!strcmp(name, "lower")) return m_case(c, s, name, a, na, kw, nkw, 1);
+        if (!strcmp(name, "lstrip")) return m_strip(c, s, name, a, na, kw, nkw, 1);
+        if (!strcmp(name, "ljust")) {
+            int64_t w;
+            int32_t f;
+            const char *fp;
+            size_t fl;
+            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+            return pad(c, s, 0, w - (int64_t)s->u.s.clen, fp, fl);
+        }
+        break;
+    case 'p':
+        if (!strcmp(name, "partition")) return m_partition(c, s, name, a, na, kw, nkw, false);
+        break;
+    case 'r':
+        if (!strcmp(name, "rstrip")) return m_strip(c, s, name, a, na, kw, nkw, 2);
+        if (!strcmp(name, "rsplit")) return m_split(c, s, name, a, na, kw, nkw, true);
+        if (!strcmp(name, "replace")) return m_replace(c, s, a, na, kw, nkw);
+        if (!strcmp(name, "rfind")) return m_count_find(c, s, name, a, na, kw, nkw, 2);
+        if (!strcmp(name, "rpartition")) return m_partition(c, s, name, a, na, kw, nkw, true);
+        if (!strcmp(name, "rjust")) {
+            int64_t w;
+            int32_t f;
+            const char *fp;
+            size_t fl;
+            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+            return pad(c, s, w - (int64_t)s->u.s.clen, 0, fp, fl);
+        }
+        if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
+            static const char *const names[] = {"prefix"};
+            val *p[1];
+            if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
+            if (p[0]->type != VT_STR)
+                return v_raise(c, "TypeError", "%s() argument must be str, not %s", name,
+                               v_type_name(p[0]));
+            val *x = p[0];
+            if (x->u.s.blen > s->u.s.blen || x->u.s.blen == 0) return s;
+            if (name[6] == 'p') {
+                if (memcmp(s->u.s.s, x->u.s.s, x->u.s.blen)) return s;
+                return vs_substr(c, s, x->u.s.clen, s->u.s.clen);
+            }
+            if (memcmp(s->u.s.s + s->u.s.blen - x->u.s.blen, x->u.s.s, x->u.s.blen)) return s;
+            return vs_substr(c, s, 0, s->u.s.clen - x->u.s.clen);
+        }
+        break;
+    case 's':
+        if (!strcmp(name, "split")) return m_split(c, s, name, a, na, kw, nkw, false);
+        if (!strcmp(name, "strip")) return m_strip(c, s, name, a, na, kw, nkw, 3);
+        if (!strcmp(name, "startswith")) return m_startsends(c, s, name, a, na, kw, nkw, false);
+        if (!strcmp(name, "splitlines")) return m_splitlines(c, s, a, na, kw, nkw);
+        if (!strcmp(name, "swapcase")) return m_case(c, s, name, a, na, kw, nkw, 3);
+        break;
+    case 't':
+        if (!strcmp(name, "title")) return m_case(c, s, name, a, na, kw, nkw, 4);
+        break;
+    case 'u':
+        if (!strcmp(name, "upper")) return m_case(c, s, name, a, na, kw, nkw, 0);
+        break;
+    case 'z':
+        if (!strcmp(name, "zfill")) {
+            int64_t w;
+            int32_t f;
+            const char *fp;
+            size_t fl;
+            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, false)) return NULL;
+            int64_t fillc = w - (int64_t)s->u.s.clen;
+            if (fillc <= 0) return s;
+            val *r = pad(c, s, fillc, 0, "0", 1);
+            if (!r) return NULL;
+            if (s->u.s.blen && (s->u.s.s[0] == '+' || s->u.s.s[0] == '-')) {
+                char *p = (char *)r->u.s.s;
+                p[0] = s->u.s.s[0];
+                p[fillc] = '0';
+            }
+            return r;
+        }
+        break;
+    }
+    *found = false;
+    return NULL;
+}

@@ -1,0 +1,1707 @@
+/* sandbox/lang/value: core of the value runtime (value.h): the per-evaluation
+ * arena and its budget, exception state, constructors and interned
+ * singletons, type names, truthiness, equality/hash/ordering dispatch with
+ * CPython's cross-type rules, membership, iteration, subscript, attribute and
+ * call dispatch, repr/str dispatch. Type-specific work lives in int.c,
+ * float.c, str.c, bytes.c, containers.c, format.c, builtins.c, result.c and
+ * session.c. */
+#include "sandbox/lang/value_impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- arena ------------------------------------------------------------ */
+
+struct vchunk {
+    struct vchunk *next;
+    size_t cap, used;
+    max_align_t data[];
+};
+
+struct vbig {
+    struct vbig *next;
+    mpz_t z;
+};
+
+#define CHUNK_SIZE ((size_t)256 * 1024)
+
+static val g_none = {.type = VT_NONE};
+static val g_true = {.type = VT_BOOL, .u.b = true};
+static val g_false = {.type = VT_BOOL, .u.b = false};
+static val g_small[262];
+static int g_small_init;
+val v_dummy_key = {.type = VT_NONE};
+
+static void init_small(void)
+{
+    if (g_small_init) return;
+    for (int i = 0; i < 262; i++) {
+        g_small[i].type = VT_INT;
+        g_small[i].u.i.small = i - 5;
+    }
+    __atomic_store_n(&g_small_init, 1, __ATOMIC_RELEASE);
+}
+
+vctx *v_ctx_alloc_check(void);
+
+vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
+{
+    init_small();
+    vctx *c = calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    vlimits d = {50000000ull, 256u << 20, 64u << 20, 8000000u, 1000000u};
+    if (limits) {
+        if (limits->max_steps) d.max_steps = limits->max_steps;
+        if (limits->max_alloc_bytes) d.max_alloc_bytes = limits->max_alloc_bytes;
+        if (limits->max_str_bytes) d.max_str_bytes = limits->max_str_bytes;
+        if (limits->max_items) d.max_items = limits->max_items;
+        if (limits->max_int_bits) d.max_int_bits = limits->max_int_bits;
+    }
+    c->lim = d;
+    c->hot.max_steps = d.max_steps;
+    c->img = img;
+    c->img_len = img_len;
+    return c;
+}
+
+/* Standard-size chunks freed by one evaluation are kept (per thread, up to a
+ * bound) for the next: fresh memory costs page faults on every evaluation. */
+static _Thread_local struct vchunk *t_spare;
+static _Thread_local size_t t_spare_n;
+#define SPARE_MAX 256 /* 64 MiB */
+/* big one-off blocks (events tuple, long lists) are kept too, a few */
+static _Thread_local struct vchunk *t_spare_big;
+static _Thread_local size_t t_spare_big_n;
+#define SPARE_BIG_MAX 8
+
+void vctx_free(vctx *c)
+{
+    if (c == NULL) return;
+    for (struct vbig *b = c->bigs; b; b = b->next)
+        mpz_clear(b->z);
+    struct vchunk *k = c->chunk;
+    while (k) {
+        struct vchunk *n = k->next;
+        if (k->cap == CHUNK_SIZE && t_spare_n < SPARE_MAX) {
+            k->next = t_spare;
+            t_spare = k;
+            t_spare_n++;
+        } else if (k->cap != CHUNK_SIZE && k->cap <= (16u << 20) && t_spare_big_n < SPARE_BIG_MAX) {
+            k->next = t_spare_big;
+            t_spare_big = k;
+            t_spare_big_n++;
+        } else {
+            free(k);
+        }
+        k = n;
+    }
+    free(c);
+}
+
+void *v_alloc(vctx *c, size_t size)
+{
+    size = (size + 15) & ~(size_t)15;
+    if (size == 0) size = 16;
+    struct vchunk *k = c->chunk;
+    if (k && k->cap - k->used >= size) {
+        void *p = (char *)k->data + k->used;
+        k->used += size;
+        memset(p, 0, size);
+        return p;
+    }
+    if (c->used + size > c->lim.max_alloc_bytes || size > c->lim.max_alloc_bytes) {
+        v_limit(c, "memory");
+        return NULL;
+    }
+    size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
+    struct vchunk *n;
+    n = NULL;
+    if (cap == CHUNK_SIZE && t_spare) {
+        n = t_spare;
+        t_spare = n->next;
+        t_spare_n--;
+    } else if (cap != CHUNK_SIZE) {
+        for (struct vchunk **pp = &t_spare_big; *pp; pp = &(*pp)->next) {
+            if ((*pp)->cap >= cap && (*pp)->cap <= 2 * cap) {
+                n = *pp;
+                *pp = n->next;
+                t_spare_big_n--;
+                cap = n->cap;
+                break;
+            }
+        }
+    }
+    if (n == NULL) n = malloc(sizeof *n + cap);
+    if (n == NULL) {
+        v_limit(c, "memory");
+        return NULL;
+    }
+    memset(n->data, 0, size);
+    n->cap = cap;
+    c->used += cap;
+    if (size > CHUNK_SIZE / 4 && k) {
+        /* a big block: keep the current chunk as the bump target */
+        n->next = k->next;
+        k->next = n;
+        n->used = size;
+        return n->data;
+    }
+    n->next = k;
+    c->chunk = n;
+    n->used = size;
+    return n->data;
+}
+
+char *v_strdup(vctx *c, const char *s, size_t len)
+{
+    char *p = v_alloc(c, len + 1);
+    if (p == NULL) return NULL;
+    memcpy(p, s, len);
+    p[len] = 0;
+    return p;
+}
+
+mpz_ptr vi_mpz_new(vctx *c)
+{
+    struct vbig *b = v_alloc(c, sizeof *b);
+    if (b == NULL) return NULL;
+    mpz_init(b->z);
+    b->next = c->bigs;
+    c->bigs = b;
+    return b->z;
+}
+
+val *v_new(vctx *c, vtype t)
+{
+    val *v = v_alloc(c, sizeof *v);
+    if (v) v->type = (uint8_t)t;
+    return v;
+}
+
+int v_check_items(vctx *c, size_t n)
+{
+    if (n > c->lim.max_items) {
+        v_limit(c, "memory");
+        return -1;
+    }
+    return 0;
+}
+
+int v_check_strlen(vctx *c, size_t blen)
+{
+    if (blen > c->lim.max_str_bytes) {
+        v_limit(c, "memory");
+        return -1;
+    }
+    return 0;
+}
+
+val **v_items_alloc(vctx *c, size_t n)
+{
+    if (v_check_items(c, n)) return NULL;
+    return v_alloc(c, (n ? n : 1) * sizeof(val *));
+}
+
+/* ---- exceptions and steps ------------------------------------------- */
+
+val *v_raise(vctx *c, const char *type, const char *fmt, ...)
+{
+    if (c->exc != VEXC_NONE) return NULL; /* keep the first */
+    c->exc = VEXC_PY;
+    snprintf(c->exc_type, sizeof c->exc_type, "%s", type);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->exc_msg, sizeof c->exc_msg, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+val *v_limit(vctx *c, const char *kind)
+{
+    /* a limit always wins over a Python exception being raised */
+    c->exc = VEXC_LIMIT;
+    snprintf(c->exc_type, sizeof c->exc_type, "%s", kind);
+    c->exc_msg[0] = 0;
+    return NULL;
+}
+
+vexc_kind v_exc_kind(const vctx *c)
+{
+    return c->exc;
+}
+const char *v_exc_type(const vctx *c)
+{
+    return c->exc ? c->exc_type : "";
+}
+const char *v_exc_msg(const vctx *c)
+{
+    return c->exc ? c->exc_msg : "";
+}
+bool v_failed(const vctx *c)
+{
+    return c->exc != VEXC_NONE;
+}
+void v_exc_clear(vctx *c)
+{
+    if (c->exc == VEXC_LIMIT) return; /* limits are final */
+    c->exc = VEXC_NONE;
+    c->exc_type[0] = c->exc_msg[0] = 0;
+}
+
+int v__steps_slow(vctx *c)
+{
+    v_limit(c, "steps");
+    return -1;
+}
+
+int v_steps(vctx *c, uint64_t n)
+{
+    c->hot.steps += n;
+    if (c->hot.steps > c->hot.max_steps) return v__steps_slow(c);
+    return 0;
+}
+
+/* ---- constructors ---------------------------------------------------- */
+
+val *v_none(void)
+{
+    return &g_none;
+}
+val *v_true(void)
+{
+    return &g_true;
+}
+val *v_false(void)
+{
+    return &g_false;
+}
+val *v_bool(bool b)
+{
+    return b ? &g_true : &g_false;
+}
+
+val *v_int64(vctx *c, int64_t i)
+{
+    if (i >= -5 && i <= 256) {
+        init_small();
+        return &g_small[i + 5];
+    }
+    val *v = v_new(c, VT_INT);
+    if (v) v->u.i.small = i;
+    return v;
+}
+
+val *v_int_mpz(vctx *c, const mpz_t z)
+{
+    if (mpz_fits_slong_p(z)) return v_int64(c, mpz_get_si(z));
+    mpz_ptr n = vi_mpz_new(c);
+    if (n == NULL) return NULL;
+    mpz_set(n, z);
+    return vi_from_mpz_take(c, n);
+}
+
+val *v_int_parse(vctx *c, const char *s, size_t len, int base)
+{
+    return vi_parse(c, s, len, base, true);
+}
+
+val *v_float(vctx *c, double d)
+{
+    val *v = v_new(c, VT_FLOAT);
+    if (v) v->u.f = d;
+    return v;
+}
+
+val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
+{
+    val *v = v_new(c, VT_STR);
+    if (v == NULL) return NULL;
+    v->u.s.s = s;
+    v->u.s.blen = blen;
+    v->u.s.clen = clen;
+    v->flags = ascii ? VF_ASCII : 0;
+    return v;
+}
+
+val *v_str(vctx *c, const char *utf8, size_t blen)
+{
+    if (v_check_strlen(c, blen)) return NULL;
+    char *p = v_strdup(c, utf8, blen);
+    if (p == NULL) return NULL;
+    bool ascii;
+    size_t n = vs_count_cps(p, blen, &ascii);
+    return vs_new_owned(c, p, blen, n, ascii);
+}
+
+val *v_str_borrow(vctx *c, const char *utf8, size_t blen)
+{
+    bool ascii;
+    size_t n = vs_count_cps(utf8, blen, &ascii);
+    return vs_new_owned(c, (char *)utf8, blen, n, ascii);
+}
+
+val *v_strz(vctx *c, const char *utf8)
+{
+    return v_str(c, utf8, strlen(utf8));
+}
+
+val *v_bytes(vctx *c, const char *data, size_t len)
+{
+    if (v_check_strlen(c, len)) return NULL;
+    char *p = v_strdup(c, data, len);
+    if (p == NULL) return NULL;
+    val *v = v_new(c, VT_BYTES);
+    if (v == NULL) return NULL;
+    v->u.s.s = p;
+    v->u.s.blen = v->u.s.clen = len;
+    return v;
+}
+
+static val *seq_new(vctx *c, vtype t, val *const *items, size_t n, bool take)
+{
+    val *v = v_new(c, t);
+    if (v == NULL) return NULL;
+    if (take) {
+        v->u.seq.items = (val **)items;
+    } else {
+        val **arr = v_items_alloc(c, n);
+        if (arr == NULL) return NULL;
+        if (n) memcpy(arr, items, n * sizeof *arr);
+        v->u.seq.items = arr;
+    }
+    v->u.seq.len = n;
+    return v;
+}
+
+val *v_tuple(vctx *c, val *const *items, size_t n)
+{
+    return seq_new(c, VT_TUPLE, items, n, false);
+}
+val *v_list(vctx *c, val *const *items, size_t n)
+{
+    return seq_new(c, VT_LIST, items, n, false);
+}
+val *v_tuple_take(vctx *c, val **items, size_t n)
+{
+    if (v_check_items(c, n)) return NULL;
+    return seq_new(c, VT_TUPLE, items, n, true);
+}
+val *v_list_take(vctx *c, val **items, size_t n)
+{
+    if (v_check_items(c, n)) return NULL;
+    return seq_new(c, VT_LIST, items, n, true);
+}
+
+val *v_range(vctx *c, int64_t start, int64_t stop, int64_t step)
+{
+    val *v = v_new(c, VT_RANGE);
+    if (v == NULL) return NULL;
+    v->u.r.start = start;
+    v->u.r.stop = stop;
+    v->u.r.step = step;
+    __int128 len = 0;
+    if (step > 0 && start < stop)
+        len = ((__int128)stop - start - 1) / step + 1;
+    else if (step < 0 && start > stop)
+        len = ((__int128)start - stop - 1) / (-(__int128)step) + 1;
+    if (len > INT64_MAX) {
+        /* exact, but only as a big range */
+        val *a = v_int64(c, start), *b = a ? v_int64(c, stop) : NULL,
+            *s = b ? v_int64(c, step) : NULL;
+        return s ? vbr_new(c, a, b, s) : NULL;
+    }
+    v->u.r.len = (int64_t)len;
+    return v;
+}
+
+val *v_slice(vctx *c, val *lo, val *hi, val *step)
+{
+    val *v = v_new(c, VT_SLICE);
+    if (v == NULL) return NULL;
+    v->u.sl.lo = lo && lo->type != VT_NONE ? lo : NULL;
+    v->u.sl.hi = hi && hi->type != VT_NONE ? hi : NULL;
+    v->u.sl.step = step && step->type != VT_NONE ? step : NULL;
+    return v;
+}
+
+/* ---- names and predicates --------------------------------------------- */
+
+const char *v_type_name(const val *v)
+{
+    switch ((vtype)v->type) {
+    case VT_NONE:
+        return "NoneType";
+    case VT_BOOL:
+        return "bool";
+    case VT_INT:
+        return "int";
+    case VT_FLOAT:
+        return "float";
+    case VT_STR:
+        return "str";
+    case VT_BYTES:
+        return "bytes";
+    case VT_TUPLE:
+        return "tuple";
+    case VT_LIST:
+        return "list";
+    case VT_DICT:
+        return "dict";
+    case VT_SET:
+        return "set";
+    case VT_RANGE:
+        return "range";
+    case VT_SLICE:
+        return "slice";
+    case VT_SESSION:
+        return "SessionTranscript";
+    case VT_EVENT:
+        return "TranscriptEvent";
+    case VT_BUILTIN:
+        return vb_is_class(v->u.bi.id) ? "type" : "builtin_function_or_method";
+    case VT_SCORE:
+        return "Score";
+    case VT_METRIC:
+        return "Metric";
+    case VT_ASSERTION:
+        return "Assertion";
+    case VT_EVALRESULT:
+        return "EvalResult";
+    case VT_CONDRESULT:
+        return "ConditionResult";
+    case VT_DICT_KEYS:
+        return "dict_keys";
+    case VT_DICT_VALUES:
+        return "dict_values";
+    case VT_DICT_ITEMS:
+        return "dict_items";
+    case VT_COMPLEX:
+        return "complex";
+    case VT_ELLIPSIS:
+        return "ellipsis";
+    case VT_BIGRANGE:
+        return "range";
+    case VT__COUNT:
+        break;
+    }
+    return "object";
+}
+
+int v_as_i64(const val *v, int64_t *out)
+{
+    if (v->type == VT_BOOL) {
+        *out = v->u.b;
+        return 1;
+    }
+    if (v->type != VT_INT) return 0;
+    if (v->u.i.big) {
+        if (!mpz_fits_slong_p(v->u.i.big)) return 0;
+        *out = mpz_get_si(v->u.i.big);
+        return 1;
+    }
+    *out = v->u.i.small;
+    return 1;
+}
+
+int64_t v_len(vctx *c, val *v)
+{
+    switch ((vtype)v->type) {
+    case VT_STR:
+        return (int64_t)v->u.s.clen;
+    case VT_BYTES:
+        return (int64_t)v->u.s.blen;
+    case VT_TUPLE:
+    case VT_LIST:
+        return (int64_t)v->u.seq.len;
+    case VT_DICT:
+        return (int64_t)vd_len(v);
+    case VT_SET:
+        return (int64_t)v->u.t.len;
+    case VT_RANGE:
+        return v->u.r.len;
+    case VT_BIGRANGE:
+        return vbr_len(c, v);
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS:
+        return (int64_t)v->u.rec.f[0]->u.t.len;
+    default:
+        break;
+    }
+    v_raise(c, "TypeError", "object of type '%s' has no len()", v_type_name(v));
+    return -1;
+}
+
+bool v_truthy(const val *v)
+{
+    switch ((vtype)v->type) {
+    case VT_NONE:
+        return false;
+    case VT_BOOL:
+        return v->u.b;
+    case VT_INT:
+        return v->u.i.big ? mpz_sgn(v->u.i.big) != 0 : v->u.i.small != 0;
+    case VT_FLOAT:
+        return v->u.f != 0.0;
+    case VT_COMPLEX:
+        return v->u.cx.re != 0.0 || v->u.cx.im != 0.0;
+    case VT_STR:
+    case VT_BYTES:
+        return v->u.s.blen != 0;
+    case VT_TUPLE:
+    case VT_LIST:
+        return v->u.seq.len != 0;
+    case VT_DICT:
+        return vd_len(v) != 0;
+    case VT_SET:
+        return v->u.t.len != 0;
+    case VT_RANGE:
+        return v->u.r.len != 0;
+    case VT_BIGRANGE:
+        return vbr_truthy(v);
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS:
+        return v->u.rec.f[0]->u.t.len != 0;
+    default:
+        return true;
+    }
+}
+
+bool v_is(val *a, val *b)
+{
+    if (a == b) return true;
+    /* values the arena duplicates but CPython would share */
+    if (a->type != b->type) return false;
+    if (a->type == VT_INT && !a->u.i.big && !b->u.i.big && a->u.i.small == b->u.i.small &&
+        a->u.i.small >= -5 && a->u.i.small <= 256)
+        return true;
+    if (a->type == VT_BUILTIN) return a->u.bi.id == b->u.bi.id;
+    if (a->type == VT_SESSION) return true;
+    if (a->type == VT_EVENT) return a->u.ev.index == b->u.ev.index && a->u.ev.img == b->u.ev.img;
+    return false;
+}
+
+/* ---- equality, hashing, ordering ------------------------------------ */
+
+static int num_cmp(const val *a, const val *b, int *unordered)
+{
+    /* returns -1/0/1; *unordered for NaN */
+    *unordered = 0;
+    if (a->type != VT_FLOAT && b->type != VT_FLOAT) return vi_cmp(a, b);
+    if (a->type == VT_FLOAT && b->type == VT_FLOAT) {
+        if (isnan(a->u.f) || isnan(b->u.f)) {
+            *unordered = 1;
+            return 0;
+        }
+        return a->u.f < b->u.f ? -1 : a->u.f > b->u.f;
+    }
+    if (a->type == VT_FLOAT) {
+        if (isnan(a->u.f)) {
+            *unordered = 1;
+            return 0;
+        }
+        return -vi_cmp_double(b, a->u.f);
+    }
+    if (isnan(b->u.f)) {
+        *unordered = 1;
+        return 0;
+    }
+    return vi_cmp_double(a, b->u.f);
+}
+
+static int item_eq(vctx *c, val *a, val *b)
+{
+    if (a == b) return 1;
+    return v_eq(c, a, b);
+}
+
+static val *view_as_set(vctx *c, val *v)
+{
+    if (v->type == VT_SET) return v;
+    return vset_from_iterable(c, v);
+}
+
+int v_eq(vctx *c, val *a, val *b)
+{
+    if ((a->type == VT_COMPLEX && (v_is_number(b) || b->type == VT_COMPLEX)) ||
+        (b->type == VT_COMPLEX && v_is_number(a)))
+        return vc_eq(c, a, b);
+    if ((a->type == VT_DICT_KEYS || a->type == VT_DICT_ITEMS || b->type == VT_DICT_KEYS ||
+         b->type == VT_DICT_ITEMS) &&
+        a->type != VT_DICT_VALUES && b->type != VT_DICT_VALUES &&
+        (a->type == VT_SET || b->type == VT_SET || a->type == b->type)) {
+        val *x = view_as_set(c, a), *y = x ? view_as_set(c, b) : NULL;
+        if (!y) return -1;
+        return vset_eq(c, x, y);
+    }
+    if (v_is_number(a) && v_is_number(b)) {
+        int un;
+        int r = num_cmp(a, b, &un);
+        return !un && r == 0;
+    }
+    if ((a->type == VT_BIGRANGE || a->type == VT_RANGE) &&
+        (b->type == VT_BIGRANGE || b->type == VT_RANGE))
+        return vbr_eq(a, b);
+    if (a->type != b->type) return 0;
+    switch ((vtype)a->type) {
+    case VT_NONE:
+        return 1;
+    case VT_STR:
+    case VT_BYTES:
+        return vs_eq(a, b);
+    case VT_TUPLE:
+    case VT_LIST:
+        return vseq_eq(c, a, b);
+    case VT_DICT:
+        return vdict_eq(c, a, b);
+    case VT_SET:
+        return vset_eq(c, a, b);
+    case VT_RANGE:
+        return vrange_eq(a, b);
+    case VT_SLICE: {
+        val *x[3] = {a->u.sl.lo, a->u.sl.hi, a->u.sl.step};
+        val *y[3] = {b->u.sl.lo, b->u.sl.hi, b->u.sl.step};
+        for (int i = 0; i < 3; i++) {
+            int r = item_eq(c, x[i] ? x[i] : v_none(), y[i] ? y[i] : v_none());
+            if (r <= 0) return r;
+        }
+        return 1;
+    }
+    case VT_SESSION:
+    case VT_EVENT:
+        return vsess_eq(c, a, b);
+    case VT_BUILTIN:
+        return a->u.bi.id == b->u.bi.id;
+    case VT_SCORE:
+    case VT_METRIC:
+    case VT_ASSERTION:
+    case VT_EVALRESULT:
+    case VT_CONDRESULT:
+        return vr_eq(c, a, b);
+    default:
+        return a == b;
+    }
+}
+
+int64_t v_hash_tuple(vctx *c, val *t, int *err)
+{
+    const uint64_t P1 = 11400714785074694791ULL, P2 = 14029467366897019727ULL,
+                   P5 = 2870177450012600261ULL;
+    uint64_t acc = P5;
+    for (size_t i = 0; i < t->u.seq.len; i++) {
+        int64_t h;
+        if (v_hash(c, t->u.seq.items[i], &h)) {
+            *err = 1;
+            return 0;
+        }
+        acc += (uint64_t)h * P2;
+        acc = (acc << 31) | (acc >> 33);
+        acc *= P1;
+    }
+    acc += t->u.seq.len ^ (P5 ^ 3527539UL);
+    if (acc == (uint64_t)-1) return 1546275796;
+    *err = 0;
+    return (int64_t)acc;
+}
+
+int v_hash(vctx *c, val *v, int64_t *out)
+{
+    switch ((vtype)v->type) {
+    case VT_NONE:
+        *out = 0x5f5e1d0;
+        return 0; /* CPython: address-derived */
+    case VT_BOOL:
+        *out = v->u.b;
+        return 0;
+    case VT_INT:
+        *out = vi_hash(v);
+        return 0;
+    case VT_FLOAT:
+        *out = vf_hash(v->u.f);
+        return 0;
+    case VT_COMPLEX:
+        *out = vc_hash(v);
+        return 0;
+    case VT_ELLIPSIS:
+        *out = 0x5f5e1e0;
+        return 0;
+    case VT_STR:
+    case VT_BYTES:
+        *out = vs_hash(v);
+        return 0;
+    case VT_TUPLE: {
+        int err = 0;
+        *out = v_hash_tuple(c, v, &err);
+        return err ? -1 : 0;
+    }
+    case VT_RANGE: {
+        /* hash((len, start, step)) with CPython's normalization */
+        val *t[3];
+        val tv = {.type = VT_TUPLE};
+        t[0] = v_int64(c, v->u.r.len);
+        t[1] = v->u.r.len ? v_int64(c, v->u.r.start) : v_none();
+        t[2] = v->u.r.len > 1 ? v_int64(c, v->u.r.step) : v_none();
+        if (!t[0] || !t[1] || !t[2]) return -1;
+        tv.u.seq.items = t;
+        tv.u.seq.len = 3;
+        int err = 0;
+        *out = v_hash_tuple(c, &tv, &err);
+        return err ? -1 : 0;
+    }
+    case VT_BUILTIN:
+        *out = 0x1000 + v->u.bi.id;
+        return 0;
+    case VT_BIGRANGE:
+        return vbr_hash(c, v, out);
+    case VT_SESSION:
+    case VT_EVENT:
+        v_raise(c, "TypeError", "unhashable type: 'dict'");
+        return -1;
+    case VT_SCORE:
+    case VT_METRIC:
+    case VT_ASSERTION:
+    case VT_EVALRESULT:
+    case VT_CONDRESULT:
+        return vr_hash(c, v, out);
+    default:
+        break;
+    }
+    v_raise(c, "TypeError", "unhashable type: '%s'", v_type_name(v));
+    return -1;
+}
+
+static const char *cmp_sym(vcmpop op)
+{
+    static const char *s[] = {"==", "!=", "<", "<=", ">", ">="};
+    return s[op];
+}
+
+static int cmp_result(vcmpop op, int r)
+{
+    switch (op) {
+    case CMP_EQ:
+        return r == 0;
+    case CMP_NE:
+        return r != 0;
+    case CMP_LT:
+        return r < 0;
+    case CMP_LE:
+        return r <= 0;
+    case CMP_GT:
+        return r > 0;
+    case CMP_GE:
+        return r >= 0;
+    }
+    return 0;
+}
+
+int v_compare(vctx *c, vcmpop op, val *a, val *b)
+{
+    if (op == CMP_EQ || op == CMP_NE) {
+        int r = v_eq(c, a, b);
+        if (r < 0) return -1;
+        return op == CMP_EQ ? r : !r;
+    }
+    if (v_is_number(a) && v_is_number(b)) {
+        int un;
+        int r = num_cmp(a, b, &un);
+        if (un) return 0;
+        return cmp_result(op, r);
+    }
+    if (a->type == b->type) {
+        switch ((vtype)a->type) {
+        case VT_STR:
+        case VT_BYTES:
+            return cmp_result(op, vs_cmp(a, b));
+        case VT_TUPLE:
+        case VT_LIST:
+            return vseq_cmp(c, op, a, b);
+        case VT_SET:
+            return vset_cmp(c, op, a, b);
+        default:
+            break;
+        }
+    }
+    v_raise(c, "TypeError", "'%s' not supported between instances of '%s' and '%s'", cmp_sym(op),
+            v_type_name(a), v_type_name(b));
+    return -1;
+}
+
+int v_contains(vctx *c, val *cont, val *item)
+{
+    switch ((vtype)cont->type) {
+    case VT_STR:
+        return vs_contains(c, cont, item);
+    case VT_BYTES: {
+        if (item->type == VT_BYTES) {
+            if (item->u.s.blen == 0) return 1;
+            return memmem(cont->u.s.s, cont->u.s.blen, item->u.s.s, item->u.s.blen) != NULL;
+        }
+        int64_t x;
+        if (v_is_intlike(item)) {
+            if (!v_as_i64(item, &x) || x < 0 || x > 255) {
+                v_raise(c, "ValueError", "byte must be in range(0, 256)");
+                return -1;
+            }
+            return memchr(cont->u.s.s, (int)x, cont->u.s.blen) != NULL;
+        }
+        v_raise(c, "TypeError", "a bytes-like object is required, not '%s'", v_type_name(item));
+        return -1;
+    }
+    case VT_TUPLE:
+    case VT_LIST:
+        for (size_t i = 0; i < cont->u.seq.len; i++) {
+            int r = item_eq(c, cont->u.seq.items[i], item);
+            if (r) return r;
+        }
+        return 0;
+    case VT_DICT: {
+        val *r = v_dict_get(c, cont, item);
+        if (r == NULL) return v_failed(c) ? -1 : 0;
+        return 1;
+    }
+    case VT_SET:
+        return v_set_contains(c, cont, item);
+    case VT_RANGE:
+        return vrange_contains(c, cont, item);
+    case VT_BIGRANGE:
+        return vbr_contains(c, cont, item);
+    case VT_DICT_KEYS:
+        return v_contains(c, cont->u.rec.f[0], item);
+    case VT_DICT_ITEMS: {
+        if (item->type != VT_TUPLE || item->u.seq.len != 2) return 0;
+        val *v = v_dict_get(c, cont->u.rec.f[0], item->u.seq.items[0]);
+        if (!v) return v_failed(c) ? -1 : 0;
+        return item_eq(c, v, item->u.seq.items[1]);
+    }
+    case VT_DICT_VALUES: {
+        val *d = cont->u.rec.f[0];
+        for (size_t i = 0; i < d->u.t.len; i++) {
+            int r = item_eq(c, d->u.t.entries[i].value, item);
+            if (r) return r;
+        }
+        return 0;
+    }
+    default:
+        break;
+    }
+    v_raise(c, "TypeError", "argument of type '%s' is not iterable", v_type_name(cont));
+    return -1;
+}
+
+/* ---- binary and unary operators ---------------------------------------- */
+
+static val *binop_type_error(vctx *c, vbinop op, val *a, val *b)
+{
+    if (op == BIN_FLOORDIV || op == BIN_MOD) {
+        if (a->type == VT_COMPLEX || b->type == VT_COMPLEX) {
+            static const char *s2[] = {"+", "-", "*", "/", "//", "%", "**"};
+            return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'",
+                           s2[op], v_type_name(a), v_type_name(b));
+        }
+    }
+    static const char *sym[] = {"+", "-", "*", "/", "//", "%", "** or pow()"};
+    if (op == BIN_ADD && a->type == VT_STR)
+        return v_raise(c, "TypeError", "can only concatenate str (not \"%s\") to str",
+                       v_type_name(b));
+    if (op == BIN_ADD && (a->type == VT_LIST || a->type == VT_TUPLE))
+        return v_raise(c, "TypeError", "can only concatenate %s (not \"%s\") to %s", v_type_name(a),
+                       v_type_name(b), v_type_name(a));
+    if (op == BIN_MUL &&
+        (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES ||
+         b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
+        return v_raise(c, "TypeError", "can't multiply sequence by non-int of type '%s'",
+                       v_type_name((a->type == VT_STR || a->type == VT_LIST ||
+                                    a->type == VT_TUPLE || a->type == VT_BYTES)
+                                       ? b
+                                       : a));
+    return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'", sym[op],
+                   v_type_name(a), v_type_name(b));
+}
+
+static val *seq_times(vctx *c, val *seq, val *n)
+{
+    int64_t k;
+    if (!v_as_i64(n, &k)) {
+        v_raise(c, "OverflowError", "cannot fit 'int' into an index-sized integer");
+        return NULL;
+    }
+    if (seq->type == VT_STR) return vs_repeat(c, seq, k);
+    if (seq->type == VT_BYTES) {
+        if (k <= 0 || seq->u.s.blen == 0) return v_bytes(c, "", 0);
+        if ((uint64_t)k > c->lim.max_str_bytes / seq->u.s.blen) return v_limit(c, "memory");
+        char *p = v_alloc(c, seq->u.s.blen * (size_t)k + 1);
+        if (!p) return NULL;
+        for (int64_t i = 0; i < k; i++)
+            memcpy(p + i * seq->u.s.blen, seq->u.s.s, seq->u.s.blen);
+        val *v = v_new(c, VT_BYTES);
+        if (!v) return NULL;
+        v->u.s.s = p;
+        v->u.s.blen = v->u.s.clen = seq->u.s.blen * (size_t)k;
+        return v;
+    }
+    return vseq_repeat(c, seq, k);
+}
+
+val *v_binop(vctx *c, vbinop op, val *a, val *b)
+{
+    bool ai = v_is_intlike(a), bi = v_is_intlike(b);
+    if (ai && bi) return vi_binop(c, op, a, b);
+    if ((a->type == VT_COMPLEX && (v_is_number(b) || b->type == VT_COMPLEX)) ||
+        (b->type == VT_COMPLEX && v_is_number(a))) {
+        if (op == BIN_FLOORDIV || op == BIN_MOD) return binop_type_error(c, op, a, b);
+        return vc_binop(c, op, a, b);
+    }
+    if ((ai || a->type == VT_FLOAT) && (bi || b->type == VT_FLOAT)) {
+        double x, y;
+        int err = 0;
+        if (a->type == VT_FLOAT)
+            x = a->u.f;
+        else {
+            x = vi_to_double(c, a, &err);
+            if (err) return NULL;
+        }
+        if (b->type == VT_FLOAT)
+            y = b->u.f;
+        else {
+            y = vi_to_double(c, b, &err);
+            if (err) return NULL;
+        }
+        return vf_binop(c, op, x, y);
+    }
+    switch (op) {
+    case BIN_ADD:
+        if (a->type == b->type) {
+            if (a->type == VT_STR) return vs_concat(c, a, b);
+            if (a->type == VT_LIST || a->type == VT_TUPLE) return vseq_concat(c, a, b);
+            if (a->type == VT_BYTES) {
+                size_t n = a->u.s.blen + b->u.s.blen;
+                if (v_check_strlen(c, n)) return NULL;
+                char *p = v_alloc(c, n + 1);
+                if (!p) return NULL;
+                memcpy(p, a->u.s.s, a->u.s.blen);
+                memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);
+                val *v = v_new(c, VT_BYTES);
+                if (!v) return NULL;
+                v->u.s.s = p;
+                v->u.s.blen = v->u.s.clen = n;
+                return v;
+            }
+        }
+        break;
+    case BIN_MUL:
+        if (bi &&
+            (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES))
+            return seq_times(c, a, b);
+        if (ai &&
+            (b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
+            return seq_times(c, b, a);
+        break;
+    case BIN_MOD:
+        if (a->type == VT_STR) return vfmt_percent(c, a, b);
+        if (a->type == VT_BYTES) return vby_percent(c, a, b);
+        break;
+    case BIN_SUB:
+        if (a->type == VT_SET && b->type == VT_SET) {
+            val *args[1] = {b};
+            bool f;
+            return vcont_method(c, a, "difference", args, 1, NULL, 0, &f);
+        }
+        break;
+    default:
+        break;
+    }
+    return binop_type_error(c, op, a, b);
+}
+
+val *v_unop(vctx *c, vunop op, val *a)
+{
+    if (op == UN_NOT) return v_bool(!v_truthy(a));
+    if (a->type == VT_COMPLEX) return op == UN_NEG ? v_complex(c, -a->u.cx.re, -a->u.cx.im) : a;
+    if (a->type == VT_FLOAT) return v_float(c, op == UN_NEG ? -a->u.f : a->u.f);
+    if (v_is_intlike(a)) {
+        if (op == UN_POS) return a->type == VT_BOOL ? v_int64(c, a->u.b) : a;
+        val zero = {.type = VT_INT};
+        return vi_binop(c, BIN_SUB, &zero, a);
+    }
+    return v_raise(c, "TypeError", "bad operand type for unary %s: '%s'", op == UN_NEG ? "-" : "+",
+                   v_type_name(a));
+}
+
+/* ---- iteration ---------------------------------------------------------- */
+
+int v_iter_init(vctx *c, val *v, viter *it)
+{
+    memset(it, 0, sizeof *it);
+    if (v_dict_force(c, v)) return -1;
+    it->src = v;
+    switch ((vtype)v->type) {
+    case VT_STR:
+    case VT_BYTES:
+    case VT_TUPLE:
+    case VT_LIST:
+    case VT_DICT:
+    case VT_SET:
+        return 0;
+    case VT_RANGE:
+        it->cur = v->u.r.start;
+        return 0;
+    case VT_BIGRANGE:
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS:
+        return 0;
+    default:
+        break;
+    }
+    v_raise(c, "TypeError", "'%s' object is not iterable", v_type_name(v));
+    return -1;
+}
+
+val *v_iter_next(vctx *c, viter *it)
+{
+    val *v = it->src;
+    switch ((vtype)v->type) {
+    case VT_TUPLE:
+    case VT_LIST:
+        if (it->i >= v->u.seq.len) return NULL;
+        return v->u.seq.items[it->i++];
+    case VT_DICT:
+        if (it->i >= v->u.t.len) return NULL;
+        return v->u.t.entries[it->i++].key;
+    case VT_SET:
+        while (it->i <= v->u.t.mask && v->u.t.entries) {
+            ventry *e = &v->u.t.entries[it->i++];
+            if (e->key && e->key != &v_dummy_key) return e->key;
+        }
+        return NULL;
+    case VT_RANGE:
+        if ((int64_t)it->n >= v->u.r.len) return NULL;
+        it->n++;
+        {
+            int64_t x = it->cur;
+            it->cur += v->u.r.step;
+            return v_int64(c, x);
+        }
+    case VT_BIGRANGE:
+        return vbr_next(c, it);
+    case VT_STR: {
+        if (it->i >= v->u.s.blen) return NULL;
+        size_t adv = 1;
+        if (!(v->flags & VF_ASCII)) {
+            vs_decode1(v->u.s.s + it->i, v->u.s.blen - it->i, &adv);
+        }
+        val *r = vs_new_owned(c, (char *)v->u.s.s + it->i, adv, 1, adv == 1);
+        it->i += adv;
+        return r;
+    }
+    case VT_BYTES:
+        if (it->i >= v->u.s.blen) return NULL;
+        return v_int64(c, (unsigned char)v->u.s.s[it->i++]);
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS: {
+        val *d = v->u.rec.f[0];
+        if (it->i >= d->u.t.len) return NULL;
+        ventry *e = &d->u.t.entries[it->i++];
+        if (v->type == VT_DICT_KEYS) return e->key;
+        if (v->type == VT_DICT_VALUES) return e->value;
+        val *kv[2] = {e->key, e->value};
+        return v_tuple(c, kv, 2);
+    }
+    default:
+        return NULL;
+    }
+}
+
+int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
+{
+    if (v->type == VT_LIST || v->type == VT_TUPLE) {
+        val **arr = v_items_alloc(c, v->u.seq.len);
+        if (!arr) return -1;
+        if (v->u.seq.len) memcpy(arr, v->u.seq.items, v->u.seq.len * sizeof *arr);
+        *items = arr;
+        *n = v->u.seq.len;
+        return 0;
+    }
+    viter it;
+    if (v_iter_init(c, v, &it)) return -1;
+    size_t cap;
+    switch ((vtype)v->type) {
+    case VT_STR:
+        cap = v->u.s.clen;
+        break;
+    case VT_BYTES:
+        cap = v->u.s.blen;
+        break;
+    case VT_DICT:
+        cap = vd_len(v);
+        break;
+    case VT_SET:
+        cap = v->u.t.len;
+        break;
+    case VT_RANGE:
+        cap = (size_t)v->u.r.len;
+        break;
+    case VT_BIGRANGE: {
+        int64_t n = vbr_len(c, v);
+        if (n < 0) return -1;
+        cap = (size_t)n;
+        break;
+    }
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS:
+        cap = v->u.rec.f[0]->u.t.len;
+        break;
+    default:
+        cap = 8;
+    }
+    if (v_check_items(c, cap)) return -1;
+    if (v_steps(c, cap / 8)) return -1;
+    val **arr = v_items_alloc(c, cap);
+    if (!arr) return -1;
+    size_t k = 0;
+    val *x;
+    while ((x = v_iter_next(c, &it)) != NULL)
+        arr[k++] = x;
+    if (v_failed(c)) return -1;
+    *items = arr;
+    *n = k;
+    return 0;
+}
+
+/* ---- subscript, attributes, calls ------------------------------------ */
+
+val *v_getitem(vctx *c, val *obj, val *key)
+{
+    switch ((vtype)obj->type) {
+    case VT_STR:
+        return vs_getitem(c, obj, key);
+    case VT_BYTES:
+        return vby_getitem(c, obj, key);
+    case VT_TUPLE:
+    case VT_LIST:
+        return vseq_getitem(c, obj, key);
+    case VT_RANGE:
+        return vrange_getitem(c, obj, key);
+    case VT_BIGRANGE:
+        return vbr_getitem(c, obj, key);
+    case VT_DICT: {
+        val *r = v_dict_get(c, obj, key);
+        if (r) return r;
+        if (v_failed(c)) return NULL;
+        strbuf b;
+        strbuf_init(&b);
+        if (v_repr_buf(c, &b, key) == 0) v_raise(c, "KeyError", "%s", b.data ? b.data : "");
+        strbuf_free(&b);
+        return NULL;
+    }
+    default:
+        break;
+    }
+    return v_raise(c, "TypeError", "'%s' object is not subscriptable", v_type_name(obj));
+}
+
+val *v_getattr(vctx *c, val *obj, const char *name)
+{
+    bool found = false;
+    val *r = NULL;
+    if (obj->type == VT_SESSION || obj->type == VT_EVENT)
+        r = vsess_getattr(c, obj, name, &found);
+    else if (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT)
+        r = vr_getattr(c, obj, name, &found);
+    if (found) return r;
+    if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
+        return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
+                       vb_name(obj->u.bi.id), name);
+    return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj),
+                   name);
+}
+
+static vtype class_vtype(int id)
+{
+    switch (id) {
+    case BI_STR:
+        return VT_STR;
+    case BI_DICT:
+        return VT_DICT;
+    case BI_SET:
+        return VT_SET;
+    case BI_LIST:
+        return VT_LIST;
+    case BI_TUPLE:
+        return VT_TUPLE;
+    case BI_FLOAT:
+        return VT_FLOAT;
+    case BI_RANGE:
+        return VT_RANGE;
+    default:
+        return VT_NONE;
+    }
+}
+
+static bool in_list(const char *name, const char *list)
+{
+    /* list: space-separated names, with a leading and trailing space */
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if (p[-1] == ' ' && p[n] == ' ') return true;
+    return false;
+}
+
+int v_check_method(vctx *c, val *obj, const char *name)
+{
+    static const char *str_m = " count lower upper strip lstrip rstrip split rsplit splitlines "
+                               "startswith endswith replace find rfind "
+                               "index join title capitalize casefold swapcase isdigit isalpha "
+                               "isalnum isspace isnumeric isdecimal "
+                               "islower isupper istitle zfill ljust rjust center partition "
+                               "rpartition removeprefix removesuffix encode ";
+    static const char *bytes_m =
+        " count lower upper strip lstrip rstrip split rsplit splitlines startswith endswith "
+        "replace find rfind "
+        "index join title capitalize swapcase isdigit isalpha isalnum isspace islower isupper "
+        "istitle zfill ljust "
+        "rjust center partition rpartition removeprefix removesuffix decode hex ";
+    static const char *set_m =
+        " union intersection difference symmetric_difference issubset issuperset isdisjoint ";
+    const char *list = NULL;
+    switch ((vtype)obj->type) {
+    case VT_STR:
+        list = str_m;
+        break;
+    case VT_BYTES:
+        list = bytes_m;
+        break;
+    case VT_LIST:
+    case VT_TUPLE:
+    case VT_RANGE:
+    case VT_BIGRANGE:
+        list = " count index ";
+        break;
+    case VT_DICT:
+        list = " get keys values items ";
+        break;
+    case VT_SET:
+        list = set_m;
+        break;
+    case VT_DICT_KEYS:
+    case VT_DICT_ITEMS:
+        list = " isdisjoint ";
+        break;
+    case VT_FLOAT:
+        list = " hex ";
+        break;
+    case VT_SESSION:
+        list = " events_of_type count events event_count assignment_id session_id "
+               "session_revision_id agent_id "
+               "environment started_at ended_at schema_version ";
+        break;
+    case VT_EVENT:
+        list = " id ts event_type payload ";
+        break;
+    case VT_SCORE:
+        list = " value passed unit display_value description ";
+        break;
+    case VT_METRIC:
+        list = " value unit display_value description ";
+        break;
+    case VT_ASSERTION:
+        list = " passed description ";
+        break;
+    case VT_EVALRESULT:
+        list = " score metrics assertions reasoning summary labels ";
+        break;
+    case VT_CONDRESULT:
+        list = " applicable reason_code ";
+        break;
+    default:
+        break;
+    }
+    if (obj->type == VT_BUILTIN) {
+        /* unbound methods of builtin classes: str.lower('X'), dict.get(d, k) */
+        val probe = {.type = (uint8_t)class_vtype(obj->u.bi.id)};
+        if (probe.type != VT_NONE && v_check_method(c, &probe, name) == 0) return 0;
+        v_exc_clear(c);
+    }
+    if (list && in_list(name, list)) return 0;
+    if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
+        v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
+                vb_name(obj->u.bi.id), name);
+    else
+        v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj), name);
+    return -1;
+}
+
+val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs, const vkwarg *kw,
+                   size_t nkw)
+{
+    bool found = false;
+    val *r = NULL;
+    switch ((vtype)obj->type) {
+    case VT_STR:
+        r = vs_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_BYTES:
+        r = vby_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_FLOAT:
+        r = vf_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_TUPLE:
+    case VT_LIST:
+    case VT_DICT:
+    case VT_SET:
+    case VT_RANGE:
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS:
+        r = vcont_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_SESSION:
+        r = vsess_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_BIGRANGE:
+        r = vbr_method(c, obj, name, args, nargs, kw, nkw, &found);
+        break;
+    case VT_BUILTIN:
+        if (vb_is_class(obj->u.bi.id)) {
+            vtype t = class_vtype(obj->u.bi.id);
+            val probe = {.type = (uint8_t)t};
+            if (t != VT_NONE && v_check_method(c, &probe, name) == 0) {
+                const char *cn = vb_name(obj->u.bi.id);
+                if (nargs == 0)
+                    return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn,
+                                   name);
+                if (args[0]->type != t && !(t == VT_RANGE && args[0]->type == VT_BIGRANGE))
+                    return v_raise(
+                        c, "TypeError",
+                        "descriptor '%s' for '%s' objects doesn't apply to a '%s' object", name, cn,
+                        v_type_name(args[0]));
+                return v_call_method(c, args[0], name, args + 1, nargs - 1, kw, nkw);
+            }
+            v_exc_clear(c);
+            return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
+                           vb_name(obj->u.bi.id), name);
+        }
+        break;
+    default:
+        break;
+    }
+    if (found) return r;
+    if (obj->type == VT_SESSION || obj->type == VT_EVENT ||
+        (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT)) {
+        /* data attributes exist but are not callable */
+        bool f2 = false;
+        val *a = obj->type >= VT_SCORE ? vr_getattr(c, obj, name, &f2)
+                                       : vsess_getattr(c, obj, name, &f2);
+        if (f2 && a) return v_raise(c, "TypeError", "'%s' object is not callable", v_type_name(a));
+        if (v_failed(c)) return NULL;
+    }
+    return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj),
+                   name);
+}
+
+val *v_call(vctx *c, val *callee, val **args, size_t nargs, const vkwarg *kw, size_t nkw)
+{
+    if (callee->type != VT_BUILTIN)
+        return v_raise(c, "TypeError", "'%s' object is not callable", v_type_name(callee));
+    int id = callee->u.bi.id;
+    if (id >= BI_SCORE && id <= BI_CONDRESULT) return vr_construct(c, id, args, nargs, kw, nkw);
+    return vb_call(c, id, args, nargs, kw, nkw);
+}
+
+val *v_call_builtin_1(vctx *c, val *fn, val *arg)
+{
+    val *a[1] = {arg};
+    return v_call(c, fn, a, 1, NULL, 0);
+}
+
+val *v_session(vctx *c)
+{
+    if (c->img == NULL) return NULL;
+    if (c->session == NULL) {
+        val *s = v_new(c, VT_SESSION);
+        if (!s) return NULL;
+        s->u.sess.img = c->img;
+        s->u.sess.len = c->img_len;
+        c->session = s;
+    }
+    return c->session;
+}
+
+/* ---- argument parsing ------------------------------------------------ */
+
+int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkwarg *kw, size_t nkw,
+                 const char *const *names, size_t nnames, size_t npos_only, size_t nrequired,
+                 val **out)
+{
+    for (size_t i = 0; i < nnames; i++)
+        out[i] = NULL;
+    if (nargs > nnames) {
+        if (nnames == 0)
+            v_raise(c, "TypeError", "%s() takes no arguments (%zu given)", fname, nargs);
+        else if (nrequired == nnames)
+            v_raise(c, "TypeError", "%s() takes exactly %zu argument%s (%zu given)", fname, nnames,
+                    nnames == 1 ? "" : "s", nargs);
+        else
+            v_raise(c, "TypeError", "%s() takes at most %zu arguments (%zu given)", fname, nnames,
+                    nargs);
+        return -1;
+    }
+    for (size_t i = 0; i < nargs; i++)
+        out[i] = args[i];
+    for (size_t k = 0; k < nkw; k++) {
+        size_t j;
+        for (j = 0; j < nnames; j++)
+            if (strcmp(names[j], kw[k].name) == 0) break;
+        if (j == nnames || j < npos_only) {
+            if (npos_only == nnames)
+                v_raise(c, "TypeError", "%s() takes no keyword arguments", fname);
+            else
+                v_raise(c, "TypeError", "%s() got an unexpected keyword argument '%s'", fname,
+                        kw[k].name);
+            return -1;
+        }
+        if (out[j]) {
+            v_raise(c, "TypeError", "argument for %s() given by name ('%s') and position (%zu)",
+                    fname, kw[k].name, j + 1);
+            return -1;
+        }
+        out[j] = kw[k].value;
+    }
+    for (size_t i = 0; i < nrequired; i++) {
+        if (!out[i]) {
+            if (i < npos_only)
+                v_raise(c, "TypeError", "%s() takes %s %zu argument%s (%zu given)", fname,
+                        nrequired == nnames ? "exactly" : "at least", nrequired,
+                        nrequired == 1 ? "" : "s", nargs);
+            else
+                v_raise(c, "TypeError", "%s() missing required argument '%s' (pos %zu)", fname,
+                        names[i], i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- text ------------------------------------------------------------- */
+
+static int seq_repr(vctx *c, strbuf *b, val *v)
+{
+    bool tuple = v->type == VT_TUPLE;
+    strbuf_putc(b, tuple ? '(' : '[');
+    for (size_t i = 0; i < v->u.seq.len; i++) {
+        if (i) strbuf_put(b, ", ", 2);
+        if (v_repr_buf(c, b, v->u.seq.items[i])) return -1;
+    }
+    if (tuple && v->u.seq.len == 1) strbuf_putc(b, ',');
+    strbuf_putc(b, tuple ? ')' : ']');
+    return 0;
+}
+
+int v_repr_buf(vctx *c, strbuf *b, val *v)
+{
+    if (b->len > c->lim.max_str_bytes) {
+        v_limit(c, "memory");
+        return -1;
+    }
+    switch ((vtype)v->type) {
+    case VT_NONE:
+        strbuf_put(b, "None", 4);
+        return 0;
+    case VT_BOOL:
+        strbuf_puts(b, v->u.b ? "True" : "False");
+        return 0;
+    case VT_INT:
+        return vi_repr_buf(c, b, v);
+    case VT_FLOAT:
+        return pyfloat_repr(b, v->u.f);
+    case VT_STR:
+        return vs_repr_buf(b, v);
+    case VT_BYTES:
+        return vby_repr_buf(b, v);
+    case VT_COMPLEX:
+        return vc_repr_buf(b, v);
+    case VT_ELLIPSIS:
+        strbuf_puts(b, "Ellipsis");
+        return 0;
+    default:
+        break;
+    }
+    if (++c->depth > 800) {
+        c->depth--;
+        v_raise(c, "RecursionError",
+                "maximum recursion depth exceeded while getting the repr of an object");
+        return -1;
+    }
+    int rc = 0;
+    switch ((vtype)v->type) {
+    case VT_TUPLE:
+    case VT_LIST:
+        rc = seq_repr(c, b, v);
+        break;
+    case VT_DICT:
+        if (v_dict_force(c, v)) {
+            rc = -1;
+            break;
+        }
+        strbuf_putc(b, '{');
+        for (size_t i = 0; i < v->u.t.len && rc == 0; i++) {
+            if (i) strbuf_put(b, ", ", 2);
+            rc = v_repr_buf(c, b, v->u.t.entries[i].key);
+            if (rc == 0) {
+                strbuf_put(b, ": ", 2);
+                rc = v_repr_buf(c, b, v->u.t.entries[i].value);
+            }
+        }
+        strbuf_putc(b, '}');
+        break;
+    case VT_SET:
+        if (v->u.t.len == 0) {
+            strbuf_puts(b, "set()");
+            break;
+        }
+        strbuf_putc(b, '{');
+        {
+            bool first = true;
+            for (size_t i = 0; i <= v->u.t.mask && rc == 0; i++) {
+                val *k = v->u.t.entries[i].key;
+                if (!k || k == &v_dummy_key) continue;
+                if (!first) strbuf_put(b, ", ", 2);
+                first = false;
+                rc = v_repr_buf(c, b, k);
+            }
+        }
+        strbuf_putc(b, '}');
+        break;
+    case VT_BIGRANGE:
+        rc = vbr_repr_buf(c, b, v);
+        break;
+    case VT_RANGE:
+        if (v->u.r.step == 1)
+            strbuf_printf(b, "range(%ld, %ld)", (long)v->u.r.start, (long)v->u.r.stop);
+        else
+            strbuf_printf(b, "range(%ld, %ld, %ld)", (long)v->u.r.start, (long)v->u.r.stop,
+                          (long)v->u.r.step);
+        break;
+    case VT_SLICE: {
+        val *p[3] = {v->u.sl.lo, v->u.sl.hi, v->u.sl.step};
+        strbuf_puts(b, "slice(");
+        for (int i = 0; i < 3 && rc == 0; i++) {
+            if (i) strbuf_put(b, ", ", 2);
+            rc = v_repr_buf(c, b, p[i] ? p[i] : v_none());
+        }
+        strbuf_putc(b, ')');
+        break;
+    }
+    case VT_SESSION:
+    case VT_EVENT:
+        rc = vsess_repr_buf(c, b, v);
+        break;
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS: {
+        strbuf_puts(b, v_type_name(v));
+        strbuf_put(b, "([", 2);
+        val *d = v->u.rec.f[0];
+        for (size_t i = 0; i < d->u.t.len && rc == 0; i++) {
+            if (i) strbuf_put(b, ", ", 2);
+            ventry *e = &d->u.t.entries[i];
+            if (v->type == VT_DICT_KEYS)
+                rc = v_repr_buf(c, b, e->key);
+            else if (v->type == VT_DICT_VALUES)
+                rc = v_repr_buf(c, b, e->value);
+            else {
+                strbuf_putc(b, '(');
+                rc = v_repr_buf(c, b, e->key);
+                strbuf_put(b, ", ", 2);
+                if (rc == 0) rc = v_repr_buf(c, b, e->value);
+                strbuf_putc(b, ')');
+            }
+        }
+        strbuf_put(b, "])", 2);
+        break;
+    }
+    case VT_BUILTIN:
+        if (v->u.bi.id >= BI_SCORE && v->u.bi.id <= BI_CONDRESULT)
+            strbuf_printf(b, "<class 'failproofai_sdk.evaluator.authoring.%s'>",
+                          vb_name(v->u.bi.id));
+        else if (vb_is_class(v->u.bi.id))
+            strbuf_printf(b, "<class '%s'>", vb_name(v->u.bi.id));
+        else
+            strbuf_printf(b, "<built-in function %s>", vb_name(v->u.bi.id));
+        break;
+    default:
+        rc = vr_repr_buf(c, b, v);
+        break;
+    }
+    c->depth--;
+    return rc;
+}
+
+int v_str_buf(vctx *c, strbuf *b, val *v)
+{
+    if (v->type == VT_STR) {
+        strbuf_put(b, v->u.s.s, v->u.s.blen);
+        return 0;
+    }
+    return v_repr_buf(c, b, v);
+}
+
+static val *buf_to_str(vctx *c, strbuf *b, int rc)
+{
+    val *r = NULL;
+    if (rc == 0) r = v_str(c, b->data ? b->data : "", b->len);
+    strbuf_free(b);
+    return r;
+}
+
+val *v_repr(vctx *c, val *v)
+{
+    strbuf b;
+    strbuf_init(&b);
+    return buf_to_str(c, &b, v_repr_buf(c, &b, v));
+}
+
+val *v_tostr(vctx *c, val *v)
+{
+    if (v->type == VT_STR) return v;
+    return v_repr(c, v);
+}
+
+val *v_ascii(vctx *c, val *v)
+{
+    val *r = v_repr(c, v);
+    if (!r || (r->flags & VF_ASCII)) return r;
+    /* escape every non-ASCII code point as \xhh, \uhhhh or \Uhhhhhhhh */
+    strbuf b;
+    strbuf_init(&b);
+    size_t i = 0;
+    while (i < r->u.s.blen) {
+        size_t adv;
+        int32_t cp = vs_decode1(r->u.s.s + i, r->u.s.blen - i, &adv);
+        if (cp < 128)
+            strbuf_putc(&b, (char)cp);
+        else if (cp < 256)
+            strbuf_printf(&b, "\\x%02x", cp);
+        else if (cp < 0x10000)
+            strbuf_printf(&b, "\\u%04x", cp);
+        else
+            strbuf_printf(&b, "\\U%08x", cp);
+        i += adv;
+    }
+    return buf_to_str(c, &b, 0);
+}
+
+val *v_format(vctx *c, val *v, val *spec)
+{
+    if (spec == NULL) return vfmt_format(c, v, "", 0);
+    if (spec->type != VT_STR)
+        return v_raise(c, "TypeError", "format() argument 2 must be str, not %s",
+                       v_type_name(spec));
+    return vfmt_format(c, v, spec->u.s.s, spec->u.s.blen);
+}

@@ -1,0 +1,216 @@
+/* sandbox/lang/value_impl: private helpers shared by the value runtime's files
+ * (value.c int.c float.c str.c bytes.c containers.c format.c builtins.c
+ * result.c session.c). Not for the evaluator: it uses value.h only. */
+#ifndef FPS_VALUE_IMPL_H
+#define FPS_VALUE_IMPL_H
+#include "common/pyfloat.h"
+#include "sandbox/lang/value.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+struct vchunk;
+struct vbig;
+
+struct vctx {
+    struct vctx_hot hot; /* must be first (v_step) */
+    vlimits lim;
+    size_t used;          /* bytes accounted */
+    struct vchunk *chunk; /* current arena chunk (list) */
+    struct vbig *bigs;    /* every mpz to clear at the end */
+    vexc_kind exc;
+    char exc_type[40];
+    char exc_msg[512];
+    const void *img;
+    size_t img_len;
+    val *session;
+    int depth; /* recursion guard for repr/eq of nested values */
+};
+
+/* Builtin ids (VT_BUILTIN). Classes first. */
+typedef enum {
+    BI_BOOL,
+    BI_DICT,
+    BI_FLOAT,
+    BI_INT,
+    BI_LIST,
+    BI_RANGE,
+    BI_SET,
+    BI_STR,
+    BI_TUPLE,
+    BI_SCORE,
+    BI_METRIC,
+    BI_ASSERTION,
+    BI_EVALRESULT,
+    BI_CONDRESULT,
+    BI_ABS,
+    BI_ALL,
+    BI_ANY,
+    BI_LEN,
+    BI_MAX,
+    BI_MIN,
+    BI_ROUND,
+    BI_SORTED,
+    BI_SUM,
+    BI__COUNT
+} vbuiltin_id;
+const char *vb_name(int id);
+bool vb_is_class(int id);
+
+/* arena helpers */
+val *v_new(vctx *c, vtype t);
+val **v_items_alloc(vctx *c, size_t n); /* checks the item cap */
+int v_check_items(vctx *c, size_t n);
+int v_check_strlen(vctx *c, size_t blen);
+
+/* ints (int.c) */
+mpz_ptr vi_mpz_new(vctx *c);               /* arena-tracked, initialized */
+void vi_get_mpz(const val *v, mpz_t out);  /* out must be initialized; bool ok */
+val *vi_from_mpz_take(vctx *c, mpz_ptr z); /* normalizes; z must be from vi_mpz_new */
+int vi_sign(const val *v);
+int vi_cmp(const val *a, const val *b); /* int/bool only */
+int64_t vi_hash(const val *v);
+double vi_to_double(vctx *c, const val *v,
+                    int *err); /* correctly rounded; err: OverflowError raised */
+int vi_repr_buf(vctx *c, strbuf *b, const val *v);
+val *vi_binop(vctx *c, vbinop op, val *a, val *b); /* both int/bool */
+val *vi_from_double(vctx *c, double d);            /* int(float): truncation, errors raised */
+int vi_cmp_double(const val *a, double d); /* a int/bool, d finite or inf; nan handled by caller */
+val *vi_parse(vctx *c, const char *s, size_t len, int base, bool literal); /* int(str, base) */
+double vi_ratio_to_double(vctx *c, const mpz_t num, const mpz_t den, int *err);
+size_t vi_bits(const val *v);
+
+/* floats (float.c) */
+int64_t vf_hash(double d);
+val *vf_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+               bool *found);
+val *vf_binop(vctx *c, vbinop op, double a, double b);
+val *vf_parse(vctx *c, const char *s, size_t len); /* float(str) */
+val *vf_round(vctx *c, double x, val *ndigits);    /* ndigits NULL/None => int */
+
+/* complex (complex.c) */
+val *vc_binop(vctx *c, vbinop op, val *a, val *b);
+int vc_repr_buf(strbuf *b, const val *v);
+int64_t vc_hash(const val *v);
+int vc_eq(vctx *c, val *a, val *b);
+val *vc_abs(vctx *c, val *v);
+
+/* big ranges (bigrange.c) */
+val *vbr_new(vctx *c, val *start, val *stop, val *step);
+int64_t vbr_len(vctx *c, val *v);
+bool vbr_truthy(const val *v);
+int vbr_repr_buf(vctx *c, strbuf *b, val *v);
+val *vbr_getitem(vctx *c, val *v, val *key);
+int vbr_contains(vctx *c, val *v, val *x);
+int vbr_eq(val *a, val *b);
+int vbr_hash(vctx *c, val *v, int64_t *out);
+val *vbr_next(vctx *c, viter *it);
+val *vbr_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
+                bool *found);
+
+/* strings (str.c) */
+val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii); /* s in arena */
+size_t vs_count_cps(const char *s, size_t blen, bool *ascii);
+int vs_repr_buf(strbuf *b, const val *s);
+int vs_ascii_buf(strbuf *b, const val *s);
+int64_t vs_hash(val *s);
+int vs_cmp(const val *a, const val *b); /* code point order == UTF-8 byte order */
+val *vs_concat(vctx *c, val *a, val *b);
+val *vs_repeat(vctx *c, val *a, int64_t n);
+val *vs_getitem(vctx *c, val *s, val *key);
+int vs_contains(vctx *c, val *hay, val *needle);
+val *vs_method(vctx *c, val *s, const char *name, val **args, size_t nargs, const vkwarg *kw,
+               size_t nkw, bool *found);
+val *vs_char_at(vctx *c, val *s, size_t idx); /* code point index */
+size_t vs_offset(const val *s, size_t cpidx); /* byte offset of code point idx */
+val *vs_substr(vctx *c, val *s, size_t cp_lo, size_t cp_hi);
+static inline bool vs_eq(const val *a, const val *b)
+{
+    return a->u.s.blen == b->u.s.blen && memcmp(a->u.s.s, b->u.s.s, a->u.s.blen) == 0;
+}
+bool vs_isspace_cp(int32_t cp);
+int vs_decimal_value(int32_t cp);
+char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen);
+int32_t vs_decode1(const char *s, size_t len, size_t *adv);
+int vs_encode1(int32_t cp, char *out);
+
+/* bytes (bytes.c) */
+int vby_repr_buf(strbuf *b, const val *v);
+val *vby_method(vctx *c, val *s, const char *name, val **args, size_t nargs, const vkwarg *kw,
+                size_t nkw, bool *found);
+val *vby_getitem(vctx *c, val *s, val *key);
+val *vs_encode(vctx *c, val *s, val *encoding, val *errors);
+val *vby_percent(vctx *c, val *fmt, val *args);
+
+/* containers (containers.c) */
+int vseq_slice_indices(vctx *c, val *slice, int64_t len, int64_t *start, int64_t *stop,
+                       int64_t *step, int64_t *slen);
+val *vseq_getitem(vctx *c, val *seq, val *key);
+val *vseq_concat(vctx *c, val *a, val *b);
+val *vseq_repeat(vctx *c, val *a, int64_t n);
+int vseq_cmp(vctx *c, vcmpop op, val *a, val *b); /* same-type list/tuple */
+int vseq_eq(vctx *c, val *a, val *b);
+int vdict_eq(vctx *c, val *a, val *b);
+int vset_eq(vctx *c, val *a, val *b);
+int vset_cmp(vctx *c, vcmpop op, val *a, val *b);
+val *vcont_method(vctx *c, val *o, const char *name, val **args, size_t nargs, const vkwarg *kw,
+                  size_t nkw, bool *found);
+val *vrange_getitem(vctx *c, val *r, val *key);
+int vrange_contains(vctx *c, val *r, val *item);
+int vrange_eq(val *a, val *b);
+val *vset_copy(vctx *c, val *s);
+val *vset_from_iterable(vctx *c, val *it);
+int vset_discard(vctx *c, val *set, val *key);
+int v_int_index(vctx *c, val *v, int64_t *out, const char *what); /* __index__ of int/bool */
+int vseq_index_norm(int64_t *i, int64_t len);
+extern val v_dummy_key;
+
+/* formatting (format.c) */
+val *vfmt_format(vctx *c, val *v, const char *spec, size_t speclen);
+val *vfmt_percent(vctx *c, val *fmt, val *args);
+
+/* builtins (builtins.c) */
+val *vb_call(vctx *c, int id, val **args, size_t nargs, const vkwarg *kw, size_t nkw);
+/* sorting helper shared with the evaluator-free world */
+int v_sort(vctx *c, val **items, size_t n, val *key, bool reverse);
+val *v_call_builtin_1(vctx *c, val *fn, val *arg);
+
+/* results (result.c) */
+val *vr_construct(vctx *c, int id, val **args, size_t nargs, const vkwarg *kw, size_t nkw);
+int vr_repr_buf(vctx *c, strbuf *b, val *v);
+int vr_eq(vctx *c, val *a, val *b);
+val *vr_getattr(vctx *c, val *v, const char *name, bool *found);
+int vr_hash(vctx *c, val *v, int64_t *out);
+
+/* lazy payload dicts (session.c): u.t.len 0, u.t.fill = item count,
+ * u.t.index = the image's key/value node block, u.t.mask = image base */
+static inline bool vd_lazy(const val *d)
+{
+    return (d->flags & VF_LAZY) != 0;
+}
+static inline size_t vd_len(const val *d)
+{
+    return vd_lazy(d) ? d->u.t.fill : d->u.t.len;
+}
+val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found);
+int vsess_lazy_force(vctx *c, val *d);
+
+/* session (session.c) */
+val *vsess_getattr(vctx *c, val *v, const char *name, bool *found);
+val *vsess_method(vctx *c, val *v, const char *name, val **args, size_t nargs, const vkwarg *kw,
+                  size_t nkw, bool *found);
+int vsess_repr_buf(vctx *c, strbuf *b, val *v);
+int vsess_eq(vctx *c, val *a, val *b);
+
+/* argument parsing: positional names then keyword-capable names.
+ * `spec` names every parameter; `npos_only` of them are positional-only;
+ * out[i] = NULL when absent. Raises TypeError as CPython would. */
+int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkwarg *kw, size_t nkw,
+                 const char *const *names, size_t nnames, size_t npos_only, size_t nrequired,
+                 val **out);
+
+/* hashing (CPython's algorithm for numbers and tuples) */
+#define VHASH_MODULUS (((int64_t)1 << 61) - 1)
+int64_t v_hash_tuple(vctx *c, val *t, int *err);
+
+#endif
