@@ -1,8 +1,10 @@
 /* store/store: the database handle: opening (lock, WAL, migrations, integrity
  * and write probes), connections and their statement caches, the write
  * discipline, group-committed durability, error mapping, retention pruning and
- * the maintenance thread. The operations live in store_ops.c (writes and
- * structured reads) and store_query.c (the admin API's JSON queries). */
+ * the maintenance thread. The operations live beside it, one file per concept
+ * (store_worker, store_assign, store_runs, store_outbox, store_recovery,
+ * store_local, store_metrics, store_deferred), and store_query.c holds the
+ * admin API's JSON queries. */
 #include "store/store_int.h"
 
 #include "common/log.h"
@@ -219,7 +221,7 @@ int st_sqlfail(store_err *err, sqlite3 *db, int rc, const char *op)
 
 /* ---------------------------------------------------------- statement cache */
 
-sqlite3_stmt *sc_stmt(sconn *c, const char *sql)
+sqlite3_stmt *st_stmt(sconn *c, const char *sql)
 {
     uintptr_t h = ((uintptr_t)sql >> 3) * 2654435761u;
     for (int i = 0; i < SCACHE_SLOTS; i++) {
@@ -243,7 +245,7 @@ sqlite3_stmt *sc_stmt(sconn *c, const char *sql)
     return NULL; /* cache full: a programming error, reported as an SQLite error */
 }
 
-void sc_finalize_all(sconn *c)
+void st_finalize_all(sconn *c)
 {
     for (int i = 0; i < SCACHE_SLOTS; i++) {
         if (c->stmts[i]) sqlite3_finalize(c->stmts[i]);
@@ -252,9 +254,34 @@ void sc_finalize_all(sconn *c)
     }
 }
 
+int st_step_done(store *st, sqlite3_stmt *s, const char *op, store_err *err)
+{
+    int rc = s ? sqlite3_step(s) : sqlite3_errcode(st->w.db);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+        if (s) sqlite3_reset(s);
+        return STORE_OK;
+    }
+    int code = st_sqlfail(err, st->w.db, rc, op);
+    if (s) sqlite3_reset(s);
+    return code;
+}
+
+sqlite3_stmt *st_w(store *st, const char *sql)
+{
+    return st_stmt(&st->w, sql);
+}
+
+int st_is_one_of(const char *s, const char *const *set)
+{
+    if (!s) return 0;
+    for (; *set; set++)
+        if (strcmp(s, *set) == 0) return 1;
+    return 0;
+}
+
 /* ------------------------------------------------------------ bind helpers */
 
-void b_text(sqlite3_stmt *s, int i, const char *v)
+void st_bind_text(sqlite3_stmt *s, int i, const char *v)
 {
     if (v)
         sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
@@ -262,7 +289,7 @@ void b_text(sqlite3_stmt *s, int i, const char *v)
         sqlite3_bind_null(s, i);
 }
 
-void b_textn(sqlite3_stmt *s, int i, const char *v, size_t max)
+void st_bind_textn(sqlite3_stmt *s, int i, const char *v, size_t max)
 {
     if (!v) {
         sqlite3_bind_null(s, i);
@@ -277,17 +304,17 @@ void b_textn(sqlite3_stmt *s, int i, const char *v, size_t max)
     sqlite3_bind_text(s, i, v, (int)n, SQLITE_STATIC);
 }
 
-void b_int(sqlite3_stmt *s, int i, int64_t v)
+void st_bind_int(sqlite3_stmt *s, int i, int64_t v)
 {
     sqlite3_bind_int64(s, i, v);
 }
 
-void b_dbl(sqlite3_stmt *s, int i, double v)
+void st_bind_dbl(sqlite3_stmt *s, int i, double v)
 {
     sqlite3_bind_double(s, i, v);
 }
 
-void b_time(sqlite3_stmt *s, int i, double v)
+void st_bind_time(sqlite3_stmt *s, int i, double v)
 {
     if (v > 0)
         sqlite3_bind_double(s, i, v);
@@ -295,7 +322,7 @@ void b_time(sqlite3_stmt *s, int i, double v)
         sqlite3_bind_null(s, i);
 }
 
-char *c_dup(sqlite3_stmt *s, int i)
+char *st_col_dup(sqlite3_stmt *s, int i)
 {
     if (sqlite3_column_type(s, i) == SQLITE_NULL) return NULL;
     const unsigned char *t = sqlite3_column_text(s, i);
@@ -307,7 +334,7 @@ char *c_dup(sqlite3_stmt *s, int i)
     return p;
 }
 
-double c_dbl(sqlite3_stmt *s, int i)
+double st_col_dbl(sqlite3_stmt *s, int i)
 {
     return sqlite3_column_type(s, i) == SQLITE_NULL ? 0 : sqlite3_column_double(s, i);
 }
@@ -320,7 +347,7 @@ static const char SQL_ROLLBACK[] = "ROLLBACK";
 
 static int exec_cached(sconn *c, const char *sql)
 {
-    sqlite3_stmt *s = sc_stmt(c, sql);
+    sqlite3_stmt *s = st_stmt(c, sql);
     if (!s) return sqlite3_errcode(c->db) ? sqlite3_errcode(c->db) : SQLITE_ERROR;
     int rc = sqlite3_step(s);
     sqlite3_reset(s);
@@ -422,7 +449,7 @@ int store_change_version(store *st, uint64_t *out, store_err *err)
     pthread_mutex_lock(&st->probe_mu);
     uint64_t local = __atomic_load_n(&st->commit_seq, __ATOMIC_ACQUIRE);
     if (st->probe.db != NULL) {
-        sqlite3_stmt *s = sc_stmt(&st->probe, SQL_DATA_VERSION);
+        sqlite3_stmt *s = st_stmt(&st->probe, SQL_DATA_VERSION);
         int rc = s ? sqlite3_step(s) : sqlite3_errcode(st->probe.db);
         if (rc == SQLITE_ROW) {
             int64_t dv = sqlite3_column_int64(s, 0);
@@ -633,8 +660,8 @@ static int write_probe(store *st, store_err *err)
     time_rfc3339_now(ts, sizeof ts);
     const char *sqls[2] = {sql, sql_created};
     for (int i = 0; i < 2; i++) {
-        sqlite3_stmt *s = sc_stmt(&st->w, sqls[i]);
-        int rc = s ? (b_text(s, 1, ts), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
+        sqlite3_stmt *s = st_stmt(&st->w, sqls[i]);
+        int rc = s ? (st_bind_text(s, 1, ts), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
         if (rc != SQLITE_DONE) {
             code = st_sqlfail(err, st->w.db, rc, "write probe");
             st_wabort(st);
@@ -916,10 +943,10 @@ void store_close(store *st)
         pthread_join(st->ckpt, NULL);
     }
     if (st->ck.db) sqlite3_close(st->ck.db);
-    sc_finalize_all(&st->probe);
+    st_finalize_all(&st->probe);
     if (st->probe.db) sqlite3_close(st->probe.db);
     for (int i = 0; i < st->nreaders; i++) {
-        sc_finalize_all(&st->readers[i]);
+        st_finalize_all(&st->readers[i]);
         sqlite3_close(st->readers[i].db);
     }
     if (st->readers && st->nreaders == 0) {
@@ -927,7 +954,7 @@ void store_close(store *st)
     }
     free(st->readers);
     if (st->w.db) {
-        sc_finalize_all(&st->w);
+        st_finalize_all(&st->w);
         if (!st->memory && sqlite3_get_autocommit(st->w.db))
             sqlite3_wal_checkpoint_v2(st->w.db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         sqlite3_close(st->w.db);
@@ -969,8 +996,9 @@ static int prune_step(store *st, const char *sql, double a, int64_t b, size_t *d
 {
     int code = st_wbegin(st, "prune", err);
     if (code) return code;
-    sqlite3_stmt *s = sc_stmt(&st->w, sql);
-    int rc = s ? (b_dbl(s, 1, a), b_int(s, 2, b), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
+    sqlite3_stmt *s = st_stmt(&st->w, sql);
+    int rc = s ? (st_bind_dbl(s, 1, a), st_bind_int(s, 2, b), sqlite3_step(s))
+               : sqlite3_errcode(st->w.db);
     if (rc != SQLITE_DONE) {
         code = st_sqlfail(err, st->w.db, rc, "prune");
         st_wabort(st);
@@ -1030,7 +1058,7 @@ int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments
             for (;;) {
                 int64_t total = 0;
                 sconn *c = st_rget(st);
-                sqlite3_stmt *s = sc_stmt(c, counts[k]);
+                sqlite3_stmt *s = st_stmt(c, counts[k]);
                 int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
                 if (rc == SQLITE_ROW)
                     total = sqlite3_column_int64(s, 0);

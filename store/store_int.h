@@ -9,9 +9,13 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+/* Everything below is shared by the store's files only: hidden from any
+ * shared object the library ends up in. */
+#pragma GCC visibility push(hidden)
+
 #define SCACHE_SLOTS 128
 
-typedef struct st_op st_op; /* a deferred update (store_ops.c) */
+typedef struct st_op st_op; /* a deferred update (store_deferred.c) */
 
 /* One SQLite connection and its prepared statements, cached by the address of
  * their (static) SQL text. Used by one thread at a time (the writer mutex or
@@ -58,7 +62,7 @@ struct store {
     pthread_mutex_t ckpt_mu;
     pthread_cond_t ckpt_cv;
 
-    /* Deferred updates (see store_ops.c) and their flusher thread. */
+    /* Deferred updates (see store_deferred.c) and their flusher thread. */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
     st_op *qhead, *qtail;
@@ -89,8 +93,8 @@ void st_deferred_done(store *st, int committed);
 
 /* Prepared statement for `sql` (static storage: cached by address) on c, reset
  * and with bindings cleared. NULL on error (message in c->db). */
-sqlite3_stmt *sc_stmt(sconn *c, const char *sql);
-void sc_finalize_all(sconn *c);
+sqlite3_stmt *st_stmt(sconn *c, const char *sql);
+void st_finalize_all(sconn *c);
 
 /* Fills err (if not NULL) and returns code. */
 int st_errf(store_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -115,25 +119,56 @@ void st_rput(store *st, sconn *c);
 
 /* Binding helpers: NULL strings bind SQL NULL. Text is SQLITE_STATIC: bound
  * strings must outlive the step. */
-void b_text(sqlite3_stmt *s, int i, const char *v);
-void b_int(sqlite3_stmt *s, int i, int64_t v);
-void b_dbl(sqlite3_stmt *s, int i, double v);
+void st_bind_text(sqlite3_stmt *s, int i, const char *v);
+void st_bind_int(sqlite3_stmt *s, int i, int64_t v);
+void st_bind_dbl(sqlite3_stmt *s, int i, double v);
 /* Binds a time, NULL when v <= 0. */
-void b_time(sqlite3_stmt *s, int i, double v);
+void st_bind_time(sqlite3_stmt *s, int i, double v);
 /* Binds at most `max` bytes of v (cut at a UTF-8 boundary), NULL if v is NULL. */
-void b_textn(sqlite3_stmt *s, int i, const char *v, size_t max);
-char *c_dup(sqlite3_stmt *s, int i);
-double c_dbl(sqlite3_stmt *s, int i);
+void st_bind_textn(sqlite3_stmt *s, int i, const char *v, size_t max);
+char *st_col_dup(sqlite3_stmt *s, int i);
+double st_col_dbl(sqlite3_stmt *s, int i);
 
 /* Terminal assignment statuses as an SQL list literal. */
 #define ST_TERMINAL_SQL "('completed','skipped','failed','lost','dropped')"
 #define ST_ACTIVE_SQL "('claimed','planned')"
 
-/* Latency histogram buckets (store_ops.c writes them, store_query.c reads). */
+/* Latency histogram buckets (store_metrics.c writes them, store_query.c reads). */
 int st_latency_bucket(int64_t ms);
 double st_bucket_value(int bucket);
 
 /* Completion check after a run state change (writer held). */
 int st_maybe_complete(store *st, const char *assignment_id, double now);
+
+/* Longest error code and message kept on a row (longer ones are cut). */
+#define ST_MAX_ERR_CODE 64
+#define ST_MAX_ERR_MSG 4096
+
+/* The writer's cached statement for sql (writer held). */
+sqlite3_stmt *st_w(store *st, const char *sql);
+/* Steps a write statement expecting SQLITE_DONE; on failure fills err. */
+int st_step_done(store *st, sqlite3_stmt *s, const char *op, store_err *err);
+/* 1 if s equals one of the NULL-terminated set. */
+int st_is_one_of(const char *s, const char *const *set);
+
+/* Protocol steps as write-transaction bodies (writer held, transaction open):
+ * store_deferred.c runs them now or queues them. */
+int st_claimed_tx(store *st, const store_claim *claims, size_t n, double now, store_err *err);
+int st_planned_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                  const char *definitions_json, const char *plan_request_json,
+                  const char *plan_response_json, int skipped, const store_plan_run *runs, size_t n,
+                  double now, store_err *err);
+int st_lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                double lease_expires_at, store_err *err);
+int st_afinish_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                  const char *status, const char *error_code, const char *error_message, double now,
+                  store_err *err);
+int st_started_tx(store *st, const char *const *run_ids, size_t n, double now, size_t *changed,
+                  store_err *err);
+int st_record_tx(store *st, const char *submission_id, const store_attempt *a, store_err *err);
+/* "committed", "replayed", "retry", "rejected"; NULL for an unknown outcome. */
+const char *st_outcome_name(store_submit_outcome o);
+
+#pragma GCC visibility pop
 
 #endif

@@ -265,17 +265,17 @@ int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, stor
                        "cancelled, abandoned");
     int m = (status ? 1 : 0) | (key ? 2 : 0) | (asg ? 4 : 0);
     sconn *c = st_rget(st);
-    sqlite3_stmt *s = sc_stmt(c, RUN_LIST_SQL[m]);
+    sqlite3_stmt *s = st_stmt(c, RUN_LIST_SQL[m]);
     if (!s) {
         code = st_sqlfail(err, c->db, sqlite3_errcode(c->db), "list runs");
         st_rput(st, c);
         return code;
     }
-    b_int(s, 1, cursor);
-    if (status) b_text(s, 2, status);
-    if (key) b_text(s, 3, key);
-    if (asg) b_text(s, 4, asg);
-    b_int(s, 5, limit + 1);
+    st_bind_int(s, 1, cursor);
+    if (status) st_bind_text(s, 2, status);
+    if (key) st_bind_text(s, 3, key);
+    if (asg) st_bind_text(s, 4, asg);
+    st_bind_int(s, 5, limit + 1);
     code = emit_page(s, c->db, limit, "runs", run_item_fields, "list runs", out, err);
     sqlite3_reset(s);
     st_rput(st, c);
@@ -297,8 +297,8 @@ int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *er
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
     int code = STORE_OK;
     size_t start = out->len;
-    sqlite3_stmt *s = sc_stmt(c, sql);
-    int rc = s ? (b_text(s, 1, run_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    sqlite3_stmt *s = st_stmt(c, sql);
+    int rc = s ? (st_bind_text(s, 1, run_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
     if (rc == SQLITE_DONE) {
         code = STORE_NOTFOUND;
         goto done;
@@ -330,8 +330,8 @@ int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *er
     jstr(out, "error_message", s, 25);
     jint(out, "body_bytes", s, 26);
     strbuf_puts(out, "\"attempts\":[");
-    sqlite3_stmt *a = sc_stmt(c, att);
-    rc = a ? (b_text(a, 1, run_id), sqlite3_step(a)) : sqlite3_errcode(c->db);
+    sqlite3_stmt *a = st_stmt(c, att);
+    rc = a ? (st_bind_text(a, 1, run_id), sqlite3_step(a)) : sqlite3_errcode(c->db);
     for (; rc == SQLITE_ROW; rc = sqlite3_step(a)) {
         strbuf_putc(out, '{');
         jint(out, "attempt", a, 0);
@@ -413,15 +413,15 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
                        "status must be one of active, claimed, planned, completed, skipped, "
                        "failed, lost, dropped");
     sconn *c = st_rget(st);
-    sqlite3_stmt *s = sc_stmt(c, ASG_LIST_SQL[m]);
+    sqlite3_stmt *s = st_stmt(c, ASG_LIST_SQL[m]);
     if (!s) {
         code = st_sqlfail(err, c->db, sqlite3_errcode(c->db), "list assignments");
         st_rput(st, c);
         return code;
     }
-    b_int(s, 1, cursor);
-    if (m == 2) b_text(s, 2, status);
-    b_int(s, 3, limit + 1);
+    st_bind_int(s, 1, cursor);
+    if (m == 2) st_bind_text(s, 2, status);
+    st_bind_int(s, 3, limit + 1);
     code = emit_page(s, c->db, limit, "assignments", asg_fields, "list assignments", out, err);
     sqlite3_reset(s);
     st_rput(st, c);
@@ -438,8 +438,8 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
     int code = STORE_OK;
     size_t start = out->len;
-    sqlite3_stmt *s = sc_stmt(c, ASG_ONE_SQL), *r = NULL;
-    int rc = s ? (b_text(s, 1, assignment_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    sqlite3_stmt *s = st_stmt(c, ASG_ONE_SQL), *r = NULL;
+    int rc = s ? (st_bind_text(s, 1, assignment_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
     if (rc == SQLITE_DONE) {
         code = STORE_NOTFOUND;
         goto done;
@@ -454,8 +454,8 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
     jraw(out, "plan_request", s, 21);
     jraw(out, "plan_response", s, 22);
     strbuf_puts(out, "\"run_list\":[");
-    r = sc_stmt(c, runs_sql);
-    rc = r ? (b_text(r, 1, assignment_id), sqlite3_step(r)) : sqlite3_errcode(c->db);
+    r = st_stmt(c, runs_sql);
+    rc = r ? (st_bind_text(r, 1, assignment_id), sqlite3_step(r)) : sqlite3_errcode(c->db);
     for (; rc == SQLITE_ROW; rc = sqlite3_step(r)) {
         strbuf_putc(out, '{');
         run_item_fields(out, r);
@@ -527,8 +527,9 @@ int store_charts_json(store *st, double now, int minutes, strbuf *out, store_err
     sconn *c = st_rget(st);
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
     int code = STORE_OK, rc;
-    sqlite3_stmt *s = sc_stmt(c, stats);
-    rc = s ? (b_int(s, 1, first), b_int(s, 2, last), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    sqlite3_stmt *s = st_stmt(c, stats);
+    rc = s ? (st_bind_int(s, 1, first), st_bind_int(s, 2, last), sqlite3_step(s))
+           : sqlite3_errcode(c->db);
     for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
         int64_t mi = sqlite3_column_int64(s, 0) - first;
         const char *stt = (const char *)sqlite3_column_text(s, 1);
@@ -540,8 +541,9 @@ int store_charts_json(store *st, double now, int minutes, strbuf *out, store_err
         code = st_sqlfail(err, c->db, rc, "charts");
         goto done;
     }
-    s = sc_stmt(c, lat);
-    rc = s ? (b_int(s, 1, first), b_int(s, 2, last), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    s = st_stmt(c, lat);
+    rc = s ? (st_bind_int(s, 1, first), st_bind_int(s, 2, last), sqlite3_step(s))
+           : sqlite3_errcode(c->db);
     for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
         int64_t mi = sqlite3_column_int64(s, 0) - first;
         int64_t b = sqlite3_column_int64(s, 1);
@@ -583,7 +585,7 @@ done:
 
 static int group_counts(sconn *c, const char *sql, const char *name, strbuf *out, store_err *err)
 {
-    sqlite3_stmt *s = sc_stmt(c, sql);
+    sqlite3_stmt *s = st_stmt(c, sql);
     int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
     strbuf_printf(out, "\"%s\":{", name);
     for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
@@ -613,7 +615,7 @@ int store_summary_json(store *st, strbuf *out, store_err *err)
     const char *one[2] = {depth, pages};
     const char *keys[2] = {"outbox_depth", "db_bytes"};
     for (int i = 0; i < 2 && !code; i++) {
-        sqlite3_stmt *s = sc_stmt(c, one[i]);
+        sqlite3_stmt *s = st_stmt(c, one[i]);
         int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
         if (rc == SQLITE_ROW)
             strbuf_printf(out, "\"%s\":%lld,", keys[i], (long long)sqlite3_column_int64(s, 0));

@@ -1,0 +1,306 @@
+/* store/store_assign: the assignment protocol steps as write-transaction
+ * bodies (claim, plan, lease extension, finish) and the completion check that
+ * closes an assignment once its runs are done. Each runs inside a transaction
+ * the caller opened on the writer (store_deferred.c decides when). */
+#include "store/store_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Reads the stored generation and status of an assignment (writer held).
+ * Returns STORE_OK, STORE_NOTFOUND or an error. status gets <= 15 chars. */
+static int assignment_head(store *st, const char *id, int64_t *gen, char *status, size_t cap,
+                           const char *op, store_err *err)
+{
+    static const char sql[] = "SELECT lease_generation, status FROM assignments WHERE id = ?1";
+    sqlite3_stmt *s = st_w(st, sql);
+    int rc = s ? (st_bind_text(s, 1, id), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
+    int code = STORE_OK;
+    if (rc == SQLITE_ROW) {
+        *gen = sqlite3_column_int64(s, 0);
+        const char *t = (const char *)sqlite3_column_text(s, 1);
+        snprintf(status, cap, "%s", t ? t : "");
+    } else if (rc == SQLITE_DONE) {
+        code = st_errf(err, STORE_NOTFOUND, "%s: unknown assignment %s", op, id);
+    } else {
+        code = st_sqlfail(err, st->w.db, rc, op);
+    }
+    if (s) sqlite3_reset(s);
+    return code;
+}
+
+static int is_terminal(const char *status)
+{
+    static const char *const T[] = {"completed", "skipped", "failed", "lost", "dropped", NULL};
+    return st_is_one_of(status, T);
+}
+
+static const char SQL_CLAIM_DOC[] =
+    "INSERT INTO assignment_docs(seq, claim_json)"
+    " SELECT seq, ?2 FROM assignments WHERE id = ?1"
+    " ON CONFLICT(seq) DO UPDATE SET claim_json = excluded.claim_json";
+
+int st_claimed_tx(store *st, const store_claim *claims, size_t n, double now, store_err *err)
+{
+    static const char sql[] =
+        "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at, status,"
+        " session_id, session_revision_id, agent_id, environment, trigger_reason, event_count,"
+        " transcript_url, definitions_url, claimed_at)"
+        " VALUES(?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14)"
+        " ON CONFLICT(id) DO UPDATE SET"
+        " status = CASE WHEN lease_generation = excluded.lease_generation"
+        "   AND status IN " ST_ACTIVE_SQL " THEN status ELSE 'claimed' END,"
+        " finished_at = CASE WHEN lease_generation = excluded.lease_generation"
+        "   AND status IN " ST_ACTIVE_SQL " THEN finished_at ELSE NULL END,"
+        " error_code = CASE WHEN lease_generation = excluded.lease_generation"
+        "   AND status IN " ST_ACTIVE_SQL " THEN error_code ELSE NULL END,"
+        " error_message = CASE WHEN lease_generation = excluded.lease_generation"
+        "   AND status IN " ST_ACTIVE_SQL " THEN error_message ELSE NULL END,"
+        " worker_id = excluded.worker_id, lease_generation = excluded.lease_generation,"
+        " lease_expires_at = excluded.lease_expires_at, session_id = excluded.session_id,"
+        " session_revision_id = excluded.session_revision_id, agent_id = excluded.agent_id,"
+        " environment = excluded.environment, trigger_reason = excluded.trigger_reason,"
+        " event_count = excluded.event_count, transcript_url = excluded.transcript_url,"
+        " definitions_url = excluded.definitions_url,"
+        " claimed_at = excluded.claimed_at";
+    int code = STORE_OK;
+    for (size_t i = 0; i < n; i++) {
+        const store_claim *c = &claims[i];
+        int64_t gen = 0;
+        char status[16];
+        code =
+            assignment_head(st, c->assignment_id, &gen, status, sizeof status, "save claim", err);
+        if (code == STORE_OK && gen > c->lease_generation) {
+            code = st_errf(err, STORE_STALE,
+                           "save claim: assignment %s is stored at lease generation %lld, newer "
+                           "than the claimed %lld",
+                           c->assignment_id, (long long)gen, (long long)c->lease_generation);
+            goto fail;
+        }
+        if (code < 0) goto fail;
+        sqlite3_stmt *s = st_w(st, sql);
+        if (s) {
+            st_bind_text(s, 1, c->assignment_id);
+            st_bind_text(s, 2, c->worker_id);
+            st_bind_int(s, 3, c->lease_generation);
+            st_bind_dbl(s, 4, c->lease_expires_at);
+            st_bind_text(s, 5, c->session_id);
+            st_bind_text(s, 6, c->session_revision_id);
+            st_bind_text(s, 7, c->agent_id);
+            st_bind_text(s, 8, c->environment);
+            st_bind_text(s, 9, c->trigger_reason);
+            st_bind_int(s, 10, c->event_count);
+            st_bind_text(s, 11, c->transcript_url);
+            st_bind_text(s, 12, c->definitions_url);
+            st_bind_dbl(s, 14, now);
+        }
+        code = st_step_done(st, s, "save claim", err);
+        if (code) goto fail;
+        s = st_w(st, SQL_CLAIM_DOC);
+        if (s) {
+            st_bind_text(s, 1, c->assignment_id);
+            st_bind_text(s, 2, c->claim_json);
+        }
+        code = st_step_done(st, s, "save claim", err);
+        if (code) goto fail;
+    }
+    return STORE_OK;
+fail:
+    return code;
+}
+
+/* Marks the assignment completed when it is planned, has runs, and every run
+ * has a result whose submission ended. Writer held. */
+int st_maybe_complete(store *st, const char *assignment_id, double now)
+{
+    static const char sql[] =
+        "UPDATE assignments SET status = 'completed', finished_at = ?2"
+        " WHERE id = ?1 AND status = 'planned'"
+        " AND EXISTS (SELECT 1 FROM runs WHERE assignment_id = ?1)"
+        " AND NOT EXISTS (SELECT 1 FROM runs WHERE assignment_id = ?1"
+        "   AND (status IN ('planned','running','abandoned') OR submit_status = 'pending'))";
+    sqlite3_stmt *s = st_w(st, sql);
+    if (!s) return sqlite3_errcode(st->w.db);
+    st_bind_text(s, 1, assignment_id);
+    st_bind_dbl(s, 2, now);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int st_planned_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                  const char *definitions_json, const char *plan_request_json,
+                  const char *plan_response_json, int skipped, const store_plan_run *runs, size_t n,
+                  double now, store_err *err)
+{
+    static const char upd[] =
+        "UPDATE assignments SET status = ?2, planned_at = COALESCE(planned_at, ?3),"
+        " finished_at = ?4 WHERE id = ?1";
+    static const char doc[] =
+        "INSERT INTO assignment_docs(seq, definitions_json, plan_request_json,"
+        " plan_response_json) SELECT seq, ?2, ?3, ?4 FROM assignments WHERE id = ?1"
+        " ON CONFLICT(seq) DO UPDATE SET"
+        " definitions_json = COALESCE(excluded.definitions_json, definitions_json),"
+        " plan_request_json = COALESCE(excluded.plan_request_json, plan_request_json),"
+        " plan_response_json = COALESCE(excluded.plan_response_json, plan_response_json)";
+    static const char run_doc[] =
+        "INSERT INTO run_docs(seq, descriptor_json) SELECT seq, ?2 FROM runs WHERE id = ?1"
+        " ON CONFLICT(seq) DO UPDATE SET"
+        " descriptor_json = COALESCE(excluded.descriptor_json, descriptor_json)";
+    static const char ins[] =
+        "INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
+        " timeout_seconds, status, created_at)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 'planned', ?8)"
+        " ON CONFLICT(id) DO UPDATE SET"
+        " timeout_seconds = excluded.timeout_seconds,"
+        " status = CASE WHEN status = 'abandoned' AND submit_status = 'none' THEN 'planned'"
+        "   WHEN submit_status = 'rejected' AND lease_generation < ?9 THEN 'planned'"
+        "   ELSE status END,"
+        " submit_status = CASE WHEN submit_status = 'rejected' AND lease_generation < ?9"
+        "   THEN 'none' ELSE submit_status END";
+    int code = STORE_OK;
+    int64_t gen = 0;
+    char status[16];
+    code = assignment_head(st, assignment_id, &gen, status, sizeof status, "save plan", err);
+    if (code) goto fail;
+    if (gen != lease_generation) {
+        code = st_errf(err, STORE_STALE,
+                       "save plan: assignment %s is at lease generation %lld, not %lld",
+                       assignment_id, (long long)gen, (long long)lease_generation);
+        goto fail;
+    }
+    if (is_terminal(status)) {
+        code = st_errf(err, STORE_CONFLICT, "save plan: assignment %s is already %s", assignment_id,
+                       status);
+        goto fail;
+    }
+    sqlite3_stmt *s = st_w(st, upd);
+    if (s) {
+        st_bind_text(s, 1, assignment_id);
+        st_bind_text(s, 2, skipped ? "skipped" : "planned");
+        st_bind_dbl(s, 3, now);
+        st_bind_time(s, 4, skipped ? now : 0);
+    }
+    code = st_step_done(st, s, "save plan", err);
+    if (code) goto fail;
+    if (definitions_json || plan_request_json || plan_response_json) {
+        s = st_w(st, doc);
+        if (s) {
+            st_bind_text(s, 1, assignment_id);
+            st_bind_text(s, 2, definitions_json);
+            st_bind_text(s, 3, plan_request_json);
+            st_bind_text(s, 4, plan_response_json);
+        }
+        code = st_step_done(st, s, "save plan", err);
+        if (code) goto fail;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const store_plan_run *r = &runs[i];
+        s = st_w(st, ins);
+        if (s) {
+            st_bind_text(s, 1, r->run_id);
+            st_bind_text(s, 2, assignment_id);
+            st_bind_text(s, 3, r->eval_key);
+            st_bind_text(s, 4, r->eval_version);
+            st_bind_text(s, 5, r->execution_mode);
+            st_bind_dbl(s, 6, r->timeout_seconds);
+            st_bind_dbl(s, 8, now);
+            st_bind_int(s, 9, lease_generation);
+        }
+        code = st_step_done(st, s, "save plan", err);
+        if (code) goto fail;
+        if (r->descriptor_json) {
+            s = st_w(st, run_doc);
+            if (s) {
+                st_bind_text(s, 1, r->run_id);
+                st_bind_text(s, 2, r->descriptor_json);
+            }
+            code = st_step_done(st, s, "save plan", err);
+            if (code) goto fail;
+        }
+    }
+    if (!skipped) {
+        int rc = st_maybe_complete(st, assignment_id, now);
+        if (rc != SQLITE_OK) {
+            code = st_sqlfail(err, st->w.db, rc, "save plan");
+            goto fail;
+        }
+    }
+    return STORE_OK;
+fail:
+    return code;
+}
+
+int st_lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                double lease_expires_at, store_err *err)
+{
+    static const char sql[] = "UPDATE assignments SET lease_expires_at = ?2 WHERE id = ?1";
+    int code = STORE_OK;
+    int64_t gen = 0;
+    char status[16];
+    code = assignment_head(st, assignment_id, &gen, status, sizeof status, "extend lease", err);
+    if (code) goto fail;
+    if (is_terminal(status)) {
+        return STORE_OK;
+    }
+    if (gen != lease_generation) {
+        code = st_errf(err, STORE_STALE,
+                       "extend lease: assignment %s is at lease generation %lld, not %lld",
+                       assignment_id, (long long)gen, (long long)lease_generation);
+        goto fail;
+    }
+    sqlite3_stmt *s = st_w(st, sql);
+    if (s) {
+        st_bind_text(s, 1, assignment_id);
+        st_bind_dbl(s, 2, lease_expires_at);
+    }
+    code = st_step_done(st, s, "extend lease", err);
+    if (code) goto fail;
+    return STORE_OK;
+fail:
+    return code;
+}
+
+static const char SQL_ABANDON_RUNS[] =
+    "UPDATE runs SET status = 'abandoned' WHERE assignment_id = ?1"
+    " AND status IN ('planned','running') AND submit_status = 'none'";
+
+int st_afinish_tx(store *st, const char *assignment_id, int64_t lease_generation,
+                  const char *status, const char *error_code, const char *error_message, double now,
+                  store_err *err)
+{
+    static const char sql[] =
+        "UPDATE assignments SET status = ?2, finished_at = ?3, error_code = ?4,"
+        " error_message = ?5 WHERE id = ?1";
+    int code = STORE_OK;
+    int64_t gen = 0;
+    char cur[16];
+    code = assignment_head(st, assignment_id, &gen, cur, sizeof cur, "finish assignment", err);
+    if (code) goto fail;
+    if (is_terminal(cur)) {
+        return STORE_OK;
+    }
+    if (lease_generation != 0 && gen != lease_generation) {
+        code =
+            st_errf(err, STORE_STALE, "finish assignment: %s is at lease generation %lld, not %lld",
+                    assignment_id, (long long)gen, (long long)lease_generation);
+        goto fail;
+    }
+    sqlite3_stmt *s = st_w(st, SQL_ABANDON_RUNS);
+    if (s) st_bind_text(s, 1, assignment_id);
+    code = st_step_done(st, s, "finish assignment", err);
+    if (code) goto fail;
+    s = st_w(st, sql);
+    if (s) {
+        st_bind_text(s, 1, assignment_id);
+        st_bind_text(s, 2, status);
+        st_bind_dbl(s, 3, now);
+        st_bind_textn(s, 4, error_code, ST_MAX_ERR_CODE);
+        st_bind_textn(s, 5, error_message, ST_MAX_ERR_MSG);
+    }
+    code = st_step_done(st, s, "finish assignment", err);
+    if (code) goto fail;
+    return STORE_OK;
+fail:
+    return code;
+}

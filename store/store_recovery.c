@@ -1,0 +1,226 @@
+/* store/store_recovery: what a restarted worker reads back: recoverable
+ * assignments with their documents and runs, and expired ones dropped. */
+#include "store/store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char SQL_ASSIGNMENT_COLS[] =
+    "SELECT a.id, a.worker_id, a.lease_generation, a.lease_expires_at, a.status, a.session_id,"
+    " a.session_revision_id, a.agent_id, a.environment, a.trigger_reason, a.event_count,"
+    " a.transcript_url, a.definitions_url, d.claim_json, d.definitions_json,"
+    " d.plan_request_json, d.plan_response_json, a.claimed_at"
+    " FROM assignments a LEFT JOIN assignment_docs d ON d.seq = a.seq";
+
+static void read_assignment(sqlite3_stmt *s, store_assignment_state *a)
+{
+    memset(a, 0, sizeof *a);
+    a->assignment_id = st_col_dup(s, 0);
+    a->worker_id = st_col_dup(s, 1);
+    a->lease_generation = sqlite3_column_int64(s, 2);
+    a->lease_expires_at = st_col_dbl(s, 3);
+    a->status = st_col_dup(s, 4);
+    a->session_id = st_col_dup(s, 5);
+    a->session_revision_id = st_col_dup(s, 6);
+    a->agent_id = st_col_dup(s, 7);
+    a->environment = st_col_dup(s, 8);
+    a->trigger_reason = st_col_dup(s, 9);
+    a->event_count = sqlite3_column_int64(s, 10);
+    a->transcript_url = st_col_dup(s, 11);
+    a->definitions_url = st_col_dup(s, 12);
+    a->claim_json = st_col_dup(s, 13);
+    a->definitions_json = st_col_dup(s, 14);
+    a->plan_request_json = st_col_dup(s, 15);
+    a->plan_response_json = st_col_dup(s, 16);
+    a->claimed_at = st_col_dbl(s, 17);
+}
+
+static int load_runs(sconn *c, store_assignment_state *a, store_err *err)
+{
+    static const char sql[] =
+        "SELECT r.id, r.eval_key, r.eval_version, r.execution_mode, d.descriptor_json,"
+        " r.timeout_seconds, r.status, r.submit_status FROM runs r"
+        " LEFT JOIN run_docs d ON d.seq = r.seq WHERE r.assignment_id = ?1 ORDER BY r.seq";
+    sqlite3_stmt *s = st_stmt(c, sql);
+    if (!s) return st_sqlfail(err, c->db, sqlite3_errcode(c->db), "load runs");
+    st_bind_text(s, 1, a->assignment_id);
+    size_t cap = 0;
+    int rc;
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (a->n_runs == cap) {
+            cap = cap ? cap * 2 : 8;
+            a->runs = realloc(a->runs, cap * sizeof *a->runs);
+            if (!a->runs) abort();
+        }
+        store_run_state *r = &a->runs[a->n_runs++];
+        r->run_id = st_col_dup(s, 0);
+        r->eval_key = st_col_dup(s, 1);
+        r->eval_version = st_col_dup(s, 2);
+        r->execution_mode = st_col_dup(s, 3);
+        r->descriptor_json = st_col_dup(s, 4);
+        r->timeout_seconds = st_col_dbl(s, 5);
+        r->status = st_col_dup(s, 6);
+        r->submit_status = st_col_dup(s, 7);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) return st_sqlfail(err, c->db, rc, "load runs");
+    return STORE_OK;
+}
+
+void store_assignment_state_free(store_assignment_state *a)
+{
+    if (!a) return;
+    free(a->assignment_id);
+    free(a->worker_id);
+    free(a->status);
+    free(a->session_id);
+    free(a->session_revision_id);
+    free(a->agent_id);
+    free(a->environment);
+    free(a->trigger_reason);
+    free(a->transcript_url);
+    free(a->definitions_url);
+    free(a->claim_json);
+    free(a->definitions_json);
+    free(a->plan_request_json);
+    free(a->plan_response_json);
+    for (size_t i = 0; i < a->n_runs; i++) {
+        store_run_state *r = &a->runs[i];
+        free(r->run_id);
+        free(r->eval_key);
+        free(r->eval_version);
+        free(r->execution_mode);
+        free(r->descriptor_json);
+        free(r->status);
+        free(r->submit_status);
+    }
+    free(a->runs);
+    memset(a, 0, sizeof *a);
+}
+
+void store_assignments_free(store_assignment_state *a, size_t n)
+{
+    if (!a) return;
+    for (size_t i = 0; i < n; i++)
+        store_assignment_state_free(&a[i]);
+    free(a);
+}
+
+static char SQL_RECOVERABLE[1024];
+static char SQL_ONE_ASSIGNMENT[1024];
+static pthread_once_t sql_once = PTHREAD_ONCE_INIT;
+
+static void build_sql(void)
+{
+    snprintf(SQL_RECOVERABLE, sizeof SQL_RECOVERABLE,
+             "%s WHERE a.status IN " ST_ACTIVE_SQL " AND a.lease_expires_at > ?1 ORDER BY a.seq",
+             SQL_ASSIGNMENT_COLS);
+    snprintf(SQL_ONE_ASSIGNMENT, sizeof SQL_ONE_ASSIGNMENT, "%s WHERE a.id = ?1",
+             SQL_ASSIGNMENT_COLS);
+}
+
+int store_recoverable_assignments(store *st, double now, double margin_s,
+                                  store_assignment_state **out, size_t *n, store_err *err)
+{
+    store_flush(st, NULL); /* deferred updates first (see store.h) */
+    pthread_once(&sql_once, build_sql);
+    *out = NULL;
+    *n = 0;
+    sconn *c = st_rget(st);
+    /* One read transaction: the assignments and their runs from one snapshot. */
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    sqlite3_stmt *s = st_stmt(c, SQL_RECOVERABLE);
+    store_assignment_state *arr = NULL;
+    size_t cap = 0, cnt = 0;
+    int rc = SQLITE_ERROR, code = STORE_OK;
+    if (!s) {
+        code = st_sqlfail(err, c->db, sqlite3_errcode(c->db), "list recoverable assignments");
+        goto done;
+    }
+    st_bind_dbl(s, 1, now + margin_s);
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        if (cnt == cap) {
+            cap = cap ? cap * 2 : 8;
+            arr = realloc(arr, cap * sizeof *arr);
+            if (!arr) abort();
+        }
+        read_assignment(s, &arr[cnt++]);
+    }
+    sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "list recoverable assignments");
+        goto done;
+    }
+    for (size_t i = 0; i < cnt && code == STORE_OK; i++)
+        code = load_runs(c, &arr[i], err);
+done:
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code) {
+        store_assignments_free(arr, cnt);
+        return code;
+    }
+    *out = arr;
+    *n = cnt;
+    return STORE_OK;
+}
+
+int store_assignment_load(store *st, const char *assignment_id, store_assignment_state *out,
+                          store_err *err)
+{
+    store_flush(st, NULL); /* deferred updates first (see store.h) */
+    pthread_once(&sql_once, build_sql);
+    memset(out, 0, sizeof *out);
+    if (!assignment_id) return st_errf(err, STORE_INVALID, "load assignment: no id");
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    sqlite3_stmt *s = st_stmt(c, SQL_ONE_ASSIGNMENT);
+    int code = STORE_OK;
+    int rc = s ? (st_bind_text(s, 1, assignment_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    if (rc == SQLITE_ROW)
+        read_assignment(s, out);
+    else if (rc == SQLITE_DONE)
+        code = STORE_NOTFOUND;
+    else
+        code = st_sqlfail(err, c->db, rc, "load assignment");
+    if (s) sqlite3_reset(s);
+    if (code == STORE_OK) code = load_runs(c, out, err);
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code < 0) store_assignment_state_free(out);
+    return code;
+}
+
+int store_drop_expired(store *st, double now, double margin_s, size_t *n_dropped, store_err *err)
+{
+    static const char runs_sql[] =
+        "UPDATE runs SET status = 'abandoned' WHERE status IN ('planned','running')"
+        " AND submit_status = 'none' AND assignment_id IN (SELECT id FROM assignments"
+        " WHERE status IN " ST_ACTIVE_SQL " AND lease_expires_at <= ?1)";
+    static const char asg_sql[] =
+        "UPDATE assignments SET status = 'dropped', finished_at = ?2, error_code = 'lease_expired',"
+        " error_message = 'the lease expired before the work could resume'"
+        " WHERE status IN " ST_ACTIVE_SQL " AND lease_expires_at <= ?1";
+    if (n_dropped) *n_dropped = 0;
+    int code = st_wbegin(st, "drop expired assignments", err);
+    if (code) return code;
+    sqlite3_stmt *s = st_w(st, runs_sql);
+    if (s) st_bind_dbl(s, 1, now + margin_s);
+    code = st_step_done(st, s, "drop expired assignments", err);
+    if (code) goto fail;
+    s = st_w(st, asg_sql);
+    if (s) {
+        st_bind_dbl(s, 1, now + margin_s);
+        st_bind_dbl(s, 2, now);
+    }
+    code = st_step_done(st, s, "drop expired assignments", err);
+    if (code) goto fail;
+    size_t dropped = (size_t)sqlite3_changes(st->w.db);
+    code = st_wcommit(st, "drop expired assignments", 0, err);
+    if (code == STORE_OK && n_dropped) *n_dropped = dropped;
+    return code;
+fail:
+    st_wabort(st);
+    return code;
+}
