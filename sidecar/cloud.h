@@ -132,6 +132,20 @@ typedef struct {
 int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, cloud_result_ack *ack,
                  cloud_error *e);
 
+/* ---- reading validated descriptors ---- */
+/* The string at `k`, or NULL if absent or not a string (borrowed). */
+static inline const char *cloud_jstr(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+/* timeout_seconds, or 0 when absent (validated > 0 when present). */
+static inline double cloud_jtimeout(const json_t *o)
+{
+    const json_t *v = json_object_get(o, "timeout_seconds");
+    return json_is_number(v) ? json_number_value(v) : 0;
+}
+
 /* ---- shared layer (cloud.c), used by the cloud_<call>.c modules ---- */
 typedef struct {
     const char *method; /* "GET" | "POST" */

@@ -1,16 +1,20 @@
 /* sidecar/worker_internal: state shared by the worker's modules (worker.c:
  * lifecycle, registration and the claim loop; worker_assign.c: one
- * assignment from transcript to results; worker_hb.c: the heartbeat thread;
- * worker_outbox.c: result submission and the outbox). Private to sidecar/. */
+ * assignment from transcript to results; worker_conditions.c: its condition
+ * phase; worker_plan.c: plan matching; worker_runs.c: its runs and their
+ * results; worker_hb.c: the heartbeat thread; worker_outbox.c: result
+ * submission and the outbox). Private to sidecar/. */
 #ifndef FPS_WORKER_INTERNAL_H
 #define FPS_WORKER_INTERNAL_H
 #include "common/metrics.h"
 #include "sidecar/cloud.h"
 #include "sidecar/worker.h"
+#include "sidecar/worker_plan.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 struct sbx_image;
 
@@ -42,15 +46,6 @@ enum {
     WC__COUNT
 };
 
-/* One planned run of an assignment. */
-typedef struct {
-    char *run_id;
-    json_t *run;       /* borrowed from the plan response */
-    json_t *def;       /* borrowed: the definition descriptor */
-    atomic_int cancel; /* non-zero: kill its sandbox, submit nothing */
-    atomic_int done;   /* finished (result built or cancelled) */
-} wrun;
-
 /* One assignment being processed (owned by its pool thread). */
 typedef struct actx {
     struct worker *w;
@@ -73,10 +68,10 @@ typedef struct actx {
      * thread waits (under w->mu, on w->run_cv) until runs_left == 0 and no
      * helper holds it. */
     atomic_size_t next_run;
-    size_t runs_left;        /* under w->mu: runs not yet finished */
-    int helpers;             /* under w->mu: helpers working on it */
-    int help_queued;         /* under w->mu: help requests in w->help queue */
-    struct actx *help_next;  /* help queue link */
+    size_t runs_left;         /* under w->mu: runs not yet finished */
+    int helpers;              /* under w->mu: helpers working on it */
+    int help_queued;          /* under w->mu: help requests in w->help queue */
+    struct actx *help_next;   /* help queue link */
     const json_t *transcript; /* borrowed while its runs execute */
     struct sbx_image *img;    /* borrowed while its runs execute */
     /* step timings (microseconds; logged at debug level per assignment) */
@@ -228,9 +223,38 @@ char *ws_stored_worker_id(struct store *st);
 void worker_remember_transcript(struct worker *w, const char *assignment_id, char *raw,
                                 size_t bytes);
 
+/* Microseconds on the monotonic clock (step timings). */
+static inline int64_t worker_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(struct worker *w, actx *x);
-/* worker_assign.c: a run-pool thread (helps assignments run their runs). */
+/* worker_assign.c: ends the assignment locally with an error (logged,
+ * counted, recorded); e may be NULL. */
+void worker_fail_assignment(actx *x, const char *code, const char *msg, const cloud_error *e);
+/* worker_assign.c: the assignment's session image, built on first use
+ * (*img owned by the caller); NULL (and the assignment failed, *failed
+ * set) if the transcript cannot be built into one. */
+struct sbx_image *worker_image(actx *x, struct sbx_image **img, const json_t *transcript,
+                               int *failed);
+
+/* worker_conditions.c: the condition phase (SPEC §2 step 4). */
+typedef struct {
+    json_t *selected, *skipped; /* owned arrays, filled in definition order */
+} wselection;
+/* Evaluates every definition's condition within the claim-time lease.
+ * Returns 0, or -1 if the assignment must end (cancelled or failed). */
+int worker_conditions(actx *x, const json_t *defs, const json_t *transcript, struct sbx_image **img,
+                      int *img_failed, wselection *s);
+
+/* worker_runs.c: runs x->runs in parallel (the assignment's thread plus
+ * run-pool helpers) to their results; returns when every run has ended. */
+void worker_execute_runs(actx *x, const json_t *transcript, struct sbx_image *img);
+/* worker_runs.c: a run-pool thread (helps assignments run their runs). */
 void *worker_run_main(void *arg);
 /* worker_hb.c */
 void *worker_hb_main(void *arg);

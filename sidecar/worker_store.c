@@ -73,12 +73,6 @@ void ws_claimed(worker *w, actx **xs, size_t n)
     free(c);
 }
 
-static const char *sget(const json_t *o, const char *k)
-{
-    const json_t *v = json_object_get(o, k);
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
 void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
                 const json_t *skipped, const json_t *plan_response, int skipped_status)
 {
@@ -96,9 +90,9 @@ void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
         const json_t *t = json_object_get(r, "timeout_seconds");
         desc[i] = json_dumps(r, JSON_COMPACT);
         runs[i] = (store_plan_run){x->runs[i].run_id,
-                                   sget(r, "eval_key"),
-                                   sget(r, "eval_version"),
-                                   sget(r, "execution_mode"),
+                                   cloud_jstr(r, "eval_key"),
+                                   cloud_jstr(r, "eval_version"),
+                                   cloud_jstr(r, "execution_mode"),
                                    json_is_number(t) ? json_number_value(t) : 0,
                                    desc[i]};
     }
@@ -144,21 +138,21 @@ static void fill_results(worker *w, const ws_commit *c, store_run_result *sr, ch
     for (size_t i = 0; i < c->n; i++) {
         const ws_result *r = &c->r[i];
         rj[i] = json_dumps(r->results, JSON_COMPACT);
-        sr[i] = (store_run_result){r->run_id,
-                                   r->status,
-                                   r->started,
-                                   r->finished,
-                                   r->duration_ms,
-                                   json_is_string(r->summary) ? json_string_value(r->summary)
-                                                              : NULL,
-                                   rj[i],
-                                   r->error_code[0] ? r->error_code : NULL,
-                                   r->error_message,
-                                   r->submission_id,
-                                   w->worker_id,
-                                   c->x->a.lease_generation,
-                                   r->body,
-                                   r->len};
+        sr[i] =
+            (store_run_result){r->run_id,
+                               r->status,
+                               r->started,
+                               r->finished,
+                               r->duration_ms,
+                               json_is_string(r->summary) ? json_string_value(r->summary) : NULL,
+                               rj[i],
+                               r->error_code[0] ? r->error_code : NULL,
+                               r->error_message,
+                               r->submission_id,
+                               w->worker_id,
+                               c->x->a.lease_generation,
+                               r->body,
+                               r->len};
     }
 }
 

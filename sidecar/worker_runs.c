@@ -1,0 +1,420 @@
+/* sidecar/worker_runs: an assignment's runs (SPEC §2 steps 7-8), in
+ * parallel on the assignment's thread and the run-pool helpers: each run
+ * through the jail (managed) or the local registry, its outcome mapped to a
+ * run status, its result serialized once, made durable together with the
+ * results of concurrent runs (group commit), then handed to the outbox. */
+#include "sidecar/worker_internal.h"
+
+#include "common/ids.h"
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "sandbox/jail/sbx.h"
+#include "sidecar/local.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_ERROR_MESSAGE 4096
+
+static void bound_utf8(char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n <= max) return;
+    n = max;
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    s[n] = '\0';
+}
+
+typedef struct {
+    const char *status;
+    json_t *results; /* owned */
+    json_t *summary; /* owned (string or null) */
+    char error_code[64];
+    char error_message[MAX_ERROR_MESSAGE + 1];
+} run_outcome;
+
+static void outcome_fail(run_outcome *o, const char *status, const char *code, const char *fmt,
+                         const char *arg)
+{
+    o->status = status;
+    json_decref(o->results);
+    o->results = json_array();
+    json_decref(o->summary);
+    o->summary = json_null();
+    snprintf(o->error_code, sizeof o->error_code, "%s", code);
+    snprintf(o->error_message, sizeof o->error_message, fmt, arg);
+    bound_utf8(o->error_message, MAX_ERROR_MESSAGE);
+}
+
+static int primary_present(const json_t *results, const char *key, const char *kind)
+{
+    if (key == NULL || kind == NULL) return 0;
+    for (size_t i = 0; i < json_array_size(results); i++) {
+        const json_t *it = json_array_get(results, i);
+        const char *k = cloud_jstr(it, "result_key"), *rk = cloud_jstr(it, "result_kind");
+        if (k && rk && !strcmp(k, key) && !strcmp(rk, kind)) return 1;
+    }
+    return 0;
+}
+
+static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
+{
+    const char *src = cloud_jstr(r->run, "evaluator_source");
+    double t = cloud_jtimeout(r->run);
+    if (t <= 0) t = cloud_jtimeout(r->def);
+    if (t <= 0) t = 30;
+    if (t > 60) t = 60;
+    sbx_request rq = {.kind = LANG_EVALUATOR,
+                      .source = src,
+                      .source_len = strlen(src),
+                      .eval_key = cloud_jstr(r->def, "eval_key"),
+                      .timeout_s = t,
+                      .image = img,
+                      .cancel = &r->cancel};
+    sbx_outcome out;
+    memset(&out, 0, sizeof out);
+    sbx_eval(x->w->pool, &rq, &out);
+    switch (out.status) {
+    case SBX_OK: {
+        const json_t *j = out.json;
+        if (json_is_true(json_object_get(j, "ok"))) {
+            json_t *res = json_object_get(j, "results");
+            if (!json_is_array(res) || json_array_size(res) > 25 ||
+                !primary_present(res, cloud_jstr(r->def, "eval_key"),
+                                 cloud_jstr(r->def, "result_kind"))) {
+                outcome_fail(o, "failed", "eval_error", "%s",
+                             "evaluation result does not contain its declared primary result");
+                break;
+            }
+            o->status = "succeeded";
+            json_decref(o->results);
+            o->results = json_incref(res);
+            json_t *sm = json_object_get(j, "summary");
+            json_decref(o->summary);
+            o->summary = json_is_string(sm) ? json_incref(sm) : json_null();
+            break;
+        }
+        const char *stage = cloud_jstr(j, "stage");
+        if (stage && !strcmp(stage, "compile")) {
+            const char *m = cloud_jstr(j, "message");
+            outcome_fail(o, "failed", "eval_error", "evaluator source rejected: %s",
+                         m && *m ? m : "rejected by the sandbox validator");
+        } else if (stage && !strcmp(stage, "limit")) {
+            outcome_fail(o, "timed_out", "eval_timeout", "%s",
+                         "evaluation exceeded its configured timeout");
+        } else {
+            const char *et = cloud_jstr(j, "error_type");
+            outcome_fail(o, "failed", "eval_error", "evaluation raised %s", et ? et : "Exception");
+        }
+        break;
+    }
+    case SBX_TIMEOUT:
+        outcome_fail(o, "timed_out", "eval_timeout", "%s",
+                     "evaluation exceeded its configured timeout");
+        break;
+    case SBX_OUTPUT:
+        outcome_fail(o, "failed", "eval_error", "%s", "evaluation output exceeded its limit");
+        break;
+    case SBX_CANCELLED:
+        o->status = "cancelled";
+        break;
+    case SBX_JAIL_FAILURE:
+    default:
+        outcome_fail(o, "failed", "sandbox_error", "sandbox failure: %s", out.detail);
+        break;
+    }
+    sbx_outcome_free(&out);
+}
+
+static void run_local(actx *x, wrun *r, const json_t *transcript, run_outcome *o)
+{
+    worker *w = x->w;
+    if (w->local == NULL) {
+        outcome_fail(o, "failed", "evaluator_unavailable", "%s", "no local evaluator registry");
+        return;
+    }
+    double t = cloud_jtimeout(r->run);
+    if (t <= 0) t = cloud_jtimeout(r->def);
+    local_dispatch_request rq = {.evaluation_run_id = r->run_id,
+                                 .eval_key = cloud_jstr(r->def, "eval_key"),
+                                 .eval_version = cloud_jstr(r->def, "eval_version"),
+                                 .result_kind = cloud_jstr(r->def, "result_kind"),
+                                 .timeout_s = t,
+                                 .transcript = transcript,
+                                 .cancel = &r->cancel};
+    local_dispatch_result res;
+    memset(&res, 0, sizeof res);
+    local_dispatch(w->local, &rq, &res);
+    o->status = res.status ? res.status : "failed";
+    if (!strcmp(o->status, "succeeded")) {
+        if (!primary_present(res.results, rq.eval_key, rq.result_kind)) {
+            outcome_fail(o, "failed", "eval_error", "%s",
+                         "evaluation result does not contain its declared primary result");
+        } else {
+            json_decref(o->results);
+            o->results = json_incref(res.results);
+            json_decref(o->summary);
+            o->summary = res.summary ? json_string(res.summary) : json_null();
+        }
+    } else if (strcmp(o->status, "cancelled") != 0) {
+        outcome_fail(o, o->status, res.error_code[0] ? res.error_code : "eval_error", "%s",
+                     res.error_message[0] ? res.error_message : "local evaluation failed");
+    }
+    local_dispatch_result_free(&res);
+}
+
+/* Serializes the result body once. */
+static char *result_body(actx *x, const run_outcome *o, const char *submission_id, double started,
+                         double finished, long long duration_ms, size_t *len)
+{
+    char s1[40], s2[40];
+    json_t *b = json_object();
+    json_object_set_new(b, "protocol_version", json_string("2"));
+    json_object_set_new(b, "result_schema_version", json_string("2"));
+    json_object_set_new(b, "submission_id", json_string(submission_id));
+    json_object_set_new(b, "worker_id", json_string(x->w->worker_id));
+    json_object_set_new(b, "lease_generation", json_integer(x->a.lease_generation));
+    json_object_set_new(b, "status", json_string(o->status));
+    json_object_set_new(b, "started_at", json_string(time_rfc3339(started, s1, sizeof s1)));
+    json_object_set_new(b, "finished_at", json_string(time_rfc3339(finished, s2, sizeof s2)));
+    json_object_set_new(b, "duration_ms", json_integer(duration_ms));
+    json_object_set(b, "summary", o->summary ? o->summary : json_null());
+    json_object_set(b, "results", o->results);
+    json_object_set_new(b, "error_code",
+                        o->error_code[0] ? json_string(o->error_code) : json_null());
+    json_object_set_new(b, "error_message",
+                        o->error_message[0] ? json_string(o->error_message) : json_null());
+    char *text = json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(b);
+    *len = text ? strlen(text) : 0;
+    return text;
+}
+
+/* Makes a batch of finished results durable (one transaction, one fsync),
+ * then submits them. */
+static void flush_results(actx *x, ws_result *pend, size_t *np)
+{
+    worker *w = x->w;
+    /* Never drop a result: retry the store (claiming pauses, not ready)
+     * until it takes it or the worker stops. */
+    int stored = 0;
+    int64_t t0 = worker_mono_us();
+    for (int64_t delay = 100;; delay = delay < 5000 ? delay * 2 : 5000) {
+        if (ws_runs_finished(w, x, pend, *np) == 0) {
+            stored = 1;
+            break;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->store_failing = 1;
+        int stop = w->stopping;
+        pthread_mutex_unlock(&w->mu);
+        if (stop) break;
+        struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&w->mu);
+    if (w->store_failing && stored) {
+        w->store_failing = 0;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    int64_t t1 = worker_mono_us();
+    atomic_fetch_add(&x->tm_store_us, t1 - t0);
+    for (size_t i = 0; i < *np; i++) {
+        if (stored)
+            worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body, pend[i].len);
+        else
+            free(pend[i].body);
+        json_decref(pend[i].results);
+        json_decref(pend[i].summary);
+        free(pend[i].error_message);
+    }
+    atomic_fetch_add(&x->tm_submit_us, worker_mono_us() - t1);
+    *np = 0;
+}
+
+/* One run to its end: evaluation, result body, durable store (shared with
+ * concurrent runs: group commit), first submission. Any thread. */
+static void do_run(actx *x, size_t i)
+{
+    worker *w = x->w;
+    wrun *r = &x->runs[i];
+    if (atomic_load(&x->lost)) {
+        atomic_store(&r->done, 1);
+        return;
+    }
+    if (atomic_load(&r->cancel)) {
+        atomic_store(&r->done, 1);
+        wcount(w, WC_RUNS_CANCELLED, 1);
+        return;
+    }
+    int already = 0;
+    for (size_t k = 0; k < json_array_size(x->skip_runs) && !already; k++)
+        already = !strcmp(json_string_value(json_array_get(x->skip_runs, k)), r->run_id);
+    if (already) {
+        /* Resumed after a restart: this run's result is stored (and in
+         * the outbox if not yet acknowledged). */
+        atomic_store(&r->done, 1);
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->active_runs++;
+    worker_gauges_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    run_outcome o = {0};
+    o.results = json_array();
+    o.summary = json_null();
+    double started = time_now();
+    int64_t t0 = time_mono_ms(), e0 = worker_mono_us();
+    const char *mode = cloud_jstr(r->run, "execution_mode");
+    if (!strcmp(mode, "python"))
+        run_managed(x, r, x->img, &o);
+    else
+        run_local(x, r, x->transcript, &o);
+    atomic_fetch_add(&x->tm_eval_us, worker_mono_us() - e0);
+    double finished = time_now();
+    long long dur = time_mono_ms() - t0;
+    metrics_observe(METRIC_EVAL_SECONDS, dur / 1000.0, "mode", mode);
+    metrics_inc(METRIC_RUNS, "mode", mode, "status",
+                atomic_load(&r->cancel) ? "cancelled" : o.status);
+    atomic_store(&r->done, 1);
+    pthread_mutex_lock(&w->mu);
+    w->active_runs--;
+    worker_gauges_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    if (!strcmp(o.status, "cancelled") || atomic_load(&r->cancel)) {
+        /* Not accepted by the server any more, lost, or stopping:
+         * nothing is submitted. */
+        wcount(w, WC_RUNS_CANCELLED, 1);
+        log_info("run cancelled", LOG_S("assignment_id", x->a.assignment_id),
+                 LOG_S("evaluation_run_id", r->run_id));
+        json_decref(o.results);
+        json_decref(o.summary);
+        return;
+    }
+    wcount(w,
+           !strcmp(o.status, "succeeded")   ? WC_RUNS_SUCCEEDED
+           : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
+                                            : WC_RUNS_FAILED,
+           1);
+    ws_result p;
+    memset(&p, 0, sizeof p);
+    ids_uuid(p.submission_id);
+    /* Serialized once: these bytes are stored and every (re)submission
+     * sends them unchanged. */
+    p.body = result_body(x, &o, p.submission_id, started, finished, dur, &p.len);
+    log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
+              LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
+              LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
+    if (p.body == NULL) {
+        json_decref(o.results);
+        json_decref(o.summary);
+        return;
+    }
+    p.run_id = r->run_id;
+    p.status = o.status;
+    p.started = started;
+    p.finished = finished;
+    p.duration_ms = dur;
+    p.results = o.results;
+    p.summary = o.summary;
+    snprintf(p.error_code, sizeof p.error_code, "%s", o.error_code);
+    p.error_message = o.error_message[0] ? strdup(o.error_message) : NULL;
+    size_t np = 1;
+    flush_results(x, &p, &np);
+}
+
+/* Takes runs of x (by x->next_run) until none is left. */
+static void run_some(actx *x)
+{
+    worker *w = x->w;
+    for (;;) {
+        size_t i = atomic_fetch_add(&x->next_run, 1);
+        if (i >= x->nruns) return;
+        do_run(x, i);
+        pthread_mutex_lock(&w->mu);
+        if (--x->runs_left == 0) pthread_cond_broadcast(&w->run_cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+/* Removes x from the help queue (w->mu held). */
+static void help_unlink(worker *w, actx *x)
+{
+    actx *prev = NULL;
+    for (actx *p = w->help_head; p; prev = p, p = p->help_next) {
+        if (p != x) continue;
+        if (prev)
+            prev->help_next = p->help_next;
+        else
+            w->help_head = p->help_next;
+        if (w->help_tail == p) w->help_tail = prev;
+        break;
+    }
+    x->help_next = NULL;
+    x->help_queued = 0;
+}
+
+void *worker_run_main(void *arg)
+{
+    worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    while (!w->stopping) {
+        actx *x = w->help_head;
+        if (x == NULL) {
+            pthread_cond_wait(&w->help_cv, &w->mu);
+            continue;
+        }
+        if (x->help_queued <= 1)
+            help_unlink(w, x);
+        else
+            x->help_queued--;
+        x->helpers++;
+        pthread_mutex_unlock(&w->mu);
+        run_some(x);
+        pthread_mutex_lock(&w->mu);
+        if (--x->helpers == 0) pthread_cond_broadcast(&w->run_cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Runs the assignment's runs in parallel: this thread plus up to
+ * (runs - 1) run-pool helpers (the sandbox pool bounds how many
+ * evaluations really run at once); returns when every run has ended. */
+void worker_execute_runs(actx *x, const json_t *transcript, sbx_image *img)
+{
+    worker *w = x->w;
+    x->transcript = transcript;
+    x->img = img;
+    atomic_store(&x->next_run, 0);
+    pthread_mutex_lock(&w->mu);
+    x->runs_left = x->nruns;
+    long want = x->nruns > 1 ? (long)x->nruns - 1 : 0;
+    if (want > w->nrun_th) want = w->nrun_th;
+    if (want > 0 && !w->stopping) {
+        x->help_queued = (int)want;
+        x->help_next = NULL;
+        if (w->help_tail)
+            w->help_tail->help_next = x;
+        else
+            w->help_head = x;
+        w->help_tail = x;
+        if (want == 1)
+            pthread_cond_signal(&w->help_cv);
+        else
+            pthread_cond_broadcast(&w->help_cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    run_some(x);
+    pthread_mutex_lock(&w->mu);
+    if (x->help_queued > 0) help_unlink(w, x);
+    while (x->runs_left > 0 || x->helpers > 0)
+        pthread_cond_wait(&w->run_cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    x->transcript = NULL;
+    x->img = NULL;
+}
