@@ -297,8 +297,8 @@ static int host_allowed(api_server *srv, const char *hostval)
     if (srv->listen_host[0] && !strcasecmp(h, srv->listen_host) && strcmp(h, "0.0.0.0") &&
         strcmp(h, "::"))
         return 1;
-    const cli_list *l = &srv->deps.cfg->admin_hosts;
-    for (size_t i = 0; i < l->len; i++)
+    const cli_list *l = srv->deps.cfg.admin_hosts;
+    for (size_t i = 0; l != NULL && i < l->len; i++)
         if (!strcasecmp(h, l->items[i])) return 1;
     return 0;
 }
@@ -689,7 +689,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     srv->nice = admin_nice();
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
-    const run_config *cfg = deps->cfg;
+    const api_config *cfg = &deps->cfg;
     /* admin token */
     if (cfg->admin_token_file != NULL) {
         char terr[256];

@@ -16,7 +16,6 @@
 #include "api/internal.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
-#include "sidecar/worker.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -101,8 +100,8 @@ void route_evaluate(api_req *rq, api_resp *rs)
             api_error(rs, 422, "invalid_request", "assignment_id must be a string");
             goto done;
         }
-        if (srv->deps.w != NULL)
-            recent = worker_recent_transcript(srv->deps.w, json_string_value(aid));
+        const api_worker_ops *w = &srv->deps.worker;
+        if (w->ctx != NULL) recent = w->recent_transcript(w->ctx, json_string_value(aid));
         if (recent == NULL) {
             api_error(rs, 404, "not_found",
                       "no recent transcript for this assignment (only the last few are kept)");

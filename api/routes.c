@@ -7,7 +7,6 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
-#include "sidecar/worker.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +30,36 @@ void route_healthz(api_req *rq, api_resp *rs)
     strbuf_puts(&rs->body, "{\"status\":\"ok\"}");
 }
 
+/* The worker's readiness; not ready, with that reason, when there is none. */
+static int worker_is_ready(const api_server *srv, char *reason, size_t cap)
+{
+    const api_worker_ops *w = &srv->deps.worker;
+    if (w->ctx == NULL) {
+        snprintf(reason, cap, "the worker is not running");
+        return 0;
+    }
+    return w->ready(w->ctx, reason, cap);
+}
+
+/* A new reference to the worker's status snapshot, or NULL without a worker. */
+static json_t *worker_status(const api_server *srv)
+{
+    const api_worker_ops *w = &srv->deps.worker;
+    return w->ctx != NULL ? w->status_json(w->ctx) : NULL;
+}
+
+/* Registered local evaluators (and definitions); 0 without a registry. */
+static int local_count(const api_server *srv, int *defs)
+{
+    const api_local_ops *l = &srv->deps.local;
+    *defs = 0;
+    return l->ctx != NULL ? l->count(l->ctx, defs) : 0;
+}
+
 void route_readyz(api_req *rq, api_resp *rs)
 {
-    worker *w = rq->srv->deps.w;
-    char reason[256] = "the worker is not running";
-    int ready = w != NULL && worker_ready(w, reason, sizeof reason);
+    char reason[256];
+    int ready = worker_is_ready(rq->srv, reason, sizeof reason);
     json_t *v = json_pack("{s:b}", "ready", ready);
     if (!ready) json_object_set_new(v, "reason", json_string(reason));
     api_json(rs, ready ? 200 : 503, v);
@@ -51,8 +75,7 @@ static double jnum(const json_t *o, const char *k)
 /* Updates the gauges from the live components. */
 static void refresh_gauges(api_server *srv)
 {
-    worker *w = srv->deps.w;
-    json_t *st = w ? worker_status_json(w) : NULL;
+    json_t *st = worker_status(srv);
     double aa = st ? jnum(st, "active_assignments") : -1;
     double ar = st ? jnum(st, "active_runs") : -1;
     double od = st ? jnum(st, "outbox_depth") : -1;
@@ -65,11 +88,11 @@ static void refresh_gauges(api_server *srv)
         if (store_outbox_depth(srv->deps.db, &depth, NULL) == STORE_OK) od = (double)depth;
     }
     metrics_gauge_set(METRIC_OUTBOX_DEPTH, od < 0 ? 0 : od);
-    int defs = 0, evs = srv->deps.local ? local_registry_count(srv->deps.local, &defs) : 0;
+    int defs = 0, evs = local_count(srv, &defs);
     metrics_gauge_set(METRIC_LOCAL_EVALUATORS, evs);
     metrics_gauge_set(METRIC_LOCAL_DEFINITIONS, defs);
     char reason[256];
-    metrics_gauge_set(METRIC_READY, w != NULL && worker_ready(w, reason, sizeof reason));
+    metrics_gauge_set(METRIC_READY, worker_is_ready(srv, reason, sizeof reason));
     const char *state = st ? json_string_value(json_object_get(st, "state")) : NULL;
     metrics_gauge_set(METRIC_DRAINING, state != NULL && !strcmp(state, "draining"));
     metrics_gauge_set(METRIC_UPTIME, time_now() - srv->started_at);
@@ -101,11 +124,10 @@ void route_metrics(api_req *rq, api_resp *rs)
 void route_status(api_req *rq, api_resp *rs)
 {
     api_server *srv = rq->srv;
-    worker *w = srv->deps.w;
-    json_t *st = w ? worker_status_json(w) : NULL;
+    json_t *st = worker_status(srv);
     if (st == NULL) st = json_object();
-    char reason[256] = "the worker is not running";
-    int ready = w != NULL && worker_ready(w, reason, sizeof reason);
+    char reason[256];
+    int ready = worker_is_ready(srv, reason, sizeof reason);
     json_object_set_new(st, "ready", json_boolean(ready));
     json_object_set_new(st, "ready_reason", ready ? json_null() : json_string(reason));
     const char *state = json_string_value(json_object_get(st, "state"));
@@ -120,8 +142,8 @@ void route_status(api_req *rq, api_resp *rs)
     if (json_object_get(st, "active_sandboxes") == NULL)
         json_object_set_new(st, "active_sandboxes",
                             json_integer(srv->deps.pool ? sbx_pool_active(srv->deps.pool) : 0));
-    if (srv->deps.local != NULL) {
-        int defs = 0, n = local_registry_count(srv->deps.local, &defs);
+    if (srv->deps.local.ctx != NULL) {
+        int defs = 0, n = local_count(srv, &defs);
         json_object_set_new(st, "local_evaluators",
                             json_pack("{s:i,s:i}", "evaluators", n, "definitions", defs));
     }
@@ -287,12 +309,12 @@ void route_drain(api_req *rq, api_resp *rs)
         if (b == NULL) return;
         json_decref(b);
     }
-    worker *w = rq->srv->deps.w;
-    if (w == NULL) {
+    const api_worker_ops *w = &rq->srv->deps.worker;
+    if (w->ctx == NULL) {
         api_error(rs, 503, "worker_unavailable", "the worker is not running");
         return;
     }
-    worker_drain(w);
+    w->drain(w->ctx);
     log_info("drain requested over the admin API");
     api_json(rs, 202, json_pack("{s:b}", "draining", 1));
 }
@@ -301,27 +323,27 @@ void route_drain(api_req *rq, api_resp *rs)
 
 static int need_local(api_req *rq, api_resp *rs)
 {
-    if (rq->srv->deps.local != NULL) return 0;
+    if (rq->srv->deps.local.ctx != NULL) return 0;
     api_error(rs, 503, "local_evaluators_unavailable", "local evaluators are not enabled");
     return -1;
 }
 
-static void local_failure(api_resp *rs, const local_error *e)
+static void local_failure(api_resp *rs, const fps_err *e)
 {
-    api_error(rs, e->http_status ? e->http_status : 500, e->code[0] ? e->code : "error", "%s",
-              e->message);
+    api_error(rs, e->http_status ? e->http_status : 500, e->name[0] ? e->name : "error", "%s",
+              e->msg);
 }
 
 void route_evaluators(api_req *rq, api_resp *rs)
 {
     if (need_local(rq, rs)) return;
-    api_json(rs, 200, local_registry_list(rq->srv->deps.local));
+    api_json(rs, 200, rq->srv->deps.local.list(rq->srv->deps.local.ctx));
 }
 
 void route_evaluator_get(api_req *rq, api_resp *rs)
 {
     if (need_local(rq, rs)) return;
-    json_t *v = local_registry_get(rq->srv->deps.local, rq->param);
+    json_t *v = rq->srv->deps.local.get(rq->srv->deps.local.ctx, rq->param);
     if (v == NULL)
         api_error(rs, 404, "not_found", "no evaluator is registered under this name");
     else
@@ -334,8 +356,8 @@ void route_evaluator_put(api_req *rq, api_resp *rs)
     json_t *body = api_body_object(rq, rs);
     if (body == NULL) return;
     json_t *out = NULL;
-    local_error e = {0};
-    int st = local_registry_put(rq->srv->deps.local, rq->param, body, &out, &e);
+    fps_err e = {0};
+    int st = rq->srv->deps.local.put(rq->srv->deps.local.ctx, rq->param, body, &out, &e);
     json_decref(body);
     if (out == NULL)
         local_failure(rs, &e);
@@ -346,8 +368,8 @@ void route_evaluator_put(api_req *rq, api_resp *rs)
 void route_evaluator_delete(api_req *rq, api_resp *rs)
 {
     if (need_local(rq, rs)) return;
-    local_error e = {0};
-    int st = local_registry_delete(rq->srv->deps.local, rq->param, &e);
+    fps_err e = {0};
+    int st = rq->srv->deps.local.remove(rq->srv->deps.local.ctx, rq->param, &e);
     if (st != 200)
         local_failure(rs, &e);
     else
@@ -363,8 +385,8 @@ void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
         json_decref(b);
     }
     json_t *out = NULL;
-    local_error e = {0};
-    int st = local_registry_heartbeat(rq->srv->deps.local, rq->param, &out, &e);
+    fps_err e = {0};
+    int st = rq->srv->deps.local.heartbeat(rq->srv->deps.local.ctx, rq->param, &out, &e);
     if (out == NULL)
         local_failure(rs, &e);
     else

@@ -3,12 +3,9 @@
  * work and the outbox are done or the drain timeout passed. */
 #include "sidecar/daemon.h"
 
-#include "api/api.h"
 #include "common/log.h"
 #include "common/secret.h"
 #include "sandbox/jail/sbx.h"
-#include "sidecar/local.h"
-#include "sidecar/worker.h"
 #include "store/store.h"
 
 #include <malloc.h>
@@ -33,13 +30,6 @@ void daemon_block_signals(void)
     signal(SIGPIPE, SIG_IGN);
 }
 
-void daemon_request_stop(void)
-{
-    /* The main thread waits for SIGTERM in sigwait (it is blocked), so
-     * this wakes it to drain; it terminates nothing. */
-    if (g_have_main) pthread_kill(g_main, SIGTERM); // NOLINT(bugprone-bad-signal-to-kill-thread)
-}
-
 typedef struct {
     worker *w;
     double timeout;
@@ -52,6 +42,73 @@ static void *drain_waiter(void *arg)
     d->drained = worker_wait_drained(d->w, d->timeout);
     pthread_kill(g_main, SIGUSR1);
     return NULL;
+}
+
+/* ---- the admin API's view of the worker and the registry ----------------
+ * The api layer sits below the daemon and reaches these two through
+ * function tables; the adapters below are the only place that joins them. */
+
+static int api_w_ready(void *ctx, char *reason, size_t cap)
+{
+    return worker_ready(ctx, reason, cap);
+}
+static json_t *api_w_status(void *ctx)
+{
+    return worker_status_json(ctx);
+}
+static void api_w_drain(void *ctx)
+{
+    worker_drain(ctx);
+}
+static json_t *api_w_transcript(void *ctx, const char *assignment_id)
+{
+    return worker_recent_transcript(ctx, assignment_id);
+}
+static json_t *api_l_list(void *ctx)
+{
+    return local_registry_list(ctx);
+}
+static json_t *api_l_get(void *ctx, const char *name)
+{
+    return local_registry_get(ctx, name);
+}
+static int api_l_put(void *ctx, const char *name, const json_t *body, json_t **out, fps_err *e)
+{
+    return local_registry_put(ctx, name, body, out, e);
+}
+static int api_l_heartbeat(void *ctx, const char *name, json_t **out, fps_err *e)
+{
+    return local_registry_heartbeat(ctx, name, out, e);
+}
+static int api_l_remove(void *ctx, const char *name, fps_err *e)
+{
+    return local_registry_delete(ctx, name, e);
+}
+static int api_l_count(void *ctx, int *definitions)
+{
+    return local_registry_count(ctx, definitions);
+}
+
+api_worker_ops daemon_api_worker_ops(worker *w)
+{
+    api_worker_ops o = {.ctx = w,
+                        .ready = api_w_ready,
+                        .status_json = api_w_status,
+                        .drain = api_w_drain,
+                        .recent_transcript = api_w_transcript};
+    return o;
+}
+
+api_local_ops daemon_api_local_ops(local_registry *r)
+{
+    api_local_ops o = {.ctx = r,
+                       .list = api_l_list,
+                       .get = api_l_get,
+                       .put = api_l_put,
+                       .heartbeat = api_l_heartbeat,
+                       .remove = api_l_remove,
+                       .count = api_l_count};
+    return o;
 }
 
 int daemon_run(const run_config *cfg)
@@ -123,11 +180,8 @@ int daemon_run(const run_config *cfg)
     }
     local = local_registry_new(&lc, err, sizeof err);
     if (local == NULL) {
-        if (strstr(err, "not built yet") == NULL) {
-            log_error("cannot create the local evaluator registry", LOG_S("error", err));
-            goto done;
-        }
-        log_warn("local evaluators unavailable", LOG_S("reason", err));
+        log_error("cannot create the local evaluator registry", LOG_S("error", err));
+        goto done;
     }
     worker_deps wd = {.cfg = cfg, .token = token, .store = db, .pool = pool, .local = local};
     w = worker_new(&wd, err, sizeof err);
@@ -135,18 +189,20 @@ int daemon_run(const run_config *cfg)
         log_error("cannot create the worker", LOG_S("error", err));
         goto done;
     }
-    api_deps ad = {.cfg = cfg, .db = db, .w = w, .pool = pool, .local = local};
+    api_deps ad = {.cfg = {.listen = cfg->listen,
+                           .admin_hosts = &cfg->admin_hosts,
+                           .admin_token_file = cfg->admin_token_file,
+                           .allow_remote_admin = cfg->allow_remote_admin},
+                   .db = db,
+                   .pool = pool,
+                   .worker = daemon_api_worker_ops(w),
+                   .local = daemon_api_local_ops(local)};
     api = api_start(&ad, err, sizeof err);
     if (api == NULL) {
-        if (strstr(err, "not built yet") == NULL) {
-            log_error("cannot start the admin API", LOG_S("listen", cfg->listen),
-                      LOG_S("error", err));
-            goto done;
-        }
-        log_warn("admin API unavailable", LOG_S("reason", err));
-    } else {
-        log_info("admin API listening", LOG_S("listen", cfg->listen), LOG_I("port", api_port(api)));
+        log_error("cannot start the admin API", LOG_S("listen", cfg->listen), LOG_S("error", err));
+        goto done;
     }
+    log_info("admin API listening", LOG_S("listen", cfg->listen), LOG_I("port", api_port(api)));
     if (worker_start(w, err, sizeof err) != 0) {
         log_error("cannot start the worker", LOG_S("error", err));
         goto done;

@@ -4,7 +4,10 @@
  * once). */
 #ifndef FPS_DAEMON_H
 #define FPS_DAEMON_H
+#include "api/api.h"
 #include "sidecar/config.h"
+#include "sidecar/local.h"
+#include "sidecar/worker.h"
 
 #include <signal.h>
 
@@ -15,8 +18,9 @@ int daemon_run(const run_config *cfg);
 /* Blocks SIGTERM, SIGINT and SIGUSR1 in the calling thread (do it before
  * creating threads so they inherit the mask). */
 void daemon_block_signals(void);
-/* Asks a running daemon_run to drain and exit (as SIGTERM would); callable
- * from any thread. */
-void daemon_request_stop(void);
+/* The admin API's function tables over the worker and the local registry
+ * (borrowed; NULL gives a table whose routes answer 503). */
+api_worker_ops daemon_api_worker_ops(worker *w);
+api_local_ops daemon_api_local_ops(local_registry *r);
 
 #endif

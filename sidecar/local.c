@@ -20,13 +20,15 @@
 
 /* ------------------------------------------------------------ helpers */
 
-static void lerr(local_error *e, int status, const char *code, const char *fmt, ...)
+/* A rejection: the HTTP status doubles as the error's code. */
+static void lerr(fps_err *e, int status, const char *code, const char *fmt, ...)
 {
     va_list ap;
+    e->code = status;
     e->http_status = status;
-    snprintf(e->code, sizeof e->code, "%s", code);
+    snprintf(e->name, sizeof e->name, "%s", code);
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
     va_end(ap);
 }
 
@@ -52,7 +54,7 @@ int local_has_control(const char *s, int text)
 
 /* A bounded string field: required non-empty string, <= max bytes, no
  * control characters. Returns the value or NULL with err filled. */
-static const char *bounded(const json_t *v, const char *field, size_t max, local_error *e)
+static const char *bounded(const json_t *v, const char *field, size_t max, fps_err *e)
 {
     if (!json_is_string(v)) {
         lerr(e, 422, "invalid_registration", "%s must be a string", field);
@@ -75,8 +77,7 @@ static const char *bounded(const json_t *v, const char *field, size_t max, local
     return s;
 }
 
-static int only_fields(const json_t *obj, const char *const *allowed, const char *where,
-                       local_error *e)
+static int only_fields(const json_t *obj, const char *const *allowed, const char *where, fps_err *e)
 {
     const char *k;
     json_t *v;
@@ -134,7 +135,7 @@ static int host_is_loopback(const char *h)
 }
 
 /* Validates an endpoint URL with libcurl's URL parser. */
-static int endpoint_ok(local_registry *r, const char *url, local_error *e)
+static int endpoint_ok(local_registry *r, const char *url, fps_err *e)
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *user = NULL, *frag = NULL;
@@ -196,8 +197,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* Parses and validates a registration body into a new evaluator (not yet
  * checked against the others). NULL with err filled on a violation. */
-static lev *parse_registration(local_registry *r, const char *name, const json_t *body,
-                               local_error *e)
+static lev *parse_registration(local_registry *r, const char *name, const json_t *body, fps_err *e)
 {
     static const char *const top[] = {"version", "endpoint", "ttl_seconds", "definitions", NULL};
     static const char *const dfields[] = {
@@ -512,7 +512,7 @@ static void *timer_main(void *arg)
 }
 
 /* Checks an evaluator against the others (unique keys, <= 100 in all). */
-static int check_against_locked(local_registry *r, const lev *ev, local_error *e)
+static int check_against_locked(local_registry *r, const lev *ev, fps_err *e)
 {
     size_t total = ev->ndefs;
     for (size_t i = 0; i < r->n; i++) {
@@ -565,7 +565,7 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
         for (size_t i = 0; i < n; i++) {
             json_error_t je;
             json_t *body = json_loads(list[i].registration_json, 0, &je);
-            local_error le = {0};
+            fps_err le = {0};
             lev *ev = NULL;
             if (list[i].expires_at > 0 && list[i].expires_at <= now) {
                 log_info("local evaluator expired while the sidecar was down",
@@ -574,7 +574,7 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
                        (ev = parse_registration(r, list[i].name, body, &le)) == NULL ||
                        check_against_locked(r, ev, &le) != 0) {
                 log_warn("stored local evaluator registration no longer valid; dropped",
-                         LOG_S("evaluator", list[i].name), LOG_S("reason", le.message));
+                         LOG_S("evaluator", list[i].name), LOG_S("reason", le.msg));
                 ev_free(ev);
                 ev = NULL;
             }
@@ -678,7 +678,7 @@ static json_t *view_locked(const lev *ev)
 }
 
 int local_registry_put(local_registry *r, const char *name, const json_t *body, json_t **out,
-                       local_error *err)
+                       fps_err *err)
 {
     *out = NULL;
     memset(err, 0, sizeof *err);
@@ -750,7 +750,7 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body, 
     return status;
 }
 
-int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, local_error *err)
+int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, fps_err *err)
 {
     *out = NULL;
     memset(err, 0, sizeof *err);
@@ -773,7 +773,7 @@ int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, 
     return 200;
 }
 
-int local_registry_delete(local_registry *r, const char *name, local_error *err)
+int local_registry_delete(local_registry *r, const char *name, fps_err *err)
 {
     memset(err, 0, sizeof *err);
     pthread_mutex_lock(&r->mu);

@@ -25,6 +25,7 @@
 #ifndef FPS_LOCAL_H
 #define FPS_LOCAL_H
 #include "common/cli.h"
+#include "common/err.h"
 #include "common/secret.h"
 #include "sandbox/jail/sbx.h"
 #include "store/store.h"
@@ -67,26 +68,21 @@ typedef void (*local_change_fn)(void *ud);
 void local_registry_set_change_callback(local_registry *r, local_change_fn fn, void *ud);
 
 /* ---- admin API operations ---------------------------------------------- */
-/* A rejection: HTTP status (400/404/409/413/422), an error code for the JSON
- * envelope ("invalid_request", "not_found", "conflict", ...) and a message
- * naming the field and the rule, e.g.
+/* A rejection is an fps_err (common/err.h) with http_status (400/404/409/
+ * 413/422, also its code), name ("invalid_request", "not_found", "conflict",
+ * ...) and a message naming the field and the rule, e.g.
  * "definitions[3].eval_key must match ^[a-z][a-z0-9_]*$". */
-typedef struct {
-    int http_status;
-    char code[48];
-    char message[512];
-} local_error;
 
 /* PUT /v1/evaluators/{name}: register or replace. `body` is the parsed
  * request body (borrowed). Returns 201 (created) or 200 (replaced) and sets
  * *out (owned) to the evaluator's view (as local_registry_get), or returns
  * the error status with err filled and *out NULL. */
 int local_registry_put(local_registry *r, const char *name, const json_t *body, json_t **out,
-                       local_error *err);
+                       fps_err *err);
 /* POST /v1/evaluators/{name}/heartbeat: 200 and *out = view, or 404. */
-int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, local_error *err);
+int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, fps_err *err);
 /* DELETE /v1/evaluators/{name}: 200 or 404. */
-int local_registry_delete(local_registry *r, const char *name, local_error *err);
+int local_registry_delete(local_registry *r, const char *name, fps_err *err);
 /* GET /v1/evaluators/{name}: owned view {name, version, endpoint,
  * ttl_seconds, registered_at, last_heartbeat_at, expires_at,
  * ttl_remaining_seconds, state: "passing", definitions: [...]}, or NULL. */

@@ -12,8 +12,8 @@
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "sandbox/lang/lang.h"
+#include "sidecar/daemon.h"
 #include "sidecar/local.h"
-#include "sidecar/worker.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -22,11 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The admin routes read the worker; this test runs the server without one, but
- * the static linker must still see the worker before the api library. */
-void (*volatile test_api_force_link)(worker *) = worker_drain;
-
-static run_config cfg;
 static local_registry *reg;
 static api_server *srv;
 static int port;
@@ -102,14 +97,12 @@ static int setup(void **state)
     devnull = fopen("/dev/null", "w");
     log_set_stream(devnull);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    config_defaults(&cfg);
-    cfg.listen = "127.0.0.1:0";
     char err[256];
     local_config lc = {.debounce_s = 0.05};
     reg = local_registry_new(&lc, err, sizeof err);
     assert_non_null(reg);
     local_registry_set_change_callback(reg, on_change, NULL);
-    api_deps d = {.cfg = &cfg, .local = reg};
+    api_deps d = {.cfg = {.listen = "127.0.0.1:0"}, .local = daemon_api_local_ops(reg)};
     srv = api_start(&d, err, sizeof err);
     assert_non_null(srv);
     port = api_port(srv);
@@ -122,7 +115,6 @@ static int teardown(void **state)
     (void)state;
     api_stop(srv);
     local_registry_free(reg);
-    config_free(&cfg);
     return 0;
 }
 
@@ -356,7 +348,7 @@ static void test_registration_validation(void **state)
     strbuf_free(&b);
     /* replace keeps 200 */
     assert_int_equal(put_status("one", REG, c, sizeof c, m, sizeof m), 200);
-    local_error le;
+    fps_err le;
     assert_int_equal(local_registry_delete(reg, "one", &le), 200);
     assert_int_equal(put_status("-bad", REG, c, sizeof c, m, sizeof m), 422);
 }
@@ -485,7 +477,6 @@ static void test_result_items(void **state)
 
 int main(void)
 {
-    if (test_api_force_link == NULL) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_healthz_headers),
         cmocka_unit_test(test_host_rebinding),

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""The layer rule, checked: no first-party file includes a header of a layer
+above its own. Layers, lowest first (a layer may include its own headers and
+those of every layer it lists):
+
+    common <- sandbox/lang <- sandbox/jail <- store <- api (+ web) <- sidecar
+    common <- emulator <- sidecar
+
+Run by ctest as `layering`; prints every offending #include and exits 1."""
+
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+# layer -> the layers it may include (besides itself)
+ALLOWED = {
+    "common": set(),
+    "sandbox/lang": {"common"},
+    "sandbox/jail": {"common", "sandbox/lang"},
+    "store": {"common"},
+    "web": set(),
+    "api": {"common", "sandbox/lang", "sandbox/jail", "store", "web"},
+    "emulator": {"common"},
+    "sidecar": {"common", "sandbox/lang", "sandbox/jail", "store", "web", "api", "emulator"},
+}
+# store may sit above the sandbox, but needs nothing of it; keeping it apart
+# lets the store's tests link without the interpreter.
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def layer_of(path):
+    """The layer a repository-relative path belongs to, or None."""
+    for name in sorted(ALLOWED, key=len, reverse=True):
+        if path == name or path.startswith(name + "/"):
+            return name
+    return None
+
+
+def main():
+    bad = []
+    checked = 0
+    for layer in ALLOWED:
+        top = os.path.join(ROOT, layer)
+        for dirpath, _, files in os.walk(top):
+            for f in files:
+                if not f.endswith((".c", ".h")):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, f), ROOT)
+                if layer_of(rel) != layer:
+                    continue  # a nested layer's file, checked under its own name
+                checked += 1
+                with open(os.path.join(ROOT, rel), encoding="utf-8") as fh:
+                    for n, line in enumerate(fh, 1):
+                        m = INCLUDE.match(line)
+                        if not m or "/" not in m.group(1):
+                            continue
+                        target = layer_of(m.group(1))
+                        if target is None or target == layer or target in ALLOWED[layer]:
+                            continue
+                        bad.append(f"{rel}:{n}: {layer} includes {m.group(1)} ({target} is not below it)")
+    for b in bad:
+        print(b)
+    print(f"layering: {checked} files checked, {len(bad)} upward includes")
+    return 1 if bad or checked == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
