@@ -21,40 +21,102 @@ typedef struct {
     const char *transcript, *expr, *file, *batch, *kind, *eval_key;
     double timeout;
     long sandboxes, repeat, memory_mb;
+    int strict;
 } eval_config;
 
 #define OFF(f) offsetof(eval_config, f)
+#define OPT_EXPR                                                                                   \
+    {                                                                                              \
+        "--expr", NULL, CLI_STR, OFF(expr), "SRC", "expression source", 0, 0                       \
+    }
+#define OPT_FILE                                                                                   \
+    {                                                                                              \
+        "--file", NULL, CLI_STR, OFF(file), "PATH", "file holding the expression", 0, 0            \
+    }
+#define OPT_BATCH                                                                                  \
+    {                                                                                              \
+        "--batch", NULL, CLI_STR, OFF(batch), "PATH|-", "JSON lines {kind, source, eval_key?}", 0, \
+            0                                                                                      \
+    }
+#define OPT_KIND                                                                                   \
+    {                                                                                              \
+        "--kind", NULL, CLI_STR, OFF(kind), "KIND", "raw|condition|evaluator (default evaluator)", \
+            0, 0                                                                                   \
+    }
+#define OPT_STRICT                                                                                 \
+    {                                                                                              \
+        "--strict", NULL, CLI_FLAG, OFF(strict), NULL,                                             \
+            "with --batch, exit 1 if any outcome is not ok", 0, 0                                  \
+    }
+#define OPT_TIMEOUT                                                                                \
+    {                                                                                              \
+        "--timeout", NULL, CLI_DOUBLE, OFF(timeout), "S",                                          \
+            "budget per evaluation (default 30, max 60)", 0.001, 60                                \
+    }
+#define OPT_SANDBOXES                                                                              \
+    {                                                                                              \
+        "--max-sandboxes", "FAILPROOFAI_SIDECAR_MAX_SANDBOXES", CLI_INT, OFF(sandboxes), "N",      \
+            "concurrent sandboxes (default 4)", 1, 64                                              \
+    }
+#define OPT_MEMORY                                                                                 \
+    {                                                                                              \
+        "--sandbox-memory-mb", "FAILPROOFAI_SIDECAR_SANDBOX_MEMORY_MB", CLI_INT, OFF(memory_mb),   \
+            "N", "address-space limit per sandbox in MiB (default 512)", 32, 65536                 \
+    }
+#define OPT_REPEAT                                                                                 \
+    {                                                                                              \
+        "--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)",   \
+            1, 1000000                                                                             \
+    }
+
 static const cli_opt eval_opts[] = {
-    {"--transcript", NULL, CLI_STR, OFF(transcript), "FILE", "transcript JSON file", 0, 0},
-    {"--expr", NULL, CLI_STR, OFF(expr), "SRC", "expression source", 0, 0},
-    {"--file", NULL, CLI_STR, OFF(file), "PATH", "file holding the expression", 0, 0},
-    {"--batch", NULL, CLI_STR, OFF(batch), "PATH|-", "JSON lines {kind, source, eval_key?}", 0, 0},
-    {"--kind", NULL, CLI_STR, OFF(kind), "KIND", "raw|condition|evaluator (default evaluator)", 0,
-     0},
+    {"--transcript", NULL, CLI_STR, OFF(transcript), "FILE",
+     "transcript JSON file (default: an empty session)", 0, 0},
+    OPT_EXPR,
+    OPT_FILE,
+    OPT_BATCH,
+    OPT_KIND,
     {"--eval-key", NULL, CLI_STR, OFF(eval_key), "K", "eval key of the primary result (default q)",
      0, 0},
-    {"--timeout", NULL, CLI_DOUBLE, OFF(timeout), "S", "budget per evaluation (default 30, max 60)",
-     0.001, 60},
-    {"--max-sandboxes", "FAILPROOFAI_SIDECAR_MAX_SANDBOXES", CLI_INT, OFF(sandboxes), "N",
-     "concurrent sandboxes (default 4)", 1, 64},
-    {"--sandbox-memory-mb", "FAILPROOFAI_SIDECAR_SANDBOX_MEMORY_MB", CLI_INT, OFF(memory_mb), "N",
-     "address-space limit per sandbox in MiB (default 512)", 32, 65536},
-    {"--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)", 1,
-     1000000},
+    OPT_STRICT,
+    OPT_TIMEOUT,
+    OPT_SANDBOXES,
+    OPT_MEMORY,
+    OPT_REPEAT,
+};
+/* check runs only the source checks: no transcript, no eval key. */
+static const cli_opt check_opts[] = {
+    OPT_EXPR,    OPT_FILE,      OPT_BATCH,  OPT_KIND,   OPT_STRICT,
+    OPT_TIMEOUT, OPT_SANDBOXES, OPT_MEMORY, OPT_REPEAT,
 };
 static const cli_command eval_command = {
     "eval", "Evaluate expressions against a transcript in the sandbox.", eval_opts,
     sizeof eval_opts / sizeof eval_opts[0]};
 static const cli_command check_command = {"check",
                                           "Compile-check expressions without running them.",
-                                          eval_opts, sizeof eval_opts / sizeof eval_opts[0]};
+                                          check_opts, sizeof check_opts / sizeof check_opts[0]};
+
+static const char exit_codes_help[] =
+    "\nGive exactly one of --expr, --file, --batch. Each outcome is one JSON line on stdout.\n"
+    "exit codes:\n"
+    "  --expr/--file   0 if the outcome is ok, 1 if not (compile, runtime or limit)\n"
+    "  --batch         0 once every line is evaluated, whatever the outcomes;\n"
+    "                  with --strict, 1 if any outcome is not ok\n"
+    "  2               usage error: bad flags, unreadable files, malformed batch lines\n";
+
+/* The empty session `eval` uses without --transcript: no events. */
+static const char empty_session[] =
+    "{\"schema_version\": \"2\", \"assignment_id\": \"\", "
+    "\"session_id\": \"\", \"session_revision_id\": \"\", \"agent_id\": \"\", "
+    "\"environment\": \"\", \"started_at\": \"1970-01-01T00:00:00.000000Z\", "
+    "\"ended_at\": \"1970-01-01T00:00:00.000000Z\", \"event_count\": 0, \"events\": []}";
 
 /* One input: owned strings. `line` is the outcome once evaluated. */
 typedef struct {
     char *source, *eval_key, *line;
     size_t source_len;
     lang_kind kind;
-    int done;
+    int done, ok;
 } eval_item;
 
 typedef struct {
@@ -193,6 +255,7 @@ static void eval_one(eval_job *job, eval_item *it)
     req.timeout_s = job->timeout;
     req.image = job->image;
     char *line = NULL;
+    int ok = 0;
     for (long r = 0; r < job->repeat; r++) {
         sbx_outcome out;
         if (job->check_only)
@@ -201,12 +264,14 @@ static void eval_one(eval_job *job, eval_item *it)
             sbx_eval(job->pool, &req, &out);
         free(line);
         line = sbx_outcome_line(&out);
+        ok = out.status == SBX_OK && json_is_true(json_object_get(out.json, "ok"));
         sbx_outcome_free(&out);
     }
     pthread_mutex_lock(&job->mu);
     it->line = line
                    ? line
                    : strdup("{\"ok\": false, \"stage\": \"jail\", \"message\": \"out of memory\"}");
+    it->ok = line != NULL && ok;
     it->done = 1;
     pthread_cond_broadcast(&job->cv);
     pthread_mutex_unlock(&job->mu);
@@ -257,10 +322,18 @@ static int usage_error(const char *cmd, const char *msg)
 
 static int common(const cli_command *cmd, int check_only, int argc, char **argv)
 {
-    eval_config cfg = {NULL, NULL, NULL, NULL, "evaluator", "q", 30, 4, 1, 512};
+    eval_config cfg = {.kind = "evaluator",
+                       .eval_key = "q",
+                       .timeout = 30,
+                       .sandboxes = 4,
+                       .repeat = 1,
+                       .memory_mb = 512};
     char err[512];
     int rc = cli_parse(cmd, argc, argv, &cfg, stdout, err, sizeof err);
-    if (rc == CLI_HELP) return 0;
+    if (rc == CLI_HELP) {
+        fputs(exit_codes_help, stdout);
+        return 0;
+    }
     if (rc != CLI_OK) {
         fprintf(stderr, "failproofai-sidecar: %s\n", err);
         return 2;
@@ -270,8 +343,6 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     lang_kind kind;
     if (lang_kind_parse(cfg.kind, &kind) != 0)
         return usage_error(cmd->name, "--kind must be raw, condition or evaluator");
-    if (!check_only && cfg.transcript == NULL)
-        return usage_error(cmd->name, "--transcript FILE is required");
 
     int status = 2;
     sbx_image *image = NULL;
@@ -283,7 +354,8 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
 
     if (!check_only) {
         json_error_t jerr;
-        json_t *t = json_load_file(cfg.transcript, 0, &jerr);
+        json_t *t = cfg.transcript ? json_load_file(cfg.transcript, 0, &jerr)
+                                   : json_loads(empty_session, 0, &jerr);
         if (t == NULL) {
             fprintf(stderr, "failproofai-sidecar %s: cannot read transcript %s: %s (line %d)\n",
                     cmd->name, cfg.transcript, jerr.text, jerr.line);
@@ -293,7 +365,7 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
         json_decref(t);
         if (image == NULL) {
             fprintf(stderr, "failproofai-sidecar %s: invalid transcript %s: %s\n", cmd->name,
-                    cfg.transcript, err);
+                    cfg.transcript ? cfg.transcript : "(empty session)", err);
             goto done;
         }
     }
@@ -359,7 +431,15 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     run_items(&job, (int)cfg.sandboxes);
     pthread_cond_destroy(&job.cv);
     pthread_mutex_destroy(&job.mu);
-    status = bad ? 2 : 0;
+    size_t not_ok = 0;
+    for (size_t i = 0; i < nitems; i++)
+        not_ok += !items[i].ok;
+    if (bad)
+        status = 2;
+    else if (cfg.batch == NULL || cfg.strict)
+        status = not_ok ? 1 : 0;
+    else
+        status = 0;
     if (bad)
         fprintf(stderr,
                 "failproofai-sidecar %s: %d malformed batch line%s (see the \"input\" outcomes)\n",

@@ -372,56 +372,6 @@ static int recv_request(jail_request *req, int *img_fd)
     return 0;
 }
 
-/* Writes `s` (UTF-8) as a JSON string the way Python's json.dumps does by
- * default (ensure_ascii): non-ASCII as \uXXXX (surrogate pairs above the
- * BMP), lowercase hex. `dst` needs 12 bytes per input byte + 3. */
-static void json_quote_ascii(char *dst, const char *s)
-{
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *p = (const unsigned char *)s;
-    *dst++ = '"';
-    while (*p) {
-        unsigned cp = *p;
-        int extra = cp >= 0xf0 ? 3 : cp >= 0xe0 ? 2 : cp >= 0xc0 ? 1 : 0;
-        if (cp >= 0x80) {
-            cp &= extra == 3 ? 0x07 : extra == 2 ? 0x0f : 0x1f;
-            for (int i = 0; i < extra && (p[1] & 0xc0) == 0x80; i++)
-                cp = (cp << 6) | (*++p & 0x3f);
-        }
-        p++;
-        const char *esc = cp == '"'    ? "\\\""
-                          : cp == '\\' ? "\\\\"
-                          : cp == '\n' ? "\\n"
-                          : cp == '\r' ? "\\r"
-                          : cp == '\t' ? "\\t"
-                          : cp == '\b' ? "\\b"
-                          : cp == '\f' ? "\\f"
-                                       : NULL;
-        if (esc != NULL) {
-            while (*esc)
-                *dst++ = *esc++;
-        } else if (cp >= 0x20 && cp < 0x7f) {
-            *dst++ = (char)cp;
-        } else {
-            unsigned units[2] = {cp, 0};
-            int n = 1;
-            if (cp > 0xffff) {
-                units[0] = 0xd800 + ((cp - 0x10000) >> 10);
-                units[1] = 0xdc00 + ((cp - 0x10000) & 0x3ff);
-                n = 2;
-            }
-            for (int i = 0; i < n; i++) {
-                *dst++ = '\\';
-                *dst++ = 'u';
-                for (int sh = 12; sh >= 0; sh -= 4)
-                    *dst++ = hex[(units[i] >> sh) & 0xf];
-            }
-        }
-    }
-    *dst++ = '"';
-    *dst = '\0';
-}
-
 /* Writes the outcome line in one write (the parent may act on its newline
  * before this process has exited). */
 static void write_outcome(const char *s)
@@ -654,20 +604,9 @@ void jail_serve(const jail_opts *o)
     if (o->test != NULL) run_test_mode(o->test, &req, src, key, img);
 
     if (req.flags & JAIL_REQ_CHECK) {
-        char msg[512];
-        if (lang_check((lang_kind)req.kind, src, req.source_len, msg, sizeof msg) == 0) {
-            write_outcome("{\"ok\": true}");
-        } else {
-            static const char head[] = "{\"ok\": false, \"stage\": \"compile\", \"message\": ";
-            char *line = malloc(strlen(msg) * 12 + sizeof head + 4);
-            if (line == NULL) _exit(JAIL_EXIT_PROTO);
-            memcpy(line, head, sizeof head - 1);
-            json_quote_ascii(line + sizeof head - 1, msg);
-            size_t n = strlen(line);
-            line[n] = '}';
-            line[n + 1] = '\0';
-            write_outcome(line);
-        }
+        char *line = lang_check_line((lang_kind)req.kind, src, req.source_len);
+        if (line == NULL) _exit(JAIL_EXIT_PROTO);
+        write_outcome(line);
         _exit(0);
     }
     lang_limits limits = {0, (size_t)req.max_alloc_bytes};

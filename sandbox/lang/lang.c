@@ -64,51 +64,117 @@ static int blank_source(const char *src, size_t len)
     return 1;
 }
 
+/* A compile error: the message and, for a syntax error, where it was found
+ * (1-based line and column in code points, as CPython's SyntaxError
+ * lineno/offset; 0 when the error has no position). */
+typedef struct {
+    strbuf msg;
+    size_t line, column;
+} compile_error;
+
+/* Maps a byte offset in the newline-normalised source (the lexer's) to a
+ * 1-based line and code-point column of the original `src`. */
+static void locate(const char *src, size_t len, size_t pos, compile_error *ce)
+{
+    size_t line = 1, column = 1, i = 0;
+    for (size_t m = 0; i < len && m < pos; m++) {
+        unsigned char c = (unsigned char)src[i];
+        if (c == '\r' || c == '\n') {
+            i += (c == '\r' && i + 1 < len && src[i + 1] == '\n') ? 2 : 1;
+            line++;
+            column = 1;
+        } else {
+            column += (c & 0xC0) != 0x80; /* a code point's lead byte */
+            i++;
+        }
+    }
+    ce->line = line;
+    ce->column = column;
+}
+
 /* Runs every source check. Returns 0 with *root set (arena memory), or 1
- * with the message in msg, or -1 when out of memory. */
+ * with the error in ce, or -1 when out of memory. */
 static int front_end(lang_kind kind, const char *src, size_t len, ast_arena *ar, ast_node **root,
-                     strbuf *msg)
+                     compile_error *ce)
 {
     const char *field = kind == LANG_CONDITION ? "condition_source" : "evaluator_source";
     size_t max = kind == LANG_CONDITION ? MAX_CONDITION_BYTES : MAX_EVALUATOR_BYTES;
     if (!src || blank_source(src, len)) {
-        strbuf_printf(msg, "%s must not be empty", field);
+        strbuf_printf(&ce->msg, "%s must not be empty", field);
         return 1;
     }
     if (len > max) {
-        strbuf_printf(msg, "%s exceeds %zu bytes", field, max);
+        strbuf_printf(&ce->msg, "%s exceeds %zu bytes", field, max);
         return 1;
     }
     char err[256];
-    int rc = parser_parse(ar, src, len, root, err, sizeof err);
+    size_t errpos = 0;
+    int rc = parser_parse(ar, src, len, root, err, sizeof err, &errpos);
     if (rc != 0) {
         /* SyntaxError, and the MemoryError/RecursionError CPython's parser
          * raises on sources too deep to build, all read as a parse failure. */
-        strbuf_printf(msg, "%s must be one expression", field);
+        strbuf_printf(&ce->msg, "%s must be one expression", field);
+        if (rc == -1) locate(src, len, errpos, ce);
         return 1;
     }
-    rc = checker_check(*root, field, msg);
+    rc = checker_check(*root, field, &ce->msg);
     return rc;
+}
+
+/* Runs the front end; returns 0 (accepted, *root set) or 1 with ce filled
+ * (out of memory reads as a parse failure without position). */
+static int compile_source(lang_kind kind, const char *src, size_t len, ast_arena *ar,
+                          ast_node **root, compile_error *ce)
+{
+    strbuf_init(&ce->msg);
+    ce->line = ce->column = 0;
+    int rc = front_end(kind, src, len, ar, root, ce);
+    if (rc < 0) {
+        strbuf_reset(&ce->msg);
+        strbuf_puts(&ce->msg, kind == LANG_CONDITION ? "condition_source must be one expression"
+                                                     : "evaluator_source must be one expression");
+        ce->line = ce->column = 0;
+    }
+    return rc ? 1 : 0;
+}
+
+/* Appends the compile outcome object of LANGUAGE.md to out. */
+static void compile_outcome(strbuf *out, const compile_error *ce)
+{
+    strbuf_puts(out, "{\"ok\": false, \"stage\": \"compile\", \"message\": ");
+    strbuf_json_strn(out, ce->msg.data, ce->msg.len);
+    if (ce->line > 0) strbuf_printf(out, ", \"line\": %zu, \"column\": %zu", ce->line, ce->column);
+    strbuf_putc(out, '}');
 }
 
 int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t msgcap)
 {
     ast_arena ar;
     ast_arena_init(&ar, FRONTEND_ARENA_CAP);
-    strbuf m;
-    strbuf_init(&m);
     ast_node *root = NULL;
-    int rc = front_end(kind, src, len, &ar, &root, &m);
-    if (rc < 0) {
-        strbuf_reset(&m);
-        strbuf_puts(&m, kind == LANG_CONDITION ? "condition_source must be one expression"
-                                               : "evaluator_source must be one expression");
-        rc = 1;
-    }
-    if (msgcap) snprintf(msg, msgcap, "%s", rc ? m.data : "");
-    strbuf_free(&m);
+    compile_error ce;
+    int rc = compile_source(kind, src, len, &ar, &root, &ce);
+    if (msgcap) snprintf(msg, msgcap, "%s", rc ? ce.msg.data : "");
+    strbuf_free(&ce.msg);
     ast_arena_free(&ar);
-    return rc ? 1 : 0;
+    return rc;
+}
+
+char *lang_check_line(lang_kind kind, const char *src, size_t len)
+{
+    ast_arena ar;
+    ast_arena_init(&ar, FRONTEND_ARENA_CAP);
+    strbuf out;
+    strbuf_init(&out);
+    ast_node *root = NULL;
+    compile_error ce;
+    if (compile_source(kind, src, len, &ar, &root, &ce))
+        compile_outcome(&out, &ce);
+    else
+        strbuf_puts(&out, "{\"ok\": true}");
+    strbuf_free(&ce.msg);
+    ast_arena_free(&ar);
+    return strbuf_detach(&out, NULL);
 }
 
 char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key, const void *img,
@@ -116,24 +182,15 @@ char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_ke
 {
     ast_arena ar;
     ast_arena_init(&ar, FRONTEND_ARENA_CAP);
-    strbuf out, m;
+    strbuf out;
     strbuf_init(&out);
-    strbuf_init(&m);
     ast_node *root = NULL;
-    int rc = front_end(kind, src, len, &ar, &root, &m);
-    if (rc != 0) {
-        if (rc < 0) {
-            strbuf_reset(&m);
-            strbuf_puts(&m, kind == LANG_CONDITION ? "condition_source must be one expression"
-                                                   : "evaluator_source must be one expression");
-        }
-        strbuf_puts(&out, "{\"ok\": false, \"stage\": \"compile\", \"message\": ");
-        strbuf_json_strn(&out, m.data, m.len);
-        strbuf_putc(&out, '}');
-    } else {
+    compile_error ce;
+    if (compile_source(kind, src, len, &ar, &root, &ce))
+        compile_outcome(&out, &ce);
+    else
         eval_run(kind, root, eval_key ? eval_key : "q", img, img_len, limits, &out);
-    }
-    strbuf_free(&m);
+    strbuf_free(&ce.msg);
     ast_arena_free(&ar);
     return strbuf_detach(&out, NULL);
 }

@@ -30,10 +30,17 @@ typedef struct {
  * condition_source for LANG_CONDITION and evaluator_source otherwise. */
 int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t msgcap);
 
+/* The source checks as one outcome line of LANGUAGE.md's `check`:
+ * {"ok": true} or the compile outcome, which for a syntax error also carries
+ * "line" and "column" (1-based; column in code points). malloc'd, or NULL
+ * when out of memory. */
+char *lang_check_line(lang_kind kind, const char *src, size_t len);
+
 /* Checks and evaluates `src` against the session image `img` (sandbox/lang/simg.h,
  * may be NULL for no session: then `session` raises NameError) and returns
  * the outcome as one JSON object without a trailing newline, exactly in the
- * format of LANGUAGE.md's last section ({"ok": ..., "stage": ...}).
+ * format of LANGUAGE.md's last section ({"ok": ..., "stage": ...}; a compile
+ * outcome as lang_check_line writes it).
  * `eval_key` names the primary result of an evaluator. Returns a malloc'd
  * string the caller frees, or NULL only if memory for the outcome itself
  * could not be allocated. */

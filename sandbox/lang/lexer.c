@@ -24,11 +24,13 @@ typedef struct {
     size_t n, cap;
     char *err;
     size_t errcap;
+    size_t *errpos; /* borrowed: where a syntax error was found */
     int oom;
 } lexer;
 
 static int fail(lexer *L, const char *fmt, ...)
 {
+    if (L->errpos) *L->errpos = L->i;
     if (L->errcap) {
         va_list ap;
         va_start(ap, fmt);
@@ -482,7 +484,7 @@ static int op1(int c)
 int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, size_t *n, char *err,
                  size_t errcap)
 {
-    lexer L = {.ar = ar, .err = err, .errcap = errcap};
+    lexer L = {.ar = ar, .err = err, .errcap = errcap, .errpos = n};
     char parens[MAXLEVEL];
     int level = 0, rc = 0;
     if (errcap) err[0] = 0;

@@ -106,7 +106,8 @@ typedef struct {
 
 /* Tokenizes `src` (UTF-8, any newline convention). On success returns 0 and
  * sets *out (arena memory) and *n (the last token is TK_END). Returns -1 on a
- * syntax error (message in err), -2 if the arena is exhausted. */
+ * syntax error (message in err; *n is then the byte offset in the normalised
+ * source where it was found), -2 if the arena is exhausted. */
 int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, size_t *n, char *err,
                  size_t errcap);
 

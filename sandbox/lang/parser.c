@@ -24,7 +24,23 @@ typedef struct {
     int depth;
     int oom;
     int failed;
+    /* Where the first error was found (byte offset in the normalised source)
+     * and the outermost string token being decoded, whose start stands for
+     * any error inside it (f-string fields are parsed from copies). */
+    size_t errpos;
+    const lex_token *in_string;
 } parser;
+
+/* Marks the parse failed at the current token (or the enclosing string). */
+static void set_failed(parser *P)
+{
+    if (P->failed) return;
+    P->failed = 1;
+    if (P->in_string)
+        P->errpos = P->in_string->pos;
+    else if (P->t)
+        P->errpos = P->t[P->pos < P->n ? P->pos : P->n - 1].pos;
+}
 
 /* A growable list of node pointers in the arena. */
 typedef struct {
@@ -35,7 +51,7 @@ typedef struct {
 static void *perr(parser *P, const char *fmt, ...)
 {
     if (!P->failed) {
-        P->failed = 1;
+        set_failed(P);
         if (P->errcap) {
             va_list ap;
             va_start(ap, fmt);
@@ -285,7 +301,7 @@ static int decode_lit(parser *P, fbuilder *b, const char *s, size_t n, int raw)
         return -1;
     }
     if (rc) {
-        P->failed = 1;
+        set_failed(P);
         return -1;
     }
     return fb_lit(P, b, out, olen);
@@ -529,19 +545,22 @@ static ast_node *strings(parser *P)
         if (bytes >= 0 && bytes != isb) return perr(P, "cannot mix bytes and nonbytes literals");
         bytes = isb;
         P->pos++;
+        const lex_token *outer = P->in_string;
+        if (outer == NULL) P->in_string = t;
         if (t->op & STRF_F) {
             b.fmode = 1;
             const char *s = t->text;
-            if (fstring_parse(P, &s, t->text + t->len, (t->op & STRF_RAW) != 0, 0, &b)) return NULL;
+            int rc = fstring_parse(P, &s, t->text + t->len, (t->op & STRF_RAW) != 0, 0, &b);
+            P->in_string = outer;
+            if (rc) return NULL;
         } else {
             char *out;
             size_t olen;
             int rc = lex_unescape(P->ar, t->text, t->len, t->op, &out, &olen, P->err, P->errcap);
+            if (rc) set_failed(P);
+            P->in_string = outer;
             if (rc == -2) return poom(P);
-            if (rc) {
-                P->failed = 1;
-                return NULL;
-            }
+            if (rc) return NULL;
             if (fb_lit(P, &b, out, olen)) return NULL;
         }
     }
@@ -1528,6 +1547,7 @@ static ast_node *parse_source(parser *P, const char *src, size_t len, int fstrin
     int rc = lex_tokenize(P->ar, src, len, &toks, &ntoks, P->err, P->errcap);
     if (rc == -2) return poom(P);
     if (rc) {
+        if (!P->failed) P->errpos = P->in_string ? P->in_string->pos : ntoks;
         P->failed = 1;
         return NULL;
     }
@@ -1577,11 +1597,12 @@ out:
 }
 
 int parser_parse(ast_arena *ar, const char *src, size_t len, ast_node **out, char *err,
-                 size_t errcap)
+                 size_t errcap, size_t *errpos)
 {
     parser P = {.ar = ar, .err = err, .errcap = errcap};
     if (errcap) err[0] = 0;
     ast_node *body = parse_source(&P, src, len, 0);
+    if (errpos) *errpos = P.errpos;
     if (!body) return P.oom ? -2 : -1;
     ast_node *e = mk(&P, AST_Expression);
     if (!e) return -2;

@@ -23,8 +23,10 @@
 /* Parses `src` as one expression. On success returns 0 and *out is the
  * Expression node (arena memory). Returns -1 on a syntax error (or any
  * other error CPython's ast.parse raises: too deep, too complex) with a
- * diagnostic in err, -2 when the arena is exhausted. */
+ * diagnostic in err and, in *errpos (may be NULL), the byte offset in the
+ * newline-normalised source of the token where it was found (an error inside
+ * a string literal: the literal's start). -2 when the arena is exhausted. */
 int parser_parse(ast_arena *ar, const char *src, size_t len, ast_node **out, char *err,
-                 size_t errcap);
+                 size_t errcap, size_t *errpos);
 
 #endif

@@ -1,13 +1,27 @@
-"""The binary's command line: version, help, unknown commands and flags."""
+"""The binary's command line: version, help, unknown commands and flags, and
+`eval`/`check` as a CI step: exit codes (LANGUAGE.md), the optional
+transcript, compile-error positions and the shipped example."""
+import ast
+import json
 import os
+import re
 import subprocess
+import tempfile
 import unittest
 
 BIN = os.environ["FPS_BIN"]
+ROOT = os.environ.get("FPS_SOURCE_DIR") or os.path.abspath(
+    os.path.join(os.path.dirname(__file__), "..", ".."))
+EXAMPLES = os.path.join(ROOT, "examples")
 
 
-def run(*args, env=None):
-    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=30, env=env)
+def run(*args, env=None, stdin=None):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=60, env=env,
+                          input=stdin)
+
+
+def help_flags(cmd):
+    return set(re.findall(r"^  (--[a-z-]+)", run(cmd, "--help").stdout, re.M))
 
 
 class CliTest(unittest.TestCase):
@@ -53,6 +67,127 @@ class CliTest(unittest.TestCase):
         self.assertIn("https", r.stderr)
         self.assertNotIn("secret-token-value", r.stderr)
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+
+    def test_each_command_help_lists_only_its_flags(self):
+        self.assertIn("--transcript", help_flags("eval"))
+        self.assertIn("--eval-key", help_flags("eval"))
+        check = help_flags("check")
+        self.assertNotIn("--transcript", check)
+        self.assertNotIn("--eval-key", check)
+        for flag in ("--expr", "--file", "--batch", "--kind", "--strict"):
+            self.assertIn(flag, check)
+        for cmd in ("eval", "check"):
+            text = run(cmd, "--help").stdout
+            self.assertIn("exit codes", text)
+            for flag in help_flags(cmd) - {"--help"}:  # every listed flag is accepted
+                value = {"--strict": (), "--sandbox-memory-mb": ("64",)}.get(flag, ("1",))
+                r = run(cmd, flag, *value, "--help")
+                self.assertEqual(r.returncode, 0, (cmd, flag, r.stderr))
+        r = run("check", "--transcript", "x.json", "--expr", "1")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown flag '--transcript'", r.stderr)
+
+
+class EvalExitCodeTest(unittest.TestCase):
+    """Exit codes exactly as LANGUAGE.md says: single source 0 ok / 1 not ok,
+    --batch 0 unless --strict, 2 on usage errors."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.batch = os.path.join(cls.tmp.name, "mixed.jsonl")
+        with open(cls.batch, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": "raw", "source": "1 + 1"}) + "\n")
+            f.write(json.dumps({"kind": "raw", "source": "1 / 0"}) + "\n")
+        cls.good = os.path.join(cls.tmp.name, "good.jsonl")
+        with open(cls.good, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": "raw", "source": "1 + 1"}) + "\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def outcome(self, r, code):
+        self.assertEqual(r.returncode, code, (r.stdout, r.stderr))
+        return json.loads(r.stdout)
+
+    def test_single_expression(self):
+        self.assertEqual(self.outcome(run("eval", "--kind", "raw", "--expr", "1 + 1"), 0),
+                         {"ok": True, "repr": "2"})
+        o = self.outcome(run("eval", "--kind", "raw", "--expr", "1 / 0"), 1)
+        self.assertEqual((o["stage"], o["error_type"]), ("runtime", "ZeroDivisionError"))
+        o = self.outcome(run("eval", "--kind", "raw", "--expr", "1 +"), 1)
+        self.assertEqual(o["stage"], "compile")
+        self.assertEqual(self.outcome(run("check", "--expr", "session.count('x')"), 0), {"ok": True})
+        self.assertEqual(self.outcome(run("check", "--expr", "lambda: 1"), 1)["stage"], "compile")
+        src = os.path.join(self.tmp.name, "bad.py")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write("EvalResult(score=Score(2.0))\n")
+        o = self.outcome(run("eval", "--file", src), 1)
+        self.assertEqual((o["stage"], o["error_type"]), ("runtime", "ValueError"))
+
+    def test_batch_and_strict(self):
+        for cmd, extra, code in (("eval", (), 0), ("eval", ("--strict",), 1),
+                                 ("check", (), 0), ("check", ("--strict",), 0)):
+            r = run(cmd, "--batch", self.batch, *extra)
+            self.assertEqual(r.returncode, code, (cmd, extra, r.stderr))
+            self.assertEqual(len(r.stdout.splitlines()), 2)
+        self.assertEqual(run("eval", "--batch", self.good, "--strict").returncode, 0)
+        r = run("check", "--batch", "-", "--strict",
+                stdin=json.dumps({"kind": "raw", "source": "a b"}) + "\n")
+        self.assertEqual(r.returncode, 1)
+
+    def test_usage_errors_exit_2(self):
+        for args in (("eval",), ("eval", "--expr", "1", "--batch", "-"), ("eval", "--bogus"),
+                     ("eval", "--expr", "1", "--kind", "nope"),
+                     ("eval", "--file", os.path.join(self.tmp.name, "missing.py")),
+                     ("eval", "--expr", "1", "--transcript", os.path.join(self.tmp.name, "no.json")),
+                     ("check", "--batch", os.path.join(self.tmp.name, "missing.jsonl"))):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertEqual(r.stdout, "", args)
+
+    def test_without_transcript_the_session_is_empty(self):
+        o = self.outcome(run("eval", "--kind", "raw", "--expr",
+                             "(session.event_count, len(session.events), session.count('tool_use'))"),
+                         0)
+        self.assertEqual(o["repr"], "(0, 0, 0)")
+
+    def test_compile_errors_carry_line_and_column(self):
+        """1-based line and column (code points) where the syntax error was
+        found, as CPython's SyntaxError.lineno/offset report it for these
+        sources; the message is the reference's, unchanged."""
+        cases = ["a b", "x = 1", "1 +\n", "(1,\n 2 +)", "1\n2", "\u00e9 \u00e9", "$",
+                 "'abc"]
+        for src in cases:
+            with self.assertRaises(SyntaxError) as cm:
+                ast.parse(src, mode="eval")
+            o = self.outcome(run("check", "--expr", src), 1)
+            self.assertEqual(o["message"], "evaluator_source must be one expression", src)
+            self.assertEqual((o["line"], o["column"]), (cm.exception.lineno, cm.exception.offset),
+                             repr(src))
+        # CRLF counts as one line break
+        o = self.outcome(run("check", "--kind", "condition", "--expr", "(1,\r\n 2 +)"), 1)
+        self.assertEqual((o["message"], o["line"], o["column"]),
+                         ("condition_source must be one expression", 2, 5))
+        # an error inside a string literal points at the literal
+        o = self.outcome(run("check", "--expr", "1 + f'{1 +}'"), 1)
+        self.assertEqual((o["line"], o["column"]), (1, 5))
+        # the same fields from eval
+        o = self.outcome(run("eval", "--kind", "raw", "--expr", "1\n2"), 1)
+        self.assertEqual((o["line"], o["column"]), (2, 1))
+        # rejections of a well-formed tree have no position (nor in the reference)
+        o = self.outcome(run("check", "--expr", "lambda: 1"), 1)
+        self.assertNotIn("line", o)
+        self.assertEqual(o["message"], "evaluator_source contains disallowed syntax: Lambda")
+
+    def test_example_transcript_and_batch(self):
+        r = run("eval", "--transcript", os.path.join(EXAMPLES, "transcript.json"), "--batch",
+                os.path.join(EXAMPLES, "checks.jsonl"), "--strict")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = [json.loads(x) for x in r.stdout.splitlines()]
+        self.assertTrue(lines and all(o["ok"] for o in lines), lines)
 
 
 if __name__ == "__main__":

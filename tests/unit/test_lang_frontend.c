@@ -108,7 +108,7 @@ static ast_node *parse(ast_arena *ar, const char *s)
 {
     ast_node *root = NULL;
     char err[128];
-    int rc = parser_parse(ar, s, strlen(s), &root, err, sizeof err);
+    int rc = parser_parse(ar, s, strlen(s), &root, err, sizeof err, NULL);
     return rc == 0 ? root->a : NULL;
 }
 
