@@ -2,6 +2,7 @@
 #include "common/timeutil.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +20,24 @@ int64_t time_mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int time_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms)
+{
+    if (deadline_ms == INT64_MAX) return pthread_cond_wait(cv, mu);
+    int64_t left = deadline_ms - time_mono_ms();
+    if (left <= 0) return ETIMEDOUT;
+    /* The condition variables use the default (realtime) clock: the
+     * remaining monotonic time is added to the realtime now. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(left / 1000);
+    ts.tv_nsec += (long)(left % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(cv, mu, &ts);
 }
 
 /* The general formatter (gmtime + snprintf): any year gmtime accepts. */

@@ -2,6 +2,7 @@
  * parsing as the protocol uses it ("2026-08-28T12:00:10.812000Z"). */
 #ifndef FPS_TIMEUTIL_H
 #define FPS_TIMEUTIL_H
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -9,6 +10,11 @@
 double time_now(void);
 /* Monotonic milliseconds (for deadlines and durations). */
 int64_t time_mono_ms(void);
+/* Waits on `cv` (with `mu` held, as pthread_cond_timedwait) until signalled
+ * or the monotonic deadline `deadline_ms` (time_mono_ms) passes; INT64_MAX
+ * waits without a deadline. Returns 0 when woken, ETIMEDOUT at the
+ * deadline. Callers re-check their condition either way. */
+int time_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ms);
 /* Formats `epoch` as UTC RFC 3339 with exactly six fractional digits and 'Z'.
  * `out` needs 28 bytes. Returns out. */
 char *time_rfc3339(double epoch, char *out, size_t cap);

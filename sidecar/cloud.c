@@ -314,17 +314,10 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 /* Sleeps up to ms, woken early by cloud_abort. Returns -1 if aborted. */
 static int backoff_wait(cloud *c, long ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    int64_t until = time_mono_ms() + ms;
     pthread_mutex_lock(&c->mu);
     while (!atomic_load(&c->aborted)) {
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT) break;
+        if (time_cond_wait_until(&c->cv, &c->mu, until) == ETIMEDOUT) break;
     }
     int ab = atomic_load(&c->aborted);
     pthread_mutex_unlock(&c->mu);

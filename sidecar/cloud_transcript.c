@@ -7,15 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes,
-                     char **raw, cloud_error *e)
+int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes, char **raw,
+                     cloud_error *e)
 {
     json_t *t = NULL;
     *out = NULL;
     if (raw) *raw = NULL;
     size_t raw_len = 0;
-    cloud_req req = {"GET", a->transcript_url,   NULL, 0,           CLOUD_MAX_TRANSCRIPT,
-                     1,     a->lease_generation, 1,    "transcript", raw, &raw_len};
+    cloud_req req = {
+        "GET", a->transcript_url, NULL, 0,       CLOUD_MAX_TRANSCRIPT, 1, a->lease_generation,
+        1,     "transcript",      raw,  &raw_len};
     if (cloud_call(c, &req, &t, e) != 0) {
         if (!strcmp(e->code, "response_too_large"))
             snprintf(e->code, sizeof e->code, "transcript_too_large");

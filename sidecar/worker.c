@@ -12,6 +12,7 @@
 #include "sandbox/jail/sbx.h"
 #include "sidecar/catalog.h"
 #include "sidecar/local.h"
+#include "sidecar/outbox.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -41,31 +42,46 @@ void worker_note_error(worker *w, const char *code, const char *msg)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Waits on cv up to ms (or until signalled). Called with w->mu held. */
-static void timed_wait(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(cv, mu, &ts);
-}
-
 /* Sleeps up to ms unless stop/drain/catalog change. Locks w->mu. */
 static void loop_wait(worker *w, int64_t ms)
 {
     int64_t until = time_mono_ms() + ms;
     pthread_mutex_lock(&w->mu);
-    while (!w->stopping && !w->draining && !atomic_load(&w->catalog_dirty)) {
-        int64_t left = until - time_mono_ms();
-        if (left <= 0) break;
-        timed_wait(&w->cv, &w->mu, left);
+    while (!w->stopping && !w->draining && !atomic_load(&w->catalog_dirty) &&
+           time_cond_wait_until(&w->cv, &w->mu, until) == 0) {
     }
     pthread_mutex_unlock(&w->mu);
+}
+
+/* The outbox's hook (outbox.h; the outbox's lock is held, so `owner`, an
+ * actx, is still attached if not NULL). */
+static void outbox_answered(void *ud, void *owner, outbox_outcome oc, const cloud_error *e)
+{
+    worker *w = ud;
+    switch (oc) {
+    case OUTBOX_COMMITTED:
+        wcount(w, WC_RESULTS_COMMITTED, 1);
+        return;
+    case OUTBOX_REPLAYED:
+        wcount(w, WC_RESULTS_REPLAYED, 1);
+        return;
+    case OUTBOX_RETRY:
+        wcount(w, WC_RESULT_RETRIES, 1);
+        if (e->kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
+        return;
+    case OUTBOX_REJECTED:
+        break;
+    }
+    wcount(w, WC_RESULTS_REJECTED, 1);
+    if (e->kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+    worker_note_error(w, e->code, e->message);
+    actx *x = owner;
+    if (x != NULL && e->kind == CLOUD_REMOTE && !strcmp(e->code, "lease_lost") &&
+        !atomic_exchange(&x->lost, 1)) {
+        wcount(w, WC_LEASES_LOST, 1);
+        for (size_t i = 0; i < x->nruns; i++)
+            atomic_store(&x->runs[i].cancel, 1);
+    }
 }
 
 worker *worker_new(const worker_deps *d, char *err, size_t errcap)
@@ -105,11 +121,18 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
         free(w);
         return NULL;
     }
+    outbox_hooks oh = {.ud = w, .answered = outbox_answered};
+    w->outbox = outbox_new(w->cloud, w->store, &oh);
+    if (w->outbox == NULL) {
+        snprintf(err, errcap, "worker: out of memory");
+        cloud_free(w->cloud);
+        free(w);
+        return NULL;
+    }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     pthread_cond_init(&w->q_cv, NULL);
     pthread_cond_init(&w->hb_cv, NULL);
-    pthread_cond_init(&w->ob_cv, NULL);
     pthread_cond_init(&w->idle_cv, NULL);
     pthread_cond_init(&w->help_cv, NULL);
     pthread_cond_init(&w->run_cv, NULL);
@@ -196,8 +219,9 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
  * idle worker costs nothing). Any thread; locks w->mu. */
 static void idle_trim(worker *w)
 {
+    long depth = outbox_depth(w->outbox);
     pthread_mutex_lock(&w->mu);
-    int go = w->claim_empty && !w->trimmed && w->nactive == 0 && w->outbox_depth == 0;
+    int go = w->claim_empty && !w->trimmed && w->nactive == 0 && depth == 0;
     if (go) w->trimmed = 1;
     pthread_mutex_unlock(&w->mu);
     if (!go) return;
@@ -382,7 +406,7 @@ static void *pool_main(void *arg)
         pthread_cond_broadcast(&w->cv);
         pthread_cond_broadcast(&w->idle_cv);
         pthread_mutex_unlock(&w->mu);
-        worker_outbox_detach(w, x);
+        outbox_detach(w->outbox, x);
         cloud_assignment_clear(&x->a);
         json_decref(x->skip_runs);
         free(x->runs);
@@ -402,6 +426,9 @@ int worker_start(worker *w, char *err, size_t errcap)
     w->started_at = time_now();
     w->started_mono = time_mono_ms();
     ws_recover(w);
+    long pending = outbox_start(w->outbox, err, errcap);
+    if (pending < 0) return -1;
+    if (pending > 0) log_info("outbox: pending results resent", LOG_I("entries", pending));
     w->npool = w->concurrency;
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
     /* Run-pool helpers: as many as sandboxes may run at once (the
@@ -415,7 +442,6 @@ int worker_start(worker *w, char *err, size_t errcap)
     pthread_attr_setstacksize(&at, (size_t)256 * 1024);
     int rc = pthread_create(&w->main_th, &at, main_loop, w);
     rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, w);
-    rc = rc || pthread_create(&w->ob_th, &at, worker_outbox_main, w);
     for (long i = 0; rc == 0 && i < w->npool; i++)
         rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
     for (long i = 0; rc == 0 && i < w->nrun_th; i++)
@@ -445,14 +471,12 @@ int worker_wait_drained(worker *w, double timeout_s)
 {
     int64_t until = time_mono_ms() + (int64_t)(timeout_s * 1000);
     pthread_mutex_lock(&w->mu);
-    while (w->nactive > 0 || w->outbox_depth > 0) {
-        int64_t left = until - time_mono_ms();
-        if (left <= 0) break;
-        timed_wait(&w->idle_cv, &w->mu, left);
+    while (w->nactive > 0 && time_cond_wait_until(&w->idle_cv, &w->mu, until) == 0) {
     }
-    int done = w->nactive == 0 && w->outbox_depth == 0;
+    int idle = w->nactive == 0;
     pthread_mutex_unlock(&w->mu);
-    return done;
+    /* The last results are in the outbox once no assignment is active. */
+    return idle && outbox_wait_empty(w->outbox, until);
 }
 
 void worker_stop(worker *w)
@@ -469,7 +493,6 @@ void worker_stop(worker *w)
     pthread_cond_broadcast(&w->cv);
     pthread_cond_broadcast(&w->q_cv);
     pthread_cond_broadcast(&w->hb_cv);
-    pthread_cond_broadcast(&w->ob_cv);
     pthread_cond_broadcast(&w->help_cv);
     pthread_mutex_unlock(&w->mu);
     cloud_abort(w->cloud);
@@ -479,23 +502,16 @@ void worker_stop(worker *w)
     for (long i = 0; i < w->nrun_th; i++)
         pthread_join(w->run_th[i], NULL);
     pthread_join(w->hb_th, NULL);
-    pthread_join(w->ob_th, NULL);
+    outbox_stop(w->outbox);
     w->started = 0;
-    log_info("worker stopped", LOG_I("outbox_depth", w->outbox_depth));
+    log_info("worker stopped", LOG_I("outbox_depth", outbox_depth(w->outbox)));
 }
 
 void worker_free(worker *w)
 {
     if (w == NULL) return;
     worker_stop(w);
-    for (obx *o = w->outbox, *n; o; o = n) {
-        n = o->next;
-        free(o->run_id);
-        free(o->assignment_id);
-        free(o->submission_id);
-        free(o->body);
-        free(o);
-    }
+    outbox_free(w->outbox);
     while (w->q_head) {
         actx *x = w->q_head;
         w->q_head = x->q_next;
@@ -517,7 +533,6 @@ void worker_free(worker *w)
     pthread_cond_destroy(&w->cv);
     pthread_cond_destroy(&w->q_cv);
     pthread_cond_destroy(&w->hb_cv);
-    pthread_cond_destroy(&w->ob_cv);
     pthread_cond_destroy(&w->idle_cv);
     free(w);
 }
@@ -608,6 +623,7 @@ json_t *worker_status_json(worker *w)
     char ts[40], reason[256];
     int ready = worker_ready(w, reason, sizeof reason);
     long long last = cloud_last_contact_ms(w->cloud);
+    long depth = outbox_depth(w->outbox);
     json_t *o = json_object();
     pthread_mutex_lock(&w->mu);
     const char *state = w->stopping     ? "stopped"
@@ -644,7 +660,7 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "active_assignments", json_integer(w->nactive));
     json_object_set_new(o, "active_runs", json_integer(w->active_runs));
     json_object_set_new(o, "active_sandboxes", json_integer(sbx_pool_active(w->pool)));
-    json_object_set_new(o, "outbox_depth", json_integer(w->outbox_depth));
+    json_object_set_new(o, "outbox_depth", json_integer(depth));
     if (last) {
         double at = time_now() - (time_mono_ms() - last) / 1000.0;
         json_object_set_new(o, "last_server_contact_at",

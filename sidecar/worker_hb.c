@@ -2,16 +2,15 @@
  * start (first heartbeat at once), then beats every heartbeat interval,
  * listing its unfinished runs; runs missing from accepted_run_ids are
  * cancelled; lease_lost cancels them all (their sandboxes are killed); any
- * other failure is counted and retried next tick. Sleeps on a condition
- * variable until the next beat is due: no polling. */
+ * other failure is counted and retried next tick. Runs the shared
+ * scheduler loop (sidecar/sched.h): no polling. */
 #include "sidecar/worker_internal.h"
 
 #include "common/log.h"
 #include "common/timeutil.h"
+#include "sidecar/sched.h"
 
-#include <errno.h>
 #include <string.h>
-#include <time.h>
 
 void worker_hb_add(worker *w, actx *x)
 {
@@ -95,45 +94,46 @@ static void beat(worker *w, actx *x)
     json_decref(ids);
 }
 
+/* ---- the heartbeat thread (sched_loop callbacks, under w->mu) ---- */
+
+static int hb_stopped(void *ud)
+{
+    return ((worker *)ud)->stopping;
+}
+
+static void *hb_pick(void *ud, int64_t now, int64_t *next)
+{
+    worker *w = ud;
+    for (actx *x = w->hb_list; x; x = x->hb_next) {
+        if (x->next_hb_ms <= now) {
+            x->hb_busy = 1;
+            x->next_hb_ms = now + w->hb_interval_s * 1000;
+            return x;
+        }
+        if (x->next_hb_ms < *next) *next = x->next_hb_ms;
+    }
+    return NULL;
+}
+
+static int hb_serve(void *ud, void *item)
+{
+    beat(ud, item);
+    return 0;
+}
+
+static void hb_served(void *ud, void *item, int result)
+{
+    worker *w = ud;
+    actx *x = item;
+    (void)result;
+    x->hb_busy = 0;
+    pthread_cond_broadcast(&w->hb_cv);
+}
+
 void *worker_hb_main(void *arg)
 {
     worker *w = arg;
-    pthread_mutex_lock(&w->mu);
-    while (!w->stopping) {
-        int64_t now = time_mono_ms(), next = INT64_MAX;
-        actx *due = NULL;
-        for (actx *x = w->hb_list; x; x = x->hb_next) {
-            if (x->next_hb_ms <= now) {
-                due = x;
-                break;
-            }
-            if (x->next_hb_ms < next) next = x->next_hb_ms;
-        }
-        if (due == NULL) {
-            if (next == INT64_MAX) {
-                pthread_cond_wait(&w->hb_cv, &w->mu);
-            } else {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                int64_t ms = next - now;
-                ts.tv_sec += ms / 1000;
-                ts.tv_nsec += (ms % 1000) * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                pthread_cond_timedwait(&w->hb_cv, &w->mu, &ts);
-            }
-            continue;
-        }
-        due->hb_busy = 1;
-        due->next_hb_ms = now + w->hb_interval_s * 1000;
-        pthread_mutex_unlock(&w->mu);
-        beat(w, due);
-        pthread_mutex_lock(&w->mu);
-        due->hb_busy = 0;
-        pthread_cond_broadcast(&w->hb_cv);
-    }
-    pthread_mutex_unlock(&w->mu);
+    sched_loop l = {&w->mu, &w->hb_cv, w, hb_stopped, hb_pick, hb_serve, hb_served};
+    sched_run(&l);
     return NULL;
 }

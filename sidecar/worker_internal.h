@@ -2,8 +2,8 @@
  * lifecycle, registration and the claim loop; worker_assign.c: one
  * assignment from transcript to results; worker_conditions.c: its condition
  * phase; worker_plan.c: plan matching; worker_runs.c: its runs and their
- * results; worker_hb.c: the heartbeat thread; worker_outbox.c: result
- * submission and the outbox). Private to sidecar/. */
+ * results; worker_hb.c: the heartbeat thread; sidecar/outbox.c owns
+ * result submission). Private to sidecar/. */
 #ifndef FPS_WORKER_INTERNAL_H
 #define FPS_WORKER_INTERNAL_H
 #include "common/metrics.h"
@@ -78,22 +78,11 @@ typedef struct actx {
     atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
 } actx;
 
-/* A pending result submission (the in-memory outbox; mirrored to the store). */
-typedef struct obx {
-    char *run_id, *assignment_id, *submission_id;
-    char *body;
-    size_t len;
-    int attempts;
-    int in_flight;
-    int64_t next_ms;
-    actx *owner; /* NULL once its assignment is gone */
-    struct obx *next;
-} obx;
-
 struct worker {
     const run_config *cfg;
     cloud *cloud;
     struct store *store;
+    struct outbox *outbox; /* owned: result submission */
     struct sbx_pool *pool;
     struct local_registry *local;
     char worker_id[129];
@@ -103,7 +92,6 @@ struct worker {
     pthread_cond_t cv;      /* claim loop: capacity, stop, drain, catalog */
     pthread_cond_t q_cv;    /* pool threads: queue */
     pthread_cond_t hb_cv;   /* heartbeat thread */
-    pthread_cond_t ob_cv;   /* outbox thread */
     pthread_cond_t idle_cv; /* drain waiters */
 
     /* registration (under mu) */
@@ -119,7 +107,7 @@ struct worker {
 
     /* lifecycle */
     int started, draining, stopping;
-    pthread_t main_th, hb_th, ob_th;
+    pthread_t main_th, hb_th;
     pthread_t *pool_th;
     long npool;
     /* the run pool: helpers that execute runs of assignments in parallel */
@@ -139,8 +127,6 @@ struct worker {
     actx *active;          /* being processed */
     int nactive;           /* queued + processing */
     actx *hb_list;
-    obx *outbox;
-    int outbox_depth;
     int active_runs;
 
     /* recent transcripts (under mu): ring for the admin playground */
@@ -170,13 +156,12 @@ static inline void wcount(struct worker *w, int c, long long n)
 {
     atomic_fetch_add(&w->counters[c], n);
 }
-/* Publishes the gauges (active assignments/runs, outbox depth). Call with
- * w->mu held, after changing them. */
+/* Publishes the gauges (active assignments and runs). Call with w->mu
+ * held, after changing them. */
 static inline void worker_gauges_locked(struct worker *w)
 {
     metrics_gauge_set(METRIC_ACTIVE_ASSIGNMENTS, w->nactive);
     metrics_gauge_set(METRIC_ACTIVE_RUNS, w->active_runs);
-    metrics_gauge_set(METRIC_OUTBOX_DEPTH, w->outbox_depth);
 }
 /* Records the last error (status page) and logs it. */
 void worker_note_error(struct worker *w, const char *code, const char *msg);
@@ -206,14 +191,12 @@ typedef struct {
  * caller that finds a commit in progress queues its results for the next
  * one, which commits everything queued at once). */
 int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
-void ws_attempt(struct worker *w, const char *submission_id, int outcome, double at,
-                long long duration_ms, const cloud_error *e);
 void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
 void ws_lease(struct worker *w, actx *x);
 /* Idle: gives back the store's page caches. */
 void ws_release_memory(struct worker *w);
-/* At start: drop expired assignments, load the pending outbox into memory,
- * and queue the assignments whose lease is still valid. */
+/* At start: drop expired assignments and queue the assignments whose lease
+ * is still valid (the outbox loads its own pending entries). */
 void ws_recover(struct worker *w);
 /* The worker id stored by a previous run (NULL if none); malloc'd. */
 char *ws_stored_worker_id(struct store *st);
@@ -260,12 +243,5 @@ void *worker_run_main(void *arg);
 void *worker_hb_main(void *arg);
 void worker_hb_add(struct worker *w, actx *x);
 void worker_hb_remove(struct worker *w, actx *x);
-/* worker_outbox.c: stores the serialized result and submits it (first
- * attempt synchronously; retries by the outbox thread). */
-void worker_submit(struct worker *w, actx *x, const char *run_id, const char *submission_id,
-                   char *body, size_t len);
-void *worker_outbox_main(void *arg);
-/* Detaches the outbox entries of an assignment that is going away. */
-void worker_outbox_detach(struct worker *w, actx *x);
 
 #endif

@@ -10,6 +10,7 @@
 #include "common/timeutil.h"
 #include "sandbox/jail/sbx.h"
 #include "sidecar/local.h"
+#include "sidecar/outbox.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -225,7 +226,8 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     atomic_fetch_add(&x->tm_store_us, t1 - t0);
     for (size_t i = 0; i < *np; i++) {
         if (stored)
-            worker_submit(w, x, pend[i].run_id, pend[i].submission_id, pend[i].body, pend[i].len);
+            outbox_put(w->outbox, x, pend[i].run_id, x->a.assignment_id, pend[i].submission_id,
+                       pend[i].body, pend[i].len);
         else
             free(pend[i].body);
         json_decref(pend[i].results);

@@ -1,9 +1,9 @@
 /* sidecar/worker_store: the worker's durable state through store/store.h
  * (SPEC §3): registration, claims, plans, run starts, results with their
- * outbox entries (durable before the first submit), submission attempts,
- * lease extensions, local terminal states; and recovery at start (outbox
- * loaded for resending unchanged, valid leases resumed, expired ones
- * dropped). Without a store every function is a no-op. */
+ * outbox entries (durable before the first submit), lease extensions,
+ * local terminal states; and recovery at start (valid leases resumed,
+ * expired ones dropped; sidecar/outbox.c owns the outbox table after the
+ * results are stored). Without a store every function is a no-op. */
 #include "sidecar/worker_internal.h"
 
 #include "common/log.h"
@@ -248,22 +248,6 @@ void ws_release_memory(worker *w)
     if (w->store != NULL) store_release_memory(w->store);
 }
 
-void ws_attempt(worker *w, const char *submission_id, int outcome, double at, long long duration_ms,
-                const cloud_error *ce)
-{
-    if (w->store == NULL) return;
-    store_attempt a = {(store_submit_outcome)outcome,
-                       at,
-                       duration_ms,
-                       ce ? (int)ce->http_status : 200,
-                       ce && ce->code[0] ? ce->code : NULL,
-                       ce && ce->message[0] ? ce->message : NULL,
-                       ce && ce->request_id[0] ? ce->request_id : NULL};
-    store_err e;
-    int rc = store_outbox_record(w->store, submission_id, &a, &e);
-    if (rc < 0) report("outbox_record", &e);
-}
-
 void ws_finish(worker *w, actx *x, const char *status, const char *code, const char *msg)
 {
     if (w->store == NULL) return;
@@ -290,28 +274,6 @@ void ws_recover(worker *w)
     size_t dropped = 0;
     if (store_drop_expired(w->store, now, RECOVERY_MARGIN_S, &dropped, &e) < 0)
         report("drop_expired", &e);
-    /* The outbox: resent unchanged by the outbox thread. */
-    store_outbox_entry *ob = NULL;
-    size_t nob = 0;
-    if (store_outbox_pending(w->store, 0, 0, &ob, &nob, &e) < 0) report("outbox_pending", &e);
-    pthread_mutex_lock(&w->mu);
-    for (size_t i = 0; i < nob; i++) {
-        obx *o = calloc(1, sizeof *o);
-        o->run_id = strdup(ob[i].run_id);
-        o->assignment_id = strdup(ob[i].assignment_id);
-        o->submission_id = strdup(ob[i].submission_id);
-        o->body = malloc(ob[i].body_len + 1);
-        memcpy(o->body, ob[i].body, ob[i].body_len);
-        o->body[ob[i].body_len] = '\0';
-        o->len = ob[i].body_len;
-        o->attempts = ob[i].attempts;
-        o->next = w->outbox;
-        w->outbox = o;
-        w->outbox_depth++;
-    }
-    worker_gauges_locked(w);
-    pthread_mutex_unlock(&w->mu);
-    store_outbox_free(ob, nob);
     /* Assignments still under a valid lease: resume. */
     store_assignment_state *as = NULL;
     size_t nas = 0, resumed = 0;
@@ -354,6 +316,5 @@ void ws_recover(worker *w)
     }
     store_assignments_free(as, nas);
     log_info("recovery", LOG_I("dropped_expired", (long long)dropped),
-             LOG_I("outbox_entries", (long long)nob),
              LOG_I("resumed_assignments", (long long)resumed));
 }
