@@ -6,6 +6,7 @@
 #include "common/cli.h"
 #include "common/log.h"
 #include "sandbox/jail/sbx.h"
+#include "sandbox/lang/simg.h"
 #include "sidecar/commands.h"
 
 #include <errno.h>
@@ -16,6 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     const char *transcript, *expr, *file, *batch, *kind, *eval_key;
@@ -139,7 +144,11 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
         snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
         return NULL;
     }
+    /* a regular file is read in one go (a transcript can be 25 MiB) */
+    struct stat st;
     size_t cap = 4096, n = 0;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        cap = (size_t)st.st_size + 2;
     char *buf = malloc(cap);
     while (buf != NULL) {
         if (n + 1 >= cap) {
@@ -166,6 +175,34 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
     buf[n] = '\0';
     *len = n;
     return buf;
+}
+
+/* The session image of the transcript file at `path`, straight from its
+ * bytes (Python json semantics, as the language's `session` reads it). A
+ * regular file is mapped, not copied: the parser reads it in place. */
+static int build_image(const char *path, void **simg, size_t *simg_len, char *err, size_t errcap)
+{
+    int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        size_t len = (size_t)st.st_size;
+        void *text = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        close(fd);
+        if (text == MAP_FAILED) {
+            snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
+            return -1;
+        }
+        int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, err, errcap);
+        munmap(text, len);
+        return rc;
+    }
+    if (fd >= 0) close(fd);
+    size_t len = 0;
+    char *text = read_file(path, &len, err, errcap);
+    if (text == NULL) return -1;
+    int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, err, errcap);
+    free(text);
+    return rc;
 }
 
 static char *input_error_line(size_t lineno, const char *msg)
@@ -353,18 +390,14 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     char *batch_text = NULL;
 
     if (!check_only) {
-        json_error_t jerr;
-        json_t *t = cfg.transcript ? json_load_file(cfg.transcript, 0, &jerr)
-                                   : json_loads(empty_session, 0, &jerr);
-        if (t == NULL) {
-            fprintf(stderr, "failproofai-sidecar %s: cannot read transcript %s: %s (line %d)\n",
-                    cmd->name, cfg.transcript, jerr.text, jerr.line);
-            goto done;
-        }
-        image = sbx_image_new(t, NULL, err, sizeof err);
-        json_decref(t);
+        void *simg = NULL;
+        size_t simg_len = 0;
+        int built = cfg.transcript ? build_image(cfg.transcript, &simg, &simg_len, err, sizeof err)
+                                   : simg_build_text(empty_session, sizeof empty_session - 1, NULL,
+                                                     0, &simg, &simg_len, err, sizeof err);
+        image = built == 0 ? sbx_image_adopt(simg, simg_len, err, sizeof err) : NULL;
         if (image == NULL) {
-            fprintf(stderr, "failproofai-sidecar %s: invalid transcript %s: %s\n", cmd->name,
+            fprintf(stderr, "failproofai-sidecar %s: transcript %s: %s\n", cmd->name,
                     cfg.transcript ? cfg.transcript : "(empty session)", err);
             goto done;
         }

@@ -268,8 +268,8 @@ int jail_prepare(jail_prepared *p)
     /* The warm-up session, and one evaluation here so the interpreter's
      * lazily built tables exist before any fork (children read them). */
     char err[160];
-    if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, &p->warm_img,
-                        &p->warm_len, err, sizeof err) != 0) {
+    if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, 0,
+                        &p->warm_img, &p->warm_len, err, sizeof err) != 0) {
         errno = EINVAL;
         return -1;
     }

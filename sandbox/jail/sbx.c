@@ -44,7 +44,6 @@
 #define REFILL_DEFER_MS 5
 
 struct sbx_image {
-    atomic_int refs;
     int fd; /* sealed memfd holding the simg bytes */
     size_t len;
 };
@@ -123,10 +122,15 @@ sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, ch
 {
     void *buf = NULL;
     size_t len = 0;
+    if (simg_build(transcript, assignment_id, &buf, &len, err, errcap) != 0) return NULL;
+    return sbx_image_adopt(buf, len, err, errcap);
+}
+
+sbx_image *sbx_image_adopt(void *simg, size_t len, char *err, size_t errcap)
+{
     sbx_image *img = NULL;
     int fd = -1;
-    if (simg_build(transcript, assignment_id, &buf, &len, err, errcap) != 0) goto fail;
-    if (len == 0) {
+    if (simg == NULL || len == 0) {
         snprintf(err, errcap, "session image is empty");
         goto fail;
     }
@@ -136,7 +140,7 @@ sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, ch
         goto fail;
     }
     for (size_t off = 0; off < len;) {
-        ssize_t n = write(fd, (char *)buf + off, len - off);
+        ssize_t n = write(fd, (char *)simg + off, len - off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             snprintf(err, errcap, "writing the session image: %s", strerror(errno));
@@ -153,26 +157,19 @@ sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, ch
         snprintf(err, errcap, "out of memory");
         goto fail;
     }
-    atomic_init(&img->refs, 1);
     img->fd = fd;
     img->len = len;
-    free(buf);
+    free(simg);
     return img;
 fail:
     if (fd >= 0) close(fd);
-    free(buf);
+    free(simg);
     return NULL;
-}
-
-sbx_image *sbx_image_ref(sbx_image *img)
-{
-    if (img != NULL) atomic_fetch_add(&img->refs, 1);
-    return img;
 }
 
 void sbx_image_release(sbx_image *img)
 {
-    if (img == NULL || atomic_fetch_sub(&img->refs, 1) != 1) return;
+    if (img == NULL) return;
     close(img->fd);
     free(img);
 }

@@ -58,11 +58,16 @@ json_t *sbx_pool_jail_json(sbx_pool *pool);
 int sbx_pool_active(const sbx_pool *pool);
 
 /* A transcript prepared once per assignment and shared read-only by every
- * evaluation on it (a sealed memfd). Reference-counted: sbx_image_release
- * drops the caller's reference. */
+ * evaluation on it (a sealed memfd holding its session image, simg.h),
+ * owned by its creator, who frees it with sbx_image_release after the
+ * evaluations that borrow it have returned. sbx_image_new builds the
+ * image from a parsed transcript (a request body that is already a tree);
+ * sbx_image_adopt takes an image built from the transcript's bytes
+ * (simg_build_text: the ingest path), owning and freeing `simg` also on
+ * failure. NULL with a message in err on failure. */
 sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, char *err,
                          size_t errcap);
-sbx_image *sbx_image_ref(sbx_image *img);
+sbx_image *sbx_image_adopt(void *simg, size_t len, char *err, size_t errcap);
 void sbx_image_release(sbx_image *img);
 
 typedef enum {

@@ -17,11 +17,18 @@ int simg_build(const json_t *transcript, const char *assignment_id, void **out, 
                char *err, size_t errcap);
 
 /* Same as simg_build, straight from the transcript's JSON text (one pass,
- * no intermediate tree; Python json semantics for numbers: big ints kept
- * exactly, NaN/Infinity accepted; duplicate keys keep the first position and
- * the last value). The fast ingest path. */
-int simg_build_text(const char *json, size_t len, const char *assignment_id, void **out,
-                    size_t *out_len, char *err, size_t errcap);
+ * no intermediate tree): the ingest path. By default Python json semantics:
+ * big ints kept exactly, NaN/Infinity accepted, duplicate keys keep the first
+ * position and the last value. SIMG_STRICT (a server's response, validated
+ * as the protocol's strict JSON) makes duplicate keys and NaN/Infinity
+ * errors instead. */
+enum { SIMG_STRICT = 1u };
+int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
+                    void **out, size_t *out_len, char *err, size_t errcap);
+
+/* The transcript's session_revision_id in a built image (borrowed from
+ * the image, NUL-terminated). */
+const char *simg_session_revision_id(const void *img);
 
 /* Checks that `buf` is a well-formed image (magic, version, every offset in
  * bounds). Returns 0 or -1 with a message. Call before reading an image

@@ -212,8 +212,8 @@ static void test_warm_up_source_evaluates(void **state)
     void *img = NULL;
     size_t len = 0;
     char err[160];
-    assert_int_equal(simg_build_text(jail_warm_transcript, strlen(jail_warm_transcript), NULL, &img,
-                                     &len, err, sizeof err),
+    assert_int_equal(simg_build_text(jail_warm_transcript, strlen(jail_warm_transcript), NULL, 0,
+                                     &img, &len, err, sizeof err),
                      0);
     lang_limits limits = {0, 0};
     char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, strlen(jail_warm_source), "q", img, len,

@@ -410,8 +410,9 @@ static void test_session_image(void **state)
     void *img;
     size_t len;
     char err[256];
-    assert_int_equal(simg_build_text(t, strlen(t), NULL, &img, &len, err, sizeof err), 0);
+    assert_int_equal(simg_build_text(t, strlen(t), NULL, 0, &img, &len, err, sizeof err), 0);
     assert_int_equal(simg_validate(img, len, err, sizeof err), 0);
+    assert_string_equal(simg_session_revision_id(img), "r");
     vctx *c = vctx_new(NULL, img, len);
     val *s = v_session(c);
     assert_non_null(s);
@@ -431,12 +432,22 @@ static void test_session_image(void **state)
     vctx_free(c);
     /* shape errors */
     const char *bad = "{\"schema_version\": \"3\"}";
-    assert_int_equal(simg_build_text(bad, strlen(bad), NULL, &img, &len, err, sizeof err), -1);
+    assert_int_equal(simg_build_text(bad, strlen(bad), NULL, 0, &img, &len, err, sizeof err), -1);
     assert_string_equal(err, "unsupported transcript schema version '3'");
     const char *cnt = "{\"schema_version\": \"2\", \"events\": [], \"event_count\": 1}";
-    assert_int_equal(simg_build_text(cnt, strlen(cnt), NULL, &img, &len, err, sizeof err), -1);
+    assert_int_equal(simg_build_text(cnt, strlen(cnt), NULL, 0, &img, &len, err, sizeof err), -1);
     assert_string_equal(err, "event_count is 1, but transcript contains 0 events");
-    assert_int_equal(simg_build_text("{", 1, NULL, &img, &len, err, sizeof err), -1);
+    assert_int_equal(simg_build_text("{", 1, NULL, 0, &img, &len, err, sizeof err), -1);
+    /* strict (a server's response): the duplicate "n" and NaN are errors */
+    assert_int_equal(simg_build_text(t, strlen(t), NULL, SIMG_STRICT, &img, &len, err, sizeof err),
+                     -1);
+    assert_string_equal(err, "invalid JSON: duplicate object key at byte 344");
+    const char *nan = "{\"schema_version\": \"2\", \"x\": NaN}";
+    assert_int_equal(simg_build_text(nan, strlen(nan), NULL, 0, &img, &len, err, sizeof err), -1);
+    assert_string_equal(err, "events must be an array");
+    assert_int_equal(
+        simg_build_text(nan, strlen(nan), NULL, SIMG_STRICT, &img, &len, err, sizeof err), -1);
+    assert_string_equal(err, "invalid JSON: NaN and Infinity are not JSON at byte 29");
     char junk[64] = "FPSIMG";
     assert_int_equal(simg_validate(junk, sizeof junk, err, sizeof err), -1);
 }

@@ -45,7 +45,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 5; i++) {
         free(img);
         double t0 = now_ms();
-        if (simg_build_text(text, (size_t)n, NULL, &img, &img_len, err, sizeof err) != 0) {
+        if (simg_build_text(text, (size_t)n, NULL, 0, &img, &img_len, err, sizeof err) != 0) {
             fprintf(stderr, "ingest: %s\n", err);
             return 1;
         }
