@@ -991,7 +991,14 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     if (hdr.cpu_seconds > 60) hdr.cpu_seconds = 60;
     hdr.source_len = src_len;
     hdr.image_len = (hdr.flags & JAIL_REQ_IMAGE) ? req->image->len : 0;
-    hdr.max_alloc_bytes = ((size_t)pool->cfg.memory_mb << 20) / 2;
+    /* The interpreter's live-heap budget: the address-space limit less the
+     * mapped session image and a reserve for the child's code, stacks and
+     * scratch buffers (the kernel's RLIMIT_AS stays the backstop). */
+    size_t as_bytes = (size_t)pool->cfg.memory_mb << 20, reserve = as_bytes / 16;
+    if (reserve < ((size_t)24 << 20)) reserve = (size_t)24 << 20;
+    hdr.max_alloc_bytes = as_bytes > hdr.image_len + 2 * reserve
+                              ? as_bytes - (size_t)hdr.image_len - reserve
+                              : as_bytes / 4;
 
     /* A pre-started child may have died while idle (killed from outside):
      * then try once more with a fresh one. */

@@ -283,29 +283,28 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
     }
     if (key && key->type == VT_NONE) key = NULL;
     if (na == 0) return v_raise(c, "TypeError", "%s expected at least 1 argument, got 0", fname);
-    val **items;
-    size_t n;
-    if (na == 1) {
-        if (v_iter_collect(c, a[0], &items, &n)) return NULL;
-    } else {
-        if (dflt)
-            return v_raise(c, "TypeError",
-                           "Cannot specify a default for %s() with multiple positional arguments",
-                           fname);
-        items = a;
-        n = na;
-    }
-    if (n == 0) {
-        if (dflt) return dflt;
-        return v_raise(c, "ValueError", "%s() arg is an empty sequence", fname);
-    }
-    if (v_steps(c, n / 4)) return NULL;
-    val *best = items[0];
-    val *bestk = key ? v_call_builtin_1(c, key, best) : best;
-    if (!bestk) return NULL;
-    for (size_t i = 1; i < n; i++) {
-        val *k = key ? v_call_builtin_1(c, key, items[i]) : items[i];
+    if (na > 1 && dflt)
+        return v_raise(c, "TypeError",
+                       "Cannot specify a default for %s() with multiple positional arguments",
+                       fname);
+    /* One iterable is consumed lazily, as CPython does: max(range(10**9))
+     * holds two items at a time, never a list. */
+    viter it;
+    size_t i = 0;
+    if (na == 1 && v_iter_init(c, a[0], &it)) return NULL;
+    val *best = NULL, *bestk = NULL;
+    for (;;) {
+        val *x = na == 1 ? v_iter_next(c, &it) : i < na ? a[i] : NULL;
+        i++;
+        if (!x) break;
+        if (v_step(c)) return NULL;
+        val *k = key ? v_call_builtin_1(c, key, x) : x;
         if (!k) return NULL;
+        if (!best) {
+            best = x;
+            bestk = k;
+            continue;
+        }
         int r;
         if (k->type == VT_INT && bestk->type == VT_INT && !k->u.i.big && !bestk->u.i.big)
             r = is_max ? k->u.i.small > bestk->u.i.small : k->u.i.small < bestk->u.i.small;
@@ -313,9 +312,14 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
             r = v_compare(c, is_max ? CMP_GT : CMP_LT, k, bestk);
         if (r < 0) return NULL;
         if (r) {
-            best = items[i];
+            best = x;
             bestk = k;
         }
+    }
+    if (v_failed(c)) return NULL;
+    if (!best) {
+        if (dflt) return dflt;
+        return v_raise(c, "ValueError", "%s() arg is an empty sequence", fname);
     }
     return best;
 }
@@ -411,6 +415,7 @@ static val *b_sum(vctx *c, val *it, val *start)
                 if (v_failed(c)) return NULL;
                 return v_int64(c, acc);
             }
+            if (v_step(c)) return NULL;
             int64_t x;
             if ((item->type == VT_INT && !item->u.i.big) || item->type == VT_BOOL) {
                 x = item->type == VT_BOOL ? item->u.b : item->u.i.small;
@@ -447,6 +452,7 @@ static val *b_sum(vctx *c, val *it, val *start)
                 if (v_failed(c)) return NULL;
                 return v_float(c, f);
             }
+            if (v_step(c)) return NULL;
             if (item->type == VT_FLOAT) {
                 f += item->u.f;
                 item = NULL;

@@ -52,7 +52,7 @@ val *vby_getitem(vctx *c, val *s, val *key)
         int64_t start, stop, step, slen;
         if (vseq_slice_indices(c, key, len, &start, &stop, &step, &slen)) return NULL;
         if (step == 1) return mk_bytes(c, s->u.s.s + start, (size_t)slen);
-        char *p = v_alloc(c, (size_t)slen + 1);
+        char *p = v_alloc_bytes(c, (size_t)slen + 1);
         if (!p) return NULL;
         for (int64_t i = 0, k = start; i < slen; i++, k += step)
             p[i] = s->u.s.s[k];
@@ -71,7 +71,7 @@ static val *as_latin1(vctx *c, val *b)
     for (size_t i = 0; i < b->u.s.blen; i++)
         if ((unsigned char)b->u.s.s[i] >= 128) extra++;
     if (!extra) return vs_new_owned(c, (char *)b->u.s.s, b->u.s.blen, b->u.s.blen, true);
-    char *p = v_alloc(c, b->u.s.blen + extra + 1);
+    char *p = v_alloc_bytes(c, b->u.s.blen + extra + 1);
     if (!p) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < b->u.s.blen; i++)
@@ -82,7 +82,7 @@ static val *as_latin1(vctx *c, val *b)
 static val *from_latin1(vctx *c, val *s)
 {
     if (s->flags & VF_ASCII) return mk_bytes(c, s->u.s.s, s->u.s.blen);
-    char *p = v_alloc(c, s->u.s.clen + 1);
+    char *p = v_alloc_bytes(c, s->u.s.clen + 1);
     if (!p) return NULL;
     size_t i = 0, o = 0;
     while (i < s->u.s.blen) {

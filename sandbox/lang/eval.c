@@ -194,6 +194,7 @@ static val *const_value(E *e, ast_node *x)
         break;
     }
     if (!v && !v_failed(e->c)) v = v_raise(e->c, "SystemError", "bad constant");
+    if (v && v_root(e->c, v)) return NULL;
     x->cache = v;
     return v;
 }
@@ -271,29 +272,6 @@ static int compare(E *e, int op, val *l, val *r)
     }
 }
 
-/* A growable array of values on the heap (realloc: no arena waste while
- * growing); moved into one exact arena array when complete. */
-typedef struct {
-    val **v;
-    size_t n, cap;
-} vvec;
-
-static int vv_push(E *e, vvec *a, val *x)
-{
-    if (a->n == a->cap) {
-        size_t nc = a->cap ? a->cap * 2 : 16;
-        val **nv = realloc(a->v, nc * sizeof *nv);
-        if (!nv) {
-            v_limit(e->c, "memory");
-            return -1;
-        }
-        a->v = nv;
-        a->cap = nc;
-    }
-    a->v[a->n++] = x;
-    return 0;
-}
-
 /* Assigns `v` to a comprehension target. */
 static int assign(E *e, ast_node *t, val *v)
 {
@@ -351,8 +329,8 @@ static int assign(E *e, ast_node *t, val *v)
 
 typedef struct {
     ast_node *comp;
-    vvec list; /* ListComp */
-    val *coll; /* SetComp / DictComp */
+    vbuild list; /* ListComp */
+    val *coll;   /* SetComp / DictComp */
 } comp_state;
 
 static int comp_emit(E *e, comp_state *cs)
@@ -368,7 +346,7 @@ static int comp_emit(E *e, comp_state *cs)
     val *v = ev(e, x->a);
     if (!v) return -1;
     if (x->kind == AST_SetComp) return v_set_add(e->c, cs->coll, v);
-    return vv_push(e, &cs->list, v);
+    return v_build_push(e->c, &cs->list, v);
 }
 
 static int comp_loop(E *e, comp_state *cs, uint32_t gi, val *first_iter)
@@ -420,8 +398,8 @@ static val *eval_comp(E *e, ast_node *x)
     if (x->kind != AST_ListComp && !cs.coll) return NULL;
     int rc = comp_loop(e, &cs, 0, first);
     val *res = cs.coll;
-    if (!rc && x->kind == AST_ListComp) res = v_list(e->c, cs.list.v, cs.list.n);
-    free(cs.list.v);
+    if (!rc && x->kind == AST_ListComp) res = v_build_list(e->c, &cs.list);
+    v_build_free(&cs.list);
     return rc ? NULL : res;
 }
 

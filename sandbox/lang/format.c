@@ -346,13 +346,13 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
     char *d = mpz_get_str(NULL, base, z);
     mpz_clear(z);
     if (base == 10 && strlen(d) > 4300) {
-        free(d);
+        vi_free_str(d);
         return v_raise(c, "ValueError",
                        "Exceeds the limit (4300 digits) for integer string conversion");
     }
     int every = (base == 10) ? 3 : 4;
     val *r = assemble(c, f, neg, prefix, d, strlen(d), "", 0, every);
-    free(d);
+    vi_free_str(d);
     return r;
 }
 
@@ -889,7 +889,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 for (int64_t k = (int64_t)dl; k < prec; k++)
                     strbuf_putc(&tb, '0');
                 strbuf_puts(&tb, d);
-                free(d);
+                vi_free_str(d);
                 const char *pre = !f.alt          ? ""
                                   : g.type == 'o' ? "0o"
                                   : g.type == 'x' ? "0x"

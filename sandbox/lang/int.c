@@ -25,8 +25,6 @@ val *vi_from_mpz_take(vctx *c, mpz_ptr z)
     if (mpz_fits_slong_p(z)) return v_int64(c, mpz_get_si(z));
     size_t bits = mpz_sizeinbase(z, 2);
     if (bits > c->lim.max_int_bits) return v_limit(c, "memory");
-    c->used += bits / 8;
-    if (c->used > c->lim.max_alloc_bytes) return v_limit(c, "memory");
     val *v = v_new(c, VT_INT);
     if (v) v->u.i.big = z;
     return v;
@@ -206,14 +204,14 @@ int vi_repr_buf(vctx *c, strbuf *b, const val *v)
     size_t n = strlen(s);
     size_t digits = n - (s[0] == '-');
     if (digits > MAX_STR_DIGITS) {
-        free(s);
+        vi_free_str(s);
         v_raise(c, "ValueError",
                 "Exceeds the limit (4300 digits) for integer string conversion; use "
                 "sys.set_int_max_str_digits() to increase the limit");
         return -1;
     }
     strbuf_put(b, s, n);
-    free(s);
+    vi_free_str(s);
     return 0;
 }
 

@@ -379,7 +379,7 @@ static void sb_init(sbuild *b, vctx *c, size_t hint)
 {
     b->c = c;
     b->cap = hint < 16 ? 16 : hint;
-    b->p = v_alloc(c, b->cap);
+    b->p = v_alloc_bytes(c, b->cap);
     b->len = b->ncp = 0;
     b->ascii = true;
     b->fail = b->p == NULL;
@@ -396,7 +396,7 @@ static void sb_put(sbuild *b, const char *s, size_t n, size_t ncp, bool ascii)
         size_t nc = b->cap * 2;
         while (nc < b->len + n)
             nc *= 2;
-        char *np = v_alloc(b->c, nc);
+        char *np = v_alloc_bytes(b->c, nc);
         if (!np) {
             b->fail = true;
             return;
@@ -504,7 +504,7 @@ val *vs_concat(vctx *c, val *a, val *b)
     if (b->u.s.blen == 0) return a;
     size_t n = a->u.s.blen + b->u.s.blen;
     if (v_check_strlen(c, n)) return NULL;
-    char *p = v_alloc(c, n + 1);
+    char *p = v_alloc_bytes(c, n + 1);
     if (!p) return NULL;
     memcpy(p, a->u.s.s, a->u.s.blen);
     memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);
@@ -517,7 +517,7 @@ val *vs_repeat(vctx *c, val *a, int64_t k)
     if (k == 1) return a;
     if ((uint64_t)k > c->lim.max_str_bytes / a->u.s.blen) return v_limit(c, "memory");
     size_t n = a->u.s.blen * (size_t)k;
-    char *p = v_alloc(c, n + 1);
+    char *p = v_alloc_bytes(c, n + 1);
     if (!p) return NULL;
     if (v_steps(c, n / 64)) return NULL;
     for (int64_t i = 0; i < k; i++)
@@ -763,32 +763,23 @@ static int get_maxsplit(vctx *c, val *v, int64_t *out)
     return 0;
 }
 
-typedef struct {
-    val **items;
-    size_t n, cap;
-} vlistb;
-
-static int lb_push(vctx *c, vlistb *l, val *v)
+/* Pushes a new item (NULL: its construction failed); on failure the
+ * builder is released, so callers just return. */
+static int lb_push(vctx *c, vbuild *l, val *v)
 {
-    if (!v) return -1;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 8;
-        val **ni = v_items_alloc(c, nc);
-        if (!ni) return -1;
-        if (l->n) memcpy(ni, l->items, l->n * sizeof *ni);
-        l->items = ni;
-        l->cap = nc;
+    if (!v || v_build_push(c, l, v)) {
+        v_build_free(l);
+        return -1;
     }
-    l->items[l->n++] = v;
     return 0;
 }
 
-static void lb_reverse(vlistb *l)
+static void lb_reverse(vbuild *l)
 {
     for (size_t i = 0; i < l->n / 2; i++) {
-        val *t = l->items[i];
-        l->items[i] = l->items[l->n - 1 - i];
-        l->items[l->n - 1 - i] = t;
+        val *t = l->v[i];
+        l->v[i] = l->v[l->n - 1 - i];
+        l->v[l->n - 1 - i] = t;
     }
 }
 
@@ -805,7 +796,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     if (sep && sep->type != VT_STR)
         return v_raise(c, "TypeError", "must be str or None, not %s", v_type_name(sep));
     if (sep && sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
-    vlistb l = {0};
+    vbuild l = {0};
     const char *b = s->u.s.s;
     size_t n = s->u.s.blen;
     if (v_steps(c, n / 32)) return NULL;
@@ -834,7 +825,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             if (lb_push(c, &l, str_bytes(c, b, end))) return NULL;
             lb_reverse(&l);
         }
-        return v_list_take(c, l.items, l.n);
+        return v_build_list(c, &l);
     }
     /* whitespace split */
     if (!right) {
@@ -888,7 +879,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
         }
         lb_reverse(&l);
     }
-    return v_list_take(c, l.items, l.n);
+    return v_build_list(c, &l);
 }
 
 static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
@@ -905,7 +896,7 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
                            v_type_name(p[0]));
         keep = v_truthy(p[0]);
     }
-    vlistb l = {0};
+    vbuild l = {0};
     const char *b = s->u.s.s;
     size_t n = s->u.s.blen, i = 0, start = 0;
     while (i < n) {
@@ -924,7 +915,7 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
         start = i;
     }
     if (start < n && lb_push(c, &l, str_bytes(c, b + start, n - start))) return NULL;
-    return v_list_take(c, l.items, l.n);
+    return v_build_list(c, &l);
 }
 
 static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
@@ -1033,7 +1024,7 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
     size_t n = s->u.s.blen;
     if (v_steps(c, n / 32)) return NULL;
     if (s->flags & VF_ASCII) {
-        char *p = v_alloc(c, n + 1);
+        char *p = v_alloc_bytes(c, n + 1);
         if (!p) return NULL;
         bool prev_cased = false;
         for (size_t i = 0; i < n; i++) {

@@ -7,24 +7,10 @@
  * session.c. */
 #include "sandbox/lang/value_impl.h"
 
+#include <gc/gc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* ---- arena ------------------------------------------------------------ */
-
-struct vchunk {
-    struct vchunk *next;
-    size_t cap, used;
-    max_align_t data[];
-};
-
-struct vbig {
-    struct vbig *next;
-    mpz_t z;
-};
-
-#define CHUNK_SIZE ((size_t)256 * 1024)
 
 static val g_none = {.type = VT_NONE};
 static val g_true = {.type = VT_BOOL, .u.b = true};
@@ -43,14 +29,77 @@ static void init_small(void)
     __atomic_store_n(&g_small_init, 1, __ATOMIC_RELEASE);
 }
 
-vctx *v_ctx_alloc_check(void);
+/* ---- memory ----------------------------------------------------------- */
+
+/* Values live in the Boehm collector's heap (libgc): whatever the evaluation
+ * can no longer reach (a comprehension's temporaries, intermediate strings,
+ * the list behind sum([...]) once consumed) is reclaimed while it runs. The
+ * collector finds pointers conservatively on the C stack, in static data and
+ * in its own heap, so every value pointer is kept in one of those (never in
+ * malloc'd memory: vctx itself is an uncollectable block and the AST's cached
+ * constants are rooted through vctx.roots). GMP allocates through the
+ * collector too, so a big int's limbs die with it.
+ *
+ * The budget (vlimits.max_alloc_bytes) caps the collector's heap: the heap
+ * grows only when a collection cannot satisfy an allocation, so it counts
+ * live bytes (plus fragmentation), never garbage. The collector is
+ * initialised on the first context, which the jail's warm-up creates before
+ * the seccomp filter is loaded; it starts no threads in a single-threaded
+ * process and afterwards needs only mmap/munmap/madvise. */
+
+static void *gmp_alloc(size_t n)
+{
+    void *p = GC_MALLOC_ATOMIC(n);
+    /* GMP cannot fail an allocation: past the heap cap, take the memory
+     * from malloc (the kernel's RLIMIT_AS stays the backstop). The value
+     * limits keep every GMP operand far below the cap. */
+    return p ? p : malloc(n);
+}
+
+static void gmp_free(void *p, size_t n)
+{
+    (void)n;
+    if (GC_base(p))
+        GC_FREE(p);
+    else
+        free(p);
+}
+
+void vi_free_str(char *s)
+{
+    gmp_free(s, 0);
+}
+
+static void *gmp_realloc(void *p, size_t old, size_t n)
+{
+    if (GC_base(p)) {
+        void *q = GC_REALLOC(p, n);
+        if (q) return q;
+    }
+    void *q = gmp_alloc(n);
+    if (q) memcpy(q, p, old < n ? old : n);
+    gmp_free(p, old);
+    return q;
+}
+
+static void gc_init_once(void)
+{
+    static int done;
+    if (done) return;
+    done = 1;
+    GC_INIT();
+    GC_set_warn_proc(GC_ignore_warn_proc);
+    mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
+}
 
 vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
 {
     init_small();
-    vctx *c = calloc(1, sizeof *c);
+    gc_init_once();
+    vctx *c = GC_MALLOC_UNCOLLECTABLE(sizeof *c);
     if (c == NULL) return NULL;
-    vlimits d = {50000000ull, 256u << 20, 64u << 20, 8000000u, 1000000u};
+    memset(c, 0, sizeof *c);
+    vlimits d = {VLIMIT_STEPS, VLIMIT_ALLOC_BYTES, VLIMIT_STR_BYTES, VLIMIT_ITEMS, 1000000u};
     if (limits) {
         if (limits->max_steps) d.max_steps = limits->max_steps;
         if (limits->max_alloc_bytes) d.max_alloc_bytes = limits->max_alloc_bytes;
@@ -62,100 +111,118 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     c->hot.max_steps = d.max_steps;
     c->img = img;
     c->img_len = img_len;
+    GC_set_max_heap_size(d.max_alloc_bytes);
     return c;
 }
-
-/* Standard-size chunks freed by one evaluation are kept (per thread, up to a
- * bound) for the next: fresh memory costs page faults on every evaluation. */
-static _Thread_local struct vchunk *t_spare;
-static _Thread_local size_t t_spare_n;
-#define SPARE_MAX 256 /* 64 MiB */
-/* big one-off blocks (events tuple, long lists) are kept too, a few */
-static _Thread_local struct vchunk *t_spare_big;
-static _Thread_local size_t t_spare_big_n;
-#define SPARE_BIG_MAX 8
 
 void vctx_free(vctx *c)
 {
     if (c == NULL) return;
-    for (struct vbig *b = c->bigs; b; b = b->next)
-        mpz_clear(b->z);
-    struct vchunk *k = c->chunk;
-    while (k) {
-        struct vchunk *n = k->next;
-        if (k->cap == CHUNK_SIZE && t_spare_n < SPARE_MAX) {
-            k->next = t_spare;
-            t_spare = k;
-            t_spare_n++;
-        } else if (k->cap != CHUNK_SIZE && k->cap <= (16u << 20) && t_spare_big_n < SPARE_BIG_MAX) {
-            k->next = t_spare_big;
-            t_spare_big = k;
-            t_spare_big_n++;
-        } else {
-            free(k);
-        }
-        k = n;
-    }
-    free(c);
+    GC_FREE(c->roots);
+    GC_FREE(c);
 }
 
-void *v_alloc(vctx *c, size_t size)
+size_t v_live_bytes(void)
 {
-    size = (size + 15) & ~(size_t)15;
-    if (size == 0) size = 16;
-    struct vchunk *k = c->chunk;
-    if (k && k->cap - k->used >= size) {
-        void *p = (char *)k->data + k->used;
-        k->used += size;
-        memset(p, 0, size);
-        return p;
-    }
-    if (c->used + size > c->lim.max_alloc_bytes || size > c->lim.max_alloc_bytes) {
+    return GC_get_memory_use();
+}
+
+/* Not inlined: v_new allocates a value shorter than struct val (val_size),
+ * which the compiler would otherwise flag at every field store. */
+__attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
+{
+    if (size > c->lim.max_alloc_bytes) {
         v_limit(c, "memory");
         return NULL;
     }
-    size_t cap = size > CHUNK_SIZE / 4 ? size : CHUNK_SIZE;
-    struct vchunk *n;
-    n = NULL;
-    if (cap == CHUNK_SIZE && t_spare) {
-        n = t_spare;
-        t_spare = n->next;
-        t_spare_n--;
-    } else if (cap != CHUNK_SIZE) {
-        for (struct vchunk **pp = &t_spare_big; *pp; pp = &(*pp)->next) {
-            if ((*pp)->cap >= cap && (*pp)->cap <= 2 * cap) {
-                n = *pp;
-                *pp = n->next;
-                t_spare_big_n--;
-                cap = n->cap;
-                break;
-            }
+    void *p = GC_MALLOC(size ? size : 1);
+    if (p == NULL) v_limit(c, "memory");
+    return p;
+}
+
+void *v_alloc_bytes(vctx *c, size_t size)
+{
+    if (size > c->lim.max_alloc_bytes) {
+        v_limit(c, "memory");
+        return NULL;
+    }
+    char *p = GC_MALLOC_ATOMIC(size ? size : 1);
+    if (p == NULL) {
+        v_limit(c, "memory");
+        return NULL;
+    }
+    if (size) p[size - 1] = 0;
+    return p;
+}
+
+void *v_realloc(vctx *c, void *p, size_t size)
+{
+    if (size > c->lim.max_alloc_bytes) {
+        v_limit(c, "memory");
+        return NULL;
+    }
+    void *q = GC_REALLOC(p, size ? size : 1);
+    if (q == NULL) v_limit(c, "memory");
+    return q;
+}
+
+int v_root(vctx *c, val *v)
+{
+    if (c->nroots == c->caproots) {
+        size_t nc = c->caproots ? c->caproots * 2 : 16;
+        val **n = v_realloc(c, c->roots, nc * sizeof *n);
+        if (n == NULL) return -1;
+        c->roots = n;
+        c->caproots = nc;
+    }
+    c->roots[c->nroots++] = v;
+    return 0;
+}
+
+/* The builder's array is malloc'd, so growing it is a realloc (mremap for a
+ * big one: no copy), and registered as a root while it lives: growing a
+ * block inside the collected heap instead leaves every outgrown block
+ * behind as fragmentation (an 80 MB list cost 330-480 MB of heap). */
+int v_build_push(vctx *c, vbuild *b, val *x)
+{
+    if (b->n == b->cap) {
+        /* CPython's list growth: about 1/8 over the need */
+        size_t nc = b->cap + (b->cap >> 3) + (b->cap < 9 ? 3 : 6) + 1;
+        if (v_check_items(c, nc)) return -1;
+        if (b->v) GC_remove_roots(b->v, b->v + b->cap);
+        val **nv = realloc(b->v, nc * sizeof *nv);
+        if (nv == NULL) {
+            if (b->v) GC_add_roots(b->v, b->v + b->cap);
+            v_limit(c, "memory");
+            return -1;
         }
+        b->v = nv;
+        b->cap = nc;
+        GC_add_roots(b->v, b->v + b->cap);
     }
-    if (n == NULL) n = malloc(sizeof *n + cap);
-    if (n == NULL) {
-        v_limit(c, "memory");
-        return NULL;
+    b->v[b->n++] = x;
+    return 0;
+}
+
+void v_build_free(vbuild *b)
+{
+    if (b->v) {
+        GC_remove_roots(b->v, b->v + b->cap);
+        free(b->v);
     }
-    memset(n->data, 0, size);
-    n->cap = cap;
-    c->used += cap;
-    if (size > CHUNK_SIZE / 4 && k) {
-        /* a big block: keep the current chunk as the bump target */
-        n->next = k->next;
-        k->next = n;
-        n->used = size;
-        return n->data;
-    }
-    n->next = k;
-    c->chunk = n;
-    n->used = size;
-    return n->data;
+    memset(b, 0, sizeof *b);
+}
+
+val *v_build_list(vctx *c, vbuild *b)
+{
+    val *r = v_list(c, b->v, b->n);
+    v_build_free(b);
+    return r;
 }
 
 char *v_strdup(vctx *c, const char *s, size_t len)
 {
-    char *p = v_alloc(c, len + 1);
+    char *p = v_alloc_bytes(c, len + 1);
     if (p == NULL) return NULL;
     memcpy(p, s, len);
     p[len] = 0;
@@ -164,17 +231,38 @@ char *v_strdup(vctx *c, const char *s, size_t len)
 
 mpz_ptr vi_mpz_new(vctx *c)
 {
-    struct vbig *b = v_alloc(c, sizeof *b);
-    if (b == NULL) return NULL;
-    mpz_init(b->z);
-    b->next = c->bigs;
-    c->bigs = b;
-    return b->z;
+    mpz_ptr z = v_alloc(c, sizeof *z);
+    if (z) mpz_init(z);
+    return z;
+}
+
+/* Bytes a value of type t occupies: the header and its own union member,
+ * so a list of 10^7 ints costs what CPython's does (an 8-byte slot and a
+ * 32-byte int), not the size of the largest member. */
+static size_t val_size(vtype t)
+{
+    val *z = NULL;
+    switch (t) {
+    case VT_INT:
+        return offsetof(val, u) + sizeof z->u.i;
+    case VT_FLOAT:
+        return offsetof(val, u) + sizeof z->u.f;
+    case VT_STR:
+    case VT_BYTES:
+        return offsetof(val, u) + sizeof z->u.s;
+    case VT_TUPLE:
+    case VT_LIST:
+        return offsetof(val, u) + sizeof z->u.seq;
+    case VT_RANGE:
+        return offsetof(val, u) + sizeof z->u.r;
+    default:
+        return sizeof(val);
+    }
 }
 
 val *v_new(vctx *c, vtype t)
 {
-    val *v = v_alloc(c, sizeof *v);
+    val *v = v_alloc(c, val_size(t));
     if (v) v->type = (uint8_t)t;
     return v;
 }
@@ -932,7 +1020,7 @@ static val *seq_times(vctx *c, val *seq, val *n)
     if (seq->type == VT_BYTES) {
         if (k <= 0 || seq->u.s.blen == 0) return v_bytes(c, "", 0);
         if ((uint64_t)k > c->lim.max_str_bytes / seq->u.s.blen) return v_limit(c, "memory");
-        char *p = v_alloc(c, seq->u.s.blen * (size_t)k + 1);
+        char *p = v_alloc_bytes(c, seq->u.s.blen * (size_t)k + 1);
         if (!p) return NULL;
         for (int64_t i = 0; i < k; i++)
             memcpy(p + i * seq->u.s.blen, seq->u.s.s, seq->u.s.blen);
@@ -979,7 +1067,7 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
             if (a->type == VT_BYTES) {
                 size_t n = a->u.s.blen + b->u.s.blen;
                 if (v_check_strlen(c, n)) return NULL;
-                char *p = v_alloc(c, n + 1);
+                char *p = v_alloc_bytes(c, n + 1);
                 if (!p) return NULL;
                 memcpy(p, a->u.s.s, a->u.s.blen);
                 memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);

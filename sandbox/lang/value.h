@@ -3,10 +3,11 @@
  * and every operation the evaluator (eval.c) performs on values, with
  * CPython 3.11's semantics (values, str/repr text, exception type names).
  *
- * Memory: one arena per evaluation (vctx). Values are allocated from it and
- * never individually freed; vctx_free releases everything at once. Values
- * are immutable after construction (the subset has no mutating methods), so
- * sharing is always safe. None/True/False/small ints are interned.
+ * Memory: values live in a garbage-collected heap (libgc, see value.c) and
+ * are reclaimed once the evaluation can no longer reach them; the budget
+ * counts live bytes. Values are immutable after construction (the subset has
+ * no mutating methods), so sharing is always safe. None/True/False/small
+ * ints are interned.
  *
  * Errors: every fallible function returns NULL (or -1) and leaves the
  * exception in the context: either a Python exception (type name such as
@@ -141,11 +142,20 @@ enum {
 
 /* ---- context, arena, exceptions, limits ------------------------------ */
 
+/* Defaults. The heap budget bounds everything else: the size caps sit above
+ * what the budget lets one value reach, so a value too big for it ends as
+ * "memory" exactly where CPython under the same address space raises
+ * MemoryError, while the caps keep size arithmetic far from overflow. */
+#define VLIMIT_STEPS 50000000ull
+#define VLIMIT_ALLOC_BYTES ((size_t)448 << 20)
+#define VLIMIT_STR_BYTES ((size_t)1 << 31)
+#define VLIMIT_ITEMS ((size_t)1 << 28)
+
 typedef struct {
-    uint64_t max_steps;     /* default 50,000,000 */
-    size_t max_alloc_bytes; /* arena budget, default 256 MiB */
-    size_t max_str_bytes;   /* one str/bytes, default 64 MiB */
-    size_t max_items;       /* one collection, default 8,000,000 */
+    uint64_t max_steps;     /* default VLIMIT_STEPS */
+    size_t max_alloc_bytes; /* live heap budget, default VLIMIT_ALLOC_BYTES */
+    size_t max_str_bytes;   /* one str/bytes, default VLIMIT_STR_BYTES */
+    size_t max_items;       /* one collection, default VLIMIT_ITEMS */
     size_t max_int_bits;    /* one int, default 1,000,000 bits */
 } vlimits;
 
@@ -157,11 +167,27 @@ typedef enum { VEXC_NONE = 0, VEXC_PY, VEXC_LIMIT } vexc_kind;
 vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len);
 void vctx_free(vctx *c);
 
-/* Arena allocation with budget accounting. Returns NULL and sets the
- * "memory" limit when the budget is exhausted. Memory is zeroed. */
+/* Allocation from the collected heap (see value.c). Returns NULL and sets
+ * the "memory" limit when the live heap would pass the budget. Memory is
+ * zeroed. */
 void *v_alloc(vctx *c, size_t size);
-/* Copies bytes into the arena (NUL-terminated). */
+/* Copies bytes into the heap (NUL-terminated). */
 char *v_strdup(vctx *c, const char *s, size_t len);
+/* A list under construction (comprehensions, split): push items, then
+ * v_build_list makes the list (exact size) and releases the builder;
+ * v_build_free releases it on an error path. Zero-initialise it. */
+typedef struct {
+    val **v;
+    size_t n, cap;
+} vbuild;
+int v_build_push(vctx *c, vbuild *b, val *x); /* 0, or -1 with "memory" */
+val *v_build_list(vctx *c, vbuild *b);
+void v_build_free(vbuild *b);
+/* Keeps `v` alive for the context's lifetime although the only reference
+ * to it is in memory the collector does not scan (the AST). 0 or -1. */
+int v_root(vctx *c, val *v);
+/* Bytes in use in the collected heap (live, plus garbage not yet swept). */
+size_t v_live_bytes(void);
 
 /* Steps: the evaluator calls v_step once per node evaluated (and runtime
  * loops charge themselves). Returns 0, or -1 with the "steps" limit set. */

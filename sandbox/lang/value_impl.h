@@ -9,15 +9,12 @@
 #include <stdarg.h>
 #include <string.h>
 
-struct vchunk;
-struct vbig;
-
 struct vctx {
     struct vctx_hot hot; /* must be first (v_step) */
     vlimits lim;
-    size_t used;          /* bytes accounted */
-    struct vchunk *chunk; /* current arena chunk (list) */
-    struct vbig *bigs;    /* every mpz to clear at the end */
+    val **roots; /* values referenced only from malloc'd memory (the AST's
+                    cached constants), kept visible to the collector */
+    size_t nroots, caproots;
     vexc_kind exc;
     char exc_type[40];
     char exc_msg[512];
@@ -57,14 +54,21 @@ typedef enum {
 const char *vb_name(int id);
 bool vb_is_class(int id);
 
-/* arena helpers */
+/* allocation helpers (value.c) */
 val *v_new(vctx *c, vtype t);
+/* Pointer-free memory (text, hash indexes): not scanned by the collector and
+ * not zeroed, except its last byte. */
+void *v_alloc_bytes(vctx *c, size_t size);
+/* Grows (or shrinks) a block from v_alloc; the old block must not be used. */
+void *v_realloc(vctx *c, void *p, size_t size);
 val **v_items_alloc(vctx *c, size_t n); /* checks the item cap */
 int v_check_items(vctx *c, size_t n);
 int v_check_strlen(vctx *c, size_t blen);
 
 /* ints (int.c) */
-mpz_ptr vi_mpz_new(vctx *c);               /* arena-tracked, initialized */
+mpz_ptr vi_mpz_new(vctx *c);
+void vi_free_str(char *s);
+    /* frees mpz_get_str(NULL, ...)'s text (GMP's allocator) */ /* arena-tracked, initialized */
 void vi_get_mpz(const val *v, mpz_t out);  /* out must be initialized; bool ok */
 val *vi_from_mpz_take(vctx *c, mpz_ptr z); /* normalizes; z must be from vi_mpz_new */
 int vi_sign(const val *v);

@@ -142,7 +142,7 @@ def inproc(a, session, best_py):
     subprocess.run(["cc", "-O2", "-std=gnu17", "-I", ROOT, os.path.join(HERE, "inproc.c"),
                     os.path.join(build, "sandbox", "lang", "libfps_lang.a"),
                     os.path.join(build, "common", "libfps_common.a"),
-                    "-ljansson", "-lgmp", "-lutf8proc", "-lnettle", "-luuid", "-lm", "-lpthread",
+                    "-ljansson", "-lgc", "-lgmp", "-lutf8proc", "-lnettle", "-luuid", "-lm", "-lpthread",
                     "-o", exe], check=True)
     lines = "".join(json.dumps({"name": n, "kind": k, "source": src}) + "\n" for n, k, src in EXPRESSIONS)
     out = subprocess.run([exe, a.transcript], input=lines, capture_output=True, text=True, check=True)
