@@ -356,6 +356,8 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
         die_setup("PR_SET_NO_NEW_PRIVS");
     got->nnp = 1;
+    /* Each child its own string-hash key (getrandom: before the filter). */
+    (void)lang_hash_seed();
     if (load_seccomp(p) != 0) die_setup("seccomp");
     got->seccomp = 1;
 }

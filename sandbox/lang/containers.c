@@ -181,18 +181,29 @@ int vseq_cmp(vctx *c, vcmpop op, val *a, val *b)
 
 /* ---- dict ------------------------------------------------------------------ */
 
+/* Dict probing is CPython's (dictobject.c): i = 5*i + perturb + 1 with the
+ * hash's high bits shifted in, so keys that agree in their low bits still
+ * part after a few probes (linear probing let them pile up in one run). */
+#define DICT_PERTURB_SHIFT 5
+
+static size_t dict_free_slot(const vtable *t, int64_t h)
+{
+    size_t perturb = (size_t)h, i = (size_t)h & t->mask;
+    while (t->index[i] >= 0) {
+        perturb >>= DICT_PERTURB_SHIFT;
+        i = (i * 5 + perturb + 1) & t->mask;
+    }
+    return i;
+}
+
 static void dict_reindex(val *d, size_t size)
 {
     vtable *t = &d->u.t;
     t->mask = size - 1;
     for (size_t i = 0; i < size; i++)
         t->index[i] = -1;
-    for (size_t k = 0; k < t->len; k++) {
-        size_t i = (size_t)t->entries[k].hash & t->mask;
-        while (t->index[i] >= 0)
-            i = (i + 1) & t->mask;
-        t->index[i] = (int32_t)k;
-    }
+    for (size_t k = 0; k < t->len; k++)
+        t->index[dict_free_slot(t, t->entries[k].hash)] = (int32_t)k;
 }
 
 val *v_dict_new(vctx *c, size_t hint)
@@ -226,14 +237,15 @@ static inline bool key_eq_fast(vctx *c, val *a, val *b, int *err)
 static int64_t dict_find(vctx *c, val *d, val *key, int64_t h, int *err)
 {
     vtable *t = &d->u.t;
-    size_t i = (size_t)h & t->mask;
+    size_t perturb = (size_t)h, i = (size_t)h & t->mask;
     for (;;) {
         int32_t k = t->index[i];
         if (k < 0) return -1;
         ventry *e = &t->entries[k];
         if (e->hash == h && key_eq_fast(c, e->key, key, err)) return k;
         if (*err) return -1;
-        i = (i + 1) & t->mask;
+        perturb >>= DICT_PERTURB_SHIFT;
+        i = (i * 5 + perturb + 1) & t->mask;
     }
 }
 
@@ -269,10 +281,7 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
         t->index = ni;
         dict_reindex(d, size);
     } else {
-        size_t i = (size_t)h & t->mask;
-        while (t->index[i] >= 0)
-            i = (i + 1) & t->mask;
-        t->index[i] = (int32_t)(t->len - 1);
+        t->index[dict_free_slot(t, h)] = (int32_t)(t->len - 1);
     }
     return 0;
 }

@@ -9,6 +9,7 @@
 #include "sandbox/lang/checker.h"
 #include "sandbox/lang/eval.h"
 #include "sandbox/lang/parser.h"
+#include "sandbox/lang/siphash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,11 @@
 #define MAX_CONDITION_BYTES (16 * 1024)
 #define MAX_EVALUATOR_BYTES (128 * 1024)
 #define FRONTEND_ARENA_CAP ((size_t)256 * 1024 * 1024)
+
+int lang_hash_seed(void)
+{
+    return siphash_seed();
+}
 
 int lang_kind_parse(const char *s, lang_kind *out)
 {

@@ -23,6 +23,12 @@ typedef struct {
     size_t max_alloc_bytes; /* live bytes allocated before a "memory" limit */
 } lang_limits;
 
+/* Draws a fresh random key for string hashing (SipHash-1-3, as CPython).
+ * The jail calls it in each child before loading its seccomp filter (it
+ * makes the getrandom system call); otherwise the first evaluation does.
+ * 0, or -1 when no randomness was available. */
+int lang_hash_seed(void);
+
 /* Source checks only (LANGUAGE.md table). Returns 0 if the source is
  * accepted; otherwise 1 and writes the message (without the
  * "evaluator source rejected: " prefix) to msg, e.g.

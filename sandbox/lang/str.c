@@ -4,6 +4,7 @@
  * CPython 3.11's argument rules. Case mapping: utf8proc for simple
  * mappings plus CPython's special casing (unicode_tables.c), final sigma. */
 #include "sandbox/lang/unicode_tables.h"
+#include "sandbox/lang/siphash.h"
 #include "sandbox/lang/value_impl.h"
 
 #include <stdio.h>
@@ -476,16 +477,11 @@ int vs_repr_buf(strbuf *b, const val *s)
 
 int64_t vs_hash(val *s)
 {
-    if (s->u.s.hash) return s->u.s.hash;
-    uint64_t h = 1469598103934665603ull ^ (s->type == VT_BYTES ? 0x9e3779b97f4a7c15ull : 0);
-    const unsigned char *p = (const unsigned char *)s->u.s.s;
-    for (size_t i = 0; i < s->u.s.blen; i++) {
-        h ^= p[i];
-        h *= 1099511628211ull;
-    }
-    h ^= h >> 29;
-    int64_t r = (int64_t)h;
-    if (r == -1 || r == 0) r = 2;
+    /* CPython: SipHash-1-3 under the process's random key; 0 for the empty
+     * string and never -1. 0 also means "not computed yet" here. */
+    if (s->u.s.hash || s->u.s.blen == 0) return s->u.s.hash;
+    int64_t r = (int64_t)siphash_keyed13(s->u.s.s, s->u.s.blen);
+    if (r == -1) r = -2;
     s->u.s.hash = r;
     return r;
 }

@@ -5,6 +5,7 @@
  * call dispatch, repr/str dispatch. Type-specific work lives in int.c,
  * float.c, str.c, bytes.c, containers.c, format.c, builtins.c, result.c and
  * session.c. */
+#include "sandbox/lang/siphash.h"
 #include "sandbox/lang/value_impl.h"
 
 #include <gc/gc.h>
@@ -96,6 +97,7 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
 {
     init_small();
     gc_init_once();
+    if (!siphash_seeded()) siphash_seed(); /* before any jail, see lang_hash_seed */
     vctx *c = GC_MALLOC_UNCOLLECTABLE(sizeof *c);
     if (c == NULL) return NULL;
     memset(c, 0, sizeof *c);

@@ -4,6 +4,7 @@
  * type validation and wire items, and session images (simg.h). Expected
  * strings were produced with CPython 3.11. */
 #include "sandbox/lang/simg.h"
+#include "sandbox/lang/siphash.h"
 #include "sandbox/lang/value.h"
 
 #include <math.h>
@@ -472,6 +473,50 @@ static void test_limits(void **state)
     vctx_free(c);
 }
 
+/* SipHash-2-4 against the reference implementation's vectors (key 00..0f,
+ * messages 00, 00 01, ... of length 0..63), so the rounds are right; then
+ * SipHash-1-3, as str hashing uses it, against CPython 3.11's own
+ * hash(bytes) under PYTHONHASHSEED=1 (whose key is the first 16 bytes of
+ * its LCG stream: aed66ce184be2329, ebe9bbf1f1499052). */
+static void test_siphash(void **state)
+{
+    (void)state;
+    unsigned char msg[64];
+    for (int i = 0; i < 64; i++)
+        msg[i] = (unsigned char)i;
+    const uint64_t k0 = 0x0706050403020100ull, k1 = 0x0f0e0d0c0b0a0908ull;
+    static const struct {
+        size_t len;
+        uint64_t h;
+    } ref24[] = {{0, 0x726fdb47dd0e0e31ull},  {1, 0x74f839c593dc67fdull},
+                 {7, 0xab0200f58b01d137ull},  {8, 0x93f5f5799a932462ull},
+                 {15, 0xa129ca6149be45e5ull}, {16, 0x3f2acc7f57c29bdbull},
+                 {63, 0x958a324ceb064572ull}};
+    for (size_t i = 0; i < sizeof ref24 / sizeof ref24[0]; i++)
+        assert_true(siphash(2, 4, k0, k1, msg, ref24[i].len) == ref24[i].h);
+    static const struct {
+        const char *s;
+        int64_t h;
+    } py13[] = {{"a", -3012895188637184397ll},
+                {"abc", -4667308735975688587ll},
+                {"abcdefgh", -202642195356325900ll},
+                {"abcdefghi", 7871229953815684364ll},
+                {"The quick brown fox jumps over the lazy dog", -4305058434410168670ll}};
+    for (size_t i = 0; i < sizeof py13 / sizeof py13[0]; i++)
+        assert_true((int64_t)siphash(1, 3, 0xaed66ce184be2329ull, 0xebe9bbf1f1499052ull, py13[i].s,
+                                     strlen(py13[i].s)) == py13[i].h);
+    /* hash(str) is that, under the process's key; hash('') is 0 as in CPython */
+    siphash_set_key(0xaed66ce184be2329ull, 0xebe9bbf1f1499052ull);
+    int64_t h = 0;
+    assert_int_equal(v_hash(C, v_strz(C, "abc"), &h), 0);
+    assert_true(h == -4667308735975688587ll);
+    assert_int_equal(v_hash(C, v_strz(C, ""), &h), 0);
+    assert_true(h == 0);
+    assert_int_equal(siphash_seed(), 0);
+    assert_int_equal(v_hash(C, v_strz(C, "abc"), &h), 0);
+    assert_true(h != -4667308735975688587ll);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -484,6 +529,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_results, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_siphash, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
