@@ -544,7 +544,13 @@ def compare(lines, expected, actual):
     for i, (inp, exp) in enumerate(zip(lines, expected)):
         act = actual[i] if i < len(actual) else "<missing>"
         try:
-            same = oracle.strict_equal(json.loads(exp), json.loads(act))
+            got = json.loads(act)
+            if isinstance(got, dict) and got.get("stage") == "compile":
+                # where a syntax error was found: a diagnostic the reference's
+                # outcome does not carry (test_cli checks it)
+                got.pop("line", None)
+                got.pop("column", None)
+            same = oracle.strict_equal(json.loads(exp), got)
         except ValueError:
             same = False
         if not same:
