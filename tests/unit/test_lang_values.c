@@ -431,6 +431,7 @@ static void test_session_image(void **state)
     assert_null(v_call_method(c, s, "lower", NULL, 0, NULL, 0));
     assert_string_equal(v_exc_type(c), "AttributeError");
     vctx_free(c);
+    free(img);
     /* shape errors */
     const char *bad = "{\"schema_version\": \"3\"}";
     assert_int_equal(simg_build_text(bad, strlen(bad), NULL, 0, &img, &len, err, sizeof err), -1);
