@@ -1,7 +1,8 @@
 /* api/api: the admin server itself: libmicrohttpd setup (internal thread
  * pool over epoll, connection limit and idle timeout), the browser hardening
- * applied to every request (Host allowlist, Origin/Content-Type/token checks
- * on state-changing requests, security headers), body buffering with caps,
+ * applied to every request (Host allowlist, Origin/Content-Type checks on
+ * state-changing requests, security headers), the request gate (each route's
+ * declared api_auth against the presented token), body buffering with caps,
  * routing, JSON errors, and the asynchronous path of POST /v1/evaluate
  * (connection suspended while a job thread waits for the jail). */
 #include "api/internal.h"
@@ -30,25 +31,27 @@ typedef struct {
     void (*fn)(api_req *, api_resp *);
     int async; /* run on a job thread (connection suspended) */
     size_t body_cap;
+    api_auth auth; /* what the caller must present */
 } route;
 
 static const route routes[] = {
-    {"GET", "/healthz", route_healthz, 0, 0},
-    {"GET", "/readyz", route_readyz, 0, 0},
-    {"GET", "/metrics", route_metrics, 0, 0},
-    {"GET", "/v1/status", route_status, 0, 0},
-    {"GET", "/v1/assignments", route_assignments, 0, 0},
-    {"GET", "/v1/assignments/{}", route_assignment, 0, 0},
-    {"GET", "/v1/runs", route_runs, 0, 0},
-    {"GET", "/v1/runs/{}", route_run, 0, 0},
-    {"GET", "/v1/stats", route_stats, 0, 0},
-    {"POST", "/v1/evaluate", route_evaluate, 1, API_EVALUATE_BODY_CAP},
-    {"POST", "/v1/drain", route_drain, 0, API_BODY_CAP},
-    {"GET", "/v1/evaluators", route_evaluators, 0, 0},
-    {"GET", "/v1/evaluators/{}", route_evaluator_get, 0, 0},
-    {"PUT", "/v1/evaluators/{}", route_evaluator_put, 0, API_BODY_CAP},
-    {"DELETE", "/v1/evaluators/{}", route_evaluator_delete, 0, API_BODY_CAP},
-    {"POST", "/v1/evaluators/{}/heartbeat", route_evaluator_heartbeat, 0, API_BODY_CAP},
+    {"GET", "/healthz", route_healthz, 0, 0, API_AUTH_OPEN},
+    {"GET", "/readyz", route_readyz, 0, 0, API_AUTH_OPEN},
+    {"GET", "/metrics", route_metrics, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/status", route_status, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/assignments", route_assignments, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/assignments/{}", route_assignment, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/runs", route_runs, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/runs/{}", route_run, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/stats", route_stats, 0, 0, API_AUTH_OPEN},
+    {"POST", "/v1/evaluate", route_evaluate, 1, API_EVALUATE_BODY_CAP, API_AUTH_ADMIN},
+    {"POST", "/v1/drain", route_drain, 0, API_BODY_CAP, API_AUTH_ADMIN},
+    {"GET", "/v1/evaluators", route_evaluators, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/evaluators/{}", route_evaluator_get, 0, 0, API_AUTH_OPEN},
+    {"PUT", "/v1/evaluators/{}", route_evaluator_put, 0, API_BODY_CAP, API_AUTH_REGISTRATION},
+    {"DELETE", "/v1/evaluators/{}", route_evaluator_delete, 0, API_BODY_CAP, API_AUTH_REGISTRATION},
+    {"POST", "/v1/evaluators/{}/heartbeat", route_evaluator_heartbeat, 0, API_BODY_CAP,
+     API_AUTH_REGISTRATION},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
 
@@ -159,6 +162,7 @@ typedef struct {
     api_resp job_resp;
     api_req job_req;
     char *method_copy, *path_copy;
+    api_caller caller; /* from the gate; owner_secret borrowed from MHD */
 } conn_ctx;
 
 static void resp_init(api_resp *rs)
@@ -343,15 +347,44 @@ static int content_type_json(const char *ct)
     return 0;
 }
 
-static int token_ok(api_server *srv, struct MHD_Connection *conn)
+/* The bearer token of the request, or NULL. */
+static const char *bearer(struct MHD_Connection *conn)
 {
-    if (srv->token == NULL) return 1;
     const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (a == NULL || strncasecmp(a, "Bearer ", 7) != 0) return 0;
+    if (a == NULL || strncasecmp(a, "Bearer ", 7) != 0) return NULL;
     a += 7;
     while (*a == ' ')
         a++;
-    return secret_equals(srv->token, a, strlen(a));
+    return a;
+}
+
+/* The request gate's one decision: may this caller use route rt? Fills
+ * *who (admin, the registration secret it presented) for the handler.
+ * Returns 0, or queues a 401 and returns 1. A non-loopback listener needs
+ * the admin token for every /v1/ route, even the read-only ones. */
+static int authorize(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx, const char *url,
+                     api_caller *who, enum MHD_Result *ret)
+{
+    const char *b = bearer(conn);
+    size_t bl = b ? strlen(b) : 0;
+    int open = srv->deps.cfg.open_admin;
+    /* a token the daemon did not configure is not required */
+    int admin =
+        open || srv->admin_token == NULL || (b != NULL && secret_equals(srv->admin_token, b, bl));
+    int registrant =
+        admin || srv->reg_token == NULL || (b != NULL && secret_equals(srv->reg_token, b, bl));
+    api_auth need = ctx->rt->auth;
+    if (srv->remote && strncmp(url, "/v1/", 4) == 0) need = API_AUTH_ADMIN;
+    who->admin = admin;
+    who->owner_secret =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, API_REGISTRATION_SECRET_HEADER);
+    if (need == API_AUTH_OPEN || admin || (need == API_AUTH_REGISTRATION && registrant)) return 0;
+    *ret = send_error(conn, ctx, 401, "unauthorized",
+                      need == API_AUTH_ADMIN
+                          ? "this request needs the admin token (Authorization: Bearer <token>)"
+                          : "this request needs the registration token or the admin token "
+                            "(Authorization: Bearer <token>)");
+    return 1;
 }
 
 /* Decides the request's fate from its headers (first call). Returns 0 to
@@ -416,8 +449,6 @@ static int precheck(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx,
         *ret = send_error(conn, ctx, 404, "not_found", "no such route");
         return 1;
     }
-    int needs_token = is_state_changing(method);
-    if (srv->remote && strncmp(url, "/v1/", 4) == 0) needs_token = 1;
     if (is_state_changing(method)) {
         const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
         const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
@@ -434,11 +465,7 @@ static int precheck(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx,
             return 1;
         }
     }
-    if (needs_token && !token_ok(srv, conn)) {
-        *ret = send_error(conn, ctx, 401, "unauthorized",
-                          "this request needs the admin token (Authorization: Bearer <token>)");
-        return 1;
-    }
+    if (authorize(srv, conn, ctx, url, &ctx->caller, ret)) return 1;
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
     if (cl != NULL) {
         char *end;
@@ -550,7 +577,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                  ctx->path_copy,
                                  ctx->param[0] ? ctx->param : NULL,
                                  ctx->body.data,
-                                 ctx->body.len};
+                                 ctx->body.len,
+                                 ctx->caller};
         atomic_store(&ctx->job_state, 1);
         MHD_suspend_connection(conn);
         pthread_t t;
@@ -567,7 +595,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     api_req rq = {
-        srv, conn, method, url, ctx->param[0] ? ctx->param : NULL, ctx->body.data, ctx->body.len};
+        srv,           conn,       method, url, ctx->param[0] ? ctx->param : NULL, ctx->body.data,
+        ctx->body.len, ctx->caller};
     api_resp rs;
     resp_init(&rs);
     ctx->rt->fn(&rq, &rs);
@@ -690,17 +719,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
     const api_config *cfg = &deps->cfg;
-    /* admin token */
-    if (cfg->admin_token_file != NULL) {
-        char terr[256];
-        srv->token = secret_from_file(cfg->admin_token_file, terr, sizeof terr);
-        if (srv->token == NULL) {
-            snprintf(err, errcap, "admin API: --admin-token-file: %s", terr);
-            goto fail;
-        }
-    } else if (getenv("FAILPROOFAI_SIDECAR_ADMIN_TOKEN") != NULL) {
-        srv->token = secret_from_str(getenv("FAILPROOFAI_SIDECAR_ADMIN_TOKEN"));
-    }
+    srv->admin_token = cfg->admin_token;
+    srv->reg_token = cfg->registration_token;
     /* listen address */
     const char *listen = cfg->listen ? cfg->listen : "127.0.0.1:8787";
     const char *colon = strrchr(listen, ':');
@@ -717,7 +737,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
         srv->listen_host[strcspn(srv->listen_host, "]")] = '\0';
     }
     srv->remote = !name_is_loopback(srv->listen_host);
-    if (srv->remote && (!cfg->allow_remote_admin || srv->token == NULL)) {
+    if (srv->remote && (!cfg->allow_remote_admin || srv->admin_token == NULL || cfg->open_admin)) {
         snprintf(err, errcap,
                  "admin API: --listen %s is not loopback; it needs --allow-remote-admin and "
                  "an admin token",
@@ -756,12 +776,13 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     if (deps->db != NULL && pthread_create(&srv->flush_thread, NULL, flush_main, srv) == 0)
         srv->flush_started = 1;
     log_info("admin API listening", LOG_S("listen", listen), LOG_I("port", srv->port),
-             LOG_B("admin_token", srv->token != NULL));
+             LOG_B("admin_token", srv->admin_token != NULL),
+             LOG_B("registration_token", srv->reg_token != NULL),
+             LOG_B("open_admin", cfg->open_admin));
     return srv;
 fail:
     if (ai) freeaddrinfo(ai);
     api_cache_free(srv->cache);
-    secret_free(srv->token);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
     free(srv);
@@ -793,7 +814,6 @@ void api_stop(api_server *srv)
     api_cache_metrics(srv);
     api_cache_free(srv->cache);
     api_metrics_flush(srv);
-    secret_free(srv->token);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
     free(srv);

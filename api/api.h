@@ -4,8 +4,11 @@
  * /v1/runs[/{id}] /v1/evaluators[/{name}], PUT/DELETE /v1/evaluators/{name},
  * POST /v1/evaluators/{name}/heartbeat /v1/evaluate /v1/drain, and GET / plus
  * the embedded web assets. Hardened against browsers (Host allowlist against
- * DNS rebinding, JSON-only state changes with no foreign Origin, optional
- * admin token, strict security headers) and bad input (body caps, timeouts,
+ * DNS rebinding, JSON-only state changes with no foreign Origin, strict
+ * security headers), against the other processes sharing loopback (each
+ * route declares whether it is open, needs the registration token or the
+ * admin token), and against bad input (body caps, a JSON depth and element
+ * budget checked before any tree is built, a deadline for request headers,
  * JSON errors {"error": {"code", "message"}}).
  *
  * Threading: libmicrohttpd's internal thread pool over epoll; handlers only
@@ -19,6 +22,7 @@
 #define FPS_API_H
 #include "common/cli.h"
 #include "common/err.h"
+#include "common/secret.h"
 #include "sandbox/jail/sbx.h"
 #include "store/store.h"
 
@@ -29,11 +33,27 @@ typedef struct api_server api_server;
 
 /* What the admin server needs of the daemon's configuration. */
 typedef struct {
-    const char *listen;           /* HOST:PORT; NULL = 127.0.0.1:8787 */
-    const cli_list *admin_hosts;  /* borrowed; extra accepted Host names; may be NULL */
-    const char *admin_token_file; /* NULL = no admin token */
-    int allow_remote_admin;       /* a non-loopback listen address is allowed (with a token) */
+    const char *listen;          /* HOST:PORT; NULL = 127.0.0.1:8787 */
+    const cli_list *admin_hosts; /* borrowed; extra accepted Host names; may be NULL */
+    /* The operator's token (drain, /v1/evaluate, any registration) and the
+     * evaluators' token (registering a name). Borrowed; NULL = not required
+     * (only with open_admin, or in tests of other things). */
+    const secret *admin_token;
+    const secret *registration_token;
+    int open_admin;         /* --insecure-open-admin: every caller counts as the operator */
+    int allow_remote_admin; /* a non-loopback listen address is allowed (with a token) */
 } api_config;
+
+/* Who is asking, as the request gate established it: the registry uses it
+ * to decide whether a name's registration may be replaced, renewed or
+ * removed. */
+typedef struct {
+    int admin;                /* presented the admin token (or open_admin) */
+    const char *owner_secret; /* borrowed: X-FailproofAI-Registration-Secret, or NULL */
+} api_caller;
+
+/* The header that carries a registration's own secret. */
+#define API_REGISTRATION_SECRET_HEADER "X-FailproofAI-Registration-Secret"
 
 /* The worker, as the admin routes see it. ctx == NULL means no worker: the
  * routes that need one answer 503 (readyz answers not ready). */
@@ -57,11 +77,15 @@ typedef struct {
     json_t *(*list)(void *ctx);                  /* new reference */
     json_t *(*get)(void *ctx, const char *name); /* new reference or NULL */
     /* Register or replace: 201/200 with *out (new reference), or the error
-     * status with *out NULL. */
-    int (*put)(void *ctx, const char *name, const json_t *body, json_t **out, fps_err *e);
-    int (*heartbeat)(void *ctx, const char *name, json_t **out, fps_err *e);
-    int (*remove)(void *ctx, const char *name, fps_err *e); /* 200 or the error status */
-    int (*count)(void *ctx, int *definitions);              /* evaluators */
+     * status with *out NULL. A first registration's answer carries its
+     * "registration_secret"; replacing, renewing and removing a name need
+     * that secret or an admin caller. */
+    int (*put)(void *ctx, const char *name, const json_t *body, const api_caller *who, json_t **out,
+               fps_err *e);
+    int (*heartbeat)(void *ctx, const char *name, const api_caller *who, json_t **out, fps_err *e);
+    /* 200 or the error status */
+    int (*remove)(void *ctx, const char *name, const api_caller *who, fps_err *e);
+    int (*count)(void *ctx, int *definitions); /* evaluators */
 } api_local_ops;
 
 typedef struct {
@@ -72,10 +96,9 @@ typedef struct {
     api_local_ops local;   /* see above */
 } api_deps;
 
-/* Binds cfg.listen (port 0 picks an ephemeral port), reads the admin token
- * file if configured, and starts serving. Returns NULL with a one-line
- * message in err on failure (address in use, unreadable token file, ...).
- * The deps (and what they point to) must outlive the server. */
+/* Binds cfg.listen (port 0 picks an ephemeral port) and starts serving. Returns NULL with a
+ * one-line message in err on failure (address in use, unreadable token file, ...). The deps (and
+ * what they point to) must outlive the server. */
 api_server *api_start(const api_deps *deps, char *err, size_t errcap);
 /* The bound port (useful with port 0). */
 int api_port(const api_server *srv);

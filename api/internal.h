@@ -45,9 +45,10 @@ struct api_server {
     api_cache *cache; /* owned */
     struct MHD_Daemon *mhd;
     api_deps deps;
-    secret *token;         /* owned; NULL = no admin token */
-    int remote;            /* listening on a non-loopback address */
-    char listen_host[256]; /* host part of --listen, accepted as Host */
+    const secret *admin_token; /* borrowed from deps.cfg; NULL = not required */
+    const secret *reg_token;   /* borrowed from deps.cfg; NULL = not required */
+    int remote;                /* listening on a non-loopback address */
+    char listen_host[256];     /* host part of --listen, accepted as Host */
     int port;
     int nice; /* scheduling priority of the MHD threads (0 = unchanged) */
     double started_at;
@@ -89,7 +90,16 @@ typedef struct {
     const char *param; /* {id} / {name} path parameter, or NULL */
     const char *body;  /* NUL-terminated, may be NULL */
     size_t body_len;
+    api_caller caller; /* who the gate let through */
 } api_req;
+
+/* What a route needs of its caller (the gate in api.c checks it before any
+ * body is read). Every route in the table declares one. */
+typedef enum {
+    API_AUTH_OPEN,         /* anyone on loopback (read-only routes, the page) */
+    API_AUTH_REGISTRATION, /* the registration token or the admin token */
+    API_AUTH_ADMIN,        /* the admin token */
+} api_auth;
 
 /* Fills an error response {"error":{"code","message"}}. */
 void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)

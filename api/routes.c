@@ -148,8 +148,9 @@ void route_status(api_req *rq, api_resp *rs)
                             json_pack("{s:i,s:i}", "evaluators", n, "definitions", defs));
     }
     json_object_set_new(st, "admin",
-                        json_pack("{s:i,s:b,s:b}", "port", srv->port, "token_required",
-                                  srv->token != NULL, "remote", srv->remote));
+                        json_pack("{s:i,s:b,s:b,s:b}", "port", srv->port, "token_required",
+                                  srv->admin_token != NULL && !srv->deps.cfg.open_admin,
+                                  "open_admin", srv->deps.cfg.open_admin, "remote", srv->remote));
     api_json(rs, 200, st);
 }
 
@@ -357,7 +358,8 @@ void route_evaluator_put(api_req *rq, api_resp *rs)
     if (body == NULL) return;
     json_t *out = NULL;
     fps_err e = {0};
-    int st = rq->srv->deps.local.put(rq->srv->deps.local.ctx, rq->param, body, &out, &e);
+    int st =
+        rq->srv->deps.local.put(rq->srv->deps.local.ctx, rq->param, body, &rq->caller, &out, &e);
     json_decref(body);
     if (out == NULL)
         local_failure(rs, &e);
@@ -369,7 +371,7 @@ void route_evaluator_delete(api_req *rq, api_resp *rs)
 {
     if (need_local(rq, rs)) return;
     fps_err e = {0};
-    int st = rq->srv->deps.local.remove(rq->srv->deps.local.ctx, rq->param, &e);
+    int st = rq->srv->deps.local.remove(rq->srv->deps.local.ctx, rq->param, &rq->caller, &e);
     if (st != 200)
         local_failure(rs, &e);
     else
@@ -386,7 +388,8 @@ void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
     }
     json_t *out = NULL;
     fps_err e = {0};
-    int st = rq->srv->deps.local.heartbeat(rq->srv->deps.local.ctx, rq->param, &out, &e);
+    int st =
+        rq->srv->deps.local.heartbeat(rq->srv->deps.local.ctx, rq->param, &rq->caller, &out, &e);
     if (out == NULL)
         local_failure(rs, &e);
     else

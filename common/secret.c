@@ -2,9 +2,12 @@
 #include "common/secret.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 struct secret {
     size_t len;
@@ -80,4 +83,51 @@ void secret_free(secret *s)
     if (s == NULL) return;
     explicit_bzero(s->bytes, s->len);
     free(s);
+}
+
+int secret_random_hex(char *out, size_t nbytes)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char raw[64];
+    if (nbytes == 0 || nbytes > sizeof raw) return -1;
+    size_t got = 0;
+    while (got < nbytes) {
+        ssize_t n = getrandom(raw + got, nbytes - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < nbytes; i++) {
+        out[2 * i] = hex[raw[i] >> 4];
+        out[2 * i + 1] = hex[raw[i] & 15];
+    }
+    out[2 * nbytes] = '\0';
+    explicit_bzero(raw, sizeof raw);
+    return 0;
+}
+
+secret *secret_load_or_create(const char *path, int *created, char *err, size_t errcap)
+{
+    char value[66];
+    *created = 0;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 && errno != EEXIST) {
+        snprintf(err, errcap, "cannot create secret file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fd >= 0) {
+        int ok = secret_random_hex(value, 32) == 0;
+        value[64] = '\n';
+        ok = ok && write(fd, value, 65) == 65;
+        ok = fsync(fd) == 0 && ok;
+        close(fd);
+        explicit_bzero(value, sizeof value);
+        if (!ok) {
+            unlink(path);
+            snprintf(err, errcap, "cannot write secret file %s", path);
+            return NULL;
+        }
+        *created = 1;
+    }
+    return secret_from_file(path, err, errcap);
 }

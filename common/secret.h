@@ -23,4 +23,12 @@ size_t secret_len(const secret *s);
 int secret_equals(const secret *s, const char *candidate, size_t len);
 void secret_free(secret *s);
 
+/* Fills out with 2*nbytes lowercase hex characters of kernel randomness
+ * (getrandom) and a NUL; out must hold 2*nbytes+1. Returns 0 or -1. */
+int secret_random_hex(char *out, size_t nbytes);
+/* Reads the secret at path; when the file does not exist, creates it first
+ * (O_EXCL, mode 0600) holding 32 random bytes as hex, and sets *created.
+ * NULL with err filled (never the value) on failure. */
+secret *secret_load_or_create(const char *path, int *created, char *err, size_t errcap);
+
 #endif

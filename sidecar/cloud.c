@@ -7,6 +7,7 @@
 #include "sidecar/cloud.h"
 
 #include "common/ids.h"
+#include "common/loopback.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/secret.h"
@@ -40,6 +41,7 @@ struct cloud {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char user_agent[64];
+    struct curl_slist *pin; /* owned: localhost pinned to 127.0.0.1, or NULL */
     /* idle easy handles (under hmu), most recently used last */
     pthread_mutex_t hmu;
     CURL *idle[CLOUD_MAX_CAPACITY];
@@ -151,6 +153,14 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
         snprintf(err, errcap, "server URL must be https for non-loopback host '%s'", host);
         goto fail;
     }
+    if (loopback_is_name(host)) { /* never resolved: pinned to 127.0.0.1 */
+        const char *pp = h + hl;
+        long port = *pp == ':' ? strtol(pp + 1, NULL, 10) : (https ? 443 : 80);
+        char entry[300];
+        if (port <= 0 || port > 65535 || loopback_pin_entry(host, (int)port, entry, sizeof entry))
+            goto badhost;
+        c->pin = curl_slist_append(NULL, entry);
+    }
     c->origin = strndup(u, (size_t)(auth - u) + alen);
     c->base = strdup(u);
     size_t bl = strlen(c->base);
@@ -185,6 +195,7 @@ void cloud_free(cloud *c)
     free(c->origin);
     free(c->ca_bundle);
     free(c->worker_id);
+    curl_slist_free_all(c->pin);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c);
@@ -382,6 +393,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         hdrs = curl_slist_append(hdrs, line);
     }
     curl_easy_setopt(h, CURLOPT_URL, r->url);
+    curl_easy_setopt(h, CURLOPT_RESOLVE, c->pin);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);

@@ -172,6 +172,7 @@ int cmd_demo(int argc, char **argv)
     cfg.concurrency = dc.concurrency;
     cfg.log_level = dc.log_level;
     cfg.drain_timeout = 10;
+    cfg.insecure_open_admin = 1; /* a local playground: no tokens to copy around */
     if (config_validate(&cfg, err, sizeof err) != 0) {
         fprintf(stderr, "failproofai-sidecar: demo: %s\n", err);
         emulator_stop(emu);

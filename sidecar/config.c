@@ -1,5 +1,6 @@
 /* sidecar/config: see config.h. */
 #include "sidecar/config.h"
+#include "common/loopback.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -36,13 +37,20 @@ static const cli_opt run_opts[] = {
     {"--admin-host", "FAILPROOFAI_SIDECAR_ADMIN_HOSTS", CLI_LIST, OFF(admin_hosts), "NAME",
      "extra Host name the admin API accepts (repeatable)", 0, 0},
     {"--admin-token-file", "FAILPROOFAI_SIDECAR_ADMIN_TOKEN_FILE", CLI_STR, OFF(admin_token_file),
-     "PATH", "token required for state-changing admin requests", 0, 0},
+     "PATH", "operator token (drain, /v1/evaluate, any registration); default: generated", 0, 0},
+    {"--registration-token-file", "FAILPROOFAI_SIDECAR_REGISTRATION_TOKEN_FILE", CLI_STR,
+     OFF(registration_token_file), "PATH",
+     "token local evaluators present to register; default: generated", 0, 0},
+    {"--insecure-open-admin", "FAILPROOFAI_SIDECAR_INSECURE_OPEN_ADMIN", CLI_FLAG,
+     OFF(insecure_open_admin), NULL,
+     "no tokens on loopback: any local process may drain, evaluate and register", 0, 0},
+    {"--playground-sandboxes", "FAILPROOFAI_SIDECAR_PLAYGROUND_SANDBOXES", CLI_INT,
+     OFF(playground_sandboxes), "N",
+     "of --max-sandboxes, at most N for POST /v1/evaluate (default 1)", 1, 256},
     {"--allow-remote-admin", "FAILPROOFAI_SIDECAR_ALLOW_REMOTE_ADMIN", CLI_FLAG,
      OFF(allow_remote_admin), NULL, "permit a non-loopback --listen (needs the admin token)", 0, 0},
     {"--allow-evaluator-host", "FAILPROOFAI_SIDECAR_ALLOW_EVALUATOR_HOSTS", CLI_LIST,
      OFF(evaluator_hosts), "HOST", "non-loopback host local evaluators may use (repeatable)", 0, 0},
-    {"--evaluator-secret-file", "FAILPROOFAI_SIDECAR_EVALUATOR_SECRET_FILE", CLI_STR,
-     OFF(evaluator_secret_file), "PATH", "shared secret sent to local evaluators", 0, 0},
     {"--retention-hours", "FAILPROOFAI_SIDECAR_RETENTION_HOURS", CLI_DOUBLE, OFF(retention_hours),
      "H", "keep finished history this long (default 168)", 0, 87600},
     {"--retention-runs", "FAILPROOFAI_SIDECAR_RETENTION_RUNS", CLI_INT, OFF(retention_runs), "N",
@@ -62,6 +70,7 @@ void config_defaults(run_config *cfg)
     cfg->request_timeout = 30;
     cfg->drain_timeout = 60;
     cfg->max_sandboxes = 4;
+    cfg->playground_sandboxes = 1;
     cfg->sandbox_memory_mb = 512;
     cfg->log_level = "info";
     cfg->retention_hours = 168;
@@ -99,7 +108,7 @@ static int url_host(const char *url, char *out, size_t cap)
 
 int config_host_is_loopback(const char *host)
 {
-    return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) || !strcmp(host, "::1");
+    return loopback_host(host);
 }
 
 int config_validate(const run_config *cfg, char *err, size_t errcap)
@@ -170,8 +179,10 @@ int config_validate(const run_config *cfg, char *err, size_t errcap)
                      cfg->listen);
             return -1;
         }
-        if (cfg->admin_token_file == NULL) {
-            snprintf(err, errcap, "run: a non-loopback --listen requires --admin-token-file");
+        if (cfg->admin_token_file == NULL || cfg->insecure_open_admin) {
+            snprintf(err, errcap,
+                     "run: a non-loopback --listen requires --admin-token-file (and no "
+                     "--insecure-open-admin)");
             return -1;
         }
     }

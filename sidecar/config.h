@@ -9,26 +9,28 @@
 #include <stddef.h>
 
 typedef struct {
-    const char *server_url;            /* --server / FAILPROOFAI_EVALUATOR_URL */
-    const char *token;                 /* FAILPROOFAI_EVALUATOR_TOKEN (env only, never a flag) */
-    const char *token_file;            /* --token-file */
-    const char *worker_id;             /* --worker-id; default <hostname>-<pid> */
-    long concurrency;                  /* --concurrency, 1..32 */
-    const char *listen;                /* --listen HOST:PORT (admin) */
-    const char *db_path;               /* --db */
-    double request_timeout;            /* --request-timeout seconds */
-    double drain_timeout;              /* --drain-timeout seconds */
-    long max_sandboxes;                /* --max-sandboxes */
-    long sandbox_memory_mb;            /* --sandbox-memory-mb */
-    const char *log_level;             /* --log-level */
-    const char *ca_bundle;             /* --ca-bundle */
-    cli_list admin_hosts;              /* --admin-host (extra accepted Host names) */
-    const char *admin_token_file;      /* --admin-token-file */
-    int allow_remote_admin;            /* --allow-remote-admin */
-    cli_list evaluator_hosts;          /* --allow-evaluator-host */
-    const char *evaluator_secret_file; /* --evaluator-secret-file */
-    double retention_hours;            /* --retention-hours */
-    long retention_runs;               /* --retention-runs */
+    const char *server_url;              /* --server / FAILPROOFAI_EVALUATOR_URL */
+    const char *token;                   /* FAILPROOFAI_EVALUATOR_TOKEN (env only, never a flag) */
+    const char *token_file;              /* --token-file */
+    const char *worker_id;               /* --worker-id; default <hostname>-<pid> */
+    long concurrency;                    /* --concurrency, 1..32 */
+    const char *listen;                  /* --listen HOST:PORT (admin) */
+    const char *db_path;                 /* --db */
+    double request_timeout;              /* --request-timeout seconds */
+    double drain_timeout;                /* --drain-timeout seconds */
+    long max_sandboxes;                  /* --max-sandboxes */
+    long sandbox_memory_mb;              /* --sandbox-memory-mb */
+    const char *log_level;               /* --log-level */
+    const char *ca_bundle;               /* --ca-bundle */
+    cli_list admin_hosts;                /* --admin-host (extra accepted Host names) */
+    const char *admin_token_file;        /* --admin-token-file */
+    int allow_remote_admin;              /* --allow-remote-admin */
+    cli_list evaluator_hosts;            /* --allow-evaluator-host */
+    const char *registration_token_file; /* --registration-token-file */
+    int insecure_open_admin;             /* --insecure-open-admin */
+    long playground_sandboxes;           /* --playground-sandboxes */
+    double retention_hours;              /* --retention-hours */
+    long retention_runs;                 /* --retention-runs */
 } run_config;
 
 /* Fills `cfg` with the defaults. */

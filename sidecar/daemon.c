@@ -1,6 +1,9 @@
 /* sidecar/daemon: see daemon.h. The main thread waits in sigwait (no
- * polling); the drain waiter thread wakes it with SIGUSR1 when in-flight
- * work and the outbox are done or the drain timeout passed. */
+ * polling); SIGTERM/SIGINT start the drain (so an orchestrator needs no
+ * preStop hook), and the drain waiter thread wakes it with SIGUSR1 when
+ * in-flight work and the outbox are done or the drain timeout passed. The
+ * daemon also owns the admin API's two tokens: read from the configured
+ * files or generated at first start beside the database. */
 #include "sidecar/daemon.h"
 
 #include "common/log.h"
@@ -72,17 +75,27 @@ static json_t *api_l_get(void *ctx, const char *name)
 {
     return local_registry_get(ctx, name);
 }
-static int api_l_put(void *ctx, const char *name, const json_t *body, json_t **out, fps_err *e)
+static local_caller caller_of(const api_caller *who)
 {
-    return local_registry_put(ctx, name, body, out, e);
+    local_caller c = {who->admin, who->owner_secret};
+    return c;
 }
-static int api_l_heartbeat(void *ctx, const char *name, json_t **out, fps_err *e)
+static int api_l_put(void *ctx, const char *name, const json_t *body, const api_caller *who,
+                     json_t **out, fps_err *e)
 {
-    return local_registry_heartbeat(ctx, name, out, e);
+    local_caller c = caller_of(who);
+    return local_registry_put(ctx, name, body, &c, out, e);
 }
-static int api_l_remove(void *ctx, const char *name, fps_err *e)
+static int api_l_heartbeat(void *ctx, const char *name, const api_caller *who, json_t **out,
+                           fps_err *e)
 {
-    return local_registry_delete(ctx, name, e);
+    local_caller c = caller_of(who);
+    return local_registry_heartbeat(ctx, name, &c, out, e);
+}
+static int api_l_remove(void *ctx, const char *name, const api_caller *who, fps_err *e)
+{
+    local_caller c = caller_of(who);
+    return local_registry_delete(ctx, name, &c, e);
 }
 static int api_l_count(void *ctx, int *definitions)
 {
@@ -111,11 +124,36 @@ api_local_ops daemon_api_local_ops(local_registry *r)
     return o;
 }
 
+/* One admin API token: read from `file` when configured, else from (or
+ * generated into) "<db>.<suffix>" beside the database, mode 0600. Logs the
+ * path, never the value. NULL (logged) on failure. */
+static secret *load_token(const char *what, const char *file, const char *db_path,
+                          const char *suffix)
+{
+    char path[4096], err[512];
+    int created = 0;
+    secret *t;
+    if (file != NULL) {
+        t = secret_from_file(file, err, sizeof err);
+        snprintf(path, sizeof path, "%s", file);
+    } else {
+        snprintf(path, sizeof path, "%s.%s", db_path, suffix);
+        t = secret_load_or_create(path, &created, err, sizeof err);
+    }
+    if (t == NULL) {
+        log_error("cannot read the admin API token", LOG_S("which", what), LOG_S("error", err));
+        return NULL;
+    }
+    log_info(created ? "admin API token generated" : "admin API token loaded", LOG_S("which", what),
+             LOG_S("path", path));
+    return t;
+}
+
 int daemon_run(const run_config *cfg)
 {
     char err[512];
     int status = 1;
-    secret *token = NULL, *evsecret = NULL;
+    secret *token = NULL, *admin_token = NULL, *reg_token = NULL;
     sbx_pool *pool = NULL;
     local_registry *local = NULL;
     api_server *api = NULL;
@@ -169,15 +207,6 @@ int daemon_run(const run_config *cfg)
     memset(&lc, 0, sizeof lc);
     lc.db = db;
     lc.allowed_hosts = &cfg->evaluator_hosts;
-    if (cfg->evaluator_secret_file != NULL) {
-        evsecret = secret_from_file(cfg->evaluator_secret_file, err, sizeof err);
-        if (evsecret == NULL) {
-            log_error("cannot read the evaluator secret file",
-                      LOG_S("path", cfg->evaluator_secret_file), LOG_S("error", err));
-            goto done;
-        }
-        lc.shared_secret = evsecret;
-    }
     local = local_registry_new(&lc, err, sizeof err);
     if (local == NULL) {
         log_error("cannot create the local evaluator registry", LOG_S("error", err));
@@ -189,9 +218,20 @@ int daemon_run(const run_config *cfg)
         log_error("cannot create the worker", LOG_S("error", err));
         goto done;
     }
+    if (cfg->insecure_open_admin) {
+        log_warn("--insecure-open-admin: the admin API asks no token; any local process may "
+                 "drain, run /v1/evaluate and register or replace evaluators");
+    } else {
+        admin_token = load_token("admin", cfg->admin_token_file, cfg->db_path, "admin-token");
+        reg_token = load_token("registration", cfg->registration_token_file, cfg->db_path,
+                               "registration-token");
+        if (admin_token == NULL || reg_token == NULL) goto done;
+    }
     api_deps ad = {.cfg = {.listen = cfg->listen,
                            .admin_hosts = &cfg->admin_hosts,
-                           .admin_token_file = cfg->admin_token_file,
+                           .admin_token = admin_token,
+                           .registration_token = reg_token,
+                           .open_admin = cfg->insecure_open_admin,
                            .allow_remote_admin = cfg->allow_remote_admin},
                    .db = db,
                    .pool = pool,
@@ -203,6 +243,15 @@ int daemon_run(const run_config *cfg)
         goto done;
     }
     log_info("admin API listening", LOG_S("listen", cfg->listen), LOG_I("port", api_port(api)));
+    {
+        char lhost[256];
+        const char *colon = strrchr(cfg->listen, ':');
+        size_t hl = colon ? (size_t)(colon - cfg->listen) : 0;
+        if (hl >= sizeof lhost) hl = sizeof lhost - 1;
+        memcpy(lhost, cfg->listen, hl);
+        lhost[hl] = '\0';
+        local_registry_set_admin_address(local, lhost, api_port(api));
+    }
     if (worker_start(w, err, sizeof err) != 0) {
         log_error("cannot start the worker", LOG_S("error", err));
         goto done;
@@ -244,7 +293,8 @@ done:
     sbx_pool_free(pool);
     store_close(db);
     secret_free(token);
-    secret_free(evsecret);
+    secret_free(admin_token);
+    secret_free(reg_token);
     g_have_main = 0;
     log_info("daemon exited", LOG_I("status", status));
     return status;

@@ -4,6 +4,7 @@
  * local_dispatch.c; shared declarations in local_internal.h. */
 #include "sidecar/local_internal.h"
 #include "common/log.h"
+#include "common/loopback.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
 #include "sandbox/lang/lang.h"
@@ -124,21 +125,14 @@ static void ev_free(lev *ev)
     free(ev->version);
     free(ev->endpoint);
     json_decref(ev->registration);
+    secret_free(ev->owner);
     free(ev);
 }
 
-static int host_is_loopback(const char *h)
-{
-    if (!strcasecmp(h, "localhost")) return 1;
-    if (!strncmp(h, "127.", 4) && strspn(h, "0123456789.") == strlen(h)) return 1;
-    return !strcmp(h, "[::1]") || !strcmp(h, "::1");
-}
-
-/* Validates an endpoint URL with libcurl's URL parser. */
-static int endpoint_ok(local_registry *r, const char *url, fps_err *e)
+int local_endpoint_check(local_registry *r, const char *url, fps_err *e)
 {
     CURLU *u = curl_url();
-    char *scheme = NULL, *host = NULL, *user = NULL, *frag = NULL;
+    char *scheme = NULL, *host = NULL, *user = NULL, *frag = NULL, *port = NULL;
     int rc = -1;
     if (u == NULL) abort();
     if (curl_url_set(u, CURLUPART_URL, url, 0) != CURLUE_OK) {
@@ -149,6 +143,7 @@ static int endpoint_ok(local_registry *r, const char *url, fps_err *e)
     curl_url_get(u, CURLUPART_HOST, &host, 0);
     curl_url_get(u, CURLUPART_USER, &user, 0);
     curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0);
+    curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
     if (user != NULL || frag != NULL) {
         lerr(e, 422, "invalid_registration", "endpoint must not contain credentials or a fragment");
         goto done;
@@ -162,10 +157,23 @@ static int endpoint_ok(local_registry *r, const char *url, fps_err *e)
         lerr(e, 422, "invalid_registration", "endpoint must be an http:// URL");
         goto done;
     }
-    if (!allowed && !host_is_loopback(host)) {
+    int loop = loopback_host(host);
+    if (!allowed && !loop) {
         lerr(e, 422, "invalid_registration",
-             "endpoint must be a loopback URL (localhost, 127.0.0.0/8, [::1]) unless the "
-             "operator allows its host with --allow-evaluator-host");
+             "endpoint must be a loopback address (127.0.0.0/8, [::1] or localhost) unless "
+             "the operator allows its host with --allow-evaluator-host");
+        goto done;
+    }
+    int p = port ? atoi(port) : 0;
+    char ah[sizeof r->admin_host];
+    pthread_mutex_lock(&r->mu);
+    int admin_port = r->admin_port;
+    memcpy(ah, r->admin_host, sizeof ah);
+    pthread_mutex_unlock(&r->mu);
+    if (admin_port > 0 && p == admin_port &&
+        (loop || !strcasecmp(host, ah) || !strcmp(ah, "0.0.0.0") || !strcmp(ah, "::"))) {
+        lerr(e, 422, "invalid_registration",
+             "endpoint must not be the sidecar's own admin API (port %d)", admin_port);
         goto done;
     }
     rc = 0;
@@ -174,8 +182,17 @@ done:
     curl_free(host);
     curl_free(user);
     curl_free(frag);
+    curl_free(port);
     curl_url_cleanup(u);
     return rc;
+}
+
+void local_registry_set_admin_address(local_registry *r, const char *host, int port)
+{
+    pthread_mutex_lock(&r->mu);
+    snprintf(r->admin_host, sizeof r->admin_host, "%s", host ? host : "");
+    r->admin_port = port;
+    pthread_mutex_unlock(&r->mu);
 }
 
 static int name_valid(const char *s)
@@ -217,7 +234,7 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
         goto fail;
     ev->version = xstrdup(s);
     if ((s = bounded(json_object_get(body, "endpoint"), "endpoint", 2048, e)) == NULL) goto fail;
-    if (endpoint_ok(r, s, e) != 0) goto fail;
+    if (local_endpoint_check(r, s, e) != 0) goto fail;
     ev->endpoint = xstrdup(s);
     json_t *ttl = json_object_get(body, "ttl_seconds");
     ev->ttl = LOCAL_DEFAULT_TTL_S;
@@ -515,9 +532,11 @@ static void *timer_main(void *arg)
 static int check_against_locked(local_registry *r, const lev *ev, fps_err *e)
 {
     size_t total = ev->ndefs;
+    double now = time_now();
     for (size_t i = 0; i < r->n; i++) {
         const lev *o = r->evs[i];
         if (!strcmp(o->name, ev->name)) continue;
+        if (o->expires_at > 0 && o->expires_at <= now) continue; /* expiry released its keys */
         total += o->ndefs;
         for (size_t j = 0; j < ev->ndefs; j++)
             for (size_t k = 0; k < o->ndefs; k++)
@@ -550,6 +569,7 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
     if (r->cfg.max_dispatch <= 0) r->cfg.max_dispatch = 16;
     if (r->cfg.debounce_s <= 0) r->cfg.debounce_s = 0.25;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->put_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_cond_init(&r->slot_cv, NULL);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -564,7 +584,12 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
         double now = time_now();
         for (size_t i = 0; i < n; i++) {
             json_error_t je;
-            json_t *body = json_loads(list[i].registration_json, 0, &je);
+            json_t *stored = json_loads(list[i].registration_json, 0, &je);
+            /* {"registration": body, "owner_secret": hex}; a bare body was
+             * written before registrations had owners */
+            json_t *body = json_object_get(stored, "registration");
+            const char *owner = json_string_value(json_object_get(stored, "owner_secret"));
+            if (!json_is_object(body)) body = stored;
             fps_err le = {0};
             lev *ev = NULL;
             if (list[i].expires_at > 0 && list[i].expires_at <= now) {
@@ -578,7 +603,8 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
                 ev_free(ev);
                 ev = NULL;
             }
-            json_decref(body);
+            if (ev != NULL && owner != NULL) ev->owner = secret_from_str(owner);
+            json_decref(stored);
             if (ev == NULL) {
                 store_evaluator_delete(r->cfg.db, list[i].name, NULL);
                 continue;
@@ -608,6 +634,7 @@ fail:
         ev_free(r->evs[i]);
     free(r->evs);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->put_mu);
     pthread_cond_destroy(&r->cv);
     pthread_cond_destroy(&r->slot_cv);
     curl_global_cleanup();
@@ -627,6 +654,7 @@ void local_registry_free(local_registry *r)
         ev_free(r->evs[i]);
     free(r->evs);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->put_mu);
     pthread_cond_destroy(&r->cv);
     pthread_cond_destroy(&r->slot_cv);
     curl_global_cleanup();
@@ -677,9 +705,38 @@ static json_t *view_locked(const lev *ev)
     return v;
 }
 
-int local_registry_put(local_registry *r, const char *name, const json_t *body, json_t **out,
-                       fps_err *err)
+/* 1 if `who` may replace, renew or remove ev: an admin, the holder of its
+ * secret, or anyone with the registration token when it has no owner yet. */
+static int owner_ok(const lev *ev, const local_caller *who)
 {
+    if (who->admin || ev->owner == NULL) return 1;
+    const char *s = who->owner_secret;
+    return s != NULL && secret_equals(ev->owner, s, strlen(s));
+}
+
+static int not_owner(fps_err *e, const char *name)
+{
+    lerr(e, 403, "not_owner",
+         "evaluator '%s' is registered by another owner: present its %s, use the admin "
+         "token, or wait until its TTL runs out",
+         name, "X-FailproofAI-Registration-Secret");
+    return 403;
+}
+
+/* The live registration under name (expired ones count as gone: expiry
+ * releases the name even before the timer thread removes it); lock held. */
+static lev *live_locked(local_registry *r, const char *name, size_t *idx)
+{
+    lev *ev = find_locked(r, name, idx);
+    if (ev != NULL && ev->expires_at > 0 && ev->expires_at <= time_now()) return NULL;
+    return ev;
+}
+
+int local_registry_put(local_registry *r, const char *name, const json_t *body,
+                       const local_caller *who, json_t **out, fps_err *err)
+{
+    char fresh[65] = "";
+    char *text = NULL;
     *out = NULL;
     memset(err, 0, sizeof *err);
     if (name == NULL || !name_valid(name)) {
@@ -692,43 +749,47 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body, 
     double now = time_now();
     ev->registered_at = ev->heartbeat_at = now;
     ev->expires_at = now + ev->ttl;
-    char *text = json_dumps(ev->registration, JSON_COMPACT | JSON_SORT_KEYS);
-    if (text == NULL) abort();
-    /* Persist first (outside the registry lock: SQLite may wait), then
-     * apply; a concurrent PUT of the same name is last-writer-wins in both. */
+    /* Registrations are changed one at a time: the owner check, the
+     * persisting (outside the registry lock: SQLite may wait) and the
+     * apply below see the same registration under this name. */
+    pthread_mutex_lock(&r->put_mu);
     pthread_mutex_lock(&r->mu);
-    int bad = check_against_locked(r, ev, err);
+    const lev *cur = live_locked(r, name, NULL);
+    int bad = cur != NULL && !owner_ok(cur, who) ? not_owner(err, name)
+                                                 : check_against_locked(r, ev, err);
+    if (!bad && cur != NULL && cur->owner != NULL)
+        ev->owner = secret_from_str(secret_expose(cur->owner));
     pthread_mutex_unlock(&r->mu);
-    if (bad) {
-        free(text);
-        ev_free(ev);
-        return err->http_status;
+    if (bad) goto fail;
+    if (ev->owner == NULL) { /* a new name (or one without an owner yet) */
+        if (secret_random_hex(fresh, 32) != 0) {
+            lerr(err, 503, "unavailable", "could not generate a registration secret");
+            goto fail;
+        }
+        ev->owner = secret_from_str(fresh);
     }
+    json_t *stored = json_pack("{s:O,s:s}", "registration", ev->registration, "owner_secret",
+                               secret_expose(ev->owner));
+    text = json_dumps(stored, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(stored);
+    if (text == NULL) abort();
     if (r->cfg.db != NULL) {
         store_err se = {0};
         if (store_evaluator_put(r->cfg.db, name, text, ev->ttl, now, &se) != STORE_OK) {
             lerr(err, 503, "store_unavailable", "the registration could not be persisted: %s",
                  store_status_name(se.code));
-            free(text);
-            ev_free(ev);
-            return err->http_status;
+            goto fail;
         }
     }
-    free(text);
     pthread_mutex_lock(&r->mu);
-    if (check_against_locked(r, ev, err) != 0) { /* lost a race with another PUT */
-        pthread_mutex_unlock(&r->mu);
-        ev_free(ev);
-        return err->http_status;
-    }
     size_t idx;
-    lev *old = find_locked(r, name, &idx);
-    int status = old ? 200 : 201;
+    lev *old = find_locked(r, name, &idx); /* an expired one is replaced like a live one */
+    int status = live_locked(r, name, NULL) != NULL && !fresh[0] ? 200 : 201;
     json_t *before = old ? catalog_of(&old, 1) : json_array();
     json_t *after = catalog_of(&ev, 1);
     if (old) {
         r->evs[idx] = ev;
-        ev->registered_at = old->registered_at;
+        if (status == 200) ev->registered_at = old->registered_at;
         ev_free(old);
     } else {
         lev **evs = realloc(r->evs, (r->n + 1) * sizeof *evs);
@@ -745,24 +806,40 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body, 
     gauges_locked(r);
     *out = view_locked(ev);
     pthread_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->put_mu);
+    if (fresh[0]) json_object_set_new(*out, "registration_secret", json_string(fresh));
+    explicit_bzero(fresh, sizeof fresh);
+    free(text);
     log_info(status == 201 ? "local evaluator registered" : "local evaluator replaced",
-             LOG_S("evaluator", name), LOG_I("definitions", (long long)ev->ndefs));
+             LOG_S("evaluator", name), LOG_I("definitions", (long long)ev->ndefs),
+             LOG_B("by_admin", who->admin));
     return status;
+fail:
+    pthread_mutex_unlock(&r->put_mu);
+    explicit_bzero(fresh, sizeof fresh);
+    free(text);
+    ev_free(ev);
+    return err->http_status;
 }
 
-int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, fps_err *err)
+int local_registry_heartbeat(local_registry *r, const char *name, const local_caller *who,
+                             json_t **out, fps_err *err)
 {
     *out = NULL;
     memset(err, 0, sizeof *err);
     double now = time_now();
     pthread_mutex_lock(&r->mu);
-    lev *ev = find_locked(r, name, NULL);
-    if (ev == NULL || (ev->expires_at > 0 && ev->expires_at <= now)) {
+    lev *ev = live_locked(r, name, NULL);
+    if (ev == NULL) {
         pthread_mutex_unlock(&r->mu);
         lerr(err, 404, "not_found",
              "no evaluator is registered under this name (expired or never registered; "
              "register again with PUT)");
         return 404;
+    }
+    if (!owner_ok(ev, who)) {
+        pthread_mutex_unlock(&r->mu);
+        return not_owner(err, name);
     }
     ev->heartbeat_at = now;
     ev->expires_at = now + ev->ttl;
@@ -773,23 +850,26 @@ int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, 
     return 200;
 }
 
-int local_registry_delete(local_registry *r, const char *name, fps_err *err)
+int local_registry_delete(local_registry *r, const char *name, const local_caller *who,
+                          fps_err *err)
 {
     memset(err, 0, sizeof *err);
+    pthread_mutex_lock(&r->put_mu);
     pthread_mutex_lock(&r->mu);
     size_t idx;
-    if (find_locked(r, name, &idx) == NULL) {
-        pthread_mutex_unlock(&r->mu);
-        lerr(err, 404, "not_found", "no evaluator is registered under this name");
-        return 404;
+    lev *ev = live_locked(r, name, &idx);
+    int status = ev == NULL ? 404 : !owner_ok(ev, who) ? not_owner(err, name) : 200;
+    if (status == 404) lerr(err, 404, "not_found", "no evaluator is registered under this name");
+    if (status == 200) {
+        remove_at_locked(r, idx);
+        changed_locked(r);
+        gauges_locked(r);
     }
-    remove_at_locked(r, idx);
-    changed_locked(r);
-    gauges_locked(r);
     pthread_mutex_unlock(&r->mu);
-    if (r->cfg.db != NULL) store_evaluator_delete(r->cfg.db, name, NULL);
-    log_info("local evaluator deleted", LOG_S("evaluator", name));
-    return 200;
+    if (status == 200 && r->cfg.db != NULL) store_evaluator_delete(r->cfg.db, name, NULL);
+    pthread_mutex_unlock(&r->put_mu);
+    if (status == 200) log_info("local evaluator deleted", LOG_S("evaluator", name));
+    return status;
 }
 
 json_t *local_registry_get(local_registry *r, const char *name)

@@ -37,9 +37,10 @@
 
 typedef struct local_registry local_registry;
 
-/* Header carrying the optional shared secret on every dispatch (Dapr
- * app-token style); evaluators compare it with their copy. */
-#define LOCAL_SECRET_HEADER "X-FailproofAI-Evaluator-Token"
+/* Header signing every dispatch with the registration's own secret:
+ * "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, t + "." + body)>"
+ * (Stripe-style); evaluators recompute it and accept +-300 s. */
+#define LOCAL_SIGNATURE_HEADER "X-FailproofAI-Signature"
 /* Response body cap for a dispatch. */
 #define LOCAL_MAX_RESPONSE_BYTES ((size_t)1024 * 1024)
 /* Default run timeout for local runs (SPEC §2 step 8). */
@@ -49,7 +50,6 @@ typedef struct local_registry local_registry;
 typedef struct {
     store *db;                     /* borrowed; NULL = in-memory only      */
     const cli_list *allowed_hosts; /* borrowed; --allow-evaluator-host     */
-    const secret *shared_secret;   /* borrowed; NULL = no header sent      */
     int max_dispatch;              /* concurrent dispatches (<=0: 16)      */
     double debounce_s;             /* change-callback debounce (<=0: 0.25) */
 } local_config;
@@ -67,22 +67,39 @@ void local_registry_free(local_registry *r);
 typedef void (*local_change_fn)(void *ud);
 void local_registry_set_change_callback(local_registry *r, local_change_fn fn, void *ud);
 
+/* The admin API's address (after it bound its port): endpoints that point
+ * back at it are refused at registration and at dispatch. */
+void local_registry_set_admin_address(local_registry *r, const char *host, int port);
+
 /* ---- admin API operations ---------------------------------------------- */
+/* Who is asking. A registration has an owner: its first PUT answers with a
+ * "registration_secret"; replacing, renewing and removing the name need that
+ * secret, or an admin caller. Expiry releases the name and its eval keys. */
+typedef struct {
+    int admin;                /* the operator (admin token)        */
+    const char *owner_secret; /* borrowed; the presented secret or NULL */
+} local_caller;
+
 /* A rejection is an fps_err (common/err.h) with http_status (400/404/409/
  * 413/422, also its code), name ("invalid_request", "not_found", "conflict",
  * ...) and a message naming the field and the rule, e.g.
  * "definitions[3].eval_key must match ^[a-z][a-z0-9_]*$". */
 
 /* PUT /v1/evaluators/{name}: register or replace. `body` is the parsed
- * request body (borrowed). Returns 201 (created) or 200 (replaced) and sets
- * *out (owned) to the evaluator's view (as local_registry_get), or returns
+ * request body (borrowed). Returns 201 (created; the view then carries
+ * "registration_secret") or 200 (replaced by its owner or an admin; 403
+ * for anyone else) and sets *out (owned) to the evaluator's view (as
+ * local_registry_get), or returns
  * the error status with err filled and *out NULL. */
-int local_registry_put(local_registry *r, const char *name, const json_t *body, json_t **out,
-                       fps_err *err);
-/* POST /v1/evaluators/{name}/heartbeat: 200 and *out = view, or 404. */
-int local_registry_heartbeat(local_registry *r, const char *name, json_t **out, fps_err *err);
-/* DELETE /v1/evaluators/{name}: 200 or 404. */
-int local_registry_delete(local_registry *r, const char *name, fps_err *err);
+int local_registry_put(local_registry *r, const char *name, const json_t *body,
+                       const local_caller *who, json_t **out, fps_err *err);
+/* POST /v1/evaluators/{name}/heartbeat: 200 and *out = view, 403 (not the
+ * owner) or 404. */
+int local_registry_heartbeat(local_registry *r, const char *name, const local_caller *who,
+                             json_t **out, fps_err *err);
+/* DELETE /v1/evaluators/{name}: 200, 403 (not the owner) or 404. */
+int local_registry_delete(local_registry *r, const char *name, const local_caller *who,
+                          fps_err *err);
 /* GET /v1/evaluators/{name}: owned view {name, version, endpoint,
  * ttl_seconds, registered_at, last_heartbeat_at, expires_at,
  * ttl_remaining_seconds, state: "passing", definitions: [...]}, or NULL. */

@@ -1,17 +1,20 @@
 /* sidecar/local_dispatch: dispatch of a planned local run to its evaluator
  * over HTTP (libcurl; bounded by the run timeout, 1 MiB answer cap, no
- * redirects, optional shared-secret header, bounded concurrency) and the
+ * redirects, localhost pinned to 127.0.0.1, every request signed with the
+ * registration's own secret, bounded concurrency) and the
  * conversion of the EvalResult answer into wire result items exactly as the
  * reference EvalResult.result_items (LANGUAGE.md "Result types"). Error
  * messages are bounded and never quote the evaluator's answer. */
 #include "sidecar/local_internal.h"
 #include "common/log.h"
+#include "common/loopback.h"
 #include "common/metrics.h"
 #include "common/strbuf.h"
 #include "common/timeutil.h"
 
 #include <curl/curl.h>
 #include <math.h>
+#include <nettle/hmac.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,6 +425,46 @@ static void slot_release(local_registry *r)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* Appends the signature header "X-FailproofAI-Signature: t=<now>,v1=<hex
+ * HMAC-SHA256(key, t "." body)>" to sb. */
+static void sign(strbuf *sb, const secret *key, const char *body, size_t len)
+{
+    char t[24];
+    unsigned char mac[SHA256_DIGEST_SIZE];
+    struct hmac_sha256_ctx ctx;
+    snprintf(t, sizeof t, "%lld", (long long)time(NULL));
+    hmac_sha256_set_key(&ctx, secret_len(key), (const uint8_t *)secret_expose(key));
+    hmac_sha256_update(&ctx, strlen(t), (const uint8_t *)t);
+    hmac_sha256_update(&ctx, 1, (const uint8_t *)".");
+    hmac_sha256_update(&ctx, len, (const uint8_t *)body);
+    hmac_sha256_digest(&ctx, sizeof mac, mac);
+    strbuf_printf(sb, "%s: t=%s,v1=", LOCAL_SIGNATURE_HEADER, t);
+    for (size_t i = 0; i < sizeof mac; i++)
+        strbuf_printf(sb, "%02x", mac[i]);
+    explicit_bzero(&ctx, sizeof ctx);
+}
+
+/* The CURLOPT_RESOLVE list pinning a localhost endpoint to 127.0.0.1, or
+ * NULL (an address needs no resolving; an allowed host is resolved). */
+static struct curl_slist *pin_localhost(const char *endpoint)
+{
+    CURLU *u = curl_url();
+    char *host = NULL, *port = NULL;
+    struct curl_slist *pin = NULL;
+    if (u != NULL && curl_url_set(u, CURLUPART_URL, endpoint, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        loopback_is_name(host)) {
+        char entry[300];
+        if (loopback_pin_entry(host, atoi(port), entry, sizeof entry) == 0)
+            pin = curl_slist_append(NULL, entry);
+    }
+    curl_free(host);
+    curl_free(port);
+    curl_url_cleanup(u);
+    return pin;
+}
+
 void local_dispatch(local_registry *r, const local_dispatch_request *req,
                     local_dispatch_result *out)
 {
@@ -433,9 +476,10 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     int64_t deadline = 0;
     char *endpoint = NULL, *name = NULL, *kind = NULL, *transcript_text = NULL;
     CURL *h = NULL;
-    struct curl_slist *hdrs = NULL;
+    struct curl_slist *hdrs = NULL, *pin = NULL;
+    secret *key = NULL;
     xfer x = {.cancel = req->cancel};
-    strbuf body, secret_hdr;
+    strbuf body, secret_hdr; /* secret_hdr: the signature header */
     strbuf_init(&body);
     strbuf_init(&secret_hdr);
     strbuf_init(&x.body);
@@ -448,6 +492,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         endpoint = strdup(ev->endpoint);
         name = strdup(ev->name);
         kind = strdup(req->result_kind ? req->result_kind : d->result_kind);
+        key = ev->owner ? secret_from_str(secret_expose(ev->owner)) : NULL;
         if (!(timeout > 0)) timeout = d->timeout_s; /* as registered */
     }
     pthread_mutex_unlock(&r->mu);
@@ -460,6 +505,12 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         goto done;
     }
     if (endpoint == NULL || name == NULL || kind == NULL) abort();
+    fps_err ee = {0};
+    if (local_endpoint_check(r, endpoint, &ee) != 0) { /* e.g. restored, now the admin port */
+        set_result(out, "failed", "evaluator_unavailable",
+                   "the evaluator's endpoint is refused: %s", ee.msg);
+        goto done;
+    }
     if (slot_acquire(r, deadline, req->cancel) != 0) {
         if (req->cancel && atomic_load(req->cancel))
             set_result(out, "cancelled", "", "%s", "");
@@ -496,14 +547,15 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
     hdrs = curl_slist_append(hdrs, "Expect:");
-    if (r->cfg.shared_secret != NULL) {
-        strbuf_printf(&secret_hdr, "%s: ", LOCAL_SECRET_HEADER);
-        strbuf_puts(&secret_hdr, secret_expose(r->cfg.shared_secret));
+    if (key != NULL) {
+        sign(&secret_hdr, key, body.data, body.len);
         hdrs = curl_slist_append(hdrs, secret_hdr.data);
     }
+    pin = pin_localhost(endpoint);
     int64_t remaining = deadline - time_mono_ms();
     if (remaining < 1) remaining = 1;
     curl_easy_setopt(h, CURLOPT_URL, endpoint);
+    curl_easy_setopt(h, CURLOPT_RESOLVE, pin);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data);
@@ -610,9 +662,10 @@ done:
                  LOG_S("error_code", out->error_code), LOG_S("error", out->error_message));
     if (h) curl_easy_cleanup(h);
     curl_slist_free_all(hdrs);
-    /* wipe the secret header copy */
-    if (secret_hdr.data) memset(secret_hdr.data, 0, secret_hdr.len);
+    if (secret_hdr.data != NULL) explicit_bzero(secret_hdr.data, secret_hdr.len);
     strbuf_free(&secret_hdr);
+    curl_slist_free_all(pin);
+    secret_free(key);
     strbuf_free(&body);
     strbuf_free(&x.body);
     free(transcript_text);

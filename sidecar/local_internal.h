@@ -35,12 +35,15 @@ typedef struct {
     ldef *defs;
     size_t ndefs;
     json_t *registration; /* the validated body, persisted as is */
+    secret *owner;        /* owned: the registration's secret; NULL = none yet
+                             (restored from a store written before owners) */
 } lev;
 
 struct local_registry {
     local_config cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* timer thread wake-ups */
+    pthread_mutex_t put_mu; /* serializes PUT and DELETE (taken before mu) */
+    pthread_cond_t cv;      /* timer thread wake-ups */
     pthread_t thread;
     int stop;
     lev **evs;
@@ -50,6 +53,8 @@ struct local_registry {
     int64_t change_due; /* monotonic ms */
     local_change_fn fn;
     void *ud;
+    char admin_host[256]; /* the admin API's listen host ("" = unknown) */
+    int admin_port;       /* its port (0 = unknown) */
     /* dispatch slots */
     pthread_cond_t slot_cv;
     int active_dispatch;
@@ -57,6 +62,10 @@ struct local_registry {
 
 int local_key_valid(const char *s);
 int local_has_control(const char *s, int text);
+/* 0 if endpoint is acceptable: http to a loopback address (or https/http
+ * to a host the operator allowed), not the admin API itself. Else -1 with
+ * err filled (422). Takes the registry lock briefly (not to be held). */
+int local_endpoint_check(local_registry *r, const char *endpoint, fps_err *err);
 /* Finds an unexpired definition (version NULL = any); lock held. */
 lev *local_find_def_locked(local_registry *r, const char *key, const char *version, ldef **def);
 

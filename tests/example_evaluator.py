@@ -1,24 +1,38 @@
 #!/usr/bin/env python3
-"""A local evaluator for failproofai-sidecar: standard library only.
-Registers with the sidecar, heartbeats within its TTL, and answers each run
-with an EvalResult. Usage: example_evaluator.py [SIDECAR_URL] [PORT]"""
-import json, os, sys, threading, time, urllib.request
+"""A local evaluator for failproofai-sidecar: standard library only. Registers with the sidecar
+(the registration token read from a mounted file), heartbeats within its TTL with its registration's
+own secret, checks each run's signature, and answers with an EvalResult.
+Usage: example_evaluator.py [SIDECAR_URL] [PORT]"""
+import hashlib, hmac, json, os, sys, threading, time, urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SIDECAR = sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:8787"
-NAME, SECRET = os.environ.get("EVALUATOR_NAME", "example"), os.environ.get("EVALUATOR_SECRET")
+NAME = os.environ.get("EVALUATOR_NAME", "example")
+TOKEN_FILE = os.environ.get("FAILPROOFAI_REGISTRATION_TOKEN_FILE", "/var/run/secrets/failproofai/registration-token")
+TOKEN = open(TOKEN_FILE).read().strip() if os.path.exists(TOKEN_FILE) else None  # None: --insecure-open-admin
+secret = None  # this registration's own secret, answered by the first PUT
 
 def call(method, path, body=None):
-    req = urllib.request.Request(SIDECAR + path, method=method, data=json.dumps(body or {}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    return urllib.request.urlopen(req, timeout=5).status
+    headers = {"Content-Type": "application/json", **({"Authorization": "Bearer " + TOKEN} if TOKEN else {}),
+               **({"X-FailproofAI-Registration-Secret": secret} if secret else {})}
+    req = urllib.request.Request(SIDECAR + path, method=method, data=json.dumps(body or {}).encode(), headers=headers)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return json.loads(r.read())
+
+def signed(header, body):  # X-FailproofAI-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, t + "." + body)>
+    try:
+        f = dict(part.split("=", 1) for part in header.split(","))
+        mac = hmac.new(secret.encode(), f["t"].encode() + b"." + body, hashlib.sha256).hexdigest()
+        return abs(time.time() - int(f["t"])) <= 300 and hmac.compare_digest(mac, f["v1"])
+    except (AttributeError, KeyError, ValueError):
+        return False
 
 class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
-        if SECRET and self.headers.get("X-FailproofAI-Evaluator-Token") != SECRET:
-            return self.send_error(403)
-        run = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        events = run["transcript"]["events"]
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if not signed(self.headers.get("X-FailproofAI-Signature", ""), body):
+            return self.send_error(401)
+        events = json.loads(body)["transcript"]["events"]
         errors = sum(e["event_type"] == "tool_result" and e["payload"].get("status") == "error" for e in events)
         result = {"score": 1.0 if errors == 0 else 1 / (1 + errors), "metrics": {"tool_errors": errors},
                   "reasoning": f"{errors} tool errors in {len(events)} events"}
@@ -33,11 +47,12 @@ registration = {"version": "1.0.0", "endpoint": f"http://127.0.0.1:{server.serve
                                  "condition": "session.count('tool_result') > 0"}]}
 
 def keep_alive():
+    global secret
     while True:
         try:  # register (again) whenever the heartbeat is refused: the TTL ran out
             call("POST", f"/v1/evaluators/{NAME}/heartbeat")
         except Exception:
-            try: call("PUT", f"/v1/evaluators/{NAME}", registration)
+            try: secret = call("PUT", f"/v1/evaluators/{NAME}", registration).get("registration_secret", secret)
             except Exception as e: print("registration failed:", e, file=sys.stderr)
         time.sleep(3)
 

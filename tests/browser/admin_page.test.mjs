@@ -88,7 +88,7 @@ before(async () => {
 
   const adminPort = await freePort();
   start(["run", "--server", emuUrl, "--listen", `127.0.0.1:${adminPort}`, "--db", join(dir, "sidecar.db"),
-    "--worker-id", "browser-test-worker"], { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
+    "--worker-id", "browser-test-worker", "--insecure-open-admin"], { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
   adminUrl = `http://127.0.0.1:${adminPort}`;
   await waitFor(async () => (await getJSON(`${adminUrl}/v1/runs?limit=500`)).runs.length >= 30, "runs in the sidecar");
 

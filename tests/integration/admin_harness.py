@@ -53,11 +53,26 @@ def free_port():
 class Sidecar:
     """`failproofai-sidecar run` with its admin API on 127.0.0.1:<ephemeral>."""
 
-    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN):
+    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN, tokens=True):
+        """With `tokens` (the default) the admin and registration tokens are
+        written to files and passed with --admin-token-file and
+        --registration-token-file; request() then sends the admin token on
+        state-changing requests unless told otherwise (auth=)."""
         self.server_url = server_url
         self.args = list(args)
         self.tmp = tempfile.TemporaryDirectory(prefix="fps-api-")
         self.db = db or os.path.join(self.tmp.name, "sidecar.db")
+        self.admin_token = self.registration_token = self.registration_token_file = None
+        if tokens and "--insecure-open-admin" not in self.args:
+            self.admin_token = "admin-" + os.urandom(16).hex()
+            self.registration_token = "reg-" + os.urandom(16).hex()
+            for name, value in (("admin", self.admin_token), ("registration",
+                                                              self.registration_token)):
+                path = os.path.join(self.tmp.name, name + ".token")
+                with open(path, "w") as f:
+                    f.write(value + "\n")
+                self.args += [f"--{name}-token-file", path]
+            self.registration_token_file = path
         self.env = dict(os.environ)
         self.env["FAILPROOFAI_EVALUATOR_TOKEN"] = token
         self.env.update(env or {})
@@ -135,9 +150,15 @@ class Sidecar:
         return self.proc is not None and self.proc.poll() is None
 
     # -- HTTP ---------------------------------------------------------------
-    def request(self, method, path, body=None, headers=None, json_ct=True, timeout=30):
+    def request(self, method, path, body=None, headers=None, json_ct=True, timeout=30,
+                auth="admin"):
+        """auth: "admin" (default: the admin token on state-changing
+        requests), "registration", or None (no Authorization header)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         h = {}
+        token = {"admin": self.admin_token, "registration": self.registration_token}.get(auth)
+        if token and method in ("POST", "PUT", "DELETE", "PATCH"):
+            h["Authorization"] = "Bearer " + token
         data = None
         if body is not None:
             data = body if isinstance(body, (bytes, str)) else json.dumps(body)
@@ -152,6 +173,12 @@ class Sidecar:
             return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read())
         finally:
             conn.close()
+
+    def auth_line(self, auth="admin"):
+        """The raw Authorization header line (bytes, CRLF-terminated) for
+        tests that write HTTP by hand; b"" without tokens."""
+        token = {"admin": self.admin_token, "registration": self.registration_token}.get(auth)
+        return b"Authorization: Bearer %s\r\n" % token.encode() if token else b""
 
     def get(self, path, **kw):
         return self.request("GET", path, **kw)

@@ -83,7 +83,7 @@ class AdminApiTest(unittest.TestCase):
         self.assertIs(b["ready"], False)
         self.assertIs(b["draining"], False)
         self.assertEqual(b["admin"]["port"], self.sc.port)
-        self.assertIs(b["admin"]["token_required"], False)
+        self.assertIs(b["admin"]["token_required"], True)
 
     def test_metrics_exposition_parses(self):
         from prometheus_client.parser import text_string_to_metric_families
@@ -198,7 +198,8 @@ class AdminApiTest(unittest.TestCase):
         the server takes (it may answer early and close), then reads."""
         with socket.create_connection(("127.0.0.1", self.sc.port), timeout=30) as s:
             s.sendall(b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % (method, path.encode(), length))
+                      b"%sContent-Length: %d\r\n\r\n"
+                      % (method, path.encode(), self.sc.auth_line(), length))
             try:
                 for chunk in body_iter:
                     s.sendall(chunk)
@@ -230,7 +231,7 @@ class AdminApiTest(unittest.TestCase):
 
     def test_30mb_chunked_body_refused(self):
         with socket.create_connection(("127.0.0.1", self.sc.port), timeout=30) as s:
-            s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\n" + self.sc.auth_line() +
                       b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
             chunk = b"x" * (1024 * 1024)
             try:
@@ -299,7 +300,7 @@ class AdminApiTest(unittest.TestCase):
     def test_slow_body_cut_off(self):
         s = socket.create_connection(("127.0.0.1", self.sc.port), timeout=10)
         s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
-                  b"\r\nContent-Length: 1000\r\n\r\n{\"source\"")
+                  b"\r\n" + self.sc.auth_line() + b"Content-Length: 1000\r\n\r\n{\"source\"")
         time.sleep(3.5)
         try:
             data = s.recv(100)
@@ -389,7 +390,7 @@ class TokenTest(unittest.TestCase):
         with tempfile.NamedTemporaryFile("w", suffix=".token") as f:
             f.write("s3cret-admin-token\n")
             f.flush()
-            with Sidecar(dead_server(), "--admin-token-file", f.name) as sc:
+            with Sidecar(dead_server(), "--admin-token-file", f.name, tokens=False) as sc:
                 reg = {"version": "1", "endpoint": "http://127.0.0.1:9/",
                        "definitions": [{"eval_key": "k", "eval_version": "1"}]}
                 r = sc.request("PUT", "/v1/evaluators/t", body=reg)

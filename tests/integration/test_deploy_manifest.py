@@ -1,9 +1,10 @@
-"""deploy/kubernetes.yaml (issue 8): parses, and its probes, preStop drain,
-ports and timings match the binary's defaults (read from `run --help` and
-exercised against a running sidecar)."""
+"""deploy/kubernetes.yaml: parses, and its probes, tokens, ports and timings
+match the binary's defaults (read from `run --help` and exercised against a
+running sidecar, which drains on SIGTERM without a preStop hook)."""
 
 import os
 import re
+import signal
 import subprocess
 import unittest
 from urllib.parse import urlsplit
@@ -57,15 +58,12 @@ class ManifestTest(unittest.TestCase):
         self.assertEqual(self.args().get("--listen", listen), listen)
         live = urlsplit(curl_url(self.sidecar["livenessProbe"]["exec"]["command"]))
         ready = urlsplit(curl_url(self.sidecar["readinessProbe"]["exec"]["command"]))
-        drain = self.sidecar["lifecycle"]["preStop"]["exec"]["command"]
-        pre = urlsplit(curl_url(drain))
-        for u in (live, ready, pre):
+        for u in (live, ready):
             self.assertEqual((u.hostname, u.port), (host, int(port)))
         self.assertEqual(live.path, "/healthz")
         self.assertEqual(ready.path, "/readyz")
-        self.assertEqual(pre.path, "/v1/drain")
-        self.assertIn("POST", drain)
-        self.assertIn("Content-Type: application/json", drain)
+        # drain is SIGTERM's job: no hook curling an endpoint that needs a token
+        self.assertNotIn("lifecycle", self.sidecar)
         self.assertIn(int(port), [p["containerPort"] for p in self.sidecar["ports"]])
 
     def test_grace_period_above_drain_timeout(self):
@@ -79,6 +77,15 @@ class ManifestTest(unittest.TestCase):
         vols = {v["name"]: v for v in self.pod["volumes"]}
         tok_vol = next(n for n, p in mounts.items() if a["--token-file"].startswith(p + "/"))
         self.assertIn("secret", vols[tok_vol])
+        for flag in ("--admin-token-file", "--registration-token-file"):
+            vol = next(n for n, p in mounts.items() if a[flag].startswith(p + "/"))
+            self.assertIn("secret", vols[vol], flag)
+        # the agent's evaluator gets the registration token, never the admin token
+        agent = next(c for c in self.pod["containers"] if c["name"] == "agent")
+        agent_vols = [vols[m["name"]] for m in agent.get("volumeMounts", [])]
+        self.assertTrue(agent_vols)
+        for v in agent_vols:
+            self.assertEqual([i["key"] for i in v["secret"]["items"]], ["registration-token"])
         db_vol = next(n for n, p in mounts.items() if a["--db"].startswith(p + "/"))
         self.assertTrue("emptyDir" in vols[db_vol] or "persistentVolumeClaim" in vols[db_vol])
 
@@ -91,8 +98,9 @@ class ManifestTest(unittest.TestCase):
         self.assertNotIn("privileged", sc)
 
     def test_probe_commands_work_against_the_binary(self):
-        """The probe and drain URLs answer as the manifest expects on a real
-        sidecar (its port swapped for an ephemeral one)."""
+        """The probe URLs answer as the manifest expects on a real sidecar (its
+        port swapped for an ephemeral one) without a token, and SIGTERM
+        drains it."""
         with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
             def run(cmd):
                 cmd = [c.replace(":8787", f":{sc.port}") for c in cmd]
@@ -100,8 +108,10 @@ class ManifestTest(unittest.TestCase):
             self.assertEqual(run(self.sidecar["livenessProbe"]["exec"]["command"]), 0)
             # not registered with any server: the readiness probe must fail
             self.assertNotEqual(run(self.sidecar["readinessProbe"]["exec"]["command"]), 0)
-            self.assertEqual(run(self.sidecar["lifecycle"]["preStop"]["exec"]["command"]), 0)
-            self.assertIs(sc.get("/v1/status").body["draining"], True)
+            sc.proc.send_signal(signal.SIGTERM)
+            sc.wait_for(lambda: any(r.get("msg") == "signal received: draining"
+                                    for r in sc.logs()), what="the drain on SIGTERM")
+            self.assertEqual(sc.proc.wait(30), 0)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ README's example evaluator, and hostile ones). Register -> sessions claimed
 values; mixed local + managed; TTL expiry and DELETE re-register; restart
 keeps registrations; hostile evaluators each give a clear failed run."""
 
+import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -24,12 +26,13 @@ MARKER = "BODY-MARKER-7f3a"  # must never appear in an error message
 class Hostile(BaseHTTPRequestHandler):
     """Behaves according to the eval_key of the run it receives."""
     seen = []
-    secret_seen = []
+    signed = []  # (X-FailproofAI-Signature, raw body) per request
 
     def do_POST(self):
-        run = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        run = json.loads(raw)
         Hostile.seen.append(run)
-        Hostile.secret_seen.append(self.headers.get("X-FailproofAI-Evaluator-Token"))
+        Hostile.signed.append((self.headers.get("X-FailproofAI-Signature"), raw))
         key = run["eval_key"]
         body, status, headers = None, 200, {}
         if key == "good":
@@ -67,6 +70,16 @@ class Hostile(BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
+
+
+def signature_ok(header, raw, secret, now=None):
+    """Checks X-FailproofAI-Signature as an evaluator must: t within 300 s
+    and v1 = hex HMAC-SHA256(secret, t + "." + body)."""
+    fields = dict(p.split("=", 1) for p in (header or "").split(",") if "=" in p)
+    if "t" not in fields or "v1" not in fields:
+        return False
+    mac = hmac.new(secret.encode(), fields["t"].encode() + b"." + raw, hashlib.sha256).hexdigest()
+    return abs((now or time.time()) - int(fields["t"])) <= 300 and hmac.compare_digest(mac, fields["v1"])
 
 
 def serve(handler):
@@ -114,8 +127,9 @@ class LocalBase(unittest.TestCase):
                           db=os.path.join(self.tmp.name, "sidecar.db"))
         self.sc.start()
         Hostile.seen = []
-        Hostile.secret_seen = []
+        Hostile.signed = []
         self.servers = []
+        self.secrets = {}
 
     def tearDown(self):
         alive = self.sc.alive()
@@ -131,8 +145,10 @@ class LocalBase(unittest.TestCase):
     def register(self, name, defs, port, ttl=30, expect=201):
         body = {"version": "1.0", "endpoint": f"http://127.0.0.1:{port}/run", "ttl_seconds": ttl,
                 "definitions": defs}
-        r = self.sc.request("PUT", f"/v1/evaluators/{name}", body=body)
+        r = self.sc.request("PUT", f"/v1/evaluators/{name}", body=body, auth="registration")
         self.assertEqual(r.status, expect, r)
+        if r.status == 201:
+            self.secrets[name] = r.body["registration_secret"]
         return r
 
     def wait_revision(self, defs):
@@ -189,7 +205,8 @@ class LocalEndToEndTest(LocalBase):
         self.assertEqual(run["timeout_seconds"], 300)
         self.assertEqual(run["transcript"]["event_count"], 6)
         self.assertEqual(run["evaluation_run_id"], good["evaluation_run_id"])
-        self.assertIsNone(Hostile.secret_seen[0])
+        header, raw = Hostile.signed[0]
+        self.assertTrue(signature_ok(header, raw, self.secrets["ev"]), header)
         # the admin API shows the run
         r = self.sc.get(f"/v1/runs/{good['evaluation_run_id']}")
         self.assertEqual(r.status, 200, r)
@@ -205,10 +222,13 @@ class LocalEndToEndTest(LocalBase):
         # a misses its TTL: it leaves the catalog and the worker re-registers
         self.wait_revision([{"eval_key": "other", "eval_version": "1"}])
         self.assertEqual(self.sc.get("/v1/evaluators/a").status, 404)
-        r = self.sc.request("POST", "/v1/evaluators/a/heartbeat")
+        r = self.sc.request("POST", "/v1/evaluators/a/heartbeat", auth="registration",
+                            headers={"X-FailproofAI-Registration-Secret": self.secrets["a"]})
         self.assertEqual(r.status, 404)
-        # DELETE b: empty catalog
-        self.assertEqual(self.sc.request("DELETE", "/v1/evaluators/b").status, 200)
+        # DELETE b by its owner: empty catalog
+        self.assertEqual(self.sc.request("DELETE", "/v1/evaluators/b", auth="registration",
+                                         headers={"X-FailproofAI-Registration-Secret":
+                                                  self.secrets["b"]}).status, 200)
         self.wait_revision([])
         self.assertEqual(self.sc.get("/v1/evaluators").body["evaluators"], [])
         self.assertEqual(self.sc.request("DELETE", "/v1/evaluators/b").status, 404)
@@ -225,6 +245,13 @@ class LocalEndToEndTest(LocalBase):
         after = self.sc.get("/v1/evaluators/keep")
         self.assertEqual(after.status, 200, after)
         self.assertEqual(after.body["expires_at"], before["expires_at"])  # the TTL kept running
+        # and so did its owner: the secret from before the restart still renews it
+        owner = {"X-FailproofAI-Registration-Secret": self.secrets["keep"]}
+        r = self.sc.request("POST", "/v1/evaluators/keep/heartbeat", auth="registration")
+        self.assertEqual((r.status, r.code), (403, "not_owner"), r)
+        r = self.sc.request("POST", "/v1/evaluators/keep/heartbeat", auth="registration",
+                            headers=owner)
+        self.assertEqual(r.status, 200, r)
         self.wait_revision(defs)
         self.add_session()
         runs = self.committed(1)
@@ -267,34 +294,34 @@ class HostileEvaluatorsTest(LocalBase):
         self.assertEqual(self.sc.get("/healthz").status, 200)
 
 
-class SharedSecretTest(LocalBase):
-    def setUp(self):
-        self.secret_file = tempfile.NamedTemporaryFile("w", suffix=".secret", delete=False)
-        self.secret_file.write("evaluator-shared-secret\n")
-        self.secret_file.close()
-        self.sidecar_args = ("--evaluator-secret-file", self.secret_file.name)
-        super().setUp()
-
-    def tearDown(self):
-        super().tearDown()
-        os.unlink(self.secret_file.name)
-
-    def test_secret_header_sent_never_logged(self):
+class SignedDispatchTest(LocalBase):
+    def test_each_dispatch_is_signed_with_the_registrations_secret(self):
         srv = serve(Hostile)
         self.servers.append(srv)
         defs = [{"eval_key": "good", "eval_version": "1"}]
         self.register("sec", defs, srv.server_port)
+        secret = self.secrets["sec"]
+        self.assertRegex(secret, r"^[0-9a-f]{64}$")
         self.wait_revision(defs)
         self.add_session()
         self.committed(1)
-        self.assertEqual(Hostile.secret_seen, ["evaluator-shared-secret"])
-        self.assertNotIn("evaluator-shared-secret", self.sc.log_text())
+        header, raw = Hostile.signed[0]
+        self.assertRegex(header, r"^t=\d+,v1=[0-9a-f]{64}$")
+        self.assertTrue(signature_ok(header, raw, secret))
+        # the signature binds the body, the time and this registration's secret
+        self.assertFalse(signature_ok(header, raw + b" ", secret))
+        self.assertFalse(signature_ok(header, raw, "0" * 64))
+        self.assertFalse(signature_ok(header, raw, secret, now=time.time() + 301))
+        self.assertNotIn(secret, self.sc.log_text())
+        # the secret is answered once: never in the views
+        self.assertNotIn(secret, self.sc.get("/v1/evaluators").raw.decode())
 
 
 class ExampleEvaluatorTest(LocalBase):
     def test_readme_example_evaluator(self):
+        env = dict(os.environ, FAILPROOFAI_REGISTRATION_TOKEN_FILE=self.sc.registration_token_file)
         ex = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests", "example_evaluator.py"),
-                               f"http://127.0.0.1:{self.sc.port}"],
+                               f"http://127.0.0.1:{self.sc.port}"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             self.sc.wait_for(lambda: self.sc.get("/v1/evaluators/example").status == 200,
@@ -372,7 +399,7 @@ class RegistrationValidationTest(unittest.TestCase):
                 (reg([{"eval_key": f"k{i}", "eval_version": "1"} for i in range(101)]), 422,
                  "at most 100"),
                 (reg([{"eval_key": "a", "eval_version": "1"}], endpoint="http://192.0.2.1/"), 422,
-                 "endpoint must be a loopback URL"),
+                 "endpoint must be a loopback address"),
                 (reg([{"eval_key": "a", "eval_version": "1"}], endpoint="ftp://127.0.0.1/"), 422,
                  "endpoint must be an http:// URL"),
                 (reg([{"eval_key": "a", "eval_version": "1", "condition": "__import__('os')"}]),

@@ -288,7 +288,7 @@ static void test_registration_validation(void **state)
          422, "definitions[0].eval_key must match ^[a-z][a-z0-9_]*$"},
         {"{\"version\":\"1\",\"endpoint\":\"http://10.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
          "\"a\",\"eval_version\":\"1\"}]}",
-         422, "endpoint must be a loopback URL"},
+         422, "endpoint must be a loopback address"},
         {"{\"version\":\"1\",\"endpoint\":\"https://127.0.0.1:9/\",\"definitions\":[{\"eval_key\":"
          "\"a\",\"eval_version\":\"1\"}]}",
          422, "endpoint must be an http:// URL"},
@@ -349,7 +349,8 @@ static void test_registration_validation(void **state)
     /* replace keeps 200 */
     assert_int_equal(put_status("one", REG, c, sizeof c, m, sizeof m), 200);
     fps_err le;
-    assert_int_equal(local_registry_delete(reg, "one", &le), 200);
+    local_caller admin = {1, NULL};
+    assert_int_equal(local_registry_delete(reg, "one", &admin, &le), 200);
     assert_int_equal(put_status("-bad", REG, c, sizeof c, m, sizeof m), 422);
 }
 

@@ -1,0 +1,231 @@
+"""The local trust boundary, attacked the way another process on the same
+host (or in the same pod) would: real `failproofai-sidecar run` processes and
+evaluator HTTP servers over loopback.
+
+- Tokens: the admin and registration tokens are generated beside the
+  database (mode 0600, path logged, value never) when none is configured;
+  state-changing routes refuse callers without them; reads stay open.
+- Owners: a second evaluator cannot take over, renew or delete a name it
+  does not own, nor squat its eval keys; the admin token can; expiry
+  releases the name and its keys.
+- Loopback means an address: hostname tricks on --server and on evaluator
+  endpoints are refused, and so is an endpoint on the admin API itself."""
+
+import json
+import os
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from admin_harness import BIN, Sidecar, free_port
+
+SECRET_HEADER = "X-FailproofAI-Registration-Secret"
+
+
+def dead_server():
+    return f"http://127.0.0.1:{free_port()}"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """An evaluator endpoint that records what reaches it."""
+    hits = []
+
+    def do_POST(self):
+        Recorder.hits.append((self.server.server_port, self.path))
+        body = json.dumps({"score": 1.0}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+def serve():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def registration(port, keys=("judge_score",), ttl=60):
+    return {"version": "1", "endpoint": f"http://127.0.0.1:{port}/", "ttl_seconds": ttl,
+            "definitions": [{"eval_key": k, "eval_version": "1"} for k in keys]}
+
+
+class GeneratedTokensTest(unittest.TestCase):
+    def test_tokens_generated_beside_the_database_and_required(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        db = os.path.join(tmp.name, "sidecar.db")
+        with Sidecar(dead_server(), tokens=False, db=db) as sc:
+            paths = {}
+            for rec in sc.logs():
+                if rec.get("msg") == "admin API token generated":
+                    paths[rec["which"]] = rec["path"]
+            self.assertEqual(set(paths), {"admin", "registration"})
+            values = {}
+            for name, path in paths.items():
+                self.assertEqual(os.path.dirname(path), os.path.dirname(sc.db))
+                self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600, path)
+                with open(path) as f:
+                    values[name] = f.read().strip()
+                self.assertRegex(values[name], r"^[0-9a-f]{64}$")
+                self.assertNotIn(values[name], sc.log_text())
+            self.assertNotEqual(values["admin"], values["registration"])
+            # reads and the page stay open; every state change needs a token
+            for path in ("/healthz", "/v1/status", "/v1/evaluators", "/"):
+                self.assertEqual(sc.get(path).status, 200, path)
+            self.assertIs(sc.get("/v1/status").body["admin"]["token_required"], True)
+            reg = registration(9)
+            for method, path, body in (("POST", "/v1/drain", {}),
+                                       ("POST", "/v1/evaluate", {"source": "1", "mode": "check"}),
+                                       ("PUT", "/v1/evaluators/x", reg),
+                                       ("POST", "/v1/evaluators/x/heartbeat", {}),
+                                       ("DELETE", "/v1/evaluators/x", {})):
+                r = sc.request(method, path, body=body, auth=None)
+                self.assertEqual((r.status, r.code), (401, "unauthorized"), (method, path))
+                self.assertEqual(r.headers.get("www-authenticate"), "Bearer")
+            # the registration token registers but is not the operator's
+            reg_auth = {"Authorization": "Bearer " + values["registration"]}
+            r = sc.request("PUT", "/v1/evaluators/x", body=reg, headers=reg_auth, auth=None)
+            self.assertEqual(r.status, 201, r)
+            for method, path, body in (("POST", "/v1/drain", {}),
+                                       ("POST", "/v1/evaluate", {"source": "1", "mode": "check"})):
+                r = sc.request(method, path, body=body, headers=reg_auth, auth=None)
+                self.assertEqual(r.status, 401, (method, path))
+            adm = {"Authorization": "Bearer " + values["admin"]}
+            r = sc.request("POST", "/v1/evaluate", body={"source": "1", "mode": "check"},
+                           headers=adm, auth=None, timeout=60)
+            self.assertEqual(r.status, 200, r)
+        # a restart reads the same files: the tokens stay valid
+        with Sidecar(dead_server(), tokens=False, db=db) as sc:
+            self.assertIn("admin API token loaded", [r.get("msg") for r in sc.logs()])
+            r = sc.request("POST", "/v1/drain", body={}, auth=None,
+                           headers={"Authorization": "Bearer " + values["admin"]})
+            self.assertEqual(r.status, 202, r)
+
+    def test_insecure_open_admin_is_explicit_and_logged(self):
+        with Sidecar(dead_server(), "--insecure-open-admin") as sc:
+            warn = [r for r in sc.logs() if r.get("level") == "warn"
+                    and "--insecure-open-admin" in r.get("msg", "")]
+            self.assertEqual(len(warn), 1, sc.log_text()[-2000:])
+            self.assertFalse(any(r.get("msg", "").startswith("admin API token")
+                                 for r in sc.logs()))
+            self.assertEqual(sc.request("POST", "/v1/drain", body={}, auth=None).status, 202)
+            self.assertIs(sc.get("/v1/status").body["admin"]["open_admin"], True)
+
+
+class OwnershipTest(unittest.TestCase):
+    """Two evaluators: the victim registers "judge"; the attacker, holding
+    only the registration token every evaluator has, tries to take it."""
+
+    def setUp(self):
+        self.sc = Sidecar(dead_server())
+        self.sc.start()
+        self.victim, self.attacker = serve(), serve()
+        Recorder.hits = []
+
+    def tearDown(self):
+        self.sc.stop()
+        self.sc.tmp.cleanup()
+        for s in (self.victim, self.attacker):
+            s.shutdown()
+            s.server_close()
+
+    def put(self, name, body, secret=None, auth="registration"):
+        h = {SECRET_HEADER: secret} if secret else {}
+        return self.sc.request("PUT", f"/v1/evaluators/{name}", body=body, headers=h, auth=auth)
+
+    def test_takeover_renewal_delete_and_squatting_are_refused(self):
+        r = self.put("judge", registration(self.victim.server_port))
+        self.assertEqual(r.status, 201, r)
+        secret = r.body["registration_secret"]
+        self.assertRegex(secret, r"^[0-9a-f]{64}$")
+        evil = registration(self.attacker.server_port)
+        # takeover: refused, with or without a guessed secret
+        for guess in (None, "0" * 64, secret[:-1]):
+            r = self.put("judge", evil, secret=guess)
+            self.assertEqual((r.status, r.code), (403, "not_owner"), r)
+        self.assertEqual(self.sc.get("/v1/evaluators/judge").body["endpoint"],
+                         f"http://127.0.0.1:{self.victim.server_port}/")
+        # renewing or deleting someone else's name: refused
+        for method, path in (("POST", "/v1/evaluators/judge/heartbeat"),
+                             ("DELETE", "/v1/evaluators/judge")):
+            r = self.sc.request(method, path, body={}, auth="registration")
+            self.assertEqual((r.status, r.code), (403, "not_owner"), (method, r))
+        # squatting the victim's eval key under another name: refused
+        r = self.put("other", evil)
+        self.assertEqual((r.status, r.code), (409, "duplicate_eval_key"), r)
+        # the owner renews and replaces with its secret; the secret is kept
+        r = self.sc.request("POST", "/v1/evaluators/judge/heartbeat", body={},
+                            headers={SECRET_HEADER: secret}, auth="registration")
+        self.assertEqual(r.status, 200, r)
+        r = self.put("judge", registration(self.victim.server_port, ("judge_score", "b")),
+                     secret=secret)
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn("registration_secret", r.body)
+        # the operator (admin token) may replace or delete any registration
+        r = self.put("judge", evil, auth="admin")
+        self.assertEqual(r.status, 200, r)
+        r = self.sc.request("DELETE", "/v1/evaluators/judge", body={}, auth="admin")
+        self.assertEqual(r.status, 200, r)
+
+    def test_expiry_releases_the_name_and_its_keys(self):
+        r = self.put("judge", registration(self.victim.server_port, ttl=1))
+        self.assertEqual(r.status, 201, r)
+        old = r.body["registration_secret"]
+        time.sleep(1.5)
+        # the name and the key are free again, for a new owner with a new secret
+        r = self.put("rival", registration(self.attacker.server_port))
+        self.assertEqual(r.status, 201, r)
+        self.sc.request("DELETE", "/v1/evaluators/rival", body={}, auth="admin")
+        r = self.put("judge", registration(self.attacker.server_port))
+        self.assertEqual(r.status, 201, r)
+        self.assertNotEqual(r.body["registration_secret"], old)
+        r = self.sc.request("POST", "/v1/evaluators/judge/heartbeat", body={},
+                            headers={SECRET_HEADER: old}, auth="registration")
+        self.assertEqual(r.status, 403, r)
+
+
+class LoopbackIsAnAddressTest(unittest.TestCase):
+    def test_server_hostname_tricks_are_refused(self):
+        for url in ("http://127.0.0.1.evil.example:18790", "http://127.evil.example:1",
+                    "http://127.0.0.1@evil.example:1", "http://localhost.evil.example:1",
+                    "http://0x7f000001:1", "http://[::ffff:8.8.8.8]:1"):
+            p = subprocess.run([BIN, "run", "--server", url, "--listen", "127.0.0.1:0",
+                                "--db", "/nonexistent/x.db"],
+                               env=dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN="t"),
+                               capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 2, (url, p.stderr))
+            self.assertIn("https", p.stderr, url)
+
+    def test_endpoint_tricks_and_the_admin_api_are_refused(self):
+        with Sidecar(dead_server()) as sc:
+            bad = ["http://127.1.2.3.4:19001/", "http://127.0.0.1.evil.example:19001/",
+                   "http://localhost.:19001/", "http://127.0.0.1.nip.io:19001/",
+                   f"http://127.0.0.1:{sc.port}/v1/drain", f"http://localhost:{sc.port}/",
+                   f"http://[::1]:{sc.port}/", f"http://127.0.0.2:{sc.port}/"]
+            for i, url in enumerate(bad):
+                body = {"version": "1", "endpoint": url,
+                        "definitions": [{"eval_key": f"k{i}", "eval_version": "1"}]}
+                r = sc.request("PUT", f"/v1/evaluators/e{i}", body=body, auth="registration")
+                self.assertEqual((r.status, r.code), (422, "invalid_registration"), (url, r))
+                self.assertIn("endpoint", r.message, url)
+            for url in ("http://127.0.0.1:19001/", "http://127.3.4.5:19001/",
+                        "http://[::1]:19001/", "http://localhost:19001/"):
+                body = {"version": "1", "endpoint": url,
+                        "definitions": [{"eval_key": "ok", "eval_version": "1"}]}
+                r = sc.request("PUT", "/v1/evaluators/good", body=body, auth="admin")
+                self.assertIn(r.status, (200, 201), (url, r))
+            self.assertIs(sc.get("/v1/status").body["draining"], False)
+
+
+if __name__ == "__main__":
+    unittest.main()
