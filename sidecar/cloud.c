@@ -441,6 +441,14 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         goto done;
     }
     atomic_store(&c->last_contact_ms, time_mono_ms());
+    int ok_status = status >= 200 && status < 300;
+    if (ok_status && r->raw_out != NULL) {
+        /* the caller parses this body itself (a transcript: straight to its
+         * session image); no tree is built here */
+        e->kind = CLOUD_OK;
+        *r->raw_out = strbuf_detach(&x.body, r->raw_len);
+        goto done;
+    }
     json_error_t je;
     json_t *j =
         x.body.len ? json_loadb(x.body.data, x.body.len, JSON_REJECT_DUPLICATES, &je) : NULL;
@@ -483,7 +491,6 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     }
     e->kind = CLOUD_OK;
     *out = j;
-    if (r->raw_out != NULL) *r->raw_out = strbuf_detach(&x.body, r->raw_len);
 done:
     if (h != NULL) {
         /* Drop the references to this call's buffers before pooling it. */

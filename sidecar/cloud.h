@@ -6,6 +6,8 @@
  * that call, never a crash. Thread-safe. */
 #ifndef FPS_CLOUD_H
 #define FPS_CLOUD_H
+#include "common/rcbuf.h"
+
 #include <jansson.h>
 #include <stddef.h>
 
@@ -96,10 +98,15 @@ void cloud_assignments_free(cloud_assignment *a, size_t n);
 int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, char *err,
                                size_t errcap);
 
-/* ---- transcript ---- (validated; new reference in *out; raw, if not NULL,
- * receives the response bytes as well: owned, NUL-terminated, *bytes long) */
-int cloud_transcript(cloud *c, const cloud_assignment *a, json_t **out, size_t *bytes, char **raw,
-                     cloud_error *e);
+/* ---- transcript ---- GET (capped at CLOUD_MAX_TRANSCRIPT, read no
+ * further), parsed once, from its bytes straight to the session image
+ * (simg.h, strict JSON), which is its validation: schema_version "2", string
+ * fields, event shapes, event_count == len(events); then its
+ * session_revision_id must be the assignment's. On success *raw holds the
+ * bytes as received (one reference, for local dispatch and the recent ring)
+ * and *simg / *simg_len the image (owned, with the assignment's id). */
+int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **simg,
+                     size_t *simg_len, cloud_error *e);
 
 /* ---- definitions ---- (validated array of definitions, new reference) */
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);
@@ -157,10 +164,12 @@ typedef struct {
     long long lease_generation; /* > 0 adds the worker-id and lease headers */
     int allow_no_version;       /* transcript: no protocol_version field */
     const char *name;           /* call name for metrics (register, claim, ...) */
-    char **raw_out;             /* if set: on success, the response body (owned, NUL-ended) */
+    char **raw_out;             /* if set: a 2xx body is not parsed; on success it lands
+                                   here (owned, NUL-ended) and *out stays NULL */
     size_t *raw_len;            /* its length (with raw_out) */
 } cloud_req;
-/* Performs the call; on CLOUD_OK *out is the parsed JSON object. */
+/* Performs the call; on CLOUD_OK *out is the parsed JSON object (or, with
+ * raw_out, the body's bytes are in *raw_out). */
 int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);
 /* Builds base + path (path formatted with one %s for an escaped id). */
 char *cloud_url(cloud *c, const char *path_fmt, const char *id);

@@ -155,11 +155,10 @@ typedef struct {
     const char *result_kind; /* primary result kind; NULL: as registered */
     double timeout_s;        /* the run's or descriptor's timeout; <= 0: the
                                 registered one, else LOCAL_DEFAULT_TIMEOUT_S */
-    /* The transcript, as the raw JSON object text received from the server
-     * (sent as is, no re-serialization), or, when raw is NULL, a json_t. */
-    const char *transcript_raw;
+    /* The transcript: the JSON object's bytes as received from the server
+     * (borrowed; sent as they are, never re-serialized). */
+    const char *transcript;
     size_t transcript_len;
-    const json_t *transcript;
     atomic_int *cancel; /* borrowed; may be NULL; non-zero aborts   */
 } local_dispatch_request;
 

@@ -474,7 +474,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     double timeout = req->timeout_s;
     int64_t t0 = time_mono_ms();
     int64_t deadline = 0;
-    char *endpoint = NULL, *name = NULL, *kind = NULL, *transcript_text = NULL;
+    char *endpoint = NULL, *name = NULL, *kind = NULL;
     CURL *h = NULL;
     struct curl_slist *hdrs = NULL, *pin = NULL;
     secret *key = NULL;
@@ -529,14 +529,10 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     strbuf_puts(&body, ",\"eval_version\":");
     strbuf_json_str(&body, req->eval_version ? req->eval_version : "");
     strbuf_printf(&body, ",\"timeout_seconds\":%.17g,\"transcript\":", timeout);
-    if (req->transcript_raw != NULL) {
-        strbuf_put(&body, req->transcript_raw, req->transcript_len);
-    } else if (req->transcript != NULL) {
-        transcript_text = json_dumps(req->transcript, JSON_COMPACT);
-        strbuf_puts(&body, transcript_text ? transcript_text : "null");
-    } else {
+    if (req->transcript != NULL)
+        strbuf_put(&body, req->transcript, req->transcript_len);
+    else
         strbuf_puts(&body, "null");
-    }
     strbuf_putc(&body, '}');
 
     h = curl_easy_init();
@@ -668,7 +664,6 @@ done:
     secret_free(key);
     strbuf_free(&body);
     strbuf_free(&x.body);
-    free(transcript_text);
     free(endpoint);
     free(name);
     free(kind);

@@ -519,7 +519,7 @@ void worker_free(worker *w)
         free(x);
     }
     for (int k = 0; k < 16; k++)
-        free(w->recent[k].raw);
+        rcbuf_release(w->recent[k].raw);
     json_decref(w->catalog);
     json_decref(w->disabled);
     cloud_free(w->cloud);
@@ -582,39 +582,45 @@ size_t worker_counters(worker *w, const char **names, long long *values, size_t 
 
 #define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
 
-void worker_remember_transcript(worker *w, const char *assignment_id, char *raw, size_t bytes)
+void worker_remember_transcript(worker *w, const char *assignment_id, rcbuf *raw)
 {
     if (raw == NULL) return;
+    rcbuf *old[16];
+    int nold = 0;
     pthread_mutex_lock(&w->mu);
     int i = w->recent_next;
     w->recent_next = (i + 1) % 16;
-    free(w->recent[i].raw);
+    old[nold++] = w->recent[i].raw;
     snprintf(w->recent[i].id, sizeof w->recent[i].id, "%s", assignment_id);
-    w->recent[i].raw = raw;
-    w->recent[i].bytes = bytes;
+    w->recent[i].raw = rcbuf_ref(raw);
     /* Bound the total: evict the oldest others while over budget. */
     size_t total = 0;
     for (int k = 0; k < 16; k++)
-        total += w->recent[k].raw ? w->recent[k].bytes : 0;
+        total += w->recent[k].raw ? rcbuf_len(w->recent[k].raw) : 0;
     for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
         int j = (i + k) % 16;
         if (w->recent[j].raw == NULL) continue;
-        total -= w->recent[j].bytes;
-        free(w->recent[j].raw);
+        total -= rcbuf_len(w->recent[j].raw);
+        old[nold++] = w->recent[j].raw;
         w->recent[j].raw = NULL;
     }
     pthread_mutex_unlock(&w->mu);
+    for (int k = 0; k < nold; k++) /* freed outside the lock (up to 25 MiB each) */
+        rcbuf_release(old[k]);
 }
 
 json_t *worker_recent_transcript(worker *w, const char *assignment_id)
 {
-    json_t *t = NULL;
+    rcbuf *raw = NULL;
     if (w == NULL || assignment_id == NULL) return NULL;
     pthread_mutex_lock(&w->mu);
-    for (int k = 0; k < 16 && t == NULL; k++)
+    for (int k = 0; k < 16 && raw == NULL; k++)
         if (w->recent[k].raw && !strcmp(w->recent[k].id, assignment_id))
-            t = json_loadb(w->recent[k].raw, w->recent[k].bytes, JSON_REJECT_DUPLICATES, NULL);
+            raw = rcbuf_ref(w->recent[k].raw);
     pthread_mutex_unlock(&w->mu);
+    if (raw == NULL) return NULL;
+    json_t *t = json_loadb(rcbuf_data(raw), rcbuf_len(raw), JSON_REJECT_DUPLICATES, NULL);
+    rcbuf_release(raw);
     return t;
 }
 

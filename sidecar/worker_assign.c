@@ -67,34 +67,21 @@ static json_t *local_definitions(worker *w)
     return out;
 }
 
-sbx_image *worker_image(actx *x, sbx_image **img, const json_t *transcript, int *failed)
-{
-    char err[256];
-    if (*img == NULL && !*failed) {
-        *img = sbx_image_new(transcript, x->a.assignment_id, err, sizeof err);
-        if (*img == NULL) {
-            *failed = 1;
-            worker_fail_assignment(x, "transcript_invalid", err, NULL);
-        }
-    }
-    return *img;
-}
-
 void worker_process(worker *w, actx *x)
 {
     cloud_error e;
-    json_t *transcript = NULL, *defs = NULL;
+    json_t *defs = NULL;
+    rcbuf *transcript = NULL; /* the bytes as received */
     sbx_image *img = NULL;
-    int img_failed = 0;
     wselection s = {json_array(), json_array()};
     cloud_plan plan;
     memset(&plan, 0, sizeof plan);
     char err[512];
 
     int64_t tm[8] = {worker_mono_us()};
-    size_t tbytes = 0;
-    char *raw = NULL;
-    if (cloud_transcript(w->cloud, &x->a, &transcript, &tbytes, &raw, &e) != 0) {
+    void *simg = NULL;
+    size_t simg_len = 0;
+    if (cloud_transcript(w->cloud, &x->a, &transcript, &simg, &simg_len, &e) != 0) {
         if (!strcmp(e.code, "transcript_too_large")) {
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
@@ -109,7 +96,13 @@ void worker_process(worker *w, actx *x)
         }
         goto done;
     }
-    worker_remember_transcript(w, x->a.assignment_id, raw, tbytes);
+    worker_remember_transcript(w, x->a.assignment_id, transcript);
+    /* one image per assignment, shared by its conditions and managed runs */
+    img = sbx_image_adopt(simg, simg_len, err, sizeof err);
+    if (img == NULL) {
+        worker_fail_assignment(x, "sandbox_error", err, NULL);
+        goto done;
+    }
     tm[1] = worker_mono_us();
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(w->cloud, &x->a, &defs, &e) != 0) {
@@ -120,7 +113,7 @@ void worker_process(worker *w, actx *x)
         defs = local_definitions(w);
     }
     tm[2] = worker_mono_us();
-    if (worker_conditions(x, defs, transcript, &img, &img_failed, &s) != 0) goto done;
+    if (worker_conditions(x, defs, img, &s) != 0) goto done;
     tm[3] = worker_mono_us();
     if (cloud_plan_submit(w->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
         call_failed(x, "plan", &e);
@@ -150,10 +143,6 @@ void worker_process(worker *w, actx *x)
         worker_fail_assignment(x, "source_checksum_mismatch", err, NULL);
         goto done;
     }
-    int need_img = 0;
-    for (size_t i = 0; i < x->nruns; i++)
-        need_img |= !strcmp(cloud_jstr(x->runs[i].run, "execution_mode"), "python");
-    if (need_img && worker_image(x, &img, transcript, &img_failed) == NULL) goto done;
     ws_runs_started(w, x);
     worker_hb_add(w, x);
     tm[5] = worker_mono_us();
@@ -178,9 +167,9 @@ void worker_process(worker *w, actx *x)
                  LOG_I("runs", (long long)x->nruns));
     }
 done:
-    if (img) sbx_image_release(img);
+    sbx_image_release(img);
     cloud_plan_free(&plan);
-    json_decref(transcript);
+    rcbuf_release(transcript);
     json_decref(defs);
     json_decref(s.selected);
     json_decref(s.skipped);

@@ -36,8 +36,7 @@ static void skip(wselection *s, const json_t *d, const char *reason, worker *w)
     metrics_inc(METRIC_CONDITIONS, "outcome", "skipped", "reason", reason);
 }
 
-int worker_conditions(actx *x, const json_t *defs, const json_t *transcript, sbx_image **img,
-                      int *img_failed, wselection *s)
+int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s)
 {
     worker *w = x->w;
     /* The claim-time lease, minus the margin, bounds the whole phase. */
@@ -84,14 +83,13 @@ int worker_conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
             t = remaining;
             limited = 1;
         }
-        if (worker_image(x, img, transcript, img_failed) == NULL) return -1;
         const char *reason = NULL; /* NULL = selected */
         char rbuf[136];
         if (has_local_cond) {
             local_condition_outcome lo;
             memset(&lo, 0, sizeof lo);
             int64_t t0 = time_mono_ms();
-            local_condition(w->local, w->pool, key, ver, *img, t, &x->cancel_conditions, &lo);
+            local_condition(w->local, w->pool, key, ver, img, t, &x->cancel_conditions, &lo);
             if (!lo.applicable) {
                 snprintf(rbuf, sizeof rbuf, "%s",
                          lo.reason_code[0] ? lo.reason_code : "condition_error");
@@ -106,7 +104,7 @@ int worker_conditions(actx *x, const json_t *defs, const json_t *transcript, sbx
                               .source_len = strlen(cond),
                               .eval_key = key,
                               .timeout_s = t,
-                              .image = *img,
+                              .image = img,
                               .cancel = &x->cancel_conditions};
             sbx_outcome out;
             memset(&out, 0, sizeof out);

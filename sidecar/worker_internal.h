@@ -68,12 +68,12 @@ typedef struct actx {
      * thread waits (under w->mu, on w->run_cv) until runs_left == 0 and no
      * helper holds it. */
     atomic_size_t next_run;
-    size_t runs_left;         /* under w->mu: runs not yet finished */
-    int helpers;              /* under w->mu: helpers working on it */
-    int help_queued;          /* under w->mu: help requests in w->help queue */
-    struct actx *help_next;   /* help queue link */
-    const json_t *transcript; /* borrowed while its runs execute */
-    struct sbx_image *img;    /* borrowed while its runs execute */
+    size_t runs_left;        /* under w->mu: runs not yet finished */
+    int helpers;             /* under w->mu: helpers working on it */
+    int help_queued;         /* under w->mu: help requests in w->help queue */
+    struct actx *help_next;  /* help queue link */
+    const rcbuf *transcript; /* borrowed while its runs execute: the bytes as received */
+    struct sbx_image *img;   /* borrowed while its runs execute */
     /* step timings (microseconds; logged at debug level per assignment) */
     atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
 } actx;
@@ -132,8 +132,7 @@ struct worker {
     /* recent transcripts (under mu): ring for the admin playground */
     struct {
         char id[128];
-        char *raw; /* the transcript as received (owned; parsed on demand) */
-        size_t bytes;
+        rcbuf *raw; /* the transcript as received (one reference; parsed on demand) */
     } recent[16];
     int recent_next;
     /* idle memory trim (under mu): the last claim was empty; trimmed since */
@@ -201,10 +200,9 @@ void ws_recover(struct worker *w);
 /* The worker id stored by a previous run (NULL if none); malloc'd. */
 char *ws_stored_worker_id(struct store *st);
 
-/* Keeps a transcript's bytes in the recent ring (takes ownership of raw;
- * kept as text, about 5x smaller than the parsed tree: idle RSS). */
-void worker_remember_transcript(struct worker *w, const char *assignment_id, char *raw,
-                                size_t bytes);
+/* Keeps a reference to a transcript's bytes in the recent ring (kept as
+ * received, about 5x smaller than a parsed tree: idle RSS). */
+void worker_remember_transcript(struct worker *w, const char *assignment_id, rcbuf *raw);
 
 /* Microseconds on the monotonic clock (step timings). */
 static inline int64_t worker_mono_us(void)
@@ -219,11 +217,6 @@ void worker_process(struct worker *w, actx *x);
 /* worker_assign.c: ends the assignment locally with an error (logged,
  * counted, recorded); e may be NULL. */
 void worker_fail_assignment(actx *x, const char *code, const char *msg, const cloud_error *e);
-/* worker_assign.c: the assignment's session image, built on first use
- * (*img owned by the caller); NULL (and the assignment failed, *failed
- * set) if the transcript cannot be built into one. */
-struct sbx_image *worker_image(actx *x, struct sbx_image **img, const json_t *transcript,
-                               int *failed);
 
 /* worker_conditions.c: the condition phase (SPEC §2 step 4). */
 typedef struct {
@@ -231,12 +224,11 @@ typedef struct {
 } wselection;
 /* Evaluates every definition's condition within the claim-time lease.
  * Returns 0, or -1 if the assignment must end (cancelled or failed). */
-int worker_conditions(actx *x, const json_t *defs, const json_t *transcript, struct sbx_image **img,
-                      int *img_failed, wselection *s);
+int worker_conditions(actx *x, const json_t *defs, struct sbx_image *img, wselection *s);
 
 /* worker_runs.c: runs x->runs in parallel (the assignment's thread plus
  * run-pool helpers) to their results; returns when every run has ended. */
-void worker_execute_runs(actx *x, const json_t *transcript, struct sbx_image *img);
+void worker_execute_runs(actx *x, const rcbuf *transcript, struct sbx_image *img);
 /* worker_runs.c: a run-pool thread (helps assignments run their runs). */
 void *worker_run_main(void *arg);
 /* worker_hb.c */

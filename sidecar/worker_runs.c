@@ -130,7 +130,7 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
     sbx_outcome_free(&out);
 }
 
-static void run_local(actx *x, wrun *r, const json_t *transcript, run_outcome *o)
+static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
 {
     worker *w = x->w;
     if (w->local == NULL) {
@@ -144,7 +144,8 @@ static void run_local(actx *x, wrun *r, const json_t *transcript, run_outcome *o
                                  .eval_version = cloud_jstr(r->def, "eval_version"),
                                  .result_kind = cloud_jstr(r->def, "result_kind"),
                                  .timeout_s = t,
-                                 .transcript = transcript,
+                                 .transcript = rcbuf_data(transcript),
+                                 .transcript_len = rcbuf_len(transcript),
                                  .cancel = &r->cancel};
     local_dispatch_result res;
     memset(&res, 0, sizeof res);
@@ -387,7 +388,7 @@ void *worker_run_main(void *arg)
 /* Runs the assignment's runs in parallel: this thread plus up to
  * (runs - 1) run-pool helpers (the sandbox pool bounds how many
  * evaluations really run at once); returns when every run has ended. */
-void worker_execute_runs(actx *x, const json_t *transcript, sbx_image *img)
+void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
 {
     worker *w = x->w;
     x->transcript = transcript;

@@ -1018,17 +1018,16 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     }
     simg_str fields[SF__COUNT];
     for (int k = 0; k < SF__COUNT; k++) {
-        if (k == SF_ASSIGNMENT_ID && assignment_id) {
-            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
-            if (b.oom) goto oom;
-            continue;
-        }
         const simg_node *f = obj_get(&b, NODE(&b, root), g_field_names[k]);
         if (!f || f->tag != SN_STR) {
             snprintf(err, errcap, "%s must be a string", g_field_names[k]);
             goto fail;
         }
         fields[k] = node_str(f);
+        if (k == SF_ASSIGNMENT_ID && assignment_id) { /* checked above, then overridden */
+            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
+            if (b.oom) goto oom;
+        }
     }
     /* event records (the pointers above may move: re-derive after reserve) */
     size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));

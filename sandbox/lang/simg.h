@@ -10,9 +10,9 @@
 
 /* Builds the image of a transcript (a JSON object as the protocol's
  * transcript_response; `assignment_id` overrides the transcript's own when
- * not NULL). On success returns 0 and sets *out (malloc'd, caller frees) and
- * *out_len. On a transcript that is not the expected shape returns -1 with a
- * precise message in err. */
+ * not NULL; simg_build_text still requires the transcript's to be a string). On success returns 0
+ * and sets *out (malloc'd, caller frees) and *out_len. On a transcript that is not the expected
+ * shape returns -1 with a precise message in err. */
 int simg_build(const json_t *transcript, const char *assignment_id, void **out, size_t *out_len,
                char *err, size_t errcap);
 

@@ -148,6 +148,41 @@ class FailClosed(Base):
                         sc.raw_log()[-3000:])
         self.assertTrue(sc.alive())
 
+    def test_transcript_that_breaks_the_contract_fails_its_assignment(self):
+        # The transcript is parsed once, strictly, from its bytes: a duplicate
+        # key, NaN, or another session revision is a protocol error for that
+        # assignment, which runs nothing; the worker goes on.
+        def tampered(edit):
+            def body(cloud, path):
+                a = cloud.assignments[path.split("/")[-2]]
+                _, t = cloud.dispatch("GET", path, None,
+                                      {"X-FailproofAI-Lease-Generation": str(a["generation"])})
+                return edit(json.dumps(t)).encode()
+            return body
+
+        edits = [
+            (lambda t: t.replace('"payload": {', '"payload": {"k": 1, "k": 2, ', 1),
+             "duplicate object key"),
+            (lambda t: t.replace('"payload": {', '"payload": {"x": NaN, ', 1),
+             "NaN and Infinity are not JSON"),
+            (lambda t: t.replace('"session_revision_id": "', '"session_revision_id": "other-', 1),
+             "session_revision_id does not match the assignment"),
+        ]
+        cloud = FakeCloud([managed("good", SCORE)], sessions=0).start()
+        self.cloud = cloud
+        for edit, _ in edits:
+            cloud.script("transcript", 200, tampered(edit))
+        self.sidecar = sc = Sidecar(cloud.url)
+        for _ in edits:
+            cloud.add_session()
+        for _, why in edits:
+            self.assertTrue(sc.wait_log(lambda l: l.get("msg") == "assignment failed" and
+                                        l.get("code") == "protocol_error" and
+                                        why in l.get("error", "")), (why, sc.raw_log()[-3000:]))
+        self.assertEqual(cloud.commits, 0)
+        cloud.add_session()  # an intact transcript still gets its run
+        self.assertTrue(cloud.wait(lambda c: c.commits >= 1, 30), sc.raw_log()[-3000:])
+
     def test_catalog_mismatch_reregisters(self):
         cloud = FakeCloud([managed("good", SCORE)], sessions=0).start()
         self.cloud = cloud
