@@ -177,7 +177,8 @@ typedef struct {
     const char *run_id, *status;
     double started, finished;
     long long duration_ms;
-    json_t *summary, *results; /* owned by the caller */
+    json_t *summary; /* owned by the caller */
+    char *results;   /* owned by the caller: the results array, canonical JSON text */
     char error_code[64];
     char *error_message; /* owned, may be NULL */
     char submission_id[37];

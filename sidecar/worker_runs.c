@@ -5,6 +5,7 @@
  * results of concurrent runs (group commit), then handed to the outbox. */
 #include "sidecar/worker_internal.h"
 
+#include "common/canonjson.h"
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/timeutil.h"
@@ -168,31 +169,53 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
     local_dispatch_result_free(&res);
 }
 
-/* Serializes the result body once. */
+/* Serializes the result once, as canonical JSON (common/canonjson: sorted
+ * keys, floats as CPython's repr, so an evaluator's 0.1 stays 0.1): *results
+ * receives the results array's text (what the store keeps), and the body
+ * every (re)submission sends holds those same bytes. NULL on failure. */
 static char *result_body(actx *x, const run_outcome *o, const char *submission_id, double started,
-                         double finished, long long duration_ms, size_t *len)
+                         double finished, long long duration_ms, size_t *len, char **results)
 {
-    char s1[40], s2[40];
-    json_t *b = json_object();
-    json_object_set_new(b, "protocol_version", json_string("2"));
-    json_object_set_new(b, "result_schema_version", json_string("2"));
-    json_object_set_new(b, "submission_id", json_string(submission_id));
-    json_object_set_new(b, "worker_id", json_string(x->w->worker_id));
-    json_object_set_new(b, "lease_generation", json_integer(x->a.lease_generation));
-    json_object_set_new(b, "status", json_string(o->status));
-    json_object_set_new(b, "started_at", json_string(time_rfc3339(started, s1, sizeof s1)));
-    json_object_set_new(b, "finished_at", json_string(time_rfc3339(finished, s2, sizeof s2)));
-    json_object_set_new(b, "duration_ms", json_integer(duration_ms));
-    json_object_set(b, "summary", o->summary ? o->summary : json_null());
-    json_object_set(b, "results", o->results);
-    json_object_set_new(b, "error_code",
-                        o->error_code[0] ? json_string(o->error_code) : json_null());
-    json_object_set_new(b, "error_message",
-                        o->error_message[0] ? json_string(o->error_message) : json_null());
-    char *text = json_dumps(b, JSON_COMPACT | JSON_REAL_PRECISION(17));
-    json_decref(b);
-    *len = text ? strlen(text) : 0;
-    return text;
+    char ts[40];
+    strbuf rs, b;
+    strbuf_init(&rs);
+    strbuf_init(&b);
+    *results = NULL;
+    if (canonjson_append(&rs, o->results) != 0) goto fail;
+    strbuf_printf(&b, "{\"duration_ms\":%lld,\"error_code\":", duration_ms);
+    if (o->error_code[0])
+        strbuf_json_str(&b, o->error_code);
+    else
+        strbuf_puts(&b, "null");
+    strbuf_puts(&b, ",\"error_message\":");
+    if (o->error_message[0])
+        strbuf_json_str(&b, o->error_message);
+    else
+        strbuf_puts(&b, "null");
+    strbuf_puts(&b, ",\"finished_at\":");
+    strbuf_json_str(&b, time_rfc3339(finished, ts, sizeof ts));
+    strbuf_printf(&b,
+                  ",\"lease_generation\":%lld,\"protocol_version\":\"2\","
+                  "\"result_schema_version\":\"2\",\"results\":",
+                  x->a.lease_generation);
+    strbuf_put(&b, rs.data, rs.len);
+    strbuf_puts(&b, ",\"started_at\":");
+    strbuf_json_str(&b, time_rfc3339(started, ts, sizeof ts));
+    strbuf_puts(&b, ",\"status\":");
+    strbuf_json_str(&b, o->status);
+    strbuf_puts(&b, ",\"submission_id\":");
+    strbuf_json_str(&b, submission_id);
+    strbuf_puts(&b, ",\"summary\":");
+    if (canonjson_append(&b, o->summary ? o->summary : json_null()) != 0) goto fail;
+    strbuf_puts(&b, ",\"worker_id\":");
+    strbuf_json_str(&b, x->w->worker_id);
+    strbuf_putc(&b, '}');
+    *results = strbuf_detach(&rs, NULL);
+    return strbuf_detach(&b, len);
+fail:
+    strbuf_free(&rs);
+    strbuf_free(&b);
+    return NULL;
 }
 
 /* Makes a batch of finished results durable (one transaction, one fsync),
@@ -231,7 +254,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
                        pend[i].body, pend[i].len);
         else
             free(pend[i].body);
-        json_decref(pend[i].results);
+        free(pend[i].results);
         json_decref(pend[i].summary);
         free(pend[i].error_message);
     }
@@ -308,12 +331,12 @@ static void do_run(actx *x, size_t i)
     ids_uuid(p.submission_id);
     /* Serialized once: these bytes are stored and every (re)submission
      * sends them unchanged. */
-    p.body = result_body(x, &o, p.submission_id, started, finished, dur, &p.len);
+    p.body = result_body(x, &o, p.submission_id, started, finished, dur, &p.len, &p.results);
+    json_decref(o.results);
     log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
               LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
               LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
     if (p.body == NULL) {
-        json_decref(o.results);
         json_decref(o.summary);
         return;
     }
@@ -322,7 +345,6 @@ static void do_run(actx *x, size_t i)
     p.started = started;
     p.finished = finished;
     p.duration_ms = dur;
-    p.results = o.results;
     p.summary = o.summary;
     snprintf(p.error_code, sizeof p.error_code, "%s", o.error_code);
     p.error_message = o.error_message[0] ? strdup(o.error_message) : NULL;

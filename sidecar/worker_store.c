@@ -132,27 +132,19 @@ typedef struct ws_commit {
     struct ws_commit *next;
 } ws_commit;
 
-/* Fills sr[0..n) from a caller's results (rj[] receives owned JSON text). */
-static void fill_results(worker *w, const ws_commit *c, store_run_result *sr, char **rj)
+/* Fills sr[0..n) from a caller's results (borrowing their text). */
+static void fill_results(worker *w, const ws_commit *c, store_run_result *sr)
 {
     for (size_t i = 0; i < c->n; i++) {
         const ws_result *r = &c->r[i];
-        rj[i] = json_dumps(r->results, JSON_COMPACT);
-        sr[i] =
-            (store_run_result){r->run_id,
-                               r->status,
-                               r->started,
-                               r->finished,
-                               r->duration_ms,
-                               json_is_string(r->summary) ? json_string_value(r->summary) : NULL,
-                               rj[i],
-                               r->error_code[0] ? r->error_code : NULL,
-                               r->error_message,
-                               r->submission_id,
-                               w->worker_id,
-                               c->x->a.lease_generation,
-                               r->body,
-                               r->len};
+        sr[i] = (store_run_result){
+            r->run_id,        r->status,
+            r->started,       r->finished,
+            r->duration_ms,   json_is_string(r->summary) ? json_string_value(r->summary) : NULL,
+            r->results,       r->error_code[0] ? r->error_code : NULL,
+            r->error_message, r->submission_id,
+            w->worker_id,     c->x->a.lease_generation,
+            r->body,          r->len};
     }
 }
 
@@ -166,17 +158,13 @@ static int commit_group(worker *w, ws_commit *head, ws_commit *stop, uint64_t *t
         n += c->n;
     if (n == 0) return 0;
     store_run_result *sr = calloc(n, sizeof *sr);
-    char **rj = calloc(n, sizeof *rj);
     size_t k = 0;
     for (ws_commit *c = head; c != stop; c = c->next) {
-        fill_results(w, c, sr + k, rj + k);
+        fill_results(w, c, sr + k);
         k += c->n;
     }
     store_err e;
     int rc = store_runs_finished_async(w->store, sr, n, ticket, &e);
-    for (size_t i = 0; i < n; i++)
-        free(rj[i]);
-    free(rj);
     free(sr);
     if (rc < 0) {
         /* Not stored: must not be submitted (SPEC §3). */

@@ -70,6 +70,7 @@ class FakeCloud:
         self.registers = []
         self.requests = []  # (method, path, headers dict)
         self.scripts = {}  # route -> list of responses (status, headers, body bytes)
+        self.result_bodies = []  # every result submission's bytes, as received
         self.plans = []
         self.heartbeats = []
         self.tools = tools
@@ -140,9 +141,11 @@ class FakeCloud:
             def handle_any(self, method):
                 body = self._body()
                 path = self.path
+                route = cloud.route_name(path)
                 with cloud.lock:
                     cloud.requests.append((method, path, dict(self.headers.items())))
-                route = cloud.route_name(path)
+                    if route == "result":
+                        cloud.result_bodies.append(body)
                 with cloud.lock:
                     script = cloud.scripts.get(route)
                     scripted = script.pop(0) if script else None

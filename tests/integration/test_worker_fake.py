@@ -93,6 +93,26 @@ class HappyPath(Base):
         self.assertTrue(any(l.get("msg", "").startswith("drained") for l in sc.lines()))
 
 
+class ResultBytes(Base):
+    def test_result_is_canonical_json_with_shortest_floats(self):
+        # The body is serialized once, as canonical JSON: sorted keys, no
+        # spaces, floats as CPython's repr (0.1 stays 0.1, not
+        # 0.10000000000000001), and retries resend the same bytes.
+        src = ("EvalResult(score=Score(0.1), metrics={'third': Metric(1 / 3), "
+               "'big': Metric(1e22)}, summary='caf\u00e9 \u2713')")
+        cloud, sc = self.start([managed("tenth", src)], sessions=1)
+        self.assertTrue(cloud.wait(self.all_done, 30), sc.raw_log()[-3000:])
+        body = cloud.result_bodies[0]
+        obj = json.loads(body)
+        self.assertEqual(obj["status"], "succeeded", obj)
+        canon = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        self.assertEqual(body.decode("utf-8"), canon)
+        self.assertIn(b'"numeric_value":0.1,', body)
+        self.assertIn(b'"numeric_value":0.3333333333333333,', body)
+        self.assertIn(b'"numeric_value":1e+22,', body)
+        self.assertIn('"summary":"café ✓"'.encode(), body)
+
+
 class Conditions(Base):
     def test_disabled_and_condition_outcomes(self):
         defs = [managed("off", SCORE), managed("on", SCORE),
