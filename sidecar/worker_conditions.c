@@ -75,9 +75,7 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
             skip(s, d, "lease_exhausted", w);
             continue;
         }
-        double t = cloud_jtimeout(d);
-        if (t <= 0) t = 30;
-        if (t > 60) t = 60;
+        double t = sbx_clamp_timeout(cloud_jtimeout(d));
         int limited = 0;
         if (remaining < t) {
             t = remaining;

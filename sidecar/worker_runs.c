@@ -67,66 +67,40 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
     const char *src = cloud_jstr(r->run, "evaluator_source");
     double t = cloud_jtimeout(r->run);
     if (t <= 0) t = cloud_jtimeout(r->def);
-    if (t <= 0) t = 30;
-    if (t > 60) t = 60;
     sbx_request rq = {.kind = LANG_EVALUATOR,
                       .source = src,
                       .source_len = strlen(src),
                       .eval_key = cloud_jstr(r->def, "eval_key"),
-                      .timeout_s = t,
+                      .timeout_s = t, /* the jail clamps it (sbx_clamp_timeout) */
                       .image = img,
                       .cancel = &r->cancel};
     sbx_outcome out;
     memset(&out, 0, sizeof out);
     sbx_eval(x->w->pool, &rq, &out);
-    switch (out.status) {
-    case SBX_OK: {
-        const json_t *j = out.json;
-        if (json_is_true(json_object_get(j, "ok"))) {
-            json_t *res = json_object_get(j, "results");
-            if (!json_is_array(res) || json_array_size(res) > 25 ||
-                !primary_present(res, cloud_jstr(r->def, "eval_key"),
-                                 cloud_jstr(r->def, "result_kind"))) {
-                outcome_fail(o, "failed", "eval_error", "%s",
-                             "evaluation result does not contain its declared primary result");
-                break;
-            }
+    const json_t *j = out.json;
+    if (out.status == SBX_OK && json_is_true(json_object_get(j, "ok"))) {
+        json_t *res = json_object_get(j, "results");
+        if (!json_is_array(res) || json_array_size(res) > 25 ||
+            !primary_present(res, cloud_jstr(r->def, "eval_key"),
+                             cloud_jstr(r->def, "result_kind"))) {
+            outcome_fail(o, "failed", "eval_error", "%s",
+                         "evaluation result does not contain its declared primary result");
+        } else {
             o->status = "succeeded";
             json_decref(o->results);
             o->results = json_incref(res);
             json_t *sm = json_object_get(j, "summary");
             json_decref(o->summary);
             o->summary = json_is_string(sm) ? json_incref(sm) : json_null();
-            break;
         }
-        const char *stage = cloud_jstr(j, "stage");
-        if (stage && !strcmp(stage, "compile")) {
-            const char *m = cloud_jstr(j, "message");
-            outcome_fail(o, "failed", "eval_error", "evaluator source rejected: %s",
-                         m && *m ? m : "rejected by the sandbox validator");
-        } else if (stage && !strcmp(stage, "limit")) {
-            outcome_fail(o, "timed_out", "eval_timeout", "%s",
-                         "evaluation exceeded its configured timeout");
-        } else {
-            const char *et = cloud_jstr(j, "error_type");
-            outcome_fail(o, "failed", "eval_error", "evaluation raised %s", et ? et : "Exception");
-        }
-        break;
-    }
-    case SBX_TIMEOUT:
-        outcome_fail(o, "timed_out", "eval_timeout", "%s",
-                     "evaluation exceeded its configured timeout");
-        break;
-    case SBX_OUTPUT:
-        outcome_fail(o, "failed", "eval_error", "%s", "evaluation output exceeded its limit");
-        break;
-    case SBX_CANCELLED:
-        o->status = "cancelled";
-        break;
-    case SBX_JAIL_FAILURE:
-    default:
-        outcome_fail(o, "failed", "sandbox_error", "sandbox failure: %s", out.detail);
-        break;
+    } else {
+        const char *status, *code;
+        char msg[512];
+        sbx_outcome_to_run(&out, &status, &code, msg, sizeof msg);
+        if (!strcmp(status, "cancelled"))
+            o->status = status;
+        else
+            outcome_fail(o, status, code, "%s", msg);
     }
     sbx_outcome_free(&out);
 }

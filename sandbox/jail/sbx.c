@@ -1181,7 +1181,7 @@ void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char 
         const char *stage = json_string_value(json_object_get(o, "stage"));
         if (stage != NULL && !strcmp(stage, "compile")) {
             const char *m = json_string_value(json_object_get(o, "message"));
-            snprintf(msg, msgcap, "evaluator source rejected: %s", m ? m : "invalid source");
+            snprintf(msg, msgcap, "evaluator source rejected: %s", m && *m ? m : "invalid source");
         } else if (stage != NULL && !strcmp(stage, "runtime")) {
             const char *t = json_string_value(json_object_get(o, "error_type"));
             snprintf(msg, msgcap, "evaluation raised %s", t ? t : "Exception");
