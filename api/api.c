@@ -123,29 +123,68 @@ const char *api_query(const api_req *rq, const char *name)
     return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
 }
 
-json_t *api_body_object(const api_req *rq, api_resp *rs)
+json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve, const char **at,
+                              size_t *len)
 {
+    char err[160];
+    char *rest = NULL; /* owned: the body with the carved value read as null */
+    const char *text = rq->body;
+    size_t n = rq->body_len;
+    json_t *v = NULL;
+    if (at) *at = NULL;
+    if (len) *len = 0;
     if (rq->body == NULL || rq->body_len == 0) {
         api_error(rs, 400, "invalid_json", "the request body must be a JSON object");
         return NULL;
     }
+    const char *cat = NULL;
+    size_t clen = 0;
+    if (api_json_scan(rq->body, rq->body_len, carve, &cat, &clen, err, sizeof err) != 0) {
+        int budget = strstr(err, "too many") != NULL || strstr(err, "too deeply") != NULL;
+        api_error(rs, budget ? 413 : 400, budget ? "body_too_complex" : "invalid_json",
+                  "%s (at most %d levels and %d values outside a transcript)", err,
+                  API_JSON_MAX_DEPTH, API_JSON_MAX_VALUES);
+        return NULL;
+    }
+    if (cat != NULL) {
+        size_t head = (size_t)(cat - rq->body), tail = rq->body_len - head - clen;
+        rest = malloc(head + 4 + tail);
+        if (rest == NULL) {
+            api_error(rs, 503, "server_busy", "out of memory");
+            return NULL;
+        }
+        memcpy(rest, rq->body, head);
+        memcpy(rest + head, "null", 4);
+        memcpy(rest + head + 4, cat + clen, tail);
+        text = rest;
+        n = head + 4 + tail;
+        if (at) *at = cat;
+        if (len) *len = clen;
+    }
     json_error_t jerr;
-    json_t *v = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    v = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
     if (v == NULL) {
         api_error(rs, 400, "invalid_json",
                   "request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                   jerr.column);
-        return NULL;
-    }
-    if (!json_is_object(v)) {
+    } else if (!json_is_object(v)) {
         json_decref(v);
+        v = NULL;
         api_error(rs, 400, "invalid_json", "the request body must be a JSON object");
-        return NULL;
     }
+    free(rest);
+    if (v == NULL && at) *at = NULL;
     return v;
 }
 
+json_t *api_body_object(const api_req *rq, api_resp *rs)
+{
+    return api_body_object_carve(rq, rs, NULL, NULL, NULL);
+}
+
 /* -------------------------------------------------- per-connection state */
+
+static api_conn *conn_of(struct MHD_Connection *conn); /* slow clients, below */
 
 typedef struct {
     api_server *srv;
@@ -516,6 +555,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     conn_ctx *ctx = *con_cls;
     enum MHD_Result ret = MHD_YES;
     if (ctx == NULL) {
+        api_conn *tc = conn_of(conn);
+        if (tc != NULL) atomic_store(&tc->in_request, 1); /* its headers are complete */
         lower_thread_priority(srv);
         ctx = calloc(1, sizeof *ctx);
         if (ctx == NULL) return MHD_NO;
@@ -608,6 +649,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     api_server *srv = cls;
     conn_ctx *ctx = *con_cls;
+    api_conn *tc = conn_of(conn);
+    if (tc != NULL) { /* the next request's headers get their own deadline */
+        atomic_store(&tc->since_ms, time_mono_ms());
+        atomic_store(&tc->in_request, 0);
+    }
     if (ctx == NULL) return;
     if (ctx->counted) atomic_fetch_sub(&srv->body_bytes, ctx->counted);
     strbuf_free(&ctx->body);
@@ -616,6 +662,105 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     free(ctx->path_copy);
     free(ctx);
     *con_cls = NULL;
+}
+
+/* ------------------------------------------------------- slow clients */
+
+/* libmicrohttpd 0.9.75 has no deadline for request headers: its idle
+ * timeout restarts with every byte, so a client sending one header byte at
+ * a time holds a connection slot for ever. The sweeper closes a connection
+ * whose headers are not complete API_HEADER_DEADLINE_MS after it was
+ * accepted (or after its previous request finished); when three quarters of
+ * the slots are taken it allows only API_HEADER_PRESSURE_MS, so slots stay
+ * free for probes, whose headers arrive at once. Closing is a shutdown() of
+ * MHD's socket, under conns_mu: MHD reports the connection closed (and only
+ * then closes the descriptor) through on_connection, which takes the same
+ * lock, so the descriptor is always still MHD's. */
+#define API_HEADER_DEADLINE_MS 5000
+#define API_HEADER_PRESSURE_MS 1000
+#define API_SWEEP_INTERVAL_MS 250
+#define METRIC_ADMIN_SLOW_CLOSED "failproofai_sidecar_admin_slow_connections_closed_total"
+
+static api_conn *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i != NULL ? i->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    api_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        api_conn *c = calloc(1, sizeof *c);
+        if (c == NULL || i == NULL) {
+            free(c);
+            return;
+        }
+        c->fd = i->connect_fd;
+        atomic_store(&c->since_ms, time_mono_ms());
+        pthread_mutex_lock(&srv->conns_mu);
+        c->next = srv->conns;
+        if (srv->conns) srv->conns->prev = c;
+        srv->conns = c;
+        srv->nconns++;
+        pthread_mutex_unlock(&srv->conns_mu);
+        *socket_context = c;
+        return;
+    }
+    api_conn *c = *socket_context;
+    if (c == NULL) return;
+    pthread_mutex_lock(&srv->conns_mu);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        srv->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    srv->nconns--;
+    pthread_mutex_unlock(&srv->conns_mu);
+    free(c);
+    *socket_context = NULL;
+}
+
+static void *sweep_main(void *arg)
+{
+    api_server *srv = arg;
+    while (!atomic_load(&srv->stopping)) {
+        struct timespec ts = {0, (long)API_SWEEP_INTERVAL_MS * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        int64_t now = time_mono_ms();
+        int swept = 0;
+        pthread_mutex_lock(&srv->conns_mu);
+        int64_t limit = (unsigned)srv->nconns * 4 > srv->conn_limit * 3 ? API_HEADER_PRESSURE_MS
+                                                                        : API_HEADER_DEADLINE_MS;
+        for (api_conn *c = srv->conns; c != NULL; c = c->next) {
+            if (c->swept || atomic_load(&c->in_request) || now - atomic_load(&c->since_ms) < limit)
+                continue;
+            shutdown(c->fd, SHUT_RDWR);
+            c->swept = 1;
+            swept++;
+        }
+        pthread_mutex_unlock(&srv->conns_mu);
+        if (swept > 0) {
+            metrics_add(METRIC_ADMIN_SLOW_CLOSED, (double)swept);
+            log_debug("closed connections without complete request headers",
+                      LOG_I("connections", swept), LOG_I("deadline_ms", (long long)limit));
+        }
+    }
+    return NULL;
+}
+
+/* Connection slots: many more than any honest load needs (slow clients are
+ * swept, so slots are cheap), within the descriptors the process may open. */
+static unsigned connection_limit(void)
+{
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    rlim_t lim = n > 512 + 256 ? n - 256 : 512;
+    return (unsigned)(lim > 4096 ? 4096 : lim);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -718,6 +863,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     srv->nice = admin_nice();
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
+    pthread_mutex_init(&srv->conns_mu, NULL);
+    srv->conn_limit = connection_limit();
     const api_config *cfg = &deps->cfg;
     srv->admin_token = cfg->admin_token;
     srv->reg_token = cfg->registration_token;
@@ -758,11 +905,11 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     srv->mhd = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, pool_threads(), MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
-        MHD_OPTION_CONNECTION_TIMEOUT, conn_timeout_s(), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)32 * 1024, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-        MHD_OPTION_END);
+        MHD_OPTION_THREAD_POOL_SIZE, pool_threads(), MHD_OPTION_CONNECTION_LIMIT, srv->conn_limit,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        conn_timeout_s(), MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (srv->mhd == NULL) {
         snprintf(err, errcap, "admin API: cannot listen on %s (address in use or not local?)",
                  listen);
@@ -775,6 +922,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     api_metrics_seed(srv);
     if (deps->db != NULL && pthread_create(&srv->flush_thread, NULL, flush_main, srv) == 0)
         srv->flush_started = 1;
+    if (pthread_create(&srv->sweep_thread, NULL, sweep_main, srv) == 0) srv->sweep_started = 1;
     log_info("admin API listening", LOG_S("listen", listen), LOG_I("port", srv->port),
              LOG_B("admin_token", srv->admin_token != NULL),
              LOG_B("registration_token", srv->reg_token != NULL),
@@ -785,6 +933,7 @@ fail:
     api_cache_free(srv->cache);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
+    pthread_mutex_destroy(&srv->conns_mu);
     free(srv);
     return NULL;
 }
@@ -803,6 +952,7 @@ void api_stop(api_server *srv)
     pthread_cond_broadcast(&srv->flush_cv);
     pthread_mutex_unlock(&srv->flush_mu);
     if (srv->flush_started) pthread_join(srv->flush_thread, NULL);
+    if (srv->sweep_started) pthread_join(srv->sweep_thread, NULL);
     /* Suspended connections must be resumed before MHD stops: wait for the
      * evaluation jobs (bounded by their deadline; the pool's cancel flag is
      * the caller's business when it stops the pool). */
@@ -816,5 +966,6 @@ void api_stop(api_server *srv)
     api_metrics_flush(srv);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
+    pthread_mutex_destroy(&srv->conns_mu);
     free(srv);
 }

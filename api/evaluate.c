@@ -7,6 +7,10 @@
  *
  * Compile-checks go through the jail as well (sbx_check).
  *
+ * An inline transcript never becomes a JSON tree: api_body_object_carve
+ * leaves it out of the parsed body and its bytes go straight to the session
+ * image (simg_build_text), so a request's memory stays near its size.
+ *
  * Body: {"kind": "evaluator"|"condition"|"raw", "source": "...",
  *        "eval_key": "q", "mode": "run"|"check", "timeout_seconds": 30,
  *        "transcript": {...}} -- or "assignment_id" instead of "transcript":
@@ -16,6 +20,7 @@
 #include "api/internal.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
+#include "sandbox/lang/simg.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -39,8 +44,12 @@ void route_evaluate(api_req *rq, api_resp *rs)
     json_t *recent = NULL; /* owned: a recent assignment's transcript */
     sbx_outcome out = {0};
     int have_out = 0;
-    json_t *body = api_body_object(rq, rs);
+    const char *inline_text = NULL; /* borrowed from the request body */
+    size_t inline_len = 0;
+    json_t *body = api_body_object_carve(rq, rs, "transcript", &inline_text, &inline_len);
     if (body == NULL) return;
+    if (inline_text != NULL && inline_len == 4 && memcmp(inline_text, "null", 4) == 0)
+        inline_text = NULL;
 
     const char *kind_s = "evaluator", *mode = "run", *eval_key = "q";
     double timeout = 30;
@@ -88,14 +97,17 @@ void route_evaluate(api_req *rq, api_resp *rs)
         }
         timeout = json_number_value(v);
     }
+    /* an escaped member name ("transcr\u0069pt") is not carved: it was
+     * parsed within the value budget like the rest */
     json_t *transcript = json_object_get(body, "transcript");
     if (transcript != NULL && json_is_null(transcript)) transcript = NULL;
-    if (transcript != NULL && !json_is_object(transcript)) {
+    if ((transcript != NULL && !json_is_object(transcript)) ||
+        (inline_text != NULL && inline_text[0] != '{')) {
         api_error(rs, 422, "invalid_request", "transcript must be a JSON object");
         goto done;
     }
     json_t *aid = json_object_get(body, "assignment_id");
-    if (aid != NULL && !json_is_null(aid) && transcript == NULL) {
+    if (aid != NULL && !json_is_null(aid) && transcript == NULL && inline_text == NULL) {
         if (!json_is_string(aid)) {
             api_error(rs, 422, "invalid_request", "assignment_id must be a string");
             goto done;
@@ -115,9 +127,18 @@ void route_evaluate(api_req *rq, api_resp *rs)
         api_error(rs, 503, "sandbox_unavailable", "the sandbox pool is not running");
         goto done;
     }
-    if (transcript != NULL && !check) {
+    if ((transcript != NULL || inline_text != NULL) && !check) {
         char err[256];
-        img = sbx_image_new(transcript, NULL, err, sizeof err);
+        if (inline_text != NULL) {
+            void *simg = NULL;
+            size_t simg_len = 0;
+            img = simg_build_text(inline_text, inline_len, NULL, 0, &simg, &simg_len, err,
+                                  sizeof err) == 0
+                      ? sbx_image_adopt(simg, simg_len, err, sizeof err)
+                      : NULL;
+        } else {
+            img = sbx_image_new(transcript, NULL, err, sizeof err);
+        }
         if (img == NULL) {
             api_error(rs, 422, "invalid_transcript", "transcript: %s", err);
             goto done;

@@ -41,6 +41,17 @@ void api_cache_put(api_cache *c, const char *key, size_t klen, uint64_t version,
 /* Hits and misses since the previous call (for the /metrics counters). */
 void api_cache_counts(api_cache *c, unsigned long long *new_hits, unsigned long long *new_misses);
 
+/* api.c: a connection as the slow-client sweeper sees it (one per TCP
+ * connection, linked in api_server.conns while MHD holds the socket). */
+typedef struct api_conn api_conn;
+struct api_conn {
+    api_conn *prev, *next;
+    int fd;                /* MHD's socket; valid while linked */
+    atomic_llong since_ms; /* accepted, or its previous request finished */
+    atomic_int in_request; /* headers complete: a request is being served */
+    int swept;             /* shut down by the sweeper */
+};
+
 struct api_server {
     api_cache *cache; /* owned */
     struct MHD_Daemon *mhd;
@@ -56,6 +67,14 @@ struct api_server {
     atomic_int eval_jobs;   /* running /v1/evaluate jobs */
     atomic_int eval_cancel; /* set at stop: kills running evaluations */
     atomic_int stopping;
+    /* slow clients: every open connection, and the thread that closes
+     * those that have not completed their request headers in time */
+    pthread_mutex_t conns_mu;
+    api_conn *conns;
+    int nconns;
+    unsigned conn_limit;
+    pthread_t sweep_thread;
+    int sweep_started;
     /* counter flush thread */
     pthread_t flush_thread;
     int flush_started;
@@ -108,9 +127,26 @@ void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)
 void api_json(api_resp *rs, int status, json_t *v);
 /* A query argument, or NULL. */
 const char *api_query(const api_req *rq, const char *name);
-/* Parses the request body as a JSON object; on failure fills rs (400) and
+/* Parses the request body as a JSON object within the depth and value
+ * budget below; on failure fills rs (400, or 413 over the budget) and
  * returns NULL. */
 json_t *api_body_object(const api_req *rq, api_resp *rs);
+/* The same, except that the top-level member `carve` (when present) is left
+ * out of the tree (it reads as null) and its value's bytes are returned in
+ * *at / *len (borrowed from the body; *at NULL when absent): a large
+ * transcript never becomes a tree. */
+json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve, const char **at,
+                              size_t *len);
+
+/* body.c: one pass over JSON text, building nothing: at most
+ * API_JSON_MAX_DEPTH levels of nesting and API_JSON_MAX_VALUES values
+ * (counted outside the carved member), and the byte span of the top-level
+ * member named `carve` (NULL: none). Returns 0, or -1 with a message. Only
+ * the structure is checked; the real parser validates the rest. */
+#define API_JSON_MAX_DEPTH 64
+#define API_JSON_MAX_VALUES 20000
+int api_json_scan(const char *buf, size_t len, const char *carve, const char **carve_at,
+                  size_t *carve_len, char *err, size_t errcap);
 
 /* routes.c */
 void route_healthz(api_req *rq, api_resp *rs);

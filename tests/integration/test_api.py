@@ -251,8 +251,12 @@ class AdminApiTest(unittest.TestCase):
             ("", 400, "invalid_json"),
             ("[1, 2]", 400, "invalid_json"),
             ("\"str\"", 400, "invalid_json"),
-            (deep, 400, "invalid_json"),
+            (deep, 413, "body_too_complex"),
+            ('{"source": "1", "x": [' + ",".join(["{}"] * 20001) + "]}", 413, "body_too_complex"),
             ('{"a": 1, "a": 2}', 400, "invalid_json"),
+            ('{"source": "1", "transcript": {}, "transcript": {}}', 400, "invalid_json"),
+            ('{"source": "1", "transcript": null, "transcr\\u0069pt": 1}', 400, "invalid_json"),
+            ('{"source": "1", "transcript": "x"}', 422, "invalid_request"),
             (b'{"source": "\xff\xfe"}', 400, "invalid_json"),
             ('{"source": 5}', 422, "invalid_request"),
             ('{"source": "1", "kind": "shell"}', 422, "invalid_request"),
@@ -268,8 +272,8 @@ class AdminApiTest(unittest.TestCase):
             self.assertError(r, status, code)
         for body in ("{bad", deep, "[]", '{"version": ["x"]}', '{"definitions": {"a": 1}}'):
             r = self.sc.request("PUT", "/v1/evaluators/h1", body=body)
-            self.assertIn(r.status, (400, 422), r)
-            self.assertIn(r.code, ("invalid_json", "invalid_registration"), r)
+            self.assertIn(r.status, (400, 413, 422), r)
+            self.assertIn(r.code, ("invalid_json", "invalid_registration", "body_too_complex"), r)
         self.assertEqual(self.sc.get("/healthz").status, 200)
 
     # -- hardening: slow clients -----------------------------------------------

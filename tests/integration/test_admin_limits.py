@@ -1,0 +1,159 @@
+"""The admin API's bounds against a local process that means harm, on a real
+`failproofai-sidecar run` over loopback:
+
+- memory per request: bodies built to amplify (a 25 MB JSON of empty
+  objects, outside and inside a transcript) keep the daemon's peak RSS under
+  its idle RSS plus four times the bytes in flight;
+- slow clients: hundreds of connections that never finish their headers are
+  closed after 5 s and do not starve /healthz."""
+
+import json
+import os
+import selectors
+import socket
+import threading
+import time
+import unittest
+
+from admin_harness import Sidecar, free_port
+
+MB = 1024 * 1024
+
+
+def proc_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+def amplification_body(size, inside_transcript):
+    """~size bytes of {"kind":"raw","source":"1",...:[{},{},...]}."""
+    n = (size - 200) // 3
+    items = ",".join(["{}"] * n)
+    if inside_transcript:
+        return ('{"kind":"raw","source":"1","transcript":{"schema_version":"2","events":[%s]}}'
+                % items).encode()
+    return ('{"kind":"raw","source":"1","x":[%s]}' % items).encode()
+
+
+def post_raw(port, auth_line, body, results, i):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+            s.sendall(b"POST /v1/evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      b"Content-Type: application/json\r\n" + auth_line +
+                      b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body))
+            try:
+                s.sendall(body)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            data = b""
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                data += c
+        results[i] = data.split(b"\r\n", 1)[0]
+    except OSError as e:
+        results[i] = repr(e).encode()
+
+
+class AmplificationTest(unittest.TestCase):
+    def test_eight_concurrent_amplification_bodies_stay_bounded(self):
+        env = {"ASAN_OPTIONS": "quarantine_size_mb=0:" + os.environ.get("ASAN_OPTIONS", "")}
+        with Sidecar(f"http://127.0.0.1:{free_port()}", env=env) as sc:
+            pid = sc.proc.pid
+            time.sleep(1.0)  # past start-up allocations
+            idle = proc_kib(pid, "VmRSS")
+            bodies = [amplification_body(25 * MB, inside_transcript=i % 2 == 1) for i in range(8)]
+            in_flight_kib = sum(len(b) for b in bodies) // 1024
+            results = [None] * len(bodies)
+            threads = [threading.Thread(target=post_raw, args=(sc.port, sc.auth_line(), b, results, i))
+                       for i, b in enumerate(bodies)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(180)
+            peak = proc_kib(pid, "VmHWM")
+            print(f"\nidle RSS {idle / 1024:.1f} MiB, peak {peak / 1024:.1f} MiB, "
+                  f"in flight {in_flight_kib / 1024:.1f} MiB; answers {sorted(set(results))}")
+            for r in results:
+                # refused before any tree: too complex, not a transcript, or busy
+                self.assertRegex(r or b"", rb"^HTTP/1\.1 (413|422|503) ", results)
+            self.assertLess(peak, idle + 4 * in_flight_kib)
+            self.assertEqual(sc.get("/healthz").status, 200)
+            self.assertTrue(sc.alive())
+
+
+class Slowloris:
+    """`n` connections that each send a request line and then one header
+    byte per second, never finishing their headers; a connection the server
+    closes is opened again at once."""
+
+    def __init__(self, port, n):
+        self.port, self.n = port, n
+        self.sel = selectors.DefaultSelector()
+        self.closed = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def open_one(self):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        s.setblocking(False)
+        self.sel.register(s, selectors.EVENT_READ)
+
+    def run(self):
+        for _ in range(self.n):
+            self.open_one()
+        last = time.time()
+        while not self.stop.is_set():
+            for key, _ in self.sel.select(timeout=0.2):
+                try:
+                    data = key.fileobj.recv(4096)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.sel.unregister(key.fileobj)
+                    key.fileobj.close()
+                    self.closed += 1
+                    if not self.stop.is_set():
+                        self.open_one()
+            if time.time() - last >= 1:
+                last = time.time()
+                for key in list(self.sel.get_map().values()):
+                    try:
+                        key.fileobj.send(b"a")
+                    except OSError:
+                        pass
+        for key in list(self.sel.get_map().values()):
+            key.fileobj.close()
+
+
+class SlowClientsTest(unittest.TestCase):
+    def test_slowloris_is_swept_and_healthz_keeps_answering(self):
+        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+            attack = Slowloris(sc.port, 600)
+            attack.thread.start()
+            probes, worst, end = 0, 0.0, time.time() + 20
+            try:
+                while time.time() < end:
+                    t0 = time.time()
+                    r = sc.get("/healthz", timeout=2)  # raises past the client's timeout
+                    self.assertEqual(r.status, 200)
+                    worst = max(worst, time.time() - t0)
+                    probes += 1
+                    time.sleep(0.2)
+            finally:
+                attack.stop.set()
+                attack.thread.join(30)
+            print(f"\n{probes} /healthz probes under 600 slow connections, slowest "
+                  f"{worst * 1000:.0f} ms; the server closed {attack.closed} slow connections")
+            # every slow connection was closed at least once by the sweeper
+            self.assertGreaterEqual(attack.closed, 600)
+            self.assertTrue(sc.alive())
+
+
+if __name__ == "__main__":
+    unittest.main()
