@@ -94,23 +94,6 @@ void cloud_release_idle(cloud *c)
         curl_easy_cleanup(hs[i]);
 }
 
-const char *cloud_error_kind_name(cloud_kind k)
-{
-    switch (k) {
-    case CLOUD_OK:
-        return "ok";
-    case CLOUD_TRANSPORT:
-        return "transport";
-    case CLOUD_REMOTE:
-        return "remote";
-    case CLOUD_PROTOCOL:
-        return "protocol";
-    case CLOUD_ABORTED:
-        return "aborted";
-    }
-    return "?";
-}
-
 cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
 {
     pthread_once(&g_once, global_init);
@@ -207,11 +190,6 @@ void cloud_abort(cloud *c)
     atomic_store(&c->aborted, 1);
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-}
-
-int cloud_aborted(const cloud *c)
-{
-    return atomic_load(&((cloud *)c)->aborted);
 }
 
 long long cloud_last_contact_ms(const cloud *c)

@@ -56,11 +56,9 @@ void cloud_abort(cloud *c);
 /* Closes the pooled idle connections and frees their handles (the worker
  * calls it when it goes idle); later calls open new ones. */
 void cloud_release_idle(cloud *c);
-int cloud_aborted(const cloud *c);
 /* Monotonic ms of the last HTTP response of any kind (0 = never). */
 long long cloud_last_contact_ms(const cloud *c);
 const char *cloud_origin(const cloud *c);
-const char *cloud_error_kind_name(cloud_kind k);
 
 /* ---- register ---- */
 typedef struct {
@@ -74,7 +72,6 @@ typedef struct {
 int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog,
                    long max_concurrency, const char *sdk_version, cloud_registration *out,
                    cloud_error *e);
-void cloud_registration_free(cloud_registration *r);
 
 /* ---- claim ---- */
 typedef struct {

@@ -8,13 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void cloud_registration_free(cloud_registration *r)
-{
-    if (r == NULL) return;
-    json_decref(r->disabled);
-    r->disabled = NULL;
-}
-
 int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog,
                    long max_concurrency, const char *sdk_version, cloud_registration *out,
                    cloud_error *e)

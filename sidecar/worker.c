@@ -570,16 +570,6 @@ int worker_ready(worker *w, char *reason, size_t cap)
     return ok;
 }
 
-size_t worker_counters(worker *w, const char **names, long long *values, size_t cap)
-{
-    size_t n = 0;
-    for (int i = 0; i < WC__COUNT && n < cap; i++, n++) {
-        names[n] = worker_counter_names[i];
-        values[n] = atomic_load(&w->counters[i]);
-    }
-    return n;
-}
-
 #define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
 
 void worker_remember_transcript(worker *w, const char *assignment_id, rcbuf *raw)

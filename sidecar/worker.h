@@ -70,11 +70,4 @@ void worker_catalog_changed(worker *w);
  * NULL if unknown or already evicted. */
 json_t *worker_recent_transcript(worker *w, const char *assignment_id);
 
-/* Counters (monotonic since start) for /metrics, by name, e.g.
- * "assignments_claimed", "runs_succeeded", "runs_failed", "runs_timed_out",
- * "runs_cancelled", "results_committed", "results_replayed",
- * "heartbeat_failures", "leases_lost", "protocol_errors". Fills up to `cap`
- * name/value pairs and returns how many. Names are static strings. */
-size_t worker_counters(worker *w, const char **names, long long *values, size_t cap);
-
 #endif

@@ -311,14 +311,6 @@ val *v_dict_get(vctx *c, val *d, val *key)
     return d->u.t.entries[k].value;
 }
 
-val *v_dict_get_str(vctx *c, val *d, const char *key, size_t len)
-{
-    val tmp = {.type = VT_STR};
-    tmp.u.s.s = key;
-    tmp.u.s.blen = len;
-    return v_dict_get(c, d, &tmp);
-}
-
 int vdict_eq(vctx *c, val *a, val *b)
 {
     if (v_dict_force(c, a) || v_dict_force(c, b)) return -1;

@@ -12,14 +12,6 @@
 
 #define MAX_STR_DIGITS 4300
 
-size_t vi_bits(const val *v)
-{
-    if (v->type == VT_BOOL) return v->u.b;
-    if (v->u.i.big) return mpz_sizeinbase(v->u.i.big, 2);
-    uint64_t x = v->u.i.small < 0 ? -(uint64_t)v->u.i.small : (uint64_t)v->u.i.small;
-    return x ? 64 - (size_t)__builtin_clzll(x) : 0;
-}
-
 val *vi_from_mpz_take(vctx *c, mpz_ptr z)
 {
     if (mpz_fits_slong_p(z)) return v_int64(c, mpz_get_si(z));

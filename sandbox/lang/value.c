@@ -324,10 +324,6 @@ const char *v_exc_type(const vctx *c)
 {
     return c->exc ? c->exc_type : "";
 }
-const char *v_exc_msg(const vctx *c)
-{
-    return c->exc ? c->exc_msg : "";
-}
 bool v_failed(const vctx *c)
 {
     return c->exc != VEXC_NONE;
@@ -422,13 +418,6 @@ val *v_str(vctx *c, const char *utf8, size_t blen)
     bool ascii;
     size_t n = vs_count_cps(p, blen, &ascii);
     return vs_new_owned(c, p, blen, n, ascii);
-}
-
-val *v_str_borrow(vctx *c, const char *utf8, size_t blen)
-{
-    bool ascii;
-    size_t n = vs_count_cps(utf8, blen, &ascii);
-    return vs_new_owned(c, (char *)utf8, blen, n, ascii);
 }
 
 val *v_strz(vctx *c, const char *utf8)
@@ -1731,15 +1720,6 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
     }
     c->depth--;
     return rc;
-}
-
-int v_str_buf(vctx *c, strbuf *b, val *v)
-{
-    if (v->type == VT_STR) {
-        strbuf_put(b, v->u.s.s, v->u.s.blen);
-        return 0;
-    }
-    return v_repr_buf(c, b, v);
 }
 
 static val *buf_to_str(vctx *c, strbuf *b, int rc)

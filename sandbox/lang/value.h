@@ -199,7 +199,6 @@ val *v_raise(vctx *c, const char *type, const char *fmt, ...) __attribute__((for
 val *v_limit(vctx *c, const char *kind); /* "memory" | "steps" | "output" | "timeout" */
 vexc_kind v_exc_kind(const vctx *c);
 const char *v_exc_type(const vctx *c); /* Python type name or limit kind; "" if none */
-const char *v_exc_msg(const vctx *c);  /* str(exception); "" for limits */
 void v_exc_clear(vctx *c);
 bool v_failed(const vctx *c);
 
@@ -220,8 +219,7 @@ val *v_ellipsis(void);
  * folding (n > 2): CPython builds it from a frozenset constant, which gives a
  * different iteration order than adding the items one by one. */
 val *v_set_from_constants(vctx *c, val **items, size_t n);
-val *v_str(vctx *c, const char *utf8, size_t blen);        /* copies; must be valid UTF-8 */
-val *v_str_borrow(vctx *c, const char *utf8, size_t blen); /* no copy: bytes outlive the ctx */
+val *v_str(vctx *c, const char *utf8, size_t blen); /* copies; must be valid UTF-8 */
 val *v_strz(vctx *c, const char *utf8);
 val *v_bytes(vctx *c, const char *data, size_t len);
 /* items: an array of n values; copied. */
@@ -239,7 +237,6 @@ val *v_dict_new(vctx *c, size_t hint);
 int v_dict_set(vctx *c, val *dict, val *key, val *value);
 val *v_dict_get(vctx *c, val *dict,
                 val *key); /* NULL if absent (no exception) or on error (check v_failed) */
-val *v_dict_get_str(vctx *c, val *dict, const char *key, size_t len); /* fast path for str keys */
 /* Builds the hash table of a lazy dict (VF_LAZY) in place; no-op otherwise.
  * Call before reading dict->u.t.entries/len yourself. 0 or -1. */
 int v_dict_force(vctx *c, val *dict);
@@ -292,7 +289,6 @@ val *v_repr(vctx *c, val *v);
 val *v_tostr(vctx *c, val *v); /* str(v) */
 val *v_ascii(vctx *c, val *v); /* ascii(v), for f-string !a */
 int v_repr_buf(vctx *c, strbuf *b, val *v);
-int v_str_buf(vctx *c, strbuf *b, val *v);
 
 /* format(v, spec) for f-strings (spec may be NULL or empty). */
 val *v_format(vctx *c, val *v, val *spec);

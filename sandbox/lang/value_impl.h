@@ -82,7 +82,6 @@ val *vi_from_double(vctx *c, double d);            /* int(float): truncation, er
 int vi_cmp_double(const val *a, double d); /* a int/bool, d finite or inf; nan handled by caller */
 val *vi_parse(vctx *c, const char *s, size_t len, int base, bool literal); /* int(str, base) */
 double vi_ratio_to_double(vctx *c, const mpz_t num, const mpz_t den, int *err);
-size_t vi_bits(const val *v);
 
 /* floats (float.c) */
 int64_t vf_hash(double d);
