@@ -1,4 +1,4 @@
-/* sidecar/local: local evaluators (SPEC §4, issue 9).
+/* sidecar/local: local evaluators (SPEC §4).
  *
  * The registry: customer evaluator processes register over the admin API
  * (PUT /v1/evaluators/{name}), heartbeat within their TTL (Consul-style) and

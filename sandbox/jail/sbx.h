@@ -25,7 +25,7 @@ typedef struct {
                              `failproofai-sandbox` in the same directory
                              (same argv contract, far fewer libraries)
                              and falls back to self_exe SBX_CHILD_ARG. */
-    /* Added by the jail: */
+    /* how children are made (defaults suit the daemon) */
     int prestart;          /* idle pre-started (already jailed, single-use)
                               children kept ready; 0 = max_sandboxes,
                               -1 = none (spawn on demand)               */
@@ -93,8 +93,8 @@ typedef struct {
     json_t *json;           /* owned: the outcome object when SBX_OK    */
     char detail[256];       /* human-readable reason for non-OK statuses */
     double wait_ms, run_ms; /* time waiting for a slot, time running    */
-    /* Added by the jail: for SBX_TIMEOUT / SBX_OUTPUT, the bound that was
-     * hit: "timeout" | "memory" | "output" (else ""). */
+    /* for SBX_TIMEOUT / SBX_OUTPUT, the bound that was hit: "timeout" |
+     * "memory" | "output" (else ""). */
     char limit[16];
     char *line; /* owned: SBX_OK only, the child's outcome text
                    exactly as the interpreter wrote it (no
@@ -106,7 +106,7 @@ typedef struct {
 void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
 void sbx_outcome_free(sbx_outcome *out);
 
-/* ---- Added by the jail ---- */
+/* ---- compile checks, budgets, outcome mapping ---- */
 
 /* Like sbx_eval, but the child only runs lang_check (parse + source
  * checks; req->image is not sent): the outcome is {"ok": true} or the

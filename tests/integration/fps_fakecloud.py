@@ -1,4 +1,4 @@
-"""A small scriptable Evaluator v2 server for the worker's tests (issue 6).
+"""A small scriptable Evaluator v2 server for the worker's tests.
 
 It keeps just enough server state (sessions under leases with generations,
 plans with idempotent replay, heartbeats, idempotent results with conflicts)

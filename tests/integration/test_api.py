@@ -1,4 +1,4 @@
-"""Admin API (issue 8): every route's happy path and errors, and the
+"""Admin API: every route's happy path and errors, and the
 hardening cases (Host, Origin, content type, token, oversized bodies, slow
 clients, hostile bodies), against the real `failproofai-sidecar run` over
 loopback HTTP. The worker here points at a port nobody listens on, so it stays

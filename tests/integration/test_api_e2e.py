@@ -1,4 +1,4 @@
-"""Admin API (issue 8) against a working sidecar: the emulator serves
+"""Admin API against a working sidecar: the emulator serves
 sessions with managed definitions, the sidecar evaluates and commits them,
 and the admin API's runs/assignments/status/metrics must agree with what the
 emulator recorded; /metrics is parsed with python3-prometheus-client's

@@ -1,4 +1,4 @@
-"""Conformance of the managed-evaluation language with CPython (issue 3).
+"""Conformance of the managed-evaluation language with CPython.
 
 Runs every line of tests/conformance/corpus.jsonl through
 `failproofai-sidecar eval --transcript tests/conformance/transcript.json

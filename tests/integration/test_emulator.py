@@ -1,4 +1,4 @@
-"""The cloud emulator over real HTTP: one test per protocol rule (issue 5),
+"""The cloud emulator over real HTTP: one test per protocol rule,
 against the real binary on an ephemeral loopback port."""
 
 import json

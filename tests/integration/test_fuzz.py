@@ -1,5 +1,5 @@
-"""Differential fuzzing of the managed-evaluation language against CPython
-(issue 3): 5,000 random well-typed expressions (fixed seed) from
+"""Differential fuzzing of the managed-evaluation language against CPython:
+5,000 random well-typed expressions (fixed seed) from
 tests/conformance/fuzz.py, evaluated by CPython through the oracle and by
 `failproofai-sidecar eval --batch`; every outcome must agree. Cases listed
 in tests/conformance/fuzz-known-failures.jsonl are the only disagreements

@@ -1,4 +1,4 @@
-"""Local evaluators (issue 9) end to end: real processes over loopback:
+"""Local evaluators end to end: real processes over loopback:
 the emulator, `failproofai-sidecar run`, and evaluator HTTP servers (the
 README's example evaluator, and hostile ones). Register -> sessions claimed
 -> local runs dispatched -> results committed on the emulator with the right

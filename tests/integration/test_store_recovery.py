@@ -1,4 +1,4 @@
-"""Crash recovery of the sidecar's SQLite store (issue 7), with real
+"""Crash recovery of the sidecar's SQLite store, with real
 processes over loopback: the emulator (`failproofai-sidecar emulator`) and
 the daemon (`failproofai-sidecar run --db FILE`), killed with SIGKILL at
 random moments and restarted on the same database.

@@ -1,5 +1,5 @@
-"""Worker loop end to end against the real emulator binary over loopback
-(issue 6): N sessions x M managed definitions all committed (with the
+"""Worker loop end to end against the real emulator binary over loopback:
+N sessions x M managed definitions all committed (with the
 right values once the interpreter is in), faults (5xx, dropped responses,
 latency) with every session completed and zero conflicts, transcript_too_large,
 and three sidecars sharing one emulator with every run committed exactly

@@ -1,5 +1,5 @@
-"""Worker loop against a scripted fake Evaluator v2 server over loopback
-(issue 6): the happy path, protocol headers, conditions, plans,
+"""Worker loop against a scripted fake Evaluator v2 server over loopback:
+the happy path, protocol headers, conditions, plans,
 checksum fail-closed, transcript_too_large, lease loss, catalog_mismatch,
 and a hostile server (each answer a clear logged error, the daemon keeps
 running and then completes normal work)."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Admin API benchmark (issue 8); see README.md. Usage: tests/bench/api/run.sh [BUILD_DIR]
+# Admin API benchmark; see README.md. Usage: tests/bench/api/run.sh [BUILD_DIR]
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../../.." && pwd)
 BUILD=${1:-$SRC/build}

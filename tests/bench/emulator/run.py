@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark: requests per second the emulator serves on loopback for the
 worker's mix (claim, transcript, definitions, plan, result), driven by wrk
-with mix.lua. Not a test: prints figures next to the anchor (issue 5's
-target of 5,000 req/s on this 2-core machine) as a ratio.
+with mix.lua. Not a test: prints figures next to the anchor (the
+emulator's target of 5,000 req/s on a 2-core machine) as a ratio.
 
     FPS_BIN=build/failproofai-sidecar python3 tests/bench/emulator/run.py [--duration 10]
 """

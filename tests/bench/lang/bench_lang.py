@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Benchmark of the managed-evaluation language (issue 3): our interpreter
+"""Benchmark of the managed-evaluation language: our interpreter
 vs CPython's in-process eval of the same source on the same 20,000-event
 (~7 MB) transcript, in one run. Not a test; prints figures and ratios.
 
@@ -17,8 +17,8 @@ Ingest: ours = `eval --expr 1` on the big transcript minus the same on the
 
   bench_lang.py [--bin build/failproofai-sidecar] [--k 20] [--runs 3]
 
-`--inproc` times the interpreter itself instead (what the issue's targets
-are about): inproc.c, compiled here against build/, builds the session image
+`--inproc` times the interpreter itself instead (what the language's
+speed targets are about): inproc.c, compiled here against build/, builds the session image
 with simg_build_text (ingest) and calls lang_eval in-process, no jail; the
 through-the-CLI figures then follow for comparison.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Store benchmark (issue 7): what persistence costs the worker.
+"""Store benchmark: what persistence costs the worker.
 
 1. End to end, in one run: the worker benchmark (emulator with 300 sessions x
    3 managed definitions, concurrency 4) with the store on a file vs on

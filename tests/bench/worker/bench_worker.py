@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Worker benchmark (issue 6): end to end through the emulator, 300 sessions
+"""Worker benchmark: end to end through the emulator, 300 sessions
 x 3 managed definitions, concurrency 4. Prints runs/s, CPU ms per run
 (sidecar + its sandbox children, the zygote included), p50/p99 assignment
 latency (claim -> runs finished and submitted, from the sidecar's log), idle
@@ -125,7 +125,7 @@ def pct(v, p):
 
 def print_ceiling(rps, evals, runs):
     """The most runs/s the jail alone allows on this machine: every managed
-    evaluation (condition or evaluator) is its own jailed process (issue 4),
+    evaluation (condition or evaluator) is its own jailed process,
     so `evals` processes per `runs` runs, at the jail's capacity measured by
     tests/bench/jail/run.sh with a trivial evaluator and nothing else
     running (no HTTP, no SQLite, no sidecar)."""
