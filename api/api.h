@@ -22,6 +22,7 @@
 #define FPS_API_H
 #include "common/cli.h"
 #include "common/err.h"
+#include "common/rcbuf.h"
 #include "common/secret.h"
 #include "sandbox/jail/sbx.h"
 #include "store/store.h"
@@ -65,8 +66,9 @@ typedef struct {
     json_t *(*status_json)(void *ctx);
     /* Begins draining (idempotent). */
     void (*drain)(void *ctx);
-    /* A new reference to a recently processed assignment's transcript, or NULL. */
-    json_t *(*recent_transcript)(void *ctx, const char *assignment_id);
+    /* A new reference to a recently processed assignment's transcript bytes
+     * (as received), or NULL. */
+    rcbuf *(*recent_transcript)(void *ctx, const char *assignment_id);
 } api_worker_ops;
 
 /* The local-evaluator registry, as the admin routes see it. ctx == NULL

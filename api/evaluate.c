@@ -15,6 +15,7 @@
  *        "eval_key": "q", "mode": "run"|"check", "timeout_seconds": 30,
  *        "transcript": {...}} -- or "assignment_id" instead of "transcript":
  *        a recently processed assignment's transcript kept by the worker
+ *        (its bytes as received, built into an image the same way)
  * Answer: LANGUAGE.md's outcome object ({"ok", "stage", ...}, with any
  * location the interpreter gives) plus "kind", "mode" and timings. */
 #include "api/internal.h"
@@ -41,7 +42,7 @@ void route_evaluate(api_req *rq, api_resp *rs)
 {
     api_server *srv = rq->srv;
     sbx_image *img = NULL;
-    json_t *recent = NULL; /* owned: a recent assignment's transcript */
+    rcbuf *recent = NULL; /* one reference: a recent assignment's transcript bytes */
     sbx_outcome out = {0};
     int have_out = 0;
     const char *inline_text = NULL; /* borrowed from the request body */
@@ -119,7 +120,8 @@ void route_evaluate(api_req *rq, api_resp *rs)
                       "no recent transcript for this assignment (only the last few are kept)");
             goto done;
         }
-        transcript = recent;
+        inline_text = rcbuf_data(recent); /* the bytes as received: the same path */
+        inline_len = rcbuf_len(recent);
     }
 
     int check = !strcmp(mode, "check");
@@ -193,6 +195,6 @@ void route_evaluate(api_req *rq, api_resp *rs)
 done:
     if (have_out) sbx_outcome_free(&out);
     if (img) sbx_image_release(img);
-    json_decref(recent);
+    rcbuf_release(recent);
     json_decref(body);
 }

@@ -63,7 +63,7 @@ static void api_w_drain(void *ctx)
 {
     worker_drain(ctx);
 }
-static json_t *api_w_transcript(void *ctx, const char *assignment_id)
+static rcbuf *api_w_transcript(void *ctx, const char *assignment_id)
 {
     return worker_recent_transcript(ctx, assignment_id);
 }

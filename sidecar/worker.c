@@ -599,7 +599,7 @@ void worker_remember_transcript(worker *w, const char *assignment_id, rcbuf *raw
         rcbuf_release(old[k]);
 }
 
-json_t *worker_recent_transcript(worker *w, const char *assignment_id)
+rcbuf *worker_recent_transcript(worker *w, const char *assignment_id)
 {
     rcbuf *raw = NULL;
     if (w == NULL || assignment_id == NULL) return NULL;
@@ -608,10 +608,7 @@ json_t *worker_recent_transcript(worker *w, const char *assignment_id)
         if (w->recent[k].raw && !strcmp(w->recent[k].id, assignment_id))
             raw = rcbuf_ref(w->recent[k].raw);
     pthread_mutex_unlock(&w->mu);
-    if (raw == NULL) return NULL;
-    json_t *t = json_loadb(rcbuf_data(raw), rcbuf_len(raw), JSON_REJECT_DUPLICATES, NULL);
-    rcbuf_release(raw);
-    return t;
+    return raw;
 }
 
 json_t *worker_status_json(worker *w)

@@ -5,6 +5,7 @@
  * status. Thread-safe: every function may be called from any thread. */
 #ifndef FPS_WORKER_H
 #define FPS_WORKER_H
+#include "common/rcbuf.h"
 #include "sidecar/config.h"
 
 #include <jansson.h>
@@ -65,9 +66,9 @@ int worker_ready(worker *w, char *reason, size_t cap);
  * non-blocking; callable from any thread, including a callback. */
 void worker_catalog_changed(worker *w);
 
-/* The transcript of a recently processed assignment (the last 16 fetched,
- * at most 64 MiB in all), for the admin playground: a new reference, or
- * NULL if unknown or already evicted. */
-json_t *worker_recent_transcript(worker *w, const char *assignment_id);
+/* The transcript bytes (as received) of a recently processed assignment
+ * (the last 16 fetched, at most 64 MiB in all), for the admin playground: a
+ * new reference, or NULL if unknown or already evicted. */
+rcbuf *worker_recent_transcript(worker *w, const char *assignment_id);
 
 #endif
