@@ -100,7 +100,21 @@ typedef struct {
     long generation;
 } emu_heap_item;
 
+/* Protocol routes (requests are counted per route). */
+enum {
+    R_NONE,
+    R_REGISTER,
+    R_CLAIM,
+    R_TRANSCRIPT,
+    R_DEFINITIONS,
+    R_PLAN,
+    R_HEARTBEAT,
+    R_RESULT,
+    R__COUNT
+};
+
 typedef struct {
+    atomic_long by_route[R__COUNT];
     atomic_long requests, commits, idempotent_replays, plan_replays, conflicts, lease_losses,
         lease_expirations, faults_5xx, faults_drop, faults_lease_loss;
 } emu_stats;
@@ -108,8 +122,11 @@ typedef struct {
 struct emulator {
     /* configuration (copied) */
     long lease_seconds, heartbeat_seconds, poll_seconds, max_attempts, claim_limit;
-    double fault_5xx, fault_drop, fault_lease_loss;
-    long fault_latency_ms, max_transcript_bytes;
+    /* Fault rates: set at start, changed at run time by POST
+     * /emulator/v1/faults, read by every request. */
+    _Atomic double fault_5xx, fault_drop, fault_lease_loss;
+    atomic_long fault_latency_ms;
+    long max_transcript_bytes;
     json_t *disabled; /* owned: array of eval keys */
     uint64_t seed;
     atomic_ulong rng_counter;

@@ -87,10 +87,10 @@ int emulator_start(const emulator_config *cfg, emulator **out, char *err, size_t
     e->poll_seconds = cfg->poll_seconds;
     e->max_attempts = cfg->max_attempts;
     e->claim_limit = cfg->claim_limit;
-    e->fault_5xx = cfg->fault_5xx;
-    e->fault_drop = cfg->fault_drop;
-    e->fault_lease_loss = cfg->fault_lease_loss;
-    e->fault_latency_ms = cfg->fault_latency_ms;
+    atomic_init(&e->fault_5xx, cfg->fault_5xx);
+    atomic_init(&e->fault_drop, cfg->fault_drop);
+    atomic_init(&e->fault_lease_loss, cfg->fault_lease_loss);
+    atomic_init(&e->fault_latency_ms, cfg->fault_latency_ms);
     e->max_transcript_bytes = cfg->max_transcript_bytes > 0 ? cfg->max_transcript_bytes : 26214400;
     e->seed = (uint64_t)cfg->seed;
     e->managed = json_array();

@@ -1,6 +1,6 @@
 /* emulator/: the local Evaluator v2 cloud emulator (SPEC §7): the server side
- * of the Evaluator v2 contract (tests/fixtures/evaluator-v2.json), for the demo, the tests and users
- * without a FailproofAI account.
+ * of the Evaluator v2 contract (tests/fixtures/evaluator-v2.json), for the demo, the tests and
+ * users without a FailproofAI account.
  *
  * Two ways in: the `emulator` subcommand (emulator_main), and a small C API
  * so other code (the `demo` subcommand, tests) can run one in-process:

@@ -9,7 +9,12 @@
  *   POST expire/{id}           the assignment's lease ends now
  *   POST canonical             the body's canonical JSON (as catalog_revision
  *                              hashes it) and, for a catalog array, its
- *                              revision: lets tests compare with Python */
+ *                              revision: lets tests compare with Python
+ *   GET  faults                the fault rates in force
+ *   POST faults                changes them at run time ({"fault_5xx",
+ *                              "fault_drop", "fault_lease_loss": rates in
+ *                              [0, 1], "fault_latency_ms": 0..60000; each
+ *                              optional}): outages and recoveries */
 #include "common/timeutil.h"
 #include "emulator/emu_internal.h"
 
@@ -38,6 +43,12 @@ json_t *emu_state_json(emulator *e)
     json_object_set_new(resp, "lease_expirations",
                         json_integer(atomic_load(&st->lease_expirations)));
     json_object_set_new(resp, "requests", json_integer(atomic_load(&st->requests)));
+    static const char *const route_names[R__COUNT] = {
+        "other", "register", "claim", "transcript", "definitions", "plan", "heartbeat", "result"};
+    json_t *by = json_object();
+    for (int i = 0; i < R__COUNT; i++)
+        json_object_set_new(by, route_names[i], json_integer(atomic_load(&st->by_route[i])));
+    json_object_set_new(resp, "requests_by_call", by);
     json_object_set_new(resp, "faults",
                         json_pack("{s:I, s:I, s:I}", "internal_error",
                                   (json_int_t)atomic_load(&st->faults_5xx), "dropped",
@@ -216,6 +227,60 @@ static void canonical(emu_req *r)
     emu_reply_json(r, 200, resp);
 }
 
+static json_t *faults_json(emulator *e)
+{
+    return json_pack("{s:f, s:f, s:f, s:I}", "fault_5xx", atomic_load(&e->fault_5xx), "fault_drop",
+                     atomic_load(&e->fault_drop), "fault_lease_loss",
+                     atomic_load(&e->fault_lease_loss), "fault_latency_ms",
+                     (json_int_t)atomic_load(&e->fault_latency_ms));
+}
+
+/* Validates every field before changing any: a bad request changes nothing. */
+static void faults(emu_req *r)
+{
+    emulator *e = r->e;
+    json_error_t jerr;
+    json_t *v = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!json_is_object(v)) {
+        emu_reply_error(r, "invalid_request", "request body must be a JSON object%s%s",
+                        v ? "" : ": ", v ? "" : jerr.text);
+        json_decref(v);
+        return;
+    }
+    static const char *const rates[] = {"fault_5xx", "fault_drop", "fault_lease_loss"};
+    _Atomic double *slots[] = {&e->fault_5xx, &e->fault_drop, &e->fault_lease_loss};
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val)
+    {
+        int known = !strcmp(key, "fault_latency_ms");
+        for (size_t i = 0; i < 3 && !known; i++)
+            known = !strcmp(key, rates[i]);
+        if (!known) {
+            emu_reply_error(r, "invalid_request", "unknown field '%.64s'", key);
+            goto done;
+        }
+        double x = json_is_number(val) ? json_number_value(val) : -1;
+        int ok = !strcmp(key, "fault_latency_ms") ? json_is_integer(val) && x >= 0 && x <= 60000
+                                                  : x >= 0 && x <= 1;
+        if (!ok) {
+            emu_reply_error(r, "invalid_request", "%s must be %s", key,
+                            !strcmp(key, "fault_latency_ms") ? "an integer in 0..60000"
+                                                             : "a number in [0, 1]");
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < 3; i++) {
+        json_t *x = json_object_get(v, rates[i]);
+        if (x) atomic_store(slots[i], json_number_value(x));
+    }
+    json_t *lat = json_object_get(v, "fault_latency_ms");
+    if (lat) atomic_store(&e->fault_latency_ms, (long)json_integer_value(lat));
+    emu_reply_json(r, 200, faults_json(e));
+done:
+    json_decref(v);
+}
+
 void emu_inspect(emu_req *r, const char *path)
 {
     int get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
@@ -231,6 +296,10 @@ void emu_inspect(emu_req *r, const char *path)
         expire(r, path + 7);
     else if (!strcmp(path, "canonical") && post)
         canonical(r);
+    else if (!strcmp(path, "faults") && get)
+        emu_reply_json(r, 200, faults_json(r->e));
+    else if (!strcmp(path, "faults") && post)
+        faults(r);
     else
         emu_reply_error(r, "not_found", "no such inspection endpoint: %s %.200s", r->method, path);
 }

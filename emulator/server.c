@@ -234,8 +234,6 @@ static json_t *parse_body(emu_req *r)
     return body;
 }
 
-enum { R_NONE, R_REGISTER, R_CLAIM, R_TRANSCRIPT, R_DEFINITIONS, R_PLAN, R_HEARTBEAT, R_RESULT };
-
 /* Answers one request; returns 1 if the connection must be dropped instead. */
 static int dispatch(emu_req *r, conn_ctx *ctx)
 {
@@ -281,12 +279,15 @@ static int dispatch(emu_req *r, conn_ctx *ctx)
                         post ? "POST" : "GET");
         return 0;
     }
+    atomic_fetch_add(&e->stats.by_route[route], 1);
     if (authenticate(r) != 0) return 0;
-    if (e->fault_latency_ms > 0) {
-        struct timespec ts = {e->fault_latency_ms / 1000, (e->fault_latency_ms % 1000) * 1000000L};
+    long latency = atomic_load(&e->fault_latency_ms);
+    if (latency > 0) {
+        struct timespec ts = {latency / 1000, (latency % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
-    if (e->fault_5xx > 0 && emu_roll(e) < e->fault_5xx) {
+    double p5xx = atomic_load(&e->fault_5xx), pdrop = atomic_load(&e->fault_drop);
+    if (p5xx > 0 && emu_roll(e) < p5xx) {
         atomic_fetch_add(&e->stats.faults_5xx, 1);
         emu_reply_error(r, "internal_error", "injected fault: internal error, retry");
         return 0;
@@ -325,7 +326,7 @@ static int dispatch(emu_req *r, conn_ctx *ctx)
         break;
     }
     json_decref(body);
-    if (e->fault_drop > 0 && emu_roll(e) < e->fault_drop) {
+    if (pdrop > 0 && emu_roll(e) < pdrop) {
         atomic_fetch_add(&e->stats.faults_drop, 1);
         return 1;
     }
@@ -453,7 +454,7 @@ int emu_server_start(emulator *e, const char *listen, long threads, char *err, s
     if (parse_listen(listen, &ss, &sl, err, errcap) != 0) return -1;
     unsigned flags = MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
-    if (e->fault_latency_ms > 0) {
+    if (atomic_load(&e->fault_latency_ms) > 0) {
         flags |= MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD;
         e->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, e, MHD_OPTION_SOCK_ADDR,
                                   (struct sockaddr *)&ss, MHD_OPTION_NOTIFY_COMPLETED, on_completed,

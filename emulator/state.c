@@ -304,7 +304,8 @@ int emu_fence(emu_req *r, emu_assignment *a, const char *worker_id, long generat
         emu_state_expire(e, a, now);
         live = 0;
     }
-    if (owner && live && e->fault_lease_loss > 0 && emu_roll(e) < e->fault_lease_loss) {
+    double ploss = atomic_load(&e->fault_lease_loss);
+    if (owner && live && ploss > 0 && emu_roll(e) < ploss) {
         atomic_fetch_add(&e->stats.faults_lease_loss, 1);
         emu_state_expire(e, a, now);
         live = 0;

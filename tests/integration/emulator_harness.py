@@ -247,6 +247,10 @@ class EmulatorProcess:
     def expire(self, assignment_id):
         return self.request("POST", f"/emulator/v1/expire/{assignment_id}", b"", token=None)
 
+    def set_faults(self, **rates):
+        """Changes fault rates at run time (fault_5xx=1.0, ...)."""
+        return self.request("POST", "/emulator/v1/faults", rates, token=None)
+
 
 def wait_for(predicate, timeout=10.0, interval=0.05):
     deadline = time.monotonic() + timeout

@@ -110,6 +110,32 @@ class Faults(unittest.TestCase):
             b = emu.claim(1).body["assignments"][0]
             self.assertEqual(b["lease_generation"], 2)
 
+    def test_faults_change_at_run_time(self):
+        with EmulatorProcess("--sessions", "2") as emu:
+            self.assertEqual(emu.register([]).status, 200)
+            r = emu.set_faults(fault_5xx=1)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.body, {"fault_5xx": 1.0, "fault_drop": 0.0,
+                                      "fault_lease_loss": 0.0, "fault_latency_ms": 0})
+            self.assertEqual(emu.claim(1).code, "internal_error")
+            self.assertEqual(emu.state()["assignments"]["available"], 2)
+            # A bad request changes nothing, and says which field is wrong.
+            for bad, msg in ((b'{"fault_5xx": 0, "fault_drop": 2}', "fault_drop must be a number in [0, 1]"),
+                             (b'{"fault_latency_ms": 1.5}', "fault_latency_ms must be an integer"),
+                             (b'{"fault_typo": 0}', "unknown field 'fault_typo'"),
+                             (b"[]", "must be a JSON object")):
+                r = emu.request("POST", "/emulator/v1/faults", bad, token=None)
+                self.assertEqual((r.status, r.code), (422, "invalid_request"), bad)
+                self.assertIn(msg, r.message)
+            self.assertEqual(emu.request("GET", "/emulator/v1/faults", token=None).body["fault_5xx"], 1.0)
+            # Recovery.
+            self.assertEqual(emu.set_faults(fault_5xx=0).status, 200)
+            self.assertEqual(len(emu.claim(1).body["assignments"]), 1)
+            st = emu.state()
+            self.assertEqual(st["faults"]["internal_error"], 1)
+            self.assertEqual(st["requests_by_call"]["claim"], 2)
+            self.assertEqual(st["requests_by_call"]["register"], 1)
+
 
 if __name__ == "__main__":
     unittest.main()
