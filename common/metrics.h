@@ -34,6 +34,9 @@
 /* ---- families (names follow Prometheus conventions) ------------------- */
 /* counters */
 #define METRIC_ASSIGNMENTS_CLAIMED "failproofai_sidecar_assignments_claimed_total"
+#define METRIC_RETRIES "failproofai_sidecar_server_retries_total"
+#define METRIC_RETRY_BUDGET_EXHAUSTED "failproofai_sidecar_retry_budget_exhausted_total"
+#define METRIC_BREAKER_OPENED "failproofai_sidecar_circuit_breaker_opened_total"
 /* labels: mode=python|local, status=succeeded|failed|timed_out|cancelled */
 #define METRIC_RUNS "failproofai_sidecar_runs_total"
 /* labels: outcome=selected|skipped, reason=<reason_code or "none"> */
@@ -57,6 +60,7 @@
 #define METRIC_ACTIVE_RUNS "failproofai_sidecar_active_runs"
 #define METRIC_ACTIVE_SANDBOXES "failproofai_sidecar_active_sandboxes"
 #define METRIC_OUTBOX_DEPTH "failproofai_sidecar_outbox_depth"
+#define METRIC_BREAKER_OPEN "failproofai_sidecar_circuit_breaker_open"
 #define METRIC_LOCAL_EVALUATORS "failproofai_sidecar_local_evaluators"
 #define METRIC_LOCAL_DEFINITIONS "failproofai_sidecar_local_definitions"
 #define METRIC_READY "failproofai_sidecar_ready"

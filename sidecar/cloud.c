@@ -3,7 +3,8 @@
  * the DNS cache are reused; the most recently used, warm one first; all
  * closed when the worker goes idle: cloud_release_idle), the protocol headers, TLS verification
  * with an optional CA bundle, no redirects, response caps enforced while reading, server-URL
- * pinning, error envelopes, and the retry policy. */
+ * pinning, error envelopes, and the retry policy (backoff per endpoint,
+ * the retry budget and the circuit breaker: cloud_policy.h). */
 #include "sidecar/cloud.h"
 
 #include "common/ids.h"
@@ -13,6 +14,7 @@
 #include "common/secret.h"
 #include "common/strbuf.h"
 #include "common/timeutil.h"
+#include "sidecar/cloud_policy.h"
 #include "sidecar/config.h"
 
 #include <curl/curl.h>
@@ -35,7 +37,14 @@ struct cloud {
     const secret *token; /* borrowed */
     long timeout_ms;
     int max_attempts;
-    double backoff_base, backoff_max;
+    int64_t backoff_base_ms, backoff_cap_ms;
+    /* the retry policy's state (under pmu) */
+    pthread_mutex_t pmu;
+    int ep_failures[CLOUD_EP__COUNT]; /* consecutive, per endpoint */
+    policy_budget budget;
+    policy_breaker breaker;
+    unsigned rng; /* jitter */
+    long long retries, budget_exhausted;
     atomic_int aborted;
     atomic_llong last_contact_ms;
     pthread_mutex_t mu;
@@ -94,6 +103,13 @@ void cloud_release_idle(cloud *c)
         curl_easy_cleanup(hs[i]);
 }
 
+const char *cloud_endpoint_name(cloud_endpoint ep)
+{
+    static const char *const names[CLOUD_EP__COUNT] = {
+        "register", "claim", "transcript", "definitions", "plan", "heartbeat", "result"};
+    return ep >= 0 && ep < CLOUD_EP__COUNT ? names[ep] : "other";
+}
+
 cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
 {
     pthread_once(&g_once, global_init);
@@ -105,6 +121,12 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     pthread_mutex_init(&c->hmu, NULL);
+    pthread_mutex_init(&c->pmu, NULL);
+    policy_budget_init(&c->budget, POLICY_BUDGET_RATIO, POLICY_BUDGET_FLOOR_PER_S,
+                       POLICY_BUDGET_WINDOW_S);
+    policy_breaker_init(&c->breaker, POLICY_BREAKER_FAILURES, POLICY_BREAKER_SPAN_MS,
+                        POLICY_BREAKER_PROBE_MS);
+    c->rng = (unsigned)time_mono_ms() ^ (unsigned)(uintptr_t)c;
     const char *u = cfg->server_url;
     int https = strncmp(u, "https://", 8) == 0;
     if (!https && strncmp(u, "http://", 7) != 0) {
@@ -158,8 +180,10 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     c->token = cfg->token;
     c->timeout_ms = (long)((cfg->request_timeout_s > 0 ? cfg->request_timeout_s : 30) * 1000);
     c->max_attempts = cfg->max_attempts > 0 ? cfg->max_attempts : 5;
-    c->backoff_base = cfg->backoff_base_s > 0 ? cfg->backoff_base_s : 0.2;
-    c->backoff_max = cfg->backoff_max_s > 0 ? cfg->backoff_max_s : 5;
+    c->backoff_base_ms =
+        cfg->backoff_base_s > 0 ? (int64_t)(cfg->backoff_base_s * 1000) : POLICY_BACKOFF_BASE_MS;
+    c->backoff_cap_ms =
+        cfg->backoff_max_s > 0 ? (int64_t)(cfg->backoff_max_s * 1000) : POLICY_BACKOFF_CAP_MS;
     snprintf(c->user_agent, sizeof c->user_agent, "failproofai-sidecar/%s", FPS_VERSION);
     return c;
 badhost:
@@ -174,6 +198,7 @@ void cloud_free(cloud *c)
     if (c == NULL) return;
     cloud_release_idle(c);
     pthread_mutex_destroy(&c->hmu);
+    pthread_mutex_destroy(&c->pmu);
     free(c->base);
     free(c->origin);
     free(c->ca_bundle);
@@ -479,39 +504,146 @@ done:
     strbuf_free(&x.body);
 }
 
+/* ---- the retry policy ---- */
+
+/* The jittered delay after ep's consecutive failures (c->pmu held). */
+static int64_t backoff_locked(cloud *c, cloud_endpoint ep)
+{
+    double u = (double)rand_r(&c->rng) / ((double)RAND_MAX + 1.0);
+    return policy_backoff_ms(c->backoff_base_ms, c->backoff_cap_ms, c->ep_failures[ep], u);
+}
+
+long long cloud_backoff_ms(cloud *c, cloud_endpoint ep)
+{
+    pthread_mutex_lock(&c->pmu);
+    int64_t d = backoff_locked(c, ep);
+    pthread_mutex_unlock(&c->pmu);
+    return d;
+}
+
+int cloud_claim_permit(cloud *c, long long *wait_ms)
+{
+    int64_t wait = 0;
+    pthread_mutex_lock(&c->pmu);
+    int ok = policy_breaker_allow(&c->breaker, time_mono_ms(), &wait);
+    pthread_mutex_unlock(&c->pmu);
+    *wait_ms = wait;
+    return ok;
+}
+
+void cloud_policy_stats_get(cloud *c, cloud_policy_stats *out)
+{
+    static const char *const states[] = {"closed", "open", "half_open"};
+    pthread_mutex_lock(&c->pmu);
+    out->retries = c->retries;
+    out->budget_exhausted = c->budget_exhausted;
+    out->breaker_opened = c->breaker.opened;
+    out->breaker_open = c->breaker.state != BREAKER_CLOSED;
+    out->breaker_state = states[c->breaker.state];
+    out->consecutive_failures = c->breaker.failures;
+    policy_budget_counts(&c->budget, time_mono_ms(), &out->window_requests, &out->window_retries);
+    pthread_mutex_unlock(&c->pmu);
+}
+
+/* Books an attempt's outcome: the budget's request count, the endpoint's
+ * failure streak, the breaker. A server-side failure is a transport error
+ * or a retryable error answer; any other answer shows the server works. */
+static void book_attempt(cloud *c, cloud_endpoint ep, const cloud_error *e)
+{
+    if (e->kind == CLOUD_ABORTED) return;
+    int failed = e->kind == CLOUD_TRANSPORT || (e->kind == CLOUD_REMOTE && e->retryable);
+    int64_t now = time_mono_ms();
+    pthread_mutex_lock(&c->pmu);
+    policy_budget_sent(&c->budget, now);
+    int was_open = c->breaker.state != BREAKER_CLOSED;
+    if (failed) {
+        c->ep_failures[ep]++;
+        policy_breaker_failure(&c->breaker, now);
+    } else {
+        c->ep_failures[ep] = 0;
+        policy_breaker_success(&c->breaker);
+    }
+    int open = c->breaker.state != BREAKER_CLOSED;
+    int failures = c->breaker.failures;
+    pthread_mutex_unlock(&c->pmu);
+    if (open == was_open) return;
+    metrics_gauge_set(METRIC_BREAKER_OPEN, open);
+    if (open) {
+        metrics_inc(METRIC_BREAKER_OPENED);
+        log_warn("server failing: circuit breaker open (claims paused, heartbeats and results go "
+                 "on, slow probes)",
+                 LOG_I("consecutive_failures", failures), LOG_S("last_code", e->code));
+    } else {
+        log_info("server answering again: circuit breaker closed");
+    }
+}
+
+/* May the call retry now (after `delay_ms`)? Refused past the lease, while
+ * the breaker is open (except heartbeats and results: work already held),
+ * and beyond the retry budget; a permitted retry is counted. */
+static int retry_permit(cloud *c, const cloud_req *r, int64_t delay_ms)
+{
+    if (r->lease_expires_epoch > 0 &&
+        time_now() + (double)delay_ms / 1000 >= r->lease_expires_epoch)
+        return 0;
+    pthread_mutex_lock(&c->pmu);
+    int ok = c->breaker.state == BREAKER_CLOSED || r->ep == CLOUD_EP_HEARTBEAT ||
+             r->ep == CLOUD_EP_RESULT;
+    if (ok && !policy_budget_take(&c->budget, time_mono_ms())) {
+        c->budget_exhausted++;
+        pthread_mutex_unlock(&c->pmu);
+        metrics_inc(METRIC_RETRY_BUDGET_EXHAUSTED, "call", cloud_endpoint_name(r->ep));
+        return 0;
+    }
+    if (ok) c->retries++;
+    pthread_mutex_unlock(&c->pmu);
+    if (ok) metrics_inc(METRIC_RETRIES, "call", cloud_endpoint_name(r->ep));
+    return ok;
+}
+
+static void set_aborted(cloud_error *e)
+{
+    memset(e, 0, sizeof *e);
+    e->kind = CLOUD_ABORTED;
+    snprintf(e->code, sizeof e->code, "aborted");
+    snprintf(e->message, sizeof e->message, "request aborted by shutdown");
+}
+
 int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
 {
     memset(e, 0, sizeof *e);
     ids_request_id(e->request_id);
     char rid[33];
     memcpy(rid, e->request_id, sizeof rid);
+    const char *nm = cloud_endpoint_name(r->ep);
+    if (r->again && !retry_permit(c, r, 0)) {
+        e->kind = CLOUD_TRANSPORT;
+        e->retryable = 1;
+        snprintf(e->code, sizeof e->code, "retry_budget_exhausted");
+        snprintf(e->message, sizeof e->message, "not sent: the retry budget is exhausted");
+        return -1;
+    }
     int max = r->retry ? c->max_attempts : 1;
-    double delay = c->backoff_base;
     for (int i = 0;; i++) {
         if (atomic_load(&c->aborted)) {
-            memset(e, 0, sizeof *e);
-            e->kind = CLOUD_ABORTED;
-            snprintf(e->code, sizeof e->code, "aborted");
-            snprintf(e->message, sizeof e->message, "request aborted by shutdown");
+            set_aborted(e);
             break;
         }
         memset(e, 0, sizeof *e);
         int64_t t0 = time_mono_ms();
         attempt(c, r, rid, out, e);
         memcpy(e->request_id, rid, sizeof rid);
-        const char *nm = r->name ? r->name : "other";
         metrics_observe(METRIC_SERVER_REQUEST_SECONDS, (time_mono_ms() - t0) / 1000.0, "call", nm);
         if (e->kind == CLOUD_PROTOCOL)
             metrics_inc(METRIC_PROTOCOL_ERRORS, "call", nm, "code", e->code);
+        book_attempt(c, r->ep, e);
         if (e->kind == CLOUD_OK) return 0;
         if (!e->retryable || i + 1 >= max) break;
-        /* Full jitter: uniform in [delay/2, delay]. */
-        unsigned seed = (unsigned)time_mono_ms() ^ (unsigned)(uintptr_t)&seed;
-        double d = delay * (0.5 + 0.5 * ((double)rand_r(&seed) / RAND_MAX));
+        int64_t d = cloud_backoff_ms(c, r->ep);
+        if (!retry_permit(c, r, d)) break;
         log_debug("retrying cloud call", LOG_S("url", r->url), LOG_S("code", e->code),
-                  LOG_S("request_id", rid), LOG_I("attempt", i + 1), LOG_D("delay_s", d));
-        if (backoff_wait(c, (long)(d * 1000)) != 0) continue;
-        delay = fmin(delay * 2, c->backoff_max);
+                  LOG_S("request_id", rid), LOG_I("attempt", i + 1), LOG_I("delay_ms", d));
+        if (backoff_wait(c, (long)d) != 0) continue; /* aborted: reported above */
     }
     return -1;
 }

@@ -26,9 +26,23 @@ typedef struct {
     double request_timeout_s;   /* per HTTP attempt */
     const char *worker_id;      /* for the worker-id header */
     int max_attempts;           /* retried calls; 0 = 5 */
-    double backoff_base_s;      /* first backoff; 0 = 0.2 s */
+    double backoff_base_s;      /* first backoff ceiling; 0 = 25 ms */
     double backoff_max_s;       /* cap; 0 = 5 s */
 } cloud_config;
+
+/* The protocol's endpoints: backoff grows with the consecutive failures of
+ * each one; metrics are labelled by cloud_endpoint_name. */
+typedef enum {
+    CLOUD_EP_REGISTER,
+    CLOUD_EP_CLAIM,
+    CLOUD_EP_TRANSCRIPT,
+    CLOUD_EP_DEFINITIONS,
+    CLOUD_EP_PLAN,
+    CLOUD_EP_HEARTBEAT,
+    CLOUD_EP_RESULT,
+    CLOUD_EP__COUNT
+} cloud_endpoint;
+const char *cloud_endpoint_name(cloud_endpoint ep);
 
 typedef enum {
     CLOUD_OK = 0,
@@ -59,6 +73,29 @@ void cloud_release_idle(cloud *c);
 /* Monotonic ms of the last HTTP response of any kind (0 = never). */
 long long cloud_last_contact_ms(const cloud *c);
 const char *cloud_origin(const cloud *c);
+
+/* ---- behaviour under server failure (cloud_policy.h has the arithmetic) ----
+ * Every retried call backs off with full jitter from tens of milliseconds,
+ * growing with the consecutive failures of its endpoint; retries stay
+ * within the retry budget; never past the call's deadline. After persistent
+ * failure the circuit breaker opens: no retries except of heartbeats and
+ * results, and new claims only as slow probes (cloud_claim_permit). */
+/* May a claim be sent now? 1 (closed, or this claim is the probe), else 0
+ * with the milliseconds until the next probe in *wait_ms. */
+int cloud_claim_permit(cloud *c, long long *wait_ms);
+/* The full-jitter delay before calling `ep` again after its consecutive
+ * failures (0 if its last call succeeded), in milliseconds. */
+long long cloud_backoff_ms(cloud *c, cloud_endpoint ep);
+typedef struct {
+    long long retries;                    /* retries sent (all endpoints)              */
+    long long budget_exhausted;           /* retries refused by the budget             */
+    long long breaker_opened;             /* times the breaker opened                  */
+    int breaker_open;                     /* 1 while open or half-open                 */
+    const char *breaker_state;            /* "closed" | "open" | "half_open" (static)  */
+    int consecutive_failures;             /* failed requests in a row, all endpoints   */
+    long window_requests, window_retries; /* in the budget's window          */
+} cloud_policy_stats;
+void cloud_policy_stats_get(cloud *c, cloud_policy_stats *out);
 
 /* ---- register ---- */
 typedef struct {
@@ -122,7 +159,8 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
 void cloud_plan_free(cloud_plan *p);
 
 /* ---- heartbeat ---- */
-/* `run_ids`: array of strings (running runs). *accepted: new array. */
+/* `run_ids`: array of strings (running runs). *accepted: new array. Never
+ * transport-retried: the caller beats again soon after a failure. */
 int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids, json_t **accepted,
                     char *lease_expires_at, size_t lcap, cloud_error *e);
 
@@ -132,9 +170,12 @@ typedef struct {
     int idempotent_replay;
     long long result_count;
 } cloud_result_ack;
-/* Sends `body` (the stored serialized result) unchanged. */
-int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, cloud_result_ack *ack,
-                 cloud_error *e);
+/* Sends `body` (the stored serialized result) unchanged. `again`: an
+ * earlier call for this result failed, so even the first attempt is a
+ * retry (within the budget: if it has none left, nothing is sent and e is
+ * a retryable "retry_budget_exhausted"). */
+int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, int again,
+                 cloud_result_ack *ack, cloud_error *e);
 
 /* ---- reading validated descriptors ---- */
 /* The string at `k`, or NULL if absent or not a string (borrowed). */
@@ -160,10 +201,12 @@ typedef struct {
     int retry;                  /* 1 = apply the retry policy */
     long long lease_generation; /* > 0 adds the worker-id and lease headers */
     int allow_no_version;       /* transcript: no protocol_version field */
-    const char *name;           /* call name for metrics (register, claim, ...) */
+    cloud_endpoint ep;          /* backoff state and metrics label */
     char **raw_out;             /* if set: a 2xx body is not parsed; on success it lands
                                    here (owned, NUL-ended) and *out stays NULL */
     size_t *raw_len;            /* its length (with raw_out) */
+    double lease_expires_epoch; /* > 0: no retry starts after this (wall clock) */
+    int again;                  /* the first attempt is already a retry */
 } cloud_req;
 /* Performs the call; on CLOUD_OK *out is the parsed JSON object (or, with
  * raw_out, the body's bytes are in *raw_out). */

@@ -103,8 +103,12 @@ int cloud_claim(cloud *c, const char *catalog_revision, long capacity, cloud_ass
     cloud_assignment *list = NULL;
     size_t got = 0;
     int rc = -1;
-    cloud_req req = {"POST", url,     text, strlen(text), CLOUD_MAX_RESPONSE, 0, 0,
-                     0,      "claim", NULL, NULL};
+    cloud_req req = {.method = "POST",
+                     .url = url,
+                     .body = text,
+                     .body_len = strlen(text),
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .ep = CLOUD_EP_CLAIM};
     if (cloud_call(c, &req, &resp, e) != 0) goto done;
     json_t *arr = json_object_get(resp, "assignments");
     if (!json_is_array(arr)) {

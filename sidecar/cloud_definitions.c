@@ -52,9 +52,13 @@ int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_e
         cloud_set_protocol_error(e, "assignment has no definitions_url");
         return -1;
     }
-    cloud_req req = {
-        "GET", a->definitions_url, NULL, 0,   CLOUD_MAX_RESPONSE, 1, a->lease_generation,
-        0,     "definitions",      NULL, NULL};
+    cloud_req req = {.method = "GET",
+                     .url = a->definitions_url,
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .retry = 1,
+                     .lease_generation = a->lease_generation,
+                     .ep = CLOUD_EP_DEFINITIONS,
+                     .lease_expires_epoch = a->lease_expires_epoch};
     if (cloud_call(c, &req, &r, e) != 0) return -1;
     const char *aid = cloud_req_str(r, "assignment_id", NULL, e);
     if (aid == NULL || cloud_req_str(r, "catalog_revision", NULL, e) == NULL) goto fail;

@@ -23,8 +23,12 @@ int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids,
     json_t *r = NULL;
     int rc = -1;
     /* One attempt: the next tick is the retry. */
-    cloud_req req = {"POST", url,         text, strlen(text), CLOUD_MAX_RESPONSE, 0, 0,
-                     0,      "heartbeat", NULL, NULL};
+    cloud_req req = {.method = "POST",
+                     .url = url,
+                     .body = text,
+                     .body_len = strlen(text),
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .ep = CLOUD_EP_HEARTBEAT};
     if (cloud_call(c, &req, &r, e) != 0) goto done;
     const char *le = cloud_req_str(r, "lease_expires_at", "heartbeat", e);
     if (le == NULL || cloud_str_list(r, "accepted_run_ids", "heartbeat", e) != 0) goto done;

@@ -26,8 +26,14 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
     char *url = cloud_url(c, "/v1/evaluator/assignments/%s/plan", a->assignment_id);
     json_t *r = NULL;
     int rc = -1;
-    cloud_req req = {"POST", url,    text, strlen(text), CLOUD_MAX_RESPONSE, 1, 0,
-                     0,      "plan", NULL, NULL};
+    cloud_req req = {.method = "POST",
+                     .url = url,
+                     .body = text,
+                     .body_len = strlen(text),
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .retry = 1,
+                     .ep = CLOUD_EP_PLAN,
+                     .lease_expires_epoch = a->lease_expires_epoch};
     if (cloud_call(c, &req, &r, e) != 0) goto done;
     const char *aid = cloud_req_str(r, "assignment_id", "plan", e);
     if (aid == NULL) goto done;

@@ -20,8 +20,13 @@ int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog
     char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/workers/register", NULL);
     json_t *resp = NULL;
-    cloud_req req = {"POST", url,        text, strlen(text), CLOUD_MAX_RESPONSE, 1, 0,
-                     0,      "register", NULL, NULL};
+    cloud_req req = {.method = "POST",
+                     .url = url,
+                     .body = text,
+                     .body_len = strlen(text),
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .retry = 1,
+                     .ep = CLOUD_EP_REGISTER};
     int rc = -1;
     if (cloud_call(c, &req, &resp, e) != 0) goto done;
     const char *id = cloud_req_str(resp, "evaluator_instance_id", NULL, e);

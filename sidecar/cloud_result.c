@@ -6,14 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, cloud_result_ack *ack,
-                 cloud_error *e)
+int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, int again,
+                 cloud_result_ack *ack, cloud_error *e)
 {
     memset(ack, 0, sizeof *ack);
     char *url = cloud_url(c, "/v1/evaluator/runs/%s/result", run_id);
     json_t *r = NULL;
     int rc = -1;
-    cloud_req req = {"POST", url, body, len, CLOUD_MAX_RESPONSE, 1, 0, 0, "result", NULL, NULL};
+    cloud_req req = {.method = "POST",
+                     .url = url,
+                     .body = body,
+                     .body_len = len,
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .retry = 1,
+                     .ep = CLOUD_EP_RESULT,
+                     .again = again};
     if (cloud_call(c, &req, &r, e) != 0) goto done;
     const char *rid = cloud_req_str(r, "evaluation_run_id", "result", e);
     const char *st = rid ? cloud_req_str(r, "status", "result", e) : NULL;

@@ -21,9 +21,16 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **si
     *simg = NULL;
     *simg_len = 0;
     json_t *unused = NULL;
-    cloud_req req = {
-        "GET", a->transcript_url, NULL,  0,   CLOUD_MAX_TRANSCRIPT, 1, a->lease_generation,
-        1,     "transcript",      &body, &len};
+    cloud_req req = {.method = "GET",
+                     .url = a->transcript_url,
+                     .cap = CLOUD_MAX_TRANSCRIPT,
+                     .retry = 1,
+                     .lease_generation = a->lease_generation,
+                     .allow_no_version = 1,
+                     .ep = CLOUD_EP_TRANSCRIPT,
+                     .raw_out = &body,
+                     .raw_len = &len,
+                     .lease_expires_epoch = a->lease_expires_epoch};
     if (cloud_call(c, &req, &unused, e) != 0) {
         if (!strcmp(e->code, "response_too_large"))
             snprintf(e->code, sizeof e->code, "transcript_too_large");

@@ -22,7 +22,8 @@ typedef struct entry {
     int attempts;
     int in_flight;
     int64_t next_ms;
-    void *owner; /* borrowed, see outbox_hooks */
+    cloud_error last; /* the last failed attempt's error */
+    void *owner;      /* borrowed, see outbox_hooks */
     struct entry *next;
 } entry;
 
@@ -168,10 +169,17 @@ static int attempt(outbox *o, entry *e)
     }
     cloud_result_ack ack;
     cloud_error ce;
-    e->attempts++;
+    /* After a failed call, even the first attempt of the next is a retry
+     * (the budget may refuse it: then nothing is sent). */
+    int again = e->attempts > 0;
     double at = time_now();
     int64_t t0 = time_mono_ms();
-    int rc = cloud_result(o->cloud, e->run_id, e->body, e->len, &ack, &ce);
+    int rc = cloud_result(o->cloud, e->run_id, e->body, e->len, again, &ack, &ce);
+    if (rc != 0 && !strcmp(ce.code, "retry_budget_exhausted")) {
+        e->last = ce;
+        return 0; /* not sent: nothing to record */
+    }
+    e->attempts++;
     long long dur = time_mono_ms() - t0;
     if (rc == 0) {
         record(o, e, ack.idempotent_replay ? STORE_SUBMIT_REPLAYED : STORE_SUBMIT_COMMITTED, at,
@@ -188,6 +196,7 @@ static int attempt(outbox *o, entry *e)
     if (ce.kind == CLOUD_ABORTED) return 0;
     record(o, e, ce.retryable ? STORE_SUBMIT_RETRY : STORE_SUBMIT_REJECTED, at, dur, &ce);
     if (ce.retryable) {
+        e->last = ce;
         metrics_inc(METRIC_SUBMISSIONS, "outcome", "retried");
         answered(o, e, OUTBOX_RETRY, &ce);
         log_warn("result submission failed; will retry", LOG_S("evaluation_run_id", e->run_id),
@@ -204,9 +213,9 @@ static int attempt(outbox *o, entry *e)
     return 1;
 }
 
-static int64_t retry_delay(outbox *o, int attempts)
+static int64_t retry_delay(outbox *o, int attempts, const cloud_error *e)
 {
-    if (o->hooks.retry_delay_ms != NULL) return o->hooks.retry_delay_ms(o->hooks.ud, attempts);
+    if (o->hooks.retry_delay_ms != NULL) return o->hooks.retry_delay_ms(o->hooks.ud, attempts, e);
     int shift = attempts < 6 ? attempts : 5;
     return 1000LL << shift;
 }
@@ -221,7 +230,7 @@ static entry *after_attempt_locked(outbox *o, entry *e, int settled)
         unlink_locked(o, e);
         return e;
     }
-    e->next_ms = time_mono_ms() + retry_delay(o, e->attempts);
+    e->next_ms = time_mono_ms() + retry_delay(o, e->attempts, &e->last);
     if (o->st != NULL) {
         free(e->body);
         e->body = NULL;

@@ -31,9 +31,9 @@ typedef struct {
      * outbox. e is NULL for OUTBOX_COMMITTED / OUTBOX_REPLAYED. */
     void (*answered)(void *ud, void *owner, outbox_outcome oc, const cloud_error *e);
     /* The delay before the next attempt of an entry that failed `attempts`
-     * times (milliseconds; lock held, so it must not call into the outbox).
-     * NULL: 1 s doubling to 32 s. */
-    int64_t (*retry_delay_ms)(void *ud, int attempts);
+     * times, the last time with `e` (milliseconds; lock held, so it must not
+     * call into the outbox). NULL: 1 s doubling to 32 s. */
+    int64_t (*retry_delay_ms)(void *ud, int attempts, const cloud_error *e);
 } outbox_hooks;
 
 /* cloud and store are borrowed (store may be NULL) and outlive the outbox. */

@@ -84,6 +84,17 @@ static void outbox_answered(void *ud, void *owner, outbox_outcome oc, const clou
     }
 }
 
+/* The outbox's retry schedule: the result endpoint's jittered backoff;
+ * when the retry budget held the retry back, at least a quarter second. */
+static int64_t outbox_retry_delay(void *ud, int attempts, const cloud_error *e)
+{
+    worker *w = ud;
+    (void)attempts;
+    int64_t d = cloud_backoff_ms(w->cloud, CLOUD_EP_RESULT);
+    if (!strcmp(e->code, "retry_budget_exhausted") && d < 250) d = 250;
+    return d;
+}
+
 worker *worker_new(const worker_deps *d, char *err, size_t errcap)
 {
     if (d->cfg == NULL || d->pool == NULL) {
@@ -121,7 +132,7 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
         free(w);
         return NULL;
     }
-    outbox_hooks oh = {.ud = w, .answered = outbox_answered};
+    outbox_hooks oh = {.ud = w, .answered = outbox_answered, .retry_delay_ms = outbox_retry_delay};
     w->outbox = outbox_new(w->cloud, w->store, &oh);
     if (w->outbox == NULL) {
         snprintf(err, errcap, "worker: out of memory");
@@ -233,7 +244,7 @@ static void idle_trim(worker *w)
 static void *main_loop(void *arg)
 {
     worker *w = arg;
-    double reg_delay = 1, claim_delay = 1;
+    double reg_delay = 1;
     for (;;) {
         pthread_mutex_lock(&w->mu);
         int stop = w->stopping || w->draining;
@@ -280,6 +291,12 @@ static void *main_loop(void *arg)
         int64_t poll_ms = w->poll_interval_s * 1000;
         pthread_mutex_unlock(&w->mu);
         if (capacity <= 0 || w->store_failing) continue;
+        /* While the server fails persistently, claims are slow probes. */
+        long long probe_in = 0;
+        if (!cloud_claim_permit(w->cloud, &probe_in)) {
+            loop_wait(w, probe_in);
+            continue;
+        }
         cloud_assignment *as = NULL;
         size_t n = 0, rejected = 0;
         double claimed_at = time_now();
@@ -300,7 +317,9 @@ static void *main_loop(void *arg)
                 loop_wait(w, poll_ms);
                 continue;
             }
-            double delay = claim_delay;
+            /* Soon, as a new logical call (never a transport retry): a short
+             * jittered delay that grows with consecutive claim failures. */
+            double delay = (double)cloud_backoff_ms(w->cloud, CLOUD_EP_CLAIM) / 1000;
             if (!e.retryable) {
                 /* invalid_credentials, instance_disabled, ...: not ready,
                  * retry slowly (re-registering first). */
@@ -312,14 +331,13 @@ static void *main_loop(void *arg)
             } else if (e.kind == CLOUD_TRANSPORT) {
                 wcount(w, WC_TRANSPORT_ERRORS, 1);
             }
-            log_error("claim failed", LOG_S("code", e.code), LOG_S("error", e.message),
-                      LOG_B("retryable", e.retryable), LOG_I("http_status", e.http_status),
-                      LOG_S("request_id", e.request_id), LOG_D("retry_in_s", delay));
-            claim_delay = claim_delay * 2 > 30 ? 30 : claim_delay * 2;
+            log_at_(e.retryable ? LOG_WARN : LOG_ERROR, "claim failed", LOG_S("code", e.code),
+                    LOG_S("error", e.message), LOG_B("retryable", e.retryable),
+                    LOG_I("http_status", e.http_status), LOG_S("request_id", e.request_id),
+                    LOG_D("retry_in_s", delay));
             loop_wait(w, (int64_t)(delay * 1000));
             continue;
         }
-        claim_delay = 1;
         if (rejected) wcount(w, WC_PROTOCOL_ERRORS, (long long)rejected);
         if (n == 0) {
             free(as);
@@ -546,28 +564,57 @@ void worker_catalog_changed(worker *w)
     pthread_mutex_unlock(&w->mu);
 }
 
+#define MAX_REASONS 8
+#define REASON_LEN (sizeof((worker *)0)->not_ready + 16)
+
+/* Every reason that holds now, one line each (w->mu held). */
+static int not_ready_locked(worker *w, long long last_contact, const cloud_policy_stats *ps,
+                            char r[][REASON_LEN], int max)
+{
+    int n = 0;
+    if ((w->stopping || w->draining) && n < max) snprintf(r[n++], REASON_LEN, "draining");
+    if (!w->registered && n < max)
+        snprintf(r[n++], REASON_LEN, "%s", w->not_ready[0] ? w->not_ready : "not registered");
+    else if (w->not_ready[0] && n < max)
+        snprintf(r[n++], REASON_LEN, "%s", w->not_ready);
+    if (w->store_failing && n < max)
+        snprintf(r[n++], REASON_LEN, "store failing: results cannot be made durable");
+    if (ps->breaker_open && n < max)
+        snprintf(r[n++], REASON_LEN,
+                 "server failing: circuit breaker open after %d consecutive failed requests "
+                 "(claims paused; heartbeats and results go on)",
+                 ps->consecutive_failures);
+    if (w->registered && n < max &&
+        (last_contact == 0 || time_mono_ms() - last_contact > w->lease_duration_s * 1000))
+        snprintf(r[n++], REASON_LEN, "no server contact within the lease duration (%llds)",
+                 w->lease_duration_s);
+    return n;
+}
+
+/* The reasons (r) and their count. Locks w->mu. */
+static int not_ready(worker *w, char r[][REASON_LEN])
+{
+    long long last = cloud_last_contact_ms(w->cloud);
+    cloud_policy_stats ps;
+    cloud_policy_stats_get(w->cloud, &ps);
+    pthread_mutex_lock(&w->mu);
+    int n = not_ready_locked(w, last, &ps, r, MAX_REASONS);
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
 int worker_ready(worker *w, char *reason, size_t cap)
 {
-    int ok = 0;
-    long long last = cloud_last_contact_ms(w->cloud);
-    pthread_mutex_lock(&w->mu);
-    if (w->stopping || w->draining)
-        snprintf(reason, cap, "draining");
-    else if (!w->registered)
-        snprintf(reason, cap, "%s", w->not_ready[0] ? w->not_ready : "not registered");
-    else if (w->not_ready[0])
-        snprintf(reason, cap, "%s", w->not_ready);
-    else if (w->store_failing)
-        snprintf(reason, cap, "store failing: results cannot be made durable");
-    else if (last == 0 || time_mono_ms() - last > w->lease_duration_s * 1000)
-        snprintf(reason, cap, "no server contact within the lease duration (%llds)",
-                 w->lease_duration_s);
-    else {
-        ok = 1;
-        if (cap) reason[0] = '\0';
+    char r[MAX_REASONS][REASON_LEN];
+    int n = not_ready(w, r);
+    size_t off = 0;
+    if (cap) reason[0] = '\0';
+    for (int i = 0; i < n && off < cap; i++) {
+        int k = snprintf(reason + off, cap - off, "%s%s", i ? "; " : "", r[i]);
+        if (k < 0) break;
+        off += (size_t)k;
     }
-    pthread_mutex_unlock(&w->mu);
-    return ok;
+    return n == 0;
 }
 
 #define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
@@ -613,8 +660,10 @@ rcbuf *worker_recent_transcript(worker *w, const char *assignment_id)
 
 json_t *worker_status_json(worker *w)
 {
-    char ts[40], reason[256];
-    int ready = worker_ready(w, reason, sizeof reason);
+    char ts[40], reasons[MAX_REASONS][REASON_LEN];
+    int nreasons = not_ready(w, reasons);
+    cloud_policy_stats ps;
+    cloud_policy_stats_get(w->cloud, &ps);
     long long last = cloud_last_contact_ms(w->cloud);
     long depth = outbox_depth(w->outbox);
     json_t *o = json_object();
@@ -630,8 +679,19 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "uptime_seconds",
                         json_real(w->started ? (time_mono_ms() - w->started_mono) / 1000.0 : 0));
     json_object_set_new(o, "state", json_string(state));
-    json_object_set_new(o, "ready", json_boolean(ready));
-    json_object_set_new(o, "not_ready_reason", ready ? json_null() : json_string(reason));
+    json_object_set_new(o, "ready", json_boolean(nreasons == 0));
+    json_t *rs = json_array();
+    for (int i = 0; i < nreasons; i++)
+        json_array_append_new(rs, json_string(reasons[i]));
+    json_object_set_new(o, "not_ready_reason", nreasons ? json_string(reasons[0]) : json_null());
+    json_object_set_new(o, "not_ready_reasons", rs);
+    json_object_set_new(
+        o, "server_policy",
+        json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "breaker_state", ps.breaker_state,
+                  "breaker_opened", (json_int_t)ps.breaker_opened, "consecutive_failures",
+                  (json_int_t)ps.consecutive_failures, "retries", (json_int_t)ps.retries,
+                  "retry_budget_exhausted", (json_int_t)ps.budget_exhausted, "window_requests",
+                  (json_int_t)ps.window_requests, "window_retries", (json_int_t)ps.window_retries));
     json_object_set_new(o, "registered", json_boolean(w->registered));
     json_object_set_new(o, "evaluator_instance_id",
                         w->registered ? json_string(w->instance_id) : json_null());

@@ -2,7 +2,8 @@
  * start (first heartbeat at once), then beats every heartbeat interval,
  * listing its unfinished runs; runs missing from accepted_run_ids are
  * cancelled; lease_lost cancels them all (their sandboxes are killed); any
- * other failure is counted and retried next tick. Runs the shared
+ * other failure is counted and the heartbeat is sent again after a short
+ * jittered backoff, always ahead of the lease's end. Runs the shared
  * scheduler loop (sidecar/sched.h): no polling. */
 #include "sidecar/worker_internal.h"
 
@@ -11,6 +12,9 @@
 #include "sidecar/sched.h"
 
 #include <string.h>
+
+/* A heartbeat is due at least this long before the lease it keeps ends. */
+#define HB_LEASE_MARGIN_S 2.0
 
 void worker_hb_add(worker *w, actx *x)
 {
@@ -37,7 +41,9 @@ void worker_hb_remove(worker *w, actx *x)
     pthread_mutex_unlock(&w->mu);
 }
 
-static void beat(worker *w, actx *x)
+/* One heartbeat for x. Returns 1 if it failed and should be sent again
+ * soon, else 0. */
+static int beat(worker *w, actx *x)
 {
     json_t *ids = json_array();
     for (size_t i = 0; i < x->nruns; i++)
@@ -45,8 +51,9 @@ static void beat(worker *w, actx *x)
             json_array_append_new(ids, json_string(x->runs[i].run_id));
     if (json_array_size(ids) == 0 || atomic_load(&x->lost)) {
         json_decref(ids);
-        return;
+        return 0;
     }
+    int again = 0;
     json_t *accepted = NULL;
     char lease[64];
     cloud_error e;
@@ -84,14 +91,16 @@ static void beat(worker *w, actx *x)
             atomic_store(&x->runs[i].cancel, 1);
         atomic_store(&x->cancel_conditions, 1);
     } else if (e.kind != CLOUD_ABORTED) {
+        again = 1;
         wcount(w, WC_HEARTBEAT_FAILURES, 1);
         metrics_inc(METRIC_HEARTBEAT_FAILURES);
         if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-        log_warn("heartbeat failed; retrying next tick", LOG_S("assignment_id", x->a.assignment_id),
+        log_warn("heartbeat failed; beating again soon", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_S("code", e.code), LOG_S("error", e.message),
                  LOG_S("request_id", e.request_id));
     }
     json_decref(ids);
+    return again;
 }
 
 /* ---- the heartbeat thread (sched_loop callbacks, under w->mu) ---- */
@@ -107,7 +116,6 @@ static void *hb_pick(void *ud, int64_t now, int64_t *next)
     for (actx *x = w->hb_list; x; x = x->hb_next) {
         if (x->next_hb_ms <= now) {
             x->hb_busy = 1;
-            x->next_hb_ms = now + w->hb_interval_s * 1000;
             return x;
         }
         if (x->next_hb_ms < *next) *next = x->next_hb_ms;
@@ -117,15 +125,26 @@ static void *hb_pick(void *ud, int64_t now, int64_t *next)
 
 static int hb_serve(void *ud, void *item)
 {
-    beat(ud, item);
-    return 0;
+    worker *w = ud;
+    int again = beat(w, item);
+    /* After a failure, the heartbeat endpoint's jittered backoff (short
+     * while failures are sparse), never longer than the interval. */
+    return again ? (int)cloud_backoff_ms(w->cloud, CLOUD_EP_HEARTBEAT) : -1;
 }
 
-static void hb_served(void *ud, void *item, int result)
+static void hb_served(void *ud, void *item, int retry_in_ms)
 {
     worker *w = ud;
     actx *x = item;
-    (void)result;
+    int64_t interval = w->hb_interval_s * 1000;
+    int64_t next =
+        time_mono_ms() + (retry_in_ms >= 0 && retry_in_ms < interval ? retry_in_ms : interval);
+    /* The next beat stays ahead of the lease it keeps (with a margin; once
+     * inside the margin, the schedule above stands). */
+    double left_s = x->a.lease_expires_epoch - time_now() - HB_LEASE_MARGIN_S;
+    if (left_s > 0 && left_s * 1000 < (double)(next - time_mono_ms()))
+        next = time_mono_ms() + (int64_t)(left_s * 1000);
+    x->next_hb_ms = next;
     x->hb_busy = 0;
     pthread_cond_broadcast(&w->hb_cv);
 }

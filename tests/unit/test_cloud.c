@@ -176,7 +176,13 @@ static void test_retry_policy(void **state)
     cloud *c = cloud_new(&cfg, err, sizeof err);
     assert_non_null(c);
     char *u = cloud_url(c, "/v1/x", NULL);
-    cloud_req req = {"POST", u, "{}", 2, CLOUD_MAX_RESPONSE, 1, 0, 0, "test", NULL, NULL};
+    cloud_req req = {.method = "POST",
+                     .url = u,
+                     .body = "{}",
+                     .body_len = 2,
+                     .cap = CLOUD_MAX_RESPONSE,
+                     .retry = 1,
+                     .ep = CLOUD_EP_PLAN};
     json_t *out = NULL;
     cloud_error e;
     assert_int_equal(cloud_call(c, &req, &out, &e), 0); /* 503, 500 retryable, then 200 */
