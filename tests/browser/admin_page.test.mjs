@@ -186,7 +186,8 @@ test("a session whose payloads hold <script> and <img onerror> renders inert", a
   await page.click("#run-filters button[type=submit]");
   await page.waitForFunction(() => document.querySelectorAll("#runs tr").length === 1);
   await page.click("#runs tr:first-child");
-  await page.waitForFunction(() => document.querySelectorAll("#detail-results tr").length > 0);
+  // The panel may still hold the previously opened run: wait for this one.
+  await page.waitForFunction(() => document.getElementById("detail-results").textContent.includes("echo_summary"));
   const shown = await page.textContent("#detail-results");
   assert.ok(shown.includes(XSS.slice(0, 40)), "the payload is shown as text");
   // Also through the playground, as a raw value taken from the transcript.
