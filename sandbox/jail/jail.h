@@ -61,6 +61,8 @@ typedef struct {
 
 typedef struct {
     int user_ns, net_ns, caps, rlimits, nnp, seccomp;
+    int unprivileged; /* not root: given up, or never had it */
+    int bounding;     /* the capability bounding set is empty */
 } jail_layers;
 
 /* What a process prepares once before it serves (or forks) children: the
@@ -133,6 +135,7 @@ typedef struct {
     int32_t pid;
     int32_t value;
     uint32_t user_ns, net_ns; /* HELLO: namespaces in effect */
+    uint32_t bounding;        /* HELLO: the bounding set is empty */
 } jail_zygote_msg;
 
 /* The request header, sent once over fd 0 (with the image memfd attached as
@@ -165,10 +168,15 @@ typedef struct {
 #define JAIL_EXIT_PROTO 4    /* malformed request                               */
 #define JAIL_EXIT_SIGSYS 159 /* sanitizer builds: seccomp trap handler         */
 
-/* Optional namespaces (jail_ns.c). Each `want_*` is attempted; `got_*` say
- * what took effect. Returns 0 (namespaces are never required). */
-int jail_ns_enter(int want_user, int want_net, int *got_user, int *got_net);
-/* Drops every capability (effective, permitted, inheritable). 0 or -1. */
-int jail_drop_caps(void);
+/* Identity (jail_ns.c): as root, gives up root (empty bounding set, no
+ * groups, uid and gid 65534) and sets got->unprivileged; then each `want_*`
+ * namespace is attempted and got->user_ns / net_ns say what took effect.
+ * Returns 0, or -1 if root could not be given up (fail closed); namespaces
+ * are never required. */
+int jail_ns_enter(int want_user, int want_net, jail_layers *got);
+/* Drops every capability: the bounding set where this process may (sets
+ * *bounding_empty, may be NULL), ambient, effective, permitted, inheritable.
+ * 0, or -1 if an effective, permitted or inheritable one is left. */
+int jail_drop_caps(int *bounding_empty);
 
 #endif

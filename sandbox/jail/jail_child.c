@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/capability.h>
 #include <malloc.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -337,8 +338,10 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
 {
     /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open, and
      * the parent gave us no environment. */
-    if (jail_drop_caps() != 0) die_setup("dropping capabilities");
+    int bounding = 0;
+    if (jail_drop_caps(&bounding) != 0) die_setup("dropping capabilities");
     got->caps = 1;
+    got->bounding = got->bounding || bounding; /* a zygote child: emptied by the zygote */
 
     rlim_t as = (rlim_t)o->memory_mb << 20;
 #ifdef FPS_SANITIZE
@@ -449,7 +452,9 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
         } else if (!strcmp(mode, "prctl")) {
             r = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         } else if (!strcmp(mode, "capset")) {
-            r = jail_drop_caps();
+            struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+            struct __user_cap_data_struct data[2] = {{0, 0, 0}, {0, 0, 0}};
+            r = (int)syscall(SYS_capset, &hdr, data);
         } else {
             struct rlimit rl = {3, 3};
             r = setrlimit(RLIMIT_NOFILE, &rl);
@@ -555,16 +560,18 @@ int sbx_child_main(int argc, char **argv)
     if (o.zygote) return jail_zygote_main(&o);
     jail_layers got;
     memset(&got, 0, sizeof got);
-    jail_ns_enter(o.userns, o.netns, &got.user_ns, &got.net_ns);
+    if (jail_ns_enter(o.userns, o.netns, &got) != 0) die_setup("giving up root");
     jail_prepared prep;
     if (jail_prepare(&prep) != 0) die_setup("compiling the seccomp filter");
     jail_enter(&o, &prep, &got);
     if (o.probe) {
-        char line[160];
+        char line[224];
         int n = snprintf(line, sizeof line,
                          "{\"user_ns\": %d, \"net_ns\": %d, \"caps\": %d, \"rlimits\": %d, "
-                         "\"no_new_privs\": %d, \"seccomp\": %d}",
-                         got.user_ns, got.net_ns, got.caps, got.rlimits, got.nnp, got.seccomp);
+                         "\"no_new_privs\": %d, \"seccomp\": %d, \"unprivileged\": %d, "
+                         "\"cap_bounding_empty\": %d}",
+                         got.user_ns, got.net_ns, got.caps, got.rlimits, got.nnp, got.seccomp,
+                         got.unprivileged, got.bounding);
         if (n > 0) write_outcome(line);
         _exit(0);
     }

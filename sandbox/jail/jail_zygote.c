@@ -35,6 +35,7 @@ static int send_msg(uint32_t op, int32_t pid, int32_t value, const jail_layers *
     if (l != NULL) {
         m.user_ns = (uint32_t)l->user_ns;
         m.net_ns = (uint32_t)l->net_ns;
+        m.bounding = (uint32_t)l->bounding;
     }
     ssize_t n;
     do
@@ -82,9 +83,9 @@ int jail_zygote_main(const jail_opts *o)
 {
     jail_layers got;
     memset(&got, 0, sizeof got);
-    jail_ns_enter(o->userns, o->netns, &got.user_ns, &got.net_ns);
-    /* Nothing here needs a capability once the namespaces exist. */
-    if (jail_drop_caps() != 0) {
+    /* Nothing here needs a capability once the namespaces exist: the
+     * children it forks inherit no root, no capability, no bounding set. */
+    if (jail_ns_enter(o->userns, o->netns, &got) != 0 || jail_drop_caps(&got.bounding) != 0) {
         send_msg(JAIL_ZYG_HELLO, getpid(), errno ? -errno : -EPERM, &got);
         return JAIL_EXIT_SETUP;
     }

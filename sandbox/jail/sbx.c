@@ -630,6 +630,9 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
     pool->layers.rlimits = json_integer_value(json_object_get(o, "rlimits")) == 1;
     pool->layers.user_ns = json_integer_value(json_object_get(o, "user_ns")) == 1;
     pool->layers.net_ns = json_integer_value(json_object_get(o, "net_ns")) == 1;
+    pool->layers.unprivileged = json_integer_value(json_object_get(o, "unprivileged")) == 1;
+    pool->layers.cap_bounding_empty =
+        json_integer_value(json_object_get(o, "cap_bounding_empty")) == 1;
     json_decref(o);
     if (!pool->layers.seccomp || !pool->layers.no_new_privs || !pool->layers.rlimits) {
         snprintf(err, errcap,
@@ -748,7 +751,9 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
              LOG_I("seccomp", pool->layers.seccomp),
              LOG_I("no_new_privs", pool->layers.no_new_privs),
              LOG_I("rlimits", pool->layers.rlimits), LOG_I("user_ns", pool->layers.user_ns),
-             LOG_I("net_ns", pool->layers.net_ns), LOG_I("zygote", pool->layers.zygote));
+             LOG_I("net_ns", pool->layers.net_ns), LOG_I("unprivileged", pool->layers.unprivileged),
+             LOG_I("cap_bounding_empty", pool->layers.cap_bounding_empty),
+             LOG_I("zygote", pool->layers.zygote));
     return pool;
 fail:
     sbx_pool_free(pool);
@@ -799,9 +804,10 @@ sbx_layers sbx_pool_layers(const sbx_pool *pool)
 json_t *sbx_pool_jail_json(sbx_pool *pool)
 {
     sbx_layers l = pool->layers;
-    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:I}", "seccomp", l.seccomp,
+    return json_pack("{s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:b, s:I, s:I}", "seccomp", l.seccomp,
                      "no_new_privs", l.no_new_privs, "rlimits", l.rlimits, "user_ns", l.user_ns,
-                     "net_ns", l.net_ns, "zygote", sbx_pool_zygote_pid(pool) > 0,
+                     "net_ns", l.net_ns, "unprivileged", l.unprivileged, "cap_bounding_empty",
+                     l.cap_bounding_empty, "zygote", sbx_pool_zygote_pid(pool) > 0,
                      "children_started", (json_int_t)atomic_load(&pool->spawned), "children_forked",
                      (json_int_t)atomic_load(&pool->forked));
 }

@@ -44,6 +44,9 @@ typedef struct {
 typedef struct {
     int seccomp, no_new_privs, rlimits; /* required: pool creation fails without */
     int user_ns, net_ns;                /* optional */
+    int unprivileged;                   /* children never run as root (given up: uid/gid 65534) */
+    int cap_bounding_empty;             /* children's capability bounding set is empty (needs root
+                                           or a user namespace: best effort otherwise) */
     int zygote;                         /* 1 = children are forked from the zygote (else exec'd) */
 } sbx_layers;
 
@@ -51,7 +54,8 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap);
 void sbx_pool_free(sbx_pool *pool);
 sbx_layers sbx_pool_layers(const sbx_pool *pool);
 /* The layers and how children are made, for /v1/status: {"seccomp",
- * "no_new_privs", "rlimits", "user_ns", "net_ns", "zygote" (booleans),
+ * "no_new_privs", "rlimits", "user_ns", "net_ns", "unprivileged",
+ * "cap_bounding_empty", "zygote" (booleans),
  * "children_started", "children_forked"}. New reference. */
 json_t *sbx_pool_jail_json(sbx_pool *pool);
 /* Children currently running (for /v1/status and metrics). */

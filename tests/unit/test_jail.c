@@ -419,6 +419,106 @@ static void test_jail_observed_from_outside(void **state)
  * the calls the zygote and a child's own set-up make before the allowlist is
  * loaded (forking the zygote's way, answering on fd 0, moving fds,
  * capabilities, no_new_privs, limits other than RLIMIT_CPU). */
+/* The "Name:\t..." line of /proc/<pid>/status, after the tab (into out). */
+static int status_line(int pid, const char *name, char *out, size_t cap)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    FILE *f = fopen(path, "r");
+    int found = -1;
+    size_t n = strlen(name);
+    while (f != NULL && fgets(line, sizeof line, f))
+        if (!strncmp(line, name, n) && line[n] == ':') {
+            const char *v = line + n + 1;
+            v += strspn(v, " \t");
+            snprintf(out, cap, "%.*s", (int)strcspn(v, "\n"), v);
+            found = 0;
+        }
+    if (f != NULL) fclose(f);
+    return found;
+}
+
+/* A running (sleeping) child of p, seen from /proc: uid and gid are `id`
+ * in all four positions, no supplementary groups when the sidecar was root,
+ * no capability at all, and an empty bounding set when `bounding_empty`. */
+static void check_child_identity(sbx_pool *p, unsigned id, int root, int bounding_empty)
+{
+    atomic_int cancel = 0;
+    eval_thread_arg a = {p, "1", 20, &cancel, {0}, 0, 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, eval_thread, &a), 0);
+    int pid = 0;
+    for (int i = 0; i < 500 && pid == 0; i++)
+        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
+    assert_true(pid > 0);
+    char path[64], v[256], want[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
+        usleep(10000);
+    assert_int_equal(status_field(path, "Seccomp"), 2);
+    snprintf(want, sizeof want, "%u\t%u\t%u\t%u", id, id, id, id);
+    assert_int_equal(status_line(pid, "Uid", v, sizeof v), 0);
+    assert_string_equal(v, want);
+    assert_int_equal(status_line(pid, "Gid", v, sizeof v), 0);
+    if (root) assert_string_equal(v, want);
+    assert_int_equal(status_line(pid, "Groups", v, sizeof v), 0);
+    if (root) assert_string_equal(v, "");
+    static const char *const caps[] = {"CapInh", "CapPrm", "CapEff", "CapAmb", "CapBnd"};
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        assert_int_equal(status_line(pid, caps[i], v, sizeof v), 0);
+        if (strcmp(caps[i], "CapBnd") != 0 || bounding_empty)
+            if (strtoull(v, NULL, 16) != 0) fail_msg("%s of a child is %s", caps[i], v);
+    }
+    atomic_store(&cancel, 1);
+    pthread_join(th, NULL);
+    sbx_outcome_free(&a.out);
+}
+
+/* Children never keep the sidecar's root: run as root they are uid/gid
+ * 65534 with every capability set (bounding included) empty; run as
+ * another user they keep that uid, with no capability, and an empty
+ * bounding set inside their user namespace where one is allowed. As root,
+ * the same test then runs again under setpriv as uid 65534. */
+static void test_children_are_unprivileged(void **state)
+{
+    (void)state;
+    unsigned me = (unsigned)getuid();
+    int root = me == 0;
+    for (int exec_only = 0; exec_only < 2; exec_only++) {
+        g_no_zygote = exec_only;
+        sbx_pool *p = make_pool(1, -1, "sleep");
+        sbx_layers l = sbx_pool_layers(p);
+        assert_int_equal(l.unprivileged, 1);
+        assert_int_equal(l.cap_bounding_empty, root || l.user_ns);
+        json_t *j = sbx_pool_jail_json(p);
+        assert_true(json_is_true(json_object_get(j, "unprivileged")));
+        assert_int_equal(json_is_true(json_object_get(j, "cap_bounding_empty")),
+                         l.cap_bounding_empty);
+        json_decref(j);
+        check_child_identity(p, root ? 65534u : me, root, l.cap_bounding_empty);
+        sbx_pool_free(p);
+    }
+    g_no_zygote = 0;
+    if (root && getenv("FPS_JAIL_TEST_UNPRIVILEGED") == NULL) {
+        char self[4096];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        assert_true(n > 0);
+        self[n] = '\0';
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            setenv("FPS_JAIL_TEST_UNPRIVILEGED", "1", 1);
+            execlp("setpriv", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", self,
+                   "--identity-only", (char *)NULL);
+            _exit(127);
+        }
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fail_msg("the identity test as uid 65534 (setpriv) failed: status %d", st);
+    }
+}
+
 static void test_forbidden_calls_kill_the_child(void **state)
 {
     (void)state;
@@ -803,17 +903,22 @@ static void test_many_evaluations_leak_nothing(void **state)
     assert_int_equal(count_fds(), fds_before);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     if (getenv("FPS_BIN") == NULL) {
         fprintf(stderr, "FPS_BIN must name the failproofai-sidecar binary\n");
         return 1;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--identity-only")) {
+        const struct CMUnitTest only[] = {cmocka_unit_test(test_children_are_unprivileged)};
+        return cmocka_run_group_tests(only, NULL, NULL);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layers_and_mapping_helpers),
         cmocka_unit_test(test_warm_up_source_evaluates),
         cmocka_unit_test(test_request_and_image_hand_off),
         cmocka_unit_test(test_jail_observed_from_outside),
+        cmocka_unit_test(test_children_are_unprivileged),
         cmocka_unit_test(test_forbidden_calls_kill_the_child),
         cmocka_unit_test(test_lingering_child_is_killed),
         cmocka_unit_test(test_bounds),
