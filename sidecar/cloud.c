@@ -103,6 +103,17 @@ void cloud_release_idle(cloud *c)
         curl_easy_cleanup(hs[i]);
 }
 
+const char *cloud_mode_name(cloud_mode m)
+{
+    return m == CLOUD_MODE_PYTHON ? "python" : "local";
+}
+
+cloud_mode cloud_definition_mode(const json_t *def)
+{
+    const char *m = cloud_jstr(def, "execution_mode");
+    return m != NULL && !strcmp(m, "python") ? CLOUD_MODE_PYTHON : CLOUD_MODE_LOCAL;
+}
+
 const char *cloud_endpoint_name(cloud_endpoint ep)
 {
     static const char *const names[CLOUD_EP__COUNT] = {
@@ -356,6 +367,10 @@ static int parse_envelope(const json_t *j, long status, cloud_error *e)
     e->kind = CLOUD_REMOTE;
     e->retryable = json_is_true(rt);
     snprintf(e->code, sizeof e->code, "%s", json_string_value(code));
+    e->errc = !strcmp(e->code, "lease_lost")             ? CLOUD_ERRC_LEASE_LOST
+              : !strcmp(e->code, "catalog_mismatch")     ? CLOUD_ERRC_CATALOG_MISMATCH
+              : !strcmp(e->code, "transcript_too_large") ? CLOUD_ERRC_TRANSCRIPT_TOO_LARGE
+                                                         : CLOUD_ERRC_OTHER;
     snprintf(e->message, sizeof e->message, "%s",
              json_is_string(msg) ? json_string_value(msg) : "");
     return 1;
@@ -619,6 +634,7 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
     if (r->again && !retry_permit(c, r, 0)) {
         e->kind = CLOUD_TRANSPORT;
         e->retryable = 1;
+        e->errc = CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED;
         snprintf(e->code, sizeof e->code, "retry_budget_exhausted");
         snprintf(e->message, sizeof e->message, "not sent: the retry budget is exhausted");
         return -1;

@@ -19,6 +19,13 @@ struct secret;
 #define CLOUD_MAX_CAPACITY 32
 #define CLOUD_MAX_DEFINITIONS 100
 
+/* A definition's or run's execution mode ("python": managed, through the
+ * jail; "local": the local registry). Validated at the boundary. */
+typedef enum { CLOUD_MODE_LOCAL = 0, CLOUD_MODE_PYTHON } cloud_mode;
+const char *cloud_mode_name(cloud_mode m);
+/* The execution mode of a validated definition descriptor. */
+cloud_mode cloud_definition_mode(const json_t *def);
+
 typedef struct {
     const char *server_url;     /* borrowed during cloud_new; https unless loopback */
     const struct secret *token; /* borrowed; must outlive the client */
@@ -52,11 +59,22 @@ typedef enum {
     CLOUD_ABORTED,   /* cloud_abort was called                              */
 } cloud_kind;
 
+/* The error codes the worker acts on (the rest are CLOUD_ERRC_OTHER and
+ * only reported): matched once, where the code is read or made. */
+typedef enum {
+    CLOUD_ERRC_OTHER = 0,
+    CLOUD_ERRC_LEASE_LOST,             /* remote lease_lost                        */
+    CLOUD_ERRC_CATALOG_MISMATCH,       /* remote catalog_mismatch                  */
+    CLOUD_ERRC_TRANSCRIPT_TOO_LARGE,   /* the transcript exceeds its cap          */
+    CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED, /* not sent: no retry budget left           */
+} cloud_errc;
+
 typedef struct {
     cloud_kind kind;
     long http_status; /* 0 if none */
     int retryable;
-    char code[64]; /* remote code, or transport_error / protocol_error /
+    cloud_errc errc; /* the codes the worker acts on, from `code` */
+    char code[64];   /* remote code, or transport_error / protocol_error /
                       response_too_large / redirect_refused / aborted */
     char message[512];
     char request_id[33];   /* our X-Request-Id of the logical call */
@@ -148,11 +166,22 @@ int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_e
 int cloud_validate_definition(const json_t *d, char *err, size_t errcap);
 
 /* ---- plan ---- */
+/* One validated run descriptor of a plan (strings borrowed from obj). */
+typedef struct {
+    const char *run_id, *eval_key, *eval_version;
+    const char *evaluator_source, *source_checksum; /* NULL when absent */
+    cloud_mode mode;
+    double timeout_s; /* 0 when absent */
+    json_t *obj;      /* borrowed: the descriptor as received */
+} cloud_run;
+typedef enum { CLOUD_PLAN_PLANNED, CLOUD_PLAN_SKIPPED, CLOUD_PLAN_OTHER } cloud_plan_status;
 typedef struct {
     json_t *obj; /* owned response */
     const char *assignment_status;
+    cloud_plan_status status; /* assignment_status as an enum */
     int idempotent_replay;
-    json_t *runs; /* borrowed from obj: validated run descriptors */
+    cloud_run *runs; /* owned array of nruns, borrowing from obj */
+    size_t nruns;
 } cloud_plan;
 int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selected,
                       const json_t *skipped, cloud_plan *out, cloud_error *e);

@@ -10,6 +10,7 @@
 void cloud_plan_free(cloud_plan *p)
 {
     if (p == NULL) return;
+    free(p->runs);
     json_decref(p->obj);
     memset(p, 0, sizeof *p);
 }
@@ -42,6 +43,9 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
         goto done;
     }
     if (!(out->assignment_status = cloud_req_str(r, "assignment_status", "plan", e))) goto done;
+    out->status = !strcmp(out->assignment_status, "planned")   ? CLOUD_PLAN_PLANNED
+                  : !strcmp(out->assignment_status, "skipped") ? CLOUD_PLAN_SKIPPED
+                                                               : CLOUD_PLAN_OTHER;
     json_t *rp = json_object_get(r, "idempotent_replay");
     if (rp != NULL && !json_is_boolean(rp)) {
         cloud_set_protocol_error(e, "plan.idempotent_replay must be a boolean");
@@ -58,19 +62,27 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
                                  CLOUD_MAX_DEFINITIONS);
         goto done;
     }
-    for (size_t i = 0; i < json_array_size(runs); i++) {
+    out->nruns = json_array_size(runs);
+    out->runs = calloc(out->nruns ? out->nruns : 1, sizeof *out->runs);
+    if (out->runs == NULL) {
+        cloud_set_protocol_error(e, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < out->nruns; i++) {
         json_t *run = json_array_get(runs, i);
+        cloud_run *cr = &out->runs[i];
         const char *s, *mode;
-        double t;
         if (!json_is_object(run)) {
             cloud_set_protocol_error(e, "plan.runs[%zu] must be an object", i);
             goto done;
         }
         if (!(s = cloud_req_str(run, "evaluation_run_id", "plan.run", e)) ||
-            !cloud_req_str(run, "eval_key", "plan.run", e) ||
-            !cloud_req_str(run, "eval_version", "plan.run", e) ||
+            !(cr->eval_key = cloud_req_str(run, "eval_key", "plan.run", e)) ||
+            !(cr->eval_version = cloud_req_str(run, "eval_version", "plan.run", e)) ||
             !(mode = cloud_req_str(run, "execution_mode", "plan.run", e)))
             goto done;
+        cr->run_id = s;
+        cr->obj = run;
         if (*s == '\0') {
             cloud_set_protocol_error(e, "plan.runs[%zu].evaluation_run_id is empty", i);
             goto done;
@@ -79,9 +91,10 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
             cloud_set_protocol_error(e, "plan.runs[%zu].execution_mode must be local|python", i);
             goto done;
         }
-        if (cloud_opt_str(run, "evaluator_source", "plan.run", &s, e) ||
-            cloud_opt_str(run, "source_checksum", "plan.run", &s, e) ||
-            cloud_opt_timeout(run, "plan.run", &t, e))
+        cr->mode = !strcmp(mode, "python") ? CLOUD_MODE_PYTHON : CLOUD_MODE_LOCAL;
+        if (cloud_opt_str(run, "evaluator_source", "plan.run", &cr->evaluator_source, e) ||
+            cloud_opt_str(run, "source_checksum", "plan.run", &cr->source_checksum, e) ||
+            cloud_opt_timeout(run, "plan.run", &cr->timeout_s, e))
             goto done;
         for (size_t k = 0; k < i; k++)
             if (json_equal(json_object_get(run, "evaluation_run_id"),
@@ -90,12 +103,14 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
                 goto done;
             }
     }
-    out->runs = runs;
     out->obj = r;
     r = NULL;
     rc = 0;
 done:
-    if (rc != 0) memset(out, 0, sizeof *out);
+    if (rc != 0) {
+        free(out->runs);
+        memset(out, 0, sizeof *out);
+    }
     json_decref(r);
     json_decref(body);
     free(text);

@@ -175,7 +175,7 @@ static int attempt(outbox *o, entry *e)
     double at = time_now();
     int64_t t0 = time_mono_ms();
     int rc = cloud_result(o->cloud, e->run_id, e->body, e->len, again, &ack, &ce);
-    if (rc != 0 && !strcmp(ce.code, "retry_budget_exhausted")) {
+    if (rc != 0 && ce.errc == CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED) {
         e->last = ce;
         return 0; /* not sent: nothing to record */
     }

@@ -76,8 +76,7 @@ static void outbox_answered(void *ud, void *owner, outbox_outcome oc, const clou
     if (e->kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
     worker_note_error(w, e->code, e->message);
     actx *x = owner;
-    if (x != NULL && e->kind == CLOUD_REMOTE && !strcmp(e->code, "lease_lost") &&
-        !atomic_exchange(&x->lost, 1)) {
+    if (x != NULL && e->errc == CLOUD_ERRC_LEASE_LOST && !atomic_exchange(&x->lost, 1)) {
         wcount(w, WC_LEASES_LOST, 1);
         for (size_t i = 0; i < x->nruns; i++)
             atomic_store(&x->runs[i].cancel, 1);
@@ -91,7 +90,7 @@ static int64_t outbox_retry_delay(void *ud, int attempts, const cloud_error *e)
     worker *w = ud;
     (void)attempts;
     int64_t d = cloud_backoff_ms(w->cloud, CLOUD_EP_RESULT);
-    if (!strcmp(e->code, "retry_budget_exhausted") && d < 250) d = 250;
+    if (e->errc == CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED && d < 250) d = 250;
     return d;
 }
 
@@ -304,7 +303,7 @@ static void *main_loop(void *arg)
             if (e.kind == CLOUD_ABORTED) break;
             wcount(w, WC_CLAIM_FAILURES, 1);
             worker_note_error(w, e.code, e.message);
-            if (e.kind == CLOUD_REMOTE && !strcmp(e.code, "catalog_mismatch")) {
+            if (e.errc == CLOUD_ERRC_CATALOG_MISMATCH) {
                 log_warn("claim: catalog_mismatch; re-registering",
                          LOG_S("request_id", e.request_id));
                 atomic_store(&w->catalog_dirty, 1);

@@ -44,7 +44,7 @@ static void lease_lost(actx *x, const char *where)
 static void call_failed(actx *x, const char *what, const cloud_error *e)
 {
     if (e->kind == CLOUD_ABORTED) return;
-    if (e->kind == CLOUD_REMOTE && !strcmp(e->code, "lease_lost")) {
+    if (e->errc == CLOUD_ERRC_LEASE_LOST) {
         lease_lost(x, what);
         return;
     }
@@ -82,7 +82,7 @@ void worker_process(worker *w, actx *x)
     void *simg = NULL;
     size_t simg_len = 0;
     if (cloud_transcript(w->cloud, &x->a, &transcript, &simg, &simg_len, &e) != 0) {
-        if (!strcmp(e.code, "transcript_too_large")) {
+        if (e.errc == CLOUD_ERRC_TRANSCRIPT_TOO_LARGE) {
             wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
             wcount(w, WC_ASSIGNMENTS_FAILED, 1);
@@ -128,11 +128,9 @@ void worker_process(worker *w, actx *x)
         worker_fail_assignment(x, "protocol_error", err, &e);
         goto done;
     }
-    ws_planned(w, x, defs, s.selected, s.skipped, plan.obj,
-               !strcmp(plan.assignment_status, "skipped"));
+    ws_planned(w, x, defs, s.selected, s.skipped, plan.obj, plan.status == CLOUD_PLAN_SKIPPED);
     if (x->nruns == 0) {
-        if (strcmp(plan.assignment_status, "skipped") != 0)
-            ws_finish(w, x, "completed", NULL, NULL);
+        if (plan.status != CLOUD_PLAN_SKIPPED) ws_finish(w, x, "completed", NULL, NULL);
         wcount(w, WC_ASSIGNMENTS_SKIPPED, 1);
         log_info("assignment skipped", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_I("skipped", (long long)json_array_size(s.skipped)));

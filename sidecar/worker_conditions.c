@@ -47,13 +47,13 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
     for (size_t i = 0; i < json_array_size(defs); i++) {
         const json_t *d = json_array_get(defs, i);
         const char *key = cloud_jstr(d, "eval_key"), *ver = cloud_jstr(d, "eval_version");
-        const char *mode = cloud_jstr(d, "execution_mode");
+
         if (atomic_load(&x->cancel_conditions)) return -1;
         if (is_disabled(w, key)) {
             skip(s, d, "disabled_by_server", w);
             continue;
         }
-        int local = !strcmp(mode, "local");
+        int local = cloud_definition_mode(d) == CLOUD_MODE_LOCAL;
         const char *cond = local ? NULL : cloud_jstr(d, "condition_source");
         int has_local_cond = 0;
         if (local && w->local != NULL) {

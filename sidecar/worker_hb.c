@@ -78,7 +78,7 @@ static int beat(worker *w, actx *x)
                          LOG_S("evaluation_run_id", r->run_id));
         }
         json_decref(accepted);
-    } else if (e.kind == CLOUD_REMOTE && !strcmp(e.code, "lease_lost")) {
+    } else if (e.errc == CLOUD_ERRC_LEASE_LOST) {
         if (!atomic_exchange(&x->lost, 1)) {
             wcount(w, WC_LEASES_LOST, 1);
             metrics_inc(METRIC_LEASES_LOST);

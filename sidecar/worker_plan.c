@@ -25,12 +25,12 @@ static const json_t *find_def(const json_t *defs, const char *key, const char *v
 int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *selected,
                       wrun **runs_out, size_t *nruns, char *err, size_t errcap)
 {
-    size_t nsel = json_array_size(selected), n = json_array_size(p->runs);
+    size_t nsel = json_array_size(selected), n = p->nruns;
     *runs_out = NULL;
     *nruns = 0;
     if (!p->idempotent_replay) {
         const char *expect = nsel ? "planned" : "skipped";
-        if (strcmp(p->assignment_status, expect) != 0) {
+        if (p->status != (nsel ? CLOUD_PLAN_PLANNED : CLOUD_PLAN_SKIPPED)) {
             snprintf(err, errcap, "plan status '%.32s' where '%s' was expected",
                      p->assignment_status, expect);
             return -1;
@@ -46,12 +46,11 @@ int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *sel
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        json_t *run = json_array_get(p->runs, i);
-        const char *key = cloud_jstr(run, "eval_key"), *ver = cloud_jstr(run, "eval_version");
+        const cloud_run *run = &p->runs[i];
+        const char *key = run->eval_key, *ver = run->eval_version;
         const json_t *d = find_def(defs, key, ver);
         if (d == NULL) {
-            snprintf(err, errcap, "plan run %s names an unknown definition",
-                     cloud_jstr(run, "evaluation_run_id"));
+            snprintf(err, errcap, "plan run %s names an unknown definition", run->run_id);
             goto fail;
         }
         if (!p->idempotent_replay) {
@@ -62,21 +61,20 @@ int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *sel
                         !strcmp(cloud_jstr(sel, "eval_version"), ver);
             }
             for (size_t k = 0; k < i && found; k++)
-                if (!strcmp(cloud_jstr(runs[k].run, "eval_key"), key) &&
-                    !strcmp(cloud_jstr(runs[k].run, "eval_version"), ver))
+                if (!strcmp(runs[k].run->eval_key, key) && !strcmp(runs[k].run->eval_version, ver))
                     found = 0;
             if (!found) {
                 snprintf(err, errcap, "plan run for %s@%s was not selected (or repeats)", key, ver);
                 goto fail;
             }
         }
-        if (strcmp(cloud_jstr(run, "execution_mode"), cloud_jstr(d, "execution_mode")) != 0) {
+        if (run->mode != cloud_definition_mode(d)) {
             snprintf(err, errcap, "plan changed the execution_mode of %s", key);
             goto fail;
         }
         runs[i].run = run;
-        runs[i].def = (json_t *)d;
-        runs[i].run_id = (char *)cloud_jstr(run, "evaluation_run_id");
+        runs[i].def = d;
+        runs[i].run_id = run->run_id;
     }
     *runs_out = runs;
     *nruns = n;
@@ -90,10 +88,10 @@ fail:
 int worker_plan_verify_sources(const wrun *runs, size_t n, char *err, size_t errcap)
 {
     for (size_t i = 0; i < n; i++) {
-        const json_t *run = runs[i].run, *d = runs[i].def;
-        if (strcmp(cloud_jstr(run, "execution_mode"), "python") != 0) continue;
-        const char *src = cloud_jstr(run, "evaluator_source"),
-                   *sum = cloud_jstr(run, "source_checksum");
+        const cloud_run *run = runs[i].run;
+        const json_t *d = runs[i].def;
+        if (run->mode != CLOUD_MODE_PYTHON) continue;
+        const char *src = run->evaluator_source, *sum = run->source_checksum;
         if (src == NULL || *src == '\0' || sum == NULL || *sum == '\0') {
             snprintf(err, errcap, "managed run %s lacks evaluator_source or source_checksum",
                      runs[i].run_id);
@@ -112,7 +110,7 @@ int worker_plan_verify_sources(const wrun *runs, size_t n, char *err, size_t err
         const char *dsum = cloud_jstr(d, "source_checksum");
         if (strcmp(expect, sum) != 0 || (dsum && *dsum && strcmp(dsum, sum) != 0)) {
             snprintf(err, errcap, "source_checksum mismatch for run %s (%s)", runs[i].run_id,
-                     cloud_jstr(run, "eval_key"));
+                     run->eval_key);
             return -1;
         }
     }

@@ -11,11 +11,11 @@
 
 /* One planned run of an assignment. */
 typedef struct {
-    char *run_id;      /* borrowed from the plan response */
-    json_t *run;       /* borrowed from the plan response */
-    json_t *def;       /* borrowed: the definition descriptor */
-    atomic_int cancel; /* non-zero: kill its sandbox, submit nothing */
-    atomic_int done;   /* finished (result built or cancelled) */
+    const char *run_id;   /* borrowed from the plan (run->run_id) */
+    const cloud_run *run; /* borrowed from the plan */
+    const json_t *def;    /* borrowed: the definition descriptor */
+    atomic_int cancel;    /* non-zero: kill its sandbox, submit nothing */
+    atomic_int done;      /* finished (result built or cancelled) */
 } wrun;
 
 /* Matches plan `p` against `defs` (the assignment's definitions) and

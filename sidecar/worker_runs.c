@@ -30,15 +30,35 @@ static void bound_utf8(char *s, size_t max)
     s[n] = '\0';
 }
 
+/* SPEC §2 step 8's terminal run statuses. */
+typedef enum { RUN_SUCCEEDED, RUN_FAILED, RUN_TIMED_OUT, RUN_CANCELLED } run_status;
+
+static const char *run_status_name(run_status s)
+{
+    static const char *const names[] = {"succeeded", "failed", "timed_out", "cancelled"};
+    return names[s];
+}
+
+/* The jail's (sbx_outcome_to_run) and the local registry's status words,
+ * read once where they come in; anything else is a failure. */
+static run_status run_status_parse(const char *s)
+{
+    if (s == NULL) return RUN_FAILED;
+    if (!strcmp(s, "succeeded")) return RUN_SUCCEEDED;
+    if (!strcmp(s, "timed_out")) return RUN_TIMED_OUT;
+    if (!strcmp(s, "cancelled")) return RUN_CANCELLED;
+    return RUN_FAILED;
+}
+
 typedef struct {
-    const char *status;
+    run_status status;
     json_t *results; /* owned */
     json_t *summary; /* owned (string or null) */
     char error_code[64];
     char error_message[MAX_ERROR_MESSAGE + 1];
 } run_outcome;
 
-static void outcome_fail(run_outcome *o, const char *status, const char *code, const char *fmt,
+static void outcome_fail(run_outcome *o, run_status status, const char *code, const char *fmt,
                          const char *arg)
 {
     o->status = status;
@@ -64,8 +84,8 @@ static int primary_present(const json_t *results, const char *key, const char *k
 
 static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
 {
-    const char *src = cloud_jstr(r->run, "evaluator_source");
-    double t = cloud_jtimeout(r->run);
+    const char *src = r->run->evaluator_source;
+    double t = r->run->timeout_s;
     if (t <= 0) t = cloud_jtimeout(r->def);
     sbx_request rq = {.kind = LANG_EVALUATOR,
                       .source = src,
@@ -83,10 +103,10 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
         if (!json_is_array(res) || json_array_size(res) > 25 ||
             !primary_present(res, cloud_jstr(r->def, "eval_key"),
                              cloud_jstr(r->def, "result_kind"))) {
-            outcome_fail(o, "failed", "eval_error", "%s",
+            outcome_fail(o, RUN_FAILED, "eval_error", "%s",
                          "evaluation result does not contain its declared primary result");
         } else {
-            o->status = "succeeded";
+            o->status = RUN_SUCCEEDED;
             json_decref(o->results);
             o->results = json_incref(res);
             json_t *sm = json_object_get(j, "summary");
@@ -97,10 +117,11 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
         const char *status, *code;
         char msg[512];
         sbx_outcome_to_run(&out, &status, &code, msg, sizeof msg);
-        if (!strcmp(status, "cancelled"))
-            o->status = status;
+        run_status rs = run_status_parse(status);
+        if (rs == RUN_CANCELLED)
+            o->status = rs;
         else
-            outcome_fail(o, status, code, "%s", msg);
+            outcome_fail(o, rs, code ? code : "eval_error", "%s", msg);
     }
     sbx_outcome_free(&out);
 }
@@ -109,10 +130,10 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
 {
     worker *w = x->w;
     if (w->local == NULL) {
-        outcome_fail(o, "failed", "evaluator_unavailable", "%s", "no local evaluator registry");
+        outcome_fail(o, RUN_FAILED, "evaluator_unavailable", "%s", "no local evaluator registry");
         return;
     }
-    double t = cloud_jtimeout(r->run);
+    double t = r->run->timeout_s;
     if (t <= 0) t = cloud_jtimeout(r->def);
     local_dispatch_request rq = {.evaluation_run_id = r->run_id,
                                  .eval_key = cloud_jstr(r->def, "eval_key"),
@@ -125,10 +146,10 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
     local_dispatch_result res;
     memset(&res, 0, sizeof res);
     local_dispatch(w->local, &rq, &res);
-    o->status = res.status ? res.status : "failed";
-    if (!strcmp(o->status, "succeeded")) {
+    o->status = run_status_parse(res.status);
+    if (o->status == RUN_SUCCEEDED) {
         if (!primary_present(res.results, rq.eval_key, rq.result_kind)) {
-            outcome_fail(o, "failed", "eval_error", "%s",
+            outcome_fail(o, RUN_FAILED, "eval_error", "%s",
                          "evaluation result does not contain its declared primary result");
         } else {
             json_decref(o->results);
@@ -136,7 +157,7 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
             json_decref(o->summary);
             o->summary = res.summary ? json_string(res.summary) : json_null();
         }
-    } else if (strcmp(o->status, "cancelled") != 0) {
+    } else if (o->status != RUN_CANCELLED) {
         outcome_fail(o, o->status, res.error_code[0] ? res.error_code : "eval_error", "%s",
                      res.error_message[0] ? res.error_message : "local evaluation failed");
     }
@@ -176,7 +197,7 @@ static char *result_body(actx *x, const run_outcome *o, const char *submission_i
     strbuf_puts(&b, ",\"started_at\":");
     strbuf_json_str(&b, time_rfc3339(started, ts, sizeof ts));
     strbuf_puts(&b, ",\"status\":");
-    strbuf_json_str(&b, o->status);
+    strbuf_json_str(&b, run_status_name(o->status));
     strbuf_puts(&b, ",\"submission_id\":");
     strbuf_json_str(&b, submission_id);
     strbuf_puts(&b, ",\"summary\":");
@@ -269,8 +290,8 @@ static void do_run(actx *x, size_t i)
     o.summary = json_null();
     double started = time_now();
     int64_t t0 = time_mono_ms(), e0 = worker_mono_us();
-    const char *mode = cloud_jstr(r->run, "execution_mode");
-    if (!strcmp(mode, "python"))
+    const char *mode = cloud_mode_name(r->run->mode);
+    if (r->run->mode == CLOUD_MODE_PYTHON)
         run_managed(x, r, x->img, &o);
     else
         run_local(x, r, x->transcript, &o);
@@ -279,13 +300,13 @@ static void do_run(actx *x, size_t i)
     long long dur = time_mono_ms() - t0;
     metrics_observe(METRIC_EVAL_SECONDS, dur / 1000.0, "mode", mode);
     metrics_inc(METRIC_RUNS, "mode", mode, "status",
-                atomic_load(&r->cancel) ? "cancelled" : o.status);
+                run_status_name(atomic_load(&r->cancel) ? RUN_CANCELLED : o.status));
     atomic_store(&r->done, 1);
     pthread_mutex_lock(&w->mu);
     w->active_runs--;
     worker_gauges_locked(w);
     pthread_mutex_unlock(&w->mu);
-    if (!strcmp(o.status, "cancelled") || atomic_load(&r->cancel)) {
+    if (o.status == RUN_CANCELLED || atomic_load(&r->cancel)) {
         /* Not accepted by the server any more, lost, or stopping:
          * nothing is submitted. */
         wcount(w, WC_RUNS_CANCELLED, 1);
@@ -296,9 +317,9 @@ static void do_run(actx *x, size_t i)
         return;
     }
     wcount(w,
-           !strcmp(o.status, "succeeded")   ? WC_RUNS_SUCCEEDED
-           : !strcmp(o.status, "timed_out") ? WC_RUNS_TIMED_OUT
-                                            : WC_RUNS_FAILED,
+           o.status == RUN_SUCCEEDED   ? WC_RUNS_SUCCEEDED
+           : o.status == RUN_TIMED_OUT ? WC_RUNS_TIMED_OUT
+                                       : WC_RUNS_FAILED,
            1);
     ws_result p;
     memset(&p, 0, sizeof p);
@@ -308,14 +329,14 @@ static void do_run(actx *x, size_t i)
     p.body = result_body(x, &o, p.submission_id, started, finished, dur, &p.len, &p.results);
     json_decref(o.results);
     log_debug("run finished", LOG_S("assignment_id", x->a.assignment_id),
-              LOG_S("evaluation_run_id", r->run_id), LOG_S("status", o.status),
+              LOG_S("evaluation_run_id", r->run_id), LOG_S("status", run_status_name(o.status)),
               LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
     if (p.body == NULL) {
         json_decref(o.summary);
         return;
     }
     p.run_id = r->run_id;
-    p.status = o.status;
+    p.status = run_status_name(o.status);
     p.started = started;
     p.finished = finished;
     p.duration_ms = dur;

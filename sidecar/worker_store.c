@@ -86,15 +86,11 @@ void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
     store_plan_run *runs = calloc(n ? n : 1, sizeof *runs);
     char **desc = calloc(n ? n : 1, sizeof *desc);
     for (size_t i = 0; i < n; i++) {
-        const json_t *r = x->runs[i].run;
-        const json_t *t = json_object_get(r, "timeout_seconds");
-        desc[i] = json_dumps(r, JSON_COMPACT);
-        runs[i] = (store_plan_run){x->runs[i].run_id,
-                                   cloud_jstr(r, "eval_key"),
-                                   cloud_jstr(r, "eval_version"),
-                                   cloud_jstr(r, "execution_mode"),
-                                   json_is_number(t) ? json_number_value(t) : 0,
-                                   desc[i]};
+        const cloud_run *r = x->runs[i].run;
+        desc[i] = json_dumps(r->obj, JSON_COMPACT);
+        runs[i] =
+            (store_plan_run){r->run_id,    r->eval_key, r->eval_version, cloud_mode_name(r->mode),
+                             r->timeout_s, desc[i]};
     }
     store_err e;
     if (store_assignment_planned(w->store, x->a.assignment_id, x->a.lease_generation, dj, rj, pj,

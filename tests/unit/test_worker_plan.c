@@ -32,23 +32,44 @@ static json_t *sel(const char *key, const char *ver)
     return json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver);
 }
 
+/* A run descriptor as the cloud client hands it over (borrowing from o). */
+static cloud_run typed(json_t *o)
+{
+    const char *mode = cloud_jstr(o, "execution_mode");
+    return (cloud_run){.run_id = cloud_jstr(o, "evaluation_run_id"),
+                       .eval_key = cloud_jstr(o, "eval_key"),
+                       .eval_version = cloud_jstr(o, "eval_version"),
+                       .evaluator_source = cloud_jstr(o, "evaluator_source"),
+                       .source_checksum = cloud_jstr(o, "source_checksum"),
+                       .mode = !strcmp(mode, "python") ? CLOUD_MODE_PYTHON : CLOUD_MODE_LOCAL,
+                       .obj = o};
+}
+
 /* Runs the matcher on a plan of `runs` (stolen) with status `status`. */
 static int match(json_t *runs, const char *status, int replay, const json_t *selected,
                  size_t *nruns, char *err)
 {
     json_t *d = defs();
-    cloud_plan p = {
-        .obj = runs, .assignment_status = status, .idempotent_replay = replay, .runs = runs};
+    cloud_run typed_runs[8];
+    for (size_t i = 0; i < json_array_size(runs); i++)
+        typed_runs[i] = typed(json_array_get(runs, i));
+    cloud_plan p = {.obj = runs,
+                    .assignment_status = status,
+                    .status = !strcmp(status, "planned")   ? CLOUD_PLAN_PLANNED
+                              : !strcmp(status, "skipped") ? CLOUD_PLAN_SKIPPED
+                                                           : CLOUD_PLAN_OTHER,
+                    .idempotent_replay = replay,
+                    .runs = typed_runs,
+                    .nruns = json_array_size(runs)};
     wrun *out = NULL;
     int rc = worker_plan_match(&p, d, selected, &out, nruns, err, 256);
     if (rc == 0) {
         assert_non_null(out);
         for (size_t i = 0; i < *nruns; i++) {
-            assert_ptr_equal(out[i].run, json_array_get(runs, i));
-            assert_string_equal(
-                out[i].run_id, json_string_value(json_object_get(out[i].run, "evaluation_run_id")));
-            assert_string_equal(cloud_jstr(out[i].def, "eval_key"),
-                                cloud_jstr(out[i].run, "eval_key"));
+            assert_ptr_equal(out[i].run, &typed_runs[i]);
+            assert_string_equal(out[i].run_id,
+                                cloud_jstr(json_array_get(runs, i), "evaluation_run_id"));
+            assert_string_equal(cloud_jstr(out[i].def, "eval_key"), out[i].run->eval_key);
         }
     } else {
         assert_null(out);
@@ -139,11 +160,13 @@ static void test_source_checksum(void **state)
     json_t *r = json_pack("{s:s, s:s, s:s, s:s, s:s}", "evaluation_run_id", "r1", "eval_key", "a",
                           "execution_mode", "python", "evaluator_source",
                           "EvalResult(score=Score(1.0))", "source_checksum", sum);
-    wrun runs[2] = {{.run_id = "r1", .run = r, .def = json_array_get(d, 0)}};
+    cloud_run tr = typed(r);
+    wrun runs[2] = {{.run_id = "r1", .run = &tr, .def = json_array_get(d, 0)}};
     assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), 0);
     /* Local runs carry no source: not checked. */
     json_t *lr = run("r2", "b", "2", "local");
-    runs[1] = (wrun){.run_id = "r2", .run = lr, .def = json_array_get(d, 1)};
+    cloud_run tlr = typed(lr);
+    runs[1] = (wrun){.run_id = "r2", .run = &tlr, .def = json_array_get(d, 1)};
     assert_int_equal(worker_plan_verify_sources(runs, 2, err, sizeof err), 0);
     /* The definition's checksum must agree too. */
     json_object_set_new(json_array_get(d, 0), "source_checksum", json_string("sha256:00"));
@@ -151,8 +174,10 @@ static void test_source_checksum(void **state)
     assert_non_null(strstr(err, "source_checksum mismatch for run r1 (a)"));
     json_object_del(json_array_get(d, 0), "source_checksum");
     json_object_set_new(r, "evaluator_source", json_string("EvalResult(score=Score(0.0))"));
+    tr = typed(r); /* the client's view of the changed descriptor */
     assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), -1);
     json_object_del(r, "source_checksum");
+    tr = typed(r);
     assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), -1);
     assert_non_null(strstr(err, "lacks evaluator_source or source_checksum"));
     json_decref(r);
