@@ -144,8 +144,6 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     pthread_cond_init(&w->q_cv, NULL);
     pthread_cond_init(&w->hb_cv, NULL);
     pthread_cond_init(&w->idle_cv, NULL);
-    pthread_cond_init(&w->help_cv, NULL);
-    pthread_cond_init(&w->run_cv, NULL);
     pthread_mutex_init(&w->gc_mu, NULL);
     pthread_cond_init(&w->gc_cv, NULL);
     w->hb_interval_s = 30;
@@ -450,9 +448,12 @@ int worker_start(worker *w, char *err, size_t errcap)
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
     /* Run-pool helpers: as many as sandboxes may run at once (the
      * assignment threads run their own runs too). */
-    w->nrun_th = w->cfg->max_sandboxes > 0 ? w->cfg->max_sandboxes : 4;
-    if (w->nrun_th > CLOUD_MAX_CAPACITY) w->nrun_th = CLOUD_MAX_CAPACITY;
-    w->run_th = calloc((size_t)w->nrun_th, sizeof *w->run_th);
+    long helpers = w->cfg->max_sandboxes > 0 ? w->cfg->max_sandboxes : 4;
+    w->run_pool = worker_run_pool_new(helpers > CLOUD_MAX_CAPACITY ? CLOUD_MAX_CAPACITY : helpers);
+    if (w->run_pool == NULL || worker_run_pool_start(w->run_pool) != 0) {
+        snprintf(err, errcap, "worker: cannot start the run pool");
+        return -1;
+    }
     if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -461,8 +462,6 @@ int worker_start(worker *w, char *err, size_t errcap)
     rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, w);
     for (long i = 0; rc == 0 && i < w->npool; i++)
         rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
-    for (long i = 0; rc == 0 && i < w->nrun_th; i++)
-        rc = pthread_create(&w->run_th[i], &at, worker_run_main, w);
     pthread_attr_destroy(&at);
     if (rc != 0) {
         snprintf(err, errcap, "worker: cannot start threads");
@@ -510,14 +509,12 @@ void worker_stop(worker *w)
     pthread_cond_broadcast(&w->cv);
     pthread_cond_broadcast(&w->q_cv);
     pthread_cond_broadcast(&w->hb_cv);
-    pthread_cond_broadcast(&w->help_cv);
     pthread_mutex_unlock(&w->mu);
     cloud_abort(w->cloud);
     pthread_join(w->main_th, NULL);
     for (long i = 0; i < w->npool; i++)
         pthread_join(w->pool_th[i], NULL);
-    for (long i = 0; i < w->nrun_th; i++)
-        pthread_join(w->run_th[i], NULL);
+    worker_run_pool_stop(w->run_pool);
     pthread_join(w->hb_th, NULL);
     outbox_stop(w->outbox);
     w->started = 0;
@@ -541,9 +538,7 @@ void worker_free(worker *w)
     json_decref(w->disabled);
     cloud_free(w->cloud);
     free(w->pool_th);
-    free(w->run_th);
-    pthread_cond_destroy(&w->help_cv);
-    pthread_cond_destroy(&w->run_cv);
+    worker_run_pool_free(w->run_pool);
     pthread_mutex_destroy(&w->gc_mu);
     pthread_cond_destroy(&w->gc_cv);
     pthread_mutex_destroy(&w->mu);

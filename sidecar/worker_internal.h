@@ -63,14 +63,14 @@ typedef struct actx {
     struct actx *hb_next;
     struct actx *q_next;   /* claim queue */
     struct actx *act_next; /* active list (status, stop) */
-    /* Runs in parallel (worker_assign.c): the assignment's thread and up to
-     * help_max run-pool helpers take runs by next_run; the assignment's
-     * thread waits (under w->mu, on w->run_cv) until runs_left == 0 and no
+    /* Runs in parallel (worker_runs.c): the assignment's thread and up to
+     * runs - 1 run-pool helpers take runs by next_run; the assignment's
+     * thread waits (on the run pool's lock) until runs_left == 0 and no
      * helper holds it. */
     atomic_size_t next_run;
-    size_t runs_left;        /* under w->mu: runs not yet finished */
-    int helpers;             /* under w->mu: helpers working on it */
-    int help_queued;         /* under w->mu: help requests in w->help queue */
+    size_t runs_left;        /* under the run pool's lock: runs not yet finished */
+    int helpers;             /* under the run pool's lock: helpers working on it */
+    int help_queued;         /* under the run pool's lock: help requests queued */
     struct actx *help_next;  /* help queue link */
     const rcbuf *transcript; /* borrowed while its runs execute: the bytes as received */
     struct sbx_image *img;   /* borrowed while its runs execute */
@@ -110,12 +110,7 @@ struct worker {
     pthread_t main_th, hb_th;
     pthread_t *pool_th;
     long npool;
-    /* the run pool: helpers that execute runs of assignments in parallel */
-    pthread_t *run_th;
-    long nrun_th;
-    pthread_cond_t help_cv; /* run pool: help queue / stop */
-    pthread_cond_t run_cv;  /* assignment threads: their runs finished */
-    actx *help_head, *help_tail;
+    struct run_pool *run_pool; /* owned: helpers that run runs in parallel */
     /* group commit of results (worker_store.c) */
     pthread_mutex_t gc_mu;
     pthread_cond_t gc_cv;
@@ -230,8 +225,13 @@ int worker_conditions(actx *x, const json_t *defs, struct sbx_image *img, wselec
 /* worker_runs.c: runs x->runs in parallel (the assignment's thread plus
  * run-pool helpers) to their results; returns when every run has ended. */
 void worker_execute_runs(actx *x, const rcbuf *transcript, struct sbx_image *img);
-/* worker_runs.c: a run-pool thread (helps assignments run their runs). */
-void *worker_run_main(void *arg);
+/* worker_runs.c: the run pool, `nthreads` helper threads. */
+typedef struct run_pool run_pool;
+run_pool *worker_run_pool_new(long nthreads);
+int worker_run_pool_start(run_pool *p);
+/* Joins the helpers (each finishes the runs it holds first). */
+void worker_run_pool_stop(run_pool *p);
+void worker_run_pool_free(run_pool *p);
 /* worker_hb.c */
 void *worker_hb_main(void *arg);
 void worker_hb_add(struct worker *w, actx *x);

@@ -347,59 +347,123 @@ static void do_run(actx *x, size_t i)
     flush_results(x, &p, &np);
 }
 
+/* ---- the run pool ---- */
+
+/* Helper threads that run the runs of assignments in parallel with the
+ * assignments' own threads. Its lock guards the help queue and, for each
+ * assignment in it, runs_left / helpers / help_queued. */
+struct run_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t help_cv; /* helpers: help queue, stop */
+    pthread_cond_t done_cv; /* assignment threads: their runs finished */
+    actx *head, *tail;      /* help queue */
+    pthread_t *th;
+    long nth, started;
+    int stopping;
+};
+
 /* Takes runs of x (by x->next_run) until none is left. */
-static void run_some(actx *x)
+static void run_some(run_pool *p, actx *x)
 {
-    worker *w = x->w;
     for (;;) {
         size_t i = atomic_fetch_add(&x->next_run, 1);
         if (i >= x->nruns) return;
         do_run(x, i);
-        pthread_mutex_lock(&w->mu);
-        if (--x->runs_left == 0) pthread_cond_broadcast(&w->run_cv);
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&p->mu);
+        if (--x->runs_left == 0) pthread_cond_broadcast(&p->done_cv);
+        pthread_mutex_unlock(&p->mu);
     }
 }
 
-/* Removes x from the help queue (w->mu held). */
-static void help_unlink(worker *w, actx *x)
+/* Removes x from the help queue (p->mu held). */
+static void help_unlink(run_pool *p, actx *x)
 {
     actx *prev = NULL;
-    for (actx *p = w->help_head; p; prev = p, p = p->help_next) {
-        if (p != x) continue;
+    for (actx *q = p->head; q; prev = q, q = q->help_next) {
+        if (q != x) continue;
         if (prev)
-            prev->help_next = p->help_next;
+            prev->help_next = q->help_next;
         else
-            w->help_head = p->help_next;
-        if (w->help_tail == p) w->help_tail = prev;
+            p->head = q->help_next;
+        if (p->tail == q) p->tail = prev;
         break;
     }
     x->help_next = NULL;
     x->help_queued = 0;
 }
 
-void *worker_run_main(void *arg)
+static void *helper_main(void *arg)
 {
-    worker *w = arg;
-    pthread_mutex_lock(&w->mu);
-    while (!w->stopping) {
-        actx *x = w->help_head;
+    run_pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stopping) {
+        actx *x = p->head;
         if (x == NULL) {
-            pthread_cond_wait(&w->help_cv, &w->mu);
+            pthread_cond_wait(&p->help_cv, &p->mu);
             continue;
         }
         if (x->help_queued <= 1)
-            help_unlink(w, x);
+            help_unlink(p, x);
         else
             x->help_queued--;
         x->helpers++;
-        pthread_mutex_unlock(&w->mu);
-        run_some(x);
-        pthread_mutex_lock(&w->mu);
-        if (--x->helpers == 0) pthread_cond_broadcast(&w->run_cv);
+        pthread_mutex_unlock(&p->mu);
+        run_some(p, x);
+        pthread_mutex_lock(&p->mu);
+        if (--x->helpers == 0) pthread_cond_broadcast(&p->done_cv);
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&p->mu);
     return NULL;
+}
+
+run_pool *worker_run_pool_new(long nthreads)
+{
+    run_pool *p = calloc(1, sizeof *p);
+    if (p == NULL) return NULL;
+    p->nth = nthreads;
+    p->th = calloc((size_t)(nthreads > 0 ? nthreads : 1), sizeof *p->th);
+    if (p->th == NULL) {
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->help_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    return p;
+}
+
+int worker_run_pool_start(run_pool *p)
+{
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, (size_t)256 * 1024);
+    int rc = 0;
+    for (; rc == 0 && p->started < p->nth; p->started++)
+        if ((rc = pthread_create(&p->th[p->started], &at, helper_main, p)) != 0) break;
+    pthread_attr_destroy(&at);
+    return rc == 0 ? 0 : -1;
+}
+
+void worker_run_pool_stop(run_pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stopping = 1;
+    pthread_cond_broadcast(&p->help_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (long i = 0; i < p->started; i++)
+        pthread_join(p->th[i], NULL);
+    p->started = 0;
+}
+
+void worker_run_pool_free(run_pool *p)
+{
+    if (p == NULL) return;
+    worker_run_pool_stop(p);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_cond_destroy(&p->help_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p->th);
+    free(p);
 }
 
 /* Runs the assignment's runs in parallel: this thread plus up to
@@ -407,34 +471,34 @@ void *worker_run_main(void *arg)
  * evaluations really run at once); returns when every run has ended. */
 void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
 {
-    worker *w = x->w;
+    run_pool *p = x->w->run_pool;
     x->transcript = transcript;
     x->img = img;
     atomic_store(&x->next_run, 0);
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&p->mu);
     x->runs_left = x->nruns;
     long want = x->nruns > 1 ? (long)x->nruns - 1 : 0;
-    if (want > w->nrun_th) want = w->nrun_th;
-    if (want > 0 && !w->stopping) {
+    if (want > p->nth) want = p->nth;
+    if (want > 0 && !p->stopping) {
         x->help_queued = (int)want;
         x->help_next = NULL;
-        if (w->help_tail)
-            w->help_tail->help_next = x;
+        if (p->tail)
+            p->tail->help_next = x;
         else
-            w->help_head = x;
-        w->help_tail = x;
+            p->head = x;
+        p->tail = x;
         if (want == 1)
-            pthread_cond_signal(&w->help_cv);
+            pthread_cond_signal(&p->help_cv);
         else
-            pthread_cond_broadcast(&w->help_cv);
+            pthread_cond_broadcast(&p->help_cv);
     }
-    pthread_mutex_unlock(&w->mu);
-    run_some(x);
-    pthread_mutex_lock(&w->mu);
-    if (x->help_queued > 0) help_unlink(w, x);
+    pthread_mutex_unlock(&p->mu);
+    run_some(p, x);
+    pthread_mutex_lock(&p->mu);
+    if (x->help_queued > 0) help_unlink(p, x);
     while (x->runs_left > 0 || x->helpers > 0)
-        pthread_cond_wait(&w->run_cv, &w->mu);
-    pthread_mutex_unlock(&w->mu);
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
     x->transcript = NULL;
     x->img = NULL;
 }
