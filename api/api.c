@@ -6,6 +6,7 @@
  * routing, JSON errors, and the asynchronous path of POST /v1/evaluate
  * (connection suspended while a job thread waits for the jail). */
 #include "api/internal.h"
+#include "common/canonjson.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
@@ -46,6 +47,9 @@ static const route routes[] = {
     {"GET", "/v1/stats", route_stats, 0, 0, API_AUTH_OPEN},
     {"POST", "/v1/evaluate", route_evaluate, 1, API_EVALUATE_BODY_CAP, API_AUTH_ADMIN},
     {"POST", "/v1/drain", route_drain, 0, API_BODY_CAP, API_AUTH_ADMIN},
+    {"DELETE", "/v1/drain", route_resume, 0, API_BODY_CAP, API_AUTH_ADMIN},
+    {"GET", "/v1/meta", route_meta, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/logs", route_logs, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators", route_evaluators, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators/{}", route_evaluator_get, 0, 0, API_AUTH_OPEN},
     {"PUT", "/v1/evaluators/{}", route_evaluator_put, 0, API_BODY_CAP, API_AUTH_REGISTRATION},
@@ -104,18 +108,15 @@ void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)
 
 void api_json(api_resp *rs, int status, json_t *v)
 {
-    char *text =
-        v ? json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17)) : NULL;
+    strbuf_reset(&rs->body);
+    int rc = v ? canonjson_append_ordered(&rs->body, v) : -1; /* floats without noise */
     json_decref(v);
-    if (text == NULL) {
+    if (rc != 0) {
         api_error(rs, 500, "internal_error", "could not serialize the response");
         return;
     }
     rs->status = status;
     rs->content_type = "application/json";
-    strbuf_reset(&rs->body);
-    strbuf_puts(&rs->body, text);
-    free(text);
 }
 
 const char *api_query(const api_req *rq, const char *name)

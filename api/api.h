@@ -64,8 +64,10 @@ typedef struct {
     int (*ready)(void *ctx, char *reason, size_t cap);
     /* A new reference: the GET /v1/status snapshot. */
     json_t *(*status_json)(void *ctx);
-    /* Begins draining (idempotent). */
+    /* Begins draining (idempotent): no new claims until resume. */
     void (*drain)(void *ctx);
+    /* Ends that drain; 0, or -1 when the process is shutting down. */
+    int (*resume)(void *ctx);
     /* A new reference to a recently processed assignment's transcript bytes
      * (as received), or NULL. */
     rcbuf *(*recent_transcript)(void *ctx, const char *assignment_id);

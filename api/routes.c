@@ -8,6 +8,7 @@
 #include "common/metrics.h"
 #include "common/timeutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,92 @@ static void store_failure(api_resp *rs, int code, const store_err *e)
     else
         api_error(rs, 503, "store_unavailable", "the store could not answer: %s",
                   store_status_name(code));
+}
+
+/* ------------------------------------------------------ query parameters */
+
+/* The query parameters each read route accepts (NULL-terminated); any other
+ * parameter is a 400 that lists these. GET /v1/meta serves them. */
+static const char *const NO_PARAMS[] = {NULL};
+static const char *const RUNS_PARAMS[] = {"status", "eval_key", "assignment", "assignment_id",
+                                          "limit",  "cursor",   NULL};
+static const char *const ASSIGNMENTS_PARAMS[] = {"status", "limit", "cursor", NULL};
+static const char *const STATS_PARAMS[] = {"minutes", NULL};
+static const char *const LOGS_PARAMS[] = {"level", "after", "limit", NULL};
+
+/* Shortest id prefix accepted in place of a full run or assignment id. */
+#define ID_PREFIX_MIN 8
+
+typedef struct {
+    const char *const *allowed;
+    const char *bad; /* borrowed from MHD: the first unknown parameter */
+} param_check;
+
+static enum MHD_Result param_visit(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    (void)value;
+    param_check *pc = cls;
+    for (const char *const *a = pc->allowed; *a != NULL; a++)
+        if (strcmp(*a, key) == 0) return MHD_YES;
+    pc->bad = key;
+    return MHD_NO;
+}
+
+static void join_names(strbuf *b, const char *const *names)
+{
+    if (names[0] == NULL) strbuf_puts(b, "none");
+    for (const char *const *a = names; *a != NULL; a++) {
+        if (a != names) strbuf_puts(b, ", ");
+        strbuf_puts(b, *a);
+    }
+}
+
+/* 0 when every query parameter is in `allowed`; else -1 with a 400 in rs. */
+static int only_params(api_req *rq, api_resp *rs, const char *const *allowed)
+{
+    param_check pc = {allowed, NULL};
+    if (rq->conn != NULL)
+        MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, param_visit, &pc);
+    if (pc.bad == NULL) return 0;
+    strbuf names;
+    strbuf_init(&names);
+    join_names(&names, allowed);
+    api_error(rs, 400, "invalid_request", "unknown query parameter '%.100s' (allowed: %s)", pc.bad,
+              names.data);
+    strbuf_free(&names);
+    return -1;
+}
+
+/* Resolves `id` of `table` ("runs" or "assignments"), a full id or a unique
+ * prefix of at least ID_PREFIX_MIN characters, into full. Returns 1 when
+ * resolved, 0 when nothing matches (full = id), or -1 with rs filled (400
+ * naming the matches when the prefix is ambiguous, 503 when the store
+ * fails). */
+static int resolve_id(api_req *rq, api_resp *rs, const char *table, const char *id, char *full,
+                      size_t cap)
+{
+    snprintf(full, cap, "%s", id);
+    if (strlen(id) < ID_PREFIX_MIN) return 0;
+    strbuf matches;
+    strbuf_init(&matches);
+    store_err e = {0};
+    int rc = store_resolve_id(rq->srv->deps.db, table, id, full, cap, &matches, &e);
+    int out = 1;
+    if (rc == STORE_NOTFOUND) {
+        snprintf(full, cap, "%s", id);
+        out = 0;
+    } else if (rc == STORE_CONFLICT) {
+        api_error(rs, 400, "ambiguous_id", "id prefix '%.100s' matches several %s: %s", id, table,
+                  matches.data);
+        out = -1;
+    } else if (rc != STORE_OK) {
+        store_failure(rs, rc, &e);
+        out = -1;
+    }
+    strbuf_free(&matches);
+    return out;
 }
 
 /* ---------------------------------------------------------------- health */
@@ -99,9 +186,6 @@ static void refresh_gauges(api_server *srv)
     json_decref(st);
 }
 
-#define METRIC_ADMIN_CACHE_HITS "failproofai_sidecar_admin_cache_hits_total"
-#define METRIC_ADMIN_CACHE_MISSES "failproofai_sidecar_admin_cache_misses_total"
-
 void api_cache_metrics(api_server *srv)
 {
     unsigned long long hits, misses;
@@ -121,8 +205,43 @@ void route_metrics(api_req *rq, api_resp *rs)
 
 /* ---------------------------------------------------------------- status */
 
+/* Sets st's "last_failed_run" from the store and makes "last_error" the
+ * newer of the worker's own last error (server calls, store) and that run's
+ * failure (an evaluation error, a local dispatch error), with its source. */
+static void last_error(api_server *srv, json_t *st)
+{
+    json_t *worker_err = json_object_get(st, "last_error"), *run = NULL;
+    if (json_is_object(worker_err))
+        json_object_set_new(worker_err, "source", json_string("worker"));
+    if (srv->deps.db != NULL) {
+        strbuf b;
+        strbuf_init(&b);
+        store_err e = {0};
+        if (store_last_failed_run_json(srv->deps.db, &b, &e) == STORE_OK)
+            run = json_loadb(b.data, b.len, 0, NULL);
+        strbuf_free(&b);
+    }
+    if (!json_is_object(run)) {
+        json_decref(run);
+        json_object_set_new(st, "last_failed_run", json_null());
+        return;
+    }
+    json_object_set(st, "last_failed_run", run);
+    const char *wat = json_string_value(json_object_get(worker_err, "at"));
+    const char *rat = json_string_value(json_object_get(run, "at"));
+    if (rat != NULL && (wat == NULL || strcmp(rat, wat) > 0)) { /* RFC 3339 UTC sorts */
+        json_t *le = json_pack(
+            "{s:O,s:O,s:O,s:s,s:O,s:O}", "code", json_object_get(run, "code"), "message",
+            json_object_get(run, "message"), "at", json_object_get(run, "at"), "source", "run",
+            "run_id", json_object_get(run, "run_id"), "eval_key", json_object_get(run, "eval_key"));
+        json_object_set_new(st, "last_error", le);
+    }
+    json_decref(run);
+}
+
 void route_status(api_req *rq, api_resp *rs)
 {
+    if (only_params(rq, rs, NO_PARAMS)) return;
     api_server *srv = rq->srv;
     json_t *st = worker_status(srv);
     if (st == NULL) st = json_object();
@@ -135,7 +254,19 @@ void route_status(api_req *rq, api_resp *rs)
     if (json_object_get(st, "version") == NULL)
         json_object_set_new(st, "version", json_string(FPS_VERSION));
     if (json_object_get(st, "uptime_seconds") == NULL)
-        json_object_set_new(st, "uptime_seconds", json_real(time_now() - srv->started_at));
+        json_object_set_new(st, "uptime_seconds",
+                            json_real(round((time_now() - srv->started_at) * 1000) / 1000));
+    json_object_set_new(
+        st, "counters",
+        json_pack(
+            "{s:I,s:I,s:I,s:I,s:I,s:I}", "assignments_claimed",
+            (json_int_t)metrics_family_total(METRIC_ASSIGNMENTS_CLAIMED), "leases_lost",
+            (json_int_t)metrics_family_total(METRIC_LEASES_LOST), "protocol_errors",
+            (json_int_t)metrics_family_total(METRIC_PROTOCOL_ERRORS), "result_retries",
+            (json_int_t)metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "retried")),
+            "heartbeat_failures", (json_int_t)metrics_family_total(METRIC_HEARTBEAT_FAILURES),
+            "local_dispatches", (json_int_t)metrics_family_total(METRIC_LOCAL_DISPATCHES)));
+    last_error(srv, st);
     if (json_object_get(st, "jail") == NULL && srv->deps.pool != NULL) {
         json_object_set_new(st, "jail", sbx_pool_jail_json(srv->deps.pool));
     }
@@ -240,7 +371,9 @@ static int cache_lookup(api_req *rq, api_resp *rs, const char *route, int limit,
 void route_assignments(api_req *rq, api_resp *rs)
 {
     int limit;
-    if (need_store(rq, rs) || parse_limit(rq, rs, &limit)) return;
+    if (only_params(rq, rs, ASSIGNMENTS_PARAMS) || need_store(rq, rs) ||
+        parse_limit(rq, rs, &limit))
+        return;
     store_assignment_filter f = {empty_null(api_query(rq, "status")), limit,
                                  empty_null(api_query(rq, "cursor"))};
     const char *vals[] = {f.status, f.cursor};
@@ -250,20 +383,39 @@ void route_assignments(api_req *rq, api_resp *rs)
     if (rc != STORE_OK) store_failure(rs, rc, &e);
 }
 
+/* GET /v1/{runs,assignments}/{id}: the id in full or a unique prefix. */
+static void get_one(api_req *rq, api_resp *rs, const char *table,
+                    int (*get)(store *, const char *, strbuf *, store_err *))
+{
+    if (only_params(rq, rs, NO_PARAMS) || need_store(rq, rs)) return;
+    store_err e = {0};
+    int rc = get(rq->srv->deps.db, rq->param, &rs->body, &e);
+    if (rc == STORE_NOTFOUND) {
+        char full[256];
+        int r = resolve_id(rq, rs, table, rq->param, full, sizeof full);
+        if (r < 0) return;
+        if (r > 0) rc = get(rq->srv->deps.db, full, &rs->body, &e);
+    }
+    if (rc != STORE_OK) store_failure(rs, rc, &e);
+}
+
 void route_assignment(api_req *rq, api_resp *rs)
 {
-    if (need_store(rq, rs)) return;
-    store_err e = {0};
-    int rc = store_assignment_get_json(rq->srv->deps.db, rq->param, &rs->body, &e);
-    if (rc != STORE_OK) store_failure(rs, rc, &e);
+    get_one(rq, rs, "assignments", store_assignment_get_json);
 }
 
 void route_runs(api_req *rq, api_resp *rs)
 {
     int limit;
-    if (need_store(rq, rs) || parse_limit(rq, rs, &limit)) return;
+    if (only_params(rq, rs, RUNS_PARAMS) || need_store(rq, rs) || parse_limit(rq, rs, &limit))
+        return;
     const char *assignment = empty_null(api_query(rq, "assignment"));
     if (assignment == NULL) assignment = empty_null(api_query(rq, "assignment_id"));
+    char full[256];
+    if (assignment != NULL) {
+        if (resolve_id(rq, rs, "assignments", assignment, full, sizeof full) < 0) return;
+        assignment = full;
+    }
     store_run_filter f = {empty_null(api_query(rq, "status")),
                           empty_null(api_query(rq, "eval_key")), assignment, limit,
                           empty_null(api_query(rq, "cursor"))};
@@ -276,15 +428,12 @@ void route_runs(api_req *rq, api_resp *rs)
 
 void route_run(api_req *rq, api_resp *rs)
 {
-    if (need_store(rq, rs)) return;
-    store_err e = {0};
-    int rc = store_run_get_json(rq->srv->deps.db, rq->param, &rs->body, &e);
-    if (rc != STORE_OK) store_failure(rs, rc, &e);
+    get_one(rq, rs, "runs", store_run_get_json);
 }
 
 void route_stats(api_req *rq, api_resp *rs)
 {
-    if (need_store(rq, rs)) return;
+    if (only_params(rq, rs, STATS_PARAMS) || need_store(rq, rs)) return;
     int minutes = 60;
     const char *s = api_query(rq, "minutes");
     if (s != NULL) {
@@ -317,7 +466,104 @@ void route_drain(api_req *rq, api_resp *rs)
     }
     w->drain(w->ctx);
     log_info("drain requested over the admin API");
-    api_json(rs, 202, json_pack("{s:b}", "draining", 1));
+    api_json(rs, 202, json_pack("{s:b,s:b}", "draining", 1, "resumable", 1));
+}
+
+void route_resume(api_req *rq, api_resp *rs)
+{
+    if (rq->body_len > 0) {
+        json_t *b = api_body_object(rq, rs);
+        if (b == NULL) return;
+        json_decref(b);
+    }
+    const api_worker_ops *w = &rq->srv->deps.worker;
+    if (w->ctx == NULL) {
+        api_error(rs, 503, "worker_unavailable", "the worker is not running");
+        return;
+    }
+    if (w->resume(w->ctx) != 0) {
+        api_error(rs, 409, "shutting_down",
+                  "the sidecar is draining to shut down; that drain cannot be undone");
+        return;
+    }
+    log_info("drain ended over the admin API");
+    api_json(rs, 200, json_pack("{s:b}", "draining", 0));
+}
+
+/* ------------------------------------------------------------------ meta */
+
+static json_t *string_array(const char *const *names)
+{
+    json_t *a = json_array();
+    for (; *names != NULL; names++)
+        json_array_append_new(a, json_string(*names));
+    return a;
+}
+
+/* What the page's filters and labels are built from: one source of truth. */
+void route_meta(api_req *rq, api_resp *rs)
+{
+    static const char *const modes[] = {"python", "local", NULL};
+    /* error_code values a run can end with (SPEC section 2, local evaluators) */
+    static const char *const run_errors[] = {
+        "eval_error", "eval_timeout", "sandbox_error", "evaluator_unavailable", "cancelled", NULL};
+    static const char *const submit_statuses[] = {"none", "pending", "committed", "rejected", NULL};
+    static const char *const chart_minutes[] = {"15", "60", "360", "1440", NULL};
+    static const char *const log_levels[] = {"warn", "error", NULL};
+    if (only_params(rq, rs, NO_PARAMS)) return;
+    json_t *asg = string_array(store_assignment_statuses());
+    json_array_insert_new(asg, 0, json_string("active"));
+    json_t *params = json_pack("{s:o,s:o,s:o,s:o}", "/v1/runs", string_array(RUNS_PARAMS),
+                               "/v1/assignments", string_array(ASSIGNMENTS_PARAMS), "/v1/stats",
+                               string_array(STATS_PARAMS), "/v1/logs", string_array(LOGS_PARAMS));
+    json_t *cm = json_array();
+    for (const char *const *m = chart_minutes; *m != NULL; m++)
+        json_array_append_new(cm, json_integer(atoi(*m)));
+    api_json(rs, 200,
+             json_pack("{s:s,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:i,s:i,s:i}", "version", FPS_VERSION,
+                       "run_statuses", string_array(store_run_statuses()), "assignment_statuses",
+                       asg, "execution_modes", string_array(modes), "run_error_codes",
+                       string_array(run_errors), "submit_statuses", string_array(submit_statuses),
+                       "query_parameters", params, "chart_minutes", cm, "log_levels",
+                       string_array(log_levels), "id_prefix_min", ID_PREFIX_MIN, "page_limit_max",
+                       500, "eval_key_label_cap", METRICS_EVAL_KEY_CAP));
+}
+
+/* ------------------------------------------------------------------ logs */
+
+/* GET /v1/logs?level=warn|error&after=SEQ&limit=N: the in-memory tail of
+ * warnings and errors (common/log.h), as the log wrote them (redacted). */
+void route_logs(api_req *rq, api_resp *rs)
+{
+    if (only_params(rq, rs, LOGS_PARAMS)) return;
+    const char *lv = api_query(rq, "level"), *after = api_query(rq, "after"),
+               *lim = api_query(rq, "limit");
+    log_level min = LOG_WARN;
+    if (lv != NULL && !strcmp(lv, "error"))
+        min = LOG_ERROR;
+    else if (lv != NULL && strcmp(lv, "warn") != 0) {
+        api_error(rs, 400, "invalid_request", "level must be warn or error");
+        return;
+    }
+    char *end;
+    unsigned long long a = 0;
+    if (after != NULL) {
+        a = strtoull(after, &end, 10);
+        if (*after == '\0' || *after == '-' || *end != '\0') {
+            api_error(rs, 400, "invalid_request", "after must be a sequence number (0 or more)");
+            return;
+        }
+    }
+    long limit = 100;
+    if (lim != NULL) {
+        limit = strtol(lim, &end, 10);
+        if (*lim == '\0' || *end != '\0' || limit < 1 || limit > LOG_RING_CAP) {
+            api_error(rs, 400, "invalid_request", "limit must be an integer from 1 to %d",
+                      LOG_RING_CAP);
+            return;
+        }
+    }
+    log_recent_json(&rs->body, min, a, (size_t)limit);
 }
 
 /* ------------------------------------------------------- local evaluators */
@@ -337,7 +583,7 @@ static void local_failure(api_resp *rs, const fps_err *e)
 
 void route_evaluators(api_req *rq, api_resp *rs)
 {
-    if (need_local(rq, rs)) return;
+    if (only_params(rq, rs, NO_PARAMS) || need_local(rq, rs)) return;
     api_json(rs, 200, rq->srv->deps.local.list(rq->srv->deps.local.ctx));
 }
 

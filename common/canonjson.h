@@ -12,5 +12,9 @@
  * for a value JSON cannot represent (a non-finite real) or out of memory;
  * out may then hold a partial text. */
 int canonjson_append(strbuf *out, const json_t *v);
+/* The same writer with each object's keys in their own (insertion) order:
+ * compact JSON whose floats carry no noise (0.1, not 0.10000000000000001),
+ * for every JSON text the sidecar writes that is not a digest input. */
+int canonjson_append_ordered(strbuf *out, const json_t *v);
 
 #endif

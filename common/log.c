@@ -1,11 +1,13 @@
 /* common/log: see log.h. */
 #include "common/log.h"
-#include "common/strbuf.h"
+#include "common/pyfloat.h"
 #include "common/timeutil.h"
 
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
@@ -82,9 +84,55 @@ static const char *level_name(log_level l)
     }
 }
 
+/* The ring of recent warnings and errors: owned lines (JSON objects, secrets
+ * already redacted, no newline), oldest first from ring_next - ring_n. */
+static char *ring[LOG_RING_CAP];
+static unsigned long long ring_seq[LOG_RING_CAP];
+static log_level ring_level[LOG_RING_CAP];
+static size_t ring_next, ring_n;
+static unsigned long long ring_total;
+static pthread_mutex_t ring_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void ring_push(log_level level, const char *line, size_t len)
+{
+    char *copy = strndup(line, len);
+    if (copy == NULL) return;
+    pthread_mutex_lock(&ring_mu);
+    free(ring[ring_next]);
+    ring[ring_next] = copy;
+    ring_seq[ring_next] = ++ring_total;
+    ring_level[ring_next] = level;
+    ring_next = (ring_next + 1) % LOG_RING_CAP;
+    if (ring_n < LOG_RING_CAP) ring_n++;
+    pthread_mutex_unlock(&ring_mu);
+}
+
+void log_recent_json(strbuf *out, log_level min, unsigned long long after, size_t limit)
+{
+    pthread_mutex_lock(&ring_mu);
+    size_t first = (ring_next + LOG_RING_CAP - ring_n) % LOG_RING_CAP, picked = 0;
+    size_t idx[LOG_RING_CAP];
+    for (size_t k = ring_n; k-- > 0;) { /* newest first, up to limit */
+        size_t i = (first + k) % LOG_RING_CAP;
+        if (ring_seq[i] <= after || picked == limit) break;
+        if (ring_level[i] < min) continue;
+        idx[picked++] = i;
+    }
+    strbuf_puts(out, "{\"entries\":[");
+    for (size_t k = picked; k-- > 0;) { /* oldest first */
+        size_t i = idx[k];
+        strbuf_printf(out, "{\"seq\":%llu,\"entry\":", ring_seq[i]);
+        strbuf_puts(out, ring[i]);
+        strbuf_puts(out, k ? "}," : "}");
+    }
+    strbuf_printf(out, "],\"last_seq\":%llu,\"capacity\":%d}", ring_total, LOG_RING_CAP);
+    pthread_mutex_unlock(&ring_mu);
+}
+
 void log_write(log_level level, const char *msg, const log_field *fields)
 {
-    if ((int)level < g_level) return;
+    int emit = (int)level >= g_level, keep = level >= LOG_WARN;
+    if (!emit && !keep) return;
     strbuf b;
     char ts[40];
     strbuf_init(&b);
@@ -116,7 +164,7 @@ void log_write(log_level level, const char *msg, const log_field *fields)
             break;
         case LOG_T_DBL:
             if (isfinite(f->d))
-                strbuf_printf(&b, "%.17g", f->d);
+                pyfloat_repr(&b, f->d);
             else
                 strbuf_puts(&b, "null");
             break;
@@ -129,11 +177,12 @@ void log_write(log_level level, const char *msg, const log_field *fields)
         }
     }
     strbuf_puts(&b, "}\n");
+    if (keep && b.data != NULL) ring_push(level, b.data, b.len - 1);
     FILE *out = g_stream;
-    if (out != NULL) {
+    if (emit && out != NULL) {
         fwrite(b.data, 1, b.len, out);
         fflush(out);
-    } else if (b.data != NULL) {
+    } else if (emit && b.data != NULL) {
         /* One write(2) per line so concurrent threads never interleave. */
         ssize_t r = write(STDERR_FILENO, b.data, b.len);
         (void)r;

@@ -8,10 +8,17 @@
  * "[redacted]", and so is any string value that starts with "Bearer ". Tokens
  * themselves live in `secret` objects (common/secret.h), which have no
  * string conversion the logger would accept. Thread-safe: one line is one
- * write(2). */
+ * write(2).
+ *
+ * The last LOG_RING_CAP warnings and errors are also kept in memory, as
+ * written (redacted), whatever the level set, for the admin API's log tail. */
 #ifndef FPS_LOG_H
 #define FPS_LOG_H
+#include "common/strbuf.h"
+
 #include <stdio.h>
+
+#define LOG_RING_CAP 200
 
 typedef enum { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR } log_level;
 
@@ -47,6 +54,11 @@ void log_write(log_level level, const char *msg, const log_field *fields);
 #define log_info(msg, ...) log_at_(LOG_INFO, (msg)__VA_OPT__(, ) __VA_ARGS__)
 #define log_warn(msg, ...) log_at_(LOG_WARN, (msg)__VA_OPT__(, ) __VA_ARGS__)
 #define log_error(msg, ...) log_at_(LOG_ERROR, (msg)__VA_OPT__(, ) __VA_ARGS__)
+
+/* Appends {"entries":[{"seq":N,"entry":{log line}}...],"last_seq":N,"capacity":C}:
+ * the kept lines with seq > after and level >= min (LOG_WARN or LOG_ERROR),
+ * at most `limit` of the newest, oldest first. */
+void log_recent_json(strbuf *out, log_level min, unsigned long long after, size_t limit);
 
 /* True if a field with this key would be redacted (exposed for tests). */
 int log_key_is_secret(const char *key);

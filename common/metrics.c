@@ -5,12 +5,14 @@
 #include "common/metrics.h"
 #include "common/log.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum { M_COUNTER = 0, M_GAUGE, M_HISTOGRAM } m_type;
 
@@ -27,6 +29,7 @@ typedef struct {
     double buckets[MAX_BUCKETS];
     m_series *first, *last;
     int warned;
+    int process; /* process_*: sampled from /proc, never persisted */
 } m_family;
 
 struct m_series {
@@ -49,8 +52,19 @@ static const struct {
     m_type type;
     const char *help;
 } known[] = {
+    {METRIC_ADMIN_CACHE_HITS, M_COUNTER,
+     "Admin list pages answered from the response cache (no store query)."},
+    {METRIC_ADMIN_CACHE_MISSES, M_COUNTER,
+     "Admin list pages rendered from the store (not in the response cache, or stale)."},
+    {METRIC_BUILD_INFO, M_GAUGE, "Always 1; the version label is the sidecar's version."},
+    {METRIC_PROCESS_CPU, M_COUNTER, "Total user and system CPU time spent in seconds."},
+    {METRIC_PROCESS_RSS, M_GAUGE, "Resident memory size in bytes."},
+    {METRIC_PROCESS_FDS, M_GAUGE, "Number of open file descriptors."},
+    {METRIC_PROCESS_START, M_GAUGE, "Start time of the process since the Unix epoch in seconds."},
     {METRIC_ASSIGNMENTS_CLAIMED, M_COUNTER, "Assignments claimed from the server."},
-    {METRIC_RUNS, M_COUNTER, "Evaluation runs finished, by execution mode and terminal status."},
+    {METRIC_RUNS, M_COUNTER,
+     "Evaluation runs finished, by execution mode, terminal status and eval key (the first 100 "
+     "keys; later ones as \"other\")."},
     {METRIC_CONDITIONS, M_COUNTER, "Condition decisions, by outcome and reason code."},
     {METRIC_HEARTBEAT_FAILURES, M_COUNTER, "Heartbeats that failed (other than lease loss)."},
     {METRIC_LEASES_LOST, M_COUNTER, "Assignments whose lease was lost (409 lease_lost)."},
@@ -59,7 +73,8 @@ static const struct {
     {METRIC_REPLAYS, M_COUNTER, "Idempotent replays acknowledged by the server, by call."},
     {METRIC_REGISTRATIONS, M_COUNTER, "Successful worker registrations with the server."},
     {METRIC_TRANSCRIPTS_TOO_LARGE, M_COUNTER, "Assignments refused as transcript_too_large."},
-    {METRIC_LOCAL_DISPATCHES, M_COUNTER, "Local evaluator dispatches, by outcome and reason."},
+    {METRIC_LOCAL_DISPATCHES, M_COUNTER,
+     "Local evaluator dispatches, by evaluator, outcome and reason."},
     {METRIC_ADMIN_REQUESTS, M_COUNTER, "Admin API requests answered, by status class."},
     {METRIC_ACTIVE_ASSIGNMENTS, M_GAUGE, "Assignments being processed."},
     {METRIC_ACTIVE_RUNS, M_GAUGE, "Evaluation runs in progress."},
@@ -77,11 +92,14 @@ static const struct {
      "1 when the sidecar is ready (registered, server contacted, not draining)."},
     {METRIC_DRAINING, M_GAUGE, "1 while the sidecar drains for shutdown."},
     {METRIC_UPTIME, M_GAUGE, "Seconds since the process started."},
-    {METRIC_EVAL_SECONDS, M_HISTOGRAM, "Evaluation duration in seconds, by mode."},
+    {METRIC_EVAL_SECONDS, M_HISTOGRAM,
+     "Evaluation duration in seconds, by mode and (for runs) eval key."},
     {METRIC_SANDBOX_START_SECONDS, M_HISTOGRAM, "Time to start a sandbox child in seconds."},
     {METRIC_SERVER_REQUEST_SECONDS, M_HISTOGRAM, "Server request latency in seconds, by call."},
     {METRIC_ADMIN_REQUEST_SECONDS, M_HISTOGRAM, "Admin API request latency in seconds, by route."},
 };
+
+static m_series *series_get_locked(const char *name, m_type type, const char *const *labels);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static m_family families[MAX_FAMILIES];
@@ -146,6 +164,7 @@ static m_family *family_add_locked(const char *name, m_type type, const char *he
     f->name = xstrdup(name);
     f->help = xstrdup(help);
     f->type = type;
+    f->process = strncmp(name, "process_", 8) == 0;
     if (type == M_HISTOGRAM) {
         f->nbuckets = NSECS;
         memcpy(f->buckets, secs_buckets, sizeof secs_buckets);
@@ -162,6 +181,9 @@ static void init_locked(void)
     table_cap = (size_t)2 * METRICS_MAX_SERIES;
     table = calloc(table_cap, sizeof *table);
     if (table == NULL) abort();
+    m_series *b =
+        series_get_locked(METRIC_BUILD_INFO, M_GAUGE, METRICS_LABELS_("version", FPS_VERSION));
+    if (b) b->value = 1;
 }
 
 static m_family *family_find_locked(const char *name)
@@ -354,6 +376,103 @@ double metrics_value(const char *name, const char *const *labels)
     return v;
 }
 
+static char *eval_keys[METRICS_EVAL_KEY_CAP]; /* owned: the keys labelled so far */
+static size_t n_eval_keys;
+
+/* 1 if key is (now) one of the labelled keys, 0 once the cap is reached.
+ * Called with mu held. */
+static int eval_key_note_locked(const char *key)
+{
+    for (size_t i = 0; i < n_eval_keys; i++)
+        if (strcmp(eval_keys[i], key) == 0) return 1;
+    if (n_eval_keys == METRICS_EVAL_KEY_CAP) return 0;
+    eval_keys[n_eval_keys++] = xstrdup(key);
+    return 1;
+}
+
+const char *metrics_eval_key(const char *key)
+{
+    if (key == NULL) return "other";
+    pthread_mutex_lock(&mu);
+    int labelled = eval_key_note_locked(key);
+    pthread_mutex_unlock(&mu);
+    return labelled ? key : "other";
+}
+
+double metrics_family_total(const char *name)
+{
+    double v = 0;
+    pthread_mutex_lock(&mu);
+    init_locked();
+    m_family *f = family_find_locked(name);
+    for (m_series *s = f && f->type != M_HISTOGRAM ? f->first : NULL; s; s = s->next)
+        v += s->value;
+    pthread_mutex_unlock(&mu);
+    return v;
+}
+
+/* ---- process metrics (Linux /proc) ---- */
+
+/* Boot time from /proc/stat's btime, or 0. */
+static double boot_time(void)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    char line[256];
+    double bt = 0;
+    while (f != NULL && fgets(line, sizeof line, f) != NULL)
+        if (strncmp(line, "btime ", 6) == 0) {
+            bt = strtod(line + 6, NULL);
+            break;
+        }
+    if (f != NULL) fclose(f);
+    return bt;
+}
+
+/* Sets a process_* series (called with mu held). */
+static void process_set_locked(const char *name, m_type type, double v)
+{
+    m_series *s = series_get_locked(name, type, NULL);
+    if (s) s->value = v;
+}
+
+/* Samples CPU time, start time, RSS and open descriptors from /proc/self. */
+static void process_sample_locked(void)
+{
+    static double start_time = -1;
+    double ticks = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (p != NULL && ticks > 0) {
+        unsigned long long utime = 0, stime = 0, start = 0;
+        /* after ") ": state(3) ... utime(14) stime(15) ... starttime(22) */
+        if (sscanf(p + 2,
+                   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d "
+                   "%*d %llu",
+                   &utime, &stime, &start) == 3) {
+            process_set_locked(METRIC_PROCESS_CPU, M_COUNTER, (double)(utime + stime) / ticks);
+            if (start_time < 0) start_time = boot_time() + (double)start / ticks;
+            process_set_locked(METRIC_PROCESS_START, M_GAUGE, start_time);
+        }
+    }
+    f = fopen("/proc/self/statm", "r");
+    unsigned long long size = 0, resident = 0;
+    if (f != NULL && fscanf(f, "%llu %llu", &size, &resident) == 2)
+        process_set_locked(METRIC_PROCESS_RSS, M_GAUGE, (double)resident * page);
+    if (f != NULL) fclose(f);
+    DIR *d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        long fds = -1; /* the directory's own descriptor is listed too */
+        for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+            if (e->d_name[0] != '.') fds++;
+        closedir(d);
+        process_set_locked(METRIC_PROCESS_FDS, M_GAUGE, (double)fds);
+    }
+}
+
 static void put_number(strbuf *b, double v)
 {
     if (isnan(v))
@@ -393,16 +512,30 @@ void metrics_render(strbuf *out)
 {
     pthread_mutex_lock(&mu);
     init_locked();
+    process_sample_locked();
     m_family *order[MAX_FAMILIES];
     for (int i = 0; i < nfamilies; i++)
         order[i] = &families[i];
     qsort(order, (size_t)nfamilies, sizeof order[0], cmp_family);
     for (int fi = 0; fi < nfamilies; fi++) {
         m_family *f = order[fi];
-        if (f->first == NULL) continue; /* series appear on first use */
         strbuf_printf(out, "# HELP %s ", f->name);
         put_help(out, f->help);
         strbuf_printf(out, "\n# TYPE %s %s\n", f->name, type_name(f->type));
+        if (f->first == NULL) { /* declared, not used yet: present at zero */
+            if (f->type != M_HISTOGRAM) {
+                strbuf_printf(out, "%s 0\n", f->name);
+                continue;
+            }
+            for (int i = 0; i < f->nbuckets; i++) {
+                strbuf_printf(out, "%s_bucket{le=\"", f->name);
+                put_number(out, f->buckets[i]);
+                strbuf_puts(out, "\"} 0\n");
+            }
+            strbuf_printf(out, "%s_bucket{le=\"+Inf\"} 0\n%s_sum 0\n%s_count 0\n", f->name, f->name,
+                          f->name);
+            continue;
+        }
         for (m_series *s = f->first; s; s = s->next) {
             const char *sep = s->labels[0] ? "," : "";
             if (f->type != M_HISTOGRAM) {
@@ -440,7 +573,7 @@ int metrics_counters_foreach(metrics_counter_fn fn, void *ud)
     pthread_mutex_lock(&mu);
     init_locked();
     for (int fi = 0; fi < nfamilies && rc == 0; fi++) {
-        if (families[fi].type != M_COUNTER) continue;
+        if (families[fi].type != M_COUNTER || families[fi].process) continue;
         for (m_series *s = families[fi].first; s && rc == 0; s = s->next)
             rc = fn(s->key, s->value, ud);
     }
@@ -513,7 +646,10 @@ int metrics_counter_seed(const char *key, double value)
     pthread_mutex_lock(&mu);
     init_locked();
     m_family *f = family_find_locked(name);
-    if (f == NULL || f->type == M_COUNTER) {
+    for (size_t i = 0; labels[i] != NULL; i += 2) /* restored keys keep their label */
+        if (strcmp(labels[i], "eval_key") == 0 && strcmp(labels[i + 1], "other") != 0)
+            eval_key_note_locked(labels[i + 1]);
+    if (f == NULL || (f->type == M_COUNTER && !f->process)) {
         m_series *s = series_get_locked(name, M_COUNTER, labels);
         if (s) {
             s->value = value;
@@ -542,5 +678,11 @@ void metrics_reset(void)
     }
     memset(table, 0, table_cap * sizeof *table);
     nseries = 0;
+    for (size_t i = 0; i < n_eval_keys; i++)
+        free(eval_keys[i]);
+    n_eval_keys = 0;
+    m_series *b =
+        series_get_locked(METRIC_BUILD_INFO, M_GAUGE, METRICS_LABELS_("version", FPS_VERSION));
+    if (b) b->value = 1;
     pthread_mutex_unlock(&mu);
 }

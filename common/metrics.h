@@ -37,7 +37,8 @@
 #define METRIC_RETRIES "failproofai_sidecar_server_retries_total"
 #define METRIC_RETRY_BUDGET_EXHAUSTED "failproofai_sidecar_retry_budget_exhausted_total"
 #define METRIC_BREAKER_OPENED "failproofai_sidecar_circuit_breaker_opened_total"
-/* labels: mode=python|local, status=succeeded|failed|timed_out|cancelled */
+/* labels: mode=python|local, status=succeeded|failed|timed_out|cancelled,
+ * eval_key=metrics_eval_key(key) */
 #define METRIC_RUNS "failproofai_sidecar_runs_total"
 /* labels: outcome=selected|skipped, reason=<reason_code or "none"> */
 #define METRIC_CONDITIONS "failproofai_sidecar_conditions_total"
@@ -51,10 +52,13 @@
 #define METRIC_REPLAYS "failproofai_sidecar_idempotent_replays_total"
 #define METRIC_REGISTRATIONS "failproofai_sidecar_registrations_total"
 #define METRIC_TRANSCRIPTS_TOO_LARGE "failproofai_sidecar_transcripts_too_large_total"
-/* labels: outcome=succeeded|failed|timed_out|cancelled, reason=<error_code or "none"> */
+/* labels: outcome=succeeded|failed|timed_out|cancelled, reason=<error_code or "none">,
+ * evaluator=<registered name> */
 #define METRIC_LOCAL_DISPATCHES "failproofai_sidecar_local_dispatches_total"
 /* labels: code=<http status class, "2xx".."5xx"> */
 #define METRIC_ADMIN_REQUESTS "failproofai_sidecar_admin_requests_total"
+#define METRIC_ADMIN_CACHE_HITS "failproofai_sidecar_admin_cache_hits_total"
+#define METRIC_ADMIN_CACHE_MISSES "failproofai_sidecar_admin_cache_misses_total"
 /* gauges */
 #define METRIC_ACTIVE_ASSIGNMENTS "failproofai_sidecar_active_assignments"
 #define METRIC_ACTIVE_RUNS "failproofai_sidecar_active_runs"
@@ -66,8 +70,15 @@
 #define METRIC_READY "failproofai_sidecar_ready"
 #define METRIC_DRAINING "failproofai_sidecar_draining"
 #define METRIC_UPTIME "failproofai_sidecar_uptime_seconds"
+/* labels: version; always 1 */
+#define METRIC_BUILD_INFO "failproofai_sidecar_build_info"
+/* the process (read from /proc at each render; standard names) */
+#define METRIC_PROCESS_CPU "process_cpu_seconds_total"
+#define METRIC_PROCESS_RSS "process_resident_memory_bytes"
+#define METRIC_PROCESS_FDS "process_open_fds"
+#define METRIC_PROCESS_START "process_start_time_seconds"
 /* histograms (seconds) */
-/* labels: mode=python|local|condition */
+/* labels: mode=python|local|condition, eval_key=metrics_eval_key(key) (runs only) */
 #define METRIC_EVAL_SECONDS "failproofai_sidecar_evaluation_duration_seconds"
 #define METRIC_SANDBOX_START_SECONDS "failproofai_sidecar_sandbox_start_seconds"
 /* labels: call=register|claim|transcript|definitions|plan|heartbeat|result */
@@ -93,13 +104,26 @@ void metrics_histogram_observe(const char *name, double value, const char *const
 #define metrics_observe(name, v, ...)                                                              \
     metrics_histogram_observe((name), (v), METRICS_LABELS_(__VA_ARGS__))
 
+/* The eval_key label value for `key`: the key itself for the first
+ * METRICS_EVAL_KEY_CAP distinct keys this process has seen, "other" after
+ * that (bounded cardinality; the cap is documented in the README). Borrowed
+ * static text or `key`. */
+#define METRICS_EVAL_KEY_CAP 100
+const char *metrics_eval_key(const char *key);
+
+/* Sum of every series of a counter or gauge family (0 if none). */
+double metrics_family_total(const char *name);
+
 /* Current value of a counter or gauge series (0 if absent); for tests and
  * /v1/status. */
 double metrics_value(const char *name, const char *const *labels);
 
 /* ---- exposition -------------------------------------------------------- */
 /* Appends the whole registry in the Prometheus text format (HELP/TYPE lines,
- * families sorted by name, series in creation order). */
+ * families sorted by name, series in creation order). A declared family with
+ * no series yet is rendered as one unlabelled zero sample, so every family
+ * exists from the first scrape (absent()/increase() alerts work). The
+ * process_* families are refreshed from /proc first. */
 void metrics_render(strbuf *out);
 /* Content-Type of metrics_render's output. */
 #define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

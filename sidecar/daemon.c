@@ -61,7 +61,11 @@ static json_t *api_w_status(void *ctx)
 }
 static void api_w_drain(void *ctx)
 {
-    worker_drain(ctx);
+    worker_pause(ctx);
+}
+static int api_w_resume(void *ctx)
+{
+    return worker_resume(ctx);
 }
 static rcbuf *api_w_transcript(void *ctx, const char *assignment_id)
 {
@@ -108,6 +112,7 @@ api_worker_ops daemon_api_worker_ops(worker *w)
                         .ready = api_w_ready,
                         .status_json = api_w_status,
                         .drain = api_w_drain,
+                        .resume = api_w_resume,
                         .recent_transcript = api_w_transcript};
     return o;
 }

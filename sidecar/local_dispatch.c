@@ -650,8 +650,8 @@ done:
     out->finished_at = time_now();
     if (have_slot) slot_release(r);
     metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", out->status, "reason",
-                out->error_code[0] ? out->error_code : "none");
-    metrics_observe(METRIC_EVAL_SECONDS, (double)(time_mono_ms() - t0) / 1000.0, "mode", "local");
+                out->error_code[0] ? out->error_code : "none", "evaluator",
+                name ? name : "(unregistered)");
     if (strcmp(out->status, "succeeded") != 0)
         log_warn("local run failed", LOG_S("evaluation_run_id", req->evaluation_run_id),
                  LOG_S("eval_key", req->eval_key), LOG_S("status", out->status),

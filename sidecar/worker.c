@@ -244,6 +244,9 @@ static void *main_loop(void *arg)
     double reg_delay = 1;
     for (;;) {
         pthread_mutex_lock(&w->mu);
+        /* Drained from the admin API: no claims until resumed or stopped. */
+        while (w->draining && !w->stopping && w->resumable)
+            pthread_cond_wait(&w->cv, &w->mu);
         int stop = w->stopping || w->draining;
         int need_reg = !w->registered || atomic_load(&w->catalog_dirty);
         pthread_mutex_unlock(&w->mu);
@@ -478,9 +481,38 @@ void worker_drain(worker *w)
     pthread_mutex_lock(&w->mu);
     if (!w->draining) log_info("draining: no new claims", LOG_I("active_assignments", w->nactive));
     w->draining = 1;
+    w->resumable = 0;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     metrics_gauge_set(METRIC_DRAINING, 1);
+}
+
+void worker_pause(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    if (!w->draining) {
+        log_info("draining on request: no new claims", LOG_I("active_assignments", w->nactive));
+        w->draining = 1;
+        w->resumable = 1;
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    metrics_gauge_set(METRIC_DRAINING, 1);
+}
+
+int worker_resume(worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int ok = !w->stopping && (!w->draining || w->resumable);
+    if (ok && w->draining) {
+        w->draining = 0;
+        w->resumable = 0;
+        log_info("drain ended on request: claiming again");
+    }
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    if (ok) metrics_gauge_set(METRIC_DRAINING, 0);
+    return ok ? 0 : -1;
 }
 
 int worker_wait_drained(worker *w, double timeout_s)

@@ -35,6 +35,12 @@ int worker_start(worker *w, char *err, size_t errcap);
 /* Begins draining: no new claims; heartbeats, in-flight runs and result
  * submissions go on. Idempotent, async-signal-unsafe (call from a thread). */
 void worker_drain(worker *w);
+/* The admin API's drain: no new claims until worker_resume (a later
+ * worker_drain, the shutdown's, makes it final). */
+void worker_pause(worker *w);
+/* Ends a worker_pause drain: claims again. Returns 0, or -1 when the drain
+ * is the shutdown's (or the worker is stopping). */
+int worker_resume(worker *w);
 /* Waits until every in-flight assignment is finished and the outbox is empty,
  * or `timeout_s` passes. Returns 1 if fully drained, 0 on timeout. */
 int worker_wait_drained(worker *w, double timeout_s);

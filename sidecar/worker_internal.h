@@ -107,6 +107,7 @@ struct worker {
 
     /* lifecycle */
     int started, draining, stopping;
+    int resumable; /* the drain came from worker_pause (the admin API) */
     pthread_t main_th, hb_th;
     pthread_t *pool_th;
     long npool;
@@ -232,6 +233,11 @@ int worker_run_pool_start(run_pool *p);
 /* Joins the helpers (each finishes the runs it holds first). */
 void worker_run_pool_stop(run_pool *p);
 void worker_run_pool_free(run_pool *p);
+/* worker_runs.c: the timeout a run gets, in seconds: its descriptor's, else
+ * its definition's; managed runs clamped as the jail clamps them (default 30,
+ * at most 60); local runs then the registered one, else
+ * LOCAL_DEFAULT_TIMEOUT_S. Stored as applied. */
+double worker_run_timeout(struct worker *w, const wrun *r);
 /* worker_hb.c */
 void *worker_hb_main(void *arg);
 void worker_hb_add(struct worker *w, actx *x);

@@ -82,11 +82,25 @@ static int primary_present(const json_t *results, const char *key, const char *k
     return 0;
 }
 
+double worker_run_timeout(worker *w, const wrun *r)
+{
+    double t = r->run->timeout_s;
+    if (t <= 0) t = cloud_jtimeout(r->def);
+    if (r->run->mode == CLOUD_MODE_PYTHON) return sbx_clamp_timeout(t);
+    local_definition d;
+    if (t <= 0 && w->local != NULL &&
+        local_registry_definition(w->local, cloud_jstr(r->def, "eval_key"),
+                                  cloud_jstr(r->def, "eval_version"), &d) == 0) {
+        t = d.timeout_s; /* as registered */
+        local_definition_free(&d);
+    }
+    return t > 0 ? t : LOCAL_DEFAULT_TIMEOUT_S;
+}
+
 static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
 {
     const char *src = r->run->evaluator_source;
-    double t = r->run->timeout_s;
-    if (t <= 0) t = cloud_jtimeout(r->def);
+    double t = worker_run_timeout(x->w, r);
     sbx_request rq = {.kind = LANG_EVALUATOR,
                       .source = src,
                       .source_len = strlen(src),
@@ -133,8 +147,7 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
         outcome_fail(o, RUN_FAILED, "evaluator_unavailable", "%s", "no local evaluator registry");
         return;
     }
-    double t = r->run->timeout_s;
-    if (t <= 0) t = cloud_jtimeout(r->def);
+    double t = worker_run_timeout(w, r);
     local_dispatch_request rq = {.evaluation_run_id = r->run_id,
                                  .eval_key = cloud_jstr(r->def, "eval_key"),
                                  .eval_version = cloud_jstr(r->def, "eval_version"),
@@ -295,12 +308,16 @@ static void do_run(actx *x, size_t i)
         run_managed(x, r, x->img, &o);
     else
         run_local(x, r, x->transcript, &o);
-    atomic_fetch_add(&x->tm_eval_us, worker_mono_us() - e0);
+    int64_t eval_us = worker_mono_us() - e0;
+    atomic_fetch_add(&x->tm_eval_us, eval_us);
     double finished = time_now();
     long long dur = time_mono_ms() - t0;
-    metrics_observe(METRIC_EVAL_SECONDS, dur / 1000.0, "mode", mode);
+    const char *key_label = metrics_eval_key(r->run->eval_key);
+    metrics_observe(METRIC_EVAL_SECONDS, (double)eval_us / 1e6, "mode", mode, "eval_key",
+                    key_label);
     metrics_inc(METRIC_RUNS, "mode", mode, "status",
-                run_status_name(atomic_load(&r->cancel) ? RUN_CANCELLED : o.status));
+                run_status_name(atomic_load(&r->cancel) ? RUN_CANCELLED : o.status), "eval_key",
+                key_label);
     atomic_store(&r->done, 1);
     pthread_mutex_lock(&w->mu);
     w->active_runs--;

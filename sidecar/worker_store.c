@@ -88,9 +88,12 @@ void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
     for (size_t i = 0; i < n; i++) {
         const cloud_run *r = x->runs[i].run;
         desc[i] = json_dumps(r->obj, JSON_COMPACT);
-        runs[i] =
-            (store_plan_run){r->run_id,    r->eval_key, r->eval_version, cloud_mode_name(r->mode),
-                             r->timeout_s, desc[i]};
+        runs[i] = (store_plan_run){r->run_id,
+                                   r->eval_key,
+                                   r->eval_version,
+                                   cloud_mode_name(r->mode),
+                                   worker_run_timeout(w, &x->runs[i]), /* as applied */
+                                   desc[i]};
     }
     store_err e;
     if (store_assignment_planned(w->store, x->a.assignment_id, x->a.lease_generation, dj, rj, pj,

@@ -533,6 +533,23 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
  * (relative error under 10 %), so the query cost does not grow with traffic. */
 int store_charts_json(store *st, double now, int minutes, strbuf *out, store_err *err);
 
+/* The status values runs and assignments can have (NULL-terminated, static):
+ * what the list filters accept (assignments also take "active"). */
+const char *const *store_run_statuses(void);
+const char *const *store_assignment_statuses(void);
+
+/* Resolves an id prefix of `table` ("runs" or "assignments"): STORE_OK with
+ * the one matching id in full (cap bytes), STORE_NOTFOUND when none matches,
+ * STORE_CONFLICT when several do. `matches` gets a JSON array of (up to 6)
+ * matching ids in every case. */
+int store_resolve_id(store *st, const char *table, const char *prefix, char *full, size_t cap,
+                     strbuf *matches, store_err *err);
+
+/* Appends the most recently finished failed or timed-out run as
+ * {"run_id","assignment_id","eval_key","execution_mode","status","code",
+ * "message","at"}, or null when there is none. */
+int store_last_failed_run_json(store *st, strbuf *out, store_err *err);
+
 /* Appends {"assignments":{status:n...},"runs":{status:n...},"outbox_depth":n,
  * "db_bytes":n,"schema_version":n}: totals for status pages and gauges. */
 int store_summary_json(store *st, strbuf *out, store_err *err);

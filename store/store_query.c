@@ -3,6 +3,7 @@
  * pagination, details, charts, summary). Shapes are documented in store.h. */
 #include "store/store_int.h"
 
+#include "common/pyfloat.h"
 #include "common/timeutil.h"
 
 #include <math.h>
@@ -62,7 +63,27 @@ static void jnum_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
     if (sqlite3_column_type(s, i) == SQLITE_NULL || !isfinite(v))
         strbuf_put(b, "null", 4);
     else
-        strbuf_printf(b, "%.17g", v);
+        pyfloat_repr(b, v); /* shortest round-trip form: no float noise */
+    strbuf_putc(b, ',');
+}
+
+/* A run's duration in milliseconds to the microsecond: the stored integer
+ * (the wire's duration_ms, whole milliseconds) refined by the run's start and
+ * finish times (microseconds) when the two agree to within a millisecond; the
+ * stored value alone otherwise (a clock step between the two timestamps). */
+#define jdur(b, k, s, started, finished, stored) jdur_(b, JK(k), s, started, finished, stored)
+static void jdur_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int started, int finished,
+                  int stored)
+{
+    double t0 = sqlite3_column_double(s, started), t1 = sqlite3_column_double(s, finished);
+    double ms = round((t1 - t0) * 1e6) / 1e3;
+    if (!(t0 > 0 && t1 >= t0) || sqlite3_column_type(s, stored) == SQLITE_NULL ||
+        !(fabs(ms - sqlite3_column_double(s, stored)) < 1.0)) {
+        jint_(b, kq, kn, s, stored);
+        return;
+    }
+    strbuf_put(b, kq, kn);
+    pyfloat_repr(b, ms);
     strbuf_putc(b, ',');
 }
 
@@ -101,6 +122,16 @@ static const char *const RUN_STATUSES[] = {"planned",   "running",   "succeeded"
                                            "timed_out", "cancelled", "abandoned", NULL};
 static const char *const ASG_STATUSES[] = {"claimed", "planned", "completed", "skipped",
                                            "failed",  "lost",    "dropped",   NULL};
+
+const char *const *store_run_statuses(void)
+{
+    return RUN_STATUSES;
+}
+
+const char *const *store_assignment_statuses(void)
+{
+    return ASG_STATUSES;
+}
 
 static int in_set(const char *s, const char *const *set)
 {
@@ -160,7 +191,7 @@ static void run_item_fields(strbuf *b, sqlite3_stmt *s)
     jtime(b, "created_at", s, 8);
     jtime(b, "started_at", s, 9);
     jtime(b, "finished_at", s, 10);
-    jint(b, "duration_ms", s, 11);
+    jdur(b, "duration_ms", s, 9, 10, 11);
     jstr(b, "error_code", s, 12);
     jstr(b, "summary", s, 13);
 }
@@ -179,7 +210,9 @@ static pthread_once_t q_once = PTHREAD_ONCE_INIT;
     " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                                   \
     "   AND r.status NOT IN ('planned','running')),"                                               \
     " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                                   \
-    "   AND r.submit_status = 'pending')"
+    "   AND r.submit_status = 'pending'),"                                                         \
+    " (SELECT json_group_object(status, n) FROM (SELECT status, count(*) AS n FROM runs r"         \
+    "   WHERE r.assignment_id = a.id GROUP BY status))"
 
 static void build_queries(void)
 {
@@ -389,6 +422,9 @@ static void asg_fields(strbuf *b, sqlite3_stmt *s)
     strbuf_put_i64(b, (long long)sqlite3_column_int64(s, 18));
     strbuf_puts(b, ",\"pending_submissions\":");
     strbuf_put_i64(b, (long long)sqlite3_column_int64(s, 19));
+    strbuf_puts(b, ",\"by_status\":");
+    const unsigned char *by = sqlite3_column_text(s, 20); /* JSON text from SQLite */
+    strbuf_puts(b, by != NULL ? (const char *)by : "{}");
     strbuf_puts(b, "},");
 }
 
@@ -428,6 +464,36 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
     return code;
 }
 
+/* Appends "submissions":[...]: every result submission attempt of the
+ * assignment's runs, in the order they were made (the detail's timeline). */
+static int assignment_submissions(sconn *c, const char *assignment_id, strbuf *out, store_err *err)
+{
+    static const char sql[] =
+        "SELECT t.run_id, t.attempt, t.at, t.outcome, t.http_status, t.duration_ms, t.error_code,"
+        " t.message FROM submit_attempts t JOIN runs r ON r.id = t.run_id"
+        " WHERE r.assignment_id = ?1 ORDER BY t.id";
+    sqlite3_stmt *a = st_stmt(c, sql);
+    int rc = a ? (st_bind_text(a, 1, assignment_id), sqlite3_step(a)) : sqlite3_errcode(c->db);
+    strbuf_puts(out, "\"submissions\":[");
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(a)) {
+        strbuf_putc(out, '{');
+        jstr(out, "run_id", a, 0);
+        jint(out, "attempt", a, 1);
+        jtime(out, "at", a, 2);
+        jstr(out, "outcome", a, 3);
+        jint(out, "http_status", a, 4);
+        jint(out, "duration_ms", a, 5);
+        jstr(out, "error_code", a, 6);
+        jstr(out, "message", a, 7);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+    }
+    if (a) sqlite3_reset(a);
+    if (rc != SQLITE_DONE) return st_sqlfail(err, c->db, rc, "get assignment submissions");
+    jclose(out, ']');
+    return STORE_OK;
+}
+
 int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out, store_err *err)
 {
     static const char runs_sql[] =
@@ -450,9 +516,9 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
     }
     strbuf_putc(out, '{');
     asg_fields(out, s);
-    jraw(out, "definitions", s, 20);
-    jraw(out, "plan_request", s, 21);
-    jraw(out, "plan_response", s, 22);
+    jraw(out, "definitions", s, 21);
+    jraw(out, "plan_request", s, 22);
+    jraw(out, "plan_response", s, 23);
     strbuf_puts(out, "\"run_list\":[");
     r = st_stmt(c, runs_sql);
     rc = r ? (st_bind_text(r, 1, assignment_id), sqlite3_step(r)) : sqlite3_errcode(c->db);
@@ -467,6 +533,9 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
         goto done;
     }
     jclose(out, ']');
+    strbuf_putc(out, ',');
+    code = assignment_submissions(c, assignment_id, out, err);
+    if (code != STORE_OK) goto done;
     strbuf_putc(out, '}');
 done:
     if (s) sqlite3_reset(s);
@@ -477,6 +546,79 @@ done:
         out->len = start;
         if (out->data) out->data[start] = '\0';
     }
+    return code;
+}
+
+/* ------------------------------------------------------------ id prefixes */
+
+int store_resolve_id(store *st, const char *table, const char *prefix, char *full, size_t cap,
+                     strbuf *matches, store_err *err)
+{
+    static const char runs_sql[] = "SELECT id FROM runs WHERE id GLOB ?1 ORDER BY id LIMIT 6";
+    static const char asg_sql[] = "SELECT id FROM assignments WHERE id GLOB ?1 ORDER BY id LIMIT 6";
+    const char *sql = !strcmp(table, "runs") ? runs_sql : asg_sql;
+    size_t n = prefix ? strlen(prefix) : 0;
+    if (n == 0 || n > 200) return st_errf(err, STORE_INVALID, "id prefix must be 1 to 200 bytes");
+    for (size_t i = 0; i < n; i++) /* GLOB's own characters never reach the pattern */
+        if (strchr("*?[]", prefix[i]) != NULL) return STORE_NOTFOUND;
+    char pat[208];
+    snprintf(pat, sizeof pat, "%s*", prefix);
+    sconn *c = st_rget(st);
+    sqlite3_stmt *s = st_stmt(c, sql);
+    int rc = s ? (st_bind_text(s, 1, pat), sqlite3_step(s)) : sqlite3_errcode(c->db);
+    int found = 0;
+    strbuf_putc(matches, '[');
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        const char *id = (const char *)sqlite3_column_text(s, 0);
+        if (found++) strbuf_putc(matches, ',');
+        strbuf_json_str(matches, id ? id : "");
+        if (found == 1) snprintf(full, cap, "%s", id ? id : "");
+    }
+    strbuf_putc(matches, ']');
+    if (s) sqlite3_reset(s);
+    int code = rc == SQLITE_DONE ? STORE_OK : st_sqlfail(err, c->db, rc, "resolve id");
+    st_rput(st, c);
+    if (code != STORE_OK) return code;
+    if (found == 0) return STORE_NOTFOUND;
+    if (found > 1)
+        return st_errf(err, STORE_CONFLICT, "id prefix '%s' matches several ids", prefix);
+    return STORE_OK;
+}
+
+/* ------------------------------------------------------------- last error */
+
+/* The newest run with one status (an index lookup on runs_status). */
+#define LAST_OF(status)                                                                            \
+    "SELECT id, assignment_id, eval_key, execution_mode, status, error_code, error_message,"       \
+    " finished_at FROM runs WHERE status = '" status "' ORDER BY seq DESC LIMIT 1"
+
+int store_last_failed_run_json(store *st, strbuf *out, store_err *err)
+{
+    static const char sql[] =
+        "SELECT * FROM (SELECT * FROM (" LAST_OF("failed") ") UNION ALL SELECT * FROM (" LAST_OF(
+            "timed_out") ")) ORDER BY finished_at DESC LIMIT 1";
+    sconn *c = st_rget(st);
+    sqlite3_stmt *s = st_stmt(c, sql);
+    int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
+    int code = STORE_OK;
+    if (rc == SQLITE_ROW) {
+        strbuf_putc(out, '{');
+        jstr(out, "run_id", s, 0);
+        jstr(out, "assignment_id", s, 1);
+        jstr(out, "eval_key", s, 2);
+        jstr(out, "execution_mode", s, 3);
+        jstr(out, "status", s, 4);
+        jstr(out, "code", s, 5);
+        jstr(out, "message", s, 6);
+        jtime(out, "at", s, 7);
+        jclose(out, '}');
+    } else if (rc == SQLITE_DONE) {
+        strbuf_puts(out, "null");
+    } else {
+        code = st_sqlfail(err, c->db, rc, "last failed run");
+    }
+    if (s) sqlite3_reset(s);
+    st_rput(st, c);
     return code;
 }
 

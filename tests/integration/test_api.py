@@ -380,13 +380,19 @@ class DrainTest(unittest.TestCase):
         with Sidecar(dead_server()) as sc:
             r = sc.request("POST", "/v1/drain")  # empty body is fine
             self.assertEqual(r.status, 202, r)
-            self.assertEqual(r.body, {"draining": True})
+            self.assertEqual(r.body, {"draining": True, "resumable": True})
             r = sc.request("POST", "/v1/drain", body={})  # idempotent
             self.assertEqual(r.status, 202, r)
             r = sc.get("/readyz")
             self.assertEqual(r.status, 503)
             self.assertIs(r.body["ready"], False)
             self.assertIs(sc.get("/v1/status").body["draining"], True)
+            # resume: DELETE /v1/drain undoes it
+            r = sc.request("DELETE", "/v1/drain")
+            self.assertEqual((r.status, r.body), (200, {"draining": False}), r)
+            self.assertIs(sc.get("/v1/status").body["draining"], False)
+            r = sc.request("DELETE", "/v1/drain")  # idempotent
+            self.assertEqual(r.status, 200, r)
 
 
 class TokenTest(unittest.TestCase):

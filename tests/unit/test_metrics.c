@@ -153,7 +153,9 @@ static void test_bad_input_ignored(void **state)
     fclose(devnull);
     char *t = render();
     assert_null(strstr(t, "bad"));
-    assert_null(strstr(t, "failproofai_sidecar_runs_total"));
+    /* no series was created: the declared families show their zero sample */
+    assert_null(strstr(t, "failproofai_sidecar_runs_total{"));
+    assert_non_null(strstr(t, "\nfailproofai_sidecar_runs_total 0\n"));
     assert_null(strstr(t, "outbox_depth_bucket"));
     free(t);
 }
@@ -172,6 +174,41 @@ static void test_series_cap(void **state)
     fclose(devnull);
     assert_true(metrics_value(METRIC_CONDITIONS, METRICS_LABELS_("reason", "5")) == 1.0);
     assert_true(metrics_value(METRIC_CONDITIONS, METRICS_LABELS_("reason", "5000")) == 0.0);
+}
+
+static void test_eval_key_cap(void **state)
+{
+    (void)state;
+    char k[16];
+    assert_true(metrics_counter_seed(METRIC_RUNS "{eval_key=\"restored\",mode=\"python\"}", 3) ==
+                0);
+    for (int i = 0; i < METRICS_EVAL_KEY_CAP - 1; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        assert_string_equal(metrics_eval_key(k), k);
+    }
+    /* the restored key took the 100th place */
+    assert_string_equal(metrics_eval_key("late"), "other");
+    assert_string_equal(metrics_eval_key("restored"), "restored");
+    assert_string_equal(metrics_eval_key("k0"), "k0");
+    assert_string_equal(metrics_eval_key(NULL), "other");
+}
+
+static void test_present_from_start(void **state)
+{
+    (void)state;
+    char *t = render();
+    assert_non_null(strstr(t, "\nfailproofai_sidecar_leases_lost_total 0\n"));
+    assert_non_null(strstr(t, "\nfailproofai_sidecar_evaluation_duration_seconds_count 0\n"));
+    assert_non_null(strstr(t, "failproofai_sidecar_build_info{version=\"" FPS_VERSION "\"} 1\n"));
+    assert_non_null(strstr(t, "\nprocess_open_fds "));
+    assert_null(strstr(t, "failproofai-sidecar metric."));
+    free(t);
+    metrics_inc(METRIC_LEASES_LOST);
+    t = render();
+    assert_non_null(strstr(t, "\nfailproofai_sidecar_leases_lost_total 1\n"));
+    free(t);
+    /* process counters are sampled, never persisted */
+    assert_int_equal(metrics_counter_seed("process_cpu_seconds_total", 5), -1);
 }
 
 static void *hammer(void *arg)
@@ -210,6 +247,8 @@ int main(void)
         cmocka_unit_test_setup(test_bad_input_ignored, setup),
         cmocka_unit_test_setup(test_series_cap, setup),
         cmocka_unit_test_setup(test_threads, setup),
+        cmocka_unit_test_setup(test_eval_key_cap, setup),
+        cmocka_unit_test_setup(test_present_from_start, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
