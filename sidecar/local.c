@@ -464,6 +464,47 @@ static void remove_at_locked(local_registry *r, size_t i)
     r->n--;
 }
 
+/* Drops the expired entry under name, if any (re-registered). */
+static void expired_forget_locked(local_registry *r, const char *name)
+{
+    for (size_t i = 0; i < r->nexpired; i++)
+        if (strcmp(r->expired[i].name, name) == 0) {
+            memmove(&r->expired[i], &r->expired[i + 1],
+                    (r->nexpired - i - 1) * sizeof r->expired[0]);
+            r->nexpired--;
+            return;
+        }
+}
+
+/* Keeps ev's name listed as expired (the oldest entry goes when full). */
+static void expired_add_locked(local_registry *r, const lev *ev, double now)
+{
+    expired_forget_locked(r, ev->name);
+    if (r->nexpired == LOCAL_EXPIRED_MAX) {
+        memmove(&r->expired[0], &r->expired[1], (r->nexpired - 1) * sizeof r->expired[0]);
+        r->nexpired--;
+    }
+    lexpired *x = &r->expired[r->nexpired++];
+    snprintf(x->name, sizeof x->name, "%s", ev->name);
+    snprintf(x->version, sizeof x->version, "%s", ev->version);
+    x->expired_at = now;
+}
+
+void local_note_dispatch(local_registry *r, const char *name, const char *error_code,
+                         const char *message)
+{
+    pthread_mutex_lock(&r->mu);
+    lev *ev = find_locked(r, name, NULL);
+    if (ev != NULL && (error_code == NULL || error_code[0] == '\0')) {
+        ev->failing_since = 0;
+    } else if (ev != NULL) {
+        if (ev->failing_since == 0) ev->failing_since = time_now();
+        snprintf(ev->last_error, sizeof ev->last_error, "%s: %s", error_code,
+                 message ? message : "");
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
 static void *timer_main(void *arg)
 {
     local_registry *r = arg;
@@ -477,6 +518,7 @@ static void *timer_main(void *arg)
             if (r->evs[i]->expires_at > 0 && r->evs[i]->expires_at <= now) {
                 log_warn("local evaluator missed its TTL; removed from the catalog",
                          LOG_S("evaluator", r->evs[i]->name), LOG_D("ttl_seconds", r->evs[i]->ttl));
+                expired_add_locked(r, r->evs[i], now);
                 char **g = realloc(gone, (ngone + 1) * sizeof *g);
                 if (g == NULL) abort();
                 gone = g;
@@ -699,8 +741,12 @@ static json_t *view_locked(const lev *ev)
     json_object_set_new(v, "expires_at", time_or_null(ev->expires_at));
     json_object_set_new(v, "ttl_remaining_seconds",
                         remaining >= 0 ? json_real(remaining) : json_null());
-    json_object_set_new(v, "state", json_string("passing"));
+    /* alive: within its TTL and its last dispatch (if any) succeeded */
+    json_object_set_new(v, "state", json_string(ev->failing_since > 0 ? "failing" : "alive"));
     json_object_set_new(v, "alive", json_true());
+    json_object_set_new(v, "failing_since", time_or_null(ev->failing_since));
+    json_object_set_new(v, "last_error",
+                        ev->failing_since > 0 ? json_string(ev->last_error) : json_null());
     json_object_set_new(v, "definitions", defs);
     return v;
 }
@@ -893,6 +939,17 @@ json_t *local_registry_list(local_registry *r)
     json_t *arr = json_array();
     for (size_t i = 0; i < r->n; i++)
         json_array_append_new(arr, view_locked(r->evs[i]));
+    /* evaluators that missed their TTL within the hour, marked */
+    double now = time_now();
+    for (size_t i = 0; i < r->nexpired; i++) {
+        const lexpired *x = &r->expired[i];
+        if (now - x->expired_at > LOCAL_EXPIRED_KEEP_S || find_locked(r, x->name, NULL)) continue;
+        json_t *v = json_pack("{s:s,s:s,s:s,s:b}", "name", x->name, "version", x->version, "state",
+                              "expired", "alive", 0);
+        json_object_set_new(v, "expired_at", time_or_null(x->expired_at));
+        json_object_set_new(v, "definitions", json_array());
+        json_array_append_new(arr, v);
+    }
     pthread_mutex_unlock(&r->mu);
     return json_pack("{s:o}", "evaluators", arr);
 }

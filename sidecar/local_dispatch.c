@@ -652,6 +652,8 @@ done:
     metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", out->status, "reason",
                 out->error_code[0] ? out->error_code : "none", "evaluator",
                 name ? name : "(unregistered)");
+    if (name != NULL && strcmp(out->status, "cancelled") != 0)
+        local_note_dispatch(r, name, out->error_code, out->error_message);
     if (strcmp(out->status, "succeeded") != 0)
         log_warn("local run failed", LOG_S("evaluation_run_id", req->evaluation_run_id),
                  LOG_S("eval_key", req->eval_key), LOG_S("status", out->status),

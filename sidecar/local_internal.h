@@ -37,7 +37,19 @@ typedef struct {
     json_t *registration; /* the validated body, persisted as is */
     secret *owner;        /* owned: the registration's secret; NULL = none yet
                              (restored from a store written before owners) */
+    /* Dispatch outcomes: failing since the first of the dispatches that
+     * failed in a row (0 = the last one succeeded), and why the last did. */
+    double failing_since;
+    char last_error[256];
 } lev;
+
+/* An evaluator that missed its TTL, listed (state "expired") for an hour. */
+typedef struct {
+    char name[129], version[129];
+    double expired_at;
+} lexpired;
+#define LOCAL_EXPIRED_KEEP_S 3600.0
+#define LOCAL_EXPIRED_MAX 64
 
 struct local_registry {
     local_config cfg;
@@ -58,7 +70,14 @@ struct local_registry {
     /* dispatch slots */
     pthread_cond_t slot_cv;
     int active_dispatch;
+    lexpired expired[LOCAL_EXPIRED_MAX]; /* oldest first */
+    size_t nexpired;
 };
+
+/* local.c: records a dispatch outcome against the evaluator `name` (its
+ * alive/failing state); error_code "" when it succeeded. */
+void local_note_dispatch(local_registry *r, const char *name, const char *error_code,
+                         const char *message);
 
 int local_key_valid(const char *s);
 int local_has_control(const char *s, int text);

@@ -230,7 +230,11 @@ class LocalEndToEndTest(LocalBase):
                                          headers={"X-FailproofAI-Registration-Secret":
                                                   self.secrets["b"]}).status, 200)
         self.wait_revision([])
-        self.assertEqual(self.sc.get("/v1/evaluators").body["evaluators"], [])
+        # the expired one stays listed, marked, for an hour; the deleted one goes
+        listed = self.sc.get("/v1/evaluators").body["evaluators"]
+        self.assertEqual([(e["name"], e["state"], e["alive"]) for e in listed],
+                         [("a", "expired", False)])
+        self.assertTrue(listed[0]["expired_at"].endswith("Z"))
         self.assertEqual(self.sc.request("DELETE", "/v1/evaluators/b").status, 404)
 
     def test_restart_keeps_registrations(self):
@@ -279,6 +283,12 @@ class HostileEvaluatorsTest(LocalBase):
                   "invalid": ("failed", "eval_error"), "noprimary": ("failed", "eval_error"),
                   "redirect": ("failed", "eval_error"),
                   "refused": ("failed", "evaluator_unavailable")}
+        # evaluators whose dispatches fail read "failing", with the last error
+        evs = {e["name"]: e for e in self.sc.get("/v1/evaluators").body["evaluators"]}
+        for name in ("hostile", "gone"):
+            self.assertEqual(evs[name]["state"], "failing", evs[name])
+            self.assertTrue(evs[name]["failing_since"].endswith("Z"))
+        self.assertTrue(evs["gone"]["last_error"].startswith("evaluator_unavailable: "))
         for key, (status, code) in expect.items():
             res = runs[key]["result"]
             self.assertEqual((res["status"], res["error_code"]), (status, code), (key, res))
