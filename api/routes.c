@@ -145,10 +145,18 @@ static int local_count(const api_server *srv, int *defs)
 
 void route_readyz(api_req *rq, api_resp *rs)
 {
-    char reason[256];
+    char reason[1024];
     int ready = worker_is_ready(rq->srv, reason, sizeof reason);
     json_t *v = json_pack("{s:b}", "ready", ready);
-    if (!ready) json_object_set_new(v, "reason", json_string(reason));
+    if (!ready) {
+        json_object_set_new(v, "reason", json_string(reason));
+        /* every current reason, as the worker's status lists them */
+        json_t *st = worker_status(rq->srv);
+        json_t *list = st ? json_object_get(st, "not_ready_reasons") : NULL;
+        json_object_set_new(v, "reasons",
+                            json_is_array(list) ? json_incref(list) : json_pack("[s]", reason));
+        json_decref(st);
+    }
     api_json(rs, ready ? 200 : 503, v);
 }
 
@@ -195,11 +203,62 @@ void api_cache_metrics(api_server *srv)
     metrics_add(METRIC_ADMIN_CACHE_MISSES, (double)misses);
 }
 
+/* The store's size and health (store_stats), appended to the exposition. */
+static void render_store_metrics(api_server *srv, strbuf *b)
+{
+    store_stats s;
+    if (srv->deps.db == NULL || store_stats_get(srv->deps.db, time_now(), &s, NULL) != STORE_OK)
+        return;
+    const struct {
+        const char *name, *type, *help;
+        double v;
+    } m[] = {
+        {"failproofai_sidecar_store_db_bytes", "gauge", "Size of the database file.",
+         (double)s.db_bytes},
+        {"failproofai_sidecar_store_wal_bytes", "gauge", "Size of the write-ahead log file.",
+         (double)s.wal_bytes},
+        {"failproofai_sidecar_store_checkpoint_duration_seconds", "gauge",
+         "Duration of the last WAL checkpoint.", s.checkpoint_ms / 1000.0},
+        {"failproofai_sidecar_store_checkpoints_total", "counter", "WAL checkpoints completed.",
+         (double)s.checkpoints},
+        {"failproofai_sidecar_store_checkpoints_blocked_total", "counter",
+         "High-water WAL checkpoints that could not complete.", (double)s.checkpoints_blocked},
+        {"failproofai_sidecar_store_rows_pruned_total", "counter", "Rows deleted by retention.",
+         (double)s.rows_pruned},
+        {"failproofai_sidecar_store_outbox_oldest_age_seconds", "gauge",
+         "Age of the oldest result not yet answered by the server.", s.oldest_unsent_age_s},
+        {"failproofai_sidecar_store_writes_blocked", "gauge",
+         "1 while the store takes no writes (disk full or read-only).", s.write_blocked != 0},
+    };
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", m[i].name, m[i].help, m[i].name,
+                      m[i].type, m[i].name, m[i].v);
+}
+
+/* The same figures for /v1/status. */
+static json_t *store_status_json(api_server *srv)
+{
+    store_stats s;
+    if (srv->deps.db == NULL || store_stats_get(srv->deps.db, time_now(), &s, NULL) != STORE_OK)
+        return json_null();
+    const char *blocked = s.write_blocked == STORE_FULL       ? "disk_full"
+                          : s.write_blocked == STORE_READONLY ? "read_only"
+                                                              : NULL;
+    return json_pack("{s:I,s:I,s:f,s:I,s:I,s:I,s:I,s:f,s:s?,s:b}", "db_bytes",
+                     (json_int_t)s.db_bytes, "wal_bytes", (json_int_t)s.wal_bytes, "checkpoint_ms",
+                     s.checkpoint_ms, "checkpoints", (json_int_t)s.checkpoints,
+                     "checkpoints_blocked", (json_int_t)s.checkpoints_blocked, "rows_pruned",
+                     (json_int_t)s.rows_pruned, "outbox_depth", (json_int_t)s.outbox_depth,
+                     "oldest_unsent_age_seconds", s.oldest_unsent_age_s, "writes_blocked", blocked,
+                     "vacuum_pending", s.vacuum_pending);
+}
+
 void route_metrics(api_req *rq, api_resp *rs)
 {
     api_cache_metrics(rq->srv);
     refresh_gauges(rq->srv);
     metrics_render(&rs->body);
+    render_store_metrics(rq->srv, &rs->body);
     rs->content_type = METRICS_CONTENT_TYPE;
 }
 
@@ -245,10 +304,11 @@ void route_status(api_req *rq, api_resp *rs)
     api_server *srv = rq->srv;
     json_t *st = worker_status(srv);
     if (st == NULL) st = json_object();
-    char reason[256];
+    char reason[1024];
     int ready = worker_is_ready(srv, reason, sizeof reason);
     json_object_set_new(st, "ready", json_boolean(ready));
     json_object_set_new(st, "ready_reason", ready ? json_null() : json_string(reason));
+    json_object_set_new(st, "store", store_status_json(srv));
     const char *state = json_string_value(json_object_get(st, "state"));
     json_object_set_new(st, "draining", json_boolean(state && !strcmp(state, "draining")));
     if (json_object_get(st, "version") == NULL)

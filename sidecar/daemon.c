@@ -192,7 +192,7 @@ int daemon_run(const run_config *cfg)
     so.path = cfg->db_path;
     so.retention_hours = cfg->retention_hours;
     so.retention_runs = cfg->retention_runs;
-    so.maintenance_interval_s = 300;
+    so.maintenance_interval_s = 60;
     store_err se;
     if (store_open(&so, &db, &se) != STORE_OK) {
         /* Refuse to run without durability. */

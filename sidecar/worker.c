@@ -276,6 +276,13 @@ static void *main_loop(void *arg)
             atomic_store(&w->catalog_dirty, 1);
             continue;
         }
+        if (w->store != NULL && store_write_blocked(w->store)) {
+            /* No new work while the store takes no writes (disk full,
+             * read-only): held leases keep their heartbeats and committed
+             * results keep being sent; the store probes once a second. */
+            loop_wait(w, 1000);
+            continue;
+        }
         /* Capacity. */
         pthread_mutex_lock(&w->mu);
         long limit = w->claim_limit < w->concurrency ? (long)w->claim_limit : w->concurrency;
@@ -603,6 +610,11 @@ static int not_ready_locked(worker *w, long long last_contact, const cloud_polic
         snprintf(r[n++], REASON_LEN, "%s", w->not_ready[0] ? w->not_ready : "not registered");
     else if (w->not_ready[0] && n < max)
         snprintf(r[n++], REASON_LEN, "%s", w->not_ready);
+    int blocked = w->store != NULL ? store_write_blocked(w->store) : 0;
+    if (blocked == STORE_FULL && n < max)
+        snprintf(r[n++], REASON_LEN, "disk_full: the store's disk is full; claiming paused");
+    else if (blocked == STORE_READONLY && n < max)
+        snprintf(r[n++], REASON_LEN, "read_only: the store is not writable; claiming paused");
     if (w->store_failing && n < max)
         snprintf(r[n++], REASON_LEN, "store failing: results cannot be made durable");
     if (ps->breaker_open && n < max)

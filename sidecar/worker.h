@@ -64,7 +64,7 @@ void worker_free(worker *w);
 json_t *worker_status_json(worker *w);
 
 /* 1 if ready (registered, server contacted within the lease duration, not
- * draining); else 0 with the reason (one line) in `reason`. */
+ * draining, the store takes writes); else 0 with the reason (one line) in `reason`. */
 int worker_ready(worker *w, char *reason, size_t cap);
 
 /* The local catalog changed (a local evaluator registered, changed, expired

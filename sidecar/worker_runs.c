@@ -318,7 +318,8 @@ static void do_run(actx *x, size_t i)
     metrics_inc(METRIC_RUNS, "mode", mode, "status",
                 run_status_name(atomic_load(&r->cancel) ? RUN_CANCELLED : o.status), "eval_key",
                 key_label);
-    atomic_store(&r->done, 1);
+    /* A run stays "not done" (heartbeats keep its lease) until its result is
+     * durable: while the store takes no writes (disk full) it is retried. */
     pthread_mutex_lock(&w->mu);
     w->active_runs--;
     worker_gauges_locked(w);
@@ -331,6 +332,7 @@ static void do_run(actx *x, size_t i)
                  LOG_S("evaluation_run_id", r->run_id));
         json_decref(o.results);
         json_decref(o.summary);
+        atomic_store(&r->done, 1);
         return;
     }
     wcount(w,
@@ -350,6 +352,7 @@ static void do_run(actx *x, size_t i)
               LOG_S("error_code", o.error_code), LOG_I("duration_ms", dur));
     if (p.body == NULL) {
         json_decref(o.summary);
+        atomic_store(&r->done, 1);
         return;
     }
     p.run_id = r->run_id;
@@ -362,6 +365,7 @@ static void do_run(actx *x, size_t i)
     p.error_message = o.error_message[0] ? strdup(o.error_message) : NULL;
     size_t np = 1;
     flush_results(x, &p, &np);
+    atomic_store(&r->done, 1);
 }
 
 /* ---- the run pool ---- */

@@ -227,6 +227,7 @@ sqlite3_stmt *st_stmt(sconn *c, const char *sql)
     for (int i = 0; i < SCACHE_SLOTS; i++) {
         int slot = (int)((h + (uintptr_t)i) % SCACHE_SLOTS);
         if (c->keys[slot] == sql) {
+            __atomic_store_n(&c->last_sql, sql, __ATOMIC_RELAXED);
             sqlite3_stmt *s = c->stmts[slot];
             sqlite3_reset(s);
             sqlite3_clear_bindings(s);
@@ -239,6 +240,7 @@ sqlite3_stmt *st_stmt(sconn *c, const char *sql)
                 return NULL;
             c->keys[slot] = sql;
             c->stmts[slot] = s;
+            __atomic_store_n(&c->last_sql, sql, __ATOMIC_RELAXED);
             return s;
         }
     }
@@ -354,15 +356,25 @@ static int exec_cached(sconn *c, const char *sql)
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? SQLITE_OK : rc;
 }
 
+/* The open write transaction, for naming a checkpoint's blocker. */
+static void w_mark(store *st, const char *op)
+{
+    __atomic_store_n(&st->w_op, op, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->w_since_ms, op ? time_mono_ms() : 0, __ATOMIC_RELAXED);
+}
+
 int st_wbegin(store *st, const char *op, store_err *err)
 {
+    st_wal_bound_wait(st);
     pthread_mutex_lock(&st->wmu);
     int rc = exec_cached(&st->w, SQL_BEGIN);
     if (rc != SQLITE_OK) {
         int code = st_sqlfail(err, st->w.db, rc, op);
+        st_note_write_status(st, code);
         pthread_mutex_unlock(&st->wmu);
         return code;
     }
+    w_mark(st, op);
     /* Queued updates first: they happened before this one. */
     st_drain_deferred(st);
     return STORE_OK;
@@ -370,7 +382,12 @@ int st_wbegin(store *st, const char *op, store_err *err)
 
 void st_wabort(store *st)
 {
+    /* The last error on the writer is the one that made the caller give up. */
+    int rc = sqlite3_errcode(st->w.db);
+    if (rc != SQLITE_OK && rc != SQLITE_ROW && rc != SQLITE_DONE)
+        st_note_write_status(st, st_map_rc(st->w.db, rc));
     if (!sqlite3_get_autocommit(st->w.db)) exec_cached(&st->w, SQL_ROLLBACK);
+    w_mark(st, NULL);
     st_deferred_done(st, 0);
     pthread_mutex_unlock(&st->wmu);
 }
@@ -389,6 +406,7 @@ static int durable_wait(store *st, uint64_t ticket, store_err *err)
             int e = errno;
             code = st_errf(err, e == ENOSPC || e == EDQUOT ? STORE_FULL : STORE_ERROR,
                            "fdatasync of the write-ahead log failed: %s", strerror(e));
+            st_note_write_status(st, code);
         } else {
             st->synced_seq = target;
         }
@@ -415,11 +433,14 @@ int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *er
     int rc = exec_cached(&st->w, SQL_COMMIT);
     if (rc != SQLITE_OK) {
         int code = st_sqlfail(err, st->w.db, rc, op);
+        st_note_write_status(st, code);
         if (!sqlite3_get_autocommit(st->w.db)) exec_cached(&st->w, SQL_ROLLBACK);
+        w_mark(st, NULL);
         st_deferred_done(st, 0);
         pthread_mutex_unlock(&st->wmu);
         return code;
     }
+    w_mark(st, NULL);
     st_deferred_done(st, 1);
     *ticket = __atomic_add_fetch(&st->commit_seq, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&st->wmu);
@@ -480,6 +501,7 @@ sconn *st_rget(store *st)
         for (int i = 0; i < st->nreaders; i++) {
             if (!st->readers[i].in_use) {
                 st->readers[i].in_use = 1;
+                st->readers[i].since_ms = time_mono_ms();
                 pthread_mutex_unlock(&st->rmu);
                 return &st->readers[i];
             }
@@ -490,6 +512,10 @@ sconn *st_rget(store *st)
 
 void st_rput(store *st, sconn *c)
 {
+    /* No snapshot outlives the request: a statement left stepping would keep
+     * its read transaction open, and the checkpoint could never pass it. */
+    for (sqlite3_stmt *s = sqlite3_next_stmt(c->db, NULL); s; s = sqlite3_next_stmt(c->db, s))
+        if (sqlite3_stmt_busy(s)) sqlite3_reset(s);
     if (c == &st->w) {
         pthread_mutex_unlock(&st->wmu);
         return;
@@ -648,7 +674,7 @@ fail:
     return code;
 }
 
-static int write_probe(store *st, store_err *err)
+int st_write_probe(store *st, store_err *err)
 {
     static const char sql[] = "INSERT INTO meta(key, value) VALUES('opened_at', ?1)"
                               " ON CONFLICT(key) DO UPDATE SET value = excluded.value";
@@ -673,80 +699,36 @@ static int write_probe(store *st, store_err *err)
 
 static void *maint_main(void *arg);
 
-/* ------------------------------------------------------------- checkpoints */
-
-#define CKPT_PAGES 2000 /* WAL frames that trigger a checkpoint (~8 MiB) */
-
-/* WAL hook of the writer connection (called after each commit, writer mutex
- * held): replaces SQLite's auto-checkpoint, which would run the checkpoint
- * and its two fsyncs inside the committing worker's call. */
-static int wal_hook(void *ctx, sqlite3 *db, const char *name, int pages)
-{
-    (void)db;
-    (void)name;
-    store *st = ctx;
-    if (pages >= CKPT_PAGES) {
-        pthread_mutex_lock(&st->ckpt_mu);
-        if (!st->ckpt_wanted) {
-            st->ckpt_wanted = 1;
-            pthread_cond_signal(&st->ckpt_cv);
-        }
-        pthread_mutex_unlock(&st->ckpt_mu);
-    }
-    return SQLITE_OK;
-}
-
-/* Copies WAL frames back into the database (PASSIVE: never blocks the writer
- * or readers), when signalled and at least every second. */
-static void *ckpt_main(void *arg)
-{
-    store *st = arg;
-    pthread_mutex_lock(&st->ckpt_mu);
-    while (!st->ckpt_stop) {
-        if (!st->ckpt_wanted) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&st->ckpt_cv, &st->ckpt_mu, &ts);
-        }
-        if (st->ckpt_stop) break;
-        st->ckpt_wanted = 0;
-        pthread_mutex_unlock(&st->ckpt_mu);
-        int log_frames = 0, done = 0;
-        int rc = sqlite3_wal_checkpoint_v2(st->ck.db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log_frames,
-                                           &done);
-        if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY && (rc & 0xff) != SQLITE_LOCKED)
-            log_warn("store checkpoint failed", LOG_S("error", sqlite3_errmsg(st->ck.db)));
-        pthread_mutex_lock(&st->ckpt_mu);
-    }
-    pthread_mutex_unlock(&st->ckpt_mu);
-    return NULL;
-}
-
 /* Applies the deferred updates defer_ms after the first one was queued (or at
  * once when many are queued). */
 static void *flusher_main(void *arg)
 {
     store *st = arg;
     pthread_mutex_lock(&st->qmu);
+    int failed = 0;
     while (!st->flusher_stop) {
         if (st->qhead == NULL) {
             pthread_cond_wait(&st->qcv, &st->qmu);
             continue;
         }
+        /* After a failure (a full disk), retry once a second, not every
+         * defer_ms. */
+        long delay_ms = failed ? 1000 : st->opt.defer_ms;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        long ns = ts.tv_nsec + (long)st->opt.defer_ms * 1000000L;
+        long ns = ts.tv_nsec + delay_ms * 1000000L;
         ts.tv_sec += ns / 1000000000L;
         ts.tv_nsec = ns % 1000000000L;
-        while (!st->flusher_stop && st->qhead != NULL && st->qlen < 512) {
+        while (!st->flusher_stop && st->qhead != NULL && (failed || st->qlen < 512)) {
             if (pthread_cond_timedwait(&st->qcv, &st->qmu, &ts) == ETIMEDOUT) break;
         }
         if (st->flusher_stop) break;
         pthread_mutex_unlock(&st->qmu);
         store_err e = {0};
-        if (store_flush(st, &e) != STORE_OK)
-            log_warn("store: applying deferred updates failed; they are retried",
+        int was = failed;
+        failed = store_flush(st, &e) != STORE_OK;
+        if (failed && !was)
+            log_warn("store: applying deferred updates failed; retried every second",
                      LOG_S("error", e.msg));
         pthread_mutex_lock(&st->qmu);
     }
@@ -783,6 +765,10 @@ int store_open(const store_options *opt, store **out, store_err *err)
     pthread_mutex_init(&st->probe_mu, NULL);
     st->probe_dv = -1;
     if (st->opt.defer_ms <= 0) st->opt.defer_ms = 25;
+    if (st->opt.wal_high_water_bytes <= 0) st->opt.wal_high_water_bytes = 32LL << 20;
+    if (st->opt.wal_max_bytes <= st->opt.wal_high_water_bytes)
+        st->opt.wal_max_bytes = 2 * st->opt.wal_high_water_bytes;
+    if (st->opt.ckpt_wait_ms <= 0) st->opt.ckpt_wait_ms = 2000;
     int code = STORE_OK;
     char buf[64];
     int rc;
@@ -827,6 +813,14 @@ int store_open(const store_options *opt, store **out, store_err *err)
          * concurrent runs share one flush) before it returns, which makes
          * that commit and every earlier one durable. FULL on every commit
          * would cost a flush per protocol step for no added guarantee. */
+        /* Free pages go back to the file system in steps (store_vacuum.c).
+         * Takes effect only on a database without tables yet; an older one
+         * is converted by a full VACUUM once there is room for it. */
+        rc = sqlite3_exec(st->w.db, "PRAGMA auto_vacuum=INCREMENTAL", NULL, NULL, NULL);
+        if (rc != SQLITE_OK) {
+            code = st_sqlfail(err, st->w.db, rc, "enable incremental vacuum");
+            goto fail;
+        }
         rc = pragma_text(st->w.db, "PRAGMA journal_mode=WAL", buf, sizeof buf);
         if (rc != SQLITE_OK) {
             code = st_sqlfail(err, st->w.db, rc, "enable WAL");
@@ -837,12 +831,19 @@ int store_open(const store_options *opt, store **out, store_err *err)
                            buf);
             goto fail;
         }
-        code = exec_sql(st,
-                        "PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;"
-                        " PRAGMA cache_size=-8192; PRAGMA journal_size_limit=67108864;"
-                        " PRAGMA foreign_keys=OFF",
-                        "configure", err);
+        /* After a checkpoint resets the log, SQLite trims the file to the
+         * high-water mark. */
+        char cfg[256];
+        snprintf(cfg, sizeof cfg,
+                 "PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;"
+                 " PRAGMA cache_size=-8192; PRAGMA journal_size_limit=%lld;"
+                 " PRAGMA foreign_keys=OFF",
+                 (long long)st->opt.wal_high_water_bytes);
+        code = exec_sql(st, cfg, "configure", err);
         if (code) goto fail;
+        int64_t psz = 4096;
+        pragma_int(st->w.db, "PRAGMA page_size", &psz);
+        st->page_size = psz > 0 ? psz : 4096;
     } else {
         code = exec_sql(st, "PRAGMA temp_store=MEMORY", "configure", err);
         if (code) goto fail;
@@ -860,7 +861,7 @@ int store_open(const store_options *opt, store **out, store_err *err)
             goto fail;
         }
     }
-    code = write_probe(st, err);
+    code = st_write_probe(st, err);
     if (code) goto fail;
 
     if (!st->memory) {
@@ -884,12 +885,9 @@ int store_open(const store_options *opt, store **out, store_err *err)
         code = open_conn(st, &st->probe, 1, err);
         if (code) goto fail;
         sqlite3_exec(st->probe.db, "PRAGMA cache_size=16", NULL, NULL, NULL);
-        sqlite3_wal_hook(st->w.db, wal_hook, st);
-        if (pthread_create(&st->ckpt, NULL, ckpt_main, st) != 0) {
-            code = st_errf(err, STORE_ERROR, "start checkpoint thread: %s", strerror(errno));
-            goto fail;
-        }
-        st->ckpt_running = 1;
+        code = st_ckpt_start(st, err);
+        if (code) goto fail;
+        st_vacuum_at_open(st);
     }
     if (!st->opt.sync_updates) {
         if (pthread_create(&st->flusher, NULL, flusher_main, st) != 0) {
@@ -935,13 +933,7 @@ void store_close(store *st)
             log_warn("store: deferred updates lost at close (they are idempotent)",
                      LOG_S("error", e.msg));
     }
-    if (st->ckpt_running) {
-        pthread_mutex_lock(&st->ckpt_mu);
-        st->ckpt_stop = 1;
-        pthread_cond_signal(&st->ckpt_cv);
-        pthread_mutex_unlock(&st->ckpt_mu);
-        pthread_join(st->ckpt, NULL);
-    }
+    st_ckpt_stop(st);
     if (st->ck.db) sqlite3_close(st->ck.db);
     st_finalize_all(&st->probe);
     if (st->probe.db) sqlite3_close(st->probe.db);
@@ -1005,7 +997,9 @@ static int prune_step(store *st, const char *sql, double a, int64_t b, size_t *d
         return code;
     }
     *deleted = (size_t)sqlite3_changes(st->w.db);
-    return st_wcommit(st, "prune", 0, err);
+    code = st_wcommit(st, "prune", 0, err);
+    if (code == STORE_OK) __atomic_add_fetch(&st->rows_pruned, *deleted, __ATOMIC_RELAXED);
+    return code;
 }
 
 int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments_deleted,
@@ -1108,6 +1102,7 @@ static void *maint_main(void *arg)
             log_warn("store pruning failed", LOG_S("error", e.msg));
         else if (rd || ad)
             log_info("store pruned history", LOG_I("runs", rd), LOG_I("assignments", ad));
+        st_vacuum_after_prune(st);
         pthread_mutex_lock(&st->maint_mu);
     }
     pthread_mutex_unlock(&st->maint_mu);

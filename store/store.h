@@ -29,22 +29,37 @@
  *             body + its submission_id, written once, resent unchanged.
  *
  * ---------------------------------------------------------------------------
- * Durability order (the promise)
+ * Durability (the promise; every caller relies on exactly this)
  * ---------------------------------------------------------------------------
- * 1. store_run_finished() commits the run's result and its outbox entry (the
- *    body bytes the caller will send) in one transaction and returns only when
- *    that transaction is durable on disk (fdatasync of the WAL, shared by all
- *    threads that finish at the same moment: group commit). Only then may the
- *    caller send the body for the first time. If it fails, the result is NOT
- *    stored: do not submit it (keep it and retry, or stop; never drop silently).
+ * 1. A result: store_run_finished() / store_runs_finished() commit the run's
+ *    result and its outbox entry (the body bytes the caller will send) in one
+ *    transaction and return only when that transaction is on disk (fdatasync
+ *    of the WAL, shared by the threads finishing at the same moment: group
+ *    commit); the _async forms return a ticket and store_durable_wait() is
+ *    that point. Only then may the caller send the body for the first time.
+ *    If it fails, the result is NOT stored: do not submit it (keep it and
+ *    retry, or stop; never drop it silently). durability_process_only = 1
+ *    skips the fdatasync: the result then survives a crash of this process,
+ *    not a power cut.
  * 2. Every retry, including after a restart, sends store_outbox_entry.body
  *    unchanged (same submission_id, same bytes, same lease_generation).
  * 3. An entry leaves the outbox only through store_outbox_record() with
  *    STORE_SUBMIT_COMMITTED, STORE_SUBMIT_REPLAYED or STORE_SUBMIT_REJECTED.
- * Every other state change (claim, plan, lease extension, run start, submit
- * outcome) is committed before the call returns (it survives a process crash:
- * kill -9), but is not forced to disk: losing it to a power cut only repeats
- * idempotent protocol steps (re-plan, resend a stored body).
+ * 4. Every other write (registration, local evaluators, metrics, pruning)
+ *    is committed before the call returns, without fdatasync: it survives a
+ *    crash of this process (kill -9), not a power cut.
+ * 5. The updates marked "Deferred" below (claims, plans, lease extensions,
+ *    run starts, local assignment ends, submit outcomes):
+ *    - with sync_updates = 1, as in 4;
+ *    - by default, the call returns once the update is queued; it is
+ *      committed (as in 4) within defer_ms, before any other write
+ *      transaction (a result's transaction includes every update queued
+ *      before it), before the worker-facing reads, and at store_close. A
+ *      crash before that loses only queued updates, which only repeats
+ *      idempotent protocol steps (see "Deferred updates").
+ * When writes fail for want of space or permission (STORE_FULL,
+ * STORE_READONLY), nothing committed is lost: store_write_blocked() says so
+ * until writes work again (the store probes once a second).
  *
  * ---------------------------------------------------------------------------
  * Threads
@@ -107,17 +122,22 @@ typedef struct {
     int read_connections;   /* read pool size; default 4 (0 = default) */
     double retention_hours; /* finished history older than this is pruned; <= 0: no age limit */
     long retention_runs;    /* keep at most this many finished runs; <= 0: no count limit */
-    int maintenance_interval_s;  /* > 0: a store thread runs store_prune + WAL checkpoint this
-                                    often; 0: the owner calls store_prune itself */
-    int skip_integrity_check;    /* 1: skip PRAGMA quick_check at open (default: run it) */
-    int durability_process_only; /* 1: skip the fdatasync of store_run_finished (survives
-                                    process crashes, not power loss). Default 0. */
-    int sync_updates;            /* 1: apply every update in its own transaction before the call
-                                    returns. Default 0: the updates marked "deferred" below are
-                                    batched (see store_flush). */
-    int defer_ms;                /* batching delay of deferred updates; default 25 (0 = default) */
-    int schema_target;           /* tests only: migrate up to this version (0 = latest); the
-                                    operations need the latest schema */
+    int maintenance_interval_s;   /* > 0: a store thread runs store_prune (then the incremental
+                                     vacuum) this often; 0: the owner calls store_prune itself */
+    int skip_integrity_check;     /* 1: skip PRAGMA quick_check at open (default: run it) */
+    int durability_process_only;  /* 1: skip the fdatasync of store_run_finished (survives
+                                     process crashes, not power loss). Default 0. */
+    int sync_updates;             /* 1: apply every update in its own transaction before the call
+                                     returns. Default 0: the updates marked "deferred" below are
+                                     batched (see store_flush). */
+    int defer_ms;                 /* batching delay of deferred updates; default 25 (0 = default) */
+    int schema_target;            /* tests only: migrate up to this version (0 = latest); the
+                                     operations need the latest schema */
+    int64_t wal_high_water_bytes; /* past it, checkpoints TRUNCATE the WAL, waiting for readers
+                                     up to ckpt_wait_ms; default 32 MiB (0 = default) */
+    int64_t wal_max_bytes;        /* writers wait (up to ckpt_wait_ms) before letting the WAL
+                                     grow past it; default 2 x wal_high_water_bytes */
+    int ckpt_wait_ms;             /* bounded wait of those two; default 2000 (0 = default) */
 } store_options;
 
 /* Latest schema version this binary writes (PRAGMA user_version). */
@@ -164,6 +184,34 @@ int store_schema_version(store *st);
  * logged, not returned. The admin JSON queries do not wait for the queue
  * (they may lag by defer_ms). With sync_updates = 1 every call is its own
  * transaction and returns its outcome. */
+
+/* ------------------------------------------------------------ size and health */
+
+/* The store's size and health. The WAL is checkpointed by a store thread:
+ * PASSIVE in the background, TRUNCATE above wal_high_water_bytes; a TRUNCATE
+ * that cannot complete within ckpt_wait_ms counts as blocked and is logged
+ * with what blocked it. */
+typedef struct {
+    int64_t db_bytes;             /* main database file */
+    int64_t wal_bytes;            /* -wal file */
+    double checkpoint_ms;         /* duration of the last checkpoint */
+    uint64_t checkpoints;         /* completed since open */
+    uint64_t checkpoints_blocked; /* high-water checkpoints that could not complete */
+    uint64_t rows_pruned;         /* rows deleted by retention since open */
+    int64_t outbox_depth;         /* results not yet answered by the server */
+    double oldest_unsent_age_s;   /* age of the oldest of them; 0 when none */
+    int write_blocked;            /* 0, STORE_FULL or STORE_READONLY (see store_write_blocked) */
+    int vacuum_pending;           /* 1: the one-time full VACUUM waits for free space */
+} store_stats;
+
+/* Fills *out (`now`: epoch seconds, for the age). */
+int store_stats_get(store *st, double now, store_stats *out, store_err *err);
+
+/* 0 while writes work; STORE_FULL or STORE_READONLY since a write failed for
+ * want of space or permission, until the store's probe (once a second: a
+ * small durable write, and for a full disk 4 MiB free) succeeds. Cheap: an
+ * atomic read. */
+int store_write_blocked(store *st);
 
 /* Applies the queued deferred updates now. */
 int store_flush(store *st, store_err *err);
@@ -290,7 +338,7 @@ typedef struct {
 } store_run_result;
 
 /* Stores a run's result and its outbox entry in ONE transaction and makes it
- * durable (see "Durability order") before returning. Only after STORE_OK may
+ * durable (see "Durability") before returning. Only after STORE_OK may
  * the body be submitted. STORE_NOTFOUND: unknown run. STORE_CONFLICT: the run
  * already has a pending or accepted submission (a result exists; do not
  * submit a second one). Any other negative status: the result is not known to

@@ -24,7 +24,9 @@ typedef struct {
     sqlite3 *db;
     const char *keys[SCACHE_SLOTS];
     sqlite3_stmt *stmts[SCACHE_SLOTS];
-    int in_use; /* read pool bookkeeping */
+    int in_use;           /* read pool bookkeeping */
+    int64_t since_ms;     /* monotonic time it was taken from the pool (under rmu) */
+    const char *last_sql; /* static text of the statement last prepared on it (atomic) */
 } sconn;
 
 struct store {
@@ -60,7 +62,19 @@ struct store {
     int ckpt_stop;
     int ckpt_wanted;
     pthread_mutex_t ckpt_mu;
-    pthread_cond_t ckpt_cv;
+    pthread_cond_t ckpt_cv; /* the thread waits on it; writers above the WAL bound too */
+    int64_t page_size;
+    uint64_t wal_frames; /* frames in the WAL after the last commit (atomic) */
+    int64_t w_since_ms;  /* monotonic time the open write transaction began, 0 if none (atomic) */
+    const char *w_op;    /* its operation (static text; atomic) */
+    /* Figures (atomics; see store_stats). */
+    uint64_t ckpt_count, ckpt_blocked, rows_pruned;
+    int64_t ckpt_last_us;
+    int write_blocked;          /* 0, STORE_FULL or STORE_READONLY */
+    int64_t blocked_logged_ms;  /* last "checkpoint blocked" warning */
+    int64_t ckpt_err_logged_ms; /* last "checkpoint failed" warning */
+    int vacuum_pending;         /* auto_vacuum is off: a full VACUUM waits for free space */
+    int64_t vacuum_logged_ms;
 
     /* Deferred updates (see store_deferred.c) and their flusher thread. */
     pthread_mutex_t qmu;
@@ -132,6 +146,30 @@ double st_col_dbl(sqlite3_stmt *s, int i);
 /* Terminal assignment statuses as an SQL list literal. */
 #define ST_TERMINAL_SQL "('completed','skipped','failed','lost','dropped')"
 #define ST_ACTIVE_SQL "('claimed','planned')"
+
+/* The checkpoint thread (store_checkpoint.c): started by store_open, stopped
+ * by store_close; st_wal_hook is the writer's WAL hook. */
+int st_ckpt_start(store *st, store_err *err);
+void st_ckpt_stop(store *st);
+int st_wal_hook(void *ctx, sqlite3 *db, const char *name, int pages);
+/* Size of the -wal file now (0 for ":memory:"). */
+int64_t st_wal_bytes(store *st);
+/* Before a write transaction (no lock held): waits, bounded, while the WAL is
+ * past its hard bound and the checkpoint thread is shrinking it. */
+void st_wal_bound_wait(store *st);
+/* Records a failed write's status: STORE_FULL / STORE_READONLY mark the store
+ * blocked until the checkpoint thread's probe finds writes working again. */
+void st_note_write_status(store *st, int code);
+/* Free bytes for an unprivileged writer on the database's file system; -1 if
+ * unknown. */
+int64_t st_free_bytes(const store *st);
+/* A small durable write (the meta table's opened_at): proves the database
+ * takes writes. */
+int st_write_probe(store *st, store_err *err);
+/* Incremental vacuum and the one-time full VACUUM that turns it on
+ * (store_vacuum.c). */
+void st_vacuum_at_open(store *st);
+void st_vacuum_after_prune(store *st);
 
 /* Latency histogram buckets (store_metrics.c writes them, store_query.c reads). */
 int st_latency_bucket(int64_t ms);
