@@ -152,7 +152,8 @@ void route_evaluate(api_req *rq, api_resp *rs)
                        .eval_key = eval_key,
                        .timeout_s = timeout,
                        .image = img,
-                       .cancel = &srv->eval_cancel};
+                       .cancel = &srv->eval_cancel,
+                       .playground = 1};
     int64_t t0 = time_mono_ms();
     if (check)
         sbx_check(srv->deps.pool, &req, &out); /* compile only, in the jail too */

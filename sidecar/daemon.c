@@ -202,6 +202,7 @@ int daemon_run(const run_config *cfg)
     sbx_config sc;
     memset(&sc, 0, sizeof sc);
     sc.max_sandboxes = (int)cfg->max_sandboxes;
+    sc.playground_max = (int)cfg->playground_sandboxes;
     sc.memory_mb = cfg->sandbox_memory_mb;
     pool = sbx_pool_new(&sc, err, sizeof err);
     if (pool == NULL) {

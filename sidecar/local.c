@@ -1027,8 +1027,8 @@ void local_definition_free(local_definition *d)
 }
 
 int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
-                    const char *eval_version, sbx_image *img, double timeout_s, atomic_int *cancel,
-                    local_condition_outcome *out)
+                    const char *eval_version, sbx_image *img, double timeout_s, double budget_s,
+                    atomic_int *cancel, local_condition_outcome *out)
 {
     memset(out, 0, sizeof *out);
     local_definition d;
@@ -1042,15 +1042,24 @@ int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
         local_definition_free(&d);
         return 0;
     }
-    sbx_request req = {LANG_CONDITION, d.condition, strlen(d.condition), d.eval_key, timeout_s, img,
-                       cancel};
+    sbx_request req = {.kind = LANG_CONDITION,
+                       .source = d.condition,
+                       .source_len = strlen(d.condition),
+                       .eval_key = d.eval_key,
+                       .timeout_s = timeout_s,
+                       .image = img,
+                       .cancel = cancel,
+                       .budget_s = budget_s};
     sbx_outcome o = {0};
     int64_t t0 = time_mono_ms();
     sbx_eval(pool, &req, &o);
     metrics_observe(METRIC_EVAL_SECONDS, (double)(time_mono_ms() - t0) / 1000.0, "mode",
                     "condition");
     snprintf(out->reason_code, sizeof out->reason_code, "condition_error");
-    if (o.status != SBX_OK) {
+    if (o.status == SBX_TIMEOUT && (!strcmp(o.limit, "slot") || !strcmp(o.limit, "budget"))) {
+        snprintf(out->reason_code, sizeof out->reason_code, "lease_exhausted");
+        snprintf(out->detail, sizeof out->detail, "the lease ran out (%s)", o.limit);
+    } else if (o.status != SBX_OK) {
         snprintf(out->detail, sizeof out->detail, "condition did not finish: %.200s",
                  o.status == SBX_TIMEOUT     ? "timeout"
                  : o.status == SBX_OUTPUT    ? "output limit"

@@ -139,14 +139,18 @@ typedef struct {
 } local_condition_outcome;
 
 /* Evaluates the registered condition of (eval_key, eval_version) against the
- * session image in a jailed child, bounded by timeout_s (clamped by the jail
- * to <= 60 s). A definition without a condition is applicable. Rejected
- * source, an exception, a non-bool value, a jail failure or a timeout give
- * applicable 0 / "condition_error". Returns 0 when *out is filled, -1 if no
- * registered evaluator offers that key/version (out: condition_error). */
+ * session image in a jailed child: waiting for a sandbox slot within
+ * budget_s (what is left of the lease), then running for at most timeout_s
+ * (clamped by the jail to <= 60 s). A definition without a condition is
+ * applicable. Rejected source, an exception, a non-bool value, a jail
+ * failure or its own timeout give applicable 0 / "condition_error"; running
+ * out of the budget (no slot in time, or cut while running) gives
+ * "lease_exhausted": the sidecar's overload is not the definition's fault.
+ * Returns 0 when *out is filled, -1 if no registered evaluator offers that
+ * key/version (out: condition_error). */
 int local_condition(local_registry *r, sbx_pool *pool, const char *eval_key,
-                    const char *eval_version, sbx_image *img, double timeout_s, atomic_int *cancel,
-                    local_condition_outcome *out);
+                    const char *eval_version, sbx_image *img, double timeout_s, double budget_s,
+                    atomic_int *cancel, local_condition_outcome *out);
 
 typedef struct {
     const char *evaluation_run_id;

@@ -75,26 +75,21 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
             skip(s, d, "lease_exhausted", w);
             continue;
         }
+        /* Its own timeout bounds the run; the lease bounds the wait for a
+         * slot too: waiting on the sidecar's own overload is never the
+         * definition's condition_error (the jail says which bound hit). */
         double t = sbx_clamp_timeout(cloud_jtimeout(d));
-        int limited = 0;
-        if (remaining < t) {
-            t = remaining;
-            limited = 1;
-        }
         const char *reason = NULL; /* NULL = selected */
         char rbuf[136];
         if (has_local_cond) {
             local_condition_outcome lo;
             memset(&lo, 0, sizeof lo);
-            int64_t t0 = time_mono_ms();
-            local_condition(w->local, w->pool, key, ver, img, t, &x->cancel_conditions, &lo);
+            local_condition(w->local, w->pool, key, ver, img, t, remaining, &x->cancel_conditions,
+                            &lo);
             if (!lo.applicable) {
                 snprintf(rbuf, sizeof rbuf, "%s",
                          lo.reason_code[0] ? lo.reason_code : "condition_error");
                 reason = rbuf;
-                if (limited && !strcmp(rbuf, "condition_error") &&
-                    (time_mono_ms() - t0) / 1000.0 >= t - 0.05)
-                    reason = "lease_exhausted";
             }
         } else {
             sbx_request rq = {.kind = LANG_CONDITION,
@@ -103,7 +98,8 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                               .eval_key = key,
                               .timeout_s = t,
                               .image = img,
-                              .cancel = &x->cancel_conditions};
+                              .cancel = &x->cancel_conditions,
+                              .budget_s = remaining};
             sbx_outcome out;
             memset(&out, 0, sizeof out);
             sbx_eval(w->pool, &rq, &out);
@@ -113,10 +109,13 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
             }
             const char *stage = cloud_jstr(out.json, "stage"),
                        *etype = cloud_jstr(out.json, "error_type");
-            if (out.status == SBX_TIMEOUT ||
-                (out.status == SBX_OK && stage && !strcmp(stage, "limit") && etype &&
-                 !strcmp(etype, "timeout"))) {
-                reason = limited ? "lease_exhausted" : "condition_error";
+            if (out.status == SBX_TIMEOUT &&
+                (!strcmp(out.limit, "slot") || !strcmp(out.limit, "budget"))) {
+                reason = "lease_exhausted";
+            } else if (out.status == SBX_TIMEOUT ||
+                       (out.status == SBX_OK && stage && !strcmp(stage, "limit") && etype &&
+                        !strcmp(etype, "timeout"))) {
+                reason = "condition_error";
             } else if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok"))) {
                 reason = "condition_error";
                 log_warn("condition failed", LOG_S("assignment_id", x->a.assignment_id),

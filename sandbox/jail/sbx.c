@@ -74,6 +74,8 @@ struct sbx_pool {
     pthread_cond_t slot_cv;   /* a slot was released           (CLOCK_MONOTONIC) */
     pthread_cond_t refill_cv; /* an idle child was taken / stop (CLOCK_MONOTONIC) */
     int busy;                 /* slots in use                                    */
+    int playground_busy;      /* of those, held by playground requests          */
+    int worker_waiting;       /* worker requests waiting for a slot (go first)   */
     child_t *idle;            /* pre-started children, waiting                   */
     int nidle, idle_target;
     pid_t *running; /* max_sandboxes entries, 0 = free                 */
@@ -657,6 +659,9 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
     pool->cfg = *cfg;
     if (pool->cfg.max_sandboxes <= 0) pool->cfg.max_sandboxes = 4;
     if (pool->cfg.max_sandboxes > 256) pool->cfg.max_sandboxes = 256;
+    if (pool->cfg.playground_max <= 0) pool->cfg.playground_max = 1;
+    if (pool->cfg.playground_max > pool->cfg.max_sandboxes)
+        pool->cfg.playground_max = pool->cfg.max_sandboxes;
     if (pool->cfg.memory_mb <= 0) pool->cfg.memory_mb = 512;
     if (pool->cfg.memory_mb < 32) pool->cfg.memory_mb = 32;
     pool->idle_target = pool->cfg.prestart == 0  ? pool->cfg.max_sandboxes
@@ -863,12 +868,17 @@ static void set_status(sbx_outcome *out, sbx_status st, const char *limit, const
     va_end(ap);
 }
 
-/* Waits for a slot until the deadline. 0 = got one, -2 deadline, -3 cancel. */
-static int acquire_slot(sbx_pool *pool, double deadline, atomic_int *cancel)
+/* Waits for a slot until the deadline. 0 = got one, -2 deadline, -3 cancel.
+ * A playground request also needs its own budget (playground_max) and no
+ * worker request waiting: the operator's experiments never delay work. */
+static int acquire_slot(sbx_pool *pool, double deadline, atomic_int *cancel, int playground)
 {
     int rc = 0;
     pthread_mutex_lock(&pool->mu);
-    while (pool->busy >= pool->cfg.max_sandboxes) {
+    if (!playground) pool->worker_waiting++;
+    while (pool->busy >= pool->cfg.max_sandboxes ||
+           (playground &&
+            (pool->playground_busy >= pool->cfg.playground_max || pool->worker_waiting > 0))) {
         if (cancel != NULL && atomic_load(cancel)) {
             rc = -3;
             break;
@@ -882,16 +892,24 @@ static int acquire_slot(sbx_pool *pool, double deadline, atomic_int *cancel)
             abs_after_ms(cancel != NULL && left > CANCEL_TICK_MS ? CANCEL_TICK_MS : left);
         pthread_cond_timedwait(&pool->slot_cv, &pool->mu, &ts);
     }
-    if (rc == 0) pool->busy++;
+    if (!playground) pool->worker_waiting--;
+    if (rc == 0) {
+        pool->busy++;
+        pool->playground_busy += playground;
+    }
+    /* a worker that gave up may unblock a playground request */
+    if (rc != 0 && !playground) pthread_cond_broadcast(&pool->slot_cv);
     pthread_mutex_unlock(&pool->mu);
     return rc;
 }
 
-static void release_slot(sbx_pool *pool)
+static void release_slot(sbx_pool *pool, int playground)
 {
     pthread_mutex_lock(&pool->mu);
     pool->busy--;
-    pthread_cond_signal(&pool->slot_cv);
+    pool->playground_busy -= playground;
+    /* both kinds may wait, with different conditions: wake them all */
+    pthread_cond_broadcast(&pool->slot_cv);
     if (pool->busy == 0) pthread_cond_signal(&pool->refill_cv);
     pthread_mutex_unlock(&pool->mu);
 }
@@ -939,6 +957,10 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     double t0 = now_ms();
     double budget_ms = sbx_clamp_timeout(req->timeout_s) * 1e3;
     double deadline = t0 + budget_ms;
+    /* with a lease budget, the wait is bounded by the lease, not the timeout */
+    double wait_deadline = req->budget_s > 0 ? t0 + req->budget_s * 1e3 : deadline;
+    const char *cut = "timeout"; /* which bound a deadline kill means */
+    int playground = req->playground != 0;
     char *buf = NULL;
     const char *src = req->source ? req->source : "";
     size_t src_len = req->source ? req->source_len : 0;
@@ -964,14 +986,15 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         return;
     }
 
-    int r = acquire_slot(pool, deadline, req->cancel);
+    int r = acquire_slot(pool, wait_deadline, req->cancel, playground);
     out->wait_ms = now_ms() - t0;
     if (r == -3) {
         set_status(out, SBX_CANCELLED, NULL, "cancelled while waiting for a sandbox slot");
         return;
     }
     if (r == -2) {
-        set_status(out, SBX_TIMEOUT, "timeout", "deadline passed while waiting for a sandbox slot");
+        set_status(out, SBX_TIMEOUT, req->budget_s > 0 ? "slot" : "timeout",
+                   "deadline passed while waiting for a sandbox slot");
         return;
     }
     atomic_fetch_add(&pool->active, 1);
@@ -979,9 +1002,17 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     int have_child = 0, handed = 0;
     char err[200];
     double t_run = now_ms();
+    if (req->budget_s > 0) { /* the run gets its own timeout, within the budget */
+        deadline = t_run + budget_ms;
+        if (wait_deadline < deadline) {
+            deadline = wait_deadline;
+            cut = "budget";
+        }
+    }
     if (t_run >= deadline) {
         /* Never start a child after its deadline. */
-        set_status(out, SBX_TIMEOUT, "timeout", "deadline passed while waiting for a sandbox slot");
+        set_status(out, SBX_TIMEOUT, req->budget_s > 0 ? "slot" : "timeout",
+                   "deadline passed while waiting for a sandbox slot");
         goto done;
     }
 
@@ -1067,8 +1098,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         have_child = 0;
         switch (end) {
         case RD_DEADLINE:
-            set_status(out, SBX_TIMEOUT, "timeout", "killed at the deadline (%.0f ms budget)",
-                       budget_ms);
+            set_status(out, SBX_TIMEOUT, cut, "killed at the deadline (%.0f ms budget)",
+                       deadline - t_run);
             break;
         case RD_CANCEL:
             set_status(out, SBX_CANCELLED, NULL, "cancelled while running");
@@ -1145,7 +1176,7 @@ done:
     if (handed && out->run_ms == 0) out->run_ms = now_ms() - t_run;
     free(buf);
     atomic_fetch_sub(&pool->active, 1);
-    release_slot(pool);
+    release_slot(pool, playground);
 }
 
 void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)

@@ -19,6 +19,9 @@ typedef struct sbx_image sbx_image;
 
 typedef struct {
     int max_sandboxes;    /* concurrent children (default 4)          */
+    int playground_max;   /* of those, at most this many for requests
+                             marked `playground` (<= 0: 1); a waiting
+                             worker request always goes first         */
     long memory_mb;       /* RLIMIT_AS per child (default 512)        */
     const char *self_exe; /* binary to exec; NULL = /proc/self/exe.
                              The jail prefers the child image
@@ -90,6 +93,14 @@ typedef struct {
     double timeout_s;     /* clamped to (0, 60]; <= 0 means 30        */
     sbx_image *image;     /* borrowed; may be NULL (no session)       */
     atomic_int *cancel;   /* borrowed; may be NULL; non-zero kills    */
+    int playground;       /* 1: an operator's /v1/evaluate request: its
+                             own slot budget, after any waiting worker */
+    double budget_s;      /* > 0: waiting for a slot is bounded by this
+                             (a lease), not by timeout_s, and the run by
+                             timeout_s and what is left of it; out->limit
+                             then says which bound ended it: "slot" (no
+                             slot within the budget), "budget" (cut by
+                             it while running) or "timeout" (its own)  */
 } sbx_request;
 
 typedef struct {

@@ -1,6 +1,10 @@
 """The admin API's bounds against a local process that means harm, on a real
 `failproofai-sidecar run` over loopback:
 
+- sandbox budgets: /v1/evaluate holds at most its own slots, a waiting
+  worker evaluation takes the next free slot first, and a condition that only
+  waited for a slot (within its lease) is not the definition's condition_error;
+
 - memory per request: bodies built to amplify (a 25 MB JSON of empty
   objects, outside and inside a transcript) keep the daemon's peak RSS under
   its idle RSS plus four times the bytes in flight;
@@ -11,11 +15,12 @@ import json
 import os
 import selectors
 import socket
+import tempfile
 import threading
 import time
 import unittest
 
-from admin_harness import Sidecar, free_port
+from admin_harness import Sidecar, emulator, free_port, sample_transcript
 
 MB = 1024 * 1024
 
@@ -154,6 +159,71 @@ class SlowClientsTest(unittest.TestCase):
             self.assertGreaterEqual(attack.closed, 600)
             self.assertTrue(sc.alive())
 
+
+# A CPU bomb for the playground: each find() scans ~1 MB (one step), so the
+# step budget lets it run until its wall-clock timeout.
+BOMB = "[x for x in range(100000) if ('a' * 10**6 + 'b').find('a' * 10**5 + 'b') < 0]"
+GUARDED = [{
+    "eval_key": "guarded", "eval_version": "1", "display_name": "Guarded", "result_kind": "metric",
+    "labels": [], "condition_source": "session.event_count > 0",
+    "evaluator_source": "EvalResult(metrics={'guarded': Metric(session.event_count)})",
+    "timeout_seconds": 2,
+}]
+
+
+class PlaygroundBudgetTest(unittest.TestCase):
+    """Playground bombs beside a real assignment whose condition may run for
+    2 s: the bombs hold one slot at most, and the condition is selected
+    whether a slot was free (two sandboxes) or it had to wait past its own
+    2 s for the one the bombs share (one sandbox: the waiting condition takes
+    the slot before the queued bombs)."""
+
+    def run_beside_bombs(self, max_sandboxes):
+        with tempfile.TemporaryDirectory() as tmp:
+            defs = os.path.join(tmp, "defs.json")
+            with open(defs, "w") as f:
+                json.dump(GUARDED, f)
+            emu = emulator("--sessions", "0", "--poll-seconds", "1", "--lease-seconds", "60",
+                           "--definitions", defs)
+            emu.start()
+            self.addCleanup(emu.stop)
+            with Sidecar(emu.base, "--max-sandboxes", str(max_sandboxes),
+                         "--playground-sandboxes", "1") as sc:
+                sc.wait_for(lambda: sc.get("/readyz").status == 200, what="registration")
+                answers = [None] * 3
+
+                def bomb(i):
+                    answers[i] = sc.request("POST", "/v1/evaluate", timeout=60, body={
+                        "kind": "raw", "source": BOMB, "timeout_seconds": 8})
+                threads = [threading.Thread(target=bomb, args=(i,)) for i in range(3)]
+                for t in threads:
+                    t.start()
+                time.sleep(1.0)  # one bomb holds a slot, two wait for the playground's
+                r = emu.request("POST", "/emulator/v1/sessions", sample_transcript())
+                self.assertIn(r.status, (200, 201), r)
+                runs = sc.wait_for(lambda: emu.request("GET", "/emulator/v1/runs").body["runs"],
+                                   timeout=60, what="the assignment's run")
+                for t in threads:
+                    t.join(60)
+                metrics = sc.get("/metrics").raw.decode()
+        self.assertEqual([r["status"] for r in runs], ["succeeded"], runs)
+        self.assertEqual(runs[0]["eval_key"], "guarded")
+        errors = [ln for ln in metrics.splitlines()
+                  if ln.startswith("failproofai_sidecar_conditions_total")
+                  and 'reason="condition_error"' in ln and not ln.endswith(" 0")]
+        self.assertEqual(errors, [])
+        for a in answers:
+            self.assertEqual(a.status, 200, a)
+            self.assertEqual((a.body["stage"], a.body["error_type"]), ("limit", "timeout"), a)
+        # one bomb ran to its timeout; the others waited for the playground's slot
+        long_runs = [a.body["run_ms"] for a in answers if a.body["run_ms"] > 1000]
+        self.assertEqual(len(long_runs), 1, [a.body for a in answers])
+
+    def test_bombs_hold_one_of_two_slots(self):
+        self.run_beside_bombs(2)
+
+    def test_a_waiting_condition_goes_before_queued_bombs(self):
+        self.run_beside_bombs(1)
 
 if __name__ == "__main__":
     unittest.main()
