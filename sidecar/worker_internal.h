@@ -182,10 +182,13 @@ typedef struct {
     size_t len;
 } ws_result;
 /* Stores finished results with their outbox entries in one durable
- * transaction. 0: they may be submitted; -1: not stored, do not submit.
+ * transaction. 0: they may be submitted; -1: not stored (the store is
+ * failing: try again), do not submit; WS_REFUSED: the store refuses them
+ * for good (a conflict: the run already has a result), do not submit.
  * Concurrent callers share transactions and disk flushes (group commit: a
  * caller that finds a commit in progress queues its results for the next
  * one, which commits everything queued at once). */
+#define WS_REFUSED (-2)
 int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
 void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
 void ws_lease(struct worker *w, actx *x);

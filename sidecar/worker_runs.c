@@ -231,13 +231,24 @@ fail:
 static void flush_results(actx *x, ws_result *pend, size_t *np)
 {
     worker *w = x->w;
-    /* Never drop a result: retry the store (claiming pauses, not ready)
-     * until it takes it or the worker stops. */
-    int stored = 0;
+    /* Never drop a result the store could take: while it fails, retry
+     * (claiming pauses, not ready) until it takes it or the worker stops.
+     * A result it refuses for good (the run already has one: a result of
+     * an older lease of this assignment is still in the outbox) is not
+     * submitted; the server's lease decides what happens to the run. */
+    int stored = 0, answered = 0; /* answered: the store works */
     int64_t t0 = worker_mono_us();
     for (int64_t delay = 100;; delay = delay < 5000 ? delay * 2 : 5000) {
-        if (ws_runs_finished(w, x, pend, *np) == 0) {
+        int rc = ws_runs_finished(w, x, pend, *np);
+        answered = rc == 0 || rc == WS_REFUSED;
+        if (rc == 0) {
             stored = 1;
+            break;
+        }
+        if (rc == WS_REFUSED) {
+            log_error("result refused by the store; not submitted",
+                      LOG_S("assignment_id", x->a.assignment_id),
+                      LOG_S("evaluation_run_id", pend[0].run_id));
             break;
         }
         pthread_mutex_lock(&w->mu);
@@ -249,7 +260,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
         nanosleep(&ts, NULL);
     }
     pthread_mutex_lock(&w->mu);
-    if (w->store_failing && stored) {
+    if (w->store_failing && answered) {
         w->store_failing = 0;
         pthread_cond_broadcast(&w->cv);
     }

@@ -166,10 +166,12 @@ static int commit_group(worker *w, ws_commit *head, ws_commit *stop, uint64_t *t
     int rc = store_runs_finished_async(w->store, sr, n, ticket, &e);
     free(sr);
     if (rc < 0) {
-        /* Not stored: must not be submitted (SPEC §3). */
+        /* Not stored: must not be submitted (SPEC §3). A conflict (the run
+         * already has a result, e.g. one of an older lease still in the
+         * outbox) is final; anything else may pass. */
         report("runs_finished", &e);
         worker_note_error(w, "store_error", e.msg);
-        return -1;
+        return e.code == STORE_CONFLICT ? WS_REFUSED : -1;
     }
     return 0;
 }
