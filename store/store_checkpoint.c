@@ -36,7 +36,6 @@ int st_wal_hook(void *ctx, sqlite3 *db, const char *name, int pages)
     (void)db;
     (void)name;
     store *st = ctx;
-    __atomic_store_n(&st->wal_frames, (uint64_t)pages, __ATOMIC_RELAXED);
     if (pages >= CKPT_PAGES) {
         pthread_mutex_lock(&st->ckpt_mu);
         if (!st->ckpt_wanted) {
@@ -59,7 +58,8 @@ static int64_t writer_stop_bytes(const store *st)
 
 void st_wal_bound_wait(store *st)
 {
-    if (!st->ckpt_running) return;
+    /* not the checkpoint thread itself (its write probe) */
+    if (!st->ckpt_running || pthread_equal(pthread_self(), st->ckpt)) return;
     if (st_wal_bytes(st) < writer_stop_bytes(st)) return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -149,7 +149,6 @@ static void checkpoint_once(store *st)
                      LOG_I("checkpoints_blocked", n), LOG_I("waited_ms", dt));
         }
     }
-    if (rc == SQLITE_OK && hard) __atomic_store_n(&st->wal_frames, 0, __ATOMIC_RELAXED);
 }
 
 int64_t st_free_bytes(const store *st)

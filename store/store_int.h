@@ -64,9 +64,8 @@ struct store {
     pthread_mutex_t ckpt_mu;
     pthread_cond_t ckpt_cv; /* the thread waits on it; writers above the WAL bound too */
     int64_t page_size;
-    uint64_t wal_frames; /* frames in the WAL after the last commit (atomic) */
-    int64_t w_since_ms;  /* monotonic time the open write transaction began, 0 if none (atomic) */
-    const char *w_op;    /* its operation (static text; atomic) */
+    int64_t w_since_ms; /* monotonic time the open write transaction began, 0 if none (atomic) */
+    const char *w_op;   /* its operation (static text; atomic) */
     /* Figures (atomics; see store_stats). */
     uint64_t ckpt_count, ckpt_blocked, rows_pruned;
     int64_t ckpt_last_us;

@@ -1579,7 +1579,7 @@ static int eventually(int (*pred)(store *), store *st)
 {
     for (int i = 0; i < 6000; i++) {
         if (pred(st)) return 1;
-        struct timespec ts = {0, 10 * 1000 * 1000};
+        struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
     }
     return pred(st);
@@ -1632,7 +1632,7 @@ static void test_checkpoint_bounds_wal(void **state)
     for (int round = 0; round < 40; round++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "c%d-", round);
-        write_results(st, prefix, 4, 64 * 1024);
+        write_results(st, prefix, 4, (size_t)64 * 1024);
         int64_t w = file_bytes(wal);
         if (w > wal_max) wal_max = w;
     }
@@ -1678,7 +1678,7 @@ static void test_checkpoint_blocked_by_reader(void **state)
     assert_int_equal(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_exec(reader, "BEGIN; SELECT count(*) FROM runs", NULL, NULL, NULL),
                      SQLITE_OK);
-    write_results(st, "blk", 24, 64 * 1024); /* 1.5 MiB past the snapshot */
+    write_results(st, "blk", 24, (size_t)64 * 1024); /* 1.5 MiB past the snapshot */
     assert_true(eventually(ckpt_blocked, st));
     assert_int_equal(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(reader);

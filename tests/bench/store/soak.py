@@ -20,7 +20,6 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,15 +31,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "worker"))
 from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
 from bench_worker import DEFS, tree_ticks, rss_kib, CLK  # noqa: E402
+from test_store_load import Feeder, free_port  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 MIB = 1 << 20
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def size(path):
@@ -55,27 +49,6 @@ def pct(values, p):
         return float("nan")
     v = sorted(values)
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))]
-
-
-class Feeder(threading.Thread):
-    """Adds `rate` generated sessions per second to the emulator, in 5 steps."""
-
-    def __init__(self, emu, rate):
-        super().__init__(daemon=True)
-        self.emu, self.rate, self.stop, self.added = emu, rate, threading.Event(), 0
-
-    def run(self):
-        step, t = 0.2, time.monotonic()
-        owed = 0.0
-        while not self.stop.is_set():
-            owed += self.rate * step
-            n = int(owed)
-            if n > 0:
-                self.emu.request("POST", f"/emulator/v1/sessions?generate={n}", b"", token=None)
-                owed -= n
-                self.added += n
-            t += step
-            self.stop.wait(max(0.0, t - time.monotonic()))
 
 
 class Prober(threading.Thread):
