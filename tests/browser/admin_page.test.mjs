@@ -109,8 +109,8 @@ after(async () => {
 });
 
 test("the page loads, fills its tables and logs no console error", async () => {
-  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length > 0);
-  await page.waitForFunction(() => document.querySelectorAll("#assignments tr").length > 0);
+  await page.waitForFunction(() => document.querySelectorAll("#runs > tr[data-id]").length > 0);
+  await page.waitForFunction(() => document.querySelectorAll("#assignments > tr[data-id]").length > 0);
   await page.waitForFunction(() => document.getElementById("worker-id").textContent === "browser-test-worker");
   await page.waitForFunction(() => document.querySelector("#chart-throughput svg rect") !== null);
   assert.equal(await page.textContent("#reg-state"), "registered");
@@ -126,34 +126,34 @@ test("the page is served with a strict Content-Security-Policy", async () => {
 });
 
 test("a status filter narrows the runs", async () => {
-  const all = await page.$$eval("#runs tr", (rows) => rows.length);
+  const all = await page.$$eval("#runs > tr[data-id]", (rows) => rows.length);
   await page.selectOption("#filter-status", "failed");
-  await page.waitForFunction(() => [...document.querySelectorAll("#runs tr td:nth-child(5)")].every((td) => td.textContent === "failed")
-    && document.querySelectorAll("#runs tr").length > 0);
-  const failed = await page.$$eval("#runs tr td:nth-child(5)", (tds) => tds.map((t) => t.textContent));
+  await page.waitForFunction(() => [...document.querySelectorAll("#runs > tr[data-id] > td:nth-child(5)")].every((td) => td.textContent === "failed")
+    && document.querySelectorAll("#runs > tr[data-id]").length > 0);
+  const failed = await page.$$eval("#runs > tr[data-id] > td:nth-child(5)", (tds) => tds.map((t) => t.textContent));
   assert.ok(failed.length > 0 && failed.length < all, `failed ${failed.length} of ${all}`);
   await page.fill("#filter-key", "always_fails");
   await page.click("#run-filters button[type=submit]");
-  await page.waitForFunction(() => [...document.querySelectorAll("#runs tr td:nth-child(2)")].every((td) => td.textContent === "always_fails"));
+  await page.waitForFunction(() => [...document.querySelectorAll("#runs > tr[data-id] > td:nth-child(2)")].every((td) => td.textContent === "always_fails"));
   await page.screenshot({ path: join(ARTIFACTS, "admin-filtered.png"), fullPage: false });
   await page.click("#filter-clear");
-  await page.waitForFunction((n) => document.querySelectorAll("#runs tr").length >= n, all);
+  await page.waitForFunction((n) => document.querySelectorAll("#runs > tr[data-id]").length >= n, all);
 });
 
 test("a run's detail opens with its results and error", async () => {
   await page.fill("#filter-key", "always_fails");
   await page.click("#run-filters button[type=submit]");
-  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length > 0
-    && [...document.querySelectorAll("#runs tr td:nth-child(2)")].every((td) => td.textContent === "always_fails"));
-  await page.click("#runs tr:first-child");
+  await page.waitForFunction(() => document.querySelectorAll("#runs > tr[data-id]").length > 0
+    && [...document.querySelectorAll("#runs > tr[data-id] > td:nth-child(2)")].every((td) => td.textContent === "always_fails"));
+  await page.click("#runs > tr[data-id] >> nth=0");
   await page.waitForSelector("#run-detail:not([hidden])");
   assert.match(await page.textContent("#detail-error"), /eval_error: evaluation raised ZeroDivisionError/);
   await page.click("#filter-clear");
   await page.fill("#filter-key", "tool_count");
   await page.click("#run-filters button[type=submit]");
-  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length > 0
-    && [...document.querySelectorAll("#runs tr td:nth-child(2)")].every((td) => td.textContent === "tool_count"));
-  await page.click("#runs tr:first-child");
+  await page.waitForFunction(() => document.querySelectorAll("#runs > tr[data-id]").length > 0
+    && [...document.querySelectorAll("#runs > tr[data-id] > td:nth-child(2)")].every((td) => td.textContent === "tool_count"));
+  await page.click("#runs > tr[data-id] >> nth=0");
   await page.waitForFunction(() => document.querySelectorAll("#detail-results tr").length > 0);
   assert.equal(await page.textContent("#detail-results tr:first-child td:first-child"), "tool_count");
   await page.screenshot({ path: join(ARTIFACTS, "admin-run-detail.png"), fullPage: true });
@@ -184,8 +184,8 @@ test("a session whose payloads hold <script> and <img onerror> renders inert", a
   assert.equal(runs.length, 1);
   await page.fill("#filter-assignment", xssAssignment);
   await page.click("#run-filters button[type=submit]");
-  await page.waitForFunction(() => document.querySelectorAll("#runs tr").length === 1);
-  await page.click("#runs tr:first-child");
+  await page.waitForFunction(() => document.querySelectorAll("#runs > tr[data-id]").length === 1);
+  await page.click("#runs > tr[data-id] >> nth=0");
   // The panel may still hold the previously opened run: wait for this one.
   await page.waitForFunction(() => document.getElementById("detail-results").textContent.includes("echo_summary"));
   const shown = await page.textContent("#detail-results");
