@@ -11,6 +11,7 @@ PACKAGES=(
   libseccomp-dev libgmp-dev libutf8proc-dev libgc-dev uuid-dev nettle-dev
   # tests
   libcmocka-dev python3 python3-prometheus-client python3-yaml ca-certificates curl procps
+  prometheus  # promtool: checks deploy/prometheus-rules.yaml and the /metrics exposition
   # benchmarks
   wrk hyperfine
   # browser tests (Node.js/npm come with the machine or are installed below)
