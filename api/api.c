@@ -30,8 +30,8 @@ typedef struct {
     const char *method;  /* GET routes also answer HEAD */
     const char *pattern; /* "{}" matches one non-empty path segment */
     void (*fn)(api_req *, api_resp *);
-    int async; /* run on a job thread (connection suspended) */
     size_t body_cap;
+    int async;     /* run on a job thread (connection suspended) */
     api_auth auth; /* what the caller must present */
 } route;
 
@@ -45,16 +45,16 @@ static const route routes[] = {
     {"GET", "/v1/runs", route_runs, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/runs/{}", route_run, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/stats", route_stats, 0, 0, API_AUTH_OPEN},
-    {"POST", "/v1/evaluate", route_evaluate, 1, API_EVALUATE_BODY_CAP, API_AUTH_ADMIN},
-    {"POST", "/v1/drain", route_drain, 0, API_BODY_CAP, API_AUTH_ADMIN},
-    {"DELETE", "/v1/drain", route_resume, 0, API_BODY_CAP, API_AUTH_ADMIN},
+    {"POST", "/v1/evaluate", route_evaluate, API_EVALUATE_BODY_CAP, 1, API_AUTH_ADMIN},
+    {"POST", "/v1/drain", route_drain, API_BODY_CAP, 0, API_AUTH_ADMIN},
+    {"DELETE", "/v1/drain", route_resume, API_BODY_CAP, 0, API_AUTH_ADMIN},
     {"GET", "/v1/meta", route_meta, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/logs", route_logs, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators", route_evaluators, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators/{}", route_evaluator_get, 0, 0, API_AUTH_OPEN},
-    {"PUT", "/v1/evaluators/{}", route_evaluator_put, 0, API_BODY_CAP, API_AUTH_REGISTRATION},
-    {"DELETE", "/v1/evaluators/{}", route_evaluator_delete, 0, API_BODY_CAP, API_AUTH_REGISTRATION},
-    {"POST", "/v1/evaluators/{}/heartbeat", route_evaluator_heartbeat, 0, API_BODY_CAP,
+    {"PUT", "/v1/evaluators/{}", route_evaluator_put, API_BODY_CAP, 0, API_AUTH_REGISTRATION},
+    {"DELETE", "/v1/evaluators/{}", route_evaluator_delete, API_BODY_CAP, 0, API_AUTH_REGISTRATION},
+    {"POST", "/v1/evaluators/{}/heartbeat", route_evaluator_heartbeat, API_BODY_CAP, 0,
      API_AUTH_REGISTRATION},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
@@ -154,8 +154,9 @@ json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve
             api_error(rs, 503, "server_busy", "out of memory");
             return NULL;
         }
+        static const char null_text[4] = {'n', 'u', 'l', 'l'}; /* no NUL: a span */
         memcpy(rest, rq->body, head);
-        memcpy(rest + head, "null", 4);
+        memcpy(rest + head, null_text, sizeof null_text);
         memcpy(rest + head + 4, cat + clen, tail);
         text = rest;
         n = head + 4 + tail;

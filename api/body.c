@@ -145,7 +145,7 @@ int api_json_scan(const char *buf, size_t len, const char *carve, const char **c
     if (value(&s, 0)) return -1;
     skip_ws(&s);
     if (s.p != s.end) return scan_fail(&s, "request body is not valid JSON: text after the value");
-    if (carve_at && s.carve_at) {
+    if (carve_at && carve_len && s.carve_at) {
         *carve_at = s.carve_at;
         *carve_len = (size_t)(s.carve_end - s.carve_at);
     }
