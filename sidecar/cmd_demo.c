@@ -1,8 +1,11 @@
 /* sidecar/cmd_demo: `failproofai-sidecar demo`: an in-process cloud emulator
- * with generated sessions and a few realistic managed definitions, the
- * sidecar daemon against it (admin API on 127.0.0.1:8787 by default), a
- * trickle of new sessions so the admin page stays alive, and a clean stop
- * on Ctrl-C (the daemon drains, then the emulator stops). */
+ * with generated sessions and a few realistic managed definitions (one of
+ * which fails on some sessions, so the error views have something to show),
+ * the sidecar daemon against it (admin API on 127.0.0.1:8787 by default), a
+ * trickle of new sessions so the admin page stays alive, optional server
+ * faults (--faults), and a clean stop on Ctrl-C (the daemon drains, then the
+ * emulator stops). examples/flaky_evaluator.py is a local evaluator to run
+ * beside it that fails some of its runs. */
 #include "common/cli.h"
 #include "common/log.h"
 #include "emulator/emulator.h"
@@ -14,6 +17,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -24,6 +28,7 @@ typedef struct {
     const char *db;
     long concurrency;
     const char *log_level;
+    const char *faults;
 } demo_config;
 
 #define OFF(f) offsetof(demo_config, f)
@@ -39,6 +44,8 @@ static const cli_opt demo_opts[] = {
      32},
     {"--log-level", NULL, CLI_STR, OFF(log_level), "LEVEL", "debug|info|warn|error (default warn)",
      0, 0},
+    {"--faults", NULL, CLI_STR, OFF(faults), "SPEC",
+     "server faults: 'default' or 5xx=RATE,drop=RATE,latency-ms=N,lease-loss=RATE", 0, 0},
 };
 static const cli_command demo_command = {"demo",
                                          "Start the emulator, the sidecar and sample sessions.",
@@ -83,7 +90,15 @@ static const char DEMO_DEFINITIONS[] =
     "\"condition_source\":null,"
     "\"evaluator_source\":\"EvalResult(metrics={'model_cost_usd': Metric(round(sum([e.payload.get("
     "'cost_usd', 0) for e in session.events_of_type('model_response')]), 6), unit='usd')})\","
-    "\"timeout_seconds\":5}"
+    "\"timeout_seconds\":5},"
+    /* Fails (KeyError) on sessions with a failed tool call, whose result
+     * has no "output": a definition with a bug (it should use .get). */
+    "{\"eval_key\":\"results_per_call\",\"eval_version\":\"1.0.0\","
+    "\"display_name\":\"Results per tool call\",\"result_kind\":\"metric\","
+    "\"labels\":[\"demo\"],\"condition_source\":null,"
+    "\"evaluator_source\":\"EvalResult(metrics={'results_per_call': Metric(sum([e.payload["
+    "'output']['count'] for e in session.events_of_type('tool_result')]) / max(1, "
+    "session.count('tool_result')))})\",\"timeout_seconds\":5}"
     "]";
 
 const char *demo_definitions_json(void);
@@ -126,9 +141,52 @@ static void *feed_main(void *arg)
     return NULL;
 }
 
+/* Parses --faults into the emulator's fault rates: "default" (a few of
+ * each), or comma-separated 5xx=RATE, drop=RATE, lease-loss=RATE (0..1) and
+ * latency-ms=N (0..10000). Returns 0, or -1 with a message in err. */
+static int parse_faults(const char *spec, emulator_config *ec, char *err, size_t errcap)
+{
+    if (!strcmp(spec, "default")) spec = "5xx=0.05,drop=0.01,latency-ms=20,lease-loss=0.005";
+    char buf[256];
+    if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) {
+        snprintf(err, errcap, "--faults: too long");
+        return -1;
+    }
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '='), *end = NULL;
+        double v = eq ? strtod(eq + 1, &end) : 0;
+        if (eq == NULL || end == eq + 1 || *end != '\0' || !(v >= 0)) {
+            snprintf(err, errcap, "--faults: '%s' is not NAME=NUMBER", item);
+            return -1;
+        }
+        *eq = '\0';
+        int rate = strcmp(item, "latency-ms") != 0;
+        if ((rate && v > 1) || (!rate && v > 10000)) {
+            snprintf(err, errcap, "--faults: %s=%g is out of range (%s)", item, v,
+                     rate ? "a rate from 0 to 1" : "0 to 10000 ms");
+            return -1;
+        }
+        if (!strcmp(item, "5xx"))
+            ec->fault_5xx = v;
+        else if (!strcmp(item, "drop"))
+            ec->fault_drop = v;
+        else if (!strcmp(item, "lease-loss"))
+            ec->fault_lease_loss = v;
+        else if (!rate)
+            ec->fault_latency_ms = (long)v;
+        else {
+            snprintf(err, errcap,
+                     "--faults: unknown fault '%s' (5xx, drop, latency-ms or lease-loss)", item);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int cmd_demo(int argc, char **argv)
 {
-    demo_config dc = {50, 0.5, "127.0.0.1:8787", "failproofai-demo.db", 4, "warn"};
+    demo_config dc = {50, 0.5, "127.0.0.1:8787", "failproofai-demo.db", 4, "warn", NULL};
     char err[512];
     int rc = cli_parse(&demo_command, argc, argv, &dc, stdout, err, sizeof err);
     if (rc == CLI_HELP) return 0;
@@ -154,6 +212,10 @@ int cmd_demo(int argc, char **argv)
     ec.poll_seconds = 1;
     ec.heartbeat_seconds = 10;
     ec.lease_seconds = 60;
+    if (dc.faults != NULL && parse_faults(dc.faults, &ec, err, sizeof err) != 0) {
+        fprintf(stderr, "failproofai-sidecar: demo: %s\n", err);
+        return 2;
+    }
     emulator *emu = NULL;
     if (emulator_start(&ec, &emu, err, sizeof err) != 0) {
         fprintf(stderr, "failproofai-sidecar: demo: cannot start the emulator: %s\n", err);
@@ -186,10 +248,15 @@ int cmd_demo(int argc, char **argv)
 
     const char *port = strrchr(dc.listen, ':');
     printf("failproofai-sidecar demo\n"
-           "  emulator:  %s (%ld sessions, 5 managed definitions%s)\n"
+           "  emulator:  %s (%ld sessions, 6 managed definitions, results_per_call fails on some%s)\n"
+           "  faults:    5xx %g, dropped answers %g, lease loss %g, latency %ld ms\n"
            "  admin UI:  http://127.0.0.1%s/\n"
+           "  a local evaluator that fails some runs: python3 examples/flaky_evaluator.py "
+           "http://127.0.0.1%s\n"
            "  Ctrl-C to stop.\n",
-           url, dc.sessions, feeding ? ", new sessions trickling in" : "", port ? port : ":8787");
+           url, dc.sessions, feeding ? ", new sessions trickling in" : "", ec.fault_5xx,
+           ec.fault_drop, ec.fault_lease_loss, ec.fault_latency_ms, port ? port : ":8787",
+           port ? port : ":8787");
     fflush(stdout);
 
     int status = daemon_run(&cfg);
