@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 sys.path.insert(0, HERE)
 from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
-from bench_worker import DEFS, pct, ts  # noqa: E402
+from bench_worker import DEFS, latencies, pct  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 COMMON = ["--lease-seconds", "15", "--heartbeat-seconds", "5", "--max-attempts", "50"]
@@ -71,18 +71,7 @@ def run_sidecar(sessions, concurrency, flags, timeout, d):
             except subprocess.TimeoutExpired:
                 sc.kill()
             emu.stop()
-    claimed, done = {}, {}
-    with open(log_path) as f:
-        for line in f:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("msg") == "assignment claimed":
-                claimed[e["assignment_id"]] = ts(e["ts"])
-            elif e.get("msg") in ("assignment runs finished", "assignment skipped"):
-                done[e["assignment_id"]] = ts(e["ts"])
-    lat = [1000 * (done[k] - claimed[k]) for k in done if k in claimed]
+    lat, _ = latencies(log_path)
     return row(ok, wall, st, lat)
 
 

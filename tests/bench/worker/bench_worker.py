@@ -118,6 +118,28 @@ def ts(s):
     return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
+def latencies(log_path):
+    """From the sidecar's log: the assignment latencies in ms (claim ->
+    runs finished and submitted, or skipped) and the per-step timings
+    ({step: [ms, ...]}, logged at debug level)."""
+    claimed, finished, steps = {}, {}, {}
+    with open(log_path) as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("msg") == "assignment claimed":
+                claimed[e["assignment_id"]] = ts(e["ts"])
+            elif e.get("msg") in ("assignment runs finished", "assignment skipped"):
+                finished[e["assignment_id"]] = ts(e["ts"])
+            elif e.get("msg") == "assignment timing":
+                for k, v in e.items():
+                    if k.endswith("_ms"):
+                        steps.setdefault(k[:-3], []).append(v)
+    return [1000 * (finished[k] - claimed[k]) for k in finished if k in claimed], steps
+
+
 def pct(v, p):
     v = sorted(v)
     return v[min(len(v) - 1, int(round(p / 100 * (len(v) - 1))))] if v else float("nan")
@@ -212,22 +234,7 @@ def main():
         emu.stop()
         if a.keep_log:
             print("sidecar log:", log_path)
-    claimed, finished, steps = {}, {}, {}
-    with open(log_path) as f:
-        for line in f:
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("msg") == "assignment claimed":
-                claimed[e["assignment_id"]] = ts(e["ts"])
-            elif e.get("msg") in ("assignment runs finished", "assignment skipped"):
-                finished[e["assignment_id"]] = ts(e["ts"])
-            elif e.get("msg") == "assignment timing":
-                for k, v in e.items():
-                    if k.endswith("_ms"):
-                        steps.setdefault(k[:-3], []).append(v)
-    lat = [1000 * (finished[k] - claimed[k]) for k in finished if k in claimed]
+    lat, steps = latencies(log_path)
     wall = t1 - t0
     rps = runs / wall if wall > 0 else 0
     cpu_ms = 1000 * (c1 - c0) / CLK / max(1, runs)
