@@ -32,7 +32,7 @@ static const char *const NO_PARAMS[] = {NULL};
 static const char *const RUNS_PARAMS[] = {"status", "eval_key", "assignment", "assignment_id",
                                           "limit",  "cursor",   NULL};
 static const char *const ASSIGNMENTS_PARAMS[] = {"status", "limit", "cursor", NULL};
-static const char *const STATS_PARAMS[] = {"minutes", NULL};
+static const char *const STATS_PARAMS[] = {"minutes", "eval_key", "by", NULL};
 static const char *const LOGS_PARAMS[] = {"level", "after", "limit", NULL};
 
 /* Shortest id prefix accepted in place of a full run or assignment id. */
@@ -505,8 +505,16 @@ void route_stats(api_req *rq, api_resp *rs)
         }
         minutes = (int)v;
     }
+    /* by=mode or an eval_key: from the runs (latency per mode, one key) */
+    const char *key = empty_null(api_query(rq, "eval_key")), *by = api_query(rq, "by");
+    if (by != NULL && strcmp(by, "mode") != 0) {
+        api_error(rs, 400, "invalid_request", "by must be mode");
+        return;
+    }
     store_err e = {0};
-    int rc = store_charts_json(rq->srv->deps.db, time_now(), minutes, &rs->body, &e);
+    int rc = key != NULL || by != NULL
+                 ? store_charts_runs_json(rq->srv->deps.db, time_now(), minutes, key, &rs->body, &e)
+                 : store_charts_json(rq->srv->deps.db, time_now(), minutes, &rs->body, &e);
     if (rc != STORE_OK) store_failure(rs, rc, &e);
 }
 

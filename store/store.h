@@ -581,6 +581,14 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
  * (relative error under 10 %), so the query cost does not grow with traffic. */
 int store_charts_json(store *st, double now, int minutes, strbuf *out, store_err *err);
 
+/* Like store_charts_json, from the runs themselves (the runs of the window
+ * and a few minutes before it are read, newest first): only the runs of
+ * eval_key (NULL: all), with each minute's latency percentiles per mode,
+ * exact to the microsecond: "modes":{"python":{"p50_ms","p90_ms","p99_ms",
+ * "count"},"local":{...}}. Cancelled runs count but have no latency. */
+int store_charts_runs_json(store *st, double now, int minutes, const char *eval_key, strbuf *out,
+                           store_err *err);
+
 /* The status values runs and assignments can have (NULL-terminated, static):
  * what the list filters accept (assignments also take "active"). */
 const char *const *store_run_statuses(void);

@@ -723,6 +723,134 @@ done:
     return code;
 }
 
+/* ------------------------------------------------- charts from the runs */
+
+/* Latencies (ms) of one minute and mode: a growable array. */
+typedef struct {
+    double *v;
+    size_t n, cap;
+} lat_list;
+
+static void lat_push(lat_list *l, double ms)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        double *nv = realloc(l->v, cap * sizeof *nv);
+        if (nv == NULL) return; /* a percentile of fewer samples */
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n++] = ms;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted list (NAN when empty). */
+static double rank_pct(const lat_list *l, double q)
+{
+    if (l->n == 0) return NAN;
+    size_t r = (size_t)ceil(q * (double)l->n);
+    return l->v[(r < 1 ? 1 : r) - 1];
+}
+
+static void put_ms(strbuf *b, const char *k, double v)
+{
+    strbuf_printf(b, "\"%s\":", k);
+    if (isnan(v))
+        strbuf_puts(b, "null");
+    else
+        pyfloat_repr(b, round(v * 1000) / 1000);
+    strbuf_putc(b, ',');
+}
+
+int store_charts_runs_json(store *st, double now, int minutes, const char *eval_key, strbuf *out,
+                           store_err *err)
+{
+    static const char all_sql[] = "SELECT created_at, started_at, finished_at, status,"
+                                  " execution_mode, duration_ms FROM runs ORDER BY seq DESC";
+    static const char key_sql[] =
+        "SELECT created_at, started_at, finished_at, status, execution_mode, duration_ms"
+        " FROM runs INDEXED BY runs_eval_key WHERE eval_key = ?1 ORDER BY seq DESC";
+    static const char *const names[4] = {"succeeded", "failed", "timed_out", "cancelled"};
+    static const char *const modes[2] = {"python", "local"};
+    if (minutes == 0) minutes = 60;
+    if (minutes < 1 || minutes > 1440)
+        return st_errf(err, STORE_INVALID, "minutes must be between 1 and 1440");
+    int64_t last = (int64_t)floor(now / 60.0), first = last - minutes + 1;
+    int64_t (*counts)[4] = calloc((size_t)minutes, sizeof *counts);
+    lat_list(*lat)[2] = calloc((size_t)minutes, sizeof *lat);
+    if (!counts || !lat) abort();
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    int code = STORE_OK, rc;
+    const char *sql = eval_key ? key_sql : all_sql;
+    sqlite3_stmt *s = st_stmt(c, sql);
+    if (s && eval_key) st_bind_text(s, 1, eval_key);
+    rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
+    /* Newest first; a run is finished within its timeout (at most 300 s for
+     * local runs) of its creation, so older ones cannot end in the window. */
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        if (sqlite3_column_double(s, 0) < (double)first * 60.0 - 900.0) break;
+        double t1 = sqlite3_column_double(s, 2);
+        int64_t mi = (int64_t)floor(t1 / 60.0) - first;
+        if (!(t1 > 0) || mi < 0 || mi >= minutes) continue;
+        const char *stt = (const char *)sqlite3_column_text(s, 3);
+        for (int k = 0; k < 4 && stt; k++)
+            if (strcmp(stt, names[k]) == 0) counts[mi][k]++;
+        const char *mode = (const char *)sqlite3_column_text(s, 4);
+        int m = mode && strcmp(mode, "local") == 0;
+        double t0 = sqlite3_column_double(s, 1), ms = round((t1 - t0) * 1e6) / 1e3;
+        if (!(t0 > 0 && ms >= 0)) ms = sqlite3_column_double(s, 5);
+        if (stt && strcmp(stt, "cancelled") != 0) lat_push(&lat[mi][m], ms);
+    }
+    if (s) sqlite3_reset(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW) {
+        code = st_sqlfail(err, c->db, rc, "charts");
+        goto done;
+    }
+    strbuf_puts(out, "{\"eval_key\":");
+    if (eval_key)
+        strbuf_json_str(out, eval_key);
+    else
+        strbuf_puts(out, "null");
+    strbuf_puts(out, ",\"minutes\":[");
+    for (int i = 0; i < minutes; i++) {
+        char ts[40];
+        time_rfc3339((double)(first + i) * 60.0, ts, sizeof ts);
+        strbuf_printf(out, "{\"t\":\"%s\",", ts);
+        int64_t total = 0;
+        for (int k = 0; k < 4; k++) {
+            strbuf_printf(out, "\"%s\":%lld,", names[k], (long long)counts[i][k]);
+            total += counts[i][k];
+        }
+        strbuf_puts(out, "\"modes\":{");
+        for (int m = 0; m < 2; m++) {
+            lat_list *l = &lat[i][m];
+            if (l->n > 1) qsort(l->v, l->n, sizeof l->v[0], cmp_dbl);
+            strbuf_printf(out, "%s\"%s\":{", m ? "," : "", modes[m]);
+            put_ms(out, "p50_ms", rank_pct(l, 0.50));
+            put_ms(out, "p90_ms", rank_pct(l, 0.90));
+            put_ms(out, "p99_ms", rank_pct(l, 0.99));
+            strbuf_printf(out, "\"count\":%zu}", l->n);
+        }
+        strbuf_printf(out, "},\"count\":%lld}%s", (long long)total, i + 1 < minutes ? "," : "");
+    }
+    strbuf_puts(out, "]}");
+done:
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    for (int i = 0; i < minutes; i++)
+        for (int m = 0; m < 2; m++)
+            free(lat[i][m].v);
+    free(lat);
+    free(counts);
+    return code;
+}
+
 /* ---------------------------------------------------------------- summary */
 
 static int group_counts(sconn *c, const char *sql, const char *name, strbuf *out, store_err *err)

@@ -162,6 +162,13 @@ test("charts mark the partial minute, say UTC and switch windows", async () => {
   await page.selectOption("#chart-window", "1440");
   await page.waitForFunction(() => document.getElementById("bucket-label").textContent === "15 minutes");
   await page.selectOption("#chart-window", "60");
+  assert.match(await page.textContent("#legend-latency"), /managed p50.*local p99/);
+  await page.fill("#chart-key", "flaky");
+  await page.dispatchEvent("#chart-key", "change");
+  await page.waitForFunction(() => /runs of flaky in the last/.test(document.getElementById("failure-rate").textContent));
+  assert.match(page.url(), /chart_key=flaky/);
+  await page.fill("#chart-key", "");
+  await page.dispatchEvent("#chart-key", "change");
 });
 
 test("an assignment opens next to its row with its timeline", async () => {

@@ -122,7 +122,7 @@ class FreshSidecarTest(unittest.TestCase):
     def test_unknown_query_parameters_are_400(self):
         for path, allowed in (("/v1/runs?since=1", "status, eval_key, assignment"),
                               ("/v1/assignments?agent=x", "status, limit, cursor"),
-                              ("/v1/stats?minutes=15&eval=x", "minutes"),
+                              ("/v1/stats?minutes=15&eval=x", "minutes, eval_key, by"),
                               ("/v1/status?verbose=1", "none"),
                               ("/v1/meta?x=1", "none"),
                               ("/v1/logs?since=1", "level, after, limit")):
@@ -297,6 +297,23 @@ class FailingWorkTest(unittest.TestCase):
             self.assertLess(abs(by_id[er["evaluation_run_id"]]["duration_ms"]
                                 - er["result"]["duration_ms"]), 1.0)
 
+    def test_stats_by_mode_and_eval_key(self):
+        r = self.sc.get("/v1/stats?minutes=15&by=mode")
+        self.assertEqual(r.status, 200, r)
+        minutes = r.body["minutes"]
+        self.assertEqual(len(minutes), 15)
+        counted = {m: sum(x["modes"][m]["count"] for x in minutes) for m in ("python", "local")}
+        self.assertEqual(counted["python"], sum(x["execution_mode"] == "python" for x in self.runs))
+        self.assertEqual(counted["local"], sum(x["execution_mode"] == "local" for x in self.runs))
+        self.assertEqual(sum(x["count"] for x in minutes), len(self.runs))
+        busy = [x for x in minutes if x["modes"]["local"]["count"]]
+        self.assertTrue(busy and all(x["modes"]["local"]["p50_ms"] is not None for x in busy))
+        r = self.sc.get("/v1/stats?minutes=15&eval_key=flaky")
+        self.assertEqual(r.body["eval_key"], "flaky")
+        self.assertEqual(sum(x["failed"] for x in r.body["minutes"]), 1)
+        self.assertEqual(sum(x["count"] for x in r.body["minutes"]), SESSIONS)
+        self.assertEqual(self.sc.get("/v1/stats?by=status").status, 400)
+
     def test_timeouts_as_applied(self):
         flaky = next(r for r in self.runs if r["eval_key"] == "flaky")
         other = next(r for r in self.runs if r["eval_key"] == "k000")
@@ -327,6 +344,7 @@ class FailingWorkTest(unittest.TestCase):
         run = self.runs[0]
         for path in ("/v1/status", "/v1/runs?limit=500", f"/v1/runs/{run['id']}",
                      f"/v1/assignments/{run['assignment_id']}", "/v1/meta", "/v1/stats?minutes=15",
+                     "/v1/stats?minutes=15&by=mode",
                      "/v1/logs"):
             r = self.sc.get(path)
             self.assertEqual(r.status, 200, (path, r))

@@ -127,7 +127,7 @@
   }
 
   /* ---------- the view in the URL ---------- */
-  const view = { status: "", eval_key: "", assignment: "", run: "", asg: "", window: "60" };
+  const view = { status: "", eval_key: "", assignment: "", run: "", asg: "", window: "60", chart_key: "" };
   function readHash() {
     const q = new URLSearchParams(location.hash.slice(1));
     for (const k of Object.keys(view)) view[k] = q.get(k) || (k === "window" ? "60" : "");
@@ -350,6 +350,7 @@
 
   /* ---------- runs ---------- */
   const runsState = { cursors: [null], page: 0, next: null, detail: null };
+  const seenKeys = new Set();
   function runsQuery() {
     const q = new URLSearchParams({ limit: "50" });
     for (const k of ["status", "eval_key", "assignment"]) if (view[k]) q.set(k, view[k]);
@@ -375,6 +376,8 @@
     $("page-prev").disabled = runsState.page === 0;
     $("page-next").disabled = !runsState.next;
     text("page-info", `page ${runsState.page + 1}`);
+    for (const r of list) seenKeys.add(r.eval_key);
+    if (changed("eval-keys", [...seenKeys])) $("eval-keys").replaceChildren(...[...seenKeys].sort().map((k) => h("option", { value: k })));
     if (!changed("runs", [list, view.run])) return;
     fillRows($("runs"), list.map((r) => makeRow(h("tr", { "data-run": r.id, class: r.status === "failed" || r.status === "timed_out" ? "row-failed" : "" },
       h("td", { class: "mono", title: r.id }, short(r.id, 13)),
@@ -440,9 +443,9 @@
       const part = per.slice(i, i + size);
       const b = { t: part[0].t, n: {} };
       for (const n of names) b.n[n] = part.reduce((a, p) => a + (p[n] || 0), 0);
-      for (const q of ["p50_ms", "p90_ms", "p99_ms"]) {
-        const v = part.map((p) => p[q]).filter((x) => x != null);
-        b[q] = v.length ? Math.max(...v) : null;
+      for (const m of ["python", "local"]) for (const q of ["p50_ms", "p99_ms"]) {
+        const v = part.map((p) => (p.modes && p.modes[m] ? p.modes[m][q] : null)).filter((x) => x != null);
+        b[m + q] = v.length ? Math.max(...v) : null;
       }
       buckets.push(b);
     }
@@ -451,16 +454,25 @@
     window.FpsChart.stackedBars($("chart-throughput"), $("legend-throughput"), labels,
       names.map((n) => ({ name: n, color: STATUS_COLORS[n], values: buckets.map((b) => b.n[n]) })), opts);
     window.FpsChart.lines($("chart-latency"), $("legend-latency"), labels, [
-      { name: "p50", color: "#2f6fd6", values: buckets.map((b) => b.p50_ms) },
-      { name: "p90", color: "#d98c12", values: buckets.map((b) => b.p90_ms) },
-      { name: "p99", color: "#d64545", values: buckets.map((b) => b.p99_ms) }], "ms", opts);
+      { name: "managed p50", color: "#2f6fd6", values: buckets.map((b) => b.pythonp50_ms) },
+      { name: "managed p99", color: "#6f42c1", values: buckets.map((b) => b.pythonp99_ms) },
+      { name: "local p50", color: "#1f9d55", values: buckets.map((b) => b.localp50_ms) },
+      { name: "local p99", color: "#d98c12", values: buckets.map((b) => b.localp99_ms) }], "ms", opts);
     const total = buckets.reduce((a, b) => a + names.reduce((x, n) => x + b.n[n], 0), 0);
     const bad = buckets.reduce((a, b) => a + b.n.failed + b.n.timed_out, 0);
     const span = minutes < 60 ? `${minutes} minutes` : `${minutes / 60} h`;
     const fr = $("failure-rate");
-    fr.textContent = total ? `failed or timed out: ${(100 * bad / total).toFixed(1)}% of ${total} runs in the last ${span}` : `no run finished in the last ${span}`;
+    const which = st.eval_key ? ` of ${st.eval_key}` : "";
+    fr.textContent = total ? `failed or timed out: ${(100 * bad / total).toFixed(1)}% of ${total} runs${which} in the last ${span}` : `no run${which} finished in the last ${span}`;
     fr.className = "sub" + (bad ? " st-failed" : "");
   }
+
+  function statsQuery() {
+    const q = new URLSearchParams({ minutes: view.window, by: "mode" });
+    if (view.chart_key) q.set("eval_key", view.chart_key);
+    return "/v1/stats?" + q.toString();
+  }
+  function loadStats() { return api(statsQuery()).then(renderStats); }
 
   /* ---------- logs ---------- */
   let logsAfter = 0;
@@ -551,7 +563,7 @@
     sel.replaceChildren(h("option", { value: "" }, "any"), ...meta.run_statuses.map((s) => h("option", { value: s }, s.replace(/_/g, " "))));
     sel.value = view.status;
   }
-  let polling = false;
+  let polling = false, pollCount = 0;
   async function poll() {
     if (polling) return;
     polling = true;
@@ -560,9 +572,11 @@
       const tasks = [
         api("/v1/status").then(renderStatus),
         api("/v1/evaluators").then(renderEvaluators),
-        api(`/v1/stats?minutes=${view.window}`).then(renderStats),
         api(`/v1/logs?after=${logsAfter}`).then(renderLogs),
       ];
+      /* the long windows read more runs: every fifth poll is enough */
+      if (Number(view.window) <= 60 || pollCount % 5 === 0) tasks.push(loadStats());
+      pollCount++;
       if (asgState.page === 0) tasks.push(loadAssignments());
       if (runsState.page === 0) tasks.push(loadRuns());
       const results = await Promise.allSettled(tasks);
@@ -577,6 +591,7 @@
     $("filter-key").value = view.eval_key;
     $("filter-assignment").value = view.assignment;
     $("chart-window").value = view.window;
+    $("chart-key").value = view.chart_key;
     runsState.cursors = [null]; runsState.page = 0;
     lastRendered.clear();
     if (view.run) openRun(view.run); else closeRun();
@@ -601,7 +616,8 @@
     $("page-prev").addEventListener("click", () => { if (runsState.page === 0) return; runsState.page--; lastRendered.delete("runs"); loadRuns().catch(() => {}); });
     $("asg-next").addEventListener("click", () => { if (!asgState.next) return; asgState.cursors[asgState.page + 1] = asgState.next; asgState.page++; lastRendered.delete("assignments"); loadAssignments().catch(() => {}); });
     $("asg-prev").addEventListener("click", () => { if (asgState.page === 0) return; asgState.page--; lastRendered.delete("assignments"); loadAssignments().catch(() => {}); });
-    $("chart-window").addEventListener("change", () => { view.window = $("chart-window").value; writeHash(); api(`/v1/stats?minutes=${view.window}`).then(renderStats).catch(() => {}); });
+    $("chart-window").addEventListener("change", () => { view.window = $("chart-window").value; writeHash(); loadStats().catch(() => {}); });
+    $("chart-key").addEventListener("change", () => { view.chart_key = $("chart-key").value.trim(); writeHash(); loadStats().catch(() => {}); });
     $("refresh-toggle").addEventListener("click", togglePause);
     $("drain-toggle").addEventListener("click", toggleDrain);
     $("last-error").addEventListener("click", (ev) => {
