@@ -50,6 +50,7 @@ static const route routes[] = {
     {"DELETE", "/v1/drain", route_resume, API_BODY_CAP, 0, API_AUTH_ADMIN},
     {"GET", "/v1/meta", route_meta, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/logs", route_logs, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/outbox", route_outbox, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators", route_evaluators, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators/{}", route_evaluator_get, 0, 0, API_AUTH_OPEN},
     {"PUT", "/v1/evaluators/{}", route_evaluator_put, API_BODY_CAP, 0, API_AUTH_REGISTRATION},

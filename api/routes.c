@@ -34,6 +34,7 @@ static const char *const RUNS_PARAMS[] = {"status", "eval_key", "assignment", "a
 static const char *const ASSIGNMENTS_PARAMS[] = {"status", "limit", "cursor", NULL};
 static const char *const STATS_PARAMS[] = {"minutes", "eval_key", "by", NULL};
 static const char *const LOGS_PARAMS[] = {"level", "after", "limit", NULL};
+static const char *const OUTBOX_PARAMS[] = {"limit", NULL};
 
 /* Shortest id prefix accepted in place of a full run or assignment id. */
 #define ID_PREFIX_MIN 8
@@ -581,9 +582,10 @@ void route_meta(api_req *rq, api_resp *rs)
     if (only_params(rq, rs, NO_PARAMS)) return;
     json_t *asg = string_array(store_assignment_statuses());
     json_array_insert_new(asg, 0, json_string("active"));
-    json_t *params = json_pack("{s:o,s:o,s:o,s:o}", "/v1/runs", string_array(RUNS_PARAMS),
-                               "/v1/assignments", string_array(ASSIGNMENTS_PARAMS), "/v1/stats",
-                               string_array(STATS_PARAMS), "/v1/logs", string_array(LOGS_PARAMS));
+    json_t *params =
+        json_pack("{s:o,s:o,s:o,s:o,s:o}", "/v1/runs", string_array(RUNS_PARAMS), "/v1/assignments",
+                  string_array(ASSIGNMENTS_PARAMS), "/v1/stats", string_array(STATS_PARAMS),
+                  "/v1/logs", string_array(LOGS_PARAMS), "/v1/outbox", string_array(OUTBOX_PARAMS));
     json_t *cm = json_array();
     for (const char *const *m = chart_minutes; *m != NULL; m++)
         json_array_append_new(cm, json_integer(atoi(*m)));
@@ -595,6 +597,19 @@ void route_meta(api_req *rq, api_resp *rs)
                        "query_parameters", params, "chart_minutes", cm, "log_levels",
                        string_array(log_levels), "id_prefix_min", ID_PREFIX_MIN, "page_limit_max",
                        500, "eval_key_label_cap", METRICS_EVAL_KEY_CAP));
+}
+
+/* ---------------------------------------------------------------- outbox */
+
+/* GET /v1/outbox?limit=N: the results waiting to be submitted, oldest first. */
+void route_outbox(api_req *rq, api_resp *rs)
+{
+    int limit;
+    if (only_params(rq, rs, OUTBOX_PARAMS) || need_store(rq, rs) || parse_limit(rq, rs, &limit))
+        return;
+    store_err e = {0};
+    int rc = store_outbox_json(rq->srv->deps.db, time_now(), limit ? limit : 50, &rs->body, &e);
+    if (rc != STORE_OK) store_failure(rs, rc, &e);
 }
 
 /* ------------------------------------------------------------------ logs */

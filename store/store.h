@@ -601,6 +601,12 @@ const char *const *store_assignment_statuses(void);
 int store_resolve_id(store *st, const char *table, const char *prefix, char *full, size_t cap,
                      strbuf *matches, store_err *err);
 
+/* Appends {"pending":[{"run_id","submission_id","assignment_id","eval_key",
+ * "queued_at","age_seconds","attempts","last_attempt_at","last_error_code",
+ * "last_error_message"}...],"depth":N}: the oldest `limit` (1..500) results
+ * waiting in the outbox, oldest first, and how many wait in all. */
+int store_outbox_json(store *st, double now, int limit, strbuf *out, store_err *err);
+
 /* Appends the most recently finished failed or timed-out run as
  * {"run_id","assignment_id","eval_key","execution_mode","status","code",
  * "message","at"}, or null when there is none. */

@@ -585,6 +585,56 @@ int store_resolve_id(store *st, const char *table, const char *prefix, char *ful
     return STORE_OK;
 }
 
+/* ---------------------------------------------------------------- outbox */
+
+int store_outbox_json(store *st, double now, int limit, strbuf *out, store_err *err)
+{
+    static const char sql[] =
+        "SELECT o.run_id, o.submission_id, o.assignment_id, r.eval_key, o.created_at, o.attempts,"
+        " r.last_attempt_at, r.submit_error_code, r.submit_error_message,"
+        " (SELECT count(*) FROM outbox) FROM outbox o LEFT JOIN runs r ON r.id = o.run_id"
+        " ORDER BY o.seq LIMIT ?1";
+    if (limit < 1 || limit > MAX_LIMIT)
+        return st_errf(err, STORE_INVALID, "limit must be between 1 and %d", MAX_LIMIT);
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    size_t start = out->len;
+    sqlite3_stmt *s = st_stmt(c, sql);
+    if (s) st_bind_int(s, 1, limit);
+    int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
+    long long depth = rc == SQLITE_ROW ? (long long)sqlite3_column_int64(s, 9) : 0;
+    strbuf_puts(out, "{\"pending\":[");
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        strbuf_putc(out, '{');
+        jstr(out, "run_id", s, 0);
+        jstr(out, "submission_id", s, 1);
+        jstr(out, "assignment_id", s, 2);
+        jstr(out, "eval_key", s, 3);
+        jtime(out, "queued_at", s, 4);
+        strbuf_puts(out, "\"age_seconds\":");
+        pyfloat_repr(out, round((now - sqlite3_column_double(s, 4)) * 1000) / 1000);
+        strbuf_putc(out, ',');
+        jint(out, "attempts", s, 5);
+        jtime(out, "last_attempt_at", s, 6);
+        jstr(out, "last_error_code", s, 7);
+        jstr(out, "last_error_message", s, 8);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+    }
+    jclose(out, ']');
+    strbuf_printf(out, ",\"depth\":%lld}", depth);
+    int code = STORE_OK;
+    if (s) sqlite3_reset(s);
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "outbox");
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    }
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    return code;
+}
+
 /* ------------------------------------------------------------- last error */
 
 /* The newest run with one status (an index lookup on runs_status). */
@@ -781,7 +831,7 @@ int store_charts_runs_json(store *st, double now, int minutes, const char *eval_
     if (minutes < 1 || minutes > 1440)
         return st_errf(err, STORE_INVALID, "minutes must be between 1 and 1440");
     int64_t last = (int64_t)floor(now / 60.0), first = last - minutes + 1;
-    int64_t (*counts)[4] = calloc((size_t)minutes, sizeof *counts);
+    int64_t(*counts)[4] = calloc((size_t)minutes, sizeof *counts);
     lat_list(*lat)[2] = calloc((size_t)minutes, sizeof *lat);
     if (!counts || !lat) abort();
     sconn *c = st_rget(st);

@@ -253,6 +253,12 @@ test("relative times tick while refresh is paused; paused means no requests", as
   await page.waitForSelector("#paused", { state: "hidden" });
 });
 
+test("the outbox view says nothing waits once every result is in", async () => {
+  await page.waitForSelector("#outbox-empty:not([hidden])");
+  assert.equal(await page.$$eval("#outbox-rows tr", (t) => t.length), 0);
+  assert.match(await page.textContent("#outbox-panel h2"), /oldest first/);
+});
+
 test("the log tail lists warnings and errors", async () => {
   await page.waitForFunction(() => document.querySelectorAll("#logs li").length > 0);
   assert.match(await page.textContent("#logs"), /local run failed|missed its TTL/);

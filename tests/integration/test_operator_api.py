@@ -151,6 +151,33 @@ class FreshSidecarTest(unittest.TestCase):
         self.assertEqual(self.sc.get("/v1/runs/deadbee").status, 404)  # shorter than 8
         self.assertEqual(self.sc.get("/v1/runs/deadbeef-2").status, 404)
 
+    def test_outbox_lists_what_waits(self):
+        r = self.sc.get("/v1/outbox")
+        self.assertEqual((r.status, r.body), (200, {"pending": [], "depth": 0}), r)
+        now = time.time()
+        with sqlite3.connect(self.sc.db, timeout=30) as db:  # rows written beside the sidecar
+            for i in range(3):
+                rid = f"0b0b0b0b-0000-4000-8000-00000000000{i}"
+                db.execute("INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
+                           " status, created_at, submit_status, attempts, last_attempt_at,"
+                           " submit_error_code, submit_error_message) VALUES (?, 'asg-o', 'k', '1',"
+                           " 'python', 'succeeded', ?, 'pending', ?, ?, 'internal_error',"
+                           " 'server answered 500')", (rid, now - 60 + i, i + 1, now - 5))
+                db.execute("INSERT INTO outbox(submission_id, run_id, assignment_id, worker_id,"
+                           " lease_generation, body, created_at, attempts, last_attempt_at)"
+                           " VALUES (?, ?, 'asg-o', 'w', 1, x'7b7d', ?, ?, ?)",
+                           (f"sub-{i}", rid, now - 60 + i, i + 1, now - 5))
+        r = self.sc.get("/v1/outbox?limit=2")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body["depth"], 3)
+        first = r.body["pending"][0]
+        self.assertEqual([p["submission_id"] for p in r.body["pending"]], ["sub-0", "sub-1"])
+        self.assertGreaterEqual(first["age_seconds"], 59)
+        self.assertEqual((first["attempts"], first["last_error_code"]), (1, "internal_error"))
+        self.assertTrue(first["queued_at"].endswith("Z"))
+        self.assertEqual(self.sc.get("/v1/outbox?limit=0").status, 400)
+        self.assertEqual(self.sc.get("/v1/outbox?cursor=1").status, 400)
+
     def test_meta_is_the_source_of_enumerations(self):
         r = self.sc.get("/v1/meta")
         self.assertEqual(r.status, 200, r)

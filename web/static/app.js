@@ -474,6 +474,19 @@
   }
   function loadStats() { return api(statsQuery()).then(renderStats); }
 
+  /* ---------- outbox ---------- */
+  function renderOutbox(data) {
+    const list = (data && data.pending) || [];
+    $("outbox-empty").hidden = list.length > 0;
+    if (!changed("outbox", list)) return;
+    $("outbox-rows").replaceChildren(...list.map((o) => h("tr", { class: o.last_error_code ? "row-failed" : "" },
+      h("td", { class: "mono", title: o.run_id }, short(o.run_id, 13)), h("td", null, o.eval_key || "—"),
+      h("td", null, when(o.queued_at)), h("td", null, duration(o.age_seconds)), h("td", null, o.attempts),
+      h("td", null, when(o.last_attempt_at)),
+      h("td", { class: "st-failed" }, o.last_error_code ? `${o.last_error_code}: ${o.last_error_message || ""}` : ""))));
+    labelCells($("outbox-rows"));
+  }
+
   /* ---------- logs ---------- */
   let logsAfter = 0;
   const logs = [];
@@ -573,6 +586,7 @@
         api("/v1/status").then(renderStatus),
         api("/v1/evaluators").then(renderEvaluators),
         api(`/v1/logs?after=${logsAfter}`).then(renderLogs),
+        api("/v1/outbox?limit=20").then(renderOutbox),
       ];
       /* the long windows read more runs: every fifth poll is enough */
       if (Number(view.window) <= 60 || pollCount % 5 === 0) tasks.push(loadStats());
