@@ -10,33 +10,6 @@ import tempfile
 import time
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
-_INTERP = None
-
-
-def interpreter_ready():
-    """True once `eval` really evaluates managed expressions."""
-    global _INTERP
-    if os.environ.get("FPS_ASSUME_INTERPRETER") == "1":
-        return True
-    if _INTERP is None:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"schema_version": "2", "assignment_id": "a", "session_id": "s",
-                       "session_revision_id": "r", "agent_id": "g", "environment": "e",
-                       "started_at": "2026-08-28T11:58:00.000000Z",
-                       "ended_at": "2026-08-28T12:00:00.000000Z", "event_count": 0,
-                       "events": []}, f)
-        try:
-            out = subprocess.run([BIN, "eval", "--transcript", f.name, "--expr",
-                                  "EvalResult(score=Score(1.0))"],
-                                 capture_output=True, text=True, timeout=20)
-            line = (out.stdout.strip().splitlines() or ["{}"])[0]
-            _INTERP = json.loads(line).get("ok") is True
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            _INTERP = False
-        finally:
-            os.unlink(f.name)
-    return _INTERP
-
 
 class Sidecar:
     def __init__(self, server_url, token="test-token-123", concurrency=4, extra=(),

@@ -48,25 +48,6 @@ EMU_ARGS = ["--lease-seconds", str(LEASE_S), "--heartbeat-seconds", "1", "--poll
             "--max-attempts", "1000"]
 
 
-def daemon_available():
-    """The recovery scenarios need the worker daemon (`run`); say so plainly
-    instead of failing while it is not built into this binary."""
-    try:
-        out = subprocess.run([BIN, "run", "--server", "http://127.0.0.1:9", "--worker-id", "probe",
-                              "--db", ":memory:", "--listen", "127.0.0.1:0"],
-                             capture_output=True, text=True, timeout=1.5,
-                             env=dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN="probe-token"))
-    except subprocess.TimeoutExpired:
-        return True  # it runs (and keeps retrying an unreachable server)
-    return "not built yet" not in out.stderr
-
-
-def setUpModule():
-    # The daemon is part of the binary: its absence is a failure, not a skip.
-    if not daemon_available():
-        raise RuntimeError("failproofai-sidecar run: the worker daemon is missing from this binary")
-
-
 class Sidecar:
     """`failproofai-sidecar run` on a given database; log to a file."""
 

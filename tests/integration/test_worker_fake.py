@@ -11,7 +11,7 @@ import time
 import unittest
 
 from fps_fakecloud import FakeCloud, managed
-from fps_sidecar import Sidecar, interpreter_ready
+from fps_sidecar import Sidecar
 
 SCORE = "EvalResult(score=Score(1.0))"
 TOOLS = ("EvalResult(score=Score(min(1.0, len(session.events_of_type('tool_use')) / 4)),"
@@ -50,17 +50,16 @@ class HappyPath(Base):
         self.assertEqual(len(runs), 36)
         self.assertEqual(cloud.commits, 36)
         self.assertEqual(cloud.conflicts, 0)
-        if interpreter_ready():
-            for r in runs:
-                res = r["result"]
-                self.assertEqual(res["status"], "succeeded", res)
-                key = r["def"]["eval_key"]
-                prim = [i for i in res["results"] if i["result_key"] == key]
-                self.assertEqual(len(prim), 1, res)
-                if key == "always_one":
-                    self.assertEqual(prim[0]["numeric_value"], 1.0)
-                if key == "tool_rate":
-                    self.assertAlmostEqual(prim[0]["numeric_value"], 0.75)
+        for r in runs:
+            res = r["result"]
+            self.assertEqual(res["status"], "succeeded", res)
+            key = r["def"]["eval_key"]
+            prim = [i for i in res["results"] if i["result_key"] == key]
+            self.assertEqual(len(prim), 1, res)
+            if key == "always_one":
+                self.assertEqual(prim[0]["numeric_value"], 1.0)
+            if key == "tool_rate":
+                self.assertAlmostEqual(prim[0]["numeric_value"], 0.75)
         for r in runs:
             res = r["result"]
             self.assertEqual(res["protocol_version"], "2")
@@ -129,10 +128,9 @@ class Conditions(Base):
             self.assertEqual(skipped["off"], "disabled_by_server")
             self.assertIn("on", selected)
             self.assertEqual(skipped["cond_error"], "condition_error")
-            if interpreter_ready():
-                self.assertEqual(skipped["cond_false"], "condition_false")
-                self.assertEqual(skipped["cond_reason"], "no_retrieval_events")
-                self.assertIn("cond_true", selected)
+            self.assertEqual(skipped["cond_false"], "condition_false")
+            self.assertEqual(skipped["cond_reason"], "no_retrieval_events")
+            self.assertIn("cond_true", selected)
             self.assertEqual(len(skipped) + len(selected), 6)
         self.assertTrue(cloud.wait(self.all_done, 30))
 
