@@ -19,6 +19,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -593,27 +594,31 @@ static void book_attempt(cloud *c, cloud_endpoint ep, const cloud_error *e)
     }
 }
 
-/* May the call retry now (after `delay_ms`)? Refused past the lease, while
- * the breaker is open (except heartbeats and results: work already held),
- * and beyond the retry budget; a permitted retry is counted. */
+enum { RETRY_NO, RETRY_YES, RETRY_LATER };
+
+/* May the call retry after `delay_ms`? RETRY_NO past the lease it serves
+ * and, while the breaker is open, for anything but heartbeats and results
+ * (work already held); RETRY_LATER beyond the retry budget (counted as
+ * exhausted); else RETRY_YES, and the retry is counted. */
 static int retry_permit(cloud *c, const cloud_req *r, int64_t delay_ms)
 {
     if (r->lease_expires_epoch > 0 &&
         time_now() + (double)delay_ms / 1000 >= r->lease_expires_epoch)
-        return 0;
+        return RETRY_NO;
+    const char *nm = cloud_endpoint_name(r->ep);
     pthread_mutex_lock(&c->pmu);
-    int ok = c->breaker.state == BREAKER_CLOSED || r->ep == CLOUD_EP_HEARTBEAT ||
-             r->ep == CLOUD_EP_RESULT;
-    if (ok && !policy_budget_take(&c->budget, time_mono_ms())) {
-        c->budget_exhausted++;
-        pthread_mutex_unlock(&c->pmu);
-        metrics_inc(METRIC_RETRY_BUDGET_EXHAUSTED, "call", cloud_endpoint_name(r->ep));
-        return 0;
-    }
-    if (ok) c->retries++;
+    int verdict = RETRY_YES;
+    if (c->breaker.state != BREAKER_CLOSED && r->ep != CLOUD_EP_HEARTBEAT &&
+        r->ep != CLOUD_EP_RESULT)
+        verdict = RETRY_NO;
+    else if (!policy_budget_take(&c->budget, time_mono_ms()))
+        verdict = RETRY_LATER;
+    if (verdict == RETRY_LATER) c->budget_exhausted++;
+    if (verdict == RETRY_YES) c->retries++;
     pthread_mutex_unlock(&c->pmu);
-    if (ok) metrics_inc(METRIC_RETRIES, "call", cloud_endpoint_name(r->ep));
-    return ok;
+    if (verdict == RETRY_LATER) metrics_inc(METRIC_RETRY_BUDGET_EXHAUSTED, "call", nm);
+    if (verdict == RETRY_YES) metrics_inc(METRIC_RETRIES, "call", nm);
+    return verdict;
 }
 
 static void set_aborted(cloud_error *e)
@@ -631,7 +636,7 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
     char rid[33];
     memcpy(rid, e->request_id, sizeof rid);
     const char *nm = cloud_endpoint_name(r->ep);
-    if (r->again && !retry_permit(c, r, 0)) {
+    if (r->again && retry_permit(c, r, 0) != RETRY_YES) {
         e->kind = CLOUD_TRANSPORT;
         e->retryable = 1;
         e->errc = CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED;
@@ -639,7 +644,9 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
         snprintf(e->message, sizeof e->message, "not sent: the retry budget is exhausted");
         return -1;
     }
-    int max = r->retry ? c->max_attempts : 1;
+    /* A call that serves a lease retries while the lease lasts (the
+     * budget still bounds the rate); others max_attempts times. */
+    int max = !r->retry ? 1 : r->lease_expires_epoch > 0 ? INT_MAX : c->max_attempts;
     for (int i = 0;; i++) {
         if (atomic_load(&c->aborted)) {
             set_aborted(e);
@@ -656,7 +663,16 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
         if (e->kind == CLOUD_OK) return 0;
         if (!e->retryable || i + 1 >= max) break;
         int64_t d = cloud_backoff_ms(c, r->ep);
-        if (!retry_permit(c, r, d)) break;
+        int verdict = retry_permit(c, r, d);
+        /* Beyond the budget, a call that serves a lease waits for budget
+         * (a quarter second at a time, within the lease); others give up. */
+        while (verdict == RETRY_LATER && r->lease_expires_epoch > 0 &&
+               backoff_wait(c, d < 250 ? 250 : (long)d) == 0)
+            verdict = retry_permit(c, r, d);
+        if (verdict != RETRY_YES) {
+            if (atomic_load(&c->aborted)) set_aborted(e);
+            break;
+        }
         log_debug("retrying cloud call", LOG_S("url", r->url), LOG_S("code", e->code),
                   LOG_S("request_id", rid), LOG_I("attempt", i + 1), LOG_I("delay_ms", d));
         if (backoff_wait(c, (long)d) != 0) continue; /* aborted: reported above */

@@ -267,6 +267,12 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     pthread_mutex_unlock(&w->mu);
     int64_t t1 = worker_mono_us();
     atomic_fetch_add(&x->tm_store_us, t1 - t0);
+    /* Durable (or refused): done before the first submission, so that a
+     * heartbeat answered after the commit does not take the run for one the
+     * server gave up on. */
+    for (size_t i = 0; i < *np; i++)
+        for (size_t k = 0; k < x->nruns; k++)
+            if (x->runs[k].run_id == pend[i].run_id) atomic_store(&x->runs[k].done, 1);
     for (size_t i = 0; i < *np; i++) {
         if (stored)
             outbox_put(w->outbox, x, pend[i].run_id, x->a.assignment_id, pend[i].submission_id,
