@@ -6,6 +6,7 @@
 #include "api/internal.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/pyfloat.h"
 #include "common/timeutil.h"
 
 #include <math.h>
@@ -231,9 +232,12 @@ static void render_store_metrics(api_server *srv, strbuf *b)
         {"failproofai_sidecar_store_writes_blocked", "gauge",
          "1 while the store takes no writes (disk full or read-only).", s.write_blocked != 0},
     };
-    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
-        strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", m[i].name, m[i].help, m[i].name,
-                      m[i].type, m[i].name, m[i].v);
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        strbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s ", m[i].name, m[i].help, m[i].name,
+                      m[i].type, m[i].name);
+        pyfloat_repr(b, m[i].v); /* no float noise */
+        strbuf_putc(b, '\n');
+    }
 }
 
 /* The same figures for /v1/status. */

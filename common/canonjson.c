@@ -88,3 +88,14 @@ int canonjson_append_ordered(strbuf *out, const json_t *v)
 {
     return canon_value(out, v, 0);
 }
+
+char *canonjson_dumps_ordered(const json_t *v)
+{
+    strbuf b;
+    strbuf_init(&b);
+    if (v == NULL || canon_value(&b, v, 0) != 0) {
+        strbuf_free(&b);
+        return NULL;
+    }
+    return strbuf_detach(&b, NULL);
+}

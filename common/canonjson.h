@@ -16,5 +16,8 @@ int canonjson_append(strbuf *out, const json_t *v);
  * compact JSON whose floats carry no noise (0.1, not 0.10000000000000001),
  * for every JSON text the sidecar writes that is not a digest input. */
 int canonjson_append_ordered(strbuf *out, const json_t *v);
+/* canonjson_append_ordered into a malloc'd string (json_dumps' stand-in), or
+ * NULL when v cannot be written (a non-finite real) or memory ran out. */
+char *canonjson_dumps_ordered(const json_t *v);
 
 #endif

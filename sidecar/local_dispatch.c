@@ -7,6 +7,7 @@
  * messages are bounded and never quote the evaluator's answer. */
 #include "sidecar/local_internal.h"
 #include "common/log.h"
+#include "common/pyfloat.h"
 #include "common/loopback.h"
 #include "common/metrics.h"
 #include "common/strbuf.h"
@@ -528,7 +529,9 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     strbuf_json_str(&body, req->eval_key);
     strbuf_puts(&body, ",\"eval_version\":");
     strbuf_json_str(&body, req->eval_version ? req->eval_version : "");
-    strbuf_printf(&body, ",\"timeout_seconds\":%.17g,\"transcript\":", timeout);
+    strbuf_puts(&body, ",\"timeout_seconds\":");
+    pyfloat_repr(&body, timeout); /* shortest round-trip form: no float noise */
+    strbuf_puts(&body, ",\"transcript\":");
     if (req->transcript != NULL)
         strbuf_put(&body, req->transcript, req->transcript_len);
     else

@@ -6,6 +6,7 @@
  * results are stored). Without a store every function is a no-op. */
 #include "sidecar/worker_internal.h"
 
+#include "common/canonjson.h"
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "store/store.h"
@@ -35,7 +36,7 @@ void ws_registered(worker *w, const char *rev, const json_t *catalog)
 {
     if (w->store == NULL) return;
     store_err e;
-    char *cat = json_dumps(catalog, JSON_COMPACT);
+    char *cat = canonjson_dumps_ordered(catalog);
     if (store_worker_save(w->store, w->worker_id, cloud_origin(w->cloud), rev, cat, NULL,
                           time_now(), &e) < 0)
         report("worker_save", &e);
@@ -49,7 +50,7 @@ void ws_claimed(worker *w, actx **xs, size_t n)
     char **raw = calloc(n, sizeof *raw);
     for (size_t i = 0; i < n; i++) {
         const cloud_assignment *a = &xs[i]->a;
-        raw[i] = json_dumps(a->obj, JSON_COMPACT);
+        raw[i] = canonjson_dumps_ordered(a->obj);
         c[i] = (store_claim){a->assignment_id,
                              w->worker_id,
                              a->lease_generation,
@@ -80,14 +81,14 @@ void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
     json_t *req = json_pack("{s:s, s:s, s:I, s:O, s:O}", "protocol_version", "2", "worker_id",
                             w->worker_id, "lease_generation", (json_int_t)x->a.lease_generation,
                             "selected", selected, "skipped", skipped);
-    char *dj = json_dumps(defs, JSON_COMPACT), *rj = json_dumps(req, JSON_COMPACT),
-         *pj = json_dumps(plan_response, JSON_COMPACT);
+    char *dj = canonjson_dumps_ordered(defs), *rj = canonjson_dumps_ordered(req),
+         *pj = canonjson_dumps_ordered(plan_response);
     size_t n = x->nruns;
     store_plan_run *runs = calloc(n ? n : 1, sizeof *runs);
     char **desc = calloc(n ? n : 1, sizeof *desc);
     for (size_t i = 0; i < n; i++) {
         const cloud_run *r = x->runs[i].run;
-        desc[i] = json_dumps(r->obj, JSON_COMPACT);
+        desc[i] = canonjson_dumps_ordered(r->obj);
         runs[i] = (store_plan_run){r->run_id,
                                    r->eval_key,
                                    r->eval_version,
