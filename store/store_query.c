@@ -315,6 +315,19 @@ int store_runs_list_json(store *st, const store_run_filter *f, strbuf *out, stor
     return code;
 }
 
+/* One submission attempt's fields from columns c..c+6 of `a`: attempt, at,
+ * outcome, http_status, duration_ms, error_code, message. */
+static void attempt_fields(strbuf *b, sqlite3_stmt *a, int c)
+{
+    jint(b, "attempt", a, c);
+    jtime(b, "at", a, c + 1);
+    jstr(b, "outcome", a, c + 2);
+    jint(b, "http_status", a, c + 3);
+    jint(b, "duration_ms", a, c + 4);
+    jstr(b, "error_code", a, c + 5);
+    jstr(b, "message", a, c + 6);
+}
+
 int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *err)
 {
     static const char sql[] =
@@ -367,13 +380,7 @@ int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *er
     rc = a ? (st_bind_text(a, 1, run_id), sqlite3_step(a)) : sqlite3_errcode(c->db);
     for (; rc == SQLITE_ROW; rc = sqlite3_step(a)) {
         strbuf_putc(out, '{');
-        jint(out, "attempt", a, 0);
-        jtime(out, "at", a, 1);
-        jstr(out, "outcome", a, 2);
-        jint(out, "http_status", a, 3);
-        jint(out, "duration_ms", a, 4);
-        jstr(out, "error_code", a, 5);
-        jstr(out, "message", a, 6);
+        attempt_fields(out, a, 0);
         jstr(out, "request_id", a, 7);
         jclose(out, '}');
         strbuf_putc(out, ',');
@@ -478,13 +485,7 @@ static int assignment_submissions(sconn *c, const char *assignment_id, strbuf *o
     for (; rc == SQLITE_ROW; rc = sqlite3_step(a)) {
         strbuf_putc(out, '{');
         jstr(out, "run_id", a, 0);
-        jint(out, "attempt", a, 1);
-        jtime(out, "at", a, 2);
-        jstr(out, "outcome", a, 3);
-        jint(out, "http_status", a, 4);
-        jint(out, "duration_ms", a, 5);
-        jstr(out, "error_code", a, 6);
-        jstr(out, "message", a, 7);
+        attempt_fields(out, a, 1);
         jclose(out, '}');
         strbuf_putc(out, ',');
     }

@@ -5,11 +5,10 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { freePort, sleep, waitFor, getJSON, launchChromium } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.FPS_BIN;
@@ -21,24 +20,6 @@ const procs = [];
 let browser, page, adminUrl, emuUrl, xssAssignment;
 const consoleErrors = [];
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
-    s.on("error", reject);
-  });
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(fn, what, timeoutMs = 60000) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try { const v = await fn(); if (v) return v; } catch (e) { last = e; }
-    await sleep(200);
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ": " + last.message : ""}`);
-}
-async function getJSON(url) { const r = await fetch(url); if (!r.ok) throw new Error(`${url}: ${r.status}`); return r.json(); }
 function start(args, env) {
   const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   procs.push(p);
@@ -92,11 +73,7 @@ before(async () => {
   adminUrl = `http://127.0.0.1:${adminPort}`;
   await waitFor(async () => (await getJSON(`${adminUrl}/v1/runs?limit=500`)).runs.length >= 30, "runs in the sidecar");
 
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   page.on("console", (m) => { if (m.type() === "error") consoleErrors.push(m.text()); });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));

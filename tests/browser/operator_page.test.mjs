@@ -7,12 +7,11 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
+import { freePort, sleep, waitFor, getJSON, launchChromium } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.FPS_BIN;
@@ -24,24 +23,6 @@ const procs = [];
 let browser, page, adminUrl, emuUrl, sidecar, evalServer;
 const consoleErrors = [];
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => resolve(p)); });
-    s.on("error", reject);
-  });
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function waitFor(fn, what, timeoutMs = 60000) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try { const v = await fn(); if (v) return v; } catch (e) { last = e; }
-    await sleep(200);
-  }
-  throw new Error(`timed out waiting for ${what}${last ? ": " + last.message : ""}`);
-}
-async function getJSON(url) { const r = await fetch(url); if (!r.ok) throw new Error(`${url}: ${r.status}`); return r.json(); }
 async function send(method, url, body) {
   const r = await fetch(url, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
   return { status: r.status, body: await r.json().catch(() => null) };
@@ -106,11 +87,7 @@ before(async () => {
   }
   await waitFor(async () => (await getJSON(`${adminUrl}/v1/runs?limit=500`)).runs.filter((x) => x.finished_at).length >= 18, "18 finished runs");
 
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-      "--disable-component-update", "--disable-sync"],
-  });
+  browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   page.on("console", (m) => { if (m.type() === "error" && !/Failed to load resource/.test(m.text())) consoleErrors.push(m.text()); });
   page.on("pageerror", (e) => consoleErrors.push(String(e)));
