@@ -48,80 +48,85 @@ static inline int lt(vctx *c, val *a, val *b)
     return v_compare(c, CMP_LT, a, b);
 }
 
-/* sorts idx[] by keys[idx] (stable) */
-static int msort(vctx *c, size_t *idx, size_t *tmp, size_t n, val **keys)
+/* Stable merge sort of keys[0..n) carrying vals (NULL: the keys are the
+ * items) along; the merge copies only the left half out, so the extra
+ * memory is n/2 slots per array (CPython's timsort needs as much). On an
+ * error the order is unspecified (callers sort a fresh copy). */
+static int msort(vctx *c, val **k, val **v, size_t n, val **tk, val **tv)
 {
     if (n < 2) return 0;
     if (n <= 12) {
         for (size_t i = 1; i < n; i++) {
-            size_t x = idx[i], j = i;
+            val *xk = k[i], *xv = v ? v[i] : NULL;
+            size_t j = i;
             while (j > 0) {
-                int r = lt(c, keys[x], keys[idx[j - 1]]);
+                int r = lt(c, xk, k[j - 1]);
                 if (r < 0) return -1;
                 if (!r) break;
-                idx[j] = idx[j - 1];
+                k[j] = k[j - 1];
+                if (v) v[j] = v[j - 1];
                 j--;
             }
-            idx[j] = x;
+            k[j] = xk;
+            if (v) v[j] = xv;
         }
         return 0;
     }
     size_t h = n / 2;
-    if (msort(c, idx, tmp, h, keys) || msort(c, idx + h, tmp, n - h, keys)) return -1;
-    /* already ordered? */
-    int r = lt(c, keys[idx[h]], keys[idx[h - 1]]);
-    if (r < 0) return -1;
-    if (!r) return 0;
-    size_t i = 0, j = h, k = 0;
+    if (msort(c, k, v, h, tk, tv) || msort(c, k + h, v ? v + h : NULL, n - h, tk, tv)) return -1;
+    int r = lt(c, k[h], k[h - 1]);
+    if (r <= 0) return r; /* already in order (or an error) */
+    memcpy(tk, k, h * sizeof *k);
+    if (v) memcpy(tv, v, h * sizeof *v);
+    size_t i = 0, j = h, o = 0;
     while (i < h && j < n) {
-        r = lt(c, keys[idx[j]], keys[idx[i]]);
+        r = lt(c, k[j], tk[i]);
         if (r < 0) return -1;
-        tmp[k++] = r ? idx[j++] : idx[i++];
+        if (r) {
+            if (v) v[o] = v[j];
+            k[o++] = k[j++];
+        } else {
+            if (v) v[o] = tv[i];
+            k[o++] = tk[i++];
+        }
     }
-    while (i < h)
-        tmp[k++] = idx[i++];
-    while (j < n)
-        tmp[k++] = idx[j++];
-    memcpy(idx, tmp, n * sizeof *idx);
+    while (i < h) {
+        if (v) v[o] = tv[i];
+        k[o++] = tk[i++];
+    }
     return 0;
+}
+
+static void reverse_items(val **items, size_t n)
+{
+    for (size_t i = 0; i < n / 2; i++) {
+        val *t = items[i];
+        items[i] = items[n - 1 - i];
+        items[n - 1 - i] = t;
+    }
 }
 
 int v_sort(vctx *c, val **items, size_t n, val *key, bool reverse)
 {
     if (n < 2) return 0;
     if (v_steps(c, n)) return -1;
-    if (reverse) {
-        for (size_t i = 0; i < n / 2; i++) {
-            val *t = items[i];
-            items[i] = items[n - 1 - i];
-            items[n - 1 - i] = t;
-        }
-    }
-    val **keys = items;
+    /* reverse=True keeps equal items in their original order: reverse,
+     * sort stably, reverse back (as CPython's list.sort) */
+    if (reverse) reverse_items(items, n);
+    val **keys = items, **vals = NULL, **tv = NULL;
     if (key) {
         keys = v_items_alloc(c, n);
-        if (!keys) return -1;
+        tv = v_items_alloc(c, n / 2 + 1);
+        if (!keys || !tv) return -1;
         for (size_t i = 0; i < n; i++) {
             keys[i] = v_call_builtin_1(c, key, items[i]);
             if (!keys[i]) return -1;
         }
+        vals = items;
     }
-    size_t *idx = v_alloc(c, n * sizeof *idx), *tmp = v_alloc(c, n * sizeof *tmp);
-    val **out = v_items_alloc(c, n);
-    if (!idx || !tmp || !out) return -1;
-    for (size_t i = 0; i < n; i++)
-        idx[i] = i;
-    if (msort(c, idx, tmp, n, keys)) return -1;
-    for (size_t i = 0; i < n; i++)
-        out[i] = items[idx[i]];
-    memcpy(items, out, n * sizeof *items);
-    if (reverse) {
-        for (size_t i = 0; i < n / 2; i++) {
-            val *t = items[i];
-            items[i] = items[n - 1 - i];
-            items[n - 1 - i] = t;
-        }
-    }
+    val **tk = v_items_alloc(c, n / 2 + 1);
+    if (!tk || msort(c, keys, vals, n, tk, tv)) return -1;
+    if (reverse) reverse_items(items, n);
     return 0;
 }
 

@@ -382,6 +382,24 @@ static int comp_loop(E *e, comp_state *cs, uint32_t gi, val *first_iter)
     }
 }
 
+/* Iterables whose item count is their len() and known before iterating. */
+static bool sized(val *v)
+{
+    switch (v_type(v)) {
+    case VT_LIST:
+    case VT_TUPLE:
+    case VT_RANGE:
+    case VT_DICT:
+    case VT_SET:
+    case VT_DICT_KEYS:
+    case VT_DICT_VALUES:
+    case VT_DICT_ITEMS:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static val *eval_comp(E *e, ast_node *x)
 {
     /* The first iterable is evaluated in the enclosing scope, before entry. */
@@ -391,6 +409,10 @@ static val *eval_comp(E *e, ast_node *x)
     for (size_t i = 0; i < nloc; i++)
         e->slots[x->slot + (int32_t)i] = NULL;
     comp_state cs = {.comp = x};
+    if (x->kind == AST_ListComp && x->n == 1 && x->items[0]->n == 0 && sized(first)) {
+        int64_t n = v_len(e->c, first);
+        if (n < 0 || v_build_presize(e->c, &cs.list, (size_t)n)) return NULL;
+    }
     if (x->kind == AST_SetComp)
         cs.coll = v_set_new(e->c, 0);
     else if (x->kind == AST_DictComp)

@@ -679,6 +679,26 @@ static val *next_arg(vctx *c, pargs *a)
     return a->args[a->next++];
 }
 
+/* A `*` width (a Py_ssize_t) or precision (a C int), as CPython's % takes
+ * them. 0 or -1. */
+static int star_arg(vctx *c, val *w, int64_t *out, bool c_int)
+{
+    if (!v_is_intlike(w)) {
+        v_raise(c, "TypeError", "* wants int");
+        return -1;
+    }
+    if (!v_as_i64(w, out)) {
+        v_raise(c, "OverflowError", "Python int too large to convert to C %s",
+                c_int ? "int" : "ssize_t");
+        return -1;
+    }
+    if (c_int && (*out < INT32_MIN || *out > INT32_MAX)) {
+        v_raise(c, "OverflowError", "Python int too large to convert to C int");
+        return -1;
+    }
+    return 0;
+}
+
 val *vfmt_percent(vctx *c, val *fmt, val *args)
 {
     pargs a = {0};
@@ -761,10 +781,8 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             val *w = next_arg(c, &a);
             if (!w) goto fail;
             int64_t wv;
-            if (!v_is_intlike(w) || !v_as_i64(w, &wv)) {
-                v_raise(c, "TypeError", "* wants int");
-                goto fail;
-            }
+            if (star_arg(c, w, &wv, false)) goto fail;
+            if (wv == INT64_MIN) wv = 0; /* CPython's negation overflows: no padding */
             if (wv < 0) {
                 left = true;
                 wv = -wv;
@@ -788,10 +806,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 val *w = next_arg(c, &a);
                 if (!w) goto fail;
                 int64_t wv;
-                if (!v_is_intlike(w) || !v_as_i64(w, &wv)) {
-                    v_raise(c, "TypeError", "* wants int");
-                    goto fail;
-                }
+                if (star_arg(c, w, &wv, true)) goto fail;
                 f.prec = wv < 0 ? 0 : wv;
                 i++;
             } else {

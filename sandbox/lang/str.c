@@ -595,20 +595,25 @@ static bool need_str(vctx *c, val *v, const char *what)
 
 /* slice-style start/end (None allowed) normalized to [0, len] like
  * CPython's ADJUST_INDICES (start may exceed len). */
+/* A start/end argument as CPython's _PyEval_SliceIndex reads it: any int,
+ * clamped to the int64 range ('abc'.find('', 2**63) is -1, not an error). */
+static int slice_bound(vctx *c, val *v, int64_t *out)
+{
+    if (!v_is_intlike(v)) {
+        v_raise(c, "TypeError",
+                "slice indices must be integers or None or have an __index__ method");
+        return -1;
+    }
+    if (!v_as_i64(v, out)) *out = vi_sign(v) > 0 ? INT64_MAX : INT64_MIN;
+    return 0;
+}
+
 static int adjust_indices(vctx *c, val *vs, val *ve, int64_t len, int64_t *start, int64_t *end)
 {
     *start = 0;
     *end = len;
-    if (vs && vs->type != VT_NONE) {
-        if (v_int_index(c, vs, start,
-                        "slice indices must be integers or None or have an __index__ method"))
-            return -1;
-    }
-    if (ve && ve->type != VT_NONE) {
-        if (v_int_index(c, ve, end,
-                        "slice indices must be integers or None or have an __index__ method"))
-            return -1;
-    }
+    if (vs && vs->type != VT_NONE && slice_bound(c, vs, start)) return -1;
+    if (ve && ve->type != VT_NONE && slice_bound(c, ve, end)) return -1;
     if (*end > len)
         *end = len;
     else if (*end < 0) {
@@ -755,7 +760,10 @@ static int get_maxsplit(vctx *c, val *v, int64_t *out)
         v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(v));
         return -1;
     }
-    if (!v_as_i64(v, out)) *out = vi_sign(v) > 0 ? INT64_MAX : -1;
+    if (!v_as_i64(v, out)) {
+        v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
+        return -1;
+    }
     return 0;
 }
 
@@ -890,6 +898,9 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
         if (!v_is_intlike(p[0]))
             return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
                            v_type_name(p[0]));
+        int64_t k;
+        if (!v_as_i64(p[0], &k) || k < INT32_MIN || k > INT32_MAX) /* a C int, as CPython */
+            return v_raise(c, "OverflowError", "Python int too large to convert to C int");
         keep = v_truthy(p[0]);
     }
     vbuild l = {0};
@@ -1445,8 +1456,8 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
             const char *fp;
             size_t fl;
             if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+            if (w <= (int64_t)s->u.s.clen) return s; /* also any negative width */
             int64_t marg = w - (int64_t)s->u.s.clen;
-            if (marg <= 0) return s;
             int64_t left = marg / 2 + (marg & w & 1);
             return pad(c, s, left, marg - left, fp, fl);
         }
@@ -1487,6 +1498,7 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
             const char *fp;
             size_t fl;
             if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+            if (w <= (int64_t)s->u.s.clen) return s;
             return pad(c, s, 0, w - (int64_t)s->u.s.clen, fp, fl);
         }
         break;
@@ -1505,6 +1517,7 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
             const char *fp;
             size_t fl;
             if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+            if (w <= (int64_t)s->u.s.clen) return s;
             return pad(c, s, w - (int64_t)s->u.s.clen, 0, fp, fl);
         }
         if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
@@ -1544,8 +1557,8 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
             const char *fp;
             size_t fl;
             if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, false)) return NULL;
+            if (w <= (int64_t)s->u.s.clen) return s;
             int64_t fillc = w - (int64_t)s->u.s.clen;
-            if (fillc <= 0) return s;
             val *r = pad(c, s, fillc, 0, "0", 1);
             if (!r) return NULL;
             if (s->u.s.blen && (s->u.s.s[0] == '+' || s->u.s.s[0] == '-')) {

@@ -83,6 +83,8 @@ static void *gmp_realloc(void *p, size_t old, size_t n)
     return q;
 }
 
+#define GC_INITIAL_HEAP ((size_t)64 << 20)
+
 static void gc_init_once(void)
 {
     static int done;
@@ -101,7 +103,7 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     vctx *c = GC_MALLOC_UNCOLLECTABLE(sizeof *c);
     if (c == NULL) return NULL;
     memset(c, 0, sizeof *c);
-    vlimits d = {VLIMIT_STEPS, VLIMIT_ALLOC_BYTES, VLIMIT_STR_BYTES, VLIMIT_ITEMS, 1000000u};
+    vlimits d = {VLIMIT_STEPS, VLIMIT_ALLOC_BYTES, VLIMIT_STR_BYTES, VLIMIT_ITEMS, 0};
     if (limits) {
         if (limits->max_steps) d.max_steps = limits->max_steps;
         if (limits->max_alloc_bytes) d.max_alloc_bytes = limits->max_alloc_bytes;
@@ -109,11 +111,27 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
         if (limits->max_items) d.max_items = limits->max_items;
         if (limits->max_int_bits) d.max_int_bits = limits->max_int_bits;
     }
+    /* One int may take a sixteenth of the budget: GMP's temporaries for an
+     * operation are a few times its operands, and GMP cannot fail an
+     * allocation, so bigger results are refused before they are computed. */
+    if (!d.max_int_bits) d.max_int_bits = d.max_alloc_bytes / 2;
+    if (d.max_int_bits < VLIMIT_INT_BITS_MIN) d.max_int_bits = VLIMIT_INT_BITS_MIN;
     c->lim = d;
     c->hot.max_steps = d.max_steps;
     c->img = img;
     c->img_len = img_len;
     GC_set_max_heap_size(d.max_alloc_bytes);
+    /* A heap that starts small collects every few hundred kilobytes of
+     * allocation; up to 64 MiB of heap (untouched until used) up front makes
+     * collections rarer: sum(range(10**7)) ran 2.5x faster. Once per
+     * process (the zygote's warm-up does it for every child). */
+    static int expanded;
+    if (!expanded) {
+        expanded = 1;
+        size_t want =
+            d.max_alloc_bytes / 8 < GC_INITIAL_HEAP ? d.max_alloc_bytes / 8 : GC_INITIAL_HEAP;
+        if (GC_get_heap_size() < want) (void)GC_expand_hp(want - GC_get_heap_size());
+    }
     return c;
 }
 
@@ -185,8 +203,35 @@ int v_root(vctx *c, val *v)
  * big one: no copy), and registered as a root while it lives: growing a
  * block inside the collected heap instead leaves every outgrown block
  * behind as fragmentation (an 80 MB list cost 330-480 MB of heap). */
+int v_build_presize(vctx *c, vbuild *b, size_t n)
+{
+    b->v = v_items_alloc(c, n);
+    if (b->v == NULL) return -1;
+    b->cap = n ? n : 1;
+    b->in_heap = true;
+    return 0;
+}
+
+/* Moves a presized builder's items to a malloc'd array (it outgrew its
+ * size). */
+static int build_to_malloc(vctx *c, vbuild *b, size_t cap)
+{
+    val **nv = malloc(cap * sizeof *nv);
+    if (nv == NULL) {
+        v_limit(c, "memory");
+        return -1;
+    }
+    memcpy(nv, b->v, b->n * sizeof *nv);
+    b->v = nv;
+    b->cap = cap;
+    b->in_heap = false;
+    GC_add_roots(b->v, b->v + b->cap);
+    return 0;
+}
+
 int v_build_push(vctx *c, vbuild *b, val *x)
 {
+    if (b->in_heap && b->n == b->cap && build_to_malloc(c, b, b->cap * 2)) return -1;
     if (b->n == b->cap) {
         /* CPython's list growth: about 1/8 over the need */
         size_t nc = b->cap + (b->cap >> 3) + (b->cap < 9 ? 3 : 6) + 1;
@@ -208,7 +253,7 @@ int v_build_push(vctx *c, vbuild *b, val *x)
 
 void v_build_free(vbuild *b)
 {
-    if (b->v) {
+    if (b->v && !b->in_heap) {
         GC_remove_roots(b->v, b->v + b->cap);
         free(b->v);
     }
@@ -217,6 +262,11 @@ void v_build_free(vbuild *b)
 
 val *v_build_list(vctx *c, vbuild *b)
 {
+    if (b->in_heap && b->n == b->cap) {
+        val *r = v_list_take(c, b->v, b->n);
+        memset(b, 0, sizeof *b);
+        return r;
+    }
     val *r = v_list(c, b->v, b->n);
     v_build_free(b);
     return r;
