@@ -247,16 +247,16 @@ int cmd_demo(int argc, char **argv)
     int feeding = dc.rate > 0 && pthread_create(&ft, NULL, feed_main, &f) == 0;
 
     const char *port = strrchr(dc.listen, ':');
-    printf("failproofai-sidecar demo\n"
-           "  emulator:  %s (%ld sessions, 6 managed definitions, results_per_call fails on some%s)\n"
-           "  faults:    5xx %g, dropped answers %g, lease loss %g, latency %ld ms\n"
-           "  admin UI:  http://127.0.0.1%s/\n"
-           "  a local evaluator that fails some runs: python3 examples/flaky_evaluator.py "
-           "http://127.0.0.1%s\n"
-           "  Ctrl-C to stop.\n",
-           url, dc.sessions, feeding ? ", new sessions trickling in" : "", ec.fault_5xx,
-           ec.fault_drop, ec.fault_lease_loss, ec.fault_latency_ms, port ? port : ":8787",
-           port ? port : ":8787");
+    printf(
+        "failproofai-sidecar demo\n"
+        "  emulator:  %s (%ld sessions, 6 managed definitions, results_per_call fails on some%s)\n"
+        "  faults:    5xx %g, dropped answers %g, lease loss %g, latency %ld ms\n"
+        "  admin UI:  http://127.0.0.1%s/\n"
+        "  a local evaluator that fails some runs: python3 examples/flaky_evaluator.py "
+        "http://127.0.0.1%s\n"
+        "  Ctrl-C to stop.\n",
+        url, dc.sessions, feeding ? ", new sessions trickling in" : "", ec.fault_5xx, ec.fault_drop,
+        ec.fault_lease_loss, ec.fault_latency_ms, port ? port : ":8787", port ? port : ":8787");
     fflush(stdout);
 
     int status = daemon_run(&cfg);

@@ -133,8 +133,11 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     }
     outbox_hooks oh = {.ud = w, .answered = outbox_answered, .retry_delay_ms = outbox_retry_delay};
     w->outbox = outbox_new(w->cloud, w->store, &oh);
-    if (w->outbox == NULL) {
+    w->commits = ws_group_new();
+    if (w->outbox == NULL || w->commits == NULL) {
         snprintf(err, errcap, "worker: out of memory");
+        outbox_free(w->outbox);
+        ws_group_free(w->commits);
         cloud_free(w->cloud);
         free(w);
         return NULL;
@@ -144,8 +147,6 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     pthread_cond_init(&w->q_cv, NULL);
     pthread_cond_init(&w->hb_cv, NULL);
     pthread_cond_init(&w->idle_cv, NULL);
-    pthread_mutex_init(&w->gc_mu, NULL);
-    pthread_cond_init(&w->gc_cv, NULL);
     w->hb_interval_s = 30;
     w->lease_duration_s = 120;
     w->poll_interval_s = 10;
@@ -578,8 +579,7 @@ void worker_free(worker *w)
     cloud_free(w->cloud);
     free(w->pool_th);
     worker_run_pool_free(w->run_pool);
-    pthread_mutex_destroy(&w->gc_mu);
-    pthread_cond_destroy(&w->gc_cv);
+    ws_group_free(w->commits);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     pthread_cond_destroy(&w->q_cv);

@@ -113,10 +113,7 @@ struct worker {
     long npool;
     struct run_pool *run_pool; /* owned: helpers that run runs in parallel */
     /* group commit of results (worker_store.c) */
-    pthread_mutex_t gc_mu;
-    pthread_cond_t gc_cv;
-    struct ws_commit *gc_head;
-    int gc_busy;
+    struct ws_group *commits; /* owned: the group commit of results */
 
     /* work (under mu) */
     actx *q_head, *q_tail; /* claimed, not yet picked up */
@@ -189,6 +186,10 @@ typedef struct {
  * caller that finds a commit in progress queues its results for the next
  * one, which commits everything queued at once). */
 #define WS_REFUSED (-2)
+/* The group commit's queue and lock (one per worker). */
+typedef struct ws_group ws_group;
+ws_group *ws_group_new(void);
+void ws_group_free(ws_group *g);
 int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
 void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
 void ws_lease(struct worker *w, actx *x);

@@ -177,27 +177,54 @@ static int commit_group(worker *w, ws_commit *head, ws_commit *stop, uint64_t *t
     return 0;
 }
 
+/* Callers waiting for a commit, in arrival order, and whether a leader is
+ * committing (the others queue for the next one). */
+struct ws_group {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ws_commit *head;
+    int busy;
+};
+
+ws_group *ws_group_new(void)
+{
+    ws_group *g = calloc(1, sizeof *g);
+    if (g == NULL) return NULL;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    return g;
+}
+
+void ws_group_free(ws_group *g)
+{
+    if (g == NULL) return;
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
 int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
 {
     if (w->store == NULL || n == 0) return 0;
+    ws_group *g = w->commits;
     ws_commit me = {x, r, n, -1, 0, 0, NULL};
-    pthread_mutex_lock(&w->gc_mu);
+    pthread_mutex_lock(&g->mu);
     /* Queue behind the others (commit order = arrival order). */
-    ws_commit **tail = &w->gc_head;
+    ws_commit **tail = &g->head;
     while (*tail)
         tail = &(*tail)->next;
     *tail = &me;
     while (!me.done) {
-        if (w->gc_busy) {
-            pthread_cond_wait(&w->gc_cv, &w->gc_mu);
+        if (g->busy) {
+            pthread_cond_wait(&g->cv, &g->mu);
             continue;
         }
         /* Leader: commit everything queued now, in one transaction; the
          * next leader may commit while this one waits for the disk. */
-        w->gc_busy = 1;
-        ws_commit *batch = w->gc_head;
-        w->gc_head = NULL;
-        pthread_mutex_unlock(&w->gc_mu);
+        g->busy = 1;
+        ws_commit *batch = g->head;
+        g->head = NULL;
+        pthread_mutex_unlock(&g->mu);
         uint64_t ticket = 0;
         int rc = commit_group(w, batch, NULL, &ticket);
         if (rc != 0 && batch->next != NULL) {
@@ -211,15 +238,15 @@ int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
                 c->ticket = ticket;
             }
         }
-        pthread_mutex_lock(&w->gc_mu);
+        pthread_mutex_lock(&g->mu);
         for (ws_commit *c = batch, *nx; c; c = nx) {
             nx = c->next;
             c->done = 1; /* c may go away once done is seen */
         }
-        w->gc_busy = 0;
-        pthread_cond_broadcast(&w->gc_cv);
+        g->busy = 0;
+        pthread_cond_broadcast(&g->cv);
     }
-    pthread_mutex_unlock(&w->gc_mu);
+    pthread_mutex_unlock(&g->mu);
     if (me.rc == 0 && me.ticket != 0) {
         /* Durable before the first submission: one disk flush covers every
          * commit made before it started (store group commit). */
