@@ -13,6 +13,7 @@
 #include "sidecar/catalog.h"
 #include "sidecar/local.h"
 #include "sidecar/outbox.h"
+#include "sidecar/recent.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -134,10 +135,12 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     outbox_hooks oh = {.ud = w, .answered = outbox_answered, .retry_delay_ms = outbox_retry_delay};
     w->outbox = outbox_new(w->cloud, w->store, &oh);
     w->commits = ws_group_new();
-    if (w->outbox == NULL || w->commits == NULL) {
+    w->recent = recent_new();
+    if (w->outbox == NULL || w->commits == NULL || w->recent == NULL) {
         snprintf(err, errcap, "worker: out of memory");
         outbox_free(w->outbox);
         ws_group_free(w->commits);
+        recent_free(w->recent);
         cloud_free(w->cloud);
         free(w);
         return NULL;
@@ -572,8 +575,7 @@ void worker_free(worker *w)
         cloud_assignment_clear(&x->a);
         free(x);
     }
-    for (int k = 0; k < 16; k++)
-        rcbuf_release(w->recent[k].raw);
+    recent_free(w->recent);
     json_decref(w->catalog);
     json_decref(w->disabled);
     cloud_free(w->cloud);
@@ -655,45 +657,9 @@ int worker_ready(worker *w, char *reason, size_t cap)
     return n == 0;
 }
 
-#define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
-
-void worker_remember_transcript(worker *w, const char *assignment_id, rcbuf *raw)
-{
-    if (raw == NULL) return;
-    rcbuf *old[16];
-    int nold = 0;
-    pthread_mutex_lock(&w->mu);
-    int i = w->recent_next;
-    w->recent_next = (i + 1) % 16;
-    old[nold++] = w->recent[i].raw;
-    snprintf(w->recent[i].id, sizeof w->recent[i].id, "%s", assignment_id);
-    w->recent[i].raw = rcbuf_ref(raw);
-    /* Bound the total: evict the oldest others while over budget. */
-    size_t total = 0;
-    for (int k = 0; k < 16; k++)
-        total += w->recent[k].raw ? rcbuf_len(w->recent[k].raw) : 0;
-    for (int k = 1; k < 16 && total > RECENT_MAX_BYTES; k++) {
-        int j = (i + k) % 16;
-        if (w->recent[j].raw == NULL) continue;
-        total -= rcbuf_len(w->recent[j].raw);
-        old[nold++] = w->recent[j].raw;
-        w->recent[j].raw = NULL;
-    }
-    pthread_mutex_unlock(&w->mu);
-    for (int k = 0; k < nold; k++) /* freed outside the lock (up to 25 MiB each) */
-        rcbuf_release(old[k]);
-}
-
 rcbuf *worker_recent_transcript(worker *w, const char *assignment_id)
 {
-    rcbuf *raw = NULL;
-    if (w == NULL || assignment_id == NULL) return NULL;
-    pthread_mutex_lock(&w->mu);
-    for (int k = 0; k < 16 && raw == NULL; k++)
-        if (w->recent[k].raw && !strcmp(w->recent[k].id, assignment_id))
-            raw = rcbuf_ref(w->recent[k].raw);
-    pthread_mutex_unlock(&w->mu);
-    return raw;
+    return w != NULL ? recent_get(w->recent, assignment_id) : NULL;
 }
 
 json_t *worker_status_json(worker *w)

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "sandbox/jail/sbx.h"
+#include "sidecar/recent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,7 @@ void worker_process(worker *w, actx *x)
         }
         goto done;
     }
-    worker_remember_transcript(w, x->a.assignment_id, transcript);
+    recent_put(w->recent, x->a.assignment_id, transcript);
     /* one image per assignment, shared by its conditions and managed runs */
     img = sbx_image_adopt(simg, simg_len, err, sizeof err);
     if (img == NULL) {

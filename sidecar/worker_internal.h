@@ -122,12 +122,7 @@ struct worker {
     actx *hb_list;
     int active_runs;
 
-    /* recent transcripts (under mu): ring for the admin playground */
-    struct {
-        char id[128];
-        rcbuf *raw; /* the transcript as received (one reference; parsed on demand) */
-    } recent[16];
-    int recent_next;
+    struct recent_ring *recent; /* owned: transcripts for the admin playground */
     /* idle memory trim (under mu): the last claim was empty; trimmed since */
     int claim_empty, trimmed;
     /* store failing: no new claims until results can be made durable */
@@ -200,10 +195,6 @@ void ws_release_memory(struct worker *w);
 void ws_recover(struct worker *w);
 /* The worker id stored by a previous run (NULL if none); malloc'd. */
 char *ws_stored_worker_id(struct store *st);
-
-/* Keeps a reference to a transcript's bytes in the recent ring (kept as
- * received, about 5x smaller than a parsed tree: idle RSS). */
-void worker_remember_transcript(struct worker *w, const char *assignment_id, rcbuf *raw);
 
 /* Microseconds on the monotonic clock (step timings). */
 static inline int64_t worker_mono_us(void)
