@@ -83,7 +83,7 @@ static void *gmp_realloc(void *p, size_t old, size_t n)
     return q;
 }
 
-#define GC_INITIAL_HEAP ((size_t)16 << 20)
+#define GC_MIN_BYTES_BETWEEN ((size_t)8 << 20)
 
 /* The live-heap budget of the current context (GC_set_max_heap_size's
  * value), for on_heap_resize. */
@@ -107,6 +107,12 @@ static void gc_init_once(void)
     GC_INIT();
     GC_set_warn_proc(GC_ignore_warn_proc);
     GC_set_on_heap_resize(on_heap_resize);
+    /* A small heap is collected every few hundred kilobytes of allocation
+     * (sum(range(10**7)): 2636 collections); at least 8 MiB between
+     * collections makes them rare (20) and 2-3x faster, and the heap still
+     * grows only as it is used (an up-front heap would be populated in
+     * every child by the jail's warm-up). */
+    GC_set_min_bytes_allocd(GC_MIN_BYTES_BETWEEN);
     mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
 }
 
@@ -138,18 +144,6 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     GC_set_max_heap_size(d.max_alloc_bytes);
     g_budget = d.max_alloc_bytes;
     on_heap_resize(GC_get_heap_size());
-    /* A heap that starts small collects every few hundred kilobytes of
-     * allocation; 16 MiB of heap up front makes collections rarer
-     * (sum(range(10**7)): 2636 collections before, 20 now, and 2-3x
-     * faster) at a peak RSS still near CPython's. Once per process (the
-     * zygote's warm-up does it for every child). */
-    static int expanded;
-    if (!expanded) {
-        expanded = 1;
-        size_t want =
-            d.max_alloc_bytes / 8 < GC_INITIAL_HEAP ? d.max_alloc_bytes / 8 : GC_INITIAL_HEAP;
-        if (GC_get_heap_size() < want) (void)GC_expand_hp(want - GC_get_heap_size());
-    }
     return c;
 }
 
