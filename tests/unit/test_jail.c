@@ -291,25 +291,34 @@ static void *eval_thread(void *arg)
 
 /* While a child runs: empty environment, seccomp filter mode, no_new_privs,
  * no capabilities, a handful of fds, the rlimits in force. */
+/* Starts an evaluation of p's "sleep" children on *th and returns its
+ * child's pid once the child is jailed (seccomp on) and blocked. */
+static int start_sleeper(sbx_pool *p, eval_thread_arg *a, atomic_int *cancel, pthread_t *th)
+{
+    *a = (eval_thread_arg){p, "1", 20, cancel, {0}, 0, 0};
+    assert_int_equal(pthread_create(th, NULL, eval_thread, a), 0);
+    int pid = 0;
+    for (int i = 0; i < 500 && pid == 0; i++)
+        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
+    assert_true(pid > 0);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", pid);
+    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
+        usleep(10000);
+    assert_int_equal(status_field(path, "Seccomp"), 2);
+    return pid;
+}
+
 static void test_jail_observed_from_outside(void **state)
 {
     (void)state;
     sbx_pool *p = make_pool(2, -1, "sleep");
     atomic_int cancel = 0;
-    eval_thread_arg a = {p, "1", 20, &cancel, {0}, 0, 0};
+    eval_thread_arg a;
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, eval_thread, &a), 0);
-    int pid = 0;
-    for (int i = 0; i < 500 && pid == 0; i++) {
-        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
-    }
-    assert_true(pid > 0);
+    int pid = start_sleeper(p, &a, &cancel, &th);
     char path[64];
-    /* Give the child time to get through its start-up and block. */
     snprintf(path, sizeof path, "/proc/%d/status", pid);
-    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
-        usleep(10000);
-    assert_int_equal(status_field(path, "Seccomp"), 2);
     assert_int_equal(status_field(path, "NoNewPrivs"), 1);
 
     FILE *f = fopen(path, "r");
@@ -444,18 +453,10 @@ static int status_line(int pid, const char *name, char *out, size_t cap)
 static void check_child_identity(sbx_pool *p, unsigned id, int root, int bounding_empty)
 {
     atomic_int cancel = 0;
-    eval_thread_arg a = {p, "1", 20, &cancel, {0}, 0, 0};
+    eval_thread_arg a;
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, eval_thread, &a), 0);
-    int pid = 0;
-    for (int i = 0; i < 500 && pid == 0; i++)
-        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
-    assert_true(pid > 0);
-    char path[64], v[256], want[64];
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
-        usleep(10000);
-    assert_int_equal(status_field(path, "Seccomp"), 2);
+    int pid = start_sleeper(p, &a, &cancel, &th);
+    char v[256], want[64];
     snprintf(want, sizeof want, "%u\t%u\t%u\t%u", id, id, id, id);
     assert_int_equal(status_line(pid, "Uid", v, sizeof v), 0);
     assert_string_equal(v, want);
@@ -784,18 +785,10 @@ static void test_zygote(void **state)
     /* A running child forked by the zygote is OUR child (CLONE_PARENT). */
     p = make_pool(1, -1, "sleep");
     atomic_int cancel = 0;
-    eval_thread_arg a = {p, "1", 20, &cancel, {0}, 0, 0};
+    eval_thread_arg a;
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, eval_thread, &a), 0);
-    int pid = 0;
-    for (int i = 0; i < 500 && pid == 0; i++)
-        if (sbx_pool_running_pids(p, &pid, 1) == 0) usleep(10000);
-    assert_true(pid > 0);
+    int pid = start_sleeper(p, &a, &cancel, &th);
     assert_int_equal(proc_ppid(pid), getpid());
-    snprintf(path, sizeof path, "/proc/%d/status", pid);
-    for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
-        usleep(10000);
-    assert_int_equal(status_field(path, "Seccomp"), 2);
     atomic_store(&cancel, 1);
     pthread_join(th, NULL);
     assert_int_equal(a.out.status, SBX_CANCELLED);
