@@ -22,6 +22,7 @@ typedef struct entry {
     int attempts;
     int in_flight;
     int64_t next_ms;
+    double lease_end; /* wall clock; 0 = unknown */
     cloud_error last; /* the last failed attempt's error */
     void *owner;      /* borrowed, see outbox_hooks */
     struct entry *next;
@@ -230,7 +231,13 @@ static entry *after_attempt_locked(outbox *o, entry *e, int settled)
         unlink_locked(o, e);
         return e;
     }
-    e->next_ms = time_mono_ms() + retry_delay(o, e->attempts, &e->last);
+    int64_t delay = retry_delay(o, e->attempts, &e->last);
+    /* No backoff outlasts the lease the result belongs to: try again
+     * before half of what is left of it has passed. */
+    double left_ms = (e->lease_end - time_now()) * 1000;
+    if (e->lease_end > 0 && left_ms > 0 && (double)delay > left_ms / 2)
+        delay = (int64_t)(left_ms / 2);
+    e->next_ms = time_mono_ms() + delay;
     if (o->st != NULL) {
         free(e->body);
         e->body = NULL;
@@ -240,7 +247,7 @@ static entry *after_attempt_locked(outbox *o, entry *e, int settled)
 }
 
 void outbox_put(outbox *o, void *owner, const char *run_id, const char *assignment_id,
-                const char *submission_id, char *body, size_t len)
+                const char *submission_id, double lease_expires_epoch, char *body, size_t len)
 {
     entry *e = entry_new(run_id, assignment_id, submission_id);
     if (e == NULL) {
@@ -253,6 +260,7 @@ void outbox_put(outbox *o, void *owner, const char *run_id, const char *assignme
     e->body = body;
     e->len = len;
     e->owner = owner;
+    e->lease_end = lease_expires_epoch;
     e->in_flight = 1;
     pthread_mutex_lock(&o->mu);
     link_locked(o, e);

@@ -44,10 +44,12 @@ outbox *outbox_new(struct cloud *c, struct store *st, const outbox_hooks *h);
 long outbox_start(outbox *o, char *err, size_t errcap);
 /* Submits a result that is already durable (in the store's outbox table
  * when there is a store): the first attempt runs on the calling thread;
- * a retryable failure leaves it to the retry thread. Takes `body` (malloc'd,
+ * a retryable failure leaves it to the retry thread, whose next attempt
+ * never waits past half the time left of `lease_expires_epoch` (the lease
+ * the result belongs to, wall clock; 0 = unknown). Takes `body` (malloc'd,
  * `len` bytes). `owner` is opaque and passed back to the hook. */
 void outbox_put(outbox *o, void *owner, const char *run_id, const char *assignment_id,
-                const char *submission_id, char *body, size_t len);
+                const char *submission_id, double lease_expires_epoch, char *body, size_t len);
 /* Clears `owner` from its entries (its assignment is going away). */
 void outbox_detach(outbox *o, const void *owner);
 /* Pending entries (including those being attempted). */

@@ -276,7 +276,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     for (size_t i = 0; i < *np; i++) {
         if (stored)
             outbox_put(w->outbox, x, pend[i].run_id, x->a.assignment_id, pend[i].submission_id,
-                       pend[i].body, pend[i].len);
+                       x->a.lease_expires_epoch, pend[i].body, pend[i].len);
         else
             free(pend[i].body);
         free(pend[i].results);
