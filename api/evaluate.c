@@ -190,8 +190,9 @@ void route_evaluate(api_req *rq, api_resp *rs)
     }
     json_object_set_new(o, "kind", json_string(kind_s));
     json_object_set_new(o, "mode", json_string(mode));
-    json_object_set_new(o, "wait_ms", json_real(out.wait_ms));
-    json_object_set_new(o, "run_ms", json_real(out.run_ms));
+    /* to the microsecond: the digits beyond are the clock's, not news */
+    json_object_set_new(o, "wait_ms", json_real(round(out.wait_ms * 1000) / 1000));
+    json_object_set_new(o, "run_ms", json_real(round(out.run_ms * 1000) / 1000));
     api_json(rs, 200, o);
 done:
     if (have_out) sbx_outcome_free(&out);
