@@ -268,6 +268,7 @@ test("400 px: stacked cards, no horizontal scroll; dark mode", async () => {
   await page.goto(adminUrl + "/", { waitUntil: "load" });
   await page.waitForFunction(() => document.querySelectorAll("#runs > tr[data-id]").length > 0);
   await page.screenshot({ path: join(ARTIFACTS, "operator-1400.png"), fullPage: true });
+  assert.ok(await noHorizontalScroll(), "no horizontal overflow at 1400 px");
   await page.setViewportSize({ width: 400, height: 800 });
   await page.click("#runs > tr[data-id] >> nth=0");
   await page.waitForSelector("#run-detail");
