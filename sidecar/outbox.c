@@ -160,13 +160,19 @@ static void answered(outbox *o, const entry *e, outbox_outcome oc, const cloud_e
     pthread_mutex_unlock(&o->mu);
 }
 
-/* One attempt on an in-flight entry (o->mu not held). Returns 1 if the
- * entry is settled (leaves the outbox). */
+/* What an attempt came to: retry with the server's backoff, settled (the
+ * entry leaves), or not sent at all (the store could not give the bytes
+ * back, or shutting down): retry after a pause. */
+enum { ATTEMPT_RETRY = 0, ATTEMPT_SETTLED = 1, ATTEMPT_NOT_SENT = 2 };
+
+/* One attempt on an in-flight entry (o->mu not held). */
+
 static int attempt(outbox *o, entry *e)
 {
     if (e->body == NULL && o->st != NULL) {
         int rc = load_body(o, e);
-        if (rc != 0) return rc > 0; /* settled elsewhere, or retry later */
+        if (rc > 0) return ATTEMPT_SETTLED; /* settled elsewhere */
+        if (rc < 0) return ATTEMPT_NOT_SENT;
     }
     cloud_result_ack ack;
     cloud_error ce;
@@ -178,7 +184,7 @@ static int attempt(outbox *o, entry *e)
     int rc = cloud_result(o->cloud, e->run_id, e->body, e->len, again, &ack, &ce);
     if (rc != 0 && ce.errc == CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED) {
         e->last = ce;
-        return 0; /* not sent: nothing to record */
+        return ATTEMPT_RETRY; /* not sent: nothing to record */
     }
     e->attempts++;
     long long dur = time_mono_ms() - t0;
@@ -192,9 +198,9 @@ static int attempt(outbox *o, entry *e)
         log_debug("result committed", LOG_S("evaluation_run_id", e->run_id),
                   LOG_S("submission_id", e->submission_id), LOG_S("status", ack.status),
                   LOG_B("idempotent_replay", ack.idempotent_replay));
-        return 1;
+        return ATTEMPT_SETTLED;
     }
-    if (ce.kind == CLOUD_ABORTED) return 0;
+    if (ce.kind == CLOUD_ABORTED) return ATTEMPT_NOT_SENT;
     record(o, e, ce.retryable ? STORE_SUBMIT_RETRY : STORE_SUBMIT_REJECTED, at, dur, &ce);
     if (ce.retryable) {
         e->last = ce;
@@ -203,7 +209,7 @@ static int attempt(outbox *o, entry *e)
         log_warn("result submission failed; will retry", LOG_S("evaluation_run_id", e->run_id),
                  LOG_S("code", ce.code), LOG_S("error", ce.message),
                  LOG_S("request_id", ce.request_id), LOG_I("attempts", e->attempts));
-        return 0;
+        return ATTEMPT_RETRY;
     }
     metrics_inc(METRIC_SUBMISSIONS, "outcome", "rejected");
     answered(o, e, OUTBOX_REJECTED, &ce);
@@ -211,7 +217,7 @@ static int attempt(outbox *o, entry *e)
               LOG_S("assignment_id", e->assignment_id), LOG_S("code", ce.code),
               LOG_S("error", ce.message), LOG_I("http_status", ce.http_status),
               LOG_S("request_id", ce.request_id));
-    return 1;
+    return ATTEMPT_SETTLED;
 }
 
 static int64_t retry_delay(outbox *o, int attempts, const cloud_error *e)
@@ -224,14 +230,15 @@ static int64_t retry_delay(outbox *o, int attempts, const cloud_error *e)
 /* After an attempt (o->mu held): settled entries leave, the others are
  * rescheduled (and, with a store, give their bytes back to it). Returns the
  * entry to free once unlocked, or NULL. */
-static entry *after_attempt_locked(outbox *o, entry *e, int settled)
+static entry *after_attempt_locked(outbox *o, entry *e, int outcome)
 {
     e->in_flight = 0;
-    if (settled) {
+    if (outcome == ATTEMPT_SETTLED) {
         unlink_locked(o, e);
         return e;
     }
-    int64_t delay = retry_delay(o, e->attempts, &e->last);
+    /* Nothing was sent, so the server's backoff says nothing: a pause. */
+    int64_t delay = outcome == ATTEMPT_NOT_SENT ? 1000 : retry_delay(o, e->attempts, &e->last);
     /* No backoff outlasts the lease the result belongs to: try again
      * before half of what is left of it has passed. */
     double left_ms = (e->lease_end - time_now()) * 1000;
@@ -265,9 +272,9 @@ void outbox_put(outbox *o, void *owner, const char *run_id, const char *assignme
     pthread_mutex_lock(&o->mu);
     link_locked(o, e);
     pthread_mutex_unlock(&o->mu);
-    int settled = attempt(o, e);
+    int outcome = attempt(o, e);
     pthread_mutex_lock(&o->mu);
-    entry *gone = after_attempt_locked(o, e, settled);
+    entry *gone = after_attempt_locked(o, e, outcome);
     pthread_mutex_unlock(&o->mu);
     if (gone) entry_free(gone);
 }
@@ -324,10 +331,10 @@ static int sl_serve(void *ud, void *item)
     return attempt(ud, item);
 }
 
-static void sl_served(void *ud, void *item, int settled)
+static void sl_served(void *ud, void *item, int outcome)
 {
     outbox *o = ud;
-    entry *gone = after_attempt_locked(o, item, settled);
+    entry *gone = after_attempt_locked(o, item, outcome);
     if (gone == NULL) return;
     pthread_mutex_unlock(&o->mu);
     entry_free(gone);
