@@ -141,11 +141,15 @@ json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve
     }
     const char *cat = NULL;
     size_t clen = 0;
-    if (api_json_scan(rq->body, rq->body_len, carve, &cat, &clen, err, sizeof err) != 0) {
-        int budget = strstr(err, "too many") != NULL || strstr(err, "too deeply") != NULL;
-        api_error(rs, budget ? 413 : 400, budget ? "body_too_complex" : "invalid_json",
+    int scanned = api_json_scan(rq->body, rq->body_len, carve, &cat, &clen, err, sizeof err);
+    if (scanned == -2) {
+        api_error(rs, 413, "body_too_complex",
                   "%s (at most %d levels and %d values outside a transcript)", err,
                   API_JSON_MAX_DEPTH, API_JSON_MAX_VALUES);
+        return NULL;
+    }
+    if (scanned != 0) {
+        api_error(rs, 400, "invalid_json", "%s", err);
         return NULL;
     }
     if (cat != NULL) {

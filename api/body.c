@@ -30,6 +30,13 @@ static int scan_fail(scan *s, const char *msg)
     return -1;
 }
 
+/* Over the depth or value budget: -2, so the caller answers 413. */
+static int scan_over(scan *s, const char *msg)
+{
+    snprintf(s->err, s->errcap, "%s", msg);
+    return -2;
+}
+
 static void skip_ws(scan *s)
 {
     while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r'))
@@ -61,7 +68,7 @@ static int container(scan *s, int depth)
 {
     char close = *s->p == '{' ? '}' : ']';
     int object = close == '}';
-    if (depth >= s->max_depth) return scan_fail(s, "request body nests JSON too deeply");
+    if (depth >= s->max_depth) return scan_over(s, "request body nests JSON too deeply");
     s->p++;
     skip_ws(s);
     if (s->p < s->end && *s->p == close) {
@@ -75,7 +82,8 @@ static int container(scan *s, int depth)
             if (s->p == s->end || *s->p != '"')
                 return scan_fail(s, "request body is not valid JSON: expected a member name");
             const char *k = s->p + 1;
-            if (skip_string(s)) return -1;
+            int rc = skip_string(s);
+            if (rc) return rc;
             carve_this = depth == 0 && s->carve != NULL &&
                          (size_t)(s->p - 1 - k) == s->carve_keylen &&
                          memcmp(k, s->carve, s->carve_keylen) == 0;
@@ -90,11 +98,13 @@ static int container(scan *s, int depth)
                 return scan_fail(s, "request body has a duplicate member name");
             s->carve_at = s->p;
             s->counting = 0;
-            if (value(s, depth + 1)) return -1;
+            int rc = value(s, depth + 1);
+            if (rc) return rc;
             s->counting = 1;
             s->carve_end = s->p;
-        } else if (value(s, depth + 1)) {
-            return -1;
+        } else {
+            int rc = value(s, depth + 1);
+            if (rc) return rc;
         }
         skip_ws(s);
         if (s->p < s->end && *s->p == ',') {
@@ -114,7 +124,7 @@ static int value(scan *s, int depth)
     skip_ws(s);
     if (s->p == s->end) return scan_fail(s, "request body is not valid JSON: value expected");
     if (s->counting && ++s->values > s->max_values)
-        return scan_fail(s, "request body has too many JSON values");
+        return scan_over(s, "request body has too many JSON values");
     switch (*s->p) {
     case '{':
     case '[':
@@ -142,7 +152,8 @@ int api_json_scan(const char *buf, size_t len, const char *carve, const char **c
               .errcap = errcap};
     if (carve_at) *carve_at = NULL;
     if (carve_len) *carve_len = 0;
-    if (value(&s, 0)) return -1;
+    int rc = value(&s, 0);
+    if (rc) return rc;
     skip_ws(&s);
     if (s.p != s.end) return scan_fail(&s, "request body is not valid JSON: text after the value");
     if (carve_at && carve_len && s.carve_at) {

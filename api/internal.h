@@ -141,8 +141,9 @@ json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve
 /* body.c: one pass over JSON text, building nothing: at most
  * API_JSON_MAX_DEPTH levels of nesting and API_JSON_MAX_VALUES values
  * (counted outside the carved member), and the byte span of the top-level
- * member named `carve` (NULL: none). Returns 0, or -1 with a message. Only
- * the structure is checked; the real parser validates the rest. */
+ * member named `carve` (NULL: none). Returns 0, -1 (not JSON) or -2 (over
+ * the depth or value budget) with a message. Only the structure is
+ * checked; the real parser validates the rest. */
 #define API_JSON_MAX_DEPTH 64
 #define API_JSON_MAX_VALUES 20000
 int api_json_scan(const char *buf, size_t len, const char *carve, const char **carve_at,
