@@ -562,7 +562,8 @@ typedef struct {
  *   {"id","worker_id","lease_generation","lease_expires_at","status","session_id",
  *    "session_revision_id","agent_id","environment","trigger_reason","event_count",
  *    "claimed_at","planned_at","finished_at","error_code","error_message",
- *    "runs":{"total","finished","pending_submissions"}}
+ *    "runs":{"total","finished","pending_submissions","by_status":{status:n},
+ *            "skipped": definitions whose condition did not apply}}
  * STORE_INVALID for an unknown status/limit/cursor. */
 int store_assignments_list_json(store *st, const store_assignment_filter *f, strbuf *out,
                                 store_err *err);

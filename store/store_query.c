@@ -212,7 +212,9 @@ static pthread_once_t q_once = PTHREAD_ONCE_INIT;
     " (SELECT count(*) FROM runs r WHERE r.assignment_id = a.id"                                   \
     "   AND r.submit_status = 'pending'),"                                                         \
     " (SELECT json_group_object(status, n) FROM (SELECT status, count(*) AS n FROM runs r"         \
-    "   WHERE r.assignment_id = a.id GROUP BY status))"
+    "   WHERE r.assignment_id = a.id GROUP BY status)),"                                           \
+    " (SELECT coalesce(json_array_length(d.plan_request_json, '$.skipped'), 0)"                    \
+    "   FROM assignment_docs d WHERE d.seq = a.seq)"
 
 static void build_queries(void)
 {
@@ -432,6 +434,8 @@ static void asg_fields(strbuf *b, sqlite3_stmt *s)
     strbuf_puts(b, ",\"by_status\":");
     const unsigned char *by = sqlite3_column_text(s, 20); /* JSON text from SQLite */
     strbuf_puts(b, by != NULL ? (const char *)by : "{}");
+    strbuf_puts(b, ",\"skipped\":"); /* definitions whose condition did not apply */
+    strbuf_put_i64(b, (long long)sqlite3_column_int64(s, 21));
     strbuf_puts(b, "},");
 }
 
@@ -517,9 +521,9 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
     }
     strbuf_putc(out, '{');
     asg_fields(out, s);
-    jraw(out, "definitions", s, 21);
-    jraw(out, "plan_request", s, 22);
-    jraw(out, "plan_response", s, 23);
+    jraw(out, "definitions", s, 22);
+    jraw(out, "plan_request", s, 23);
+    jraw(out, "plan_response", s, 24);
     strbuf_puts(out, "\"run_list\":[");
     r = st_stmt(c, runs_sql);
     rc = r ? (st_bind_text(r, 1, assignment_id), sqlite3_step(r)) : sqlite3_errcode(c->db);

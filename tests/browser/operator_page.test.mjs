@@ -50,7 +50,7 @@ before(async () => {
   const dir = mkdtempSync(join(tmpdir(), "fps-operator-"));
   const defs = [
     { eval_key: "steady", eval_version: "1", display_name: "Steady", result_kind: "score", labels: [],
-      condition_source: null, evaluator_source: "EvalResult(score=Score(1.0))", timeout_seconds: 5 },
+      condition_source: "session.event_count > 3", evaluator_source: "EvalResult(score=Score(1.0))", timeout_seconds: 5 },
     { eval_key: "flaky", eval_version: "1", display_name: "Flaky", result_kind: "score", labels: [],
       condition_source: null, evaluator_source: "EvalResult(score=Score(2.0 if session.event_count % 2 == 0 else 1.0))", timeout_seconds: null },
   ];
@@ -152,7 +152,7 @@ test("an assignment opens next to its row with its timeline", async () => {
   await page.click("#assignments td.counts.st-failed");
   await page.waitForFunction(() => document.querySelectorAll("#asg-timeline li").length >= 5);
   const timeline = await page.textContent("#asg-timeline");
-  for (const want of [/claimed \(lease generation 1\)/, /plan accepted: 3 runs/, /run flaky failed/, /submitted, attempt 1: committed/, /assignment completed/])
+  for (const want of [/claimed \(lease generation 1\)/, /conditions: 3 applied/, /plan accepted: 3 runs/, /run flaky failed/, /submitted, attempt 1: committed/, /assignment completed/])
     assert.match(timeline, want);
   const adjacent = await page.evaluate(() => {
     const d = document.querySelector("#assignments > tr.detail-row");
@@ -258,6 +258,9 @@ test("XSS payloads in new fields render inert", async () => {
   await page.goto(`${adminUrl}/#asg=${asg.id}`, { waitUntil: "load" });
   await page.waitForFunction(() => document.querySelectorAll("#asg-timeline li").length > 0);
   assert.ok((await page.textContent("#asg-detail-fields")).includes(XSS.slice(0, 30)));
+  // three events: the steady definition's condition did not apply
+  assert.match(await page.textContent("#asg-timeline"), /conditions: \d applied; steady skipped \(condition_false\)/);
+  assert.match(await page.textContent(`#assignments > tr[data-id="${asg.id}"] td.counts`), /⊘ 1/);
   assert.ok((await page.textContent("#evaluators")).includes(XSS.slice(0, 30)));
   await sleep(300);
   assert.equal(await page.evaluate(() => window.__xss), undefined, "no injected script ran");

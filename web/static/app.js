@@ -268,15 +268,16 @@
   /* ---------- assignments ---------- */
   const asgState = { cursors: [null], page: 0, next: null, detail: null };
   function counts(a) {
-    const b = (a.runs && a.runs.by_status) || {};
-    return { ok: b.succeeded || 0, bad: (b.failed || 0) + (b.timed_out || 0), skipped: (b.cancelled || 0) + (b.abandoned || 0),
-      open: (b.planned || 0) + (b.running || 0) };
+    const r = a.runs || {}, b = r.by_status || {};
+    return { ok: b.succeeded || 0, bad: (b.failed || 0) + (b.timed_out || 0), skipped: r.skipped || 0,
+      cancelled: (b.cancelled || 0) + (b.abandoned || 0), open: (b.planned || 0) + (b.running || 0) };
   }
   function countsCell(a) {
     const c = counts(a);
-    const worst = c.bad ? "failed" : c.skipped ? "skipped" : c.open ? "running" : "succeeded";
-    const td = h("td", { class: "counts st-" + worst, title: `${c.ok} succeeded, ${c.bad} failed or timed out, ${c.skipped} cancelled or abandoned, ${c.open} still open` },
+    const worst = c.bad ? "failed" : c.cancelled ? "skipped" : c.open ? "running" : "succeeded";
+    const td = h("td", { class: "counts st-" + worst, title: `${c.ok} succeeded, ${c.bad} failed or timed out, ${c.skipped} skipped by their condition, ${c.cancelled} cancelled or abandoned, ${c.open} still open` },
       h("span", { class: "n-ok" }, `✓ ${c.ok}`), " ", h("span", { class: "n-bad" }, `✗ ${c.bad}`), " ", h("span", { class: "n-skip" }, `⊘ ${c.skipped}`));
+    if (c.cancelled) td.append(` (+${c.cancelled} cancelled)`);
     if (c.open) td.append(` (+${c.open} open)`);
     return td;
   }
@@ -328,6 +329,9 @@
     const ev = [];
     const add = (at, what, st) => { if (at) ev.push({ at, what, st }); };
     add(a.claimed_at, `claimed (lease generation ${a.lease_generation})`);
+    const pr = a.plan_request || {};
+    const skipped = (pr.skipped || []).map((d) => `${d.eval_key} skipped (${d.reason_code || "condition"})`);
+    add(a.planned_at, `conditions: ${(pr.selected || []).length} applied${skipped.length ? "; " + skipped.join(", ") : ""}`);
     add(a.planned_at, `plan accepted: ${(a.run_list || []).length} runs`);
     for (const r of a.run_list || []) {
       add(r.started_at, `run ${r.eval_key} started (${r.execution_mode})`);
