@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "api/internal.h"
 #include "common/log.h"
 #include "common/strbuf.h"
 #include "sandbox/lang/lang.h"
@@ -477,6 +478,58 @@ static void test_result_items(void **state)
     strbuf_free(&b);
 }
 
+/* The one-pass scan run before any JSON tree: depth and value budgets, and
+ * the carved transcript's exact byte span. */
+static void test_json_scan(void **state)
+{
+    (void)state;
+    char err[160];
+    const char *at = NULL;
+    size_t len = 0;
+    const char *b = "{\"source\": \"1\", \"transcript\" : {\"events\": [{}, \"x}\"]} , \"k\": 2}";
+    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, err, sizeof err), 0);
+    assert_non_null(at);
+    assert_int_equal(len, strlen("{\"events\": [{}, \"x}\"]}"));
+    assert_memory_equal(at, "{\"events\": [{}, \"x}\"]}", len);
+    /* only a top-level member is carved; an escaped name is not the name */
+    b = "{\"a\": {\"transcript\": 1}, \"transcr\\u0069pt\": 2}";
+    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, err, sizeof err), 0);
+    assert_null(at);
+    b = "{\"transcript\": {}, \"transcript\": {}}";
+    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, err, sizeof err), -1);
+    /* budgets: 64 levels, 20,000 values outside the carved member */
+    strbuf d;
+    strbuf_init(&d);
+    for (int i = 0; i < 64; i++)
+        strbuf_putc(&d, '[');
+    for (int i = 0; i < 64; i++)
+        strbuf_putc(&d, ']');
+    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, err, sizeof err), 0);
+    strbuf_reset(&d);
+    for (int i = 0; i < 65; i++)
+        strbuf_putc(&d, '[');
+    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, err, sizeof err), -2);
+    assert_non_null(strstr(err, "too deeply"));
+    strbuf_reset(&d);
+    strbuf_puts(&d, "{\"transcript\": [");
+    for (int i = 0; i < 30000; i++)
+        strbuf_puts(&d, i ? ",{}" : "{}");
+    strbuf_puts(&d, "], \"x\": [");
+    for (int i = 0; i < 19990; i++)
+        strbuf_puts(&d, i ? ",1" : "1");
+    strbuf_puts(&d, "]}");
+    assert_int_equal(api_json_scan(d.data, d.len, "transcript", &at, &len, err, sizeof err), 0);
+    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, err, sizeof err), -2);
+    assert_non_null(strstr(err, "too many"));
+    strbuf_free(&d);
+    /* not JSON: -1 */
+    static const char *const bad[] = {"",    "{",          "{\"a\" 1}",    "[1 2]",
+                                      "\"x", "{\"a\":1}x", "{\"a\x01\":1}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (api_json_scan(bad[i], strlen(bad[i]), NULL, NULL, NULL, err, sizeof err) != -1)
+            fail_msg("'%s' passed the scan", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -488,6 +541,7 @@ int main(void)
         cmocka_unit_test(test_registration_validation),
         cmocka_unit_test(test_registry_lifecycle),
         cmocka_unit_test(test_result_items),
+        cmocka_unit_test(test_json_scan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
