@@ -507,6 +507,19 @@ val *vs_concat(vctx *c, val *a, val *b)
     return vs_new_owned(c, p, n, a->u.s.clen + b->u.s.clen, (a->flags & b->flags & VF_ASCII) != 0);
 }
 
+void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n)
+{
+    /* one copy of the unit, then the filled prefix doubles (as CPython):
+     * 'x' * 10**8 is 27 memcpy calls, not 10^8 */
+    size_t done = ulen < n ? ulen : n;
+    memcpy(p, unit, done);
+    while (done < n) {
+        size_t step = done < n - done ? done : n - done;
+        memcpy(p + done, p, step);
+        done += step;
+    }
+}
+
 val *vs_repeat(vctx *c, val *a, int64_t k)
 {
     if (k <= 0 || a->u.s.blen == 0) return vs_new_owned(c, (char *)"", 0, 0, true);
@@ -516,8 +529,7 @@ val *vs_repeat(vctx *c, val *a, int64_t k)
     char *p = v_alloc_bytes(c, n + 1);
     if (!p) return NULL;
     if (v_steps(c, n / 64)) return NULL;
-    for (int64_t i = 0; i < k; i++)
-        memcpy(p + (size_t)i * a->u.s.blen, a->u.s.s, a->u.s.blen);
+    vs_fill_repeat(p, a->u.s.s, a->u.s.blen, n);
     return vs_new_owned(c, p, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
 }
 
@@ -648,6 +660,12 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
     if (mode == 0) {
         if (sub->u.s.blen == 0) return v_int64(c, en - st + 1);
         int64_t n = 0;
+        if (sub->u.s.blen == 1) { /* one byte (an ASCII character): a plain scan */
+            if (v_steps(c, hl / 64)) return NULL;
+            for (size_t i = 0; i < hl; i++)
+                n += h[i] == sub->u.s.s[0];
+            return v_int64(c, n);
+        }
         const char *q = h;
         size_t left = hl;
         const char *f;
@@ -1003,7 +1021,12 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
             return NULL;
         }
     }
-    if (v_iter_collect(c, p[0], &items, &n)) return NULL;
+    if (p[0]->type == VT_LIST || p[0]->type == VT_TUPLE) { /* read in place, no copy */
+        items = p[0]->u.seq.items;
+        n = p[0]->u.seq.len;
+    } else if (v_iter_collect(c, p[0], &items, &n)) {
+        return NULL;
+    }
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (items[i]->type != VT_STR)

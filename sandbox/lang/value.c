@@ -1075,8 +1075,7 @@ static val *seq_times(vctx *c, val *seq, val *n)
         if ((uint64_t)k > c->lim.max_str_bytes / seq->u.s.blen) return v_limit(c, "memory");
         char *p = v_alloc_bytes(c, seq->u.s.blen * (size_t)k + 1);
         if (!p) return NULL;
-        for (int64_t i = 0; i < k; i++)
-            memcpy(p + i * seq->u.s.blen, seq->u.s.s, seq->u.s.blen);
+        vs_fill_repeat(p, seq->u.s.s, seq->u.s.blen, seq->u.s.blen * (size_t)k);
         val *v = v_new(c, VT_BYTES);
         if (!v) return NULL;
         v->u.s.s = p;

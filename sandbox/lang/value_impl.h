@@ -68,8 +68,8 @@ int v_check_strlen(vctx *c, size_t blen);
 /* ints (int.c) */
 mpz_ptr vi_mpz_new(vctx *c);
 void vi_free_str(char *s);
-    /* frees mpz_get_str(NULL, ...)'s text (GMP's allocator) */ /* arena-tracked, initialized */
-void vi_get_mpz(const val *v, mpz_t out);  /* out must be initialized; bool ok */
+/* frees mpz_get_str(NULL, ...)'s text (GMP's allocator) */ /* arena-tracked, initialized */
+void vi_get_mpz(const val *v, mpz_t out);                   /* out must be initialized; bool ok */
 val *vi_from_mpz_take(vctx *c, mpz_ptr z); /* normalizes; z must be from vi_mpz_new */
 int vi_sign(const val *v);
 int vi_cmp(const val *a, const val *b); /* int/bool only */
@@ -120,6 +120,8 @@ int64_t vs_hash(val *s);
 int vs_cmp(const val *a, const val *b); /* code point order == UTF-8 byte order */
 val *vs_concat(vctx *c, val *a, val *b);
 val *vs_repeat(vctx *c, val *a, int64_t n);
+/* Fills p[0..n) with copies of unit (ulen > 0 bytes), the last one cut. */
+void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n);
 val *vs_getitem(vctx *c, val *s, val *key);
 int vs_contains(vctx *c, val *hay, val *needle);
 val *vs_method(vctx *c, val *s, const char *name, val **args, size_t nargs, const vkwarg *kw,
