@@ -159,10 +159,26 @@ size_t v_live_bytes(void)
     return GC_get_memory_use();
 }
 
+#define SMALL_MAX 64
+
 /* Not inlined: v_new allocates a value shorter than struct val (val_size),
  * which the compiler would otherwise flag at every field store. */
 __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
 {
+    if (size <= SMALL_MAX) {
+        /* Small blocks (values, argument arrays) come from per-size lists
+         * the collector fills a block at a time (GC_malloc_many): most
+         * allocations are a pop, nearly as cheap as a bump allocator. */
+        size_t k = (size + 7) / 8;
+        void *p = c->spare[k];
+        if (p == NULL && (p = GC_malloc_many(k * 8)) == NULL) {
+            v_limit(c, "memory");
+            return NULL;
+        }
+        c->spare[k] = GC_NEXT(p);
+        memset(p, 0, k * 8);
+        return p;
+    }
     if (size > c->lim.max_alloc_bytes) {
         v_limit(c, "memory");
         return NULL;
@@ -243,6 +259,9 @@ static int build_to_malloc(vctx *c, vbuild *b, size_t cap)
 
 int v_build_push(vctx *c, vbuild *b, val *x)
 {
+    /* Small lists (most splits and filtered comprehensions) stay in a
+     * 16-slot array in the heap: no malloc, no root registration. */
+    if (b->v == NULL && v_build_presize(c, b, 16)) return -1;
     if (b->in_heap && b->n == b->cap && build_to_malloc(c, b, b->cap * 2)) return -1;
     if (b->n == b->cap) {
         /* CPython's list growth: about 1/8 over the need */

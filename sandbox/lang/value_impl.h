@@ -12,7 +12,8 @@
 struct vctx {
     struct vctx_hot hot; /* must be first (v_step) */
     vlimits lim;
-    val **roots; /* values referenced only from malloc'd memory (the AST's
+    void *spare[9]; /* free small blocks by size / 8, from GC_malloc_many */
+    val **roots;    /* values referenced only from malloc'd memory (the AST's
                     cached constants), kept visible to the collector */
     size_t nroots, caproots;
     vexc_kind exc;
