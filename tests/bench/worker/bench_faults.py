@@ -19,7 +19,6 @@ import asyncio
 import datetime
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 sys.path.insert(0, HERE)
 from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
-from bench_worker import DEFS, latencies, pct  # noqa: E402
+from bench_worker import DEFS, latencies, pct, stop  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 COMMON = ["--lease-seconds", "15", "--heartbeat-seconds", "5", "--max-attempts", "50"]
@@ -65,11 +64,7 @@ def run_sidecar(sessions, concurrency, flags, timeout, d):
             wall = time.monotonic() - t0
             st = emu.state()
         finally:
-            sc.send_signal(signal.SIGTERM)
-            try:
-                sc.wait(30)
-            except subprocess.TimeoutExpired:
-                sc.kill()
+            stop(sc)
             emu.stop()
     lat, _ = latencies(log_path)
     return row(ok, wall, st, lat)

@@ -118,6 +118,15 @@ def ts(s):
     return datetime.datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
 
 
+def stop(proc):
+    """SIGTERM (the sidecar drains), SIGKILL after 30 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def latencies(log_path):
     """From the sidecar's log: the assignment latencies in ms (claim ->
     runs finished and submitted, or skipped) and the per-step timings
@@ -225,11 +234,7 @@ def main():
         time.sleep(0.5 if a.no_idle else 10)
         i1, it1 = tree_ticks(sc.pid), time.monotonic()
     finally:
-        sc.send_signal(signal.SIGTERM)
-        try:
-            sc.wait(30)
-        except subprocess.TimeoutExpired:
-            sc.kill()
+        stop(sc)
         log.close()
         emu.stop()
         if a.keep_log:
