@@ -130,19 +130,24 @@ void route_evaluate(api_req *rq, api_resp *rs)
         goto done;
     }
     if ((transcript != NULL || inline_text != NULL) && !check) {
-        char err[256];
+        fps_err e;
         if (inline_text != NULL) {
             void *simg = NULL;
             size_t simg_len = 0;
-            img = simg_build_text(inline_text, inline_len, NULL, 0, &simg, &simg_len, err,
-                                  sizeof err) == 0
-                      ? sbx_image_adopt(simg, simg_len, err, sizeof err)
+            img = simg_build_text(inline_text, inline_len, NULL, 0, &simg, &simg_len, &e) == 0
+                      ? sbx_image_adopt(simg, simg_len, &e)
                       : NULL;
         } else {
-            img = sbx_image_new(transcript, NULL, err, sizeof err);
+            img = sbx_image_new(transcript, NULL, &e);
+        }
+        if (img == NULL && e.code == SBX_JAIL_FAILURE) {
+            api_error(rs, 503, "sandbox_failure", "the sandbox failed: %s", e.msg);
+            goto done;
         }
         if (img == NULL) {
-            api_error(rs, 422, "invalid_transcript", "transcript: %s", err);
+            api_error(rs, e.code == SIMG_ETOO_LARGE ? 413 : 422,
+                      e.code == SIMG_ETOO_LARGE ? "transcript_too_large" : "invalid_transcript",
+                      "transcript: %s", e.msg);
             goto done;
         }
     }

@@ -12,6 +12,7 @@
  * that JSON error envelopes carry ("not_found", "conflict", ...). */
 #ifndef FPS_ERR_H
 #define FPS_ERR_H
+#include <stdarg.h>
 #include <stddef.h>
 
 typedef struct {
@@ -25,5 +26,8 @@ typedef struct {
  * `return fps_err_set(e, ST_X, 404, "not_found", "no run %s", id);`. */
 int fps_err_set(fps_err *e, int code, int http_status, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* The same with a va_list, for a module's own short setters. */
+int fps_err_vset(fps_err *e, int code, int http_status, const char *name, const char *fmt,
+                 va_list ap) __attribute__((format(printf, 5, 0)));
 
 #endif

@@ -38,10 +38,9 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **si
         }
         return -1;
     }
-    char err[300];
-    if (simg_build_text(body, len, a->assignment_id, SIMG_STRICT, simg, simg_len, err,
-                        sizeof err) != 0) {
-        cloud_set_protocol_error(e, "%s", err);
+    fps_err err;
+    if (simg_build_text(body, len, a->assignment_id, SIMG_STRICT, simg, simg_len, &err) != 0) {
+        cloud_set_protocol_error(e, "%s", err.msg);
         goto fail;
     }
     if (strcmp(simg_session_revision_id(*simg), a->session_revision_id) != 0) {

@@ -179,8 +179,9 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
 
 /* The session image of the transcript file at `path`, straight from its
  * bytes (Python json semantics, as the language's `session` reads it). A
- * regular file is mapped, not copied: the parser reads it in place. */
-static int build_image(const char *path, void **simg, size_t *simg_len, char *err, size_t errcap)
+ * regular file is mapped, not copied: the parser reads it in place. 0, or
+ * simg.h's codes, or -1 ("unreadable") when the file cannot be read. */
+static int build_image(const char *path, void **simg, size_t *simg_len, fps_err *e)
 {
     int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : -1;
     struct stat st;
@@ -188,19 +189,18 @@ static int build_image(const char *path, void **simg, size_t *simg_len, char *er
         size_t len = (size_t)st.st_size;
         void *text = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         close(fd);
-        if (text == MAP_FAILED) {
-            snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
-            return -1;
-        }
-        int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, err, errcap);
+        if (text == MAP_FAILED)
+            return fps_err_set(e, -1, 0, "unreadable", "cannot read %s: %s", path, strerror(errno));
+        int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, e);
         munmap(text, len);
         return rc;
     }
     if (fd >= 0) close(fd);
     size_t len = 0;
-    char *text = read_file(path, &len, err, errcap);
-    if (text == NULL) return -1;
-    int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, err, errcap);
+    char why[300];
+    char *text = read_file(path, &len, why, sizeof why);
+    if (text == NULL) return fps_err_set(e, -1, 0, "unreadable", "%s", why);
+    int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, e);
     free(text);
     return rc;
 }
@@ -392,13 +392,14 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     if (!check_only) {
         void *simg = NULL;
         size_t simg_len = 0;
-        int built = cfg.transcript ? build_image(cfg.transcript, &simg, &simg_len, err, sizeof err)
+        fps_err e;
+        int built = cfg.transcript ? build_image(cfg.transcript, &simg, &simg_len, &e)
                                    : simg_build_text(empty_session, sizeof empty_session - 1, NULL,
-                                                     0, &simg, &simg_len, err, sizeof err);
-        image = built == 0 ? sbx_image_adopt(simg, simg_len, err, sizeof err) : NULL;
+                                                     0, &simg, &simg_len, &e);
+        image = built == 0 ? sbx_image_adopt(simg, simg_len, &e) : NULL;
         if (image == NULL) {
             fprintf(stderr, "failproofai-sidecar %s: transcript %s: %s\n", cmd->name,
-                    cfg.transcript ? cfg.transcript : "(empty session)", err);
+                    cfg.transcript ? cfg.transcript : "(empty session)", e.msg);
             goto done;
         }
     }
@@ -443,9 +444,10 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     sc.prestart = nitems * (size_t)cfg.repeat > 1 ? 0 : -1;
     /* ... and so does the zygote (one exec'd child is cheaper for one). */
     sc.no_zygote = sc.prestart < 0;
-    pool = sbx_pool_new(&sc, err, sizeof err);
+    fps_err pe;
+    pool = sbx_pool_new(&sc, &pe);
     if (pool == NULL) {
-        fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);
+        fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, pe.msg);
         status = 1;
         goto done;
     }

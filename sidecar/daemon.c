@@ -204,9 +204,10 @@ int daemon_run(const run_config *cfg)
     sc.max_sandboxes = (int)cfg->max_sandboxes;
     sc.playground_max = (int)cfg->playground_sandboxes;
     sc.memory_mb = cfg->sandbox_memory_mb;
-    pool = sbx_pool_new(&sc, err, sizeof err);
+    fps_err pe;
+    pool = sbx_pool_new(&sc, &pe);
     if (pool == NULL) {
-        log_error("cannot create the sandbox pool", LOG_S("error", err));
+        log_error("cannot create the sandbox pool", LOG_S("error", pe.msg));
         goto done;
     }
     local_config lc;

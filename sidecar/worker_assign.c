@@ -99,9 +99,10 @@ void worker_process(worker *w, actx *x)
     }
     recent_put(w->recent, x->a.assignment_id, transcript);
     /* one image per assignment, shared by its conditions and managed runs */
-    img = sbx_image_adopt(simg, simg_len, err, sizeof err);
+    fps_err ie;
+    img = sbx_image_adopt(simg, simg_len, &ie);
     if (img == NULL) {
-        worker_fail_assignment(x, "sandbox_error", err, NULL);
+        worker_fail_assignment(x, ie.name, ie.msg, NULL);
         goto done;
     }
     tm[1] = worker_mono_us();

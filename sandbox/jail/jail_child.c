@@ -274,9 +274,8 @@ int jail_prepare(jail_prepared *p)
     json_object_seed(0);
     /* The warm-up session, and one evaluation here so the interpreter's
      * lazily built tables exist before any fork (children read them). */
-    char err[160];
     if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, 0,
-                        &p->warm_img, &p->warm_len, err, sizeof err) != 0) {
+                        &p->warm_img, &p->warm_len, NULL) != 0) {
         errno = EINVAL;
         return -1;
     }
@@ -606,10 +605,10 @@ void jail_serve(const jail_opts *o)
         /* Walking a big session allocates in proportion to it. */
         if (req.image_len / 16 > JAIL_HEAP_RESERVE)
             jail_reserve(req.image_len / 16 < (64u << 20) ? req.image_len / 16 : (64u << 20));
-        char err[160];
-        if (simg_validate(img, req.image_len, err, sizeof err) != 0) {
+        fps_err err;
+        if (simg_validate(img, req.image_len, &err) != 0) {
             char line[256];
-            int n = snprintf(line, sizeof line, "jail: invalid session image: %s", err);
+            int n = snprintf(line, sizeof line, "jail: invalid session image: %s", err.msg);
             if (n > 0) (void)write_all(1, line, strlen(line));
             _exit(JAIL_EXIT_PROTO);
         }

@@ -119,44 +119,45 @@ double sbx_clamp_timeout(double t)
 
 /* ---- images ---- */
 
-sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, char *err,
-                         size_t errcap)
+sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, fps_err *e)
 {
     void *buf = NULL;
     size_t len = 0;
-    if (simg_build(transcript, assignment_id, &buf, &len, err, errcap) != 0) return NULL;
-    return sbx_image_adopt(buf, len, err, errcap);
+    if (simg_build(transcript, assignment_id, &buf, &len, e) != 0) return NULL;
+    return sbx_image_adopt(buf, len, e);
 }
 
-sbx_image *sbx_image_adopt(void *simg, size_t len, char *err, size_t errcap)
+sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)
 {
     sbx_image *img = NULL;
     int fd = -1;
     if (simg == NULL || len == 0) {
-        snprintf(err, errcap, "session image is empty");
+        fps_err_set(e, SIMG_EINVALID, 0, "invalid_transcript", "session image is empty");
         goto fail;
     }
     fd = memfd_create("fps-session-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
-        snprintf(err, errcap, "memfd_create: %s", strerror(errno));
+        fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "memfd_create: %s", strerror(errno));
         goto fail;
     }
     for (size_t off = 0; off < len;) {
         ssize_t n = write(fd, (char *)simg + off, len - off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
-            snprintf(err, errcap, "writing the session image: %s", strerror(errno));
+            fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "writing the session image: %s",
+                        strerror(errno));
             goto fail;
         }
         off += (size_t)n;
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-        snprintf(err, errcap, "sealing the session image: %s", strerror(errno));
+        fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "sealing the session image: %s",
+                    strerror(errno));
         goto fail;
     }
     img = calloc(1, sizeof *img);
     if (img == NULL) {
-        snprintf(err, errcap, "out of memory");
+        fps_err_set(e, SIMG_ETOO_LARGE, 0, "too_large", "out of memory");
         goto fail;
     }
     img->fd = fd;
@@ -649,11 +650,13 @@ done:
     return rc;
 }
 
-sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
+sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
 {
+    char err[sizeof e->msg];
+    const size_t errcap = sizeof err;
     sbx_pool *pool = calloc(1, sizeof *pool);
     if (pool == NULL) {
-        snprintf(err, errcap, "out of memory");
+        fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "out of memory");
         return NULL;
     }
     pool->cfg = *cfg;
@@ -761,6 +764,7 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap)
              LOG_I("zygote", pool->layers.zygote));
     return pool;
 fail:
+    fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "%s", err);
     sbx_pool_free(pool);
     return NULL;
 }

@@ -8,6 +8,7 @@
  * one pool. */
 #ifndef FPS_SBX_H
 #define FPS_SBX_H
+#include "common/err.h"
 #include "sandbox/lang/lang.h"
 
 #include <jansson.h>
@@ -53,7 +54,10 @@ typedef struct {
     int zygote;                         /* 1 = children are forked from the zygote (else exec'd) */
 } sbx_layers;
 
-sbx_pool *sbx_pool_new(const sbx_config *cfg, char *err, size_t errcap);
+/* NULL on failure, with e (common/err.h) filled: code SBX_JAIL_FAILURE, name
+ * "sandbox_unavailable" (the jail cannot be set up on this machine, or the
+ * child image is missing). */
+sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e);
 void sbx_pool_free(sbx_pool *pool);
 sbx_layers sbx_pool_layers(const sbx_pool *pool);
 /* The layers and how children are made, for /v1/status: {"seccomp",
@@ -71,10 +75,11 @@ int sbx_pool_active(const sbx_pool *pool);
  * image from a parsed transcript (a request body that is already a tree);
  * sbx_image_adopt takes an image built from the transcript's bytes
  * (simg_build_text: the ingest path), owning and freeing `simg` also on
- * failure. NULL with a message in err on failure. */
-sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, char *err,
-                         size_t errcap);
-sbx_image *sbx_image_adopt(void *simg, size_t len, char *err, size_t errcap);
+ * failure. NULL on failure with e filled: the image's own errors (simg.h:
+ * SIMG_EINVALID, SIMG_ETOO_LARGE), or SBX_JAIL_FAILURE ("sandbox_error") when
+ * the memfd cannot be made. */
+sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, fps_err *e);
+sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e);
 void sbx_image_release(sbx_image *img);
 
 typedef enum {

@@ -9,6 +9,7 @@
 #include "sandbox/lang/simg_layout.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,21 @@ static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
 
 #define NODE(b, off) ((simg_node *)((b)->p + (off)))
 
+/* ---- errors (simg.h) ------------------------------------------------------------ */
+
+/* Fills e for a failure of kind `code` and returns code. */
+__attribute__((format(printf, 3, 4))) static int fail(fps_err *e, int code, const char *fmt, ...)
+{
+    const char *name = code == SIMG_ETOO_LARGE ? "too_large"
+                       : code == SIMG_ECORRUPT ? "invalid_image"
+                                               : "invalid_transcript";
+    va_list ap;
+    va_start(ap, fmt);
+    fps_err_vset(e, code, 0, name, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
 /* ---- from jansson ------------------------------------------------------------ */
 
 /* Writes the node for v into *out. Children are built first (each subtree
@@ -233,62 +249,60 @@ static const char *const g_field_names[SF__COUNT] = {
     "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
     "started_at",    "ended_at",   "schema_version"};
 
-int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *out_len, char *err,
-               size_t errcap)
+int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *out_len,
+               fps_err *err)
 {
+    int rc = 0;
     ibuf b = {0};
-    if (!json_is_object(t)) {
-        snprintf(err, errcap, "transcript must be an object");
-        return -1;
-    }
+    if (!json_is_object(t)) return fail(err, SIMG_EINVALID, "transcript must be an object");
     size_t hdr = ib_reserve(&b, sizeof(simg_hdr));
     (void)hdr;
     const json_t *sv = json_object_get(t, "schema_version");
     if (!json_is_string(sv)) {
-        snprintf(err, errcap, "schema_version must be a string");
+        rc = fail(err, SIMG_EINVALID, "schema_version must be a string");
         goto fail;
     }
     if (strcmp(json_string_value(sv), "2") != 0) {
-        snprintf(err, errcap, "unsupported transcript schema version '%.64s'",
-                 json_string_value(sv));
+        rc = fail(err, SIMG_EINVALID, "unsupported transcript schema version '%.64s'",
+                  json_string_value(sv));
         goto fail;
     }
     const json_t *evs = json_object_get(t, "events");
     if (!json_is_array(evs)) {
-        snprintf(err, errcap, "events must be an array");
+        rc = fail(err, SIMG_EINVALID, "events must be an array");
         goto fail;
     }
     size_t ne = json_array_size(evs);
     for (size_t i = 0; i < ne; i++) {
         const json_t *e = json_array_get(evs, i);
         if (!json_is_object(e)) {
-            snprintf(err, errcap, "events[%zu] must be an object", i);
+            rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", i);
             goto fail;
         }
         if (!json_is_object(json_object_get(e, "payload"))) {
-            snprintf(err, errcap, "payload must be an object");
+            rc = fail(err, SIMG_EINVALID, "payload must be an object");
             goto fail;
         }
         static const char *const ef[] = {"id", "ts", "event_type"};
         for (int k = 0; k < 3; k++) {
             if (!json_is_string(json_object_get(e, ef[k]))) {
-                snprintf(err, errcap, "%s must be a string", ef[k]);
+                rc = fail(err, SIMG_EINVALID, "%s must be a string", ef[k]);
                 goto fail;
             }
         }
     }
     const json_t *ec = json_object_get(t, "event_count");
     if (!json_is_integer(ec)) {
-        snprintf(err, errcap, "event_count must be an integer");
+        rc = fail(err, SIMG_EINVALID, "event_count must be an integer");
         goto fail;
     }
     if (json_integer_value(ec) < 0) {
-        snprintf(err, errcap, "event_count must not be negative");
+        rc = fail(err, SIMG_EINVALID, "event_count must not be negative");
         goto fail;
     }
     if ((size_t)json_integer_value(ec) != ne) {
-        snprintf(err, errcap, "event_count is %lld, but transcript contains %zu events",
-                 (long long)json_integer_value(ec), ne);
+        rc = fail(err, SIMG_EINVALID, "event_count is %lld, but transcript contains %zu events",
+                  (long long)json_integer_value(ec), ne);
         goto fail;
     }
     simg_str fields[SF__COUNT];
@@ -299,7 +313,7 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
             continue;
         }
         if (!json_is_string(f)) {
-            snprintf(err, errcap, "%s must be a string", g_field_names[k]);
+            rc = fail(err, SIMG_EINVALID, "%s must be a string", g_field_names[k]);
             goto fail;
         }
         fields[k] = ib_str(&b, json_string_value(f), json_string_length(f), 0);
@@ -318,7 +332,7 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
         if (put_json(&b, &ev.payload, json_object_get(e, "payload"), 0)) {
             free(recs);
             if (b.oom) goto oom;
-            snprintf(err, errcap, "payload nesting too deep");
+            rc = fail(err, SIMG_EINVALID, "payload nesting too deep");
             goto fail;
         }
         recs[i] = ev;
@@ -341,11 +355,11 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
     *out_len = b.len;
     return 0;
 oom:
-    snprintf(err, errcap, "transcript too large for a session image");
+    rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
 fail:
     free(b.itab);
     free(b.p);
-    return -1;
+    return rc;
 }
 
 /* ---- from JSON text (one pass, no tree) ----------------------------------- */
@@ -927,31 +941,29 @@ static void hugepage_hint(void *p, size_t len)
 }
 
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
-                    void **out, size_t *out_len, char *err, size_t errcap)
+                    void **out, size_t *out_len, fps_err *err)
 {
+    int rc = 0;
     ibuf b = {0};
     /* worst case the image is a few times the text; start near it */
     b.cap = 2 * len + 4096;
     b.p = malloc(b.cap);
-    if (!b.p) {
-        snprintf(err, errcap, "out of memory");
-        return -1;
-    }
+    if (!b.p) return fail(err, SIMG_ETOO_LARGE, "out of memory");
     hugepage_hint(b.p, b.cap);
     ib_reserve(&b, sizeof(simg_hdr));
     jp p = {json, json + len, &b, NULL, 0, NULL, (flags & SIMG_STRICT) != 0};
     simg_node rootn;
     if (parse_value(&p, &rootn, 0)) {
         if (b.oom)
-            snprintf(err, errcap, "transcript too large for a session image");
+            rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
         else
-            snprintf(err, errcap, "invalid JSON: %s at byte %zu", p.err ? p.err : "error",
-                     (size_t)(p.s - json));
+            rc = fail(err, SIMG_EINVALID, "invalid JSON: %s at byte %zu", p.err ? p.err : "error",
+                      (size_t)(p.s - json));
         goto fail;
     }
     skip_ws(&p);
     if (p.s != p.end) {
-        snprintf(err, errcap, "invalid JSON: extra data at byte %zu", (size_t)(p.s - json));
+        rc = fail(err, SIMG_EINVALID, "invalid JSON: extra data at byte %zu", (size_t)(p.s - json));
         goto fail;
     }
     size_t root = ib_reserve(&b, sizeof(simg_node));
@@ -959,68 +971,69 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     *NODE(&b, root) = rootn;
     const simg_node *t = NODE(&b, root);
     if (t->tag != SN_OBJ) {
-        snprintf(err, errcap, "transcript must be an object");
+        rc = fail(err, SIMG_EINVALID, "transcript must be an object");
         goto fail;
     }
     const simg_node *sv = obj_get(&b, t, "schema_version");
     if (!sv || sv->tag != SN_STR) {
-        snprintf(err, errcap, "schema_version must be a string");
+        rc = fail(err, SIMG_EINVALID, "schema_version must be a string");
         goto fail;
     }
     if (sv->a != 1 || b.p[(uint32_t)sv->b] != '2') {
-        snprintf(err, errcap, "unsupported transcript schema version '%.64s'",
-                 b.p + (uint32_t)sv->b);
+        rc = fail(err, SIMG_EINVALID, "unsupported transcript schema version '%.64s'",
+                  b.p + (uint32_t)sv->b);
         goto fail;
     }
     const simg_node *evs = obj_get(&b, t, "events");
     if (!evs || evs->tag != SN_ARR) {
-        snprintf(err, errcap, "events must be an array");
+        rc = fail(err, SIMG_EINVALID, "events must be an array");
         goto fail;
     }
     size_t ne = evs->a;
     const simg_node *ev = (const simg_node *)(b.p + evs->b);
     for (size_t i = 0; i < ne; i++) {
         if (ev[i].tag != SN_OBJ) {
-            snprintf(err, errcap, "events[%zu] must be an object", i);
+            rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", i);
             goto fail;
         }
         const simg_node *pl = obj_get(&b, &ev[i], "payload");
         if (!pl || pl->tag != SN_OBJ) {
-            snprintf(err, errcap, "payload must be an object");
+            rc = fail(err, SIMG_EINVALID, "payload must be an object");
             goto fail;
         }
         static const char *const ef[] = {"id", "ts", "event_type"};
         for (int k = 0; k < 3; k++) {
             const simg_node *x = obj_get(&b, &ev[i], ef[k]);
             if (!x || x->tag != SN_STR) {
-                snprintf(err, errcap, "%s must be a string", ef[k]);
+                rc = fail(err, SIMG_EINVALID, "%s must be a string", ef[k]);
                 goto fail;
             }
         }
     }
     const simg_node *ec = obj_get(&b, t, "event_count");
     if (!ec || (ec->tag != SN_INT && ec->tag != SN_BIGINT)) {
-        snprintf(err, errcap, "event_count must be an integer");
+        rc = fail(err, SIMG_EINVALID, "event_count must be an integer");
         goto fail;
     }
     if (ec->tag == SN_BIGINT || (int64_t)ec->b < 0) {
         if (ec->tag == SN_BIGINT && b.p[(uint32_t)ec->b] != '-')
-            snprintf(err, errcap, "event_count is %.40s, but transcript contains %zu events",
+            rc =
+                fail(err, SIMG_EINVALID, "event_count is %.40s, but transcript contains %zu events",
                      b.p + (uint32_t)ec->b, ne);
         else
-            snprintf(err, errcap, "event_count must not be negative");
+            rc = fail(err, SIMG_EINVALID, "event_count must not be negative");
         goto fail;
     }
     if ((uint64_t)ec->b != ne) {
-        snprintf(err, errcap, "event_count is %lld, but transcript contains %zu events",
-                 (long long)ec->b, ne);
+        rc = fail(err, SIMG_EINVALID, "event_count is %lld, but transcript contains %zu events",
+                  (long long)ec->b, ne);
         goto fail;
     }
     simg_str fields[SF__COUNT];
     for (int k = 0; k < SF__COUNT; k++) {
         const simg_node *f = obj_get(&b, NODE(&b, root), g_field_names[k]);
         if (!f || f->tag != SN_STR) {
-            snprintf(err, errcap, "%s must be a string", g_field_names[k]);
+            rc = fail(err, SIMG_EINVALID, "%s must be a string", g_field_names[k]);
             goto fail;
         }
         fields[k] = node_str(f);
@@ -1057,12 +1070,12 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     *out_len = b.len;
     return 0;
 oom:
-    snprintf(err, errcap, "transcript too large for a session image");
+    rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
 fail:
     free(p.tmp);
     free(b.itab);
     free(b.p);
-    return -1;
+    return rc;
 }
 
 const char *simg_session_revision_id(const void *img)
@@ -1078,18 +1091,14 @@ static bool str_ok(const simg_str *s, size_t len)
     return (size_t)s->off + s->blen < len && s->clen <= s->blen;
 }
 
-int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
+int simg_validate(const void *buf, size_t len, fps_err *err)
 {
     const char *base = buf;
-    if (!buf || len < sizeof(simg_hdr) || ((uintptr_t)buf & 7)) {
-        snprintf(err, errcap, "session image too short or misaligned");
-        return -1;
-    }
+    if (!buf || len < sizeof(simg_hdr) || ((uintptr_t)buf & 7))
+        return fail(err, SIMG_ECORRUPT, "session image too short or misaligned");
     const simg_hdr *h = buf;
-    if (memcmp(h->magic, SIMG_MAGIC, 8) || h->version != SIMG_VERSION || h->total_len != len) {
-        snprintf(err, errcap, "session image header is invalid");
-        return -1;
-    }
+    if (memcmp(h->magic, SIMG_MAGIC, 8) || h->version != SIMG_VERSION || h->total_len != len)
+        return fail(err, SIMG_ECORRUPT, "session image header is invalid");
     for (int k = 0; k < SF__COUNT; k++)
         if (!str_ok(&h->fields[k], len)) goto bad;
     if ((h->events_off & 7) ||
@@ -1109,6 +1118,5 @@ int simg_validate(const void *buf, size_t len, char *err, size_t errcap)
     }
     return 0;
 bad:
-    snprintf(err, errcap, "session image is corrupt");
-    return -1;
+    return fail(err, SIMG_ECORRUPT, "session image is corrupt");
 }

@@ -5,16 +5,25 @@
  * it. Layout is private to simg.c and the interpreter. */
 #ifndef FPS_SIMG_H
 #define FPS_SIMG_H
+#include "common/err.h"
+
 #include <jansson.h>
 #include <stddef.h>
 
+/* Errors (common/err.h): the status returned and fps_err.code, with its
+ * name: SIMG_EINVALID "invalid_transcript" (not JSON, or not a transcript of
+ * the expected shape), SIMG_ETOO_LARGE "too_large" (beyond what an image can
+ * hold, or out of memory), SIMG_ECORRUPT "invalid_image" (simg_validate). */
+enum { SIMG_EINVALID = -1, SIMG_ETOO_LARGE = -2, SIMG_ECORRUPT = -3 };
+
 /* Builds the image of a transcript (a JSON object as the protocol's
  * transcript_response; `assignment_id` overrides the transcript's own when
- * not NULL; simg_build_text still requires the transcript's to be a string). On success returns 0
- * and sets *out (malloc'd, caller frees) and *out_len. On a transcript that is not the expected
- * shape returns -1 with a precise message in err. */
+ * not NULL; simg_build_text still requires the transcript's to be a string).
+ * On success returns 0 and sets *out (malloc'd, caller frees) and *out_len.
+ * On a transcript that is not the expected shape returns SIMG_EINVALID with a
+ * precise message in e. */
 int simg_build(const json_t *transcript, const char *assignment_id, void **out, size_t *out_len,
-               char *err, size_t errcap);
+               fps_err *e);
 
 /* Same as simg_build, straight from the transcript's JSON text (one pass,
  * no intermediate tree): the ingest path. By default Python json semantics:
@@ -24,15 +33,15 @@ int simg_build(const json_t *transcript, const char *assignment_id, void **out, 
  * errors instead. */
 enum { SIMG_STRICT = 1u };
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
-                    void **out, size_t *out_len, char *err, size_t errcap);
+                    void **out, size_t *out_len, fps_err *e);
 
 /* The transcript's session_revision_id in a built image (borrowed from
  * the image, NUL-terminated). */
 const char *simg_session_revision_id(const void *img);
 
 /* Checks that `buf` is a well-formed image (magic, version, every offset in
- * bounds). Returns 0 or -1 with a message. Call before reading an image
- * that crossed a process boundary. */
-int simg_validate(const void *buf, size_t len, char *err, size_t errcap);
+ * bounds). Returns 0 or SIMG_ECORRUPT with a message. Call before reading an
+ * image that crossed a process boundary. */
+int simg_validate(const void *buf, size_t len, fps_err *e);
 
 #endif

@@ -47,9 +47,9 @@ static sbx_pool *make_pool(int slots, int prestart, const char *mode)
     cfg.test_mode = mode;
     cfg.no_helper = g_no_helper;
     cfg.no_zygote = g_no_zygote;
-    char err[256] = "";
-    sbx_pool *p = sbx_pool_new(&cfg, err, sizeof err);
-    if (p == NULL) fprintf(stderr, "sbx_pool_new: %s\n", err);
+    fps_err err = {0};
+    sbx_pool *p = sbx_pool_new(&cfg, &err);
+    if (p == NULL) fprintf(stderr, "sbx_pool_new: %s\n", err.msg);
     assert_non_null(p);
     return p;
 }
@@ -211,9 +211,8 @@ static void test_warm_up_source_evaluates(void **state)
     (void)state;
     void *img = NULL;
     size_t len = 0;
-    char err[160];
     assert_int_equal(simg_build_text(jail_warm_transcript, strlen(jail_warm_transcript), NULL, 0,
-                                     &img, &len, err, sizeof err),
+                                     &img, &len, NULL),
                      0);
     lang_limits limits = {0, 0};
     char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, strlen(jail_warm_source), "q", img, len,
@@ -240,17 +239,17 @@ static void test_request_and_image_hand_off(void **state)
         "2026-08-28T12:00:00.000000Z", "ended_at", "2026-08-28T12:00:01.000000Z", "event_count", 1,
         "events", "id", "e1", "ts", "2026-08-28T12:00:00.000000Z", "event_type", "tool_use",
         "payload", "k", "v\xc3\xa9");
-    char err[256];
+    fps_err err;
     void *raw;
     size_t raw_len;
-    int built = simg_build(t, "a-1", &raw, &raw_len, err, sizeof err);
-    if (built != 0) fprintf(stderr, "simg_build: %s\n", err);
+    int built = simg_build(t, "a-1", &raw, &raw_len, &err);
+    if (built != 0) fprintf(stderr, "simg_build: %s\n", err.msg);
     assert_int_equal(built, 0);
     unsigned long sum = 0;
     for (size_t i = 0; i < raw_len; i++)
         sum += ((unsigned char *)raw)[i];
     free(raw);
-    sbx_image *img = sbx_image_new(t, "a-1", err, sizeof err);
+    sbx_image *img = sbx_image_new(t, "a-1", &err);
     json_decref(t);
     assert_non_null(img);
     for (int i = 0; i < 3; i++) {

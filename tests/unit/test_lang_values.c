@@ -410,9 +410,9 @@ static void test_session_image(void **state)
         "null]}}]}";
     void *img;
     size_t len;
-    char err[256];
-    assert_int_equal(simg_build_text(t, strlen(t), NULL, 0, &img, &len, err, sizeof err), 0);
-    assert_int_equal(simg_validate(img, len, err, sizeof err), 0);
+    fps_err err;
+    assert_int_equal(simg_build_text(t, strlen(t), NULL, 0, &img, &len, &err), 0);
+    assert_int_equal(simg_validate(img, len, &err), 0);
     assert_string_equal(simg_session_revision_id(img), "r");
     vctx *c = vctx_new(NULL, img, len);
     val *s = v_session(c);
@@ -434,24 +434,24 @@ static void test_session_image(void **state)
     free(img);
     /* shape errors */
     const char *bad = "{\"schema_version\": \"3\"}";
-    assert_int_equal(simg_build_text(bad, strlen(bad), NULL, 0, &img, &len, err, sizeof err), -1);
-    assert_string_equal(err, "unsupported transcript schema version '3'");
+    assert_int_equal(simg_build_text(bad, strlen(bad), NULL, 0, &img, &len, &err), SIMG_EINVALID);
+    assert_string_equal(err.msg, "unsupported transcript schema version '3'");
     const char *cnt = "{\"schema_version\": \"2\", \"events\": [], \"event_count\": 1}";
-    assert_int_equal(simg_build_text(cnt, strlen(cnt), NULL, 0, &img, &len, err, sizeof err), -1);
-    assert_string_equal(err, "event_count is 1, but transcript contains 0 events");
-    assert_int_equal(simg_build_text("{", 1, NULL, 0, &img, &len, err, sizeof err), -1);
+    assert_int_equal(simg_build_text(cnt, strlen(cnt), NULL, 0, &img, &len, &err), SIMG_EINVALID);
+    assert_string_equal(err.msg, "event_count is 1, but transcript contains 0 events");
+    assert_int_equal(simg_build_text("{", 1, NULL, 0, &img, &len, &err), SIMG_EINVALID);
     /* strict (a server's response): the duplicate "n" and NaN are errors */
-    assert_int_equal(simg_build_text(t, strlen(t), NULL, SIMG_STRICT, &img, &len, err, sizeof err),
-                     -1);
-    assert_string_equal(err, "invalid JSON: duplicate object key at byte 344");
+    assert_int_equal(simg_build_text(t, strlen(t), NULL, SIMG_STRICT, &img, &len, &err), -1);
+    assert_string_equal(err.msg, "invalid JSON: duplicate object key at byte 344");
     const char *nan = "{\"schema_version\": \"2\", \"x\": NaN}";
-    assert_int_equal(simg_build_text(nan, strlen(nan), NULL, 0, &img, &len, err, sizeof err), -1);
-    assert_string_equal(err, "events must be an array");
-    assert_int_equal(
-        simg_build_text(nan, strlen(nan), NULL, SIMG_STRICT, &img, &len, err, sizeof err), -1);
-    assert_string_equal(err, "invalid JSON: NaN and Infinity are not JSON at byte 29");
+    assert_int_equal(simg_build_text(nan, strlen(nan), NULL, 0, &img, &len, &err), SIMG_EINVALID);
+    assert_string_equal(err.msg, "events must be an array");
+    assert_int_equal(simg_build_text(nan, strlen(nan), NULL, SIMG_STRICT, &img, &len, &err),
+                     SIMG_EINVALID);
+    assert_string_equal(err.msg, "invalid JSON: NaN and Infinity are not JSON at byte 29");
     char junk[64] = "FPSIMG";
-    assert_int_equal(simg_validate(junk, sizeof junk, err, sizeof err), -1);
+    assert_int_equal(simg_validate(junk, sizeof junk, &err), SIMG_ECORRUPT);
+    assert_string_equal(err.name, "invalid_image");
 }
 
 static void test_limits(void **state)

@@ -152,7 +152,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_jail: N >= 1 and 1 <= --streams <= min(N, 64)\n");
         return 2;
     }
-    char err[256];
+    fps_err err;
     json_error_t jerr;
     double t0 = now_ms();
     json_t *t = json_load_file(argv[2], 0, &jerr);
@@ -162,16 +162,16 @@ int main(int argc, char **argv)
     }
     double t_load = now_ms() - t0;
     t0 = now_ms();
-    sbx_image *img = sbx_image_new(t, NULL, err, sizeof err);
+    sbx_image *img = sbx_image_new(t, NULL, &err);
     double t_image = now_ms() - t0;
     json_decref(t);
     if (img == NULL) {
-        fprintf(stderr, "image: %s\n", err);
+        fprintf(stderr, "image: %s\n", err.msg);
         return 1;
     }
-    sbx_pool *pool = sbx_pool_new(&cfg, err, sizeof err);
+    sbx_pool *pool = sbx_pool_new(&cfg, &err);
     if (pool == NULL) {
-        fprintf(stderr, "pool: %s\n", err);
+        fprintf(stderr, "pool: %s\n", err.msg);
         return 1;
     }
     struct timespec settle = {0, 200000000};

@@ -40,13 +40,13 @@ int main(int argc, char **argv)
 
     void *img = NULL;
     size_t img_len = 0;
-    char err[256];
+    fps_err err;
     double best_ingest = 1e18;
     for (int i = 0; i < 5; i++) {
         free(img);
         double t0 = now_ms();
-        if (simg_build_text(text, (size_t)n, NULL, 0, &img, &img_len, err, sizeof err) != 0) {
-            fprintf(stderr, "ingest: %s\n", err);
+        if (simg_build_text(text, (size_t)n, NULL, 0, &img, &img_len, &err) != 0) {
+            fprintf(stderr, "ingest: %s\n", err.msg);
             return 1;
         }
         double dt = now_ms() - t0;
