@@ -1,15 +1,34 @@
 /* common/err: the one error convention of this code base.
  *
  * A fallible function returns a status: 0 for success, a module's own
- * negative (or documented non-zero) code for failure. Callers that want
- * details pass an fps_err (caller-owned, usually on the stack) that the
- * callee fills on failure and leaves alone on success. Callers branch on
- * `code` (and `name` where the error crosses a wire), never on `msg`, which
- * is for people: one line, "<module>: <operation>: <reason>".
+ * non-zero code for failure (negative, declared in the module's header next
+ * to what returns it, e.g. SIMG_EINVALID; a function returning a pointer
+ * returns NULL and puts the code in the struct). Callers that want details
+ * pass an fps_err (caller-owned, usually on the stack; NULL when they do not
+ * care) that the callee fills on failure and leaves alone on success. The
+ * callee fills it once, where the failure is found: a caller passes it on
+ * unchanged, or reads it to add its own context, never rewrites it in place.
+ *
+ * Callers branch on `code`, or on `name` where the error crosses a wire,
+ * never on `msg`: the message is for people (logs, an answer's "message"):
+ * one line saying what failed and why, never a secret, never transcript text.
+ * Tests may check it; code never parses it.
  *
  * `http_status` is set where an error maps onto an HTTP answer (the admin
  * API and the local-evaluator registry); `name` is the stable snake_case code
- * that JSON error envelopes carry ("not_found", "conflict", ...). */
+ * that JSON error envelopes and logs carry ("not_found", "invalid_transcript",
+ * ...). A module with many failure sites keeps one small static setter (a
+ * format, its code and name) on fps_err_vset instead of repeating the four
+ * fields at every site.
+ *
+ * Where it is used: the language's source checks (lang.h), the session
+ * image (simg.h), the jail's pool and images (sbx.h), the store (store_err is
+ * this type: code a store_status, name its store_status_name), the admin
+ * API's body scanner and its function tables (api/), the local-evaluator
+ * registry (local.h). Two types keep their own shape and follow the same
+ * rules: cloud_error (the kind of failure, the server's own wire code, the
+ * request id and retryability a protocol error needs) and sbx_outcome (an
+ * evaluation's result, not an error of the call). */
 #ifndef FPS_ERR_H
 #define FPS_ERR_H
 #include <stdarg.h>
