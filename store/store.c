@@ -152,6 +152,8 @@ int st_errf(store_err *err, int code, const char *fmt, ...)
         va_list ap;
         va_start(ap, fmt);
         err->code = code;
+        err->http_status = 0;
+        snprintf(err->name, sizeof err->name, "%s", store_status_name(code));
         int n = snprintf(err->msg, sizeof err->msg, "store: ");
         vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
         va_end(ap);
@@ -651,7 +653,10 @@ static int migrate(store *st, store_err *err)
         if (rc != SQLITE_OK) {
             code = st_sqlfail(err, st->w.db, rc, op);
             if (code == STORE_ERROR || code == STORE_CONFLICT) code = STORE_SCHEMA;
-            if (err) err->code = code;
+            if (err) {
+                err->code = code;
+                snprintf(err->name, sizeof err->name, "%s", store_status_name(code));
+            }
             goto fail;
         }
         char pv[64];

@@ -86,6 +86,7 @@
  */
 #ifndef FPS_STORE_H
 #define FPS_STORE_H
+#include "common/err.h"
 #include "common/strbuf.h"
 #include <stddef.h>
 #include <stdint.h>
@@ -106,10 +107,9 @@ typedef enum {
     STORE_SCHEMA = -9,   /* schema newer than this binary, or a failed migration */
 } store_status;
 
-typedef struct {
-    int code;      /* a store_status */
-    char msg[256]; /* "store: <operation>: <reason>" */
-} store_err;
+/* The store's errors are common/err.h's: code is a store_status, name its
+ * store_status_name, msg "store: <operation>: <reason>". */
+typedef fps_err store_err;
 
 /* Short name of a status ("ok", "busy", "corrupt", ...). Static storage. */
 const char *store_status_name(int status);
