@@ -366,10 +366,10 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
                 lerr(e, 422, "invalid_registration", "%s must be a string", f);
                 goto fail;
             }
-            char msg[384];
-            if (lang_check(LANG_CONDITION, json_string_value(cond), json_string_length(cond), msg,
-                           sizeof msg) != 0) {
-                lerr(e, 422, "invalid_registration", "%s is rejected: %s", f, msg);
+            fps_err ce;
+            if (lang_check(LANG_CONDITION, json_string_value(cond), json_string_length(cond),
+                           &ce) != 0) {
+                lerr(e, 422, "invalid_registration", "%s is rejected: %s", f, ce.msg);
                 goto fail;
             }
             x->condition = malloc(json_string_length(cond) + 1);

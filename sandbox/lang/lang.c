@@ -153,14 +153,15 @@ static void compile_outcome(strbuf *out, const compile_error *ce)
     strbuf_putc(out, '}');
 }
 
-int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t msgcap)
+int lang_check(lang_kind kind, const char *src, size_t len, fps_err *e)
 {
     ast_arena ar;
     ast_arena_init(&ar, FRONTEND_ARENA_CAP);
     ast_node *root = NULL;
     compile_error ce;
-    int rc = compile_source(kind, src, len, &ar, &root, &ce);
-    if (msgcap) snprintf(msg, msgcap, "%s", rc ? ce.msg.data : "");
+    int rc = 0;
+    if (compile_source(kind, src, len, &ar, &root, &ce) != 0)
+        rc = fps_err_set(e, LANG_EREJECTED, 0, "source_rejected", "%s", ce.msg.data);
     strbuf_free(&ce.msg);
     ast_arena_free(&ar);
     return rc;

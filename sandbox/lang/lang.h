@@ -9,6 +9,8 @@
  * (tree-walking evaluator over the values of value.h). */
 #ifndef FPS_LANG_H
 #define FPS_LANG_H
+#include "common/err.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,11 +32,13 @@ typedef struct {
 int lang_hash_seed(void);
 
 /* Source checks only (LANGUAGE.md table). Returns 0 if the source is
- * accepted; otherwise 1 and writes the message (without the
- * "evaluator source rejected: " prefix) to msg, e.g.
- * "evaluator_source must be one expression". The field name is
- * condition_source for LANG_CONDITION and evaluator_source otherwise. */
-int lang_check(lang_kind kind, const char *src, size_t len, char *msg, size_t msgcap);
+ * accepted; otherwise LANG_EREJECTED with e (common/err.h) named
+ * "source_rejected" and its message (without the "evaluator source
+ * rejected: " prefix), e.g. "evaluator_source must be one expression". The
+ * field name is condition_source for LANG_CONDITION and evaluator_source
+ * otherwise. */
+enum { LANG_EREJECTED = -1 };
+int lang_check(lang_kind kind, const char *src, size_t len, fps_err *e);
 
 /* The source checks as one outcome line of LANGUAGE.md's `check`:
  * {"ok": true} or the compile outcome, which for a syntax error also carries

@@ -12,7 +12,6 @@
 #include "api/internal.h"
 #include "common/log.h"
 #include "common/strbuf.h"
-#include "sandbox/lang/lang.h"
 #include "sidecar/daemon.h"
 #include "sidecar/local.h"
 
@@ -361,16 +360,9 @@ static void test_registry_lifecycle(void **state)
     (void)state;
     char c[64], m[600];
     int before = __atomic_load_n(&changes, __ATOMIC_SEQ_CST);
-    /* Until the interpreter lands (lang_check rejects everything), register
-     * without the condition. */
-    char lm[128];
-    int have_lang = lang_check(LANG_CONDITION, "True", 4, lm, sizeof lm) == 0;
-    const char *body =
-        have_lang ? "{\"version\":\"1\",\"endpoint\":\"http://localhost:9/\",\"ttl_seconds\":1,"
-                    "\"definitions\":[{\"eval_key\":\"short_lived\",\"eval_version\":\"2\","
-                    "\"condition\":\"session.event_count > 0\"}]}"
-                  : "{\"version\":\"1\",\"endpoint\":\"http://localhost:9/\",\"ttl_seconds\":1,"
-                    "\"definitions\":[{\"eval_key\":\"short_lived\",\"eval_version\":\"2\"}]}";
+    const char *body = "{\"version\":\"1\",\"endpoint\":\"http://localhost:9/\",\"ttl_seconds\":1,"
+                       "\"definitions\":[{\"eval_key\":\"short_lived\",\"eval_version\":\"2\","
+                       "\"condition\":\"session.event_count > 0\"}]}";
     assert_int_equal(put_status("ttl", body, c, sizeof c, m, sizeof m), 201);
     uint64_t gen1, gen2;
     json_t *cat = local_registry_catalog(reg, &gen1);
@@ -382,10 +374,7 @@ static void test_registry_lifecycle(void **state)
     json_decref(cat);
     local_definition d;
     assert_int_equal(local_registry_definition(reg, "short_lived", "2", &d), 0);
-    if (have_lang)
-        assert_string_equal(d.condition, "session.event_count > 0");
-    else
-        assert_null(d.condition);
+    assert_string_equal(d.condition, "session.event_count > 0");
     local_definition_free(&d);
     assert_int_equal(local_registry_definition(reg, "short_lived", "3", &d), -1);
     /* heartbeat keeps it alive past its TTL */

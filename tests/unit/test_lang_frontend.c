@@ -20,13 +20,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char msgbuf[4096];
+static fps_err chk_err;
 
 /* lang_check on an evaluator source; returns the message or "OK". */
 static const char *chk_kind(lang_kind k, const char *src, size_t len)
 {
-    int rc = lang_check(k, src, len, msgbuf, sizeof msgbuf);
-    return rc ? msgbuf : "OK";
+    int rc = lang_check(k, src, len, &chk_err);
+    if (rc != 0) assert_int_equal(rc, LANG_EREJECTED);
+    return rc ? chk_err.msg : "OK";
 }
 static const char *chk(const char *src)
 {
