@@ -935,9 +935,9 @@ static simg_str node_str(const simg_node *n)
  * its failure is ignored. */
 static void hugepage_hint(void *p, size_t len)
 {
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + len) & ~(huge - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    const uintptr_t huge = (uintptr_t)2 << 20, at = (uintptr_t)p;
+    uintptr_t lo = (at + huge - 1) & ~(huge - 1), hi = (at + len) & ~(huge - 1);
+    if (hi > lo) (void)madvise((char *)p + (lo - at), (size_t)(hi - lo), MADV_HUGEPAGE);
 }
 
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
