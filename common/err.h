@@ -24,11 +24,11 @@
  * Where it is used: the language's source checks (lang.h), the session
  * image (simg.h), the jail's pool and images (sbx.h), the store (store_err is
  * this type: code a store_status, name its store_status_name), the admin
- * API's body scanner and its function tables (api/), the local-evaluator
- * registry (local.h). Two types keep their own shape and follow the same
- * rules: cloud_error (the kind of failure, the server's own wire code, the
- * request id and retryability a protocol error needs) and sbx_outcome (an
- * evaluation's result, not an error of the call). */
+ * API's function tables (api/), the local-evaluator registry (local.h). Two
+ * types keep their own shape and follow the same rules: cloud_error (the
+ * kind of failure, the server's own wire code, the request id and
+ * retryability a protocol error needs) and sbx_outcome (an evaluation's
+ * result, not an error of the call). */
 #ifndef FPS_ERR_H
 #define FPS_ERR_H
 #include <stdarg.h>
