@@ -36,17 +36,19 @@ static void init_small(void)
  * can no longer reach (a comprehension's temporaries, intermediate strings,
  * the list behind sum([...]) once consumed) is reclaimed while it runs. The
  * collector finds pointers conservatively on the C stack, in static data and
- * in its own heap, so every value pointer is kept in one of those (never in
- * malloc'd memory: vctx itself is an uncollectable block and the AST's cached
- * constants are rooted through vctx.roots). GMP allocates through the
- * collector too, so a big int's limbs die with it.
+ * in its own heap, so every value pointer is kept in one of those (in
+ * malloc'd memory only where it is registered: vctx itself is an
+ * uncollectable block, the AST's cached constants are rooted through
+ * vctx.roots, a big list builder's array is a root while it grows). GMP
+ * allocates through the collector too, so a big int's limbs die with it.
  *
- * The budget (vlimits.max_alloc_bytes) caps the collector's heap: the heap
- * grows only when a collection cannot satisfy an allocation, so it counts
- * live bytes (plus fragmentation), never garbage. The collector is
- * initialised on the first context, which the jail's warm-up creates before
- * the seccomp filter is loaded; it starts no threads in a single-threaded
- * process and afterwards needs only mmap/munmap/madvise. */
+ * The budget (vlimits.max_alloc_bytes) caps the collector's heap: before the
+ * heap may pass it the collector collects, so at the cap the heap holds live
+ * bytes (plus fragmentation), not garbage. The collector is initialised on
+ * the first context, which the jail's warm-up creates before the seccomp
+ * filter is loaded; it starts no threads in a single-threaded process and
+ * afterwards needs only memory calls (its getcontext() also reads the signal
+ * mask, which the filter refuses harmlessly). */
 
 static void *gmp_alloc(size_t n)
 {
