@@ -533,12 +533,40 @@ val *vs_repeat(vctx *c, val *a, int64_t k)
     return vs_new_owned(c, p, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
 }
 
+/* One-character ASCII strings are shared, as CPython's one-character
+ * strings are: iterating or indexing a long ASCII text allocates nothing. */
+static const char g_ascii_bytes[128] = {
+    0,   1,   2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,  14,  15,  16,  17,  18,
+    19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34,  35,  36,  37,
+    38,  39,  40,  41,  42,  43,  44,  45,  46,  47,  48,  49,  50,  51,  52,  53,  54,  55,  56,
+    57,  58,  59,  60,  61,  62,  63,  64,  65,  66,  67,  68,  69,  70,  71,  72,  73,  74,  75,
+    76,  77,  78,  79,  80,  81,  82,  83,  84,  85,  86,  87,  88,  89,  90,  91,  92,  93,  94,
+    95,  96,  97,  98,  99,  100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113,
+    114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
+static val g_ascii_chars[128];
+
+val *vs_char(vctx *c, const char *p, size_t adv)
+{
+    unsigned char b = (unsigned char)p[0];
+    if (adv == 1 && b < 128) {
+        val *v = &g_ascii_chars[b];
+        if (v->type != VT_STR) {
+            v->u.s.s = &g_ascii_bytes[b];
+            v->u.s.blen = v->u.s.clen = 1;
+            v->flags = VF_ASCII;
+            v->type = VT_STR;
+        }
+        return v;
+    }
+    return vs_new_owned(c, (char *)p, adv, 1, adv == 1);
+}
+
 val *vs_char_at(vctx *c, val *s, size_t idx)
 {
     size_t off = vs_offset(s, idx);
     size_t adv = 1;
     if (!(s->flags & VF_ASCII)) vs_decode1(s->u.s.s + off, s->u.s.blen - off, &adv);
-    return vs_new_owned(c, (char *)s->u.s.s + off, adv, 1, adv == 1);
+    return vs_char(c, s->u.s.s + off, adv);
 }
 
 val *vs_getitem(vctx *c, val *s, val *key)

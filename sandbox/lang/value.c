@@ -1254,7 +1254,7 @@ val *v_iter_next(vctx *c, viter *it)
         if (!(v->flags & VF_ASCII)) {
             vs_decode1(v->u.s.s + it->i, v->u.s.blen - it->i, &adv);
         }
-        val *r = vs_new_owned(c, (char *)v->u.s.s + it->i, adv, 1, adv == 1);
+        val *r = vs_char(c, v->u.s.s + it->i, adv);
         it->i += adv;
         return r;
     }

@@ -127,8 +127,9 @@ val *vs_getitem(vctx *c, val *s, val *key);
 int vs_contains(vctx *c, val *hay, val *needle);
 val *vs_method(vctx *c, val *s, const char *name, val **args, size_t nargs, const vkwarg *kw,
                size_t nkw, bool *found);
-val *vs_char_at(vctx *c, val *s, size_t idx); /* code point index */
-size_t vs_offset(const val *s, size_t cpidx); /* byte offset of code point idx */
+val *vs_char_at(vctx *c, val *s, size_t idx);     /* code point index */
+val *vs_char(vctx *c, const char *p, size_t adv); /* the character of adv bytes at p */
+size_t vs_offset(const val *s, size_t cpidx);     /* byte offset of code point idx */
 val *vs_substr(vctx *c, val *s, size_t cp_lo, size_t cp_hi);
 static inline bool vs_eq(const val *a, const val *b)
 {
