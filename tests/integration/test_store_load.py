@@ -148,6 +148,11 @@ class SteadyStream(LoadBase):
         self.assertGreater(last, 1 << 20, samples)  # the runs' rows reached the file
         committed = self.emu.state()["runs"]["committed"]
         self.assertGreater(committed, 300)
+        # The emulator counts a result as committed when it answers; the
+        # sidecar clears the outbox row only after reading that answer, so the
+        # last rows leave the outbox a moment later.
+        self.assertTrue(wait_for(lambda: self.admin_json("/v1/status")[1]["store"]["outbox_depth"] == 0,
+                                 30, 0.1), self.log_tail())
         status, st = self.admin_json("/v1/status")
         self.assertEqual(status, 200)
         fig = st["store"]
