@@ -476,18 +476,18 @@ static void expired_forget_locked(local_registry *r, const char *name)
         }
 }
 
-/* Keeps ev's name listed as expired (the oldest entry goes when full). */
-static void expired_add_locked(local_registry *r, const lev *ev, double now)
+/* Keeps name listed as expired since at (the oldest entry goes when full). */
+static void expired_add_locked(local_registry *r, const char *name, const char *version, double at)
 {
-    expired_forget_locked(r, ev->name);
+    expired_forget_locked(r, name);
     if (r->nexpired == LOCAL_EXPIRED_MAX) {
         memmove(&r->expired[0], &r->expired[1], (r->nexpired - 1) * sizeof r->expired[0]);
         r->nexpired--;
     }
     lexpired *x = &r->expired[r->nexpired++];
-    snprintf(x->name, sizeof x->name, "%s", ev->name);
-    snprintf(x->version, sizeof x->version, "%s", ev->version);
-    x->expired_at = now;
+    snprintf(x->name, sizeof x->name, "%s", name);
+    snprintf(x->version, sizeof x->version, "%s", version != NULL ? version : "");
+    x->expired_at = at;
 }
 
 void local_note_dispatch(local_registry *r, const char *name, const char *error_code,
@@ -518,7 +518,7 @@ static void *timer_main(void *arg)
             if (r->evs[i]->expires_at > 0 && r->evs[i]->expires_at <= now) {
                 log_warn("local evaluator missed its TTL; removed from the catalog",
                          LOG_S("evaluator", r->evs[i]->name), LOG_D("ttl_seconds", r->evs[i]->ttl));
-                expired_add_locked(r, r->evs[i], now);
+                expired_add_locked(r, r->evs[i]->name, r->evs[i]->version, now);
                 char **g = realloc(gone, (ngone + 1) * sizeof *g);
                 if (g == NULL) abort();
                 gone = g;
@@ -637,6 +637,11 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
             if (list[i].expires_at > 0 && list[i].expires_at <= now) {
                 log_info("local evaluator expired while the sidecar was down",
                          LOG_S("evaluator", list[i].name));
+                /* listed as expired for the same hour as one that expired live */
+                if (now - list[i].expires_at <= LOCAL_EXPIRED_KEEP_S)
+                    expired_add_locked(r, list[i].name,
+                                       json_string_value(json_object_get(body, "version")),
+                                       list[i].expires_at);
             } else if (body == NULL ||
                        (ev = parse_registration(r, list[i].name, body, &le)) == NULL ||
                        check_against_locked(r, ev, &le) != 0) {

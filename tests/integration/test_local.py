@@ -366,6 +366,7 @@ class RegistryRestartTest(unittest.TestCase):
                      "definitions": [{"eval_key": "brief", "eval_version": "1"}]}
             self.assertEqual(sc.request("PUT", "/v1/evaluators/short", body=short).status, 201)
             before = sc.get("/v1/evaluators/long").body
+            short_expires_at = sc.get("/v1/evaluators/short").body["expires_at"]
             self.assertEqual(sc.stop(), 0)
             time.sleep(2.5)  # "short" runs out of TTL while the sidecar is down
             sc.start()
@@ -376,8 +377,15 @@ class RegistryRestartTest(unittest.TestCase):
                 self.assertEqual(after.body[k], before[k], k)
             self.assertLess(after.body["ttl_remaining_seconds"], before["ttl_remaining_seconds"])
             self.assertEqual(sc.get("/v1/evaluators/short").status, 404)
-            names = [e["name"] for e in sc.get("/v1/evaluators").body["evaluators"]]
-            self.assertEqual(names, ["long"])
+            # the one that ran out while the sidecar was down stays listed,
+            # marked expired as of its own expiry time, without definitions
+            listed = {e["name"]: e for e in sc.get("/v1/evaluators").body["evaluators"]}
+            self.assertEqual(sorted(listed), ["long", "short"])
+            self.assertEqual(listed["long"]["state"], "alive")
+            gone = listed["short"]
+            self.assertEqual((gone["state"], gone["version"], gone["definitions"]),
+                             ("expired", "1", []))
+            self.assertEqual(gone["expired_at"], short_expires_at)
 
 
 class RegistrationValidationTest(unittest.TestCase):
