@@ -260,6 +260,11 @@ static enum MHD_Result send_resp(struct MHD_Connection *conn, conn_ctx *ctx, api
                             rs->content_type ? rs->content_type : "application/json");
     if (rs->allow[0]) MHD_add_response_header(r, "Allow", rs->allow);
     if (rs->www_authenticate) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (rs->retry_after > 0) {
+        char secs[16];
+        snprintf(secs, sizeof secs, "%d", rs->retry_after);
+        MHD_add_response_header(r, "Retry-After", secs);
+    }
     if (ctx != NULL && (ctx->too_big || ctx->over_budget))
         MHD_add_response_header(r, "Connection", "close");
     ok = MHD_queue_response(conn, (unsigned)rs->status, r);
@@ -611,10 +616,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         int st = atomic_load(&ctx->job_state);
         if (st == 2) return send_resp(conn, ctx, &ctx->job_resp);
         if (st == 1) return MHD_YES; /* spurious call while suspended */
-        if (atomic_fetch_add(&srv->eval_jobs, 1) >= API_MAX_EVALUATE_JOBS) {
+        if (atomic_fetch_add(&srv->eval_jobs, 1) >= srv->eval_max) {
             atomic_fetch_sub(&srv->eval_jobs, 1);
-            return send_error(conn, ctx, 429, "too_many_requests",
-                              "too many evaluations in progress; retry later");
+            api_resp rs;
+            resp_init(&rs);
+            api_error(&rs, 429, "too_many_requests",
+                      "the playground is full: %d evaluations are running or queued "
+                      "(--playground-sandboxes plus --playground-queue); retry later",
+                      srv->eval_max);
+            rs.retry_after = API_EVALUATE_RETRY_AFTER_S;
+            return send_resp(conn, ctx, &rs);
         }
         ctx->method_copy = strdup(method);
         ctx->path_copy = strdup(url);
@@ -868,6 +879,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
         }
     }
     srv->nice = admin_nice();
+    srv->eval_max = deps->cfg.evaluate_max > 0 ? deps->cfg.evaluate_max : API_MAX_EVALUATE_JOBS;
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
     pthread_mutex_init(&srv->conns_mu, NULL);

@@ -43,6 +43,10 @@ typedef struct {
     const secret *registration_token;
     int open_admin;         /* --insecure-open-admin: every caller counts as the operator */
     int allow_remote_admin; /* a non-loopback listen address is allowed (with a token) */
+    /* POST /v1/evaluate requests admitted at once, running or waiting for a
+     * playground slot (the pool's playground_max plus the queue's depth);
+     * more are refused with 429 and Retry-After. <= 0: API_MAX_EVALUATE_JOBS. */
+    int evaluate_max;
 } api_config;
 
 /* Who is asking, as the request gate established it: the registry uses it

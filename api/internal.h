@@ -21,6 +21,8 @@
 /* All request bodies buffered at once, across connections. */
 #define API_BODY_BUDGET (96L * 1024 * 1024)
 #define API_MAX_EVALUATE_JOBS 8
+/* Retry-After of a 429 from a full playground queue, in seconds. */
+#define API_EVALUATE_RETRY_AFTER_S 5
 
 /* cache.c: finished responses of the list routes (see the file's comment). */
 typedef struct api_cache api_cache;
@@ -64,7 +66,8 @@ struct api_server {
     int nice; /* scheduling priority of the MHD threads (0 = unchanged) */
     double started_at;
     atomic_long body_bytes; /* bytes buffered in request bodies */
-    atomic_int eval_jobs;   /* running /v1/evaluate jobs */
+    atomic_int eval_jobs;   /* /v1/evaluate jobs running or waiting for a slot */
+    int eval_max;           /* at most this many eval_jobs (cfg.evaluate_max) */
     atomic_int eval_cancel; /* set at stop: kills running evaluations */
     atomic_int stopping;
     /* slow clients: every open connection, and the thread that closes
@@ -89,6 +92,7 @@ typedef struct {
     const char *content_type; /* static; default application/json */
     char allow[64];           /* Allow header for 405 ("" = none) */
     int www_authenticate;     /* add WWW-Authenticate: Bearer */
+    int retry_after;          /* > 0: add Retry-After: this many seconds */
     /* a static body instead of `body` (web assets) */
     const unsigned char *static_data;
     size_t static_len;

@@ -47,6 +47,9 @@ static const cli_opt run_opts[] = {
     {"--playground-sandboxes", "FAILPROOFAI_SIDECAR_PLAYGROUND_SANDBOXES", CLI_INT,
      OFF(playground_sandboxes), "N",
      "of --max-sandboxes, at most N for POST /v1/evaluate (default 1)", 1, 256},
+    {"--playground-queue", "FAILPROOFAI_SIDECAR_PLAYGROUND_QUEUE", CLI_INT, OFF(playground_queue),
+     "N", "POST /v1/evaluate requests that may wait for those slots; more get 429 (default 4)", 0,
+     64},
     {"--allow-remote-admin", "FAILPROOFAI_SIDECAR_ALLOW_REMOTE_ADMIN", CLI_FLAG,
      OFF(allow_remote_admin), NULL, "permit a non-loopback --listen (needs the admin token)", 0, 0},
     {"--allow-evaluator-host", "FAILPROOFAI_SIDECAR_ALLOW_EVALUATOR_HOSTS", CLI_LIST,
@@ -71,6 +74,7 @@ void config_defaults(run_config *cfg)
     cfg->drain_timeout = 60;
     cfg->max_sandboxes = 4;
     cfg->playground_sandboxes = 1;
+    cfg->playground_queue = 4;
     cfg->sandbox_memory_mb = 512;
     cfg->log_level = "info";
     cfg->retention_hours = 168;

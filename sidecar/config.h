@@ -29,6 +29,7 @@ typedef struct {
     const char *registration_token_file; /* --registration-token-file */
     int insecure_open_admin;             /* --insecure-open-admin */
     long playground_sandboxes;           /* --playground-sandboxes */
+    long playground_queue;               /* --playground-queue */
     double retention_hours;              /* --retention-hours */
     long retention_runs;                 /* --retention-runs */
 } run_config;

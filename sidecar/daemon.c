@@ -234,16 +234,18 @@ int daemon_run(const run_config *cfg)
                                "registration-token");
         if (admin_token == NULL || reg_token == NULL) goto done;
     }
-    api_deps ad = {.cfg = {.listen = cfg->listen,
-                           .admin_hosts = &cfg->admin_hosts,
-                           .admin_token = admin_token,
-                           .registration_token = reg_token,
-                           .open_admin = cfg->insecure_open_admin,
-                           .allow_remote_admin = cfg->allow_remote_admin},
-                   .db = db,
-                   .pool = pool,
-                   .worker = daemon_api_worker_ops(w),
-                   .local = daemon_api_local_ops(local)};
+    api_deps ad = {
+        .cfg = {.listen = cfg->listen,
+                .admin_hosts = &cfg->admin_hosts,
+                .admin_token = admin_token,
+                .registration_token = reg_token,
+                .open_admin = cfg->insecure_open_admin,
+                .allow_remote_admin = cfg->allow_remote_admin,
+                .evaluate_max = (int)(cfg->playground_sandboxes + cfg->playground_queue)},
+        .db = db,
+        .pool = pool,
+        .worker = daemon_api_worker_ops(w),
+        .local = daemon_api_local_ops(local)};
     api = api_start(&ad, err, sizeof err);
     if (api == NULL) {
         log_error("cannot start the admin API", LOG_S("listen", cfg->listen), LOG_S("error", err));

@@ -67,7 +67,8 @@ def post_raw(port, auth_line, body, results, i):
 class AmplificationTest(unittest.TestCase):
     def test_eight_concurrent_amplification_bodies_stay_bounded(self):
         env = {"ASAN_OPTIONS": "quarantine_size_mb=0:" + os.environ.get("ASAN_OPTIONS", "")}
-        with Sidecar(f"http://127.0.0.1:{free_port()}", env=env) as sc:
+        # a playground queue deep enough that all eight reach the body parser
+        with Sidecar(f"http://127.0.0.1:{free_port()}", "--playground-queue", "7", env=env) as sc:
             pid = sc.proc.pid
             time.sleep(1.0)  # past start-up allocations
             idle = proc_kib(pid, "VmRSS")
@@ -224,6 +225,57 @@ class PlaygroundBudgetTest(unittest.TestCase):
 
     def test_a_waiting_condition_goes_before_queued_bombs(self):
         self.run_beside_bombs(1)
+
+def active_sandboxes(sc):
+    for ln in sc.get("/metrics").raw.decode().splitlines():
+        if ln.startswith("failproofai_sidecar_active_sandboxes "):
+            return float(ln.split()[1])
+    raise AssertionError("no failproofai_sidecar_active_sandboxes in /metrics")
+
+
+class PlaygroundQueueTest(unittest.TestCase):
+    """One playground slot and a queue of DEPTH: while a bomb holds the slot,
+    DEPTH + 1 more requests arrive at once; DEPTH of them wait and complete,
+    exactly one is refused at once with 429 and Retry-After."""
+
+    DEPTH = 2
+
+    def test_overflow_gets_429_and_the_queue_completes(self):
+        with Sidecar(f"http://127.0.0.1:{free_port()}", "--max-sandboxes", "2",
+                     "--playground-sandboxes", "1",
+                     "--playground-queue", str(self.DEPTH)) as sc:
+            bomb = {}
+
+            def run_bomb():
+                bomb["r"] = sc.request("POST", "/v1/evaluate", timeout=60, body={
+                    "kind": "raw", "source": BOMB, "timeout_seconds": 6})
+            holder = threading.Thread(target=run_bomb)
+            holder.start()
+            sc.wait_for(lambda: active_sandboxes(sc) >= 1, what="the bomb's sandbox")
+            answers = [None] * (self.DEPTH + 1)
+
+            def quick(i):
+                answers[i] = sc.request("POST", "/v1/evaluate", timeout=60, body={
+                    "kind": "raw", "source": f"{i} + 40", "timeout_seconds": 30})
+            threads = [threading.Thread(target=quick, args=(i,)) for i in range(len(answers))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            holder.join(60)
+        self.assertEqual((bomb["r"].status, bomb["r"].body.get("error_type")), (200, "timeout"),
+                         bomb["r"])
+        refused = [a for a in answers if a.status == 429]
+        done = [a for a in answers if a.status == 200]
+        self.assertEqual((len(refused), len(done)), (1, self.DEPTH), answers)
+        self.assertEqual(refused[0].code, "too_many_requests")
+        self.assertIn("playground is full", refused[0].message)
+        self.assertEqual(refused[0].headers.get("retry-after"), "5")
+        # the queued requests waited for the bomb's slot, then ran to their value
+        for a in done:
+            self.assertTrue(a.body["ok"], a.body)
+            self.assertGreater(a.body["wait_ms"], 0, a.body)
+
 
 if __name__ == "__main__":
     unittest.main()
