@@ -664,8 +664,15 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
             if (evs == NULL) abort();
             r->evs = evs;
             r->evs[r->n++] = ev;
-            log_info("local evaluator restored", LOG_S("evaluator", ev->name),
-                     LOG_D("ttl_remaining_seconds", ev->expires_at - now));
+            if (ev->owner == NULL)
+                log_warn("local evaluator restored without an owner (persisted before "
+                         "registrations had owners): only the admin token may adopt, renew or "
+                         "delete it",
+                         LOG_S("evaluator", ev->name),
+                         LOG_D("ttl_remaining_seconds", ev->expires_at - now));
+            else
+                log_info("local evaluator restored", LOG_S("evaluator", ev->name),
+                         LOG_D("ttl_remaining_seconds", ev->expires_at - now));
         }
         store_evaluators_free(list, n);
         if (r->n > 0) r->generation = 1;
@@ -756,21 +763,31 @@ static json_t *view_locked(const lev *ev)
     return v;
 }
 
-/* 1 if `who` may replace, renew or remove ev: an admin, the holder of its
- * secret, or anyone with the registration token when it has no owner yet. */
+/* 1 if `who` may replace, renew or remove ev: an admin, or the holder of
+ * its secret. A registration persisted before registrations had owners has
+ * no secret to prove: only an admin may adopt it (a PUT, whose answer
+ * carries its new secret), renew or delete it; otherwise the first local
+ * process to present the registration token would take it over. */
 static int owner_ok(const lev *ev, const local_caller *who)
 {
-    if (who->admin || ev->owner == NULL) return 1;
+    if (who->admin) return 1;
     const char *s = who->owner_secret;
-    return s != NULL && secret_equals(ev->owner, s, strlen(s));
+    return ev->owner != NULL && s != NULL && secret_equals(ev->owner, s, strlen(s));
 }
 
-static int not_owner(fps_err *e, const char *name)
+static int not_owner(fps_err *e, const lev *ev)
 {
-    lerr(e, 403, "not_owner",
-         "evaluator '%s' is registered by another owner: present its %s, use the admin "
-         "token, or wait until its TTL runs out",
-         name, "X-FailproofAI-Registration-Secret");
+    if (ev->owner == NULL)
+        lerr(e, 403, "not_owner",
+             "evaluator '%s' was registered before registrations had owners: an operator must "
+             "adopt it (PUT with the admin token; the answer carries its new registration "
+             "secret) or delete it",
+             ev->name);
+    else
+        lerr(e, 403, "not_owner",
+             "evaluator '%s' is registered by another owner: present its %s, use the admin "
+             "token, or wait until its TTL runs out",
+             ev->name, "X-FailproofAI-Registration-Secret");
     return 403;
 }
 
@@ -806,13 +823,13 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body,
     pthread_mutex_lock(&r->put_mu);
     pthread_mutex_lock(&r->mu);
     const lev *cur = live_locked(r, name, NULL);
-    int bad = cur != NULL && !owner_ok(cur, who) ? not_owner(err, name)
-                                                 : check_against_locked(r, ev, err);
+    int bad =
+        cur != NULL && !owner_ok(cur, who) ? not_owner(err, cur) : check_against_locked(r, ev, err);
     if (!bad && cur != NULL && cur->owner != NULL)
         ev->owner = secret_from_str(secret_expose(cur->owner));
     pthread_mutex_unlock(&r->mu);
     if (bad) goto fail;
-    if (ev->owner == NULL) { /* a new name (or one without an owner yet) */
+    if (ev->owner == NULL) { /* a new name, or an admin adopting an ownerless one */
         if (secret_random_hex(fresh, 32) != 0) {
             lerr(err, 503, "unavailable", "could not generate a registration secret");
             goto fail;
@@ -890,7 +907,7 @@ int local_registry_heartbeat(local_registry *r, const char *name, const local_ca
     }
     if (!owner_ok(ev, who)) {
         pthread_mutex_unlock(&r->mu);
-        return not_owner(err, name);
+        return not_owner(err, ev);
     }
     ev->heartbeat_at = now;
     ev->expires_at = now + ev->ttl;
@@ -909,7 +926,7 @@ int local_registry_delete(local_registry *r, const char *name, const local_calle
     pthread_mutex_lock(&r->mu);
     size_t idx;
     lev *ev = live_locked(r, name, &idx);
-    int status = ev == NULL ? 404 : !owner_ok(ev, who) ? not_owner(err, name) : 200;
+    int status = ev == NULL ? 404 : !owner_ok(ev, who) ? not_owner(err, ev) : 200;
     if (status == 404) lerr(err, 404, "not_found", "no evaluator is registered under this name");
     if (status == 200) {
         remove_at_locked(r, idx);

@@ -13,6 +13,7 @@ evaluator HTTP servers over loopback.
 
 import json
 import os
+import sqlite3
 import stat
 import subprocess
 import tempfile
@@ -192,6 +193,69 @@ class OwnershipTest(unittest.TestCase):
         r = self.sc.request("POST", "/v1/evaluators/judge/heartbeat", body={},
                             headers={SECRET_HEADER: old}, auth="registration")
         self.assertEqual(r.status, 403, r)
+
+
+class OwnerlessRegistrationTest(unittest.TestCase):
+    """A registration persisted before registrations had owners (its row
+    holds the bare body, no owner secret) has nothing its evaluator could
+    prove: after a restart, the registration token alone may not adopt,
+    renew or delete it; the admin token adopts it and gets its new secret."""
+
+    def test_only_the_admin_token_adopts_an_ownerless_registration(self):
+        victim, attacker = serve(), serve()
+        for s in (victim, attacker):
+            self.addCleanup(s.server_close)
+            self.addCleanup(s.shutdown)
+        sc = Sidecar(dead_server())
+        self.addCleanup(sc.tmp.cleanup)
+        sc.start()
+        try:
+            r = sc.request("PUT", "/v1/evaluators/judge",
+                           body=registration(victim.server_port, ttl=600), auth="registration")
+            self.assertEqual(r.status, 201, r)
+        finally:
+            sc.stop()
+        with sqlite3.connect(sc.db) as db:
+            (stored,) = db.execute(
+                "SELECT registration_json FROM evaluators WHERE name = 'judge'").fetchone()
+            self.assertIn("owner_secret", json.loads(stored))
+            db.execute("UPDATE evaluators SET registration_json = ? WHERE name = 'judge'",
+                       (json.dumps(json.loads(stored)["registration"]),))
+        sc.start()
+        try:
+            # the registration token alone: refused, with what to do instead
+            evil = registration(attacker.server_port)
+            for method, path, body in (("PUT", "/v1/evaluators/judge", evil),
+                                       ("POST", "/v1/evaluators/judge/heartbeat", {}),
+                                       ("DELETE", "/v1/evaluators/judge", {})):
+                for guess in (None, "0" * 64):
+                    h = {SECRET_HEADER: guess} if guess else {}
+                    r = sc.request(method, path, body=body, headers=h, auth="registration")
+                    self.assertEqual((r.status, r.code), (403, "not_owner"), (method, r))
+                    self.assertIn("an operator must adopt it", r.message)
+            self.assertEqual(sc.get("/v1/evaluators/judge").body["endpoint"],
+                             f"http://127.0.0.1:{victim.server_port}/")
+            # the restore said so, at warn
+            warn = [rec for rec in sc.logs() if rec.get("level") == "warn"
+                    and rec.get("evaluator") == "judge"
+                    and "without an owner" in rec.get("msg", "")]
+            self.assertEqual(len(warn), 1, sc.log_text()[-2000:])
+            # the admin token adopts it: the answer carries its new secret,
+            # which from then on works like any owner's
+            r = sc.request("PUT", "/v1/evaluators/judge",
+                           body=registration(victim.server_port), auth="admin")
+            self.assertEqual(r.status, 201, r)
+            secret = r.body["registration_secret"]
+            self.assertRegex(secret, r"^[0-9a-f]{64}$")
+            self.assertNotIn(secret, sc.log_text())
+            r = sc.request("POST", "/v1/evaluators/judge/heartbeat", body={},
+                           headers={SECRET_HEADER: secret}, auth="registration")
+            self.assertEqual(r.status, 200, r)
+            r = sc.request("PUT", "/v1/evaluators/judge", body=evil, auth="registration")
+            self.assertEqual((r.status, r.code), (403, "not_owner"), r)
+            self.assertIn("registered by another owner", r.message)
+        finally:
+            sc.stop()
 
 
 class LoopbackIsAnAddressTest(unittest.TestCase):
