@@ -910,10 +910,19 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
                  listen);
         goto fail;
     }
+    /* A loopback --listen is an address, never a lookup: the name localhost
+     * is pinned to 127.0.0.1, or /etc/hosts or DNS could put the admin API,
+     * still treated as loopback, on any address. */
+    struct in6_addr numeric;
+    const char *bind_host = srv->listen_host;
+    if (!srv->remote && inet_pton(AF_INET, bind_host, &numeric) != 1 &&
+        inet_pton(AF_INET6, bind_host, &numeric) != 1)
+        bind_host = "127.0.0.1";
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    int gai = getaddrinfo(srv->listen_host, colon + 1, &hints, &ai);
+                             .ai_flags =
+                                 AI_PASSIVE | AI_NUMERICSERV | (srv->remote ? 0 : AI_NUMERICHOST)};
+    int gai = getaddrinfo(bind_host, colon + 1, &hints, &ai);
     if (gai != 0 || ai == NULL) {
         snprintf(err, errcap, "admin API: cannot resolve --listen %s: %s", listen,
                  gai_strerror(gai));

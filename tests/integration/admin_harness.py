@@ -53,12 +53,15 @@ def free_port():
 class Sidecar:
     """`failproofai-sidecar run` with its admin API on 127.0.0.1:<ephemeral>."""
 
-    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN, tokens=True):
+    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN, tokens=True, wrap=()):
         """With `tokens` (the default) the admin and registration tokens are
         written to files and passed with --admin-token-file and
         --registration-token-file; request() then sends the admin token on
-        state-changing requests unless told otherwise (auth=)."""
+        state-changing requests unless told otherwise (auth=). `wrap` is a
+        command that execs the sidecar (its argv follows), e.g. one that
+        enters a namespace first."""
         self.server_url = server_url
+        self.wrap = list(wrap)
         self.args = list(args)
         self.tmp = tempfile.TemporaryDirectory(prefix="fps-api-")
         self.db = db or os.path.join(self.tmp.name, "sidecar.db")
@@ -97,7 +100,7 @@ class Sidecar:
     def start(self, timeout=20):
         self.lines = []
         self.proc = subprocess.Popen(
-            [BIN, "run", "--server", self.server_url, "--listen", "127.0.0.1:0", "--db", self.db,
+            [*self.wrap, BIN, "run", "--server", self.server_url, "--listen", "127.0.0.1:0", "--db", self.db,
              *self.args],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env)
         self._thread = threading.Thread(target=self._reader, args=(self.proc.stderr,), daemon=True)

@@ -7,12 +7,15 @@ evaluator HTTP servers over loopback.
   state-changing routes refuse callers without them; reads stay open.
 - Owners: a second evaluator cannot take over, renew or delete a name it
   does not own, nor squat its eval keys; the admin token can; expiry
-  releases the name and its keys.
+  releases the name and its keys; a registration restored without an owner
+  is the admin token's to adopt.
 - Loopback means an address: hostname tricks on --server and on evaluator
-  endpoints are refused, and so is an endpoint on the admin API itself."""
+  endpoints are refused, and so is an endpoint on the admin API itself; the
+  name localhost goes to 127.0.0.1 whatever /etc/hosts says."""
 
 import json
 import os
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -22,7 +25,8 @@ import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from admin_harness import BIN, Sidecar, free_port
+from admin_harness import BIN, Sidecar, emulator, free_port, sample_transcript
+from emulator_harness import catalog_revision
 
 SECRET_HEADER = "X-FailproofAI-Registration-Secret"
 
@@ -256,6 +260,96 @@ class OwnerlessRegistrationTest(unittest.TestCase):
             self.assertIn("registered by another owner", r.message)
         finally:
             sc.stop()
+
+
+class Decoy:
+    """A listener on 127.0.0.2:port that counts the connections it accepts:
+    where traffic for `localhost` would go if a resolver decided."""
+
+    def __init__(self, port):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.2", port))
+        self.sock.listen(16)
+        self.accepted = 0
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            conn.close()
+
+    def close(self):
+        self.sock.close()
+
+
+def hosts_namespace(tmp):
+    """A command that runs its argv in a private mount namespace whose
+    /etc/hosts maps localhost to 127.0.0.2 (root in a user namespace when
+    not root already)."""
+    hosts = os.path.join(tmp, "hosts")
+    with open(hosts, "w") as f:
+        f.write("127.0.0.2 localhost\n")
+    return ["unshare", "--mount"] + ([] if os.geteuid() == 0 else ["--map-root-user"]) + \
+        ["sh", "-c", 'mount --bind "$0" /etc/hosts && exec "$@"', hosts]
+
+
+class LocalhostIsPinnedTest(unittest.TestCase):
+    """The name localhost is never resolved: with an /etc/hosts that maps
+    it to 127.0.0.2, where decoys listen, the server (--server
+    http://localhost:P), an evaluator endpoint (http://localhost:Q/) and the
+    admin API (--listen localhost:0) are all reached on 127.0.0.1. The
+    libcurl this is built against (7.88) also answers the name localhost
+    itself; the sidecar's own pin keeps that true on any libcurl, and the
+    admin API's bind address has no such help."""
+
+    def test_localhost_goes_to_127_0_0_1_whatever_the_resolver_says(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        wrap = hosts_namespace(tmp.name)
+        probe = subprocess.run([*wrap, "getent", "hosts", "localhost"], capture_output=True,
+                               text=True, timeout=30)
+        self.assertEqual(probe.stdout.split()[:1], ["127.0.0.2"], probe)
+        emu = emulator("--sessions", "0", "--poll-seconds", "1", "--heartbeat-seconds", "2",
+                       "--lease-seconds", "30")
+        emu.start()
+        self.addCleanup(emu.stop)
+        evaluator = serve()
+        self.addCleanup(evaluator.server_close)
+        self.addCleanup(evaluator.shutdown)
+        decoys = [Decoy(emu.port), Decoy(evaluator.server_port)]
+        for d in decoys:
+            self.addCleanup(d.close)
+        Recorder.hits = []
+        sc = Sidecar(f"http://localhost:{emu.port}", "--listen", "localhost:0", wrap=wrap)
+        self.addCleanup(sc.tmp.cleanup)
+        sc.start()
+        try:
+            # the harness talks to 127.0.0.1: the admin API is there
+            sc.wait_for(lambda: sc.get("/readyz").status == 200, what="registration")
+            r = sc.request("PUT", "/v1/evaluators/judge", auth="registration", body={
+                "version": "1", "endpoint": f"http://localhost:{evaluator.server_port}/",
+                "ttl_seconds": 60, "definitions": [{"eval_key": "judge_score",
+                                                    "eval_version": "1"}]})
+            self.assertEqual(r.status, 201, r)
+            want = catalog_revision([{"eval_key": "judge_score", "eval_version": "1",
+                                      "display_name": "Judge score", "result_kind": "score",
+                                      "labels": []}])
+            sc.wait_for(lambda: sc.get("/v1/status").body.get("catalog_revision") == want
+                        and sc.get("/readyz").status == 200, what="the evaluator in the catalog")
+            r = emu.request("POST", "/emulator/v1/sessions", sample_transcript())
+            self.assertIn(r.status, (200, 201), r)
+            runs = sc.wait_for(lambda: emu.request("GET", "/emulator/v1/runs").body["runs"],
+                               timeout=60, what="the dispatched run")
+        finally:
+            sc.stop()
+        self.assertEqual([(x["eval_key"], x["status"]) for x in runs],
+                         [("judge_score", "succeeded")], runs)
+        self.assertEqual(Recorder.hits, [(evaluator.server_port, "/")])
+        self.assertEqual([d.accepted for d in decoys], [0, 0])
 
 
 class LoopbackIsAnAddressTest(unittest.TestCase):
