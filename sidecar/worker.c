@@ -23,6 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* How long the worker stays idle (no work claimed, nothing active or
+ * unsent) before it gives its caches back. */
+#define WORKER_IDLE_TRIM_MS 30000
+
 const char *const worker_counter_names[WC__COUNT] = {
     "assignments_claimed", "assignments_completed", "assignments_failed",
     "assignments_skipped", "runs_succeeded",        "runs_failed",
@@ -226,14 +230,24 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Once the server has no work for us and nothing is active: gives the
- * store's caches and freed heap pages back (once per idle period, so an
- * idle worker costs nothing). Any thread; locks w->mu. */
+/* Once the server has had no work for us and nothing was active for
+ * WORKER_IDLE_TRIM_MS: gives the cloud client's connections, the store's
+ * caches and freed heap pages back (once per idle period, so an idle worker
+ * costs nothing). A steady stream has short gaps between assignments;
+ * trimming in each of them would close the warm connections and empty the
+ * page caches only to rebuild them moments later (the RSS, the open sockets
+ * and the API latency would swing with the gaps). Any thread; locks w->mu. */
 static void idle_trim(worker *w)
 {
     long depth = outbox_depth(w->outbox);
+    int64_t now = time_mono_ms();
     pthread_mutex_lock(&w->mu);
-    int go = w->claim_empty && !w->trimmed && w->nactive == 0 && depth == 0;
+    int idle = w->claim_empty && w->nactive == 0 && depth == 0;
+    if (!idle)
+        w->idle_since_ms = 0;
+    else if (w->idle_since_ms == 0)
+        w->idle_since_ms = now;
+    int go = idle && !w->trimmed && now - w->idle_since_ms >= WORKER_IDLE_TRIM_MS;
     if (go) w->trimmed = 1;
     pthread_mutex_unlock(&w->mu);
     if (!go) return;
@@ -362,6 +376,7 @@ static void *main_loop(void *arg)
         pthread_mutex_lock(&w->mu);
         w->claim_empty = 0;
         w->trimmed = 0;
+        w->idle_since_ms = 0;
         pthread_mutex_unlock(&w->mu);
         wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);
         actx **xs = calloc(n, sizeof *xs);

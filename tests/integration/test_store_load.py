@@ -5,6 +5,8 @@ loopback: the emulator and `failproofai-sidecar run`.
   under its bound (64 MiB) at every sample while the main database file grows
   (the checkpoint copies the log into it), and the store's figures are served
   by /v1/status and /metrics.
+- Two bursts of backlog with a short lull between them: the connections to
+  the server stay within the request threads and survive the lull.
 - The disk fills up mid-run (a tmpfs with size=, mounted in a private mount
   namespace): the sidecar stops claiming and turns not ready with the reason
   disk_full (listed among every current reason), keeps its leases alive,
@@ -170,6 +172,58 @@ class SteadyStream(LoadBase):
                      "store_checkpoints_total", "store_checkpoints_blocked_total",
                      "store_rows_pruned_total", "store_outbox_oldest_age_seconds", "outbox_depth"):
             self.assertIn(f"failproofai_sidecar_{name} ", text)
+        self.audit_exactly_once()
+        self.stop_sidecar()
+
+
+def tcp_peers(pid, port):
+    """The local ports of pid's open TCP connections to 127.0.0.1:port."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            p = line.split()
+            if p[9] in inodes and int(p[2].split(":")[1], 16) == port and p[3] == "01":
+                out.add(int(p[1].split(":")[1], 16))
+    return out
+
+
+class WarmConnections(LoadBase):
+    def test_bursts_reuse_a_bounded_set_of_connections(self):
+        """Two bursts of backlog a few seconds apart: the sidecar's connections
+        to the server never outnumber its request threads (the assignment
+        threads, the claim loop, the heartbeat and the outbox), and the short
+        gap between the bursts does not close them (before the fix every
+        momentary lull gave them back, and the next burst connected anew)."""
+        self.start_load(0)
+        self.run_sidecar()
+        self.assertTrue(wait_for(self.sidecar_up, 30, 0.1), self.log_tail())
+        emu_port = int(self.emu.base.rsplit(":", 1)[1].rstrip("/"))
+        ceiling = 4 + 3  # --concurrency 4, plus the claim, heartbeat and outbox threads
+        seen, most, self.sessions = [], 0, 0
+        for burst in range(2):
+            self.emu.request("POST", "/emulator/v1/sessions?generate=40", b"", token=None)
+            self.sessions += 40
+            ports = set()
+            while not self.all_terminal():
+                now = tcp_peers(self.proc.pid, emu_port)
+                ports |= now
+                most = max(most, len(now))
+                time.sleep(0.02)
+            seen.append(ports)
+            if burst == 0:
+                time.sleep(3)  # a lull, far shorter than the idle trim
+                kept = tcp_peers(self.proc.pid, emu_port)
+        self.assertLessEqual(most, ceiling, seen)
+        self.assertGreater(len(kept), 1, "the lull closed the idle connections to the server")
+        self.assertTrue(kept & seen[1], (kept, seen))
         self.audit_exactly_once()
         self.stop_sidecar()
 

@@ -3,16 +3,21 @@
 sessions (default 20 sessions/s x 3 managed definitions for 20 minutes), with
 --retention-runs small enough that retention engages. Prints one row per
 sample period (default a minute): WAL bytes (the largest seen in the period,
-sampled every second) and DB bytes, sidecar RSS and open fds, CPU per run
-(the sidecar and its sandbox children), runs/s (the emulator's commit count),
-and p99 of GET /v1/runs?limit=100 (a probe thread, 5 requests/s). Then the
-targets (WAL <= 64 MiB at every sample, DB flat within 5 % once retention
-engages, RSS flat within 2 MiB after minute 2, fds constant, runs/s and p99 at
-the end within 10 % of minute 2) and soak.svg, a plot of the same series.
+sampled every second) and DB bytes, sidecar RSS (at the sample and the
+largest seen in the period) and open fds (the fewest and the most seen in the
+period: the fewest is the baseline a leak would raise, the most adds the
+in-flight runs' sandbox channels and connections), CPU per run (the sidecar
+and its sandbox children), runs/s (the emulator's commit count), p50 and p99
+of GET /v1/runs?limit=100 over the period (a probe thread, --probe-rate
+requests/s) and the machine's 1-minute load average (other processes share
+the CPU: a high load explains a p99 swing). Then the targets (WAL <= 64 MiB at
+every sample, DB flat within 5 % once retention engages, RSS flat within 2 MiB
+after minute 2, fds constant, runs/s and p99 at the end within 10 % of minute
+2) and soak.svg, a plot of the same series.
 
 usage: FPS_BIN=build/failproofai-sidecar python3 tests/bench/store/soak.py
        [--minutes 20] [--rate 20] [--retention-runs 12000] [--sample-seconds 60]
-       [--concurrency 8] [--svg soak.svg]
+       [--concurrency 8] [--probe-rate 20] [--svg soak.svg]
 Not run by ctest."""
 
 import argparse
@@ -52,11 +57,12 @@ def pct(values, p):
 
 
 class Prober(threading.Thread):
-    """GET /v1/runs?limit=100 on the admin API 5 times a second; latencies in ms."""
+    """GET /v1/runs?limit=100 on the admin API `rate` times a second; latencies in ms."""
 
-    def __init__(self, port):
+    def __init__(self, port, rate):
         super().__init__(daemon=True)
         self.port, self.stop, self.lat, self.mu, self.errors = port, threading.Event(), [], threading.Lock(), 0
+        self.period = 1 / rate
 
     def take(self):
         with self.mu:
@@ -65,7 +71,7 @@ class Prober(threading.Thread):
 
     def run(self):
         conn = None
-        while not self.stop.wait(0.2):
+        while not self.stop.wait(self.period):
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
@@ -87,7 +93,7 @@ class Prober(threading.Thread):
 def svg(rows, path):
     """Small multiples, one panel per series, minutes on x."""
     series = [("WAL max (MiB)", "wal_mib", 64), ("DB (MiB)", "db_mib", None), ("RSS (MiB)", "rss_mib", None),
-              ("open fds", "fds", None), ("CPU ms/run", "cpu_ms", None), ("runs/s", "rps", None),
+              ("open fds (fewest per period)", "fds", None), ("CPU ms/run", "cpu_ms", None), ("runs/s", "rps", None),
               ("p99 GET /v1/runs (ms)", "p99", None)]
     w, ph, pad = 720, 120, 40
     h = pad + len(series) * (ph + pad)
@@ -128,6 +134,7 @@ def main():
     ap.add_argument("--retention-runs", type=int, default=12000)
     ap.add_argument("--sample-seconds", type=float, default=60)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--probe-rate", type=float, default=20, help="API probes per second")
     ap.add_argument("--svg", default="soak.svg")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory (log, database)")
     a = ap.parse_args()
@@ -144,7 +151,7 @@ def main():
     sc = subprocess.Popen([BIN, "run", "--server", emu.base, "--listen", f"127.0.0.1:{port}", "--db", db,
                            "--concurrency", str(a.concurrency), "--retention-runs", str(a.retention_runs),
                            "--log-level", "warn"], stderr=log, stdout=subprocess.DEVNULL, env=env)
-    feeder, prober = Feeder(emu, a.rate), Prober(port)
+    feeder, prober = Feeder(emu, a.rate), Prober(port, a.probe_rate)
     rows = []
     try:
         wait_for(lambda: size(db) > 0, 30, 0.1)
@@ -152,16 +159,20 @@ def main():
         prober.start()
         print(f"store soak: {a.rate:g} sessions/s x {len(DEFS)} managed definitions, {a.minutes:g} min, "
               f"retention {a.retention_runs} runs, concurrency {a.concurrency}, sample every {a.sample_seconds:g} s")
-        print(f"{'min':>5} {'WAL max MiB':>11} {'DB MiB':>8} {'RSS MiB':>8} {'fds':>5} {'CPU ms/run':>10} "
-              f"{'runs/s':>7} {'p99 ms':>7} {'backlog':>7}")
+        print(f"{'min':>5} {'WAL max MiB':>11} {'DB MiB':>8} {'RSS MiB':>8} {'RSS max':>7} {'fds':>7} "
+              f"{'CPU ms/run':>10} {'runs/s':>7} {'p50 ms':>7} {'p99 ms':>7} {'probes':>6} {'load1':>5} "
+              f"{'backlog':>7}")
         t_start = time.monotonic()
         c_prev, r_prev, t_prev = tree_ticks(sc.pid), emu.state()["runs"]["committed"], t_start
         end = t_start + 60 * a.minutes
         next_sample = t_start + a.sample_seconds
-        wal_max = 0
+        wal_max, rss_max, fds_lo, fds_hi = 0, 0, 1 << 30, 0
         while time.monotonic() < end and sc.poll() is None:
             time.sleep(1)
             wal_max = max(wal_max, size(db + "-wal"))
+            rss_max = max(rss_max, rss_kib(sc.pid))
+            nfd = len(os.listdir(f"/proc/{sc.pid}/fd"))
+            fds_lo, fds_hi = min(fds_lo, nfd), max(fds_hi, nfd)
             if time.monotonic() < next_sample:
                 continue
             next_sample += a.sample_seconds
@@ -171,15 +182,18 @@ def main():
             runs = r - r_prev
             lat = prober.take()
             row = {"t_min": (now - t_start) / 60, "wal_mib": wal_max / MIB, "db_mib": size(db) / MIB,
-                   "rss_mib": rss_kib(sc.pid) / 1024, "fds": len(os.listdir(f"/proc/{sc.pid}/fd")),
+                   "rss_mib": rss_kib(sc.pid) / 1024, "rss_max_mib": rss_max / 1024, "fds": fds_lo,
+                   "fds_max": fds_hi, "p50": pct(lat, 50), "probes": len(lat), "load1": os.getloadavg()[0],
                    "cpu_ms": 1000 * (c - c_prev) / CLK / max(1, runs), "rps": runs / (now - t_prev),
                    "p99": pct(lat, 99),
                    "backlog": feeder.added - sum(st["assignments"].get(k, 0) for k in ("completed", "skipped", "dead"))}
             rows.append(row)
             print(f"{row['t_min']:5.1f} {row['wal_mib']:11.1f} {row['db_mib']:8.1f} {row['rss_mib']:8.1f} "
-                  f"{row['fds']:5d} {row['cpu_ms']:10.2f} {row['rps']:7.1f} {row['p99']:7.1f} {row['backlog']:7d}",
-                  flush=True)
-            c_prev, r_prev, t_prev, wal_max = c, r, now, 0
+                  f"{row['rss_max_mib']:7.1f} {row['fds']:3d}..{row['fds_max']:<3d} {row['cpu_ms']:10.2f} "
+                  f"{row['rps']:7.1f} {row['p50']:7.1f} {row['p99']:7.1f} {row['probes']:6d} {row['load1']:5.2f} "
+                  f"{row['backlog']:7d}", flush=True)
+            c_prev, r_prev, t_prev = c, r, now
+            wal_max, rss_max, fds_lo, fds_hi = 0, 0, 1 << 30, 0
     finally:
         feeder.stop.set()
         prober.stop.set()
@@ -207,9 +221,12 @@ def main():
         print(f"  WAL max over all samples   {max(r['wal_mib'] for r in rows):.1f} MiB (<= 64)")
         print(f"  DB spread once retention engages ({len(steady)} samples)  {db_span:.1f} % (<= 5)")
         print(f"  RSS spread after sample 2  {max(rss_after) - min(rss_after):.1f} MiB (<= 2)")
-        print(f"  fds                        {min(r['fds'] for r in rows)}..{max(r['fds'] for r in rows)} (constant)")
+        print(f"  fds, fewest per period     {min(r['fds'] for r in rows)}..{max(r['fds'] for r in rows)} (constant)")
+        print(f"  fds, most per period       {min(r['fds_max'] for r in rows)}..{max(r['fds_max'] for r in rows)} "
+              f"(baseline + in-flight runs)")
         print(f"  runs/s last / sample 2     {last['rps'] / max(1e-9, rows[k2]['rps']):.2f} (0.9..1.1)")
-        print(f"  p99 last / sample 2        {last['p99'] / max(1e-9, rows[k2]['p99']):.2f} (<= 1.1)")
+        print(f"  p99 last / sample 2        {last['p99'] / max(1e-9, rows[k2]['p99']):.2f} (<= 1.1; "
+              f"load {last['load1']:.2f} vs {rows[k2]['load1']:.2f})")
         print(f"  probe errors               {prober.errors}")
     print("plot:", a.svg)
     if a.keep:
