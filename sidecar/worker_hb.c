@@ -57,6 +57,7 @@ static int beat(worker *w, actx *x)
     json_t *accepted = NULL;
     char lease[64];
     cloud_error e;
+    double sent_at = time_now();
     if (cloud_heartbeat(w->cloud, x->a.lease_generation, ids, &accepted, lease, sizeof lease, &e) ==
         0) {
         wcount(w, WC_HEARTBEATS, 1);
@@ -65,6 +66,7 @@ static int beat(worker *w, actx *x)
             x->a.lease_expires_epoch = exp;
             ws_lease(w, x);
         }
+        ws_heartbeat(w, x, sent_at, "ok", NULL);
         for (size_t i = 0; i < x->nruns; i++) {
             wrun *r = &x->runs[i];
             if (atomic_load(&r->done)) continue;
@@ -87,6 +89,7 @@ static int beat(worker *w, actx *x)
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("request_id", e.request_id));
         }
+        ws_heartbeat(w, x, sent_at, "lease_lost", e.code[0] ? e.code : NULL);
         for (size_t i = 0; i < x->nruns; i++)
             atomic_store(&x->runs[i].cancel, 1);
         atomic_store(&x->cancel_conditions, 1);
@@ -95,6 +98,7 @@ static int beat(worker *w, actx *x)
         wcount(w, WC_HEARTBEAT_FAILURES, 1);
         metrics_inc(METRIC_HEARTBEAT_FAILURES);
         if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+        ws_heartbeat(w, x, sent_at, "failed", e.code[0] ? e.code : NULL);
         log_warn("heartbeat failed; beating again soon", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_S("code", e.code), LOG_S("error", e.message),
                  LOG_S("request_id", e.request_id));

@@ -190,6 +190,9 @@ void ws_group_free(ws_group *g);
 int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
 void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
 void ws_lease(struct worker *w, actx *x);
+/* Records one heartbeat (sent at `at`; outcome "ok", "lease_lost" or "failed"
+ * with its code) in the assignment's bounded history. */
+void ws_heartbeat(struct worker *w, actx *x, double at, const char *outcome, const char *code);
 /* Idle: gives back the store's page caches. */
 void ws_release_memory(struct worker *w);
 /* At start: drop expired assignments and queue the assignments whose lease

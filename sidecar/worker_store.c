@@ -283,6 +283,16 @@ void ws_lease(worker *w, actx *x)
         report("assignment_lease", &e);
 }
 
+void ws_heartbeat(worker *w, actx *x, double at, const char *outcome, const char *code)
+{
+    if (w->store == NULL) return;
+    store_err e;
+    double lease = strcmp(outcome, "ok") == 0 ? x->a.lease_expires_epoch : 0;
+    if (store_assignment_heartbeat(w->store, x->a.assignment_id, x->a.lease_generation, at, outcome,
+                                   code, lease, &e) < 0)
+        report("assignment_heartbeat", &e);
+}
+
 void ws_recover(worker *w)
 {
     if (w->store == NULL) return;

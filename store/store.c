@@ -106,6 +106,14 @@ static const char *const MIGRATIONS[] = {
     " DELETE FROM assignment_docs WHERE seq = old.seq; END;"
     "CREATE TRIGGER runs_delete_docs AFTER DELETE ON runs BEGIN"
     " DELETE FROM run_docs WHERE seq = old.seq; END;",
+
+    /* v5: a bounded heartbeat history per assignment (keyed by its seq, one
+     * small row rewritten per heartbeat, deleted with the assignment): how
+     * many, the first and last, and the last few with their outcome. */
+    "CREATE TABLE assignment_heartbeats(seq INTEGER PRIMARY KEY, n INTEGER NOT NULL,"
+    " first_at REAL NOT NULL, last_at REAL NOT NULL, recent_json TEXT NOT NULL);"
+    "CREATE TRIGGER assignments_delete_heartbeats AFTER DELETE ON assignments BEGIN"
+    " DELETE FROM assignment_heartbeats WHERE seq = old.seq; END;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 

@@ -168,7 +168,8 @@ int store_schema_version(store *st);
  * committed in batches (one transaction for many; persistence must not cost
  * the worker its throughput): store_assignments_claimed,
  * store_assignment_planned, store_runs_started (without n_started),
- * store_assignment_lease, store_assignment_finish and store_outbox_record.
+ * store_assignment_lease, store_assignment_heartbeat, store_assignment_finish and
+ * store_outbox_record.
  * They are applied in call order, at the latest defer_ms later, before any
  * other write (so store_run_finished always finds its run: the queued plan
  * goes into the same transaction), before store_outbox_pending /
@@ -297,6 +298,19 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
  * STORE_NOTFOUND if unknown. */
 int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_generation,
                            double lease_expires_at, store_err *err);
+
+/* The last heartbeats kept per assignment (older ones only count). */
+#define STORE_HEARTBEATS_KEPT 20
+
+/* Deferred (unless sync_updates). Records one heartbeat of the assignment in
+ * its bounded history: sent at `at`, its outcome ("ok", "lease_lost" or
+ * "failed"), error_code (may be NULL) and, when the server extended the
+ * lease, lease_expires_at (0: none). The admin detail serves the count, the
+ * first and last time and the last STORE_HEARTBEATS_KEPT. STORE_NOTFOUND if
+ * the assignment is unknown. */
+int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lease_generation,
+                               double at, const char *outcome, const char *error_code,
+                               double lease_expires_at, store_err *err);
 
 /* Deferred (unless sync_updates). Ends an assignment locally with a terminal status: "failed",
  * "lost", "dropped", "skipped" or "completed" (STORE_INVALID otherwise), with an optional error

@@ -4,6 +4,8 @@
  * the caller opened on the writer (store_deferred.c decides when). */
 #include "store/store_int.h"
 
+#include "common/timeutil.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -259,6 +261,44 @@ int st_lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
     return STORE_OK;
 fail:
     return code;
+}
+
+int st_heartbeat_tx(store *st, const char *assignment_id, int64_t lease_generation, double at,
+                    const char *outcome, const char *error_code, double lease_expires_at,
+                    store_err *err)
+{
+    /* one row per assignment: the entry is appended to recent_json and the
+     * oldest dropped beyond STORE_HEARTBEATS_KEPT */
+    static const char sql[] =
+        "INSERT INTO assignment_heartbeats(seq, n, first_at, last_at, recent_json)"
+        " SELECT seq, 1, ?2, ?2, json_array(json_object('at', ?3, 'outcome', ?4,"
+        " 'error_code', ?5, 'lease_generation', ?6, 'lease_expires_at', ?7))"
+        " FROM assignments WHERE id = ?1"
+        " ON CONFLICT(seq) DO UPDATE SET n = n + 1, last_at = ?2, recent_json ="
+        " (SELECT CASE WHEN json_array_length(j) > ?8 THEN json_remove(j, '$[0]') ELSE j END"
+        " FROM (SELECT json_insert(assignment_heartbeats.recent_json, '$[#]',"
+        " json_object('at', ?3, 'outcome', ?4, 'error_code', ?5, 'lease_generation', ?6,"
+        " 'lease_expires_at', ?7)) AS j))";
+    char at_s[64], exp_s[64];
+    time_rfc3339(at, at_s, sizeof at_s);
+    if (lease_expires_at > 0) time_rfc3339(lease_expires_at, exp_s, sizeof exp_s);
+    sqlite3_stmt *s = st_w(st, sql);
+    if (s) {
+        st_bind_text(s, 1, assignment_id);
+        st_bind_dbl(s, 2, at);
+        st_bind_text(s, 3, at_s);
+        st_bind_text(s, 4, outcome);
+        st_bind_text(s, 5, error_code);
+        st_bind_int(s, 6, lease_generation);
+        st_bind_text(s, 7, lease_expires_at > 0 ? exp_s : NULL);
+        st_bind_int(s, 8, STORE_HEARTBEATS_KEPT);
+    }
+    int code = st_step_done(st, s, "record heartbeat", err);
+    if (code) return code;
+    if (sqlite3_changes(st->w.db) == 0)
+        return st_errf(err, STORE_NOTFOUND, "record heartbeat: unknown assignment %s",
+                       assignment_id);
+    return STORE_OK;
 }
 
 static const char SQL_ABANDON_RUNS[] =

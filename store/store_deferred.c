@@ -16,7 +16,15 @@
  * flusher thread every defer_ms, before any other write transaction (so the
  * order of updates is kept), and before the worker-facing reads. One commit
  * for many of them instead of one each. */
-typedef enum { OP_STARTED = 1, OP_LEASE, OP_RECORD, OP_CLAIM, OP_PLAN, OP_AFINISH } op_kind;
+typedef enum {
+    OP_STARTED = 1,
+    OP_LEASE,
+    OP_RECORD,
+    OP_CLAIM,
+    OP_PLAN,
+    OP_AFINISH,
+    OP_HEARTBEAT
+} op_kind;
 
 struct st_op {
     struct st_op *next;
@@ -24,13 +32,15 @@ struct st_op {
     char *id;   /* submission_id or assignment_id */
     char **ids; /* run ids (OP_STARTED) */
     size_t n;
-    double t; /* now / lease_expires_at */
+    double t;  /* now / lease_expires_at / OP_HEARTBEAT: sent at */
+    double t2; /* OP_HEARTBEAT: lease_expires_at */
     int64_t gen;
     store_attempt a; /* OP_RECORD; its strings owned below */
     char *a_code, *a_msg, *a_rid;
     store_claim *claims;      /* OP_CLAIM (strings in owned) */
     store_plan_run *runs;     /* OP_PLAN (strings in owned) */
-    const char *s1, *s2, *s3; /* OP_PLAN: documents; OP_AFINISH: status, code, message */
+    const char *s1, *s2, *s3; /* OP_PLAN: documents; OP_AFINISH: status, code, message;
+                                 OP_HEARTBEAT: outcome, code */
     int flag;                 /* OP_PLAN: skipped */
     char **owned;
     size_t nowned, capowned;
@@ -112,6 +122,8 @@ static int apply_op(store *st, st_op *o, store_err *err)
                              err);
     case OP_AFINISH:
         return st_afinish_tx(st, o->id, o->gen, o->s1, o->s2, o->s3, o->t, err);
+    case OP_HEARTBEAT:
+        return st_heartbeat_tx(st, o->id, o->gen, o->t, o->s1, o->s2, o->t2, err);
     }
     return STORE_OK;
 }
@@ -219,6 +231,36 @@ int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_g
         return code;
     }
     return st_wcommit(st, "extend lease", 0, err);
+}
+
+int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lease_generation,
+                               double at, const char *outcome, const char *error_code,
+                               double lease_expires_at, store_err *err)
+{
+    if (!assignment_id || !outcome)
+        return st_errf(err, STORE_INVALID, "record heartbeat: no assignment_id or outcome");
+    if (deferred(st)) {
+        st_op *o = calloc(1, sizeof *o);
+        if (!o) abort();
+        o->kind = OP_HEARTBEAT;
+        o->id = dup0(assignment_id);
+        o->gen = lease_generation;
+        o->t = at;
+        o->t2 = lease_expires_at;
+        o->s1 = own(o, outcome);
+        o->s2 = own(o, error_code);
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, "record heartbeat", err);
+    if (code) return code;
+    code = st_heartbeat_tx(st, assignment_id, lease_generation, at, outcome, error_code,
+                           lease_expires_at, err);
+    if (code) {
+        st_wabort(st);
+        return code;
+    }
+    return st_wcommit(st, "record heartbeat", 0, err);
 }
 
 int store_runs_started(store *st, const char *const *run_ids, size_t n, double now,

@@ -197,6 +197,9 @@ int st_planned_tx(store *st, const char *assignment_id, int64_t lease_generation
                   double now, store_err *err);
 int st_lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
                 double lease_expires_at, store_err *err);
+int st_heartbeat_tx(store *st, const char *assignment_id, int64_t lease_generation, double at,
+                    const char *outcome, const char *error_code, double lease_expires_at,
+                    store_err *err);
 int st_afinish_tx(store *st, const char *assignment_id, int64_t lease_generation,
                   const char *status, const char *error_code, const char *error_message, double now,
                   store_err *err);

@@ -499,6 +499,37 @@ static int assignment_submissions(sconn *c, const char *assignment_id, strbuf *o
     return STORE_OK;
 }
 
+/* Appends "heartbeats":{...}: the assignment's bounded heartbeat history
+ * (count, first and last, the last few with their outcome; zero and empty
+ * before the first). */
+static int assignment_heartbeats(sconn *c, const char *assignment_id, strbuf *out, store_err *err)
+{
+    static const char sql[] = "SELECT h.n, h.first_at, h.last_at, h.recent_json"
+                              " FROM assignment_heartbeats h JOIN assignments a ON a.seq = h.seq"
+                              " WHERE a.id = ?1";
+    sqlite3_stmt *h = st_stmt(c, sql);
+    int rc = h ? (st_bind_text(h, 1, assignment_id), sqlite3_step(h)) : sqlite3_errcode(c->db);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        if (h) sqlite3_reset(h);
+        return st_sqlfail(err, c->db, rc, "get assignment heartbeats");
+    }
+    strbuf_puts(out, "\"heartbeats\":{\"count\":");
+    strbuf_put_i64(out, rc == SQLITE_ROW ? (long long)sqlite3_column_int64(h, 0) : 0);
+    strbuf_puts(out, ",\"kept\":");
+    strbuf_put_i64(out, STORE_HEARTBEATS_KEPT);
+    strbuf_putc(out, ',');
+    if (rc == SQLITE_ROW) {
+        jtime(out, "first_at", h, 1);
+        jtime(out, "last_at", h, 2);
+        jraw(out, "recent", h, 3);
+        jclose(out, '}');
+    } else {
+        strbuf_puts(out, "\"first_at\":null,\"last_at\":null,\"recent\":[]}");
+    }
+    if (h) sqlite3_reset(h);
+    return STORE_OK;
+}
+
 int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out, store_err *err)
 {
     static const char runs_sql[] =
@@ -540,6 +571,9 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
     jclose(out, ']');
     strbuf_putc(out, ',');
     code = assignment_submissions(c, assignment_id, out, err);
+    if (code != STORE_OK) goto done;
+    strbuf_putc(out, ',');
+    code = assignment_heartbeats(c, assignment_id, out, err);
     if (code != STORE_OK) goto done;
     strbuf_putc(out, '}');
 done:

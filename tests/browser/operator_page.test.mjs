@@ -61,8 +61,9 @@ before(async () => {
   emuUrl = `http://127.0.0.1:${emuPort}`;
   await waitFor(() => getJSON(`${emuUrl}/emulator/v1/state`), "the emulator");
 
-  // A local evaluator that answers every dispatch with a 500.
-  evalServer = http.createServer((req, res) => { req.resume(); req.on("end", () => { res.writeHead(500, { "Content-Type": "application/json" }); res.end("{}"); }); });
+  // A local evaluator that answers every dispatch with a 500, after 2.5 s:
+  // longer than the heartbeat interval, so every assignment heartbeats.
+  evalServer = http.createServer((req, res) => { req.resume(); req.on("end", () => setTimeout(() => { res.writeHead(500, { "Content-Type": "application/json" }); res.end("{}"); }, 2500)); });
   await new Promise((r) => evalServer.listen(0, "127.0.0.1", r));
 
   const adminPort = await freePort();
@@ -155,8 +156,9 @@ test("an assignment opens next to its row with its timeline", async () => {
   await page.click("#assignments td.counts.st-failed");
   await page.waitForFunction(() => document.querySelectorAll("#asg-timeline li").length >= 5);
   const timeline = await page.textContent("#asg-timeline");
-  for (const want of [/claimed \(lease generation 1\)/, /conditions: \d applied/, /plan accepted: \d runs/, /run flaky failed/, /submitted, attempt 1: committed/, /assignment completed/])
+  for (const want of [/claimed \(lease generation 1\)/, /conditions: \d applied/, /plan accepted: \d runs/, /run flaky failed/, /submitted, attempt 1: committed/, /heartbeat ok, lease extended to \d\d:\d\d:\d\d/, /assignment completed/])
     assert.match(timeline, want);
+  assert.match(await page.textContent("#asg-detail-fields"), /heartbeats[1-9]\d* \(last \d{4}-\d\d-\d\d /);
   const adjacent = await page.evaluate(() => {
     const d = document.querySelector("#assignments > tr.detail-row");
     return d && d.previousElementSibling && d.previousElementSibling.classList.contains("selected");

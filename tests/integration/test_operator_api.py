@@ -313,6 +313,31 @@ class FailingWorkTest(unittest.TestCase):
         self.assertEqual(len(one["submissions"]), len(DEFS) + 4)
         self.assertEqual({s["outcome"] for s in one["submissions"]}, {"committed"})
 
+    def test_heartbeat_history_in_assignment_detail(self):
+        # every heartbeat the emulator answered is in the history of its
+        # assignment, with its outcome and the lease it granted
+        sent = self.emu.request("GET", "/emulator/v1/state").body["requests_by_call"]["heartbeat"]
+        self.assertGreaterEqual(sent, SESSIONS)
+        asg = self.sc.get("/v1/assignments?limit=50").body["assignments"]
+        details = [self.sc.get(f"/v1/assignments/{a['id']}").body for a in asg]
+        self.assertEqual(sum(d["heartbeats"]["count"] for d in details), sent)
+        for d in details:
+            hb = d["heartbeats"]
+            self.assertEqual(hb["kept"], 20)
+            self.assertEqual(len(hb["recent"]), min(hb["count"], hb["kept"]))
+            if hb["count"] == 0:  # its runs were done before the first beat
+                self.assertEqual((hb["first_at"], hb["last_at"]), (None, None))
+                continue
+            self.assertEqual(hb["recent"][-1]["at"], hb["last_at"])
+            self.assertLessEqual(hb["first_at"], hb["last_at"])
+            if hb["count"] <= hb["kept"]:
+                self.assertEqual(hb["recent"][0]["at"], hb["first_at"])
+            for b in hb["recent"]:
+                self.assertEqual((b["outcome"], b["error_code"], b["lease_generation"]),
+                                 ("ok", None, d["lease_generation"]))
+                self.assertTrue(b["lease_expires_at"].endswith("Z"), b)
+                self.assertGreaterEqual(b["at"], d["claimed_at"])
+
     def test_durations_sub_millisecond_and_wire_integer(self):
         durations = [r["duration_ms"] for r in self.runs]
         self.assertTrue(all(isinstance(d, (int, float)) and d >= 0 for d in durations))

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "common/timeutil.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -339,6 +340,70 @@ static void test_full_lifecycle(void **state)
     json_decref(j);
     strbuf_reset(&b);
     assert_int_equal(store_assignment_get_json(st, "nope", &b, &e), STORE_NOTFOUND);
+    strbuf_free(&b);
+    store_close(st);
+}
+
+/* The heartbeat history keeps every heartbeat's count, the first and last,
+ * and only the last STORE_HEARTBEATS_KEPT with their outcome. */
+static void test_heartbeat_history(void **state)
+{
+    (void)state;
+    store *st = open_new("heartbeats", NULL, 0);
+    store_err e = {0};
+    seed_assignment(st, "a1", 3, 9e9, 1, "k");
+    assert_int_equal(store_flush(st, NULL), STORE_OK); /* the admin reads do not wait */
+    strbuf b;
+    strbuf_init(&b);
+    assert_int_equal(store_assignment_get_json(st, "a1", &b, &e), STORE_OK);
+    json_t *j = parse(&b);
+    json_t *hb = json_object_get(j, "heartbeats");
+    assert_int_equal(json_integer_value(json_object_get(hb, "count")), 0);
+    assert_true(json_is_null(json_object_get(hb, "first_at")));
+    assert_int_equal(json_array_size(json_object_get(hb, "recent")), 0);
+    json_decref(j);
+    int total = STORE_HEARTBEATS_KEPT + 5;
+    for (int i = 0; i < total; i++) {
+        int fail = i == total - 2, lost = i == total - 1;
+        assert_update(st,
+                      store_assignment_heartbeat(st, "a1", 3, 3000 + i,
+                                                 lost   ? "lease_lost"
+                                                 : fail ? "failed"
+                                                        : "ok",
+                                                 fail ? "internal_error" : NULL,
+                                                 lost || fail ? 0 : 4000 + i, &e),
+                      STORE_OK);
+    }
+    assert_update(st, store_assignment_heartbeat(st, "nope", 1, 3000, "ok", NULL, 0, &e),
+                  STORE_NOTFOUND);
+    strbuf_reset(&b);
+    assert_int_equal(store_assignment_get_json(st, "a1", &b, &e), STORE_OK);
+    j = parse(&b);
+    hb = json_object_get(j, "heartbeats");
+    assert_int_equal(json_integer_value(json_object_get(hb, "count")), total);
+    assert_int_equal(json_integer_value(json_object_get(hb, "kept")), STORE_HEARTBEATS_KEPT);
+    char want[64];
+    assert_string_equal(json_string_value(json_object_get(hb, "first_at")),
+                        time_rfc3339(3000, want, sizeof want));
+    assert_string_equal(json_string_value(json_object_get(hb, "last_at")),
+                        time_rfc3339(3000 + total - 1, want, sizeof want));
+    json_t *recent = json_object_get(hb, "recent");
+    assert_int_equal(json_array_size(recent), STORE_HEARTBEATS_KEPT);
+    json_t *first = json_array_get(recent, 0);
+    assert_string_equal(json_string_value(json_object_get(first, "at")),
+                        time_rfc3339(3000 + total - STORE_HEARTBEATS_KEPT, want, sizeof want));
+    assert_string_equal(json_string_value(json_object_get(first, "outcome")), "ok");
+    assert_string_equal(json_string_value(json_object_get(first, "lease_expires_at")),
+                        time_rfc3339(4000 + total - STORE_HEARTBEATS_KEPT, want, sizeof want));
+    assert_int_equal(json_integer_value(json_object_get(first, "lease_generation")), 3);
+    json_t *failed = json_array_get(recent, STORE_HEARTBEATS_KEPT - 2);
+    assert_string_equal(json_string_value(json_object_get(failed, "outcome")), "failed");
+    assert_string_equal(json_string_value(json_object_get(failed, "error_code")), "internal_error");
+    assert_true(json_is_null(json_object_get(failed, "lease_expires_at")));
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(recent, STORE_HEARTBEATS_KEPT - 1), "outcome")),
+                        "lease_lost");
+    json_decref(j);
     strbuf_free(&b);
     store_close(st);
 }
@@ -1773,6 +1838,7 @@ int main(void)
         cmocka_unit_test(test_open_fresh_and_reopen),
         cmocka_unit_test(test_worker_registration),
         cmocka_unit_test(test_full_lifecycle),
+        cmocka_unit_test(test_heartbeat_history),
         cmocka_unit_test(test_fencing_and_reclaim),
         cmocka_unit_test(test_evaluators_and_metrics_survive_restart),
         cmocka_unit_test(test_pagination_and_filters),

@@ -339,6 +339,11 @@
     }
     const key = Object.fromEntries((a.run_list || []).map((r) => [r.id, r.eval_key]));
     for (const s of a.submissions || []) add(s.at, `result of ${key[s.run_id] || short(s.run_id)} submitted, attempt ${s.attempt}: ${s.outcome}${s.http_status ? " (HTTP " + s.http_status + ")" : ""}${s.error_code ? " — " + s.error_code : ""}`, s.outcome === "committed" ? "succeeded" : s.outcome === "retried" ? "timed_out" : "failed");
+    const hb = a.heartbeats || { count: 0, recent: [] };
+    field(f, "heartbeats", hb.count ? `${hb.count} (last ${utc(hb.last_at)})` : "none");
+    const hbOlder = hb.count - (hb.recent || []).length;
+    if (hbOlder > 0) add(hb.first_at, `first heartbeat (${hbOlder} earlier heartbeat${hbOlder === 1 ? "" : "s"} not kept in detail)`);
+    for (const b of hb.recent || []) add(b.at, b.outcome === "ok" ? `heartbeat ok${b.lease_expires_at ? ", lease extended to " + utc(b.lease_expires_at).slice(11, 19) : ""}` : `heartbeat ${b.outcome === "lease_lost" ? "lost the lease" : "failed"}${b.error_code ? " — " + b.error_code : ""}`, b.outcome === "ok" ? "" : "failed");
     add(a.finished_at, `assignment ${a.status}${a.error_code ? " — " + a.error_code : ""}`, a.status);
     if (!a.finished_at) add(a.lease_expires_at, `lease generation ${a.lease_generation} expires (renewed by heartbeats)`);
     ev.sort((x, y) => Date.parse(x.at) - Date.parse(y.at));
