@@ -33,7 +33,7 @@ typedef struct {
     double request_timeout_s;   /* per HTTP attempt */
     const char *worker_id;      /* for the worker-id header */
     int max_attempts;           /* retried calls; 0 = 5 */
-    double backoff_base_s;      /* first backoff ceiling; 0 = 25 ms */
+    double backoff_base_s;      /* first backoff ceiling; 0 = 10 ms */
     double backoff_max_s;       /* cap; 0 = 5 s */
 } cloud_config;
 

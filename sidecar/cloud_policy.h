@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 /* Defaults used by the cloud client. */
-#define POLICY_BACKOFF_BASE_MS 25
+#define POLICY_BACKOFF_BASE_MS 10
 #define POLICY_BACKOFF_CAP_MS 5000
 #define POLICY_BUDGET_RATIO 0.2
 #define POLICY_BUDGET_FLOOR_PER_S 10.0
