@@ -630,7 +630,14 @@ int store_outbox_json(store *st, double now, int limit, strbuf *out, store_err *
 {
     static const char sql[] =
         "SELECT o.run_id, o.submission_id, o.assignment_id, r.eval_key, o.created_at, o.attempts,"
-        " r.last_attempt_at, r.submit_error_code, r.submit_error_message,"
+        " r.last_attempt_at,"
+        /* a pending entry's last error is its latest attempt's (a retry's
+         * error is kept with the attempt, not on the run) */
+        " coalesce((SELECT coalesce(a.error_code, CASE WHEN a.http_status > 0 THEN 'http_error'"
+        "   ELSE 'transport_error' END) FROM submit_attempts a WHERE a.run_id = o.run_id"
+        "   ORDER BY a.id DESC LIMIT 1), r.submit_error_code),"
+        " coalesce((SELECT a.message FROM submit_attempts a WHERE a.run_id = o.run_id"
+        "   ORDER BY a.id DESC LIMIT 1), r.submit_error_message),"
         " (SELECT count(*) FROM outbox) FROM outbox o LEFT JOIN runs r ON r.id = o.run_id"
         " ORDER BY o.seq LIMIT ?1";
     if (limit < 1 || limit > MAX_LIMIT)
