@@ -342,7 +342,7 @@
     const hb = a.heartbeats || { count: 0, recent: [] };
     field(f, "heartbeats", hb.count ? `${hb.count} (last ${utc(hb.last_at)})` : "none");
     const hbOlder = hb.count - (hb.recent || []).length;
-    if (hbOlder > 0) add(hb.first_at, `first heartbeat (${hbOlder} earlier heartbeat${hbOlder === 1 ? "" : "s"} not kept in detail)`);
+    if (hbOlder > 0) add(hb.first_at, `first heartbeat (${hbOlder} heartbeat${hbOlder === 1 ? "" : "s"} before the last ${hb.recent.length} not listed)`);
     for (const b of hb.recent || []) add(b.at, b.outcome === "ok" ? `heartbeat ok${b.lease_expires_at ? ", lease extended to " + utc(b.lease_expires_at).slice(11, 19) : ""}` : `heartbeat ${b.outcome === "lease_lost" ? "lost the lease" : "failed"}${b.error_code ? " — " + b.error_code : ""}`, b.outcome === "ok" ? "" : "failed");
     add(a.finished_at, `assignment ${a.status}${a.error_code ? " — " + a.error_code : ""}`, a.status);
     if (!a.finished_at) add(a.lease_expires_at, `lease generation ${a.lease_generation} expires (renewed by heartbeats)`);
