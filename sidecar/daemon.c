@@ -212,6 +212,7 @@ int daemon_run(const run_config *cfg)
     }
     local_config lc;
     memset(&lc, 0, sizeof lc);
+    lc.pool = pool;
     lc.db = db;
     lc.allowed_hosts = &cfg->evaluator_hosts;
     local = local_registry_new(&lc, err, sizeof err);

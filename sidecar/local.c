@@ -7,7 +7,6 @@
 #include "common/loopback.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
-#include "sandbox/lang/lang.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -366,12 +365,6 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
                 lerr(e, 422, "invalid_registration", "%s must be a string", f);
                 goto fail;
             }
-            fps_err ce;
-            if (lang_check(LANG_CONDITION, json_string_value(cond), json_string_length(cond),
-                           &ce) != 0) {
-                lerr(e, 422, "invalid_registration", "%s is rejected: %s", f, ce.msg);
-                goto fail;
-            }
             x->condition = malloc(json_string_length(cond) + 1);
             if (x->condition == NULL) abort();
             memcpy(x->condition, json_string_value(cond), json_string_length(cond) + 1);
@@ -382,6 +375,48 @@ static lev *parse_registration(local_registry *r, const char *name, const json_t
 fail:
     ev_free(ev);
     return NULL;
+}
+
+/* Compile-checks every condition of a parsed registration in a jailed child
+ * (sbx_check): the source is untrusted, so it is never parsed in the daemon.
+ * Called with no registry lock held: it may wait for a sandbox slot, from
+ * the playground's budget (an admin-API request), after any waiting worker.
+ * Returns 0, or the status with e filled: 422 when a condition is rejected
+ * (the compiler's message), 503 when the jail could not give a verdict. */
+static int conditions_check(local_registry *r, const lev *ev, fps_err *e)
+{
+    for (size_t i = 0; i < ev->ndefs; i++) {
+        const ldef *x = &ev->defs[i];
+        if (x->condition == NULL) continue;
+        sbx_request req = {.kind = LANG_CONDITION,
+                           .source = x->condition,
+                           .source_len = strlen(x->condition),
+                           .timeout_s = LOCAL_CHECK_TIMEOUT_S,
+                           .playground = 1};
+        sbx_outcome out;
+        sbx_check(r->cfg.pool, &req, &out);
+        const json_t *o = out.status == SBX_OK ? out.json : NULL;
+        const char *stage = json_string_value(json_object_get(o, "stage"));
+        if (o != NULL && json_is_true(json_object_get(o, "ok"))) {
+            sbx_outcome_free(&out);
+            continue;
+        }
+        if (stage != NULL && !strcmp(stage, "compile")) {
+            const char *m = json_string_value(json_object_get(o, "message"));
+            lerr(e, 422, "invalid_registration", "definitions[%zu].condition is rejected: %s", i,
+                 m != NULL && *m ? m : "invalid source");
+        } else {
+            const char *why = out.status == SBX_TIMEOUT ? "no sandbox result in time"
+                              : out.detail[0]           ? out.detail
+                                                        : "no compile outcome";
+            lerr(e, 503, "sandbox_unavailable",
+                 "definitions[%zu].condition could not be checked in the sandbox: %s; retry", i,
+                 why);
+        }
+        sbx_outcome_free(&out);
+        return e->http_status;
+    }
+    return 0;
 }
 
 /* --------------------------------------------------------- registry core */
@@ -600,6 +635,21 @@ static int check_against_locked(local_registry *r, const lev *ev, fps_err *e)
     return 0;
 }
 
+/* A stored registration's conditions are checked again in the jail (the
+ * language may have changed since); a rejected one drops it. When the jail
+ * cannot give a verdict the registration is kept: every run compiles its
+ * condition in the jail anyway, and losing it would be worse. */
+static int restored_conditions_bad(local_registry *r, const lev *ev, fps_err *e)
+{
+    int st = conditions_check(r, ev, e);
+    if (st != 0 && st != 422) {
+        log_warn("stored local evaluator conditions not re-checked; kept",
+                 LOG_S("evaluator", ev->name), LOG_S("reason", e->msg));
+        return 0;
+    }
+    return st != 0;
+}
+
 local_registry *local_registry_new(const local_config *cfg, char *err, size_t errcap)
 {
     local_registry *r = calloc(1, sizeof *r);
@@ -644,7 +694,8 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
                                        list[i].expires_at);
             } else if (body == NULL ||
                        (ev = parse_registration(r, list[i].name, body, &le)) == NULL ||
-                       check_against_locked(r, ev, &le) != 0) {
+                       check_against_locked(r, ev, &le) != 0 ||
+                       restored_conditions_bad(r, ev, &le)) {
                 log_warn("stored local evaluator registration no longer valid; dropped",
                          LOG_S("evaluator", list[i].name), LOG_S("reason", le.msg));
                 ev_free(ev);
@@ -814,6 +865,10 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body,
     }
     lev *ev = parse_registration(r, name, body, err);
     if (ev == NULL) return err->http_status;
+    if (conditions_check(r, ev, err) != 0) { /* no lock held: may wait for a slot */
+        ev_free(ev);
+        return err->http_status;
+    }
     double now = time_now();
     ev->registered_at = ev->heartbeat_at = now;
     ev->expires_at = now + ev->ttl;

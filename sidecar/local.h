@@ -47,7 +47,13 @@ typedef struct local_registry local_registry;
 #define LOCAL_DEFAULT_TIMEOUT_S 300.0
 #define LOCAL_DEFAULT_TTL_S 30.0
 
+/* Bound on one condition's compile check in the jail, waiting for a slot
+ * included. */
+#define LOCAL_CHECK_TIMEOUT_S 10.0
+
 typedef struct {
+    sbx_pool *pool;                /* borrowed; required: conditions are
+                                      compile-checked in the jail (sbx_check) */
     store *db;                     /* borrowed; NULL = in-memory only      */
     const cli_list *allowed_hosts; /* borrowed; --allow-evaluator-host     */
     int max_dispatch;              /* concurrent dispatches (<=0: 16)      */
@@ -81,7 +87,8 @@ typedef struct {
 } local_caller;
 
 /* A rejection is an fps_err (common/err.h) with http_status (400/404/409/
- * 413/422, also its code), name ("invalid_request", "not_found", "conflict",
+ * 413/422, or 503 when the jail could not check a condition; also its code),
+ * name ("invalid_request", "not_found", "conflict", "sandbox_unavailable",
  * ...) and a message naming the field and the rule, e.g.
  * "definitions[3].eval_key must match ^[a-z][a-z0-9_]*$". */
 
@@ -89,8 +96,9 @@ typedef struct {
  * request body (borrowed). Returns 201 (created; the view then carries
  * "registration_secret") or 200 (replaced by its owner or an admin; 403
  * for anyone else) and sets *out (owned) to the evaluator's view (as
- * local_registry_get), or returns
- * the error status with err filled and *out NULL. */
+ * local_registry_get), or returns the error status with err filled and
+ * *out NULL. Each definition's condition is compile-checked in a jailed
+ * child (sbx_check on cfg.pool), never in this process. */
 int local_registry_put(local_registry *r, const char *name, const json_t *body,
                        const local_caller *who, json_t **out, fps_err *err);
 /* POST /v1/evaluators/{name}/heartbeat: 200 and *out = view, 403 (not the

@@ -12,6 +12,8 @@
 #include "api/internal.h"
 #include "common/log.h"
 #include "common/strbuf.h"
+#include "sandbox/jail/sbx.h"
+#include "sandbox/lang/lang.h"
 #include "sidecar/daemon.h"
 #include "sidecar/local.h"
 
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+static sbx_pool *pool; /* the registry compile-checks conditions in it */
 static local_registry *reg;
 static api_server *srv;
 static int port;
@@ -98,7 +101,12 @@ static int setup(void **state)
     log_set_stream(devnull);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char err[256];
-    local_config lc = {.debounce_s = 0.05};
+    sbx_config sc = {.max_sandboxes = 2, .memory_mb = 512, .self_exe = getenv("FPS_BIN")};
+    fps_err pe = {0};
+    pool = sbx_pool_new(&sc, &pe);
+    if (pool == NULL) fprintf(stderr, "sbx_pool_new: %s\n", pe.msg);
+    assert_non_null(pool);
+    local_config lc = {.pool = pool, .debounce_s = 0.05};
     reg = local_registry_new(&lc, err, sizeof err);
     assert_non_null(reg);
     local_registry_set_change_callback(reg, on_change, NULL);
@@ -115,6 +123,7 @@ static int teardown(void **state)
     (void)state;
     api_stop(srv);
     local_registry_free(reg);
+    sbx_pool_free(pool);
     return 0;
 }
 
@@ -273,6 +282,48 @@ static int put_status(const char *name, const char *body, char *code, size_t cap
     json_decref(v);
     reply_free(&r);
     return st;
+}
+
+/* A condition is compile-checked by a jailed child, never in the registry's
+ * process: each check hands one evaluation to the pool, and a rejection
+ * carries the compiler's own message (compared with lang_check's here). */
+static void test_condition_checked_in_jail(void **state)
+{
+    (void)state;
+    static const char fmt[] = "{\"version\":\"1\",\"endpoint\":\"http://127.0.0.1:9/\","
+                              "\"definitions\":[{\"eval_key\":\"jailed\",\"eval_version\":"
+                              "\"1\",\"condition\":\"%s\"}]}";
+    static const struct {
+        const char *condition;
+        int status;
+        const char *needle;
+    } cases[] = {
+        {"(", 422, "definitions[0].condition is rejected: "},
+        {"__import__('os')", 422, "definitions[0].condition is rejected: "},
+        {"lambda: 1", 422, "definitions[0].condition is rejected: condition_source"},
+        {"session.event_count > 0", 201, ""},
+    };
+    char body[512], c[64], m[600];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned long before = sbx_pool_stats(pool).started;
+        snprintf(body, sizeof body, fmt, cases[i].condition);
+        int st = put_status("jailed", body, c, sizeof c, m, sizeof m);
+        if (st != cases[i].status || strstr(m, cases[i].needle) == NULL)
+            fail_msg("case %zu: status %d message '%s'", i, st, m);
+        if (st == 422) { /* word for word what the compiler says in-process */
+            fps_err ce = {0};
+            assert_int_not_equal(
+                lang_check(LANG_CONDITION, cases[i].condition, strlen(cases[i].condition), &ce), 0);
+            char want[600];
+            snprintf(want, sizeof want, "definitions[0].condition is rejected: %s", ce.msg);
+            assert_string_equal(m, want);
+            assert_string_equal(c, "invalid_registration");
+        }
+        assert_int_equal(sbx_pool_stats(pool).started, before + 1);
+    }
+    local_caller admin = {.admin = 1};
+    fps_err le;
+    assert_int_equal(local_registry_delete(reg, "jailed", &admin, &le), 200);
 }
 
 static void test_registration_validation(void **state)
@@ -527,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_method_not_allowed),
         cmocka_unit_test(test_csrf_and_content_type),
         cmocka_unit_test(test_bodies),
+        cmocka_unit_test(test_condition_checked_in_jail),
         cmocka_unit_test(test_registration_validation),
         cmocka_unit_test(test_registry_lifecycle),
         cmocka_unit_test(test_result_items),
