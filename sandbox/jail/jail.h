@@ -68,7 +68,7 @@ typedef struct {
 /* What a process prepares once before it serves (or forks) children: the
  * compiled seccomp program, process-wide lazy initialisations, and what
  * jail_warm needs. Lives as long as the process (children inherit it). */
-#define JAIL_MAX_RANGES 32
+#define JAIL_MAX_RANGES 64
 #define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
 #define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
 typedef struct {

@@ -261,6 +261,33 @@ static void warm_eval(const jail_prepared *p)
     free(out);
 }
 
+/* Adds to p's ranges the runs of pages of the writable mapping [a, b) that
+ * this process has written by now (resident: after the warm-up, what an
+ * evaluation writes too). The rest (a library's static tables sized for
+ * the worst case, the collector's among them, or stack never reached) is
+ * not populated in every child: a child that does touch such a page takes
+ * one fault. */
+static void add_written_runs(jail_prepared *p, char *a, char *b)
+{
+    unsigned char resident[JAIL_MAX_POPULATE / 4096];
+    size_t pages = (size_t)(b - a) / 4096;
+    if (mincore(a, pages * 4096, resident) != 0) {
+        p->ranges[p->nranges++] = (jail_range){a, b, 1};
+        return;
+    }
+    for (size_t i = 0; i < pages && p->nranges < JAIL_MAX_RANGES;) {
+        if (!(resident[i] & 1)) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < pages && (resident[j] & 1))
+            j++;
+        p->ranges[p->nranges++] = (jail_range){a + i * 4096, a + j * 4096, 1};
+        i = j;
+    }
+}
+
 int jail_prepare(jail_prepared *p)
 {
     memset(p, 0, sizeof *p);
@@ -292,7 +319,10 @@ int jail_prepare(jail_prepared *p)
         /* Only this image's own small mappings (code, data, heap, stack):
          * never reservations (sanitizer shadow memory spans terabytes). */
         if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
-        p->ranges[p->nranges++] = (jail_range){a, b, perms[1] == 'w'};
+        if (perms[1] == 'w')
+            add_written_runs(p, a, b);
+        else
+            p->ranges[p->nranges++] = (jail_range){a, b, 0};
     }
     if (m != NULL) fclose(m);
     /* Large blocks come from the (populated) heap too, and freed memory
