@@ -120,12 +120,21 @@ class LoadBase(RecoveryBase):
         except OSError:
             return False
 
+    def wait_outbox_empty(self):
+        """The emulator counts a result as committed when it answers; the
+        sidecar clears the outbox row only after reading that answer, so the
+        last rows leave the outbox a moment later."""
+        self.assertTrue(wait_for(lambda: self.admin_json("/v1/status")[1]["store"]["outbox_depth"] == 0,
+                                 30, 0.1), self.log_tail())
+
     def finish(self):
-        """Stops the stream and waits until every added session is terminal."""
+        """Stops the stream and waits until every added session is terminal
+        and its result has left the outbox."""
         self.feeder.stop.set()
         self.feeder.join(10)
         self.sessions = self.feeder.added
         self.wait_all_terminal(180)
+        self.wait_outbox_empty()
 
 
 class SteadyStream(LoadBase):
@@ -150,11 +159,7 @@ class SteadyStream(LoadBase):
         self.assertGreater(last, 1 << 20, samples)  # the runs' rows reached the file
         committed = self.emu.state()["runs"]["committed"]
         self.assertGreater(committed, 300)
-        # The emulator counts a result as committed when it answers; the
-        # sidecar clears the outbox row only after reading that answer, so the
-        # last rows leave the outbox a moment later.
-        self.assertTrue(wait_for(lambda: self.admin_json("/v1/status")[1]["store"]["outbox_depth"] == 0,
-                                 30, 0.1), self.log_tail())
+        self.wait_outbox_empty()
         status, st = self.admin_json("/v1/status")
         self.assertEqual(status, 200)
         fig = st["store"]
@@ -224,9 +229,7 @@ class WarmConnections(LoadBase):
         self.assertLessEqual(most, ceiling, seen)
         self.assertGreater(len(kept), 1, "the lull closed the idle connections to the server")
         self.assertTrue(kept & seen[1], (kept, seen))
-        # the last outbox rows leave a moment after the emulator counted them
-        self.assertTrue(wait_for(lambda: self.admin_json("/v1/status")[1]["store"]["outbox_depth"] == 0,
-                                 30, 0.1), self.log_tail())
+        self.wait_outbox_empty()
         self.audit_exactly_once()
         self.stop_sidecar()
 
