@@ -8,6 +8,7 @@
 #include "api/internal.h"
 #include "common/canonjson.h"
 #include "common/log.h"
+#include "common/loopback.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
 #include "web/assets.h"
@@ -302,14 +303,12 @@ static enum MHD_Result send_error(struct MHD_Connection *conn, conn_ctx *ctx, in
 
 /* ------------------------------------------------------------ hardening */
 
+/* common/loopback's rule, plus the absolute name "localhost.", which a Host
+ * header or --listen may carry (both bind or answer on 127.0.0.1 here; no
+ * resolver is asked). */
 static int name_is_loopback(const char *h)
 {
-    if (!strcasecmp(h, "localhost") || !strcasecmp(h, "localhost.")) return 1;
-    struct in_addr a4;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET, h, &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-    if (inet_pton(AF_INET6, h, &a6) == 1) return IN6_IS_ADDR_LOOPBACK(&a6);
-    return 0;
+    return loopback_host(h) || !strcasecmp(h, "localhost.");
 }
 
 /* Splits a Host/authority value into its host name (brackets removed).

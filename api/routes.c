@@ -525,18 +525,31 @@ void route_stats(api_req *rq, api_resp *rs)
 
 /* ----------------------------------------------------------------- drain */
 
+/* An optional request body must be a JSON object when present. Returns 0, or
+ * -1 with rs filled (400). */
+static int optional_body_ok(api_req *rq, api_resp *rs)
+{
+    if (rq->body_len == 0) return 0;
+    json_t *b = api_body_object(rq, rs);
+    if (b == NULL) return -1;
+    json_decref(b);
+    return 0;
+}
+
+/* The worker of a route that acts on it, or NULL with rs filled (503). */
+static const api_worker_ops *need_worker(api_req *rq, api_resp *rs)
+{
+    const api_worker_ops *w = &rq->srv->deps.worker;
+    if (w->ctx != NULL) return w;
+    api_error(rs, 503, "worker_unavailable", "the worker is not running");
+    return NULL;
+}
+
 void route_drain(api_req *rq, api_resp *rs)
 {
-    if (rq->body_len > 0) { /* optional body; must be JSON when present */
-        json_t *b = api_body_object(rq, rs);
-        if (b == NULL) return;
-        json_decref(b);
-    }
-    const api_worker_ops *w = &rq->srv->deps.worker;
-    if (w->ctx == NULL) {
-        api_error(rs, 503, "worker_unavailable", "the worker is not running");
-        return;
-    }
+    if (optional_body_ok(rq, rs)) return;
+    const api_worker_ops *w = need_worker(rq, rs);
+    if (w == NULL) return;
     w->drain(w->ctx);
     log_info("drain requested over the admin API");
     api_json(rs, 202, json_pack("{s:b,s:b}", "draining", 1, "resumable", 1));
@@ -544,16 +557,9 @@ void route_drain(api_req *rq, api_resp *rs)
 
 void route_resume(api_req *rq, api_resp *rs)
 {
-    if (rq->body_len > 0) {
-        json_t *b = api_body_object(rq, rs);
-        if (b == NULL) return;
-        json_decref(b);
-    }
-    const api_worker_ops *w = &rq->srv->deps.worker;
-    if (w->ctx == NULL) {
-        api_error(rs, 503, "worker_unavailable", "the worker is not running");
-        return;
-    }
+    if (optional_body_ok(rq, rs)) return;
+    const api_worker_ops *w = need_worker(rq, rs);
+    if (w == NULL) return;
     if (w->resume(w->ctx) != 0) {
         api_error(rs, 409, "shutting_down",
                   "the sidecar is draining to shut down; that drain cannot be undone");
@@ -713,12 +719,7 @@ void route_evaluator_delete(api_req *rq, api_resp *rs)
 
 void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
 {
-    if (need_local(rq, rs)) return;
-    if (rq->body_len > 0) {
-        json_t *b = api_body_object(rq, rs);
-        if (b == NULL) return;
-        json_decref(b);
-    }
+    if (need_local(rq, rs) || optional_body_ok(rq, rs)) return;
     json_t *out = NULL;
     fps_err e = {0};
     int st =

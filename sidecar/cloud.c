@@ -166,7 +166,7 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     if (hl == 0 || hl >= sizeof host) goto badhost;
     memcpy(host, h, hl);
     host[hl] = '\0';
-    if (!https && !config_host_is_loopback(host)) {
+    if (!https && !loopback_host(host)) {
         snprintf(err, errcap, "server URL must be https for non-loopback host '%s'", host);
         goto fail;
     }

@@ -110,11 +110,6 @@ static int url_host(const char *url, char *out, size_t cap)
     return 0;
 }
 
-int config_host_is_loopback(const char *host)
-{
-    return loopback_host(host);
-}
-
 int config_validate(const run_config *cfg, char *err, size_t errcap)
 {
     char host[256];
@@ -128,7 +123,7 @@ int config_validate(const run_config *cfg, char *err, size_t errcap)
         snprintf(err, errcap, "run: --server '%s' is not an http(s) URL", cfg->server_url);
         return -1;
     }
-    if (strncmp(cfg->server_url, "http://", 7) == 0 && !config_host_is_loopback(host)) {
+    if (strncmp(cfg->server_url, "http://", 7) == 0 && !loopback_host(host)) {
         snprintf(err, errcap,
                  "run: --server must use https for non-loopback host '%s' (the bearer token "
                  "is never sent in cleartext)",
@@ -175,7 +170,7 @@ int config_validate(const run_config *cfg, char *err, size_t errcap)
         b++;
         b[strcspn(b, "]")] = '\0';
     }
-    if (!config_host_is_loopback(b)) {
+    if (!loopback_host(b)) {
         if (!cfg->allow_remote_admin) {
             snprintf(err, errcap,
                      "run: --listen %s is not loopback; pass --allow-remote-admin and "

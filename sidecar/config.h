@@ -42,7 +42,5 @@ const cli_command *config_run_command(void);
  * with a one-line message in err. */
 int config_validate(const run_config *cfg, char *err, size_t errcap);
 void config_free(run_config *cfg);
-/* 1 if host is localhost, 127.0.0.0/8 or ::1. */
-int config_host_is_loopback(const char *host);
 
 #endif
