@@ -3,7 +3,9 @@
  * preStop hook), and the drain waiter thread wakes it with SIGUSR1 when
  * in-flight work and the outbox are done or the drain timeout passed. The
  * daemon also owns the admin API's two tokens: read from the configured
- * files or generated at first start beside the database. */
+ * files or generated at first start beside the database (for a ":memory:"
+ * database, which has no directory, into a private temporary directory
+ * that lives as long as the process). */
 #include "sidecar/daemon.h"
 
 #include "common/log.h"
@@ -11,6 +13,7 @@
 #include "sandbox/jail/sbx.h"
 #include "store/store.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
@@ -129,20 +132,59 @@ api_local_ops daemon_api_local_ops(local_registry *r)
     return o;
 }
 
+/* Where generated tokens live: "<db>" as the prefix of "<db>.<suffix>"
+ * beside a database file. A ":memory:" database has no directory (the
+ * prefix would be the literal ":memory:" in the working directory), so its
+ * tokens go into a fresh mode-0700 directory under $TMPDIR (or /tmp),
+ * written into `tmpdir` so that shutdown removes it: they are as ephemeral
+ * as the database. 0, or -1 with the reason logged. */
+static int token_prefix(const char *db_path, char *prefix, size_t cap, char *tmpdir, size_t tmpcap)
+{
+    tmpdir[0] = '\0';
+    if (strcmp(db_path, ":memory:") != 0) {
+        snprintf(prefix, cap, "%s", db_path);
+        return 0;
+    }
+    const char *base = getenv("TMPDIR");
+    if (base == NULL || base[0] != '/') base = "/tmp";
+    snprintf(tmpdir, tmpcap, "%s/failproofai-sidecar.XXXXXX", base);
+    if (mkdtemp(tmpdir) == NULL) {
+        log_error("cannot create a directory for the generated admin API tokens",
+                  LOG_S("path", tmpdir), LOG_S("error", strerror(errno)));
+        tmpdir[0] = '\0';
+        return -1;
+    }
+    snprintf(prefix, cap, "%s/memory", tmpdir);
+    return 0;
+}
+
+/* Removes what token_prefix created for a ":memory:" database. */
+static void token_dir_remove(const char *tmpdir, const char *prefix)
+{
+    static const char *const suffixes[] = {"admin-token", "registration-token"};
+    char path[4200];
+    if (tmpdir[0] == '\0') return;
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        snprintf(path, sizeof path, "%s.%s", prefix, suffixes[i]);
+        unlink(path);
+    }
+    rmdir(tmpdir);
+}
+
 /* One admin API token: read from `file` when configured, else from (or
- * generated into) "<db>.<suffix>" beside the database, mode 0600. Logs the
- * path, never the value. NULL (logged) on failure. */
-static secret *load_token(const char *what, const char *file, const char *db_path,
+ * generated into) "<prefix>.<suffix>", mode 0600. Logs the path, never the
+ * value. NULL (logged) on failure. */
+static secret *load_token(const char *what, const char *file, const char *prefix,
                           const char *suffix)
 {
-    char path[4096], err[512];
+    char path[4200], err[512];
     int created = 0;
     secret *t;
     if (file != NULL) {
         t = secret_from_file(file, err, sizeof err);
         snprintf(path, sizeof path, "%s", file);
     } else {
-        snprintf(path, sizeof path, "%s.%s", db_path, suffix);
+        snprintf(path, sizeof path, "%s.%s", prefix, suffix);
         t = secret_load_or_create(path, &created, err, sizeof err);
     }
     if (t == NULL) {
@@ -156,7 +198,7 @@ static secret *load_token(const char *what, const char *file, const char *db_pat
 
 int daemon_run(const run_config *cfg)
 {
-    char err[512];
+    char err[512], token_path[4096] = "", token_tmpdir[4096] = "";
     int status = 1;
     secret *token = NULL, *admin_token = NULL, *reg_token = NULL;
     sbx_pool *pool = NULL;
@@ -230,8 +272,11 @@ int daemon_run(const run_config *cfg)
         log_warn("--insecure-open-admin: the admin API asks no token; any local process may "
                  "drain, run /v1/evaluate and register or replace evaluators");
     } else {
-        admin_token = load_token("admin", cfg->admin_token_file, cfg->db_path, "admin-token");
-        reg_token = load_token("registration", cfg->registration_token_file, cfg->db_path,
+        if (token_prefix(cfg->db_path, token_path, sizeof token_path, token_tmpdir,
+                         sizeof token_tmpdir) != 0)
+            goto done;
+        admin_token = load_token("admin", cfg->admin_token_file, token_path, "admin-token");
+        reg_token = load_token("registration", cfg->registration_token_file, token_path,
                                "registration-token");
         if (admin_token == NULL || reg_token == NULL) goto done;
     }
@@ -305,6 +350,7 @@ done:
     secret_free(token);
     secret_free(admin_token);
     secret_free(reg_token);
+    token_dir_remove(token_tmpdir, token_path);
     g_have_main = 0;
     log_info("daemon exited", LOG_I("status", status));
     return status;

@@ -53,7 +53,7 @@ def free_port():
 class Sidecar:
     """`failproofai-sidecar run` with its admin API on 127.0.0.1:<ephemeral>."""
 
-    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN, tokens=True, wrap=()):
+    def __init__(self, server_url, *args, db=None, env=None, token=TOKEN, tokens=True, wrap=(), cwd=None):
         """With `tokens` (the default) the admin and registration tokens are
         written to files and passed with --admin-token-file and
         --registration-token-file; request() then sends the admin token on
@@ -62,6 +62,7 @@ class Sidecar:
         enters a namespace first."""
         self.server_url = server_url
         self.wrap = list(wrap)
+        self.cwd = cwd
         self.args = list(args)
         self.tmp = tempfile.TemporaryDirectory(prefix="fps-api-")
         self.db = db or os.path.join(self.tmp.name, "sidecar.db")
@@ -102,7 +103,7 @@ class Sidecar:
         self.proc = subprocess.Popen(
             [*self.wrap, BIN, "run", "--server", self.server_url, "--listen", "127.0.0.1:0", "--db", self.db,
              *self.args],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=self.env, cwd=self.cwd)
         self._thread = threading.Thread(target=self._reader, args=(self.proc.stderr,), daemon=True)
         self._thread.start()
         deadline = time.time() + timeout

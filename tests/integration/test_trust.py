@@ -116,6 +116,34 @@ class GeneratedTokensTest(unittest.TestCase):
                            headers={"Authorization": "Bearer " + values["admin"]})
             self.assertEqual(r.status, 202, r)
 
+    def test_memory_database_tokens_live_in_a_private_directory(self):
+        # ":memory:" has no directory: the tokens must not land in the working
+        # directory as ":memory:.admin-token", and they go when the process does
+        cwd = tempfile.TemporaryDirectory()
+        tmpdir = tempfile.TemporaryDirectory()
+        self.addCleanup(cwd.cleanup)
+        self.addCleanup(tmpdir.cleanup)
+        sc = Sidecar(dead_server(), tokens=False, db=":memory:", cwd=cwd.name,
+                     env={"TMPDIR": tmpdir.name})
+        with sc:
+            paths = {rec["which"]: rec["path"] for rec in sc.logs()
+                     if rec.get("msg") == "admin API token generated"}
+            self.assertEqual(set(paths), {"admin", "registration"})
+            home = os.path.dirname(paths["admin"])
+            self.assertEqual(os.path.dirname(home), tmpdir.name)
+            self.assertEqual(stat.S_IMODE(os.stat(home).st_mode), 0o700)
+            for path in paths.values():
+                self.assertEqual(os.path.dirname(path), home)
+                self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o600, path)
+            with open(paths["admin"]) as f:
+                admin = f.read().strip()
+            r = sc.request("POST", "/v1/drain", body={}, auth=None,
+                           headers={"Authorization": "Bearer " + admin})
+            self.assertEqual(r.status, 202, r)
+            self.assertEqual(os.listdir(cwd.name), [])
+        self.assertFalse(os.path.exists(home), home)
+        self.assertEqual(os.listdir(cwd.name), [])
+
     def test_insecure_open_admin_is_explicit_and_logged(self):
         with Sidecar(dead_server(), "--insecure-open-admin") as sc:
             warn = [r for r in sc.logs() if r.get("level") == "warn"
