@@ -12,6 +12,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import unittest
+from http.server import BaseHTTPRequestHandler
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 SOURCE = os.environ.get("FPS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -197,6 +199,61 @@ class Sidecar:
             time.sleep(interval)
         raise AssertionError(f"timed out waiting for {what} (last: {last!r})\n"
                              f"sidecar log tail:\n{self.log_text()[-3000:]}")
+
+
+def dead_server():
+    """A server URL on a free loopback port nobody listens on."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def recv_all(sock):
+    """Everything the peer sends until it closes (bytes)."""
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def write_json(directory, name, obj):
+    """Writes obj as JSON to directory/name; returns the path."""
+    path = os.path.join(directory, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """Base of the tests' local evaluator endpoints: reply() sends JSON;
+    request logging is off."""
+
+    def reply(self, obj, status=200):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *a):
+        pass
+
+
+class SidecarCase(unittest.TestCase):
+    """One sidecar for the whole class, its server down (dead_server());
+    SIDECAR_ENV adds environment variables."""
+    SIDECAR_ENV = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.sc = Sidecar(dead_server(), env=cls.SIDECAR_ENV)
+        cls.sc.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sc.stop()
+        cls.sc.tmp.cleanup()
 
 
 def emulator(*args):

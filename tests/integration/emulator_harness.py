@@ -252,6 +252,24 @@ class EmulatorProcess:
         return self.request("POST", "/emulator/v1/faults", rates, token=None)
 
 
+def definition(eval_key, display_name, result_kind, evaluator_source, condition_source=None, version="1",
+               timeout=10):
+    """One managed definition in the emulator's --definitions file format."""
+    return {"eval_key": eval_key, "eval_version": version, "display_name": display_name,
+            "result_kind": result_kind, "labels": [], "condition_source": condition_source,
+            "evaluator_source": evaluator_source, "timeout_seconds": timeout}
+
+
+def stop_process(proc, timeout=30):
+    """SIGTERM (the sidecar drains), then SIGKILL after `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def wait_for(predicate, timeout=10.0, interval=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

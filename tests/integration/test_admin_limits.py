@@ -20,7 +20,7 @@ import threading
 import time
 import unittest
 
-from admin_harness import Sidecar, emulator, free_port, sample_transcript
+from admin_harness import Sidecar, dead_server, emulator, recv_all, sample_transcript
 
 MB = 1024 * 1024
 
@@ -53,12 +53,7 @@ def post_raw(port, auth_line, body, results, i):
                 s.sendall(body)
             except (BrokenPipeError, ConnectionResetError):
                 pass
-            data = b""
-            while True:
-                c = s.recv(65536)
-                if not c:
-                    break
-                data += c
+            data = recv_all(s)
         results[i] = data.split(b"\r\n", 1)[0]
     except OSError as e:
         results[i] = repr(e).encode()
@@ -68,7 +63,7 @@ class AmplificationTest(unittest.TestCase):
     def test_eight_concurrent_amplification_bodies_stay_bounded(self):
         env = {"ASAN_OPTIONS": "quarantine_size_mb=0:" + os.environ.get("ASAN_OPTIONS", "")}
         # a playground queue deep enough that all eight reach the body parser
-        with Sidecar(f"http://127.0.0.1:{free_port()}", "--playground-queue", "7", env=env) as sc:
+        with Sidecar(dead_server(), "--playground-queue", "7", env=env) as sc:
             pid = sc.proc.pid
             time.sleep(1.0)  # past start-up allocations
             idle = proc_kib(pid, "VmRSS")
@@ -139,7 +134,7 @@ class Slowloris:
 
 class SlowClientsTest(unittest.TestCase):
     def test_slowloris_is_swept_and_healthz_keeps_answering(self):
-        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+        with Sidecar(dead_server()) as sc:
             attack = Slowloris(sc.port, 600)
             attack.thread.start()
             probes, worst, end = 0, 0.0, time.time() + 20
@@ -241,7 +236,7 @@ class PlaygroundQueueTest(unittest.TestCase):
     DEPTH = 2
 
     def test_overflow_gets_429_and_the_queue_completes(self):
-        with Sidecar(f"http://127.0.0.1:{free_port()}", "--max-sandboxes", "2",
+        with Sidecar(dead_server(), "--max-sandboxes", "2",
                      "--playground-sandboxes", "1",
                      "--playground-queue", str(self.DEPTH)) as sc:
             bomb = {}

@@ -10,11 +10,10 @@ import os
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import unittest
 
-from admin_harness import BIN, Sidecar, free_port, sample_transcript
+from admin_harness import BIN, Sidecar, SidecarCase, dead_server, recv_all, sample_transcript
 
 SECURITY_HEADERS = {
     "x-content-type-options": "nosniff",
@@ -22,10 +21,6 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
-
-
-def dead_server():
-    return f"http://127.0.0.1:{free_port()}"
 
 
 class AdminApiTest(unittest.TestCase):
@@ -157,12 +152,7 @@ class AdminApiTest(unittest.TestCase):
     def test_missing_host_refused(self):
         with socket.create_connection(("127.0.0.1", self.sc.port), timeout=5) as s:
             s.sendall(b"GET /healthz HTTP/1.0\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = recv_all(s)
         self.assertTrue(data.startswith(b"HTTP/1.") and b" 421 " in data.split(b"\r\n")[0], data)
 
     # -- hardening: CSRF ------------------------------------------------------
@@ -329,18 +319,8 @@ class AdminApiTest(unittest.TestCase):
         self.assertError(r, 422, "invalid_request")
 
 
-class EvaluateRunTest(unittest.TestCase):
+class EvaluateRunTest(SidecarCase):
     """POST /v1/evaluate through the jail: results and errors."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.sc = Sidecar(dead_server())
-        cls.sc.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sc.stop()
-        cls.sc.tmp.cleanup()
 
     def evaluate(self, **body):
         body.setdefault("transcript", sample_transcript())

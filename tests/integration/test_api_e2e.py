@@ -4,14 +4,13 @@ and the admin API's runs/assignments/status/metrics must agree with what the
 emulator recorded; /metrics is parsed with python3-prometheus-client's
 parser. Counters survive a restart."""
 
-import json
 import os
 import tempfile
 import unittest
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin_harness import Sidecar, emulator
+from admin_harness import Sidecar, emulator, write_json
 
 SESSIONS = 12
 DEFS = [
@@ -43,9 +42,7 @@ class AdminApiEndToEndTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        path = os.path.join(cls.tmp.name, "defs.json")
-        with open(path, "w") as f:
-            json.dump(DEFS, f)
+        path = write_json(cls.tmp.name, "defs.json", DEFS)
         cls.emu = emulator("--sessions", str(SESSIONS), "--definitions", path,
                            "--poll-seconds", "1", "--heartbeat-seconds", "2")
         cls.emu.start()

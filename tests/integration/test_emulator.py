@@ -11,7 +11,6 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from emulator_harness import (  # noqa: E402
-    TOKEN,
     EmulatorProcess,
     catalog_revision,
     compact,

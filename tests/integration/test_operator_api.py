@@ -14,11 +14,11 @@ import tempfile
 import threading
 import time
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin_harness import Sidecar, emulator, free_port, sample_transcript
+from admin_harness import JsonHandler, Sidecar, SidecarCase, emulator, sample_transcript, write_json
 from emulator_harness import catalog_revision
 
 SESSIONS = 2
@@ -66,37 +66,16 @@ def scrape(sc):
     return r.raw.decode(), {f.name: f for f in text_string_to_metric_families(r.raw.decode())}
 
 
-def dead_server():
-    return f"http://127.0.0.1:{free_port()}"
-
-
-class Judge(BaseHTTPRequestHandler):
+class Judge(JsonHandler):
     """A local evaluator that scores every run 1.0."""
 
     def do_POST(self):
         run = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        data = json.dumps({"score": 1.0, "summary": run["eval_key"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *a):
-        pass
+        self.reply({"score": 1.0, "summary": run["eval_key"]})
 
 
-class FreshSidecarTest(unittest.TestCase):
+class FreshSidecarTest(SidecarCase):
     """A sidecar that has done nothing yet (its server is down)."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.sc = Sidecar(dead_server())
-        cls.sc.start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sc.stop()
 
     def test_every_family_present_at_start(self):
         text, fams = scrape(self.sc)
@@ -224,9 +203,7 @@ class FailingWorkTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        path = os.path.join(cls.tmp.name, "defs.json")
-        with open(path, "w") as f:
-            json.dump(DEFS, f)
+        path = write_json(cls.tmp.name, "defs.json", DEFS)
         cls.emu = emulator("--sessions", "0", "--definitions", path,
                            "--poll-seconds", "1", "--heartbeat-seconds", "2")
         cls.emu.start()

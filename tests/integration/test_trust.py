@@ -23,33 +23,21 @@ import tempfile
 import threading
 import time
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
-from admin_harness import BIN, Sidecar, emulator, free_port, sample_transcript
+from admin_harness import BIN, JsonHandler, Sidecar, dead_server, emulator, sample_transcript
 from emulator_harness import catalog_revision
 
 SECRET_HEADER = "X-FailproofAI-Registration-Secret"
 
 
-def dead_server():
-    return f"http://127.0.0.1:{free_port()}"
-
-
-class Recorder(BaseHTTPRequestHandler):
+class Recorder(JsonHandler):
     """An evaluator endpoint that records what reaches it."""
     hits = []
 
     def do_POST(self):
         Recorder.hits.append((self.server.server_port, self.path))
-        body = json.dumps({"score": 1.0}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *a):
-        pass
+        self.reply({"score": 1.0})
 
 
 def serve():

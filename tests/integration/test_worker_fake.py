@@ -5,7 +5,6 @@ and a hostile server (each answer a clear logged error, the daemon keeps
 running and then completes normal work)."""
 
 import json
-import re
 import signal
 import time
 import unittest

@@ -16,21 +16,17 @@ import unittest
 import urllib.error
 import urllib.request
 
-from emulator_harness import EmulatorProcess, wait_for
+from emulator_harness import EmulatorProcess, definition, wait_for
 from fps_sidecar import Sidecar
 
 DEFS = [
-    {"eval_key": "always_one", "eval_version": "1.0", "display_name": "Always one",
-     "result_kind": "score", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(score=Score(1.0))", "timeout_seconds": 10},
-    {"eval_key": "event_count", "eval_version": "1.0", "display_name": "Events",
-     "result_kind": "metric", "labels": [], "condition_source": "session.count('agent_end') >= 0",
-     "evaluator_source": "EvalResult(metrics={'event_count': Metric(session.event_count)})",
-     "timeout_seconds": 10},
-    {"eval_key": "has_end", "eval_version": "2.0", "display_name": "Ended",
-     "result_kind": "assertion", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(assertions={'has_end': Assertion(session.count('agent_end') == 1)})",
-     "timeout_seconds": 10},
+    definition("always_one", "Always one", "score", "EvalResult(score=Score(1.0))", version="1.0"),
+    definition("event_count", "Events", "metric",
+               "EvalResult(metrics={'event_count': Metric(session.event_count)})",
+               condition_source="session.count('agent_end') >= 0", version="1.0"),
+    definition("has_end", "Ended", "assertion",
+               "EvalResult(assertions={'has_end': Assertion(session.count('agent_end') == 1)})",
+               version="2.0"),
 ]
 
 # Requests that are not heartbeats or result submissions of held work.

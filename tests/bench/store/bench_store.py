@@ -26,7 +26,6 @@ import datetime
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -35,20 +34,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from emulator_harness import TOKEN, EmulatorProcess, definition, stop_process, wait_for  # noqa: E402
 
 DEFS = [
-    {"eval_key": "tool_calls", "eval_version": "1", "display_name": "Tool calls",
-     "result_kind": "metric", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(metrics={'tool_calls': Metric(session.count('tool_use'))})",
-     "timeout_seconds": 10},
-    {"eval_key": "has_errors", "eval_version": "1", "display_name": "Tool errors",
-     "result_kind": "score", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(score=Score(1.0 - len([e for e in session.events if e.event_type == 'tool_result' and e.payload.get('status') == 'error']) / max(1, session.count('tool_result'))))",
-     "timeout_seconds": 10},
-    {"eval_key": "ended", "eval_version": "1", "display_name": "Ended",
-     "result_kind": "assertion", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(assertions={'ended': Assertion(session.count('agent_end') == 1)})",
-     "timeout_seconds": 10},
+    definition("tool_calls", "Tool calls", "metric",
+               "EvalResult(metrics={'tool_calls': Metric(session.count('tool_use'))})"),
+    definition("has_errors", "Tool errors", "score",
+               "EvalResult(score=Score(1.0 - len([e for e in session.events if e.event_type == 'tool_result' "
+               "and e.payload.get('status') == 'error']) / max(1, session.count('tool_result'))))"),
+    definition("ended", "Ended", "assertion",
+               "EvalResult(assertions={'ended': Assertion(session.count('agent_end') == 1)})"),
 ]
 
 
@@ -66,7 +61,6 @@ def epoch(ts):
 
 
 def e2e_once(bin_path, mode, sessions, workdir):
-    from emulator_harness import TOKEN, EmulatorProcess, wait_for
 
     defs = os.path.join(workdir, "defs.json")
     with open(defs, "w") as f:
@@ -90,12 +84,7 @@ def e2e_once(bin_path, mode, sessions, workdir):
         runs = emu.runs()
         st = emu.state()
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
         emu.stop()
         if mode == "file":

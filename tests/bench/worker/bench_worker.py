@@ -26,23 +26,19 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
-from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
+from emulator_harness import EmulatorProcess, definition, wait_for  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 CLK = os.sysconf("SC_CLK_TCK")
 DEFS = [
-    {"eval_key": "tool_calls", "eval_version": "1", "display_name": "Tool calls",
-     "result_kind": "metric", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(metrics={'tool_calls': Metric(session.count('tool_use'))})",
-     "timeout_seconds": 10},
-    {"eval_key": "tool_success", "eval_version": "1", "display_name": "Tool success",
-     "result_kind": "score", "labels": [], "condition_source": "session.count('tool_result') > 0",
-     "evaluator_source": "EvalResult(score=Score(1.0 - len([e for e in session.events_of_type('tool_result') if e.payload.get('status') == 'error']) / max(1, session.count('tool_result'))))",
-     "timeout_seconds": 10},
-    {"eval_key": "ended", "eval_version": "1", "display_name": "Ended",
-     "result_kind": "assertion", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(assertions={'ended': Assertion(session.count('agent_end') == 1)})",
-     "timeout_seconds": 10},
+    definition("tool_calls", "Tool calls", "metric",
+               "EvalResult(metrics={'tool_calls': Metric(session.count('tool_use'))})"),
+    definition("tool_success", "Tool success", "score",
+               "EvalResult(score=Score(1.0 - len([e for e in session.events_of_type('tool_result') "
+               "if e.payload.get('status') == 'error']) / max(1, session.count('tool_result'))))",
+               condition_source="session.count('tool_result') > 0"),
+    definition("ended", "Ended", "assertion",
+               "EvalResult(assertions={'ended': Assertion(session.count('agent_end') == 1)})"),
 ]
 
 
