@@ -4,11 +4,11 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, sleep, waitFor, getJSON, launchChromium } from "./harness.mjs";
+import { freePort, sleep, waitFor, getJSON, launchChromium, startEmulator } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.FPS_BIN;
@@ -55,12 +55,7 @@ before(async () => {
     { eval_key: "always_fails", eval_version: "1", display_name: "Always fails", result_kind: "score", labels: [],
       condition_source: null, evaluator_source: "EvalResult(score=Score(1 / 0))", timeout_seconds: 10 },
   ];
-  writeFileSync(join(dir, "defs.json"), JSON.stringify(defs));
-  const emuPort = await freePort();
-  start(["emulator", "--listen", `127.0.0.1:${emuPort}`, "--token", TOKEN, "--sessions", "12", "--seed", "7",
-    "--definitions", join(dir, "defs.json"), "--poll-seconds", "1"], {});
-  emuUrl = `http://127.0.0.1:${emuPort}`;
-  await waitFor(() => getJSON(`${emuUrl}/emulator/v1/state`), "the emulator");
+  emuUrl = await startEmulator(start, dir, TOKEN, defs, ["--sessions", "12", "--seed", "7", "--poll-seconds", "1"]);
   const r = await fetch(`${emuUrl}/emulator/v1/sessions`, { method: "POST", headers: { "Content-Type": "application/json" },
     body: JSON.stringify(transcript("xss-assignment", XSS)) });
   assert.ok(r.ok, `adding the XSS session: HTTP ${r.status}`);

@@ -1,6 +1,9 @@
 // Shared by the browser tests (*.test.mjs): free ports, polling, JSON
-// fetches, and Debian's chromium launched through playwright-core.
+// fetches, the emulator's start, and Debian's chromium launched through
+// playwright-core.
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { join } from "node:path";
 import { chromium } from "playwright-core";
 
 export function freePort() {
@@ -27,4 +30,20 @@ export function launchChromium() {
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
       "--disable-component-update", "--disable-sync"],
   });
+}
+export async function sendJSON(method, url, body) {
+  const r = await fetch(url, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  return { status: r.status, body: await r.json().catch(() => null) };
+}
+// Writes `defs` to dir/defs.json, starts the emulator on a free port through
+// `start` (the test's spawner, which tracks the process) with them and
+// `args`, and resolves to its base URL once it answers.
+export async function startEmulator(start, dir, token, defs, args = []) {
+  const path = join(dir, "defs.json");
+  writeFileSync(path, JSON.stringify(defs));
+  const port = await freePort();
+  start(["emulator", "--listen", `127.0.0.1:${port}`, "--token", token, "--definitions", path, ...args], {});
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(() => getJSON(`${url}/emulator/v1/state`), "the emulator");
+  return url;
 }

@@ -10,11 +10,11 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, sleep, waitFor, getJSON, launchChromium } from "./harness.mjs";
+import { freePort, sleep, waitFor, getJSON, launchChromium, sendJSON as send, startEmulator } from "./harness.mjs";
 
 const BIN = process.env.FPS_BIN;
 const TOKEN = "hostile-test-token";
@@ -33,10 +33,6 @@ function start(args, env) {
   const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "ignore"] });
   procs.push(p);
   return p;
-}
-async function send(method, url, body) {
-  const r = await fetch(url, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  return { status: r.status, body: await r.json().catch(() => null) };
 }
 function transcript(n) {
   const t0 = "2026-11-29T10:00:00.000000Z";
@@ -64,12 +60,7 @@ before(async () => {
     condition_source: null, evaluator_source: "EvalResult(score=Score(2.0))", timeout_seconds: 5 },
   { eval_key: "chatty", eval_version: "1", display_name: "Chatty", result_kind: "score", labels: [], condition_source: null,
     evaluator_source: `EvalResult(score=Score(1.0), summary=${JSON.stringify(XSS)}, reasoning=${JSON.stringify(XSS)})`, timeout_seconds: 5 }];
-  writeFileSync(join(dir, "defs.json"), JSON.stringify(defs));
-  const emuPort = await freePort();
-  start(["emulator", "--listen", `127.0.0.1:${emuPort}`, "--token", TOKEN, "--sessions", "0",
-    "--definitions", join(dir, "defs.json"), "--poll-seconds", "1", "--heartbeat-seconds", "2"], {});
-  emuUrl = `http://127.0.0.1:${emuPort}`;
-  await waitFor(() => getJSON(`${emuUrl}/emulator/v1/state`), "the emulator");
+  emuUrl = await startEmulator(start, dir, TOKEN, defs, ["--sessions", "0", "--poll-seconds", "1", "--heartbeat-seconds", "2"]);
 
   // The proxy: everything goes to the emulator, except result submissions
   // while holdResults, which get a retryable 503 carrying payloads.

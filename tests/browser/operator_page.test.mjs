@@ -6,12 +6,12 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
-import { freePort, sleep, waitFor, getJSON, launchChromium } from "./harness.mjs";
+import { freePort, sleep, waitFor, getJSON, launchChromium, sendJSON as send, startEmulator } from "./harness.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.FPS_BIN;
@@ -23,10 +23,6 @@ const procs = [];
 let browser, page, adminUrl, emuUrl, sidecar, evalServer;
 const consoleErrors = [];
 
-async function send(method, url, body) {
-  const r = await fetch(url, { method, headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
-  return { status: r.status, body: await r.json().catch(() => null) };
-}
 function start(args, env) {
   const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "ignore"] });
   procs.push(p);
@@ -54,12 +50,7 @@ before(async () => {
     { eval_key: "flaky", eval_version: "1", display_name: "Flaky", result_kind: "score", labels: [],
       condition_source: null, evaluator_source: "EvalResult(score=Score(2.0 if session.event_count % 2 == 0 else 1.0))", timeout_seconds: null },
   ];
-  writeFileSync(join(dir, "defs.json"), JSON.stringify(defs));
-  const emuPort = await freePort();
-  start(["emulator", "--listen", `127.0.0.1:${emuPort}`, "--token", TOKEN, "--sessions", "0",
-    "--definitions", join(dir, "defs.json"), "--poll-seconds", "1", "--heartbeat-seconds", "2"], {});
-  emuUrl = `http://127.0.0.1:${emuPort}`;
-  await waitFor(() => getJSON(`${emuUrl}/emulator/v1/state`), "the emulator");
+  emuUrl = await startEmulator(start, dir, TOKEN, defs, ["--sessions", "0", "--poll-seconds", "1", "--heartbeat-seconds", "2"]);
 
   // A local evaluator that answers every dispatch with a 500, after 2.5 s:
   // longer than the heartbeat interval, so every assignment heartbeats.
