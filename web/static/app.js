@@ -308,14 +308,18 @@
     sel.replaceChildren(...list.map((a) => h("option", { value: a.id }, `${short(a.id, 13)} · ${a.session_id || ""}`)));
     if (keep && list.some((a) => a.id === keep)) sel.value = keep;
   }
+  // Shows a table's detail panel (made once from its template) under row `id`.
+  function showDetail(state, tplId, closeSel, onClose, tableId, id) {
+    if (!state.detail) {
+      state.detail = $(tplId).content.firstElementChild.cloneNode(true);
+      state.detail.querySelector(closeSel).addEventListener("click", onClose);
+    }
+    placeDetail($(tableId), id, state.detail);
+    lastRendered.delete(tableId);
+  }
   async function openAssignment(id) {
     view.asg = id; writeHash();
-    if (!asgState.detail) {
-      asgState.detail = $("asg-detail-tpl").content.firstElementChild.cloneNode(true);
-      asgState.detail.querySelector("#asg-detail-close").addEventListener("click", closeAssignment);
-    }
-    placeDetail($("assignments"), id, asgState.detail);
-    lastRendered.delete("assignments");
+    showDetail(asgState, "asg-detail-tpl", "#asg-detail-close", closeAssignment, "assignments", id);
     let a;
     try { a = await api("/v1/assignments/" + encodeURIComponent(id)); } catch (e) {
       $("asg-detail-id").textContent = id;
@@ -398,12 +402,7 @@
   function field(dl, k, v) { dl.appendChild(h("dt", null, k)); dl.appendChild(h("dd", null, v == null || v === "" ? "—" : typeof v === "object" ? v : String(v))); }
   async function openRun(id) {
     view.run = id; writeHash();
-    if (!runsState.detail) {
-      runsState.detail = $("run-detail-tpl").content.firstElementChild.cloneNode(true);
-      runsState.detail.querySelector("#detail-close").addEventListener("click", closeRun);
-    }
-    placeDetail($("runs"), id, runsState.detail);
-    lastRendered.delete("runs");
+    showDetail(runsState, "run-detail-tpl", "#detail-close", closeRun, "runs", id);
     let r;
     try { r = await api("/v1/runs/" + encodeURIComponent(id)); } catch (e) {
       $("detail-id").textContent = id;
