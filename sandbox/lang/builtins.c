@@ -494,11 +494,9 @@ static val *b_str(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
 {
     static const char *const names[] = {"object", "encoding", "errors"};
     val *p[3];
+    if (na == 1 && nkw == 0) return v_tostr(c, a[0]);
     if (v_parse_args(c, "str", a, na, kw, nkw, names, 3, 0, 0, p)) return NULL;
-    if (!p[0]) {
-        if (p[1] || p[2]) return vs_new_owned(c, (char *)"", 0, 0, true);
-        return vs_new_owned(c, (char *)"", 0, 0, true);
-    }
+    if (!p[0]) return vs_empty();
     if (p[1] || p[2]) {
         if (p[0]->type != VT_BYTES)
             return v_raise(c, "TypeError", "decoding to str: need a bytes-like object, %s found",

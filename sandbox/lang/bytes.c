@@ -165,7 +165,7 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
         return v_raise(c, "LookupError", "unknown encoding: %s", lower);
     const unsigned char *p = (const unsigned char *)b->u.s.s;
     size_t n = b->u.s.blen;
-    char *out = v_alloc(c, n * 3 + 1);
+    char *out = v_alloc_bytes(c, n * 3 + 1);
     if (!out) return NULL;
     size_t o = 0, i = 0;
     while (i < n) {
@@ -284,7 +284,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
     for (size_t k = 0; k < sizeof ascii_m / sizeof *ascii_m; k++) {
         if (strcmp(name, ascii_m[k])) continue;
         /* map non-ASCII bytes to a placeholder the str methods treat as uncased */
-        char *tmp = v_alloc(c, s->u.s.blen + 1);
+        char *tmp = v_alloc_bytes(c, s->u.s.blen + 1);
         if (!tmp) return NULL;
         for (size_t i = 0; i < s->u.s.blen; i++) {
             unsigned char ch = (unsigned char)s->u.s.s[i];
@@ -303,7 +303,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         /* restore the original non-ASCII bytes */
         char *o = (char *)r->u.s.s;
         if (o != tmp) {
-            char *cp = v_alloc(c, r->u.s.blen + 1);
+            char *cp = v_alloc_bytes(c, r->u.s.blen + 1);
             if (!cp) return NULL;
             memcpy(cp, o, r->u.s.blen);
             o = cp;

@@ -159,6 +159,19 @@ static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_a
     return 0;
 }
 
+/* Writes n copies of the fill character fb (fl bytes) at o + k; returns
+ * the new end. */
+static size_t put_fill(char *o, size_t k, const char *fb, int fl, int64_t n)
+{
+    if (n <= 0) return k;
+    if (fl == 1) {
+        memset(o + k, fb[0], (size_t)n);
+        return k + (size_t)n;
+    }
+    vs_fill_repeat(o + k, fb, (size_t)fl, (size_t)n * (size_t)fl);
+    return k + (size_t)n * (size_t)fl;
+}
+
 /* Pads `body` (UTF-8, ncp code points) to the spec's width. For '=' the
  * padding goes after the first `signlen` bytes (sign and prefix). */
 static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_t ncp,
@@ -170,9 +183,8 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
     int fl = vs_encode1(f->fill, fb);
     size_t total = blen + (size_t)padn * (size_t)fl;
     if (v_check_strlen(c, total)) return NULL;
-    char *o = v_alloc(c, total + 1);
+    char *o = v_alloc_bytes(c, total + 1);
     if (!o) return NULL;
-    size_t k = 0;
     int64_t left = 0, right = 0;
     switch (align) {
     case '<':
@@ -186,24 +198,18 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
         left = padn;
         break;
     }
+    size_t k = 0;
     if (align == '=') {
         memcpy(o, body, signlen);
         k = signlen;
-        for (int64_t i = 0; i < left; i++, k += (size_t)fl)
-            memcpy(o + k, fb, (size_t)fl);
-        memcpy(o + k, body + signlen, blen - signlen);
-        k += blen - signlen;
-    } else {
-        for (int64_t i = 0; i < left; i++, k += (size_t)fl)
-            memcpy(o + k, fb, (size_t)fl);
-        memcpy(o + k, body, blen);
-        k += blen;
-        for (int64_t i = 0; i < right; i++, k += (size_t)fl)
-            memcpy(o + k, fb, (size_t)fl);
     }
-    bool ascii;
-    size_t n = vs_count_cps(o, k, &ascii);
-    return vs_new_owned(c, o, k, n, ascii);
+    k = put_fill(o, k, fb, fl, left);
+    size_t rest = align == '=' ? blen - signlen : blen;
+    memcpy(o + k, align == '=' ? body + signlen : body, rest);
+    k = put_fill(o, k + rest, fb, fl, right);
+    /* UTF-8: as many code points as bytes exactly when all are ASCII */
+    size_t n = ncp + (size_t)padn;
+    return vs_new_owned(c, o, k, n, k == n);
 }
 
 /* Groups `digits` (ASCII) every `every` with `sep`, into b. */
@@ -699,6 +705,17 @@ static int star_arg(vctx *c, val *w, int64_t *out, bool c_int)
     return 0;
 }
 
+/* Appends text to out, after the held piece if there is one. */
+static void put_after_held(strbuf *out, val **held, const char *s, size_t n)
+{
+    if (n == 0) return;
+    if (*held) {
+        strbuf_put(out, (*held)->u.s.s, (*held)->u.s.blen);
+        *held = NULL;
+    }
+    strbuf_put(out, s, n);
+}
+
 val *vfmt_percent(vctx *c, val *fmt, val *args)
 {
     pargs a = {0};
@@ -722,13 +739,16 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
     strbuf out;
     strbuf_init(&out);
     bool used_mapping = false;
+    /* a first piece is held, not copied, until more text follows: when it
+     * is the whole result ('%s' % text), it is the result */
+    val *held = NULL;
     while (i < n) {
         const char *pct = memchr(s + i, '%', n - i);
         if (!pct) {
-            strbuf_put(&out, s + i, n - i);
+            put_after_held(&out, &held, s + i, n - i);
             break;
         }
-        strbuf_put(&out, s + i, (size_t)(pct - (s + i)));
+        put_after_held(&out, &held, s + i, (size_t)(pct - (s + i)));
         i = (size_t)(pct - s) + 1;
         size_t start_idx = i - 1;
         if (i >= n) {
@@ -831,7 +851,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         if (t == '%') {
             /* '%%' is a literal; '%5%' and the like consume an argument */
             if (!arg && s[i - 2] != '%' && !next_arg(c, &a)) goto fail;
-            strbuf_putc(&out, '%');
+            put_after_held(&out, &held, "%", 1);
             continue;
         }
         if (!arg) {
@@ -979,7 +999,10 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             goto fail;
         }
         if (!piece) goto fail;
-        strbuf_put(&out, piece->u.s.s, piece->u.s.blen);
+        if (out.len == 0 && held == NULL)
+            held = piece;
+        else
+            put_after_held(&out, &held, piece->u.s.s, piece->u.s.blen);
         if (out.len > c->lim.max_str_bytes) {
             v_limit(c, "memory");
             goto fail;
@@ -991,6 +1014,10 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
     }
     if (a.mapping && !used_mapping && a.next == 0 && args->type == VT_DICT) {
         /* '%s' % {} style: a dict as the single argument is fine when no key used */
+    }
+    if (held) {
+        strbuf_free(&out);
+        return held;
     }
     {
         val *r = v_str(c, out.data ? out.data : "", out.len);

@@ -61,33 +61,60 @@ int vs_encode1(int32_t cp, char *o)
     return 4;
 }
 
-size_t vs_count_cps(const char *s, size_t blen, bool *ascii)
+/* UTF-8 by words: a code point starts at every byte that is not a
+ * continuation byte (10xxxxxx). continuation_bits marks bit 7 of each
+ * continuation byte of an 8-byte word; their count is a multiply, no
+ * popcount instruction needed. */
+static inline uint64_t load8(const char *p)
 {
-    size_t n = 0;
-    bool a = true;
-    size_t i = 0;
-    /* word-at-a-time ASCII check */
-    while (i + 8 <= blen) {
-        uint64_t w;
-        memcpy(&w, s + i, 8);
-        if (w & 0x8080808080808080ull) break;
-        i += 8;
-    }
-    n = i;
-    for (; i < blen; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch >= 0x80) a = false;
-        if ((ch & 0xC0) != 0x80) n++;
-    }
-    *ascii = a;
-    return n;
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w;
 }
 
-size_t vs_offset(const val *s, size_t cp)
+static inline unsigned continuation_count(uint64_t w)
 {
-    if (s->flags & VF_ASCII) return cp;
-    const char *p = s->u.s.s;
-    size_t i = 0, n = s->u.s.blen;
+    uint64_t m = (w & ~(w << 1)) & 0x8080808080808080ull;
+    return (unsigned)(((m >> 7) * 0x0101010101010101ull) >> 56);
+}
+
+/* Code points in s[0..n). */
+static size_t cp_count(const char *s, size_t n)
+{
+    size_t cont = 0, i = 0;
+    for (; i + 8 <= n; i += 8)
+        cont += continuation_count(load8(s + i));
+    for (; i < n; i++)
+        cont += ((unsigned char)s[i] & 0xC0) == 0x80;
+    return n - cont;
+}
+
+size_t vs_count_cps(const char *s, size_t blen, bool *ascii)
+{
+    size_t i = 0;
+    while (i + 8 <= blen && !(load8(s + i) & 0x8080808080808080ull))
+        i += 8;
+    while (i < blen && !((unsigned char)s[i] & 0x80))
+        i++;
+    *ascii = i == blen;
+    return i + cp_count(s + i, blen - i);
+}
+
+/* Byte offset of code point cp of s[0..n) (n if cp is past the end). */
+static size_t cp_offset(const char *p, size_t n, size_t cp)
+{
+    size_t i = 0;
+    /* whole words while they hold no more than the code points left */
+    while (i + 8 <= n) {
+        size_t k = 8 - continuation_count(load8(p + i));
+        if (k > cp) break;
+        cp -= k;
+        i += 8;
+    }
+    /* at a code point's start (cp was not 0 at a word boundary inside a
+     * character only if that word ended the count, handled below) */
+    while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
+        i++;
     while (cp && i < n) {
         i++;
         while (i < n && ((unsigned char)p[i] & 0xC0) == 0x80)
@@ -97,18 +124,24 @@ size_t vs_offset(const val *s, size_t cp)
     return i;
 }
 
+size_t vs_offset(const val *s, size_t cp)
+{
+    if (s->flags & VF_ASCII) return cp;
+    return cp_offset(s->u.s.s, s->u.s.blen, cp);
+}
+
 static size_t cps_before(const val *s, size_t off)
 {
     if (s->flags & VF_ASCII) return off;
-    size_t n = 0;
-    for (size_t i = 0; i < off; i++)
-        if (((unsigned char)s->u.s.s[i] & 0xC0) != 0x80) n++;
-    return n;
+    return cp_count(s->u.s.s, off);
 }
+
+/* The empty string is shared, as CPython's is. */
+static val g_empty = {.type = VT_STR, .flags = VF_ASCII, .u.s = {.s = ""}};
 
 val *vs_substr(vctx *c, val *s, size_t lo, size_t hi)
 {
-    if (lo >= hi) return vs_new_owned(c, (char *)"", 0, 0, true);
+    if (lo >= hi) return &g_empty;
     if (lo == 0 && hi >= s->u.s.clen) return s;
     size_t a = vs_offset(s, lo);
     size_t b =
@@ -129,7 +162,7 @@ static val *str_bytes(vctx *c, const char *p, size_t blen)
 /* fills an arena array of the string's code points */
 static int32_t *to_cps(vctx *c, val *s)
 {
-    int32_t *a = v_alloc(c, (s->u.s.clen + 1) * sizeof(int32_t));
+    int32_t *a = v_alloc_bytes(c, (s->u.s.clen + 1) * sizeof(int32_t));
     if (!a) return NULL;
     size_t i = 0, k = 0;
     while (i < s->u.s.blen) {
@@ -494,6 +527,35 @@ int vs_cmp(const val *a, const val *b)
     return (a->u.s.blen > b->u.s.blen) - (a->u.s.blen < b->u.s.blen);
 }
 
+val *vs_from_i64(vctx *c, int64_t x)
+{
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233"
+        "34353637383940414243444546474849505152535455565758596061626364656667"
+        "6869707172737475767778798081828384858687888990919293949596979899";
+    if (x >= 0 && x < 10) return vs_char(c, &"0123456789"[x], 1);
+    char tmp[24];
+    char *e = tmp + sizeof tmp, *p = e;
+    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+    while (u >= 100) {
+        p -= 2;
+        memcpy(p, pairs + (u % 100) * 2, 2);
+        u /= 100;
+    }
+    if (u >= 10) {
+        p -= 2;
+        memcpy(p, pairs + u * 2, 2);
+    } else
+        *--p = (char)('0' + u);
+    if (x < 0) *--p = '-';
+    size_t n = (size_t)(e - p);
+    char *o = v_alloc_bytes(c, n + 1);
+    if (!o) return NULL;
+    memcpy(o, p, n);
+    o[n] = 0;
+    return vs_new_owned(c, o, n, n, true);
+}
+
 val *vs_concat(vctx *c, val *a, val *b)
 {
     if (a->u.s.blen == 0) return b;
@@ -522,7 +584,7 @@ void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n)
 
 val *vs_repeat(vctx *c, val *a, int64_t k)
 {
-    if (k <= 0 || a->u.s.blen == 0) return vs_new_owned(c, (char *)"", 0, 0, true);
+    if (k <= 0 || a->u.s.blen == 0) return &g_empty;
     if (k == 1) return a;
     if ((uint64_t)k > c->lim.max_str_bytes / a->u.s.blen) return v_limit(c, "memory");
     size_t n = a->u.s.blen * (size_t)k;
@@ -561,6 +623,22 @@ val *vs_char(vctx *c, const char *p, size_t adv)
     return vs_new_owned(c, (char *)p, adv, 1, adv == 1);
 }
 
+val *vs_empty(void)
+{
+    return &g_empty;
+}
+
+/* The substring s[p .. p+blen) of s's bytes (whole characters): shares s's
+ * text, and the empty and one-character ASCII strings are the shared ones,
+ * so splitting allocates at most one small value per piece. */
+static val *piece(vctx *c, const val *s, const char *p, size_t blen)
+{
+    if (blen == 0) return &g_empty;
+    if (blen == 1 && !((unsigned char)p[0] & 0x80)) return vs_char(c, p, 1);
+    if (s->flags & VF_ASCII) return vs_new_owned(c, (char *)p, blen, blen, true);
+    return str_bytes(c, p, blen);
+}
+
 val *vs_char_at(vctx *c, val *s, size_t idx)
 {
     size_t off = vs_offset(s, idx);
@@ -576,7 +654,7 @@ val *vs_getitem(vctx *c, val *s, val *key)
         int64_t start, stop, step, slen;
         if (vseq_slice_indices(c, key, len, &start, &stop, &step, &slen)) return NULL;
         if (step == 1) return vs_substr(c, s, (size_t)start, (size_t)(start + slen));
-        if (slen <= 0) return vs_new_owned(c, (char *)"", 0, 0, true);
+        if (slen <= 0) return &g_empty;
         sbuild b;
         sb_init(&b, c, (size_t)slen);
         if (s->flags & VF_ASCII) {
@@ -596,18 +674,43 @@ val *vs_getitem(vctx *c, val *s, val *key)
     return vs_char_at(c, s, (size_t)i);
 }
 
+/* memchr, after a short inline look: pieces of split text are often a few
+ * bytes long, where memchr's set-up costs more than the search. */
+static inline const char *find_byte(const char *h, size_t hl, char ch)
+{
+    size_t k = hl < 16 ? hl : 16;
+    for (size_t i = 0; i < k; i++)
+        if (h[i] == ch) return h + i;
+    return hl > 16 ? memchr(h + 16, ch, hl - 16) : NULL;
+}
+
+/* Occurrences of the byte ch in h[0..hl). */
+static size_t count_byte(const char *h, size_t hl, char ch)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < hl; i++)
+        n += h[i] == ch;
+    return n;
+}
+
 static const char *find_bytes(const char *h, size_t hl, const char *n, size_t nl)
 {
     if (nl == 0) return h;
-    if (nl == 1) return memchr(h, n[0], hl);
+    if (nl == 1) return find_byte(h, hl, n[0]);
     return memmem(h, hl, n, nl);
 }
 
 static const char *rfind_bytes(const char *h, size_t hl, const char *n, size_t nl)
 {
+    if (nl == 0) return h + hl;
     if (nl > hl) return NULL;
-    for (size_t i = hl - nl + 1; i > 0; i--)
-        if (memcmp(h + i - 1, n, nl) == 0) return h + i - 1;
+    /* candidates by their first byte, from the right */
+    size_t lim = hl - nl + 1;
+    const char *f;
+    while (lim > 0 && (f = memrchr(h, n[0], lim)) != NULL) {
+        if (memcmp(f + 1, n + 1, nl - 1) == 0) return f;
+        lim = (size_t)(f - h);
+    }
     return NULL;
 }
 
@@ -690,9 +793,7 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
         int64_t n = 0;
         if (sub->u.s.blen == 1) { /* one byte (an ASCII character): a plain scan */
             if (v_steps(c, hl / 64)) return NULL;
-            for (size_t i = 0; i < hl; i++)
-                n += h[i] == sub->u.s.s[0];
-            return v_int64(c, n);
+            return v_int64(c, (int64_t)count_byte(h, hl, sub->u.s.s[0]));
         }
         const char *q = h;
         size_t left = hl;
@@ -833,6 +934,35 @@ static void lb_reverse(vbuild *l)
     }
 }
 
+/* Whether the character at b[i] is whitespace; *adv = its length. */
+static inline bool space_at(const char *b, size_t n, size_t i, size_t *adv)
+{
+    unsigned char ch = (unsigned char)b[i];
+    if (ch < 0x80) {
+        *adv = 1;
+        return ch == ' ' || (ch >= 9 && ch <= 13) || (ch >= 28 && ch <= 31);
+    }
+    return vs_isspace_cp(vs_decode1(b + i, n - i, adv));
+}
+
+/* The length of the line boundary at b[i] (0: none): \n \r \r\n \v \f
+ * \x1c-\x1e, U+0085 (C2 85), U+2028/2029 (E2 80 A8/A9). */
+static inline size_t line_break_at(const char *b, size_t n, size_t i)
+{
+    const unsigned char *u = (const unsigned char *)b;
+    unsigned char ch = u[i];
+    if (ch < 0x20) {
+        if (!((1u << ch) & ((1u << '\n') | (1u << '\r') | (1u << 0x0B) | (1u << 0x0C) |
+                            (1u << 0x1C) | (1u << 0x1D) | (1u << 0x1E))))
+            return 0;
+        return ch == '\r' && i + 1 < n && u[i + 1] == '\n' ? 2 : 1;
+    }
+    if (ch == 0xC2) return i + 1 < n && u[i + 1] == 0x85 ? 2 : 0;
+    if (ch == 0xE2)
+        return i + 2 < n && u[i + 1] == 0x80 && (u[i + 2] == 0xA8 || u[i + 2] == 0xA9) ? 3 : 0;
+    return 0;
+}
+
 static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
                     size_t nkw, bool right)
 {
@@ -851,28 +981,36 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     size_t n = s->u.s.blen;
     if (v_steps(c, n / 32)) return NULL;
     if (sep) {
+        const char *sp = sep->u.s.s;
+        size_t sl = sep->u.s.blen;
+        if (sl == 1) {
+            /* one byte: count the pieces first, so the list is allocated
+             * once at its size */
+            size_t k = count_byte(b, n, sp[0]);
+            if (k > (uint64_t)maxs) k = (size_t)maxs;
+            if (v_build_presize(c, &l, k + 1)) return NULL;
+        }
         if (!right) {
             size_t pos = 0;
             while (maxs > 0) {
-                const char *f = find_bytes(b + pos, n - pos, sep->u.s.s, sep->u.s.blen);
+                const char *f = find_bytes(b + pos, n - pos, sp, sl);
                 if (!f) break;
-                if (lb_push(c, &l, str_bytes(c, b + pos, (size_t)(f - b) - pos))) return NULL;
-                pos = (size_t)(f - b) + sep->u.s.blen;
+                if (lb_push(c, &l, piece(c, s, b + pos, (size_t)(f - b) - pos))) return NULL;
+                pos = (size_t)(f - b) + sl;
                 maxs--;
             }
-            if (lb_push(c, &l, str_bytes(c, b + pos, n - pos))) return NULL;
+            if (lb_push(c, &l, piece(c, s, b + pos, n - pos))) return NULL;
         } else {
             size_t end = n;
             while (maxs > 0) {
-                const char *f = rfind_bytes(b, end, sep->u.s.s, sep->u.s.blen);
+                const char *f = rfind_bytes(b, end, sp, sl);
                 if (!f) break;
                 size_t fo = (size_t)(f - b);
-                if (lb_push(c, &l, str_bytes(c, b + fo + sep->u.s.blen, end - fo - sep->u.s.blen)))
-                    return NULL;
+                if (lb_push(c, &l, piece(c, s, b + fo + sl, end - fo - sl))) return NULL;
                 end = fo;
                 maxs--;
             }
-            if (lb_push(c, &l, str_bytes(c, b, end))) return NULL;
+            if (lb_push(c, &l, piece(c, s, b, end))) return NULL;
             lb_reverse(&l);
         }
         return v_build_list(c, &l);
@@ -882,18 +1020,18 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
         size_t i = 0;
         while (i < n) {
             size_t adv;
-            while (i < n && vs_isspace_cp(vs_decode1(b + i, n - i, &adv)))
+            while (i < n && space_at(b, n, i, &adv))
                 i += adv;
             if (i >= n) break;
             if (maxs == 0) {
                 /* the rest keeps its trailing whitespace */
-                if (lb_push(c, &l, str_bytes(c, b + i, n - i))) return NULL;
+                if (lb_push(c, &l, piece(c, s, b + i, n - i))) return NULL;
                 break;
             }
             size_t j = i;
-            while (j < n && !vs_isspace_cp(vs_decode1(b + j, n - j, &adv)))
+            while (j < n && !space_at(b, n, j, &adv))
                 j += adv;
-            if (lb_push(c, &l, str_bytes(c, b + i, j - i))) return NULL;
+            if (lb_push(c, &l, piece(c, s, b + i, j - i))) return NULL;
             maxs--;
             i = j;
         }
@@ -912,7 +1050,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             if (e == 0) break;
             if (maxs == 0) {
                 /* the rest keeps its leading whitespace */
-                if (lb_push(c, &l, str_bytes(c, b, e))) return NULL;
+                if (lb_push(c, &l, piece(c, s, b, e))) return NULL;
                 break;
             }
             size_t st = e;
@@ -923,7 +1061,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
                 if (vs_isspace_cp(vs_decode1(b + k0, st - k0, &adv))) break;
                 st = k0;
             }
-            if (lb_push(c, &l, str_bytes(c, b + st, e - st))) return NULL;
+            if (lb_push(c, &l, piece(c, s, b + st, e - st))) return NULL;
             maxs--;
             e = st;
         }
@@ -952,22 +1090,28 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
     vbuild l = {0};
     const char *b = s->u.s.s;
     size_t n = s->u.s.blen, i = 0, start = 0;
+    if (v_steps(c, n / 32)) return NULL;
+    /* count the lines first: the list is allocated once at its size */
+    size_t lines = 0, last = 0;
+    for (size_t j = 0; j < n;) {
+        size_t k = line_break_at(b, n, j);
+        lines += k != 0;
+        j += k ? k : 1;
+        if (k) last = j;
+    }
+    if (v_build_presize(c, &l, lines + (last < n))) return NULL;
     while (i < n) {
-        size_t adv;
-        int32_t cp = vs_decode1(b + i, n - i, &adv);
-        bool brk = cp == '\n' || cp == '\r' || cp == 0x0B || cp == 0x0C || cp == 0x1C ||
-                   cp == 0x1D || cp == 0x1E || cp == 0x85 || cp == 0x2028 || cp == 0x2029;
-        if (!brk) {
-            i += adv;
+        size_t k = line_break_at(b, n, i);
+        if (k == 0) {
+            i++;
             continue;
         }
         size_t eol = i;
-        i += adv;
-        if (cp == '\r' && i < n && b[i] == '\n') i++;
-        if (lb_push(c, &l, str_bytes(c, b + start, (keep ? i : eol) - start))) return NULL;
+        i += k;
+        if (lb_push(c, &l, piece(c, s, b + start, (keep ? i : eol) - start))) return NULL;
         start = i;
     }
-    if (start < n && lb_push(c, &l, str_bytes(c, b + start, n - start))) return NULL;
+    if (start < n && lb_push(c, &l, piece(c, s, b + start, n - start))) return NULL;
     return v_build_list(c, &l);
 }
 
@@ -1055,23 +1199,49 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
     } else if (v_iter_collect(c, p[0], &items, &n)) {
         return NULL;
     }
-    size_t total = 0;
+    size_t total = 0, ncp = 0;
+    bool ascii = (s->flags & VF_ASCII) != 0;
     for (size_t i = 0; i < n; i++) {
-        if (items[i]->type != VT_STR)
+        const val *x = items[i];
+        if (x->type != VT_STR)
             return v_raise(c, "TypeError", "sequence item %zu: expected str instance, %s found", i,
                            v_type_name(items[i]));
-        total += items[i]->u.s.blen + s->u.s.blen;
+        total += x->u.s.blen;
+        ncp += x->u.s.clen;
+        ascii = ascii && (x->flags & VF_ASCII);
     }
     if (n == 1) return items[0];
-    if (v_check_strlen(c, total)) return NULL;
+    if (n == 0) return &g_empty;
+    /* the separators: n - 1 of them, the size checked before it is formed */
+    size_t max = c->lim.max_str_bytes;
+    if (total > max || (s->u.s.blen && n - 1 > (max - total) / s->u.s.blen))
+        return v_limit(c, "memory");
+    total += (n - 1) * s->u.s.blen;
+    ncp += (n - 1) * s->u.s.clen;
     if (v_steps(c, n / 8 + total / 128)) return NULL;
-    sbuild b;
-    sb_init(&b, c, total + 1);
+    char *o = v_alloc_bytes(c, total + 1);
+    if (!o) return NULL;
+    const char *sp = s->u.s.s;
+    size_t sl = s->u.s.blen, k = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i) sb_str(&b, s);
-        sb_str(&b, items[i]);
+        if (i && sl) {
+            if (sl == 1)
+                o[k++] = sp[0];
+            else {
+                memcpy(o + k, sp, sl);
+                k += sl;
+            }
+        }
+        const val *x = items[i];
+        if (x->u.s.blen == 1)
+            o[k++] = x->u.s.s[0];
+        else {
+            memcpy(o + k, x->u.s.s, x->u.s.blen);
+            k += x->u.s.blen;
+        }
     }
-    return sb_done(&b);
+    o[k] = 0;
+    return vs_new_owned(c, o, k, ncp, ascii);
 }
 
 /* case transforms: 0 upper 1 lower 2 casefold 3 swapcase 4 title 5 capitalize */
@@ -1084,6 +1254,14 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
     if (s->flags & VF_ASCII) {
         char *p = v_alloc_bytes(c, n + 1);
         if (!p) return NULL;
+        const unsigned char *q = (const unsigned char *)s->u.s.s;
+        if (mode == 0 || mode == 1 || mode == 2) {
+            /* branch-free, so the compiler vectorizes it */
+            unsigned char lo = mode == 0 ? 'a' : 'A', flip = 32;
+            for (size_t i = 0; i < n; i++)
+                p[i] = (char)(q[i] ^ (((unsigned char)(q[i] - lo) < 26) * flip));
+            return vs_new_owned(c, p, n, n, true);
+        }
         bool prev_cased = false;
         for (size_t i = 0; i < n; i++) {
             char ch = s->u.s.s[i];
@@ -1116,7 +1294,7 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
     if (mode <= 2 && !(mode == 1 && sigma)) {
         /* streaming: ASCII inline, other code points through the tables */
         if (v_check_strlen(c, 3 * n)) return NULL;
-        char *o = v_alloc(c, 3 * n + 16);
+        char *o = v_alloc_bytes(c, 3 * n + 16);
         if (!o) return NULL;
         size_t k = 0, i = 0, ncp = 0;
         bool ascii = true;
@@ -1291,16 +1469,22 @@ static val *pad(vctx *c, val *s, int64_t left, int64_t right, const char *fp, si
     if (left <= 0 && right <= 0) return s;
     if (left < 0) left = 0;
     if (right < 0) right = 0;
-    size_t total = s->u.s.blen + (size_t)(left + right) * fl;
-    if (v_check_strlen(c, total)) return NULL;
-    sbuild b;
-    sb_init(&b, c, total + 1);
-    for (int64_t i = 0; i < left; i++)
-        sb_put(&b, fp, fl, 1, fl == 1);
-    sb_str(&b, s);
-    for (int64_t i = 0; i < right; i++)
-        sb_put(&b, fp, fl, 1, fl == 1);
-    return sb_done(&b);
+    uint64_t padn = (uint64_t)left + (uint64_t)right;
+    if (padn > (c->lim.max_str_bytes - s->u.s.blen) / fl) return v_limit(c, "memory");
+    size_t total = s->u.s.blen + (size_t)padn * fl;
+    char *o = v_alloc_bytes(c, total + 1);
+    if (!o) return NULL;
+    size_t lb = (size_t)left * fl;
+    if (fl == 1) {
+        memset(o, fp[0], lb);
+        memset(o + lb + s->u.s.blen, fp[0], total - lb - s->u.s.blen);
+    } else {
+        vs_fill_repeat(o, fp, fl, lb);
+        vs_fill_repeat(o + lb + s->u.s.blen, fp, fl, total - lb - s->u.s.blen);
+    }
+    memcpy(o + lb, s->u.s.s, s->u.s.blen);
+    o[total] = 0;
+    return vs_new_owned(c, o, total, s->u.s.clen + (size_t)padn, (s->flags & VF_ASCII) && fl == 1);
 }
 
 static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
@@ -1315,7 +1499,7 @@ static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, c
     if (sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
     const char *f = right ? rfind_bytes(s->u.s.s, s->u.s.blen, sep->u.s.s, sep->u.s.blen)
                           : find_bytes(s->u.s.s, s->u.s.blen, sep->u.s.s, sep->u.s.blen);
-    val *empty = vs_new_owned(c, (char *)"", 0, 0, true);
+    val *empty = &g_empty;
     val *t[3];
     if (!f) {
         if (right) {
@@ -1343,6 +1527,18 @@ static void put_unit(strbuf *b, uint32_t u, int width, bool be)
         int sh = be ? 8 * (width - 1 - k) : 8 * k;
         strbuf_putc(b, (char)((u >> sh) & 0xFF));
     }
+}
+
+/* Whether UTF-8 text holds an encoded surrogate (ED A0..BF ..), which
+ * strict UTF-8 refuses. */
+static bool has_surrogate(const char *p, size_t n)
+{
+    const char *q = p, *f;
+    while ((f = memchr(q, 0xED, n - (size_t)(q - p))) != NULL) {
+        if ((size_t)(f - p) + 1 < n && (unsigned char)f[1] >= 0xA0) return true;
+        q = f + 1;
+    }
+    return false;
 }
 
 val *vs_encode(vctx *c, val *s, val *enc, val *errors)
@@ -1384,7 +1580,7 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
             eh = E_XML;
         else if (l == 16 && !memcmp(ev, "backslashreplace", 16))
             eh = E_BACKSLASH;
-        else if (l == 14 && !memcmp(ev, "surrogatepass", 14))
+        else if (l == 13 && !memcmp(ev, "surrogatepass", 13))
             eh = E_SURROGATEPASS;
         else
             eh = E_OTHER;
@@ -1414,6 +1610,17 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
         kind = 4, width = 4, be = true, en = "utf-32-be";
     else
         return v_raise(c, "LookupError", "unknown encoding: %.100s", enc ? enc->u.s.s : e);
+    /* The text is UTF-8 already: UTF-8 (without surrogates) and ASCII or
+     * Latin-1 of ASCII text are its own bytes, shared, not copied (both are
+     * immutable). */
+    if ((kind == 0 && !has_surrogate(s->u.s.s, s->u.s.blen)) ||
+        ((kind == 1 || kind == 2) && (s->flags & VF_ASCII))) {
+        val *v = v_new(c, VT_BYTES);
+        if (v == NULL) return NULL;
+        v->u.s.s = s->u.s.s;
+        v->u.s.blen = v->u.s.clen = s->u.s.blen;
+        return v;
+    }
     strbuf b;
     strbuf_init(&b);
     if (bom) put_unit(&b, 0xFEFF, width, false);

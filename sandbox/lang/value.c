@@ -1832,6 +1832,8 @@ static val *buf_to_str(vctx *c, strbuf *b, int rc)
 
 val *v_repr(vctx *c, val *v)
 {
+    int64_t x;
+    if (v->type == VT_INT && v_as_i64(v, &x)) return vs_from_i64(c, x);
     strbuf b;
     strbuf_init(&b);
     return buf_to_str(c, &b, v_repr_buf(c, &b, v));
