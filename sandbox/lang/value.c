@@ -325,6 +325,10 @@ val *v_build_list(vctx *c, vbuild *b)
 
 char *v_strdup(vctx *c, const char *s, size_t len)
 {
+    if (len == SIZE_MAX) {
+        v_limit(c, "memory");
+        return NULL;
+    }
     char *p = v_alloc_bytes(c, len + 1);
     if (p == NULL) return NULL;
     memcpy(p, s, len);
@@ -502,6 +506,11 @@ val *v_float(vctx *c, double d)
 
 val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
 {
+    /* The empty string and the one-character ASCII strings are shared, as
+     * CPython's are: splitting a text into short fields, or its lines, makes
+     * no value for each of them. */
+    if (blen == 0) return vs_empty();
+    if (blen == 1 && ascii) return vs_char(c, s, 1);
     val *v = v_new(c, VT_STR);
     if (v == NULL) return NULL;
     v->u.s.s = s;
@@ -513,6 +522,9 @@ val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
 
 val *v_str(vctx *c, const char *utf8, size_t blen)
 {
+    /* shared values, no copy (see vs_new_owned) */
+    if (blen == 0) return vs_empty();
+    if (blen == 1 && (unsigned char)utf8[0] < 128) return vs_char(c, utf8, 1);
     if (v_check_strlen(c, blen)) return NULL;
     char *p = v_strdup(c, utf8, blen);
     if (p == NULL) return NULL;
