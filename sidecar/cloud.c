@@ -1,7 +1,8 @@
 /* sidecar/cloud: the shared HTTP layer of the cloud client (see cloud.h):
- * a pool of curl easy handles (reset between requests, so connections and
- * the DNS cache are reused; the most recently used, warm one first; all
- * closed when the worker goes idle: cloud_release_idle), the protocol headers, TLS verification
+ * a fixed pool of curl easy handles, one per thread that may call the server
+ * (curl_pool: created at start, so descriptors do not grow with load;
+ * connections and the DNS cache reused; connections closed when the worker
+ * goes idle: cloud_release_idle), the protocol headers, TLS verification
  * with an optional CA bundle, no redirects, response caps enforced while reading, server-URL
  * pinning, error envelopes, and the retry policy (backoff per endpoint,
  * the retry budget and the circuit breaker: cloud_policy.h). */
@@ -16,6 +17,7 @@
 #include "common/timeutil.h"
 #include "sidecar/cloud_policy.h"
 #include "sidecar/config.h"
+#include "sidecar/curl_pool.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -52,56 +54,12 @@ struct cloud {
     pthread_cond_t cv;
     char user_agent[64];
     struct curl_slist *pin; /* owned: localhost pinned to 127.0.0.1, or NULL */
-    /* idle easy handles (under hmu), most recently used last */
-    pthread_mutex_t hmu;
-    CURL *idle[CLOUD_MAX_CAPACITY];
-    int nidle;
+    curl_pool *handles;     /* owned: one per thread that may call the server */
 };
-
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-static void global_init(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
-/* An easy handle for one request: the most recently used idle one (its
- * connection is warm), else a new one. Give it back with handle_put. */
-static CURL *handle_get(cloud *c)
-{
-    CURL *h = NULL;
-    pthread_mutex_lock(&c->hmu);
-    if (c->nidle > 0) h = c->idle[--c->nidle];
-    pthread_mutex_unlock(&c->hmu);
-    if (h != NULL)
-        curl_easy_reset(h);
-    else
-        h = curl_easy_init();
-    return h;
-}
-
-static void handle_put(cloud *c, CURL *h)
-{
-    if (h == NULL) return;
-    pthread_mutex_lock(&c->hmu);
-    if (c->nidle < CLOUD_MAX_CAPACITY) {
-        c->idle[c->nidle++] = h;
-        h = NULL;
-    }
-    pthread_mutex_unlock(&c->hmu);
-    if (h != NULL) curl_easy_cleanup(h);
-}
 
 void cloud_release_idle(cloud *c)
 {
-    CURL *hs[CLOUD_MAX_CAPACITY];
-    pthread_mutex_lock(&c->hmu);
-    int n = c->nidle;
-    memcpy(hs, c->idle, (size_t)n * sizeof *hs);
-    c->nidle = 0;
-    pthread_mutex_unlock(&c->hmu);
-    for (int i = 0; i < n; i++)
-        curl_easy_cleanup(hs[i]);
+    curl_pool_close_idle(c->handles);
 }
 
 const char *cloud_mode_name(cloud_mode m)
@@ -124,7 +82,6 @@ const char *cloud_endpoint_name(cloud_endpoint ep)
 
 cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
 {
-    pthread_once(&g_once, global_init);
     cloud *c = calloc(1, sizeof *c);
     if (c == NULL) {
         snprintf(err, errcap, "out of memory");
@@ -132,7 +89,6 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     }
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
-    pthread_mutex_init(&c->hmu, NULL);
     pthread_mutex_init(&c->pmu, NULL);
     policy_budget_init(&c->budget, POLICY_BUDGET_RATIO, POLICY_BUDGET_FLOOR_PER_S,
                        POLICY_BUDGET_WINDOW_S);
@@ -197,6 +153,11 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     c->backoff_cap_ms =
         cfg->backoff_max_s > 0 ? (int64_t)(cfg->backoff_max_s * 1000) : POLICY_BACKOFF_CAP_MS;
     snprintf(c->user_agent, sizeof c->user_agent, "failproofai-sidecar/%s", FPS_VERSION);
+    c->handles = curl_pool_new(cfg->threads > 0 ? cfg->threads : CLOUD_DEFAULT_THREADS);
+    if (c->handles == NULL) {
+        snprintf(err, errcap, "cannot create the HTTP client's handles");
+        goto fail;
+    }
     return c;
 badhost:
     snprintf(err, errcap, "server URL has a malformed host");
@@ -208,8 +169,7 @@ fail:
 void cloud_free(cloud *c)
 {
     if (c == NULL) return;
-    cloud_release_idle(c);
-    pthread_mutex_destroy(&c->hmu);
+    curl_pool_free(c->handles);
     pthread_mutex_destroy(&c->pmu);
     free(c->base);
     free(c->origin);
@@ -384,15 +344,8 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     strbuf_init(&x.body);
     struct curl_slist *hdrs = NULL;
     char line[512];
-    CURL *h = handle_get(c);
+    CURL *h = curl_pool_get(c->handles);
     *out = NULL;
-    if (h == NULL) {
-        e->kind = CLOUD_TRANSPORT;
-        e->retryable = 1;
-        snprintf(e->code, sizeof e->code, "transport_error");
-        snprintf(e->message, sizeof e->message, "curl_easy_init failed");
-        goto done;
-    }
     strbuf auth;
     strbuf_init(&auth);
     strbuf_puts(&auth, "Authorization: Bearer ");
@@ -417,7 +370,6 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 10000 ? c->timeout_ms : 10000L);
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
@@ -511,11 +463,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     e->kind = CLOUD_OK;
     *out = j;
 done:
-    if (h != NULL) {
-        /* Drop the references to this call's buffers before pooling it. */
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-        handle_put(c, h);
-    }
+    curl_pool_put(c->handles, h); /* the next borrower's reset drops our buffers */
     curl_slist_free_all(hdrs);
     strbuf_free(&x.body);
 }

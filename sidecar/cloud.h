@@ -1,5 +1,5 @@
 /* sidecar/cloud: the libcurl client of the Evaluator v2 protocol (SPEC §2).
- * cloud.c holds the shared HTTP layer (per-thread easy handles with
+ * cloud.c holds the shared HTTP layer (a fixed pool of easy handles with
  * connection reuse, headers, TLS, caps, origin pinning, the retry policy);
  * one cloud_<call>.c per protocol call does the request body and the STRICT
  * validation of its response. Every violation is a CLOUD_PROTOCOL error for
@@ -35,7 +35,10 @@ typedef struct {
     int max_attempts;           /* retried calls; 0 = 5 */
     double backoff_base_s;      /* first backoff ceiling; 0 = 10 ms */
     double backoff_max_s;       /* cap; 0 = 5 s */
+    int threads;                /* threads that may call the server at once: the HTTP handles
+                                   made at start, never more (<= 0: CLOUD_DEFAULT_THREADS) */
 } cloud_config;
+#define CLOUD_DEFAULT_THREADS 4
 
 /* The protocol's endpoints: backoff grows with the consecutive failures of
  * each one; metrics are labelled by cloud_endpoint_name. */

@@ -664,7 +664,11 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
     pthread_mutex_init(&r->put_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_cond_init(&r->slot_cv, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    r->handles = curl_pool_new(r->cfg.max_dispatch); /* one per dispatch slot */
+    if (r->handles == NULL) {
+        snprintf(err, errcap, "local evaluators: cannot create the HTTP client's handles");
+        goto fail;
+    }
     if (r->cfg.db != NULL) {
         store_evaluator *list = NULL;
         size_t n = 0;
@@ -742,7 +746,7 @@ fail:
     pthread_mutex_destroy(&r->put_mu);
     pthread_cond_destroy(&r->cv);
     pthread_cond_destroy(&r->slot_cv);
-    curl_global_cleanup();
+    curl_pool_free(r->handles);
     free(r);
     return NULL;
 }
@@ -762,7 +766,7 @@ void local_registry_free(local_registry *r)
     pthread_mutex_destroy(&r->put_mu);
     pthread_cond_destroy(&r->cv);
     pthread_cond_destroy(&r->slot_cv);
-    curl_global_cleanup();
+    curl_pool_free(r->handles);
     free(r);
 }
 

@@ -1,10 +1,10 @@
 /* sidecar/local_dispatch: dispatch of a planned local run to its evaluator
  * over HTTP (libcurl; bounded by the run timeout, 1 MiB answer cap, no
  * redirects, localhost pinned to 127.0.0.1, every request signed with the
- * registration's own secret, bounded concurrency) and the
- * conversion of the EvalResult answer into wire result items exactly as the
- * reference EvalResult.result_items (LANGUAGE.md "Result types"). Error
- * messages are bounded and never quote the evaluator's answer. */
+ * registration's own secret, bounded concurrency, each dispatch slot with its pooled handle) and
+ * the conversion of the EvalResult answer into wire result items exactly as the reference
+ * EvalResult.result_items (LANGUAGE.md "Result types"). Error messages are bounded and never quote
+ * the evaluator's answer. */
 #include "sidecar/local_internal.h"
 #include "common/log.h"
 #include "common/pyfloat.h"
@@ -538,11 +538,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         strbuf_puts(&body, "null");
     strbuf_putc(&body, '}');
 
-    h = curl_easy_init();
-    if (h == NULL) {
-        set_result(out, "failed", "evaluator_unavailable", "could not create an HTTP client");
-        goto done;
-    }
+    h = curl_pool_get(r->handles); /* never waits: we hold a slot */
     hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
     hdrs = curl_slist_append(hdrs, "Accept: application/json");
     hdrs = curl_slist_append(hdrs, "Expect:");
@@ -562,7 +558,9 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    /* closed after each dispatch, as before pooling: an evaluator (a
+     * one-connection-at-a-time server, say) never sees a connection held */
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)remaining);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(remaining < 10000 ? remaining : 10000));
     curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)LOCAL_MAX_RESPONSE_BYTES);
@@ -651,6 +649,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
 done:
     if (out->status == NULL) out->status = "failed";
     out->finished_at = time_now();
+    if (h) curl_pool_put(r->handles, h); /* before the slot: a slot's holder never waits */
     if (have_slot) slot_release(r);
     metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", out->status, "reason",
                 out->error_code[0] ? out->error_code : "none", "evaluator",
@@ -661,7 +660,6 @@ done:
         log_warn("local run failed", LOG_S("evaluation_run_id", req->evaluation_run_id),
                  LOG_S("eval_key", req->eval_key), LOG_S("status", out->status),
                  LOG_S("error_code", out->error_code), LOG_S("error", out->error_message));
-    if (h) curl_easy_cleanup(h);
     curl_slist_free_all(hdrs);
     if (secret_hdr.data != NULL) explicit_bzero(secret_hdr.data, secret_hdr.len);
     strbuf_free(&secret_hdr);

@@ -3,6 +3,7 @@
  * Not a public interface. */
 #ifndef FPS_LOCAL_INTERNAL_H
 #define FPS_LOCAL_INTERNAL_H
+#include "sidecar/curl_pool.h"
 #include "sidecar/local.h"
 
 #include <pthread.h>
@@ -67,9 +68,10 @@ struct local_registry {
     void *ud;
     char admin_host[256]; /* the admin API's listen host ("" = unknown) */
     int admin_port;       /* its port (0 = unknown) */
-    /* dispatch slots */
+    /* dispatch slots, each with its HTTP handle */
     pthread_cond_t slot_cv;
     int active_dispatch;
+    curl_pool *handles;                  /* owned: cfg.max_dispatch of them */
     lexpired expired[LOCAL_EXPIRED_MAX]; /* oldest first */
     size_t nexpired;
 };

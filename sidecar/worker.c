@@ -130,7 +130,10 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
                        .token = d->token,
                        .ca_bundle = d->cfg->ca_bundle,
                        .request_timeout_s = d->cfg->request_timeout,
-                       .worker_id = w->worker_id};
+                       .worker_id = w->worker_id,
+                       /* the assignment threads, the claim loop, the
+                        * heartbeat and the outbox's retry thread */
+                       .threads = (int)w->concurrency + 3};
     w->cloud = cloud_new(&cc, err, errcap);
     if (w->cloud == NULL) {
         free(w);
