@@ -607,12 +607,6 @@ static const char g_ascii_bytes[128] = {
     114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
 static val g_ascii_chars[128];
 
-val *vs_empty(void)
-{
-    static val empty = {.type = VT_STR, .flags = VF_ASCII, .u.s = {"", 0, 0, 0}};
-    return &empty;
-}
-
 val *vs_char(vctx *c, const char *p, size_t adv)
 {
     unsigned char b = (unsigned char)p[0];

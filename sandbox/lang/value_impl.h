@@ -131,7 +131,6 @@ val *vs_method(vctx *c, val *s, const char *name, val **args, size_t nargs, cons
                size_t nkw, bool *found);
 val *vs_char_at(vctx *c, val *s, size_t idx);     /* code point index */
 val *vs_char(vctx *c, const char *p, size_t adv); /* the character of adv bytes at p */
-val *vs_empty(void);                              /* the shared '' */
 size_t vs_offset(const val *s, size_t cpidx);     /* byte offset of code point idx */
 val *vs_substr(vctx *c, val *s, size_t cp_lo, size_t cp_hi);
 static inline bool vs_eq(const val *a, const val *b)
