@@ -9,9 +9,11 @@
 #include "sandbox/lang/value_impl.h"
 
 #include <gc/gc.h>
+#include <gc/gc_mark.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 static val g_none = {.type = VT_NONE};
 static val g_true = {.type = VT_BOOL, .u.b = true};
@@ -87,6 +89,10 @@ static void *gmp_realloc(void *p, size_t old, size_t n)
 
 #define GC_MIN_BYTES_BETWEEN ((size_t)8 << 20)
 
+/* The collector kind of an item array that is filled completely before the
+ * next allocation (v_build_list): scanned like GC_MALLOC's, not cleared. */
+static unsigned g_uncleared_kind;
+
 /* The live-heap budget of the current context (GC_set_max_heap_size's
  * value), for on_heap_resize. */
 static size_t g_budget;
@@ -134,6 +140,7 @@ static void gc_init_once(void)
      * every child by the jail's warm-up). */
     GC_set_min_bytes_allocd(GC_MIN_BYTES_BETWEEN);
     mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
+    g_uncleared_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 0);
 }
 
 vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
@@ -247,10 +254,18 @@ int v_root(vctx *c, val *v)
     return 0;
 }
 
-/* The builder's array is malloc'd, so growing it is a realloc (mremap for a
- * big one: no copy), and registered as a root while it lives: growing a
- * block inside the collected heap instead leaves every outgrown block
- * behind as fragmentation (an 80 MB list cost 330-480 MB of heap). */
+/* A list whose length is not known in advance grows outside the collected
+ * heap (registered as a root while it lives): growing a block inside the
+ * heap leaves every outgrown block behind as fragmentation (an 80 MB list
+ * cost 330-480 MB of heap). Up to BUILD_MAP_BYTES the array is malloc'd; a
+ * bigger one is its own mapping, grown by mremap (no copy, and nothing left
+ * behind: the jail's malloc keeps freed memory resident). v_build_list then
+ * copies it into the list's exact-size array, which comes uncleared from
+ * the collector (its fresh pages untouched until written), unmapping each
+ * copied part of the builder as it goes: the list exists about once, not
+ * twice, at the peak. */
+#define BUILD_MAP_BYTES ((size_t)1 << 20)
+
 int v_build_presize(vctx *c, vbuild *b, size_t n)
 {
     b->v = v_items_alloc(c, n);
@@ -260,19 +275,40 @@ int v_build_presize(vctx *c, vbuild *b, size_t n)
     return 0;
 }
 
-/* Moves a presized builder's items to a malloc'd array (it outgrew its
- * size). */
-static int build_to_malloc(vctx *c, vbuild *b, size_t cap)
+static size_t page_up(size_t n)
 {
-    val **nv = malloc(cap * sizeof *nv);
+    return (n + 4095) & ~(size_t)4095;
+}
+
+/* Resizes the out-of-heap array to `cap` items (more than b->n). */
+static int build_resize(vctx *c, vbuild *b, size_t cap)
+{
+    size_t bytes = cap * sizeof(val *);
+    val **nv;
+    bool map = bytes > BUILD_MAP_BYTES;
+    if (map) bytes = page_up(bytes);
+    if (b->v != NULL && !b->in_heap) GC_remove_roots(b->v, b->v + b->cap);
+    if (map && b->mapped) {
+        void *p = mremap(b->v, page_up(b->cap * sizeof(val *)), bytes, MREMAP_MAYMOVE);
+        nv = p == MAP_FAILED ? NULL : p;
+    } else if (map) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        nv = p == MAP_FAILED ? NULL : p;
+        if (nv != NULL) memcpy(nv, b->v, b->n * sizeof *nv);
+    } else {
+        nv = b->in_heap ? malloc(bytes) : realloc(b->v, bytes);
+        if (nv != NULL && b->in_heap) memcpy(nv, b->v, b->n * sizeof *nv);
+    }
     if (nv == NULL) {
+        if (b->v != NULL && !b->in_heap) GC_add_roots(b->v, b->v + b->cap);
         v_limit(c, "memory");
         return -1;
     }
-    memcpy(nv, b->v, b->n * sizeof *nv);
+    if (map && !b->mapped && !b->in_heap) free(b->v);
     b->v = nv;
-    b->cap = cap;
+    b->cap = map ? bytes / sizeof(val *) : cap;
     b->in_heap = false;
+    b->mapped = map;
     GC_add_roots(b->v, b->v + b->cap);
     return 0;
 }
@@ -282,21 +318,12 @@ int v_build_push(vctx *c, vbuild *b, val *x)
     /* Small lists (most splits and filtered comprehensions) stay in a
      * 16-slot array in the heap: no malloc, no root registration. */
     if (b->v == NULL && v_build_presize(c, b, 16)) return -1;
-    if (b->in_heap && b->n == b->cap && build_to_malloc(c, b, b->cap * 2)) return -1;
     if (b->n == b->cap) {
-        /* CPython's list growth: about 1/8 over the need */
-        size_t nc = b->cap + (b->cap >> 3) + (b->cap < 9 ? 3 : 6) + 1;
-        if (v_check_items(c, nc)) return -1;
-        if (b->v) GC_remove_roots(b->v, b->v + b->cap);
-        val **nv = realloc(b->v, nc * sizeof *nv);
-        if (nv == NULL) {
-            if (b->v) GC_add_roots(b->v, b->v + b->cap);
-            v_limit(c, "memory");
-            return -1;
-        }
-        b->v = nv;
-        b->cap = nc;
-        GC_add_roots(b->v, b->v + b->cap);
+        /* CPython's list growth (about 1/8 over the need) past the first
+         * doubling; a mapping grows by at least a quarter (fewer mremaps) */
+        size_t nc = b->in_heap ? b->cap * 2 : b->cap + (b->cap >> 3) + (b->cap < 9 ? 3 : 6) + 1;
+        if (b->mapped) nc = b->cap + (b->cap >> 2);
+        if (v_check_items(c, nc) || build_resize(c, b, nc)) return -1;
     }
     b->v[b->n++] = x;
     return 0;
@@ -306,8 +333,29 @@ void v_build_free(vbuild *b)
 {
     if (b->v && !b->in_heap) {
         GC_remove_roots(b->v, b->v + b->cap);
-        free(b->v);
+        if (b->mapped)
+            munmap(b->v, b->cap * sizeof(val *));
+        else
+            free(b->v);
     }
+    memset(b, 0, sizeof *b);
+}
+
+/* Copies a mapped builder's items into `arr`, unmapping each copied part
+ * of the builder (whole pages) so the two never both hold the whole list.
+ * The builder is no longer a root: `arr` holds what it held. */
+static void build_move_out(vbuild *b, val **arr)
+{
+    GC_remove_roots(b->v, b->v + b->cap);
+    const size_t step = BUILD_MAP_BYTES / sizeof(val *); /* whole pages */
+    size_t done = 0;
+    while (b->n - done > step) {
+        memcpy(arr + done, b->v + done, step * sizeof *arr);
+        munmap(b->v + done, step * sizeof *arr);
+        done += step;
+    }
+    memcpy(arr + done, b->v + done, (b->n - done) * sizeof *arr);
+    munmap(b->v + done, (b->cap - done) * sizeof *arr);
     memset(b, 0, sizeof *b);
 }
 
@@ -318,8 +366,23 @@ val *v_build_list(vctx *c, vbuild *b)
         memset(b, 0, sizeof *b);
         return r;
     }
-    val *r = v_list(c, b->v, b->n);
-    v_build_free(b);
+    if (!b->mapped) {
+        val *r = v_list(c, b->v, b->n);
+        v_build_free(b);
+        return r;
+    }
+    val *r = v_check_items(c, b->n) ? NULL : v_new(c, VT_LIST);
+    val **arr = r == NULL ? NULL : GC_generic_malloc(b->n * sizeof(val *), (int)g_uncleared_kind);
+    if (arr == NULL) {
+        v_build_free(b);
+        return v_limit(c, "memory");
+    }
+    /* The block's tail past the items (granule rounding) is scanned too. */
+    size_t tail = GC_size(arr) - b->n * sizeof(val *);
+    memset(arr + b->n, 0, tail);
+    r->u.seq.items = arr;
+    r->u.seq.len = b->n;
+    build_move_out(b, arr);
     return r;
 }
 
