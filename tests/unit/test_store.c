@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "common/log.h"
 #include "common/timeutil.h"
 #include "store/store.h"
 
@@ -22,8 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1832,6 +1836,151 @@ static void test_vacuum_migration(void **state)
     assert_int_equal(count_rows(path, "PRAGMA auto_vacuum"), 2);
 }
 
+/* An integer PRAGMA of the database at path, read on a connection of its
+ * own; -1 on error (for children, which report by exit code). */
+static int64_t pragma_at(const char *path, const char *sql)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *s = NULL;
+    int64_t v = -1;
+    if (sqlite3_open(path, &db) == SQLITE_OK &&
+        sqlite3_prepare_v2(db, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+        v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return v;
+}
+
+static int vacuum_done(store *st)
+{
+    store_stats ss;
+    return store_stats_get(st, 0, &ss, NULL) == STORE_OK && !ss.vacuum_pending;
+}
+
+/* The store's log line whose message contains `msg`, parsed; NULL if none. */
+static json_t *log_line(FILE *logf, const char *msg)
+{
+    fflush(logf);
+    rewind(logf);
+    char line[4096];
+    json_t *found = NULL;
+    while (!found && fgets(line, sizeof line, logf)) {
+        json_t *j = json_loads(line, 0, NULL);
+        const char *m = json_string_value(json_object_get(j, "msg"));
+        if (m && strstr(m, msg))
+            found = j;
+        else
+            json_decref(j);
+    }
+    fseek(logf, 0, SEEK_END);
+    return found;
+}
+
+/* Takes all but `leave` bytes of the file system's free space into a filler
+ * file. Returns 0 on success. */
+static int fill_leaving(const char *dir, const char *filler, int64_t leave)
+{
+    struct statvfs sv;
+    if (statvfs(dir, &sv) != 0) return -1;
+    int64_t take = (int64_t)sv.f_bavail * (int64_t)sv.f_frsize - leave;
+    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || take <= 0) return -1;
+    int rc = posix_fallocate(fd, 0, take);
+    close(fd);
+    return rc;
+}
+
+/* A database created without incremental vacuum, opened with less free space
+ * than the full VACUUM that converts it needs: a small tmpfs in a private
+ * mount namespace, most of it taken by a filler file. The conversion is
+ * deferred and logged with the figures, and the store works meanwhile; once
+ * the filler is gone the next maintenance pass converts it, keeping every
+ * row. */
+static void child_vacuum_deferred(const char *dir)
+{
+    if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", dir, "tmpfs", 0, "size=16m") != 0) {
+        fprintf(stderr, "private tmpfs at %s: %s\n", dir, strerror(errno));
+        _exit(2);
+    }
+    char path[600], filler[600];
+    snprintf(path, sizeof path, "%s/old.db", dir);
+    snprintf(filler, sizeof filler, "%s/filler", dir);
+    /* a small WAL bound, so the VACUUM's own need is mostly the database's */
+    store_options o = {.path = path,
+                       .sync_updates = g_sync_updates,
+                       .wal_high_water_bytes = 128 << 10,
+                       .maintenance_interval_s = 1};
+    store *st = NULL;
+    store_err e = {0};
+    if (store_open(&o, &st, &e) != STORE_OK) _exit(3);
+    write_results(st, "old", 24, (size_t)64 * 1024);
+    store_close(st);
+    st = NULL;
+    sqlite3 *db = NULL;
+    if (sqlite3_open(path, &db) != SQLITE_OK ||
+        sqlite3_exec(db, "PRAGMA auto_vacuum=NONE; VACUUM", NULL, NULL, NULL) != SQLITE_OK)
+        _exit(4);
+    sqlite3_close(db);
+    int64_t db_bytes = file_bytes(path);
+    if (pragma_at(path, "PRAGMA auto_vacuum") != 0 || db_bytes < (1 << 20)) _exit(5);
+    /* room for the store's own writes, not for a second copy of the database */
+    if (fill_leaving(dir, filler, db_bytes / 2 + (512 << 10)) != 0) _exit(6);
+
+    FILE *logf = tmpfile();
+    if (!logf) _exit(7);
+    log_set_stream(logf);
+    if (store_open(&o, &st, &e) != STORE_OK) {
+        fprintf(stderr, "open with little space: %s\n", e.msg);
+        _exit(8);
+    }
+    store_stats ss;
+    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || !ss.vacuum_pending) _exit(9);
+    json_t *l = log_line(logf, "full VACUUM");
+    const char *m = json_string_value(json_object_get(l, "msg"));
+    json_int_t need = json_integer_value(json_object_get(l, "needs_free_bytes"));
+    json_int_t avail = json_integer_value(json_object_get(l, "free_bytes"));
+    if (!m || !strstr(m, "deferred") || !strstr(m, "not enough free space") ||
+        strcmp(json_string_value(json_object_get(l, "db")), path) != 0 ||
+        json_integer_value(json_object_get(l, "db_bytes")) < db_bytes / 2 || need <= avail ||
+        avail <= 0) {
+        fprintf(stderr, "deferral not logged as expected: %s\n", m ? m : "no line");
+        _exit(10);
+    }
+    json_decref(l);
+    if (pragma_at(path, "PRAGMA auto_vacuum") != 0) _exit(11);
+    /* the store works meanwhile, and the maintenance passes keep deferring */
+    write_results(st, "new", 4, 1000);
+    if (store_outbox_depth(st, &(int64_t){0}, NULL) != STORE_OK) _exit(12);
+    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || !ss.vacuum_pending ||
+        ss.outbox_depth != 28 || ss.write_blocked)
+        _exit(13);
+    l = log_line(logf, "full VACUUM failed");
+    if (l) _exit(14); /* deferred, never attempted */
+    /* space returns: the next pass converts the database */
+    if (unlink(filler) != 0) _exit(15);
+    if (!eventually(vacuum_done, st)) _exit(16);
+    l = log_line(logf, "converted to incremental vacuum");
+    if (!l) _exit(17);
+    json_decref(l);
+    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || ss.outbox_depth != 28) _exit(18);
+    store_close(st);
+    log_set_stream(NULL);
+    fclose(logf);
+    if (pragma_at(path, "PRAGMA auto_vacuum") != 2) _exit(19);
+    if (pragma_at(path, "SELECT count(*) FROM runs") != 28) _exit(20);
+    _exit(0);
+}
+
+static void test_vacuum_deferred_for_space(void **state)
+{
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/vacfs-%d", g_dir, ++g_seq);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(in_child(child_vacuum_deferred, dir, 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1860,6 +2009,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_blocked_by_reader),
         cmocka_unit_test(test_writes_blocked_and_recovered),
         cmocka_unit_test(test_vacuum_migration),
+        cmocka_unit_test(test_vacuum_deferred_for_space),
     };
     g_sync_updates = 1;
     int failed = cmocka_run_group_tests_name("store, sync updates", tests, setup_dir, teardown_dir);
