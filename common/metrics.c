@@ -73,6 +73,8 @@ static const struct {
     {METRIC_REPLAYS, M_COUNTER, "Idempotent replays acknowledged by the server, by call."},
     {METRIC_REGISTRATIONS, M_COUNTER, "Successful worker registrations with the server."},
     {METRIC_TRANSCRIPTS_TOO_LARGE, M_COUNTER, "Assignments refused as transcript_too_large."},
+    {METRIC_STORE_FAILURES, M_COUNTER,
+     "Store operations of the worker that failed, by operation and store status."},
     {METRIC_LOCAL_DISPATCHES, M_COUNTER,
      "Local evaluator dispatches, by evaluator, outcome and reason."},
     {METRIC_ADMIN_REQUESTS, M_COUNTER, "Admin API requests answered, by status class."},

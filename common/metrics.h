@@ -52,6 +52,8 @@
 #define METRIC_REPLAYS "failproofai_sidecar_idempotent_replays_total"
 #define METRIC_REGISTRATIONS "failproofai_sidecar_registrations_total"
 #define METRIC_TRANSCRIPTS_TOO_LARGE "failproofai_sidecar_transcripts_too_large_total"
+/* labels: operation=<the worker's store operation>, status=full|readonly|busy|... */
+#define METRIC_STORE_FAILURES "failproofai_sidecar_store_operation_failures_total"
 /* labels: outcome=succeeded|failed|timed_out|cancelled, reason=<error_code or "none">,
  * evaluator=<registered name> */
 #define METRIC_LOCAL_DISPATCHES "failproofai_sidecar_local_dispatches_total"

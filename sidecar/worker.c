@@ -153,6 +153,7 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
         return NULL;
     }
     pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->store_log_mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     pthread_cond_init(&w->q_cv, NULL);
     pthread_cond_init(&w->hb_cv, NULL);
@@ -601,6 +602,7 @@ void worker_free(worker *w)
     worker_run_pool_free(w->run_pool);
     ws_group_free(w->commits);
     pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->store_log_mu);
     pthread_cond_destroy(&w->cv);
     pthread_cond_destroy(&w->q_cv);
     pthread_cond_destroy(&w->hb_cv);

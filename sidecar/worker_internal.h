@@ -78,6 +78,16 @@ typedef struct actx {
     atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
 } actx;
 
+/* One store operation's failures with one status, for the rate-limited log
+ * (worker_store.c). */
+typedef struct {
+    const char *op; /* borrowed string literal; NULL: a free slot */
+    int code;       /* store status */
+    int64_t logged_ms;
+    long long unlogged; /* failures since the last line that were not logged */
+} ws_fail_log;
+#define WS_FAIL_LOG_SLOTS 8
+
 struct worker {
     const run_config *cfg;
     cloud *cloud;
@@ -129,6 +139,8 @@ struct worker {
     int64_t idle_since_ms;
     /* store failing: no new claims until results can be made durable */
     int store_failing;
+    pthread_mutex_t store_log_mu; /* guards store_log */
+    ws_fail_log store_log[WS_FAIL_LOG_SLOTS];
 
     /* status */
     atomic_llong counters[WC__COUNT];

@@ -8,6 +8,7 @@
 
 #include "common/canonjson.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/timeutil.h"
 #include "store/store.h"
 
@@ -16,10 +17,43 @@
 
 #define RECOVERY_MARGIN_S 5.0
 
-static void report(const char *what, const store_err *e)
+#define REPORT_EVERY_MS 10000
+
+/* A failed store operation: counted every time (METRIC_STORE_FAILURES, by
+ * operation and status), logged the first time and then at most once per
+ * REPORT_EVERY_MS for the same operation and status, with how many failures
+ * were not logged since the previous line. A full disk fails every retry of
+ * every pending result; it logs a line per interval, not one per retry. */
+static void report(worker *w, const char *what, const store_err *e)
 {
-    log_error("store operation failed", LOG_S("operation", what), LOG_S("error", e->msg),
-              LOG_S("status", store_status_name(e->code)));
+    const char *status = store_status_name(e->code);
+    metrics_inc(METRIC_STORE_FAILURES, "operation", what, "status", status);
+    int64_t now = time_mono_ms();
+    long long unlogged = -1; /* -1: not logged now */
+    pthread_mutex_lock(&w->store_log_mu);
+    ws_fail_log *slot = NULL, *oldest = &w->store_log[0];
+    for (size_t i = 0; i < WS_FAIL_LOG_SLOTS && slot == NULL; i++) {
+        ws_fail_log *s = &w->store_log[i];
+        if (s->op != NULL && s->code == e->code && strcmp(s->op, what) == 0)
+            slot = s;
+        else if (s->op == NULL || (oldest->op != NULL && s->logged_ms < oldest->logged_ms))
+            oldest = s;
+    }
+    if (slot == NULL) {
+        slot = oldest;
+        *slot = (ws_fail_log){what, e->code, now, 0};
+        unlogged = 0;
+    } else if (now - slot->logged_ms >= REPORT_EVERY_MS) {
+        unlogged = slot->unlogged;
+        slot->unlogged = 0;
+        slot->logged_ms = now;
+    } else {
+        slot->unlogged++;
+    }
+    pthread_mutex_unlock(&w->store_log_mu);
+    if (unlogged >= 0)
+        log_error("store operation failed", LOG_S("operation", what), LOG_S("error", e->msg),
+                  LOG_S("status", status), LOG_I("not_logged_since_last", unlogged));
 }
 
 char *ws_stored_worker_id(store *st)
@@ -39,7 +73,7 @@ void ws_registered(worker *w, const char *rev, const json_t *catalog)
     char *cat = canonjson_dumps_ordered(catalog);
     if (store_worker_save(w->store, w->worker_id, cloud_origin(w->cloud), rev, cat, NULL,
                           time_now(), &e) < 0)
-        report("worker_save", &e);
+        report(w, "worker_save", &e);
     free(cat);
 }
 
@@ -67,7 +101,7 @@ void ws_claimed(worker *w, actx **xs, size_t n)
     }
     store_err e;
     if (store_assignments_claimed(w->store, c, n, time_now(), &e) < 0)
-        report("assignments_claimed", &e);
+        report(w, "assignments_claimed", &e);
     for (size_t i = 0; i < n; i++)
         free(raw[i]);
     free(raw);
@@ -99,7 +133,7 @@ void ws_planned(worker *w, actx *x, const json_t *defs, const json_t *selected,
     store_err e;
     if (store_assignment_planned(w->store, x->a.assignment_id, x->a.lease_generation, dj, rj, pj,
                                  skipped_status, runs, n, time_now(), &e) < 0)
-        report("assignment_planned", &e);
+        report(w, "assignment_planned", &e);
     for (size_t i = 0; i < n; i++)
         free(desc[i]);
     free(desc);
@@ -118,7 +152,7 @@ void ws_runs_started(worker *w, actx *x)
         ids[i] = x->runs[i].run_id;
     store_err e;
     if (store_runs_started(w->store, ids, x->nruns, time_now(), NULL, &e) < 0)
-        report("runs_started", &e);
+        report(w, "runs_started", &e);
     free(ids);
 }
 
@@ -170,7 +204,7 @@ static int commit_group(worker *w, ws_commit *head, ws_commit *stop, uint64_t *t
         /* Not stored: must not be submitted (SPEC §3). A conflict (the run
          * already has a result, e.g. one of an older lease still in the
          * outbox) is final; anything else may pass. */
-        report("runs_finished", &e);
+        report(w, "runs_finished", &e);
         worker_note_error(w, "store_error", e.msg);
         return e.code == STORE_CONFLICT ? WS_REFUSED : -1;
     }
@@ -252,7 +286,7 @@ int ws_runs_finished(worker *w, actx *x, const ws_result *r, size_t n)
          * commit made before it started (store group commit). */
         store_err e;
         if (store_durable_wait(w->store, me.ticket, &e) != STORE_OK) {
-            report("runs_finished", &e);
+            report(w, "runs_finished", &e);
             worker_note_error(w, "store_error", e.msg);
             me.rc = -1;
         }
@@ -271,7 +305,7 @@ void ws_finish(worker *w, actx *x, const char *status, const char *code, const c
     store_err e;
     if (store_assignment_finish(w->store, x->a.assignment_id, x->a.lease_generation, status, code,
                                 msg, time_now(), &e) < 0)
-        report("assignment_finish", &e);
+        report(w, "assignment_finish", &e);
 }
 
 void ws_lease(worker *w, actx *x)
@@ -280,7 +314,7 @@ void ws_lease(worker *w, actx *x)
     store_err e;
     if (store_assignment_lease(w->store, x->a.assignment_id, x->a.lease_generation,
                                x->a.lease_expires_epoch, &e) < 0)
-        report("assignment_lease", &e);
+        report(w, "assignment_lease", &e);
 }
 
 void ws_heartbeat(worker *w, actx *x, double at, const char *outcome, const char *code)
@@ -290,7 +324,7 @@ void ws_heartbeat(worker *w, actx *x, double at, const char *outcome, const char
     double lease = strcmp(outcome, "ok") == 0 ? x->a.lease_expires_epoch : 0;
     if (store_assignment_heartbeat(w->store, x->a.assignment_id, x->a.lease_generation, at, outcome,
                                    code, lease, &e) < 0)
-        report("assignment_heartbeat", &e);
+        report(w, "assignment_heartbeat", &e);
 }
 
 void ws_recover(worker *w)
@@ -300,12 +334,12 @@ void ws_recover(worker *w)
     double now = time_now();
     size_t dropped = 0;
     if (store_drop_expired(w->store, now, RECOVERY_MARGIN_S, &dropped, &e) < 0)
-        report("drop_expired", &e);
+        report(w, "drop_expired", &e);
     /* Assignments still under a valid lease: resume. */
     store_assignment_state *as = NULL;
     size_t nas = 0, resumed = 0;
     if (store_recoverable_assignments(w->store, now, RECOVERY_MARGIN_S, &as, &nas, &e) < 0)
-        report("recoverable_assignments", &e);
+        report(w, "recoverable_assignments", &e);
     for (size_t i = 0; i < nas; i++) {
         store_assignment_state *s = &as[i];
         json_t *obj = s->claim_json ? json_loads(s->claim_json, 0, NULL) : NULL;

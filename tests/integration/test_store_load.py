@@ -17,6 +17,7 @@ loopback: the emulator and `failproofai-sidecar run`.
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -310,7 +311,37 @@ class DiskFull(LoadBase):
         st, _ = self.audit_exactly_once()
         self.assertEqual(st["lease_expirations"], 0, "a lease ran out while the disk was full")
         self.assertEqual(st["lease_losses"], 0, st)
+        self.assert_store_failures_counted()
         self.stop_sidecar()
+
+    def assert_store_failures_counted(self):
+        """Every failed store operation is counted in /metrics; the log has a
+        line for the first of each operation and status and then one per
+        interval, each saying how many it did not log since the previous one
+        (those after the last line are in no line): lines plus unlogged never
+        exceed the count, and results retried against the full disk made the
+        count larger than the lines."""
+        lines = {}
+        with open(self.log, errors="replace") as f:
+            for raw in f:
+                if '"store operation failed"' not in raw:
+                    continue
+                e = json.loads(raw)
+                k = (e["operation"], e["status"])
+                n, unlogged = lines.get(k, (0, 0))
+                lines[k] = (n + 1, unlogged + e["not_logged_since_last"])
+        _, body = self.admin("/metrics")
+        counted = {}
+        for m in re.finditer(r'^failproofai_sidecar_store_operation_failures_total'
+                             r'\{operation="([^"]+)",status="([^"]+)"\} (\d+)', body.decode(), re.M):
+            counted[(m.group(1), m.group(2))] = int(m.group(3))
+        self.assertIn(("runs_finished", "full"), counted, body.decode()[-2000:])
+        for k, c in counted.items():
+            n, unlogged = lines.get(k, (0, 0))
+            self.assertGreaterEqual(n, 1, k)
+            self.assertLessEqual(n + unlogged, c, (k, n, unlogged))
+        n, _ = lines[("runs_finished", "full")]
+        self.assertGreater(counted[("runs_finished", "full")], n, "every retry was logged")
 
 
 if __name__ == "__main__":
