@@ -24,6 +24,7 @@
 #include "common/err.h"
 #include "common/rcbuf.h"
 #include "common/secret.h"
+#include "common/strbuf.h"
 #include "sandbox/jail/sbx.h"
 #include "store/store.h"
 
@@ -64,8 +65,9 @@ typedef struct {
  * routes that need one answer 503 (readyz answers not ready). */
 typedef struct {
     void *ctx; /* borrowed; passed back to every call */
-    /* 1 if ready; else 0 with one line per reason in `reason`. */
-    int (*ready)(void *ctx, char *reason, size_t cap);
+    /* 1 if ready; else 0 with every reason appended to `reason` (borrowed),
+     * "; " between them. */
+    int (*ready)(void *ctx, strbuf *reason);
     /* A new reference: the GET /v1/status snapshot. */
     json_t *(*status_json)(void *ctx);
     /* Begins draining (idempotent): no new claims until resume. */

@@ -119,15 +119,16 @@ void route_healthz(api_req *rq, api_resp *rs)
     strbuf_puts(&rs->body, "{\"status\":\"ok\"}");
 }
 
-/* The worker's readiness; not ready, with that reason, when there is none. */
-static int worker_is_ready(const api_server *srv, char *reason, size_t cap)
+/* The worker's readiness, every reason appended to `reason`; not ready, with
+ * that reason, when there is no worker. */
+static int worker_is_ready(const api_server *srv, strbuf *reason)
 {
     const api_worker_ops *w = &srv->deps.worker;
     if (w->ctx == NULL) {
-        snprintf(reason, cap, "the worker is not running");
+        strbuf_puts(reason, "the worker is not running");
         return 0;
     }
-    return w->ready(w->ctx, reason, cap);
+    return w->ready(w->ctx, reason);
 }
 
 /* A new reference to the worker's status snapshot, or NULL without a worker. */
@@ -147,18 +148,21 @@ static int local_count(const api_server *srv, int *defs)
 
 void route_readyz(api_req *rq, api_resp *rs)
 {
-    char reason[1024];
-    int ready = worker_is_ready(rq->srv, reason, sizeof reason);
+    strbuf reason;
+    strbuf_init(&reason);
+    int ready = worker_is_ready(rq->srv, &reason);
     json_t *v = json_pack("{s:b}", "ready", ready);
     if (!ready) {
-        json_object_set_new(v, "reason", json_string(reason));
+        json_object_set_new(v, "reason", json_stringn(reason.data, reason.len));
         /* every current reason, as the worker's status lists them */
         json_t *st = worker_status(rq->srv);
         json_t *list = st ? json_object_get(st, "not_ready_reasons") : NULL;
         json_object_set_new(v, "reasons",
-                            json_is_array(list) ? json_incref(list) : json_pack("[s]", reason));
+                            json_is_array(list) ? json_incref(list)
+                                                : json_pack("[s#]", reason.data, reason.len));
         json_decref(st);
     }
+    strbuf_free(&reason);
     api_json(rs, ready ? 200 : 503, v);
 }
 
@@ -188,8 +192,10 @@ static void refresh_gauges(api_server *srv)
     int defs = 0, evs = local_count(srv, &defs);
     metrics_gauge_set(METRIC_LOCAL_EVALUATORS, evs);
     metrics_gauge_set(METRIC_LOCAL_DEFINITIONS, defs);
-    char reason[256];
-    metrics_gauge_set(METRIC_READY, worker_is_ready(srv, reason, sizeof reason));
+    strbuf reason;
+    strbuf_init(&reason);
+    metrics_gauge_set(METRIC_READY, worker_is_ready(srv, &reason));
+    strbuf_free(&reason);
     const char *state = st ? json_string_value(json_object_get(st, "state")) : NULL;
     metrics_gauge_set(METRIC_DRAINING, state != NULL && !strcmp(state, "draining"));
     metrics_gauge_set(METRIC_UPTIME, time_now() - srv->started_at);
@@ -309,10 +315,13 @@ void route_status(api_req *rq, api_resp *rs)
     api_server *srv = rq->srv;
     json_t *st = worker_status(srv);
     if (st == NULL) st = json_object();
-    char reason[1024];
-    int ready = worker_is_ready(srv, reason, sizeof reason);
+    strbuf reason;
+    strbuf_init(&reason);
+    int ready = worker_is_ready(srv, &reason);
     json_object_set_new(st, "ready", json_boolean(ready));
-    json_object_set_new(st, "ready_reason", ready ? json_null() : json_string(reason));
+    json_object_set_new(st, "ready_reason",
+                        ready ? json_null() : json_stringn(reason.data, reason.len));
+    strbuf_free(&reason);
     json_object_set_new(st, "store", store_status_json(srv));
     const char *state = json_string_value(json_object_get(st, "state"));
     json_object_set_new(st, "draining", json_boolean(state && !strcmp(state, "draining")));

@@ -54,9 +54,9 @@ static void *drain_waiter(void *arg)
  * The api layer sits below the daemon and reaches these two through
  * function tables; the adapters below are the only place that joins them. */
 
-static int api_w_ready(void *ctx, char *reason, size_t cap)
+static int api_w_ready(void *ctx, strbuf *reason)
 {
-    return worker_ready(ctx, reason, cap);
+    return worker_ready(ctx, reason);
 }
 static json_t *api_w_status(void *ctx)
 {

@@ -663,16 +663,13 @@ static int not_ready(worker *w, char r[][REASON_LEN])
     return n;
 }
 
-int worker_ready(worker *w, char *reason, size_t cap)
+int worker_ready(worker *w, strbuf *reason)
 {
     char r[MAX_REASONS][REASON_LEN];
     int n = not_ready(w, r);
-    size_t off = 0;
-    if (cap) reason[0] = '\0';
-    for (int i = 0; i < n && off < cap; i++) {
-        int k = snprintf(reason + off, cap - off, "%s%s", i ? "; " : "", r[i]);
-        if (k < 0) break;
-        off += (size_t)k;
+    for (int i = 0; i < n; i++) {
+        if (i) strbuf_puts(reason, "; ");
+        strbuf_puts(reason, r[i]);
     }
     return n == 0;
 }

@@ -6,6 +6,7 @@
 #ifndef FPS_WORKER_H
 #define FPS_WORKER_H
 #include "common/rcbuf.h"
+#include "common/strbuf.h"
 #include "sidecar/config.h"
 
 #include <jansson.h>
@@ -64,8 +65,9 @@ void worker_free(worker *w);
 json_t *worker_status_json(worker *w);
 
 /* 1 if ready (registered, server contacted within the lease duration, not
- * draining, the store takes writes); else 0 with the reason (one line) in `reason`. */
-int worker_ready(worker *w, char *reason, size_t cap);
+ * draining, the store takes writes); else 0 with every current reason
+ * appended to `reason` (borrowed), "; " between them, none cut short. */
+int worker_ready(worker *w, strbuf *reason);
 
 /* The local catalog changed (a local evaluator registered, changed, expired
  * or was deleted): the worker re-registers before its next claim. Cheap and
