@@ -874,6 +874,11 @@ int store_open(const store_options *opt, store **out, store_err *err)
             goto fail;
         }
     }
+    if (!st->memory) {
+        /* the writer is the only connection yet (store_vacuum.c) */
+        code = st_vacuum_at_open(st, err);
+        if (code) goto fail;
+    }
     code = st_write_probe(st, err);
     if (code) goto fail;
 
@@ -900,7 +905,6 @@ int store_open(const store_options *opt, store **out, store_err *err)
         sqlite3_exec(st->probe.db, "PRAGMA cache_size=16", NULL, NULL, NULL);
         code = st_ckpt_start(st, err);
         if (code) goto fail;
-        st_vacuum_at_open(st);
     }
     if (!st->opt.sync_updates) {
         if (pthread_create(&st->flusher, NULL, flusher_main, st) != 0) {

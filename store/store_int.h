@@ -72,7 +72,8 @@ struct store {
     int write_blocked;          /* 0, STORE_FULL or STORE_READONLY */
     int64_t blocked_logged_ms;  /* last "checkpoint blocked" warning */
     int64_t ckpt_err_logged_ms; /* last "checkpoint failed" warning */
-    int vacuum_pending;         /* auto_vacuum is off: a full VACUUM waits for free space */
+    int vacuum_pending;         /* auto_vacuum is off: the full VACUUM waits (atomic) */
+    int vacuum_why;             /* why it waits (store_vacuum.c), for its log */
     int64_t vacuum_logged_ms;
 
     /* Deferred updates (see store_deferred.c) and their flusher thread. */
@@ -166,8 +167,10 @@ int64_t st_free_bytes(const store *st);
  * takes writes. */
 int st_write_probe(store *st, store_err *err);
 /* Incremental vacuum and the one-time full VACUUM that turns it on
- * (store_vacuum.c). */
-void st_vacuum_at_open(store *st);
+ * (store_vacuum.c). st_vacuum_at_open runs before the read pool and the
+ * checkpoint connection exist; it fails only if the database could not
+ * return to WAL mode. */
+int st_vacuum_at_open(store *st, store_err *err);
 void st_vacuum_after_prune(store *st);
 
 /* Latency histogram buckets (store_metrics.c writes them, store_query.c reads). */

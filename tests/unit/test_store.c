@@ -1169,15 +1169,18 @@ static void test_read_only(void **state)
 /* A full disk, simulated the way SQLite's own tests do: a VFS shim over "unix"
  * whose writes fail with SQLITE_FULL (what the unix VFS reports on ENOSPC)
  * while g_disk_full is 1, SQLITE_READONLY (a file system remounted read-only,
- * which root cannot test for real) while it is 2. Installed as the default VFS
- * in a child only. */
+ * which root cannot test for real) while it is 2. It also keeps the largest
+ * size any WAL file reached (g_wal_peak). Installed as the default VFS in a
+ * child only. */
 static int g_disk_full;
+static int64_t g_wal_peak; /* the furthest byte written to a WAL file (atomic) */
 static sqlite3_vfs *g_real_vfs;
 static sqlite3_vfs g_full_vfs;
 
 typedef struct {
     sqlite3_file base;
     sqlite3_file *real;
+    int is_wal;
 } shim_file;
 
 #define REAL(f) (((shim_file *)(f))->real)
@@ -1193,6 +1196,11 @@ static int sh_read(sqlite3_file *f, void *b, int n, sqlite3_int64 o)
 static int sh_write(sqlite3_file *f, const void *b, int n, sqlite3_int64 o)
 {
     if (g_disk_full) return g_disk_full == 2 ? SQLITE_READONLY : SQLITE_FULL;
+    int64_t end = o + n, peak = __atomic_load_n(&g_wal_peak, __ATOMIC_RELAXED);
+    while (((shim_file *)f)->is_wal && end > peak &&
+           !__atomic_compare_exchange_n(&g_wal_peak, &peak, end, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+    }
     return REAL(f)->pMethods->xWrite(REAL(f), b, n, o);
 }
 static int sh_truncate(sqlite3_file *f, sqlite3_int64 sz)
@@ -1265,6 +1273,7 @@ static int sh_open(sqlite3_vfs *v, const char *name, sqlite3_file *f, int flags,
     (void)v;
     shim_file *sf = (shim_file *)f;
     sf->real = (sqlite3_file *)(sf + 1);
+    sf->is_wal = (flags & SQLITE_OPEN_WAL) != 0;
     int rc = g_real_vfs->xOpen(g_real_vfs, name, sf->real, flags, out);
     sf->base.pMethods = rc == SQLITE_OK ? &g_shim_io : NULL;
     return rc;
@@ -1890,12 +1899,62 @@ static int fill_leaving(const char *dir, const char *filler, int64_t leave)
     return rc;
 }
 
-/* A database created without incremental vacuum, opened with less free space
- * than the full VACUUM that converts it needs: a small tmpfs in a private
- * mount namespace, most of it taken by a filler file. The conversion is
- * deferred and logged with the figures, and the store works meanwhile; once
- * the filler is gone the next maintenance pass converts it, keeping every
- * row. */
+static FILE *g_logf; /* the child's captured log */
+
+static int logged(const char *msg)
+{
+    json_t *l = log_line(g_logf, msg);
+    json_decref(l);
+    return l != NULL;
+}
+
+static int wal_deferral_logged(store *st)
+{
+    (void)st;
+    return logged("would pass its bound");
+}
+
+/* An old database at path: the store's schema with 24 results of 64 KiB,
+ * then auto_vacuum turned off as before incremental vacuum. Its size, or -1. */
+static int64_t make_old_db(const char *path)
+{
+    store_options o = {.path = path, .sync_updates = g_sync_updates};
+    store *st = NULL;
+    if (store_open(&o, &st, NULL) != STORE_OK) return -1;
+    write_results(st, "old", 24, (size_t)64 * 1024);
+    store_close(st);
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open(path, &db);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "PRAGMA auto_vacuum=NONE; VACUUM", NULL, NULL, NULL);
+    sqlite3_close(db);
+    if (rc != SQLITE_OK || pragma_at(path, "PRAGMA auto_vacuum") != 0) return -1;
+    return file_bytes(path);
+}
+
+/* Opens path with the given WAL high-water mark (the bound is twice it) and
+ * a maintenance pass every second; NULL on failure. */
+static store *open_vacuum(const char *path, int64_t high_water)
+{
+    store_options o = {.path = path,
+                       .sync_updates = g_sync_updates,
+                       .wal_high_water_bytes = high_water,
+                       .maintenance_interval_s = 1};
+    store *st = NULL;
+    store_err e = {0};
+    if (store_open(&o, &st, &e) != STORE_OK) fprintf(stderr, "open %s: %s\n", path, e.msg);
+    return st;
+}
+
+/* Databases created without incremental vacuum, on a small tmpfs in a
+ * private mount namespace whose free space a filler file takes, through the
+ * VFS shim that keeps the WAL's largest size:
+ * 1. Too little free space at open: the conversion is deferred and logged
+ *    with the figures (never attempted), and the store works meanwhile. Once
+ *    the filler is gone the next maintenance pass converts it through the
+ *    WAL (the rewrite fits under the WAL's bound), keeping every row.
+ * 2. The same with a WAL bound smaller than the rewrite: once space returns
+ *    the pass defers again, for the WAL's bound; the next start converts it
+ *    through a rollback journal. The WAL never passes its bound. */
 static void child_vacuum_deferred(const char *dir)
 {
     if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
@@ -1903,40 +1962,25 @@ static void child_vacuum_deferred(const char *dir)
         fprintf(stderr, "private tmpfs at %s: %s\n", dir, strerror(errno));
         _exit(2);
     }
-    char path[600], filler[600];
+    install_full_vfs();
+    char path[600], path2[600], filler[600];
     snprintf(path, sizeof path, "%s/old.db", dir);
+    snprintf(path2, sizeof path2, "%s/old2.db", dir);
     snprintf(filler, sizeof filler, "%s/filler", dir);
-    /* a small WAL bound, so the VACUUM's own need is mostly the database's */
-    store_options o = {.path = path,
-                       .sync_updates = g_sync_updates,
-                       .wal_high_water_bytes = 128 << 10,
-                       .maintenance_interval_s = 1};
-    store *st = NULL;
-    store_err e = {0};
-    if (store_open(&o, &st, &e) != STORE_OK) _exit(3);
-    write_results(st, "old", 24, (size_t)64 * 1024);
-    store_close(st);
-    st = NULL;
-    sqlite3 *db = NULL;
-    if (sqlite3_open(path, &db) != SQLITE_OK ||
-        sqlite3_exec(db, "PRAGMA auto_vacuum=NONE; VACUUM", NULL, NULL, NULL) != SQLITE_OK)
-        _exit(4);
-    sqlite3_close(db);
-    int64_t db_bytes = file_bytes(path);
-    if (pragma_at(path, "PRAGMA auto_vacuum") != 0 || db_bytes < (1 << 20)) _exit(5);
-    /* room for the store's own writes, not for a second copy of the database */
-    if (fill_leaving(dir, filler, db_bytes / 2 + (512 << 10)) != 0) _exit(6);
+    int64_t db_bytes = make_old_db(path);
+    if (db_bytes < (1 << 20) || make_old_db(path2) != db_bytes) _exit(3);
+    g_logf = tmpfile();
+    if (!g_logf) _exit(4);
+    log_set_stream(g_logf);
 
-    FILE *logf = tmpfile();
-    if (!logf) _exit(7);
-    log_set_stream(logf);
-    if (store_open(&o, &st, &e) != STORE_OK) {
-        fprintf(stderr, "open with little space: %s\n", e.msg);
-        _exit(8);
-    }
+    /* 1: room for the store's own writes, not for a second copy */
+    const int64_t hw1 = 2 << 20;
+    if (fill_leaving(dir, filler, db_bytes / 2 + (512 << 10)) != 0) _exit(5);
+    __atomic_store_n(&g_wal_peak, 0, __ATOMIC_RELAXED);
+    store *st = open_vacuum(path, hw1);
     store_stats ss;
-    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || !ss.vacuum_pending) _exit(9);
-    json_t *l = log_line(logf, "full VACUUM");
+    if (!st || store_stats_get(st, 3000, &ss, NULL) != STORE_OK || !ss.vacuum_pending) _exit(6);
+    json_t *l = log_line(g_logf, "full VACUUM");
     const char *m = json_string_value(json_object_get(l, "msg"));
     json_int_t need = json_integer_value(json_object_get(l, "needs_free_bytes"));
     json_int_t avail = json_integer_value(json_object_get(l, "free_bytes"));
@@ -1945,34 +1989,64 @@ static void child_vacuum_deferred(const char *dir)
         json_integer_value(json_object_get(l, "db_bytes")) < db_bytes / 2 || need <= avail ||
         avail <= 0) {
         fprintf(stderr, "deferral not logged as expected: %s\n", m ? m : "no line");
-        _exit(10);
+        _exit(7);
     }
     json_decref(l);
-    if (pragma_at(path, "PRAGMA auto_vacuum") != 0) _exit(11);
-    /* the store works meanwhile, and the maintenance passes keep deferring */
-    write_results(st, "new", 4, 1000);
-    if (store_outbox_depth(st, &(int64_t){0}, NULL) != STORE_OK) _exit(12);
+    if (pragma_at(path, "PRAGMA auto_vacuum") != 0) _exit(8);
+    write_results(st, "new", 4, 1000); /* the store works meanwhile */
     if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || !ss.vacuum_pending ||
         ss.outbox_depth != 28 || ss.write_blocked)
-        _exit(13);
-    l = log_line(logf, "full VACUUM failed");
-    if (l) _exit(14); /* deferred, never attempted */
-    /* space returns: the next pass converts the database */
-    if (unlink(filler) != 0) _exit(15);
-    if (!eventually(vacuum_done, st)) _exit(16);
-    l = log_line(logf, "converted to incremental vacuum");
-    if (!l) _exit(17);
+        _exit(9);
+    if (logged("full VACUUM failed")) _exit(10); /* deferred, never attempted */
+    if (unlink(filler) != 0 || !eventually(vacuum_done, st)) _exit(11);
+    l = log_line(g_logf, "converted to incremental vacuum");
+    if (!l || strcmp(json_string_value(json_object_get(l, "through")), "write-ahead log") != 0)
+        _exit(12);
     json_decref(l);
-    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || ss.outbox_depth != 28) _exit(18);
+    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || ss.outbox_depth != 28) _exit(13);
     store_close(st);
+    if (pragma_at(path, "PRAGMA auto_vacuum") != 2 ||
+        pragma_at(path, "SELECT count(*) FROM runs") != 28)
+        _exit(14);
+    if (__atomic_load_n(&g_wal_peak, __ATOMIC_RELAXED) > 2 * hw1) _exit(15);
+
+    /* 2: a WAL bound (256 KiB) smaller than the rewrite (the database's size) */
+    const int64_t hw2 = 128 << 10;
+    if (fill_leaving(dir, filler, db_bytes / 2 + (512 << 10)) != 0) _exit(20);
+    fclose(g_logf); /* a log of its own */
+    g_logf = tmpfile();
+    if (!g_logf) _exit(21);
+    log_set_stream(g_logf);
+    __atomic_store_n(&g_wal_peak, 0, __ATOMIC_RELAXED);
+    st = open_vacuum(path2, hw2);
+    if (!st || !logged("not enough free space")) _exit(22);
+    if (unlink(filler) != 0 || !eventually(wal_deferral_logged, st)) _exit(23);
+    if (store_stats_get(st, 3000, &ss, NULL) != STORE_OK || !ss.vacuum_pending) _exit(24);
+    if (pragma_at(path2, "PRAGMA auto_vacuum") != 0) _exit(25);
+    store_close(st);
+    st = open_vacuum(path2, hw2); /* the next start */
+    if (!st || store_stats_get(st, 3000, &ss, NULL) != STORE_OK || ss.vacuum_pending) _exit(26);
+    l = log_line(g_logf, "converted to incremental vacuum");
+    if (!l || strcmp(json_string_value(json_object_get(l, "through")), "rollback journal") != 0)
+        _exit(27);
+    json_decref(l);
+    write_results(st, "after", 2, 1000);
+    store_close(st);
+    if (pragma_at(path2, "PRAGMA auto_vacuum") != 2 ||
+        pragma_at(path2, "SELECT count(*) FROM runs") != 26)
+        _exit(28);
+    int64_t peak = __atomic_load_n(&g_wal_peak, __ATOMIC_RELAXED);
+    if (peak > 2 * hw2) {
+        fprintf(stderr, "the WAL reached %lld bytes (bound %lld)\n", (long long)peak,
+                (long long)2 * hw2);
+        _exit(29);
+    }
     log_set_stream(NULL);
-    fclose(logf);
-    if (pragma_at(path, "PRAGMA auto_vacuum") != 2) _exit(19);
-    if (pragma_at(path, "SELECT count(*) FROM runs") != 28) _exit(20);
+    fclose(g_logf);
     _exit(0);
 }
 
-static void test_vacuum_deferred_for_space(void **state)
+static void test_vacuum_deferred(void **state)
 {
     (void)state;
     char dir[512];
@@ -2009,7 +2083,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_blocked_by_reader),
         cmocka_unit_test(test_writes_blocked_and_recovered),
         cmocka_unit_test(test_vacuum_migration),
-        cmocka_unit_test(test_vacuum_deferred_for_space),
+        cmocka_unit_test(test_vacuum_deferred),
     };
     g_sync_updates = 1;
     int failed = cmocka_run_group_tests_name("store, sync updates", tests, setup_dir, teardown_dir);
