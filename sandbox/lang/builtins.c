@@ -383,11 +383,16 @@ static val *b_round(vctx *c, val *x, val *nd)
         if (!v_as_i64(nd, &n)) n = vi_sign(nd) > 0 ? 1 : INT64_MIN;
         val *xi = x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
         if (n >= 0) return xi;
+        /* CPython computes 10**-n first, whatever x is, by repeated
+         * squaring: past the int cap (about 6.7e7 digits by default) it
+         * runs out of time (after minutes of squaring) long before the
+         * number reaches the address-space cap. */
+        if ((double)n * -3.3219280948873623 > (double)c->lim.max_int_bits)
+            return v_limit(c, "timeout");
         /* round half to even at 10^-n */
         mpz_t z, p, q, r;
         mpz_inits(z, p, q, r, NULL);
         vi_get_mpz(xi, z);
-        if (n < -100000) n = -100000;
         mpz_ui_pow_ui(p, 10, (unsigned long)(-n));
         mpz_fdiv_qr(q, r, z, p);
         mpz_mul_2exp(r, r, 1);

@@ -286,6 +286,14 @@ def build_cases():
     # argument edges: 0, negative, huge, past sys.maxsize
     for src in EDGES:
         add(src)
+    # round(int, ndigits < 0) computes 10**-ndigits whatever the int is
+    add("round(15, -2**63)", timeout=SHORT_TIMEOUT)
+    add("round(0, -10**12)", timeout=SHORT_TIMEOUT)
+    add("round(15, -10**5)")
+    add("(round(25, -1), round(-25, -1), round(35, -1), round(True, -1), round(15, -2))")
+    add("round((10**64) ** 64 * 7 + 5 * (10**64) ** 63 * 10**63, -4096) // (10**64) ** 64")
+    add("round((10**64) ** 64 * 7 + 5 * (10**64) ** 63 * 10**63 + 1, -4096) // (10**64) ** 64")
+    add("round(((10**64) ** 64) ** 64 * 3 + ((10**64) ** 64) ** 32, -150000) == ((10**64) ** 64) ** 64 * 3")
     # word counts and aggregations over the 25 MiB transcript
     T = "text"
     add("len(session.events)", T)
