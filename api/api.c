@@ -129,7 +129,7 @@ const char *api_query(const api_req *rq, const char *name)
 json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve, const char **at,
                               size_t *len)
 {
-    char err[160];
+    fps_err err;
     char *rest = NULL; /* owned: the body with the carved value read as null */
     const char *text = rq->body;
     size_t n = rq->body_len;
@@ -142,15 +142,15 @@ json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve
     }
     const char *cat = NULL;
     size_t clen = 0;
-    int scanned = api_json_scan(rq->body, rq->body_len, carve, &cat, &clen, err, sizeof err);
-    if (scanned == -2) {
-        api_error(rs, 413, "body_too_complex",
-                  "%s (at most %d levels and %d values outside a transcript)", err,
+    int scanned = api_json_scan(rq->body, rq->body_len, carve, &cat, &clen, &err);
+    if (scanned == API_JSON_ETOO_COMPLEX) {
+        api_error(rs, err.http_status, err.name,
+                  "%s (at most %d levels and %d values outside a transcript)", err.msg,
                   API_JSON_MAX_DEPTH, API_JSON_MAX_VALUES);
         return NULL;
     }
     if (scanned != 0) {
-        api_error(rs, 400, "invalid_json", "%s", err);
+        api_error(rs, err.http_status, err.name, "%s", err.msg);
         return NULL;
     }
     if (cat != NULL) {
@@ -859,12 +859,12 @@ static unsigned conn_timeout_s(void)
     return 15;
 }
 
-api_server *api_start(const api_deps *deps, char *err, size_t errcap)
+api_server *api_start(const api_deps *deps, fps_err *err)
 {
     api_server *srv = calloc(1, sizeof *srv);
     struct addrinfo *ai = NULL;
     if (srv == NULL) {
-        snprintf(err, errcap, "admin API: out of memory");
+        fps_err_set(err, API_ESTART, 0, "cannot_start", "admin API: out of memory");
         return NULL;
     }
     srv->deps = *deps;
@@ -873,7 +873,7 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
         srv->cache = api_cache_new();
         if (srv->cache == NULL) {
             free(srv);
-            snprintf(err, errcap, "admin API: out of memory");
+            fps_err_set(err, API_ESTART, 0, "cannot_start", "admin API: out of memory");
             return NULL;
         }
     }
@@ -890,7 +890,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     const char *listen = cfg->listen ? cfg->listen : "127.0.0.1:8787";
     const char *colon = strrchr(listen, ':');
     if (colon == NULL || colon == listen || colon[1] == '\0') {
-        snprintf(err, errcap, "admin API: --listen '%s' is not HOST:PORT", listen);
+        fps_err_set(err, API_ESTART, 0, "cannot_start", "admin API: --listen '%s' is not HOST:PORT",
+                    listen);
         goto fail;
     }
     size_t hl = (size_t)(colon - listen);
@@ -903,10 +904,10 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
     }
     srv->remote = !name_is_loopback(srv->listen_host);
     if (srv->remote && (!cfg->allow_remote_admin || srv->admin_token == NULL || cfg->open_admin)) {
-        snprintf(err, errcap,
-                 "admin API: --listen %s is not loopback; it needs --allow-remote-admin and "
-                 "an admin token",
-                 listen);
+        fps_err_set(err, API_ESTART, 0, "cannot_start",
+                    "admin API: --listen %s is not loopback; it needs --allow-remote-admin and "
+                    "an admin token",
+                    listen);
         goto fail;
     }
     /* A loopback --listen is an address, never a lookup: the name localhost
@@ -923,8 +924,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
                                  AI_PASSIVE | AI_NUMERICSERV | (srv->remote ? 0 : AI_NUMERICHOST)};
     int gai = getaddrinfo(bind_host, colon + 1, &hints, &ai);
     if (gai != 0 || ai == NULL) {
-        snprintf(err, errcap, "admin API: cannot resolve --listen %s: %s", listen,
-                 gai_strerror(gai));
+        fps_err_set(err, API_ESTART, 0, "cannot_start", "admin API: cannot resolve --listen %s: %s",
+                    listen, gai_strerror(gai));
         goto fail;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
@@ -938,8 +939,8 @@ api_server *api_start(const api_deps *deps, char *err, size_t errcap)
         MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)256, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
         srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
     if (srv->mhd == NULL) {
-        snprintf(err, errcap, "admin API: cannot listen on %s (address in use or not local?)",
-                 listen);
+        fps_err_set(err, API_ESTART, 0, "cannot_start",
+                    "admin API: cannot listen on %s (address in use or not local?)", listen);
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);

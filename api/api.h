@@ -106,10 +106,11 @@ typedef struct {
     api_local_ops local;   /* see above */
 } api_deps;
 
-/* Binds cfg.listen (port 0 picks an ephemeral port) and starts serving. Returns NULL with a
- * one-line message in err on failure (address in use, unreadable token file, ...). The deps (and
- * what they point to) must outlive the server. */
-api_server *api_start(const api_deps *deps, char *err, size_t errcap);
+/* Binds cfg.listen (port 0 picks an ephemeral port) and starts serving. Returns NULL with err
+ * filled on failure (API_ESTART, name "cannot_start": address in use, unreadable token file, ...).
+ * The deps (and what they point to) must outlive the server. */
+enum { API_ESTART = -1 };
+api_server *api_start(const api_deps *deps, fps_err *err);
 /* The bound port (useful with port 0). */
 int api_port(const api_server *srv);
 /* Stops accepting, waits for in-flight requests, frees. NULL is a no-op. */

@@ -20,21 +20,18 @@ typedef struct {
     size_t carve_keylen;              /* strlen(carve) */
     const char *carve_at, *carve_end; /* the carved value's bytes */
     int counting;                     /* 0 while inside the carved value */
-    char *err;
-    size_t errcap;
+    fps_err *err;
 } scan;
 
 static int scan_fail(scan *s, const char *msg)
 {
-    snprintf(s->err, s->errcap, "%s", msg);
-    return -1;
+    return fps_err_set(s->err, API_JSON_EINVALID, 400, "invalid_json", "%s", msg);
 }
 
-/* Over the depth or value budget: -2, so the caller answers 413. */
+/* Over the depth or value budget, so the caller answers 413. */
 static int scan_over(scan *s, const char *msg)
 {
-    snprintf(s->err, s->errcap, "%s", msg);
-    return -2;
+    return fps_err_set(s->err, API_JSON_ETOO_COMPLEX, 413, "body_too_complex", "%s", msg);
 }
 
 static void skip_ws(scan *s)
@@ -139,7 +136,7 @@ static int value(scan *s, int depth)
 }
 
 int api_json_scan(const char *buf, size_t len, const char *carve, const char **carve_at,
-                  size_t *carve_len, char *err, size_t errcap)
+                  size_t *carve_len, fps_err *err)
 {
     scan s = {.p = buf,
               .end = buf + len,
@@ -148,8 +145,7 @@ int api_json_scan(const char *buf, size_t len, const char *carve, const char **c
               .carve = carve,
               .carve_keylen = carve ? strlen(carve) : 0,
               .counting = 1,
-              .err = err,
-              .errcap = errcap};
+              .err = err};
     if (carve_at) *carve_at = NULL;
     if (carve_len) *carve_len = 0;
     int rc = value(&s, 0);

@@ -145,13 +145,15 @@ json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve
 /* body.c: one pass over JSON text, building nothing: at most
  * API_JSON_MAX_DEPTH levels of nesting and API_JSON_MAX_VALUES values
  * (counted outside the carved member), and the byte span of the top-level
- * member named `carve` (NULL: none). Returns 0, -1 (not JSON) or -2 (over
- * the depth or value budget) with a message. Only the structure is
+ * member named `carve` (NULL: none). Returns 0, API_JSON_EINVALID (not
+ * JSON: 400 invalid_json) or API_JSON_ETOO_COMPLEX (over the depth or value
+ * budget: 413 body_too_complex) with err filled. Only the structure is
  * checked; the real parser validates the rest. */
 #define API_JSON_MAX_DEPTH 64
 #define API_JSON_MAX_VALUES 20000
+enum { API_JSON_EINVALID = -1, API_JSON_ETOO_COMPLEX = -2 };
 int api_json_scan(const char *buf, size_t len, const char *carve, const char **carve_at,
-                  size_t *carve_len, char *err, size_t errcap);
+                  size_t *carve_len, fps_err *err);
 
 /* routes.c */
 void route_healthz(api_req *rq, api_resp *rs);

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int set_value(const cli_opt *o, const char *value, const char *source, void *cfg, char *err,
-                     size_t errcap)
+static int set_value(const cli_opt *o, const char *value, const char *source, void *cfg,
+                     fps_err *err)
 {
     char *field = (char *)cfg + o->offset;
     char *end = NULL;
@@ -24,7 +24,8 @@ static int set_value(const cli_opt *o, const char *value, const char *source, vo
                      !strcmp(value, ""))
                 v = 0;
             else {
-                snprintf(err, errcap, "%s: expected true or false, got '%s'", source, value);
+                fps_err_set(err, CLI_ERROR, 0, "usage", "%s: expected true or false, got '%s'",
+                            source, value);
                 return -1;
             }
         }
@@ -35,7 +36,7 @@ static int set_value(const cli_opt *o, const char *value, const char *source, vo
         cli_list *l = (cli_list *)field;
         const char **items = realloc(l->items, (l->len + 1) * sizeof *items);
         if (items == NULL) {
-            snprintf(err, errcap, "%s: out of memory", source);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: out of memory", source);
             return -1;
         }
         items[l->len++] = value;
@@ -46,11 +47,13 @@ static int set_value(const cli_opt *o, const char *value, const char *source, vo
         errno = 0;
         long v = strtol(value, &end, 10);
         if (errno || end == value || *end != '\0') {
-            snprintf(err, errcap, "%s: expected an integer, got '%s'", source, value);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: expected an integer, got '%s'", source,
+                        value);
             return -1;
         }
         if (o->min < o->max && (v < o->min || v > o->max)) {
-            snprintf(err, errcap, "%s: %ld is out of range %.0f..%.0f", source, v, o->min, o->max);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: %ld is out of range %.0f..%.0f", source, v,
+                        o->min, o->max);
             return -1;
         }
         *(long *)field = v;
@@ -60,11 +63,13 @@ static int set_value(const cli_opt *o, const char *value, const char *source, vo
         errno = 0;
         double v = strtod(value, &end);
         if (errno || end == value || *end != '\0' || !isfinite(v)) {
-            snprintf(err, errcap, "%s: expected a number, got '%s'", source, value);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: expected a number, got '%s'", source,
+                        value);
             return -1;
         }
         if (o->min < o->max && (v < o->min || v > o->max)) {
-            snprintf(err, errcap, "%s: %g is out of range %g..%g", source, v, o->min, o->max);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: %g is out of range %g..%g", source, v,
+                        o->min, o->max);
             return -1;
         }
         *(double *)field = v;
@@ -83,8 +88,7 @@ static const cli_opt *find(const cli_command *cmd, const char *name, size_t len)
     return NULL;
 }
 
-int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *out, char *err,
-              size_t errcap)
+int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *out, fps_err *err)
 {
     /* Environment first, so flags override it. */
     for (size_t i = 0; i < cmd->nopts; i++) {
@@ -100,11 +104,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *ou
             for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
                 /* The tokens must outlive this call: leak the copy deliberately
                  * (process-lifetime configuration, parsed once). */
-                if (set_value(o, t, o->env, cfg, err, errcap)) return CLI_ERROR;
+                if (set_value(o, t, o->env, cfg, err)) return CLI_ERROR;
             }
             continue;
         }
-        if (set_value(o, v, o->env, cfg, err, errcap)) return CLI_ERROR;
+        if (set_value(o, v, o->env, cfg, err)) return CLI_ERROR;
     }
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
@@ -113,16 +117,17 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *ou
             return CLI_HELP;
         }
         if (strncmp(arg, "--", 2) != 0) {
-            snprintf(err, errcap, "%s: unexpected argument '%s' (try '%s --help')", cmd->name, arg,
-                     cmd->name);
+            fps_err_set(err, CLI_ERROR, 0, "usage",
+                        "%s: unexpected argument '%s' (try '%s --help')", cmd->name, arg,
+                        cmd->name);
             return CLI_ERROR;
         }
         const char *eq = strchr(arg, '=');
         size_t namelen = eq ? (size_t)(eq - arg) : strlen(arg);
         const cli_opt *o = find(cmd, arg, namelen);
         if (o == NULL) {
-            snprintf(err, errcap, "%s: unknown flag '%.*s' (try '%s --help')", cmd->name,
-                     (int)namelen, arg, cmd->name);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: unknown flag '%.*s' (try '%s --help')",
+                        cmd->name, (int)namelen, arg, cmd->name);
             return CLI_ERROR;
         }
         const char *value = NULL;
@@ -133,11 +138,11 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *ou
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            snprintf(err, errcap, "%s: flag %s needs a value (%s)", cmd->name, o->name,
-                     o->metavar ? o->metavar : "VALUE");
+            fps_err_set(err, CLI_ERROR, 0, "usage", "%s: flag %s needs a value (%s)", cmd->name,
+                        o->name, o->metavar ? o->metavar : "VALUE");
             return CLI_ERROR;
         }
-        if (set_value(o, value, o->name, cfg, err, errcap)) return CLI_ERROR;
+        if (set_value(o, value, o->name, cfg, err)) return CLI_ERROR;
     }
     return CLI_OK;
 }

@@ -9,6 +9,8 @@
  * lifetime); lists are allocated and released with cli_list_free. */
 #ifndef FPS_CLI_H
 #define FPS_CLI_H
+#include "common/err.h"
+
 #include <stddef.h>
 #include <stdio.h>
 
@@ -46,9 +48,8 @@ enum { CLI_OK = 0, CLI_HELP = 1, CLI_ERROR = -1 };
 
 /* Parses argv[0..argc) (argv[0] is the first flag, not the program name).
  * Returns CLI_OK, CLI_HELP (after printing usage to `out`), or CLI_ERROR
- * with a one-line message in err naming the flag or variable at fault. */
-int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *out, char *err,
-              size_t errcap);
+ * with err (common/err.h: name "usage") naming the flag or variable at fault. */
+int cli_parse(const cli_command *cmd, int argc, char **argv, void *cfg, FILE *out, fps_err *err);
 void cli_usage(const cli_command *cmd, FILE *out);
 void cli_list_free(cli_list *l);
 

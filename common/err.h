@@ -15,20 +15,24 @@
  * Tests may check it; code never parses it.
  *
  * `http_status` is set where an error maps onto an HTTP answer (the admin
- * API and the local-evaluator registry); `name` is the stable snake_case code
+ * API and the local-evaluator registry) or came with one (a server's answer
+ * in cloud_error); `name` is the stable snake_case code
  * that JSON error envelopes and logs carry ("not_found", "invalid_transcript",
  * ...). A module with many failure sites keeps one small static setter (a
  * format, its code and name) on fps_err_vset instead of repeating the four
  * fields at every site.
  *
- * Where it is used: the language's source checks (lang.h), the session
- * image (simg.h), the jail's pool and images (sbx.h), the store (store_err is
- * this type: code a store_status, name its store_status_name), the admin
- * API's function tables (api/), the local-evaluator registry (local.h). Two
- * types keep their own shape and follow the same rules: cloud_error (the
- * kind of failure, the server's own wire code, the request id and
- * retryability a protocol error needs) and sbx_outcome (an evaluation's
- * result, not an error of the call). */
+ * Every fallible function of every module reports this way: the command
+ * line (cli.h), secrets (secret.h), the language's lexer, parser and source
+ * checks (lang/), the session image (simg.h), the jail's pool and images
+ * (sbx.h), the store (store_err is this type: code a store_status, name its
+ * store_status_name), the admin API (api.h, its body scanner and function
+ * tables), the daemon's configuration, catalog, plan matching, worker,
+ * outbox and local-evaluator registry (sidecar/), and the emulator. Where a
+ * failure needs more than these four fields the type embeds an fps_err:
+ * cloud_error (cloud.h: err.code the kind of failure, err.name the server's
+ * own wire code, plus the request id and retryability a protocol error
+ * needs). sbx_outcome is an evaluation's result, not an error of the call. */
 #ifndef FPS_ERR_H
 #define FPS_ERR_H
 #include <stdarg.h>
@@ -37,7 +41,7 @@
 typedef struct {
     int code;        /* the module's status value; 0 = no error */
     int http_status; /* the HTTP status this error answers with; 0 = none */
-    char name[48];   /* stable machine-readable code; "" = none */
+    char name[64];   /* stable machine-readable code; "" = none */
     char msg[512];   /* one human-readable line */
 } fps_err;
 

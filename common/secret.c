@@ -33,23 +33,26 @@ secret *secret_from_str(const char *value)
     return value ? make(value, strlen(value)) : NULL;
 }
 
-secret *secret_from_file(const char *path, char *err, size_t errcap)
+secret *secret_from_file(const char *path, fps_err *err)
 {
     char buf[4097];
     secret *s = NULL;
     FILE *f = fopen(path, "re");
     if (f == NULL) {
-        snprintf(err, errcap, "cannot read secret file %s: %s", path, strerror(errno));
+        fps_err_set(err, SECRET_EIO, 0, "cannot_read", "cannot read secret file %s: %s", path,
+                    strerror(errno));
         return NULL;
     }
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     if (n > 4096) {
-        snprintf(err, errcap, "secret file %s is larger than 4096 bytes", path);
+        fps_err_set(err, SECRET_EINVALID, 0, "invalid_secret",
+                    "secret file %s is larger than 4096 bytes", path);
         goto done;
     }
     s = make(buf, n);
-    if (s == NULL) snprintf(err, errcap, "secret file %s is empty", path);
+    if (s == NULL)
+        fps_err_set(err, SECRET_EINVALID, 0, "invalid_secret", "secret file %s is empty", path);
 done:
     explicit_bzero(buf, sizeof buf);
     return s;
@@ -106,13 +109,14 @@ int secret_random_hex(char *out, size_t nbytes)
     return 0;
 }
 
-secret *secret_load_or_create(const char *path, int *created, char *err, size_t errcap)
+secret *secret_load_or_create(const char *path, int *created, fps_err *err)
 {
     char value[66];
     *created = 0;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0 && errno != EEXIST) {
-        snprintf(err, errcap, "cannot create secret file %s: %s", path, strerror(errno));
+        fps_err_set(err, SECRET_EIO, 0, "cannot_write", "cannot create secret file %s: %s", path,
+                    strerror(errno));
         return NULL;
     }
     if (fd >= 0) {
@@ -124,10 +128,10 @@ secret *secret_load_or_create(const char *path, int *created, char *err, size_t 
         explicit_bzero(value, sizeof value);
         if (!ok) {
             unlink(path);
-            snprintf(err, errcap, "cannot write secret file %s", path);
+            fps_err_set(err, SECRET_EIO, 0, "cannot_write", "cannot write secret file %s", path);
             return NULL;
         }
         *created = 1;
     }
-    return secret_from_file(path, err, errcap);
+    return secret_from_file(path, err);
 }

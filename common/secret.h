@@ -7,15 +7,20 @@
  * secret, and secret_free wipes the memory. */
 #ifndef FPS_SECRET_H
 #define FPS_SECRET_H
+#include "common/err.h"
+
 #include <stddef.h>
 
 typedef struct secret secret;
 
 /* Copies `value` (trailing whitespace/newlines trimmed). NULL if empty. */
 secret *secret_from_str(const char *value);
+/* fps_err codes (names): SECRET_EIO "cannot_read" / "cannot_write",
+ * SECRET_EINVALID "invalid_secret" (empty, or larger than 4 KiB). */
+enum { SECRET_EIO = -1, SECRET_EINVALID = -2 };
 /* Reads a secret file (a mounted Kubernetes Secret, say). Returns NULL and
  * fills err (never containing file contents) if unreadable, empty or > 4 KiB. */
-secret *secret_from_file(const char *path, char *err, size_t errcap);
+secret *secret_from_file(const char *path, fps_err *err);
 /* Borrowed view of the bytes; valid until secret_free. */
 const char *secret_expose(const secret *s);
 size_t secret_len(const secret *s);
@@ -29,6 +34,6 @@ int secret_random_hex(char *out, size_t nbytes);
 /* Reads the secret at path; when the file does not exist, creates it first
  * (O_EXCL, mode 0600) holding 32 random bytes as hex, and sets *created.
  * NULL with err filled (never the value) on failure. */
-secret *secret_load_or_create(const char *path, int *created, char *err, size_t errcap);
+secret *secret_load_or_create(const char *path, int *created, fps_err *err);
 
 #endif

@@ -10,21 +10,21 @@
 
 static const char *const result_kinds[] = {"score", "metric", "assertion", NULL};
 
-int emu_validate_catalog_entry(json_t *d, const char *ctx, char *err, size_t n)
+int emu_validate_catalog_entry(json_t *d, const char *ctx, fps_err *err)
 {
     const char *key, *name, *version, *kind;
     char f[160];
-    if (emu_v_string(d, "eval_key", ctx, &key, err, n) != 0) return -1;
+    if (emu_v_string(d, "eval_key", ctx, &key, err) != 0) return -1;
     snprintf(f, sizeof f, "%s.eval_key", ctx);
-    if (emu_v_key(key, f, err, n) != 0) return -1;
-    if (emu_v_string(d, "display_name", ctx, &name, err, n) != 0) return -1;
+    if (emu_v_key(key, f, err) != 0) return -1;
+    if (emu_v_string(d, "display_name", ctx, &name, err) != 0) return -1;
     snprintf(f, sizeof f, "%s.display_name", ctx);
-    if (emu_v_bounded(name, f, 128, err, n) != 0) return -1;
-    if (emu_v_string(d, "eval_version", ctx, &version, err, n) != 0) return -1;
+    if (emu_v_bounded(name, f, 128, err) != 0) return -1;
+    if (emu_v_string(d, "eval_version", ctx, &version, err) != 0) return -1;
     snprintf(f, sizeof f, "%s.eval_version", ctx);
-    if (emu_v_bounded(version, f, 128, err, n) != 0) return -1;
-    if (emu_v_enum(d, "result_kind", ctx, result_kinds, &kind, err, n) != 0) return -1;
-    return emu_v_labels(d, "labels", ctx, err, n);
+    if (emu_v_bounded(version, f, 128, err) != 0) return -1;
+    if (emu_v_enum(d, "result_kind", ctx, result_kinds, &kind, err) != 0) return -1;
+    return emu_v_labels(d, "labels", ctx, err);
 }
 
 const char *emulator_sample_definitions(void)
@@ -65,12 +65,12 @@ const char *emulator_sample_definitions(void)
 }
 
 /* Validates one managed definition and appends its descriptor and source. */
-static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
+static int add_managed(emulator *e, json_t *d, size_t i, fps_err *err)
 {
     char ctx[48];
     snprintf(ctx, sizeof ctx, "definitions[%zu]", i);
     if (!json_is_object(d)) {
-        snprintf(err, n, "%s must be an object", ctx);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s must be an object", ctx);
         return -1;
     }
     json_t *copy = json_deep_copy(d);
@@ -92,22 +92,22 @@ static int add_managed(emulator *e, json_t *d, size_t i, char *err, size_t n)
     int has_timeout = 0;
     double timeout = 0;
     int rc = -1;
-    if (emu_validate_catalog_entry(copy, ctx, err, n) != 0) goto done;
-    if (emu_v_opt_string(copy, "condition_source", ctx, &cond, err, n) != 0) goto done;
-    if (emu_v_string(copy, "evaluator_source", ctx, &src, err, n) != 0) goto done;
+    if (emu_validate_catalog_entry(copy, ctx, err) != 0) goto done;
+    if (emu_v_opt_string(copy, "condition_source", ctx, &cond, err) != 0) goto done;
+    if (emu_v_string(copy, "evaluator_source", ctx, &src, err) != 0) goto done;
     snprintf(f, sizeof f, "%s.evaluator_source", ctx);
-    if (emu_v_bounded(src, f, (size_t)128 * 1024, err, n) != 0) goto done;
-    if (emu_v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err, n) != 0)
-        goto done;
+    if (emu_v_bounded(src, f, (size_t)128 * 1024, err) != 0) goto done;
+    if (emu_v_opt_number(copy, "timeout_seconds", ctx, &has_timeout, &timeout, err) != 0) goto done;
     if (has_timeout && timeout <= 0) {
-        snprintf(err, n, "%s.timeout_seconds must be finite and greater than zero", ctx);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "%s.timeout_seconds must be finite and greater than zero", ctx);
         goto done;
     }
     const char *key = json_string_value(json_object_get(copy, "eval_key"));
     for (size_t j = 0; j < json_array_size(e->managed); j++) {
         if (!strcmp(key, json_string_value(
                              json_object_get(json_array_get(e->managed, j), "eval_key")))) {
-            snprintf(err, n, "duplicate eval key: %s", key);
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "duplicate eval key: %s", key);
             goto done;
         }
     }
@@ -129,11 +129,11 @@ done:
     return rc;
 }
 
-int emu_definitions_load(emulator *e, const char *file, const char *text, char *err, size_t errcap)
+int emu_definitions_load(emulator *e, const char *file, const char *text, fps_err *err)
 {
     json_error_t jerr;
     json_t *arr = NULL;
-    char inner[400];
+    fps_err inner;
     if (file)
         arr = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
     else if (text)
@@ -141,23 +141,25 @@ int emu_definitions_load(emulator *e, const char *file, const char *text, char *
     else
         return 0;
     if (arr == NULL) {
-        snprintf(err, errcap, "--definitions %s: %s (line %d)", file ? file : "(text)", jerr.text,
-                 jerr.line);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "--definitions %s: %s (line %d)",
+                    file ? file : "(text)", jerr.text, jerr.line);
         return -1;
     }
     int rc = -1;
     if (!json_is_array(arr)) {
-        snprintf(err, errcap, "--definitions: expected a JSON array of definitions");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "--definitions: expected a JSON array of definitions");
         goto done;
     }
     if (json_array_size(arr) > EMU_MAX_DEFINITIONS) {
-        snprintf(err, errcap, "--definitions: %zu definitions; maximum is %d", json_array_size(arr),
-                 EMU_MAX_DEFINITIONS);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "--definitions: %zu definitions; maximum is %d", json_array_size(arr),
+                    EMU_MAX_DEFINITIONS);
         goto done;
     }
     for (size_t i = 0; i < json_array_size(arr); i++) {
-        if (add_managed(e, json_array_get(arr, i), i, inner, sizeof inner) != 0) {
-            snprintf(err, errcap, "--definitions: %s", inner);
+        if (add_managed(e, json_array_get(arr, i), i, &inner) != 0) {
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "--definitions: %s", inner.msg);
             goto done;
         }
     }

@@ -205,38 +205,34 @@ int emu_fence(emu_req *r, emu_assignment *a, const char *worker_id, long generat
 
 /* sessions.c */
 /* Normalizes a transcript into a new assignment. raw: serve as given. */
-emu_assignment *emu_sessions_add_json(emulator *e, json_t *transcript, int raw, char *err,
-                                      size_t errcap);
+emu_assignment *emu_sessions_add_json(emulator *e, json_t *transcript, int raw, fps_err *err);
 void emu_sessions_generate(emulator *e, long n);
-int emu_sessions_load_dir(emulator *e, const char *dir, char *err, size_t errcap);
+int emu_sessions_load_dir(emulator *e, const char *dir, fps_err *err);
 
 /* definitions.c */
-int emu_definitions_load(emulator *e, const char *file, const char *text, char *err, size_t errcap);
+int emu_definitions_load(emulator *e, const char *file, const char *text, fps_err *err);
 /* Checks one {eval_key, display_name, eval_version, result_kind, labels}
  * entry as the reference authoring API does. */
-int emu_validate_catalog_entry(json_t *d, const char *ctx, char *err, size_t n);
+int emu_validate_catalog_entry(json_t *d, const char *ctx, fps_err *err);
 /* Builds a's descriptors for a lease by its instance (caller holds mu). */
 void emu_definitions_for(emulator *e, emu_assignment *a, emu_instance *inst);
 
 /* validate.c: each returns 0, or -1 with a precise message in err */
-int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
-                 size_t n);
-int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, char *err,
-                     size_t n);
-int emu_v_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
-int emu_v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, char *err, size_t n);
-int emu_v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, char *err,
-                     size_t n);
-int emu_v_array(json_t *o, const char *key, const char *ctx, json_t **out, char *err, size_t n);
-int emu_v_bounded(const char *s, const char *name, size_t max, char *err, size_t n);
-int emu_v_no_control(const char *s, const char *name, char *err, size_t n);
-int emu_v_key(const char *s, const char *name, char *err, size_t n);
+int emu_v_string(json_t *o, const char *key, const char *ctx, const char **out, fps_err *err);
+int emu_v_opt_string(json_t *o, const char *key, const char *ctx, const char **out, fps_err *err);
+int emu_v_int(json_t *o, const char *key, const char *ctx, long long *out, fps_err *err);
+int emu_v_pos_int(json_t *o, const char *key, const char *ctx, long long *out, fps_err *err);
+int emu_v_nonneg_int(json_t *o, const char *key, const char *ctx, long long *out, fps_err *err);
+int emu_v_array(json_t *o, const char *key, const char *ctx, json_t **out, fps_err *err);
+int emu_v_bounded(const char *s, const char *name, size_t max, fps_err *err);
+int emu_v_no_control(const char *s, const char *name, fps_err *err);
+int emu_v_key(const char *s, const char *name, fps_err *err);
 int emu_v_enum(json_t *o, const char *key, const char *ctx, const char *const *allowed,
-               const char **out, char *err, size_t n);
+               const char **out, fps_err *err);
 int emu_v_opt_number(json_t *o, const char *key, const char *ctx, int *present, double *out,
-                     char *err, size_t n);
-int emu_v_labels(json_t *o, const char *key, const char *ctx, char *err, size_t n);
-int emu_v_timestamp(json_t *o, const char *key, const char *ctx, char *err, size_t n);
+                     fps_err *err);
+int emu_v_labels(json_t *o, const char *key, const char *ctx, fps_err *err);
+int emu_v_timestamp(json_t *o, const char *key, const char *ctx, fps_err *err);
 
 /* handlers_*.c: protocol calls. body is the parsed request (POST) or NULL. */
 void emu_h_register(emu_req *r, json_t *body);
@@ -254,7 +250,7 @@ json_t *emu_state_json(emulator *e);
 void emu_inspect(emu_req *r, const char *path);
 
 /* server.c */
-int emu_server_start(emulator *e, const char *listen, long threads, char *err, size_t errcap);
+int emu_server_start(emulator *e, const char *listen, long threads, fps_err *err);
 void emu_server_stop(emulator *e);
 
 #endif

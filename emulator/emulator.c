@@ -23,7 +23,7 @@ void emulator_config_defaults(emulator_config *cfg)
     cfg->log_level = "info";
 }
 
-static int add_instance(emulator *e, const char *spec, char *err, size_t errcap)
+static int add_instance(emulator *e, const char *spec, fps_err *err)
 {
     char tok[4096];
     snprintf(tok, sizeof tok, "%s", spec);
@@ -39,14 +39,15 @@ static int add_instance(emulator *e, const char *spec, char *err, size_t errcap)
     }
     for (const unsigned char *p = (const unsigned char *)tok; *p; p++) {
         if (*p <= 32 || *p == 127) {
-            snprintf(err, errcap, "--token: a token must not contain spaces or control characters");
+            fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                        "--token: a token must not contain spaces or control characters");
             return -1;
         }
     }
     emu_instance *in = &e->instances[e->ninstances];
     in->token = secret_from_str(tok);
     if (in->token == NULL) {
-        snprintf(err, errcap, "--token: a token must not be empty");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "--token: a token must not be empty");
         return -1;
     }
     in->kind = kind;
@@ -56,30 +57,31 @@ static int add_instance(emulator *e, const char *spec, char *err, size_t errcap)
     return 0;
 }
 
-int emulator_start(const emulator_config *cfg, emulator **out, char *err, size_t errcap)
+int emulator_start(const emulator_config *cfg, emulator **out, fps_err *err)
 {
     *out = NULL;
     if (cfg->lease_seconds <= cfg->heartbeat_seconds) {
-        snprintf(err, errcap, "--lease-seconds (%ld) must be longer than --heartbeat-seconds (%ld)",
-                 cfg->lease_seconds, cfg->heartbeat_seconds);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "--lease-seconds (%ld) must be longer than --heartbeat-seconds (%ld)",
+                    cfg->lease_seconds, cfg->heartbeat_seconds);
         return -1;
     }
     if (cfg->heartbeat_seconds < 1 || cfg->poll_seconds < 1 || cfg->max_attempts < 1) {
-        snprintf(err, errcap,
-                 "--heartbeat-seconds, --poll-seconds and --max-attempts must be >= 1");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "--heartbeat-seconds, --poll-seconds and --max-attempts must be >= 1");
         return -1;
     }
     const double rates[] = {cfg->fault_5xx, cfg->fault_drop, cfg->fault_lease_loss};
     for (size_t i = 0; i < 3; i++) {
         if (!(rates[i] >= 0 && rates[i] <= 1)) {
-            snprintf(err, errcap, "fault rates must be between 0 and 1");
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "fault rates must be between 0 and 1");
             return -1;
         }
     }
     emulator *e = calloc(1, sizeof *e);
     if (e == NULL || emu_state_init(e) != 0) {
         free(e);
-        snprintf(err, errcap, "out of memory");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "out of memory");
         return -1;
     }
     e->lease_seconds = cfg->lease_seconds;
@@ -102,22 +104,19 @@ int emulator_start(const emulator_config *cfg, emulator **out, char *err, size_t
     e->instances = calloc(ntok, sizeof *e->instances);
     if (e->instances == NULL) goto fail_oom;
     if (cfg->tokens.len == 0) {
-        if (add_instance(e, "emulator-token", err, errcap) != 0) goto fail;
+        if (add_instance(e, "emulator-token", err) != 0) goto fail;
     }
     for (size_t i = 0; i < cfg->tokens.len; i++)
-        if (add_instance(e, cfg->tokens.items[i], err, errcap) != 0) goto fail;
-    if (emu_definitions_load(e, cfg->definitions_file, cfg->definitions_json, err, errcap) != 0)
-        goto fail;
-    if (cfg->transcripts_dir && emu_sessions_load_dir(e, cfg->transcripts_dir, err, errcap) != 0)
-        goto fail;
+        if (add_instance(e, cfg->tokens.items[i], err) != 0) goto fail;
+    if (emu_definitions_load(e, cfg->definitions_file, cfg->definitions_json, err) != 0) goto fail;
+    if (cfg->transcripts_dir && emu_sessions_load_dir(e, cfg->transcripts_dir, err) != 0) goto fail;
     if (cfg->sessions > 0) emu_sessions_generate(e, cfg->sessions);
-    if (emu_server_start(e, cfg->listen ? cfg->listen : "127.0.0.1:8790", cfg->threads, err,
-                         errcap) != 0)
+    if (emu_server_start(e, cfg->listen ? cfg->listen : "127.0.0.1:8790", cfg->threads, err) != 0)
         goto fail;
     *out = e;
     return 0;
 fail_oom:
-    snprintf(err, errcap, "out of memory");
+    fps_err_set(err, EMU_EINVALID, 0, "invalid", "out of memory");
 fail:
     emulator_stop(e);
     return -1;
@@ -128,16 +127,16 @@ int emulator_port(const emulator *e)
     return e ? e->port : 0;
 }
 
-int emulator_add_session(emulator *e, const char *transcript_json, char *assignment_id, char *err,
-                         size_t errcap)
+int emulator_add_session(emulator *e, const char *transcript_json, char *assignment_id,
+                         fps_err *err)
 {
     json_error_t jerr;
     json_t *t = json_loads(transcript_json ? transcript_json : "", JSON_REJECT_DUPLICATES, &jerr);
     if (t == NULL) {
-        snprintf(err, errcap, "transcript is not valid JSON: %s", jerr.text);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "transcript is not valid JSON: %s", jerr.text);
         return -1;
     }
-    emu_assignment *a = emu_sessions_add_json(e, t, 0, err, errcap);
+    emu_assignment *a = emu_sessions_add_json(e, t, 0, err);
     json_decref(t);
     if (a == NULL) return -1;
     if (assignment_id) memcpy(assignment_id, a->id, 37);

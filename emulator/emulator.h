@@ -9,14 +9,15 @@
  *   emulator_config_defaults(&cfg);
  *   cfg.listen = "127.0.0.1:0";
  *   emulator *emu;
- *   if (emulator_start(&cfg, &emu, err, sizeof err) != 0) ...;
+ *   if (emulator_start(&cfg, &emu, &err) != 0) ...;
  *   int port = emulator_port(emu);
- *   emulator_add_session(emu, transcript_json, id, err, sizeof err);
+ *   emulator_add_session(emu, transcript_json, id, &err);
  *   emulator_stop(emu);
  */
 #ifndef FPS_EMULATOR_H
 #define FPS_EMULATOR_H
 #include "common/cli.h"
+#include "common/err.h"
 #include <stddef.h>
 
 typedef struct emulator emulator;
@@ -52,17 +53,22 @@ int emulator_main(int argc, char **argv);
 
 void emulator_config_defaults(emulator_config *cfg);
 
+/* The fps_err code of every failure below and of the emulator's request
+ * validators (name "invalid"): a configuration, transcript or request the
+ * emulator refuses, or a server it cannot start. */
+enum { EMU_EINVALID = -1 };
+
 /* Starts a server in background threads. Returns 0 and sets *out, or -1 with
- * a one-line message in err. `cfg` is copied; its strings are borrowed only
+ * err filled. `cfg` is copied; its strings are borrowed only
  * during the call. */
-int emulator_start(const emulator_config *cfg, emulator **out, char *err, size_t errcap);
+int emulator_start(const emulator_config *cfg, emulator **out, fps_err *err);
 /* The bound TCP port. */
 int emulator_port(const emulator *e);
 /* Adds one session from a transcript JSON (the contract's transcript shape;
  * missing metadata is filled in). On success returns 0 and writes the new
  * assignment id (37 bytes) to assignment_id if non-NULL. */
-int emulator_add_session(emulator *e, const char *transcript_json, char *assignment_id, char *err,
-                         size_t errcap);
+int emulator_add_session(emulator *e, const char *transcript_json, char *assignment_id,
+                         fps_err *err);
 /* Adds n generated sessions. Returns 0. */
 int emulator_generate_sessions(emulator *e, long n);
 /* The contract's sample-style managed definitions (a JSON array, static

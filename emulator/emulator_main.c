@@ -65,21 +65,21 @@ int emulator_main(int argc, char **argv)
 {
     emulator_config cfg;
     emulator_config_defaults(&cfg);
-    char err[512];
+    fps_err err;
     int status = 2;
     emulator *emu = NULL;
-    int rc = cli_parse(&emulator_command, argc, argv, &cfg, stdout, err, sizeof err);
+    int rc = cli_parse(&emulator_command, argc, argv, &cfg, stdout, &err);
     if (rc == CLI_HELP) {
         status = 0;
         goto done;
     }
     log_level lvl;
     if (rc == CLI_OK && log_parse_level(cfg.log_level, &lvl) != 0) {
-        snprintf(err, sizeof err, "--log-level: unknown level '%s'", cfg.log_level);
+        fps_err_set(&err, CLI_ERROR, 0, "usage", "--log-level: unknown level '%s'", cfg.log_level);
         rc = CLI_ERROR;
     }
     if (rc != CLI_OK) {
-        fprintf(stderr, "failproofai-sidecar: emulator: %s\n", err);
+        fprintf(stderr, "failproofai-sidecar: emulator: %s\n", err.msg);
         goto done;
     }
     log_set_level(lvl);
@@ -92,8 +92,8 @@ int emulator_main(int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (emulator_start(&cfg, &emu, err, sizeof err) != 0) {
-        fprintf(stderr, "failproofai-sidecar: emulator: %s\n", err);
+    if (emulator_start(&cfg, &emu, &err) != 0) {
+        fprintf(stderr, "failproofai-sidecar: emulator: %s\n", err.msg);
         status = 1;
         goto done;
     }

@@ -12,15 +12,15 @@
 void emu_h_claim(emu_req *r, json_t *body)
 {
     emulator *e = r->e;
-    char err[512];
+    fps_err err;
     const char *worker_id, *revision;
     long long capacity;
-    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        emu_v_bounded(worker_id, "worker_id", 128, err, sizeof err) ||
-        emu_v_no_control(worker_id, "worker_id", err, sizeof err) ||
-        emu_v_string(body, "catalog_revision", NULL, &revision, err, sizeof err) ||
-        emu_v_int(body, "capacity", NULL, &capacity, err, sizeof err)) {
-        emu_reply_error(r, "invalid_request", "%s", err);
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, &err) ||
+        emu_v_bounded(worker_id, "worker_id", 128, &err) ||
+        emu_v_no_control(worker_id, "worker_id", &err) ||
+        emu_v_string(body, "catalog_revision", NULL, &revision, &err) ||
+        emu_v_int(body, "capacity", NULL, &capacity, &err)) {
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return;
     }
     if (capacity < 1 || capacity > EMU_MAX_CAPACITY) {

@@ -12,14 +12,14 @@
 void emu_h_heartbeat(emu_req *r, json_t *body)
 {
     emulator *e = r->e;
-    char err[512];
+    fps_err err;
     const char *worker_id;
     long long gen;
     json_t *runs;
-    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        emu_v_pos_int(body, "lease_generation", NULL, &gen, err, sizeof err) ||
-        emu_v_array(body, "runs", NULL, &runs, err, sizeof err)) {
-        emu_reply_error(r, "invalid_request", "%s", err);
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, &err) ||
+        emu_v_pos_int(body, "lease_generation", NULL, &gen, &err) ||
+        emu_v_array(body, "runs", NULL, &runs, &err)) {
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return;
     }
     size_t n = json_array_size(runs);
@@ -38,10 +38,10 @@ void emu_h_heartbeat(emu_req *r, json_t *body)
             emu_reply_error(r, "invalid_request", "%s must be an object", ctx);
             return;
         }
-        if (emu_v_string(item, "evaluation_run_id", ctx, &s, err, sizeof err) ||
-            emu_v_string(item, "state", ctx, &s, err, sizeof err) ||
-            emu_v_opt_number(item, "progress", ctx, &has, &progress, err, sizeof err)) {
-            emu_reply_error(r, "invalid_request", "%s", err);
+        if (emu_v_string(item, "evaluation_run_id", ctx, &s, &err) ||
+            emu_v_string(item, "state", ctx, &s, &err) ||
+            emu_v_opt_number(item, "progress", ctx, &has, &progress, &err)) {
+            emu_reply_error(r, "invalid_request", "%s", err.msg);
             return;
         }
         if (has && (progress < 0 || progress > 1)) {

@@ -34,15 +34,15 @@ static json_t *plan_response(emu_assignment *a, int replay)
 void emu_h_plan(emu_req *r, json_t *body, const char *assignment_id)
 {
     emulator *e = r->e;
-    char err[512];
+    fps_err err;
     const char *worker_id;
     long long gen;
     json_t *selected, *skipped;
-    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        emu_v_pos_int(body, "lease_generation", NULL, &gen, err, sizeof err) ||
-        emu_v_array(body, "selected", NULL, &selected, err, sizeof err) ||
-        emu_v_array(body, "skipped", NULL, &skipped, err, sizeof err)) {
-        emu_reply_error(r, "invalid_request", "%s", err);
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, &err) ||
+        emu_v_pos_int(body, "lease_generation", NULL, &gen, &err) ||
+        emu_v_array(body, "selected", NULL, &selected, &err) ||
+        emu_v_array(body, "skipped", NULL, &skipped, &err)) {
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return;
     }
     size_t ns = json_array_size(selected), nk = json_array_size(skipped);
@@ -56,17 +56,17 @@ void emu_h_plan(emu_req *r, json_t *body, const char *assignment_id)
             emu_reply_error(r, "invalid_request", "%s must be an object", ctx);
             return;
         }
-        if (emu_v_string(item, "eval_key", ctx, &s, err, sizeof err) ||
-            emu_v_string(item, "eval_version", ctx, &s, err, sizeof err) ||
-            (!sel && emu_v_string(item, "reason_code", ctx, &s, err, sizeof err))) {
-            emu_reply_error(r, "invalid_request", "%s", err);
+        if (emu_v_string(item, "eval_key", ctx, &s, &err) ||
+            emu_v_string(item, "eval_version", ctx, &s, &err) ||
+            (!sel && emu_v_string(item, "reason_code", ctx, &s, &err))) {
+            emu_reply_error(r, "invalid_request", "%s", err.msg);
             return;
         }
         if (!sel) {
             char f[64];
             snprintf(f, sizeof f, "%s.reason_code", ctx);
-            if (emu_v_bounded(s, f, 64, err, sizeof err) != 0) {
-                emu_reply_error(r, "invalid_request", "%s", err);
+            if (emu_v_bounded(s, f, 64, &err) != 0) {
+                emu_reply_error(r, "invalid_request", "%s", err.msg);
                 return;
             }
         }

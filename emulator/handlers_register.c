@@ -10,18 +10,18 @@
 void emu_h_register(emu_req *r, json_t *body)
 {
     emulator *e = r->e;
-    char err[512];
+    fps_err err;
     const char *worker_id, *sdk_version, *revision;
     long long max_conc;
     json_t *defs;
-    if (emu_v_string(body, "worker_id", NULL, &worker_id, err, sizeof err) ||
-        emu_v_bounded(worker_id, "worker_id", 128, err, sizeof err) ||
-        emu_v_no_control(worker_id, "worker_id", err, sizeof err) ||
-        emu_v_string(body, "sdk_version", NULL, &sdk_version, err, sizeof err) ||
-        emu_v_string(body, "catalog_revision", NULL, &revision, err, sizeof err) ||
-        emu_v_int(body, "max_concurrency", NULL, &max_conc, err, sizeof err) ||
-        emu_v_array(body, "definitions", NULL, &defs, err, sizeof err)) {
-        emu_reply_error(r, "invalid_request", "%s", err);
+    if (emu_v_string(body, "worker_id", NULL, &worker_id, &err) ||
+        emu_v_bounded(worker_id, "worker_id", 128, &err) ||
+        emu_v_no_control(worker_id, "worker_id", &err) ||
+        emu_v_string(body, "sdk_version", NULL, &sdk_version, &err) ||
+        emu_v_string(body, "catalog_revision", NULL, &revision, &err) ||
+        emu_v_int(body, "max_concurrency", NULL, &max_conc, &err) ||
+        emu_v_array(body, "definitions", NULL, &defs, &err)) {
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return;
     }
     if (max_conc < 1 || max_conc > EMU_MAX_CAPACITY) {
@@ -43,8 +43,8 @@ void emu_h_register(emu_req *r, json_t *body)
             emu_reply_error(r, "invalid_catalog", "%s must be an object", ctx);
             return;
         }
-        if (emu_validate_catalog_entry(d, ctx, err, sizeof err) != 0) {
-            emu_reply_error(r, "invalid_catalog", "%s", err);
+        if (emu_validate_catalog_entry(d, ctx, &err) != 0) {
+            emu_reply_error(r, "invalid_catalog", "%s", err.msg);
             return;
         }
         const char *key = json_string_value(json_object_get(d, "eval_key"));

@@ -16,100 +16,105 @@
 static const char *const statuses[] = {"succeeded", "failed", "timed_out", "cancelled", NULL};
 static const char *const kinds[] = {"score", "metric", "assertion", NULL};
 
-static int opt_bounded(json_t *o, const char *key, const char *ctx, size_t max, char *err, size_t n)
+static int opt_bounded(json_t *o, const char *key, const char *ctx, size_t max, fps_err *err)
 {
     const char *s;
-    if (emu_v_opt_string(o, key, ctx, &s, err, n) != 0) return -1;
+    if (emu_v_opt_string(o, key, ctx, &s, err) != 0) return -1;
     if (s == NULL) return 0;
     char f[96];
     if (ctx)
         snprintf(f, sizeof f, "%s.%s", ctx, key);
     else
         snprintf(f, sizeof f, "%s", key);
-    return emu_v_bounded(s, f, max, err, n);
+    return emu_v_bounded(s, f, max, err);
 }
 
-static int validate_item(json_t *it, const char *ctx, char *err, size_t n)
+static int validate_item(json_t *it, const char *ctx, fps_err *err)
 {
     const char *s;
     char f[96];
     int has;
     double num;
     if (!json_is_object(it)) {
-        snprintf(err, n, "%s must be an object", ctx);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s must be an object", ctx);
         return -1;
     }
-    if (emu_v_string(it, "result_key", ctx, &s, err, n) != 0) return -1;
+    if (emu_v_string(it, "result_key", ctx, &s, err) != 0) return -1;
     snprintf(f, sizeof f, "%s.result_key", ctx);
-    if (emu_v_key(s, f, err, n) != 0) return -1;
-    if (emu_v_enum(it, "result_kind", ctx, kinds, &s, err, n) != 0) return -1;
+    if (emu_v_key(s, f, err) != 0) return -1;
+    if (emu_v_enum(it, "result_kind", ctx, kinds, &s, err) != 0) return -1;
     json_t *nv = json_object_get(it, "numeric_value");
     if (nv && json_is_boolean(nv)) {
-        snprintf(err, n, "%s.numeric_value must be a number or null", ctx);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s.numeric_value must be a number or null",
+                    ctx);
         return -1;
     }
-    if (emu_v_opt_number(it, "numeric_value", ctx, &has, &num, err, n) != 0) return -1;
+    if (emu_v_opt_number(it, "numeric_value", ctx, &has, &num, err) != 0) return -1;
     json_t *bv = json_object_get(it, "bool_value");
     if (bv && !json_is_null(bv) && !json_is_boolean(bv)) {
-        snprintf(err, n, "%s.bool_value must be a boolean or null", ctx);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s.bool_value must be a boolean or null",
+                    ctx);
         return -1;
     }
-    if (emu_v_opt_string(it, "text_value", ctx, &s, err, n) != 0) return -1;
-    if (emu_v_string(it, "unit", ctx, &s, err, n) != 0) return -1;
+    if (emu_v_opt_string(it, "text_value", ctx, &s, err) != 0) return -1;
+    if (emu_v_string(it, "unit", ctx, &s, err) != 0) return -1;
     snprintf(f, sizeof f, "%s.unit", ctx);
-    if (*s && emu_v_bounded(s, f, 64, err, n) != 0) return -1;
-    if (opt_bounded(it, "display_value", ctx, 256, err, n) ||
-        opt_bounded(it, "description", ctx, 1000, err, n) ||
-        opt_bounded(it, "reasoning", ctx, 16384, err, n))
+    if (*s && emu_v_bounded(s, f, 64, err) != 0) return -1;
+    if (opt_bounded(it, "display_value", ctx, 256, err) ||
+        opt_bounded(it, "description", ctx, 1000, err) ||
+        opt_bounded(it, "reasoning", ctx, 16384, err))
         return -1;
-    return emu_v_labels(it, "labels", ctx, err, n);
+    return emu_v_labels(it, "labels", ctx, err);
 }
 
-static int validate(json_t *body, char *err, size_t n)
+static int validate(json_t *body, fps_err *err)
 {
     const char *s;
     long long v;
     json_t *results;
-    if (emu_v_string(body, "result_schema_version", NULL, &s, err, n) != 0) return -1;
+    if (emu_v_string(body, "result_schema_version", NULL, &s, err) != 0) return -1;
     if (strcmp(s, "2") != 0) {
-        snprintf(err, n, "unsupported result schema version '%.32s'", s);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "unsupported result schema version '%.32s'",
+                    s);
         return -1;
     }
-    if (emu_v_string(body, "submission_id", NULL, &s, err, n) ||
-        emu_v_bounded(s, "submission_id", 128, err, n) ||
-        emu_v_no_control(s, "submission_id", err, n) ||
-        emu_v_string(body, "worker_id", NULL, &s, err, n) ||
-        emu_v_pos_int(body, "lease_generation", NULL, &v, err, n) ||
-        emu_v_enum(body, "status", NULL, statuses, &s, err, n) ||
-        emu_v_timestamp(body, "started_at", NULL, err, n) ||
-        emu_v_timestamp(body, "finished_at", NULL, err, n) ||
-        emu_v_nonneg_int(body, "duration_ms", NULL, &v, err, n) ||
-        opt_bounded(body, "summary", NULL, 4096, err, n) ||
-        emu_v_array(body, "results", NULL, &results, err, n) ||
-        opt_bounded(body, "error_code", NULL, 64, err, n) ||
-        opt_bounded(body, "error_message", NULL, 4096, err, n))
+    if (emu_v_string(body, "submission_id", NULL, &s, err) ||
+        emu_v_bounded(s, "submission_id", 128, err) || emu_v_no_control(s, "submission_id", err) ||
+        emu_v_string(body, "worker_id", NULL, &s, err) ||
+        emu_v_pos_int(body, "lease_generation", NULL, &v, err) ||
+        emu_v_enum(body, "status", NULL, statuses, &s, err) ||
+        emu_v_timestamp(body, "started_at", NULL, err) ||
+        emu_v_timestamp(body, "finished_at", NULL, err) ||
+        emu_v_nonneg_int(body, "duration_ms", NULL, &v, err) ||
+        opt_bounded(body, "summary", NULL, 4096, err) ||
+        emu_v_array(body, "results", NULL, &results, err) ||
+        opt_bounded(body, "error_code", NULL, 64, err) ||
+        opt_bounded(body, "error_message", NULL, 4096, err))
         return -1;
     size_t nr = json_array_size(results);
     if (nr > EMU_MAX_RESULTS) {
-        snprintf(err, n, "results has %zu items; maximum is %d", nr, EMU_MAX_RESULTS);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "results has %zu items; maximum is %d", nr,
+                    EMU_MAX_RESULTS);
         return -1;
     }
     for (size_t i = 0; i < nr; i++) {
         char ctx[32];
         snprintf(ctx, sizeof ctx, "results[%zu]", i);
-        if (validate_item(json_array_get(results, i), ctx, err, n) != 0) return -1;
+        if (validate_item(json_array_get(results, i), ctx, err) != 0) return -1;
         const char *k =
             json_string_value(json_object_get(json_array_get(results, i), "result_key"));
         for (size_t j = 0; j < i; j++) {
             if (!strcmp(k, json_string_value(
                                json_object_get(json_array_get(results, j), "result_key")))) {
-                snprintf(err, n, "results[%zu].result_key '%s' is not unique", i, k);
+                fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                            "results[%zu].result_key '%s' is not unique", i, k);
                 return -1;
             }
         }
     }
     if (!strcmp(json_string_value(json_object_get(body, "status")), "succeeded") && nr == 0) {
-        snprintf(err, n, "results must not be empty when status is succeeded");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "results must not be empty when status is succeeded");
         return -1;
     }
     return 0;
@@ -127,9 +132,9 @@ static json_t *result_response(emu_run *run, int replay)
 void emu_h_result(emu_req *r, json_t *body, const char *run_id)
 {
     emulator *e = r->e;
-    char err[512];
-    if (validate(body, err, sizeof err) != 0) {
-        emu_reply_error(r, "invalid_request", "%s", err);
+    fps_err err;
+    if (validate(body, &err) != 0) {
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return;
     }
     const char *submission_id = json_string_value(json_object_get(body, "submission_id"));

@@ -189,11 +189,11 @@ static void sessions(emu_req *r)
         emu_reply_error(r, "invalid_request", "request body is not valid JSON: %s", jerr.text);
         return;
     }
-    char err[512];
-    emu_assignment *a = emu_sessions_add_json(e, t, raw && strcmp(raw, "0") != 0, err, sizeof err);
+    fps_err err;
+    emu_assignment *a = emu_sessions_add_json(e, t, raw && strcmp(raw, "0") != 0, &err);
     json_decref(t);
     if (a == NULL) {
-        emu_reply_error(r, "invalid_request", "%s", err);
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return;
     }
     emu_reply_json(r, 201,

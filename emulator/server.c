@@ -217,10 +217,10 @@ static json_t *parse_body(emu_req *r)
         return NULL;
     }
     const char *pv;
-    char err[256];
-    if (emu_v_string(body, "protocol_version", NULL, &pv, err, sizeof err) != 0) {
+    fps_err err;
+    if (emu_v_string(body, "protocol_version", NULL, &pv, &err) != 0) {
         json_decref(body);
-        emu_reply_error(r, "invalid_request", "%s", err);
+        emu_reply_error(r, "invalid_request", "%s", err.msg);
         return NULL;
     }
     if (strcmp(pv, EMU_PROTOCOL_VERSION) != 0) {
@@ -405,13 +405,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
 }
 
-static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len, char *err,
-                        size_t errcap)
+static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen_t *len,
+                        fps_err *err)
 {
     char host[256];
     const char *colon = strrchr(listen, ':');
     if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof host) {
-        snprintf(err, errcap, "--listen: expected HOST:PORT, got '%s'", listen);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "--listen: expected HOST:PORT, got '%s'",
+                    listen);
         return -1;
     }
     memcpy(host, listen, (size_t)(colon - listen));
@@ -419,7 +420,7 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
     char *end;
     long port = strtol(colon + 1, &end, 10);
     if (*(colon + 1) == '\0' || *end || port < 0 || port > 65535) {
-        snprintf(err, errcap, "--listen: invalid port in '%s'", listen);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "--listen: invalid port in '%s'", listen);
         return -1;
     }
     memset(ss, 0, sizeof *ss);
@@ -429,7 +430,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
         in6->sin6_family = AF_INET6;
         in6->sin6_port = htons((uint16_t)port);
         if (inet_pton(AF_INET6, host + 1, &in6->sin6_addr) != 1) {
-            snprintf(err, errcap, "--listen: invalid IPv6 address in '%s'", listen);
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "--listen: invalid IPv6 address in '%s'",
+                        listen);
             return -1;
         }
         *len = sizeof *in6;
@@ -440,18 +442,19 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss, socklen
     in->sin_family = AF_INET;
     in->sin_port = htons((uint16_t)port);
     if (inet_pton(AF_INET, host, &in->sin_addr) != 1) {
-        snprintf(err, errcap, "--listen: '%s' is not an IPv4 address, [IPv6] or localhost", host);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "--listen: '%s' is not an IPv4 address, [IPv6] or localhost", host);
         return -1;
     }
     *len = sizeof *in;
     return 0;
 }
 
-int emu_server_start(emulator *e, const char *listen, long threads, char *err, size_t errcap)
+int emu_server_start(emulator *e, const char *listen, long threads, fps_err *err)
 {
     struct sockaddr_storage ss;
     socklen_t sl;
-    if (parse_listen(listen, &ss, &sl, err, errcap) != 0) return -1;
+    if (parse_listen(listen, &ss, &sl, err) != 0) return -1;
     unsigned flags = MHD_USE_ERROR_LOG;
     if (ss.ss_family == AF_INET6) flags |= MHD_USE_IPv6;
     if (atomic_load(&e->fault_latency_ms) > 0) {
@@ -468,7 +471,8 @@ int emu_server_start(emulator *e, const char *listen, long threads, char *err, s
                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
     }
     if (e->mhd == NULL) {
-        snprintf(err, errcap, "cannot listen on %s (address in use or not available)", listen);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                    "cannot listen on %s (address in use or not available)", listen);
         return -1;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(e->mhd, MHD_DAEMON_INFO_BIND_PORT);

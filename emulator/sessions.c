@@ -20,7 +20,7 @@ static json_t *meta_string(json_t *t, const char *key, const char *fallback)
     return json_is_string(v) ? json_incref(v) : json_string(fallback);
 }
 
-static int check_events(json_t *events, char *err, size_t n)
+static int check_events(json_t *events, fps_err *err)
 {
     for (size_t i = 0; i < json_array_size(events); i++) {
         json_t *ev = json_array_get(events, i);
@@ -28,21 +28,21 @@ static int check_events(json_t *events, char *err, size_t n)
         const char *s;
         snprintf(ctx, sizeof ctx, "events[%zu]", i);
         if (!json_is_object(ev)) {
-            snprintf(err, n, "%s must be an object", ctx);
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s must be an object", ctx);
             return -1;
         }
-        if (emu_v_string(ev, "id", ctx, &s, err, n) || emu_v_string(ev, "ts", ctx, &s, err, n) ||
-            emu_v_string(ev, "event_type", ctx, &s, err, n))
+        if (emu_v_string(ev, "id", ctx, &s, err) || emu_v_string(ev, "ts", ctx, &s, err) ||
+            emu_v_string(ev, "event_type", ctx, &s, err))
             return -1;
         if (!json_is_object(json_object_get(ev, "payload"))) {
-            snprintf(err, n, "%s.payload must be an object", ctx);
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s.payload must be an object", ctx);
             return -1;
         }
     }
     return 0;
 }
 
-emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err, size_t errcap)
+emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, fps_err *err)
 {
     char id[37], fallback_sid[64], now[40];
     ids_uuid(id);
@@ -50,7 +50,7 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err
     snprintf(fallback_sid, sizeof fallback_sid, "session-%ld", seq);
     time_rfc3339_now(now, sizeof now);
     if (!json_is_object(t)) {
-        snprintf(err, errcap, "transcript must be a JSON object");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "transcript must be a JSON object");
         return NULL;
     }
     json_t *events = json_object_get(t, "events");
@@ -63,18 +63,19 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err
     } else {
         json_t *sv = json_object_get(t, "schema_version");
         if (sv && !(json_is_string(sv) && !strcmp(json_string_value(sv), "2"))) {
-            snprintf(err, errcap, "schema_version must be \"2\"");
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "schema_version must be \"2\"");
             return NULL;
         }
         if (!json_is_array(events)) {
-            snprintf(err, errcap, "events must be an array");
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "events must be an array");
             return NULL;
         }
-        if (check_events(events, err, errcap) != 0) return NULL;
+        if (check_events(events, err) != 0) return NULL;
         count = (long)json_array_size(events);
         json_t *ec = json_object_get(t, "event_count");
         if (ec && !(json_is_integer(ec) && json_integer_value(ec) == count)) {
-            snprintf(err, errcap, "event_count must equal the number of events (%ld)", count);
+            fps_err_set(err, EMU_EINVALID, 0, "invalid",
+                        "event_count must equal the number of events (%ld)", count);
             return NULL;
         }
         const char *keys[] = {"session_id",  "session_revision_id", "agent_id",
@@ -82,7 +83,7 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err
         for (size_t i = 0; i < 6; i++) {
             json_t *v = json_object_get(t, keys[i]);
             if (v && !json_is_string(v)) {
-                snprintf(err, errcap, "%s must be a string", keys[i]);
+                fps_err_set(err, EMU_EINVALID, 0, "invalid", "%s must be a string", keys[i]);
                 return NULL;
             }
         }
@@ -113,7 +114,7 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, char *err
     char *text = json_dumps(out, JSON_COMPACT);
     if (text == NULL) {
         json_decref(out);
-        snprintf(err, errcap, "transcript cannot be serialized");
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "transcript cannot be serialized");
         return NULL;
     }
     len = strlen(text);
@@ -271,8 +272,8 @@ void emu_sessions_generate(emulator *e, long n)
     for (long i = 0; i < n; i++) {
         long index = atomic_fetch_add(&e->gen_index, 1);
         json_t *t = generate_one(e, index);
-        char err[256];
-        emu_sessions_add_json(e, t, 0, err, sizeof err);
+        fps_err err;
+        emu_sessions_add_json(e, t, 0, &err);
         json_decref(t);
     }
 }
@@ -283,25 +284,28 @@ static int json_file(const struct dirent *d)
     return l > 5 && !strcmp(d->d_name + l - 5, ".json");
 }
 
-int emu_sessions_load_dir(emulator *e, const char *dir, char *err, size_t errcap)
+int emu_sessions_load_dir(emulator *e, const char *dir, fps_err *err)
 {
     struct dirent **names = NULL;
     int n = scandir(dir, &names, json_file, alphasort);
     if (n < 0) {
-        snprintf(err, errcap, "--transcripts %s: cannot read the directory", dir);
+        fps_err_set(err, EMU_EINVALID, 0, "invalid", "--transcripts %s: cannot read the directory",
+                    dir);
         return -1;
     }
     int rc = 0;
     for (int i = 0; i < n; i++) {
-        char path[4096], inner[256];
+        char path[4096];
+        fps_err inner;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name);
         json_error_t jerr;
         json_t *t = rc == 0 ? json_load_file(path, JSON_REJECT_DUPLICATES, &jerr) : NULL;
         if (rc == 0 && t == NULL) {
-            snprintf(err, errcap, "--transcripts: %s: %s (line %d)", path, jerr.text, jerr.line);
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "--transcripts: %s: %s (line %d)", path,
+                        jerr.text, jerr.line);
             rc = -1;
-        } else if (rc == 0 && emu_sessions_add_json(e, t, 0, inner, sizeof inner) == NULL) {
-            snprintf(err, errcap, "--transcripts: %s: %s", path, inner);
+        } else if (rc == 0 && emu_sessions_add_json(e, t, 0, &inner) == NULL) {
+            fps_err_set(err, EMU_EINVALID, 0, "invalid", "--transcripts: %s: %s", path, inner.msg);
             rc = -1;
         }
         json_decref(t);

@@ -23,18 +23,19 @@ static int cmp_entry(const void *a, const void *b)
                   json_string_value(json_object_get(y, "eval_version")));
 }
 
-json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
+json_t *catalog_normalize(const json_t *defs, fps_err *err)
 {
     static const char *const fields[] = {"eval_key", "eval_version", "display_name", "result_kind"};
     json_t *out = json_array();
     json_t **items = NULL;
     size_t n = defs ? json_array_size(defs) : 0;
     if (defs != NULL && !json_is_array(defs)) {
-        snprintf(err, errcap, "catalog must be an array");
+        fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog", "catalog must be an array");
         goto fail;
     }
     if (n > 100) {
-        snprintf(err, errcap, "catalog has %zu definitions (at most 100)", n);
+        fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog",
+                    "catalog has %zu definitions (at most 100)", n);
         goto fail;
     }
     items = calloc(n ? n : 1, sizeof *items);
@@ -42,7 +43,8 @@ json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
     for (size_t i = 0; i < n; i++) {
         const json_t *d = json_array_get(defs, i);
         if (!json_is_object(d)) {
-            snprintf(err, errcap, "catalog[%zu] must be an object", i);
+            fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog",
+                        "catalog[%zu] must be an object", i);
             goto fail;
         }
         json_t *e = json_object();
@@ -50,7 +52,8 @@ json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
         for (size_t f = 0; f < 4; f++) {
             json_t *s = json_object_get(d, fields[f]);
             if (!json_is_string(s)) {
-                snprintf(err, errcap, "catalog[%zu].%s must be a string", i, fields[f]);
+                fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog",
+                            "catalog[%zu].%s must be a string", i, fields[f]);
                 goto fail;
             }
             json_object_set_new(e, fields[f], json_string(json_string_value(s)));
@@ -60,7 +63,8 @@ json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
         json_object_set_new(e, "labels", sorted);
         if (labels != NULL && !json_is_null(labels)) {
             if (!json_is_array(labels)) {
-                snprintf(err, errcap, "catalog[%zu].labels must be an array", i);
+                fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog",
+                            "catalog[%zu].labels must be an array", i);
                 goto fail;
             }
             size_t nl = json_array_size(labels);
@@ -70,7 +74,8 @@ json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap)
                 ls[j] = json_array_get(labels, j);
                 if (!json_is_string(ls[j])) {
                     free(ls);
-                    snprintf(err, errcap, "catalog[%zu].labels[%zu] must be a string", i, j);
+                    fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog",
+                                "catalog[%zu].labels[%zu] must be a string", i, j);
                     goto fail;
                 }
             }
@@ -96,20 +101,20 @@ fail:
     return NULL;
 }
 
-int catalog_revision(const json_t *defs, char *out, size_t outcap, char *err, size_t errcap)
+int catalog_revision(const json_t *defs, char *out, size_t outcap, fps_err *err)
 {
     strbuf b;
     char hex[65];
     int rc = -1;
     strbuf_init(&b);
-    json_t *norm = catalog_normalize(defs, err, errcap);
+    json_t *norm = catalog_normalize(defs, err);
     if (norm == NULL) goto done;
     if (outcap < CATALOG_REVISION_LEN + 1) {
-        snprintf(err, errcap, "revision buffer too small");
+        fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog", "revision buffer too small");
         goto done;
     }
     if (canonjson_append(&b, norm) != 0) {
-        snprintf(err, errcap, "catalog is not serializable");
+        fps_err_set(err, CATALOG_EINVALID, 0, "invalid_catalog", "catalog is not serializable");
         goto done;
     }
     ids_sha256_hex(b.data, b.len, hex);

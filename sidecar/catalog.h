@@ -7,6 +7,7 @@
  * result_kind}. Pure functions; thread-safe. */
 #ifndef FPS_CATALOG_H
 #define FPS_CATALOG_H
+#include "common/err.h"
 #include "common/strbuf.h"
 
 #include <jansson.h>
@@ -19,11 +20,12 @@
  * form: only the five fields, labels sorted, entries sorted by eval_key
  * (then eval_version). Returns a new array, or NULL with a message in err if
  * an entry lacks a field or has the wrong type, or there are more than 100. */
-json_t *catalog_normalize(const json_t *defs, char *err, size_t errcap);
+enum { CATALOG_EINVALID = -1 }; /* fps_err name "invalid_catalog" */
+json_t *catalog_normalize(const json_t *defs, fps_err *err);
 
 /* The revision of a catalog (normalized first). out needs
  * CATALOG_REVISION_LEN + 1 bytes. Returns 0 or -1 with a message. An empty
  * catalog (NULL or []) has the revision of "[]". */
-int catalog_revision(const json_t *defs, char *out, size_t outcap, char *err, size_t errcap);
+int catalog_revision(const json_t *defs, char *out, size_t outcap, fps_err *err);
 
 #endif

@@ -80,11 +80,11 @@ const char *cloud_endpoint_name(cloud_endpoint ep)
     return ep >= 0 && ep < CLOUD_EP__COUNT ? names[ep] : "other";
 }
 
-cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
+cloud *cloud_new(const cloud_config *cfg, fps_err *err)
 {
     cloud *c = calloc(1, sizeof *c);
     if (c == NULL) {
-        snprintf(err, errcap, "out of memory");
+        fps_err_set(err, CLOUD_ERESOURCE, 0, "out_of_memory", "out of memory");
         return NULL;
     }
     pthread_mutex_init(&c->mu, NULL);
@@ -98,13 +98,14 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     const char *u = cfg->server_url;
     int https = strncmp(u, "https://", 8) == 0;
     if (!https && strncmp(u, "http://", 7) != 0) {
-        snprintf(err, errcap, "server URL must be http(s)");
+        fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url", "server URL must be http(s)");
         goto fail;
     }
     const char *auth = u + (https ? 8 : 7);
     size_t alen = strcspn(auth, "/?#");
     if (alen == 0 || memchr(auth, '@', alen) != NULL) {
-        snprintf(err, errcap, "server URL has no host or carries credentials");
+        fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url",
+                    "server URL has no host or carries credentials");
         goto fail;
     }
     /* Host for the loopback check. */
@@ -123,7 +124,8 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     memcpy(host, h, hl);
     host[hl] = '\0';
     if (!https && !loopback_host(host)) {
-        snprintf(err, errcap, "server URL must be https for non-loopback host '%s'", host);
+        fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url",
+                    "server URL must be https for non-loopback host '%s'", host);
         goto fail;
     }
     if (loopback_is_name(host)) { /* never resolved: pinned to 127.0.0.1 */
@@ -138,7 +140,8 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     c->base = strdup(u);
     size_t bl = strlen(c->base);
     if (strpbrk(c->base, "?#") != NULL) {
-        snprintf(err, errcap, "server URL must not have a query or fragment");
+        fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url",
+                    "server URL must not have a query or fragment");
         goto fail;
     }
     while (bl > 0 && c->base[bl - 1] == '/')
@@ -155,12 +158,13 @@ cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap)
     snprintf(c->user_agent, sizeof c->user_agent, "failproofai-sidecar/%s", FPS_VERSION);
     c->handles = curl_pool_new(cfg->threads > 0 ? cfg->threads : CLOUD_DEFAULT_THREADS);
     if (c->handles == NULL) {
-        snprintf(err, errcap, "cannot create the HTTP client's handles");
+        fps_err_set(err, CLOUD_ERESOURCE, 0, "unavailable",
+                    "cannot create the HTTP client's handles");
         goto fail;
     }
     return c;
 badhost:
-    snprintf(err, errcap, "server URL has a malformed host");
+    fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url", "server URL has a malformed host");
 fail:
     cloud_free(c);
     return NULL;
@@ -206,12 +210,10 @@ const char *cloud_worker_id(const cloud *c)
 
 void cloud_set_protocol_error(cloud_error *e, const char *fmt, ...)
 {
-    e->kind = CLOUD_PROTOCOL;
     e->retryable = 0;
-    snprintf(e->code, sizeof e->code, "protocol_error");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    fps_err_vset(&e->err, CLOUD_PROTOCOL, e->err.http_status, "protocol_error", fmt, ap);
     va_end(ap);
 }
 
@@ -236,21 +238,23 @@ char *cloud_url(cloud *c, const char *path_fmt, const char *id)
     return strbuf_detach(&b, NULL);
 }
 
-char *cloud_pin_url(cloud *c, const char *u, char *err, size_t errcap)
+char *cloud_pin_url(cloud *c, const char *u, fps_err *err)
 {
     if (u == NULL || *u == '\0') {
-        snprintf(err, errcap, "empty URL");
+        fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url", "empty URL");
         return NULL;
     }
     for (const unsigned char *p = (const unsigned char *)u; *p; p++) {
         if (*p <= 0x20 || *p == 0x7f || *p == '\\' || *p == '#') {
-            snprintf(err, errcap, "URL contains a forbidden character");
+            fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url",
+                        "URL contains a forbidden character");
             return NULL;
         }
     }
     if (u[0] == '/') {
         if (u[1] == '/') {
-            snprintf(err, errcap, "protocol-relative URL points away from the configured origin");
+            fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url",
+                        "protocol-relative URL points away from the configured origin");
             return NULL;
         }
         size_t ol = strlen(c->origin), ul = strlen(u);
@@ -262,7 +266,8 @@ char *cloud_pin_url(cloud *c, const char *u, char *err, size_t errcap)
     }
     size_t ol = strlen(c->origin);
     if (strncasecmp(u, c->origin, ol) == 0 && u[ol] == '/') return strdup(u);
-    snprintf(err, errcap, "URL is not on the configured origin %s", c->origin);
+    fps_err_set(err, CLOUD_EINVALID, 0, "invalid_url", "URL is not on the configured origin %s",
+                c->origin);
     return NULL;
 }
 
@@ -325,14 +330,14 @@ static int parse_envelope(const json_t *j, long status, cloud_error *e)
             e, "HTTP %ld error envelope with protocol_version other than \"2\"", status);
         return 1;
     }
-    e->kind = CLOUD_REMOTE;
+    e->err.code = CLOUD_REMOTE;
     e->retryable = json_is_true(rt);
-    snprintf(e->code, sizeof e->code, "%s", json_string_value(code));
-    e->errc = !strcmp(e->code, "lease_lost")             ? CLOUD_ERRC_LEASE_LOST
-              : !strcmp(e->code, "catalog_mismatch")     ? CLOUD_ERRC_CATALOG_MISMATCH
-              : !strcmp(e->code, "transcript_too_large") ? CLOUD_ERRC_TRANSCRIPT_TOO_LARGE
-                                                         : CLOUD_ERRC_OTHER;
-    snprintf(e->message, sizeof e->message, "%s",
+    snprintf(e->err.name, sizeof e->err.name, "%s", json_string_value(code));
+    e->errc = !strcmp(e->err.name, "lease_lost")             ? CLOUD_ERRC_LEASE_LOST
+              : !strcmp(e->err.name, "catalog_mismatch")     ? CLOUD_ERRC_CATALOG_MISMATCH
+              : !strcmp(e->err.name, "transcript_too_large") ? CLOUD_ERRC_TRANSCRIPT_TOO_LARGE
+                                                             : CLOUD_ERRC_OTHER;
+    snprintf(e->err.msg, sizeof e->err.msg, "%s",
              json_is_string(msg) ? json_string_value(msg) : "");
     return 1;
 }
@@ -391,24 +396,25 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     CURLcode cc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    e->http_status = status;
+    e->err.http_status = status;
     e->response_bytes = x.body.len;
     if (x.too_large) {
         cloud_set_protocol_error(e, "response larger than the %zu-byte cap", r->cap);
-        snprintf(e->code, sizeof e->code, "response_too_large");
+        snprintf(e->err.name, sizeof e->err.name, "response_too_large");
+        e->errc = CLOUD_ERRC_RESPONSE_TOO_LARGE;
         goto done;
     }
     if (cc != CURLE_OK) {
         if (atomic_load(&c->aborted)) {
-            e->kind = CLOUD_ABORTED;
-            snprintf(e->code, sizeof e->code, "aborted");
-            snprintf(e->message, sizeof e->message, "request aborted by shutdown");
+            e->err.code = CLOUD_ABORTED;
+            snprintf(e->err.name, sizeof e->err.name, "aborted");
+            snprintf(e->err.msg, sizeof e->err.msg, "request aborted by shutdown");
             goto done;
         }
-        e->kind = CLOUD_TRANSPORT;
+        e->err.code = CLOUD_TRANSPORT;
         e->retryable = 1;
-        snprintf(e->code, sizeof e->code, "transport_error");
-        snprintf(e->message, sizeof e->message, "%s", curl_easy_strerror(cc));
+        snprintf(e->err.name, sizeof e->err.name, "transport_error");
+        snprintf(e->err.msg, sizeof e->err.msg, "%s", curl_easy_strerror(cc));
         goto done;
     }
     atomic_store(&c->last_contact_ms, time_mono_ms());
@@ -416,7 +422,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     if (ok_status && r->raw_out != NULL) {
         /* the caller parses this body itself (a transcript: straight to its
          * session image); no tree is built here */
-        e->kind = CLOUD_OK;
+        e->err.code = CLOUD_OK;
         *r->raw_out = strbuf_detach(&x.body, r->raw_len);
         goto done;
     }
@@ -427,7 +433,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         json_decref(j);
         cloud_set_protocol_error(e, "HTTP %ld redirect refused (redirects are never followed)",
                                  status);
-        snprintf(e->code, sizeof e->code, "redirect_refused");
+        snprintf(e->err.name, sizeof e->err.name, "redirect_refused");
         goto done;
     }
     if (status < 200 || status >= 300) {
@@ -435,10 +441,10 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         json_decref(j);
         if (env) goto done;
         if (status == 429 || status == 502 || status == 503 || status == 504) {
-            e->kind = CLOUD_TRANSPORT;
+            e->err.code = CLOUD_TRANSPORT;
             e->retryable = 1;
-            snprintf(e->code, sizeof e->code, "transport_error");
-            snprintf(e->message, sizeof e->message, "HTTP %ld without an error envelope", status);
+            snprintf(e->err.name, sizeof e->err.name, "transport_error");
+            snprintf(e->err.msg, sizeof e->err.msg, "HTTP %ld without an error envelope", status);
         } else {
             cloud_set_protocol_error(e, "HTTP %ld without a valid error envelope", status);
         }
@@ -455,12 +461,12 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         const json_t *pv = json_object_get(j, "protocol_version");
         if (!json_is_string(pv) || strcmp(json_string_value(pv), "2") != 0) {
             cloud_set_protocol_error(e, "protocol_version must be \"2\"");
-            snprintf(e->code, sizeof e->code, "unsupported_protocol_version");
+            snprintf(e->err.name, sizeof e->err.name, "unsupported_protocol_version");
             json_decref(j);
             goto done;
         }
     }
-    e->kind = CLOUD_OK;
+    e->err.code = CLOUD_OK;
     *out = j;
 done:
     curl_pool_put(c->handles, h); /* the next borrower's reset drops our buffers */
@@ -514,8 +520,8 @@ void cloud_policy_stats_get(cloud *c, cloud_policy_stats *out)
  * or a retryable error answer; any other answer shows the server works. */
 static void book_attempt(cloud *c, cloud_endpoint ep, const cloud_error *e)
 {
-    if (e->kind == CLOUD_ABORTED) return;
-    int failed = e->kind == CLOUD_TRANSPORT || (e->kind == CLOUD_REMOTE && e->retryable);
+    if (e->err.code == CLOUD_ABORTED) return;
+    int failed = e->err.code == CLOUD_TRANSPORT || (e->err.code == CLOUD_REMOTE && e->retryable);
     int64_t now = time_mono_ms();
     pthread_mutex_lock(&c->pmu);
     policy_budget_sent(&c->budget, now);
@@ -536,7 +542,7 @@ static void book_attempt(cloud *c, cloud_endpoint ep, const cloud_error *e)
         metrics_inc(METRIC_BREAKER_OPENED);
         log_warn("server failing: circuit breaker open (claims paused, heartbeats and results go "
                  "on, slow probes)",
-                 LOG_I("consecutive_failures", failures), LOG_S("last_code", e->code));
+                 LOG_I("consecutive_failures", failures), LOG_S("last_code", e->err.name));
     } else {
         log_info("server answering again: circuit breaker closed");
     }
@@ -572,9 +578,9 @@ static int retry_permit(cloud *c, const cloud_req *r, int64_t delay_ms)
 static void set_aborted(cloud_error *e)
 {
     memset(e, 0, sizeof *e);
-    e->kind = CLOUD_ABORTED;
-    snprintf(e->code, sizeof e->code, "aborted");
-    snprintf(e->message, sizeof e->message, "request aborted by shutdown");
+    e->err.code = CLOUD_ABORTED;
+    snprintf(e->err.name, sizeof e->err.name, "aborted");
+    snprintf(e->err.msg, sizeof e->err.msg, "request aborted by shutdown");
 }
 
 int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
@@ -585,11 +591,11 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
     memcpy(rid, e->request_id, sizeof rid);
     const char *nm = cloud_endpoint_name(r->ep);
     if (r->again && retry_permit(c, r, 0) != RETRY_YES) {
-        e->kind = CLOUD_TRANSPORT;
+        e->err.code = CLOUD_TRANSPORT;
         e->retryable = 1;
         e->errc = CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED;
-        snprintf(e->code, sizeof e->code, "retry_budget_exhausted");
-        snprintf(e->message, sizeof e->message, "not sent: the retry budget is exhausted");
+        snprintf(e->err.name, sizeof e->err.name, "retry_budget_exhausted");
+        snprintf(e->err.msg, sizeof e->err.msg, "not sent: the retry budget is exhausted");
         return -1;
     }
     /* A call that serves a lease retries while the lease lasts (the
@@ -605,10 +611,10 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
         attempt(c, r, rid, out, e);
         memcpy(e->request_id, rid, sizeof rid);
         metrics_observe(METRIC_SERVER_REQUEST_SECONDS, (time_mono_ms() - t0) / 1000.0, "call", nm);
-        if (e->kind == CLOUD_PROTOCOL)
-            metrics_inc(METRIC_PROTOCOL_ERRORS, "call", nm, "code", e->code);
+        if (e->err.code == CLOUD_PROTOCOL)
+            metrics_inc(METRIC_PROTOCOL_ERRORS, "call", nm, "code", e->err.name);
         book_attempt(c, r->ep, e);
-        if (e->kind == CLOUD_OK) return 0;
+        if (e->err.code == CLOUD_OK) return 0;
         if (!e->retryable || i + 1 >= max) break;
         int64_t d = cloud_backoff_ms(c, r->ep);
         int verdict = retry_permit(c, r, d);
@@ -621,7 +627,7 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
             if (atomic_load(&c->aborted)) set_aborted(e);
             break;
         }
-        log_debug("retrying cloud call", LOG_S("url", r->url), LOG_S("code", e->code),
+        log_debug("retrying cloud call", LOG_S("url", r->url), LOG_S("code", e->err.name),
                   LOG_S("request_id", rid), LOG_I("attempt", i + 1), LOG_I("delay_ms", d));
         if (backoff_wait(c, (long)d) != 0) continue; /* aborted: reported above */
     }

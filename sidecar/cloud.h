@@ -6,6 +6,7 @@
  * that call, never a crash. Thread-safe. */
 #ifndef FPS_CLOUD_H
 #define FPS_CLOUD_H
+#include "common/err.h"
 #include "common/rcbuf.h"
 
 #include <jansson.h>
@@ -54,12 +55,17 @@ typedef enum {
 } cloud_endpoint;
 const char *cloud_endpoint_name(cloud_endpoint ep);
 
+/* What a call came to: cloud_error.err.code (common/err.h: 0 = success). */
 typedef enum {
     CLOUD_OK = 0,
-    CLOUD_TRANSPORT, /* connect/timeout/reset, or 429/502/503/504 without envelope */
-    CLOUD_REMOTE,    /* the server's error envelope (code, retryable)       */
-    CLOUD_PROTOCOL,  /* the response broke the contract                     */
-    CLOUD_ABORTED,   /* cloud_abort was called                              */
+    CLOUD_TRANSPORT = -1, /* connect/timeout/reset, or 429/502/503/504 without envelope */
+    CLOUD_REMOTE = -2,    /* the server's error envelope (code, retryable)       */
+    CLOUD_PROTOCOL = -3,  /* the response broke the contract                     */
+    CLOUD_ABORTED = -4,   /* cloud_abort was called                              */
+    /* not calls: what cloud_new, cloud_pin_url, cloud_validate_definition
+     * and cloud_assignment_from_json refuse (an fps_err on its own) */
+    CLOUD_EINVALID = -5,  /* a server URL, a URL the server sent, a definition */
+    CLOUD_ERESOURCE = -6, /* out of memory, or no HTTP handles                 */
 } cloud_kind;
 
 /* The error codes the worker acts on (the rest are CLOUD_ERRC_OTHER and
@@ -69,27 +75,30 @@ typedef enum {
     CLOUD_ERRC_LEASE_LOST,             /* remote lease_lost                        */
     CLOUD_ERRC_CATALOG_MISMATCH,       /* remote catalog_mismatch                  */
     CLOUD_ERRC_TRANSCRIPT_TOO_LARGE,   /* the transcript exceeds its cap          */
+    CLOUD_ERRC_RESPONSE_TOO_LARGE,     /* any other response exceeds its cap      */
     CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED, /* not sent: no retry budget left           */
 } cloud_errc;
 
+/* A call's error: the one convention's fps_err (common/err.h), with what a
+ * protocol error adds. err.code is the cloud_kind; err.name the server's
+ * own code, or transport_error / protocol_error / response_too_large /
+ * redirect_refused / unsupported_protocol_version / retry_budget_exhausted /
+ * aborted; err.http_status the answer's status (0 if none); err.msg one
+ * line. */
 typedef struct {
-    cloud_kind kind;
-    long http_status; /* 0 if none */
+    fps_err err;
+    cloud_errc errc; /* the codes the worker acts on, from err.name */
     int retryable;
-    cloud_errc errc; /* the codes the worker acts on, from `code` */
-    char code[64];   /* remote code, or transport_error / protocol_error /
-                      response_too_large / redirect_refused / aborted */
-    char message[512];
     char request_id[33];   /* our X-Request-Id of the logical call */
     size_t response_bytes; /* body size of the last response (also on success) */
 } cloud_error;
 
-cloud *cloud_new(const cloud_config *cfg, char *err, size_t errcap);
+cloud *cloud_new(const cloud_config *cfg, fps_err *err);
 void cloud_free(cloud *c);
 /* Aborts in-flight transfers and backoff waits of every thread, for good. */
 void cloud_abort(cloud *c);
-/* Closes the pooled idle connections and frees their handles (the worker
- * calls it when it goes idle); later calls open new ones. */
+/* Closes the pooled handles' idle connections (the worker calls it when it
+ * goes idle); later calls open new ones. */
 void cloud_release_idle(cloud *c);
 /* Monotonic ms of the last HTTP response of any kind (0 = never). */
 long long cloud_last_contact_ms(const cloud *c);
@@ -150,8 +159,7 @@ int cloud_claim(cloud *c, const char *catalog_revision, long capacity, cloud_ass
 void cloud_assignment_clear(cloud_assignment *a);
 void cloud_assignments_free(cloud_assignment *a, size_t n);
 /* Deep copy (for resuming from the store etc.). */
-int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, char *err,
-                               size_t errcap);
+int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, fps_err *err);
 
 /* ---- transcript ---- GET (capped at CLOUD_MAX_TRANSCRIPT, read no
  * further), parsed once, from its bytes straight to the session image
@@ -166,7 +174,7 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **si
 /* ---- definitions ---- (validated array of definitions, new reference) */
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);
 /* Validates one definition descriptor (also used for the local catalog). */
-int cloud_validate_definition(const json_t *d, char *err, size_t errcap);
+int cloud_validate_definition(const json_t *d, fps_err *err);
 
 /* ---- plan ---- */
 /* One validated run descriptor of a plan (strings borrowed from obj). */
@@ -247,7 +255,7 @@ int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);
 char *cloud_url(cloud *c, const char *path_fmt, const char *id);
 /* A server-supplied URL (relative "/..." or absolute) pinned to the origin;
  * NULL with a message if it points elsewhere or is malformed. */
-char *cloud_pin_url(cloud *c, const char *supplied, char *err, size_t errcap);
+char *cloud_pin_url(cloud *c, const char *supplied, fps_err *err);
 const char *cloud_worker_id(const cloud *c);
 void cloud_set_protocol_error(cloud_error *e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

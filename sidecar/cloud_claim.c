@@ -29,7 +29,7 @@ void cloud_assignments_free(cloud_assignment *a, size_t n)
 
 static int parse_assignment(cloud *c, json_t *o, cloud_assignment *a, cloud_error *e)
 {
-    char err[256];
+    fps_err err;
     memset(a, 0, sizeof *a);
     if (!json_is_object(o)) {
         cloud_set_protocol_error(e, "assignment must be an object");
@@ -52,17 +52,17 @@ static int parse_assignment(cloud *c, json_t *o, cloud_assignment *a, cloud_erro
         cloud_set_protocol_error(e, "assignment.assignment_id is empty");
         goto fail;
     }
-    a->transcript_url = cloud_pin_url(c, turl, err, sizeof err);
+    a->transcript_url = cloud_pin_url(c, turl, &err);
     if (a->transcript_url == NULL) {
-        cloud_set_protocol_error(e, "assignment.transcript_url rejected: %s", err);
+        cloud_set_protocol_error(e, "assignment.transcript_url rejected: %s", err.msg);
         goto fail;
     }
     const char *durl;
     if (cloud_opt_str(o, "definitions_url", ctx, &durl, e)) goto fail;
     if (durl != NULL && *durl != '\0') {
-        a->definitions_url = cloud_pin_url(c, durl, err, sizeof err);
+        a->definitions_url = cloud_pin_url(c, durl, &err);
         if (a->definitions_url == NULL) {
-            cloud_set_protocol_error(e, "assignment.definitions_url rejected: %s", err);
+            cloud_set_protocol_error(e, "assignment.definitions_url rejected: %s", err.msg);
             goto fail;
         }
     }
@@ -76,15 +76,14 @@ fail:
     return -1;
 }
 
-int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, char *err,
-                               size_t errcap)
+int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, fps_err *err)
 {
     cloud_error e;
     memset(&e, 0, sizeof e);
     json_t *copy = json_deep_copy(obj);
     int rc = parse_assignment(c, copy, out, &e);
     json_decref(copy);
-    if (rc != 0) snprintf(err, errcap, "%s", e.message);
+    if (rc != 0) fps_err_set(err, CLOUD_EINVALID, 0, "invalid_assignment", "%s", e.err.msg);
     return rc;
 }
 
@@ -141,7 +140,7 @@ int cloud_claim(cloud *c, const char *catalog_revision, long capacity, cloud_ass
             json_t *ai = json_object_get(json_array_get(arr, i), "assignment_id");
             log_error("claimed assignment rejected (protocol error)",
                       LOG_S("assignment_id", json_is_string(ai) ? json_string_value(ai) : ""),
-                      LOG_S("error", ae.message), LOG_S("request_id", e->request_id));
+                      LOG_S("error", ae.err.msg), LOG_S("request_id", e->request_id));
             continue;
         }
         got++;

@@ -10,14 +10,14 @@ static int is_kind(const char *k)
     return !strcmp(k, "score") || !strcmp(k, "metric") || !strcmp(k, "assertion");
 }
 
-int cloud_validate_definition(const json_t *d, char *err, size_t errcap)
+int cloud_validate_definition(const json_t *d, fps_err *err)
 {
     cloud_error e;
     memset(&e, 0, sizeof e);
     const char *ctx = "definition", *s;
     double t;
     if (!json_is_object(d)) {
-        snprintf(err, errcap, "definition must be an object");
+        fps_err_set(err, CLOUD_EINVALID, 0, "invalid_definition", "definition must be an object");
         return -1;
     }
     if (!cloud_req_str(d, "eval_key", ctx, &e) || !cloud_req_str(d, "display_name", ctx, &e) ||
@@ -39,14 +39,14 @@ int cloud_validate_definition(const json_t *d, char *err, size_t errcap)
         goto fail;
     return 0;
 fail:
-    snprintf(err, errcap, "%s", e.message);
+    fps_err_set(err, CLOUD_EINVALID, 0, "invalid_definition", "%s", e.err.msg);
     return -1;
 }
 
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e)
 {
     json_t *r = NULL;
-    char err[512];
+    fps_err err;
     *out = NULL;
     if (a->definitions_url == NULL) {
         cloud_set_protocol_error(e, "assignment has no definitions_url");
@@ -78,8 +78,8 @@ int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_e
     }
     for (size_t i = 0; i < json_array_size(defs); i++) {
         json_t *d = json_array_get(defs, i);
-        if (cloud_validate_definition(d, err, sizeof err) != 0) {
-            cloud_set_protocol_error(e, "definitions[%zu]: %s", i, err);
+        if (cloud_validate_definition(d, &err) != 0) {
+            cloud_set_protocol_error(e, "definitions[%zu]: %s", i, err.msg);
             goto fail;
         }
         for (size_t k = 0; k < i; k++) {

@@ -32,9 +32,9 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **si
                      .raw_len = &len,
                      .lease_expires_epoch = a->lease_expires_epoch};
     if (cloud_call(c, &req, &unused, e) != 0) {
-        if (!strcmp(e->code, "response_too_large")) {
+        if (e->errc == CLOUD_ERRC_RESPONSE_TOO_LARGE) {
             e->errc = CLOUD_ERRC_TRANSCRIPT_TOO_LARGE;
-            snprintf(e->code, sizeof e->code, "transcript_too_large");
+            snprintf(e->err.name, sizeof e->err.name, "transcript_too_large");
         }
         return -1;
     }

@@ -144,12 +144,12 @@ static void *feed_main(void *arg)
 /* Parses --faults into the emulator's fault rates: "default" (a few of
  * each), or comma-separated 5xx=RATE, drop=RATE, lease-loss=RATE (0..1) and
  * latency-ms=N (0..10000). Returns 0, or -1 with a message in err. */
-static int parse_faults(const char *spec, emulator_config *ec, char *err, size_t errcap)
+static int parse_faults(const char *spec, emulator_config *ec, fps_err *err)
 {
     if (!strcmp(spec, "default")) spec = "5xx=0.05,drop=0.01,latency-ms=20,lease-loss=0.005";
     char buf[256];
     if (snprintf(buf, sizeof buf, "%s", spec) >= (int)sizeof buf) {
-        snprintf(err, errcap, "--faults: too long");
+        fps_err_set(err, CLI_ERROR, 0, "usage", "--faults: too long");
         return -1;
     }
     char *save = NULL;
@@ -157,14 +157,14 @@ static int parse_faults(const char *spec, emulator_config *ec, char *err, size_t
         char *eq = strchr(item, '='), *end = NULL;
         double v = eq ? strtod(eq + 1, &end) : 0;
         if (eq == NULL || end == eq + 1 || *end != '\0' || !(v >= 0)) {
-            snprintf(err, errcap, "--faults: '%s' is not NAME=NUMBER", item);
+            fps_err_set(err, CLI_ERROR, 0, "usage", "--faults: '%s' is not NAME=NUMBER", item);
             return -1;
         }
         *eq = '\0';
         int rate = strcmp(item, "latency-ms") != 0;
         if ((rate && v > 1) || (!rate && v > 10000)) {
-            snprintf(err, errcap, "--faults: %s=%g is out of range (%s)", item, v,
-                     rate ? "a rate from 0 to 1" : "0 to 10000 ms");
+            fps_err_set(err, CLI_ERROR, 0, "usage", "--faults: %s=%g is out of range (%s)", item, v,
+                        rate ? "a rate from 0 to 1" : "0 to 10000 ms");
             return -1;
         }
         if (!strcmp(item, "5xx"))
@@ -176,8 +176,8 @@ static int parse_faults(const char *spec, emulator_config *ec, char *err, size_t
         else if (!rate)
             ec->fault_latency_ms = (long)v;
         else {
-            snprintf(err, errcap,
-                     "--faults: unknown fault '%s' (5xx, drop, latency-ms or lease-loss)", item);
+            fps_err_set(err, CLI_ERROR, 0, "usage",
+                        "--faults: unknown fault '%s' (5xx, drop, latency-ms or lease-loss)", item);
             return -1;
         }
     }
@@ -187,11 +187,11 @@ static int parse_faults(const char *spec, emulator_config *ec, char *err, size_t
 int cmd_demo(int argc, char **argv)
 {
     demo_config dc = {50, 0.5, "127.0.0.1:8787", "failproofai-demo.db", 4, "warn", NULL};
-    char err[512];
-    int rc = cli_parse(&demo_command, argc, argv, &dc, stdout, err, sizeof err);
+    fps_err err;
+    int rc = cli_parse(&demo_command, argc, argv, &dc, stdout, &err);
     if (rc == CLI_HELP) return 0;
     if (rc != CLI_OK) {
-        fprintf(stderr, "failproofai-sidecar: %s\n", err);
+        fprintf(stderr, "failproofai-sidecar: %s\n", err.msg);
         return 2;
     }
     log_level lvl;
@@ -212,13 +212,13 @@ int cmd_demo(int argc, char **argv)
     ec.poll_seconds = 1;
     ec.heartbeat_seconds = 10;
     ec.lease_seconds = 60;
-    if (dc.faults != NULL && parse_faults(dc.faults, &ec, err, sizeof err) != 0) {
-        fprintf(stderr, "failproofai-sidecar: demo: %s\n", err);
+    if (dc.faults != NULL && parse_faults(dc.faults, &ec, &err) != 0) {
+        fprintf(stderr, "failproofai-sidecar: demo: %s\n", err.msg);
         return 2;
     }
     emulator *emu = NULL;
-    if (emulator_start(&ec, &emu, err, sizeof err) != 0) {
-        fprintf(stderr, "failproofai-sidecar: demo: cannot start the emulator: %s\n", err);
+    if (emulator_start(&ec, &emu, &err) != 0) {
+        fprintf(stderr, "failproofai-sidecar: demo: cannot start the emulator: %s\n", err.msg);
         return 1;
     }
     char url[64];
@@ -235,8 +235,8 @@ int cmd_demo(int argc, char **argv)
     cfg.log_level = dc.log_level;
     cfg.drain_timeout = 10;
     cfg.insecure_open_admin = 1; /* a local playground: no tokens to copy around */
-    if (config_validate(&cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "failproofai-sidecar: demo: %s\n", err);
+    if (config_validate(&cfg, &err) != 0) {
+        fprintf(stderr, "failproofai-sidecar: demo: %s\n", err.msg);
         emulator_stop(emu);
         return 2;
     }

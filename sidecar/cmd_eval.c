@@ -137,11 +137,16 @@ typedef struct {
     pthread_cond_t cv;
 } eval_job;
 
-static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
+/* A file this command cannot read (fps_err name "unreadable"); apart from
+ * simg.h's codes, which build_image also returns. */
+enum { EVAL_EUNREADABLE = -10 };
+
+static char *read_file(const char *path, size_t *len, fps_err *err)
 {
     FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
     if (f == NULL) {
-        snprintf(err, errcap, "cannot read %s: %s", path, strerror(errno));
+        fps_err_set(err, EVAL_EUNREADABLE, 0, "unreadable", "cannot read %s: %s", path,
+                    strerror(errno));
         return NULL;
     }
     /* a regular file is read in one go (a transcript can be 25 MiB) */
@@ -168,7 +173,8 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
     int bad = ferror(f);
     if (f != stdin) fclose(f);
     if (buf == NULL || bad) {
-        snprintf(err, errcap, "cannot read %s: %s", path, buf ? "read error" : "out of memory");
+        fps_err_set(err, EVAL_EUNREADABLE, 0, "unreadable", "cannot read %s: %s", path,
+                    buf ? "read error" : "out of memory");
         free(buf);
         return NULL;
     }
@@ -180,7 +186,7 @@ static char *read_file(const char *path, size_t *len, char *err, size_t errcap)
 /* The session image of the transcript file at `path`, straight from its
  * bytes (Python json semantics, as the language's `session` reads it). A
  * regular file is mapped, not copied: the parser reads it in place. 0, or
- * simg.h's codes, or -1 ("unreadable") when the file cannot be read. */
+ * simg.h's codes, or EVAL_EUNREADABLE when the file cannot be read. */
 static int build_image(const char *path, void **simg, size_t *simg_len, fps_err *e)
 {
     int fd = strcmp(path, "-") ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -190,16 +196,16 @@ static int build_image(const char *path, void **simg, size_t *simg_len, fps_err 
         void *text = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
         close(fd);
         if (text == MAP_FAILED)
-            return fps_err_set(e, -1, 0, "unreadable", "cannot read %s: %s", path, strerror(errno));
+            return fps_err_set(e, EVAL_EUNREADABLE, 0, "unreadable", "cannot read %s: %s", path,
+                               strerror(errno));
         int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, e);
         munmap(text, len);
         return rc;
     }
     if (fd >= 0) close(fd);
     size_t len = 0;
-    char why[300];
-    char *text = read_file(path, &len, why, sizeof why);
-    if (text == NULL) return fps_err_set(e, -1, 0, "unreadable", "%s", why);
+    char *text = read_file(path, &len, e);
+    if (text == NULL) return e->code;
     int rc = simg_build_text(text, len, NULL, 0, simg, simg_len, e);
     free(text);
     return rc;
@@ -365,14 +371,14 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
                        .sandboxes = 4,
                        .repeat = 1,
                        .memory_mb = 512};
-    char err[512];
-    int rc = cli_parse(cmd, argc, argv, &cfg, stdout, err, sizeof err);
+    fps_err err;
+    int rc = cli_parse(cmd, argc, argv, &cfg, stdout, &err);
     if (rc == CLI_HELP) {
         fputs(exit_codes_help, stdout);
         return 0;
     }
     if (rc != CLI_OK) {
-        fprintf(stderr, "failproofai-sidecar: %s\n", err);
+        fprintf(stderr, "failproofai-sidecar: %s\n", err.msg);
         return 2;
     }
     int sources = (cfg.expr != NULL) + (cfg.file != NULL) + (cfg.batch != NULL);
@@ -406,9 +412,9 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
 
     if (cfg.batch != NULL) {
         size_t len;
-        batch_text = read_file(cfg.batch, &len, err, sizeof err);
+        batch_text = read_file(cfg.batch, &len, &err);
         if (batch_text == NULL) {
-            fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);
+            fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err.msg);
             goto done;
         }
         items = parse_batch(batch_text, len, cfg.eval_key, &nitems, &bad);
@@ -426,9 +432,9 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
             items[0].source = strdup(cfg.expr);
             items[0].source_len = strlen(cfg.expr);
         } else {
-            items[0].source = read_file(cfg.file, &items[0].source_len, err, sizeof err);
+            items[0].source = read_file(cfg.file, &items[0].source_len, &err);
             if (items[0].source == NULL) {
-                fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err);
+                fprintf(stderr, "failproofai-sidecar %s: %s\n", cmd->name, err.msg);
                 goto done;
             }
         }

@@ -10,16 +10,16 @@
 int cmd_run(int argc, char **argv)
 {
     run_config cfg;
-    char err[512];
+    fps_err err;
     int status = 2;
     config_defaults(&cfg);
-    int rc = cli_parse(config_run_command(), argc, argv, &cfg, stdout, err, sizeof err);
+    int rc = cli_parse(config_run_command(), argc, argv, &cfg, stdout, &err);
     if (rc == CLI_HELP) {
         status = 0;
         goto done;
     }
-    if (rc != CLI_OK || config_validate(&cfg, err, sizeof err) != 0) {
-        fprintf(stderr, "failproofai-sidecar: %s\n", err);
+    if (rc != CLI_OK || config_validate(&cfg, &err) != 0) {
+        fprintf(stderr, "failproofai-sidecar: %s\n", err.msg);
         goto done;
     }
     status = daemon_run(&cfg);

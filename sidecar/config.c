@@ -110,54 +110,59 @@ static int url_host(const char *url, char *out, size_t cap)
     return 0;
 }
 
-int config_validate(const run_config *cfg, char *err, size_t errcap)
+int config_validate(const run_config *cfg, fps_err *err)
 {
     char host[256];
     if (cfg->server_url == NULL || *cfg->server_url == '\0') {
-        snprintf(err, errcap, "run: no server URL (use --server or FAILPROOFAI_EVALUATOR_URL)");
+        fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                    "run: no server URL (use --server or FAILPROOFAI_EVALUATOR_URL)");
         return -1;
     }
     if (url_host(cfg->server_url, host, sizeof host) != 0 ||
         (strncmp(cfg->server_url, "https://", 8) != 0 &&
          strncmp(cfg->server_url, "http://", 7) != 0)) {
-        snprintf(err, errcap, "run: --server '%s' is not an http(s) URL", cfg->server_url);
+        fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                    "run: --server '%s' is not an http(s) URL", cfg->server_url);
         return -1;
     }
     if (strncmp(cfg->server_url, "http://", 7) == 0 && !loopback_host(host)) {
-        snprintf(err, errcap,
-                 "run: --server must use https for non-loopback host '%s' (the bearer token "
-                 "is never sent in cleartext)",
-                 host);
+        fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                    "run: --server must use https for non-loopback host '%s' (the bearer token "
+                    "is never sent in cleartext)",
+                    host);
         return -1;
     }
     if (cfg->token == NULL && cfg->token_file == NULL) {
-        snprintf(err, errcap,
-                 "run: no token (set FAILPROOFAI_EVALUATOR_TOKEN or use --token-file)");
+        fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                    "run: no token (set FAILPROOFAI_EVALUATOR_TOKEN or use --token-file)");
         return -1;
     }
     if (cfg->worker_id != NULL) {
         size_t n = strlen(cfg->worker_id);
         if (n == 0 || n > 128) {
-            snprintf(err, errcap, "run: --worker-id must be 1..128 bytes");
+            fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                        "run: --worker-id must be 1..128 bytes");
             return -1;
         }
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)cfg->worker_id[i];
             if (c < 0x20 || c == 0x7f) {
-                snprintf(err, errcap, "run: --worker-id contains a control character");
+                fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                            "run: --worker-id contains a control character");
                 return -1;
             }
         }
     }
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) != 0) {
-        snprintf(err, errcap, "run: --log-level '%s' is not one of debug|info|warn|error",
-                 cfg->log_level);
+        fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                    "run: --log-level '%s' is not one of debug|info|warn|error", cfg->log_level);
         return -1;
     }
     const char *colon = strrchr(cfg->listen, ':');
     if (colon == NULL || colon == cfg->listen || colon[1] == '\0') {
-        snprintf(err, errcap, "run: --listen '%s' is not HOST:PORT", cfg->listen);
+        fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                    "run: --listen '%s' is not HOST:PORT", cfg->listen);
         return -1;
     }
     char lhost[256];
@@ -172,16 +177,16 @@ int config_validate(const run_config *cfg, char *err, size_t errcap)
     }
     if (!loopback_host(b)) {
         if (!cfg->allow_remote_admin) {
-            snprintf(err, errcap,
-                     "run: --listen %s is not loopback; pass --allow-remote-admin and "
-                     "--admin-token-file to expose the admin API",
-                     cfg->listen);
+            fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                        "run: --listen %s is not loopback; pass --allow-remote-admin and "
+                        "--admin-token-file to expose the admin API",
+                        cfg->listen);
             return -1;
         }
         if (cfg->admin_token_file == NULL || cfg->insecure_open_admin) {
-            snprintf(err, errcap,
-                     "run: a non-loopback --listen requires --admin-token-file (and no "
-                     "--insecure-open-admin)");
+            fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                        "run: a non-loopback --listen requires --admin-token-file (and no "
+                        "--insecure-open-admin)");
             return -1;
         }
     }

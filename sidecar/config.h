@@ -5,6 +5,7 @@
 #ifndef FPS_CONFIG_H
 #define FPS_CONFIG_H
 #include "common/cli.h"
+#include "common/err.h"
 #include "common/log.h"
 #include <stddef.h>
 
@@ -40,7 +41,8 @@ void config_defaults(run_config *cfg);
 const cli_command *config_run_command(void);
 /* Checks cross-field rules (URL scheme, listen address, ...). Returns 0, or -1
  * with a one-line message in err. */
-int config_validate(const run_config *cfg, char *err, size_t errcap);
+enum { CONFIG_EINVALID = -1 }; /* fps_err name "invalid_config" */
+int config_validate(const run_config *cfg, fps_err *err);
 void config_free(run_config *cfg);
 
 #endif

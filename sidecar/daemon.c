@@ -177,18 +177,19 @@ static void token_dir_remove(const char *tmpdir, const char *prefix)
 static secret *load_token(const char *what, const char *file, const char *prefix,
                           const char *suffix)
 {
-    char path[4200], err[512];
+    char path[4200];
+    fps_err err;
     int created = 0;
     secret *t;
     if (file != NULL) {
-        t = secret_from_file(file, err, sizeof err);
+        t = secret_from_file(file, &err);
         snprintf(path, sizeof path, "%s", file);
     } else {
         snprintf(path, sizeof path, "%s.%s", prefix, suffix);
-        t = secret_load_or_create(path, &created, err, sizeof err);
+        t = secret_load_or_create(path, &created, &err);
     }
     if (t == NULL) {
-        log_error("cannot read the admin API token", LOG_S("which", what), LOG_S("error", err));
+        log_error("cannot read the admin API token", LOG_S("which", what), LOG_S("error", err.msg));
         return NULL;
     }
     log_info(created ? "admin API token generated" : "admin API token loaded", LOG_S("which", what),
@@ -198,7 +199,8 @@ static secret *load_token(const char *what, const char *file, const char *prefix
 
 int daemon_run(const run_config *cfg)
 {
-    char err[512], token_path[4096] = "", token_tmpdir[4096] = "";
+    char token_path[4096] = "", token_tmpdir[4096] = "";
+    fps_err err;
     int status = 1;
     secret *token = NULL, *admin_token = NULL, *reg_token = NULL;
     sbx_pool *pool = NULL;
@@ -216,10 +218,10 @@ int daemon_run(const run_config *cfg)
     daemon_block_signals();
 
     if (cfg->token_file != NULL) {
-        token = secret_from_file(cfg->token_file, err, sizeof err);
+        token = secret_from_file(cfg->token_file, &err);
         if (token == NULL) {
             log_error("cannot read the token file", LOG_S("path", cfg->token_file),
-                      LOG_S("error", err));
+                      LOG_S("error", err.msg));
             goto done;
         }
     } else {
@@ -257,15 +259,15 @@ int daemon_run(const run_config *cfg)
     lc.pool = pool;
     lc.db = db;
     lc.allowed_hosts = &cfg->evaluator_hosts;
-    local = local_registry_new(&lc, err, sizeof err);
+    local = local_registry_new(&lc, &err);
     if (local == NULL) {
-        log_error("cannot create the local evaluator registry", LOG_S("error", err));
+        log_error("cannot create the local evaluator registry", LOG_S("error", err.msg));
         goto done;
     }
     worker_deps wd = {.cfg = cfg, .token = token, .store = db, .pool = pool, .local = local};
-    w = worker_new(&wd, err, sizeof err);
+    w = worker_new(&wd, &err);
     if (w == NULL) {
-        log_error("cannot create the worker", LOG_S("error", err));
+        log_error("cannot create the worker", LOG_S("error", err.msg));
         goto done;
     }
     if (cfg->insecure_open_admin) {
@@ -292,9 +294,10 @@ int daemon_run(const run_config *cfg)
         .pool = pool,
         .worker = daemon_api_worker_ops(w),
         .local = daemon_api_local_ops(local)};
-    api = api_start(&ad, err, sizeof err);
+    api = api_start(&ad, &err);
     if (api == NULL) {
-        log_error("cannot start the admin API", LOG_S("listen", cfg->listen), LOG_S("error", err));
+        log_error("cannot start the admin API", LOG_S("listen", cfg->listen),
+                  LOG_S("error", err.msg));
         goto done;
     }
     log_info("admin API listening", LOG_S("listen", cfg->listen), LOG_I("port", api_port(api)));
@@ -307,8 +310,8 @@ int daemon_run(const run_config *cfg)
         lhost[hl] = '\0';
         local_registry_set_admin_address(local, lhost, api_port(api));
     }
-    if (worker_start(w, err, sizeof err) != 0) {
-        log_error("cannot start the worker", LOG_S("error", err));
+    if (worker_start(w, &err) != 0) {
+        log_error("cannot start the worker", LOG_S("error", err.msg));
         goto done;
     }
 

@@ -650,11 +650,11 @@ static int restored_conditions_bad(local_registry *r, const lev *ev, fps_err *e)
     return st != 0;
 }
 
-local_registry *local_registry_new(const local_config *cfg, char *err, size_t errcap)
+local_registry *local_registry_new(const local_config *cfg, fps_err *err)
 {
     local_registry *r = calloc(1, sizeof *r);
     if (r == NULL) {
-        snprintf(err, errcap, "local evaluators: out of memory");
+        fps_err_set(err, LOCAL_ESTART, 0, "cannot_start", "local evaluators: out of memory");
         return NULL;
     }
     r->cfg = *cfg;
@@ -666,7 +666,8 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
     pthread_cond_init(&r->slot_cv, NULL);
     r->handles = curl_pool_new(r->cfg.max_dispatch); /* one per dispatch slot */
     if (r->handles == NULL) {
-        snprintf(err, errcap, "local evaluators: cannot create the HTTP client's handles");
+        fps_err_set(err, LOCAL_ESTART, 0, "cannot_start",
+                    "local evaluators: cannot create the HTTP client's handles");
         goto fail;
     }
     if (r->cfg.db != NULL) {
@@ -674,7 +675,7 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
         size_t n = 0;
         store_err se = {0};
         if (store_evaluator_list(r->cfg.db, &list, &n, &se) != STORE_OK) {
-            snprintf(err, errcap, "local evaluators: %s", se.msg);
+            fps_err_set(err, LOCAL_ESTART, 0, "cannot_start", "local evaluators: %s", se.msg);
             goto fail;
         }
         double now = time_now();
@@ -734,7 +735,8 @@ local_registry *local_registry_new(const local_config *cfg, char *err, size_t er
     }
     gauges_locked(r);
     if (pthread_create(&r->thread, NULL, timer_main, r) != 0) {
-        snprintf(err, errcap, "local evaluators: cannot start the TTL thread");
+        fps_err_set(err, LOCAL_ESTART, 0, "cannot_start",
+                    "local evaluators: cannot start the TTL thread");
         goto fail;
     }
     return r;

@@ -63,7 +63,8 @@ typedef struct {
 /* Creates the registry, restores persisted registrations from the store
  * (those whose TTL already ran out are dropped) and starts the TTL/debounce
  * thread. NULL with a message in err on failure. */
-local_registry *local_registry_new(const local_config *cfg, char *err, size_t errcap);
+enum { LOCAL_ESTART = -1 }; /* fps_err name "cannot_start" */
+local_registry *local_registry_new(const local_config *cfg, fps_err *err);
 /* Stops the thread and frees. In-flight dispatches must have returned. */
 void local_registry_free(local_registry *r);
 
@@ -194,9 +195,10 @@ void local_dispatch_result_free(local_dispatch_result *out);
 
 /* Turns an evaluator's EvalResult answer (parsed JSON, borrowed) into wire
  * result items for eval_key (owned array in *items, summary copied into
- * *summary or NULL). Returns 0, or -1 with the rule violated in msg (no
- * values quoted). Exposed for tests. */
+ * *summary or NULL). Returns 0, or LOCAL_EBAD_RESULT with the rule violated
+ * in err (name "eval_error"; no values quoted). Exposed for tests. */
+enum { LOCAL_EBAD_RESULT = -2 };
 int local_result_items(const json_t *answer, const char *eval_key, json_t **items, char **summary,
-                       char *msg, size_t msgcap);
+                       fps_err *err);
 
 #endif

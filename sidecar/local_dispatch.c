@@ -24,46 +24,46 @@
 
 /* ------------------------------------------------ EvalResult -> items */
 
-static int fail(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *msg, size_t cap, const char *fmt, ...)
+static int fail(fps_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(fps_err *e, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
+    fps_err_vset(e, LOCAL_EBAD_RESULT, 0, "eval_error", fmt, ap);
     va_end(ap);
-    return -1;
+    return LOCAL_EBAD_RESULT;
 }
 
 /* A result text field: absent/null allowed when optional; else a non-empty
  * string of at most max bytes without control characters (tab/newline/CR
  * allowed). *out borrowed or NULL. */
-static int text_field(const json_t *v, const char *field, size_t max, const char **out, char *msg,
-                      size_t cap)
+static int text_field(const json_t *v, const char *field, size_t max, const char **out,
+                      fps_err *err)
 {
     *out = NULL;
     if (v == NULL || json_is_null(v)) return 0;
-    if (!json_is_string(v)) return fail(msg, cap, "%s must be a string", field);
+    if (!json_is_string(v)) return fail(err, "%s must be a string", field);
     size_t n = json_string_length(v);
     const char *s = json_string_value(v);
-    if (n == 0) return fail(msg, cap, "%s must not be empty", field);
-    if (n > max) return fail(msg, cap, "%s is %zu bytes; maximum is %zu", field, n, max);
+    if (n == 0) return fail(err, "%s must not be empty", field);
+    if (n > max) return fail(err, "%s is %zu bytes; maximum is %zu", field, n, max);
     if (strlen(s) != n || local_has_control(s, 1))
-        return fail(msg, cap, "%s must not contain control characters", field);
+        return fail(err, "%s must not contain control characters", field);
     *out = s;
     return 0;
 }
 
-static int finite_number(const json_t *v, const char *field, double *out, char *msg, size_t cap)
+static int finite_number(const json_t *v, const char *field, double *out, fps_err *err)
 {
-    if (!json_is_number(v)) return fail(msg, cap, "%s must be a number", field);
+    if (!json_is_number(v)) return fail(err, "%s must be a number", field);
     double d = json_number_value(v);
-    if (!isfinite(d)) return fail(msg, cap, "%s must be finite", field);
+    if (!isfinite(d)) return fail(err, "%s must be finite", field);
     *out = d;
     return 0;
 }
 
-static int known_fields(const json_t *o, const char *const *allowed, const char *where, char *msg,
-                        size_t cap)
+static int known_fields(const json_t *o, const char *const *allowed, const char *where,
+                        fps_err *err)
 {
     const char *k;
     json_t *v;
@@ -72,7 +72,7 @@ static int known_fields(const json_t *o, const char *const *allowed, const char 
         int ok = 0;
         for (size_t i = 0; allowed[i]; i++)
             if (!strcmp(k, allowed[i])) ok = 1;
-        if (!ok) return fail(msg, cap, "%s has an unexpected field", where);
+        if (!ok) return fail(err, "%s has an unexpected field", where);
     }
     return 0;
 }
@@ -114,18 +114,18 @@ static const char **sorted_keys(const json_t *o, size_t *n)
     return keys;
 }
 
-static int key_field(const char *key, const char *field, char *msg, size_t cap)
+static int key_field(const char *key, const char *field, fps_err *err)
 {
     size_t n = strlen(key);
-    if (n == 0) return fail(msg, cap, "%s must not be empty", field);
+    if (n == 0) return fail(err, "%s must not be empty", field);
     if (n > LOCAL_MAX_KEY_BYTES)
-        return fail(msg, cap, "%s is %zu bytes; maximum is %d", field, n, LOCAL_MAX_KEY_BYTES);
-    if (!local_key_valid(key)) return fail(msg, cap, "%s must match ^[a-z][a-z0-9_]*$", field);
+        return fail(err, "%s is %zu bytes; maximum is %d", field, n, LOCAL_MAX_KEY_BYTES);
+    if (!local_key_valid(key)) return fail(err, "%s must match ^[a-z][a-z0-9_]*$", field);
     return 0;
 }
 
 int local_result_items(const json_t *answer, const char *eval_key, json_t **items_out,
-                       char **summary_out, char *msg, size_t cap)
+                       char **summary_out, fps_err *err)
 {
     static const char *const score_f[] = {"value",         "passed",      "unit",
                                           "display_value", "description", NULL};
@@ -135,39 +135,39 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
     const char **keys = NULL;
     *items_out = NULL;
     *summary_out = NULL;
-    if (!json_is_object(answer)) return fail(msg, cap, "the answer must be a JSON object");
+    if (!json_is_object(answer)) return fail(err, "the answer must be a JSON object");
     const char *reasoning, *summary;
     if (text_field(json_object_get(answer, "reasoning"), "reasoning", LOCAL_MAX_REASONING_BYTES,
-                   &reasoning, msg, cap) ||
+                   &reasoning, err) ||
         text_field(json_object_get(answer, "summary"), "summary", LOCAL_MAX_SUMMARY_BYTES, &summary,
-                   msg, cap))
+                   err))
         return -1;
     /* labels: unique, <= 20, each 1..64 bytes, stored sorted */
     labels = json_array();
     json_t *lv = json_object_get(answer, "labels");
     if (lv != NULL && !json_is_null(lv)) {
         if (!json_is_array(lv)) {
-            fail(msg, cap, "labels must be an array of strings");
+            fail(err, "labels must be an array of strings");
             goto bad;
         }
         size_t nl = json_array_size(lv);
         if (nl > LOCAL_MAX_LABELS) {
-            fail(msg, cap, "at most %d labels are allowed", LOCAL_MAX_LABELS);
+            fail(err, "at most %d labels are allowed", LOCAL_MAX_LABELS);
             goto bad;
         }
         const char *ls[LOCAL_MAX_LABELS];
         for (size_t i = 0; i < nl; i++) {
             const json_t *l = json_array_get(lv, i);
             if (l == NULL || json_is_null(l)) {
-                fail(msg, cap, "label must be a string");
+                fail(err, "label must be a string");
                 goto bad;
             }
-            if (text_field(l, "label", LOCAL_MAX_LABEL_BYTES, &ls[i], msg, cap)) goto bad;
+            if (text_field(l, "label", LOCAL_MAX_LABEL_BYTES, &ls[i], err)) goto bad;
         }
         qsort(ls, nl, sizeof ls[0], cmp_cstr);
         for (size_t i = 1; i < nl; i++)
             if (!strcmp(ls[i - 1], ls[i])) {
-                fail(msg, cap, "labels must be unique");
+                fail(err, "labels must be unique");
                 goto bad;
             }
         for (size_t i = 0; i < nl; i++)
@@ -182,17 +182,17 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
         json_t *passed = NULL;
         const char *unit = "ratio", *display = NULL, *desc = NULL;
         if (json_is_object(sv)) {
-            if (known_fields(sv, score_f, "score", msg, cap)) goto bad;
+            if (known_fields(sv, score_f, "score", err)) goto bad;
             json_t *val = json_object_get(sv, "value");
             if (val == NULL) {
-                fail(msg, cap, "score value is required");
+                fail(err, "score value is required");
                 goto bad;
             }
-            if (finite_number(val, "score value", &value, msg, cap)) goto bad;
+            if (finite_number(val, "score value", &value, err)) goto bad;
             json_t *p = json_object_get(sv, "passed");
             if (p != NULL && !json_is_null(p)) {
                 if (!json_is_boolean(p)) {
-                    fail(msg, cap, "score passed must be a boolean or None");
+                    fail(err, "score passed must be a boolean or None");
                     goto bad;
                 }
                 passed = json_boolean(json_is_true(p));
@@ -200,32 +200,32 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
             json_t *u = json_object_get(sv, "unit");
             if (u != NULL) {
                 if (!json_is_string(u)) {
-                    fail(msg, cap, "unit must be a string");
+                    fail(err, "unit must be a string");
                     json_decref(passed);
                     goto bad;
                 }
                 unit = json_string_value(u);
-                if (*unit && text_field(u, "unit", LOCAL_MAX_UNIT_BYTES, &unit, msg, cap)) {
+                if (*unit && text_field(u, "unit", LOCAL_MAX_UNIT_BYTES, &unit, err)) {
                     json_decref(passed);
                     goto bad;
                 }
             }
             if (text_field(json_object_get(sv, "display_value"), "display value",
-                           LOCAL_MAX_DISPLAY_VALUE_BYTES, &display, msg, cap) ||
+                           LOCAL_MAX_DISPLAY_VALUE_BYTES, &display, err) ||
                 text_field(json_object_get(sv, "description"), "description",
-                           LOCAL_MAX_DESCRIPTION_BYTES, &desc, msg, cap)) {
+                           LOCAL_MAX_DESCRIPTION_BYTES, &desc, err)) {
                 json_decref(passed);
                 goto bad;
             }
         } else if (json_is_number(sv)) {
-            if (finite_number(sv, "score value", &value, msg, cap)) goto bad;
+            if (finite_number(sv, "score value", &value, err)) goto bad;
         } else {
-            fail(msg, cap, "score must be a number or an object");
+            fail(err, "score must be a number or an object");
             goto bad;
         }
         if (!(value >= 0 && value <= 1)) {
             json_decref(passed);
-            fail(msg, cap, "score value must be between 0 and 1");
+            fail(err, "score value must be between 0 and 1");
             goto bad;
         }
         json_array_append_new(items, item_new(eval_key, "score", json_real(value), passed, unit,
@@ -236,40 +236,39 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
     json_t *mv = json_object_get(answer, "metrics");
     if (mv != NULL && !json_is_null(mv)) {
         if (!json_is_object(mv)) {
-            fail(msg, cap, "metrics must be an object");
+            fail(err, "metrics must be an object");
             goto bad;
         }
         size_t n;
         keys = sorted_keys(mv, &n);
         for (size_t i = 0; i < n; i++) {
-            if (key_field(keys[i], "metric key", msg, cap)) goto bad;
+            if (key_field(keys[i], "metric key", err)) goto bad;
             json_t *m = json_object_get(mv, keys[i]);
             double value = 0;
             const char *unit = "", *display = NULL, *desc = NULL;
             if (json_is_object(m)) {
-                if (known_fields(m, metric_f, "metric", msg, cap)) goto bad;
+                if (known_fields(m, metric_f, "metric", err)) goto bad;
                 json_t *val = json_object_get(m, "value");
                 if (val == NULL) {
-                    fail(msg, cap, "metric value is required");
+                    fail(err, "metric value is required");
                     goto bad;
                 }
-                if (finite_number(val, "metric value", &value, msg, cap)) goto bad;
+                if (finite_number(val, "metric value", &value, err)) goto bad;
                 json_t *u = json_object_get(m, "unit");
                 if (u != NULL) {
                     if (!json_is_string(u)) {
-                        fail(msg, cap, "unit must be a string");
+                        fail(err, "unit must be a string");
                         goto bad;
                     }
                     unit = json_string_value(u);
-                    if (*unit && text_field(u, "unit", LOCAL_MAX_UNIT_BYTES, &unit, msg, cap))
-                        goto bad;
+                    if (*unit && text_field(u, "unit", LOCAL_MAX_UNIT_BYTES, &unit, err)) goto bad;
                 }
                 if (text_field(json_object_get(m, "display_value"), "display value",
-                               LOCAL_MAX_DISPLAY_VALUE_BYTES, &display, msg, cap) ||
+                               LOCAL_MAX_DISPLAY_VALUE_BYTES, &display, err) ||
                     text_field(json_object_get(m, "description"), "description",
-                               LOCAL_MAX_DESCRIPTION_BYTES, &desc, msg, cap))
+                               LOCAL_MAX_DESCRIPTION_BYTES, &desc, err))
                     goto bad;
-            } else if (finite_number(m, "metric value", &value, msg, cap)) {
+            } else if (finite_number(m, "metric value", &value, err)) {
                 goto bad;
             }
             const char *r = (!have_score && !strcmp(keys[i], eval_key)) ? reasoning : NULL;
@@ -283,31 +282,31 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
     json_t *av = json_object_get(answer, "assertions");
     if (av != NULL && !json_is_null(av)) {
         if (!json_is_object(av)) {
-            fail(msg, cap, "assertions must be an object");
+            fail(err, "assertions must be an object");
             goto bad;
         }
         size_t n;
         keys = sorted_keys(av, &n);
         for (size_t i = 0; i < n; i++) {
-            if (key_field(keys[i], "assertion key", msg, cap)) goto bad;
+            if (key_field(keys[i], "assertion key", err)) goto bad;
             json_t *a = json_object_get(av, keys[i]);
             int passed;
             const char *desc = NULL;
             if (json_is_object(a)) {
-                if (known_fields(a, assert_f, "assertion", msg, cap)) goto bad;
+                if (known_fields(a, assert_f, "assertion", err)) goto bad;
                 json_t *p = json_object_get(a, "passed");
                 if (!json_is_boolean(p)) {
-                    fail(msg, cap, "assertion passed must be a boolean");
+                    fail(err, "assertion passed must be a boolean");
                     goto bad;
                 }
                 passed = json_is_true(p);
                 if (text_field(json_object_get(a, "description"), "description",
-                               LOCAL_MAX_DESCRIPTION_BYTES, &desc, msg, cap))
+                               LOCAL_MAX_DESCRIPTION_BYTES, &desc, err))
                     goto bad;
             } else if (json_is_boolean(a)) {
                 passed = json_is_true(a);
             } else {
-                fail(msg, cap, "assertion passed must be a boolean");
+                fail(err, "assertion passed must be a boolean");
                 goto bad;
             }
             int carries = !have_score && !strcmp(keys[i], eval_key) &&
@@ -321,11 +320,11 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
     }
     size_t ni = json_array_size(items);
     if (ni == 0) {
-        fail(msg, cap, "an EvalResult must contain a score, metric, or assertion");
+        fail(err, "an EvalResult must contain a score, metric, or assertion");
         goto bad;
     }
     if (ni > LOCAL_MAX_RESULTS) {
-        fail(msg, cap, "an EvalResult may contain at most %d results", LOCAL_MAX_RESULTS);
+        fail(err, "an EvalResult may contain at most %d results", LOCAL_MAX_RESULTS);
         goto bad;
     }
     for (size_t i = 0; i < ni; i++)
@@ -333,7 +332,7 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
             if (!strcmp(
                     json_string_value(json_object_get(json_array_get(items, i), "result_key")),
                     json_string_value(json_object_get(json_array_get(items, j), "result_key")))) {
-                fail(msg, cap, "result keys must be unique within one evaluation run");
+                fail(err, "result keys must be unique within one evaluation run");
                 goto bad;
             }
     json_decref(labels);
@@ -613,15 +612,15 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
                    "local evaluator '%s' answered invalid JSON (at byte %d)", name, je.position);
         goto done;
     }
-    char msg[256];
+    fps_err bad;
     json_t *items = NULL;
     char *summary = NULL;
-    if (local_result_items(answer, req->eval_key, &items, &summary, msg, sizeof msg) != 0) {
+    if (local_result_items(answer, req->eval_key, &items, &summary, &bad) != 0) {
         json_decref(answer);
         set_result(out, "failed", "eval_error",
                    "local evaluator '%s' returned an invalid "
                    "EvalResult: %s",
-                   name, msg);
+                   name, bad.msg);
         goto done;
     }
     json_decref(answer);

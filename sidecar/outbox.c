@@ -142,9 +142,9 @@ static void record(outbox *o, const entry *e, store_submit_outcome oc, double at
     store_attempt a = {oc,
                        at,
                        dur,
-                       ce ? (int)ce->http_status : 200,
-                       ce && ce->code[0] ? ce->code : NULL,
-                       ce && ce->message[0] ? ce->message : NULL,
+                       ce ? (int)ce->err.http_status : 200,
+                       ce && ce->err.name[0] ? ce->err.name : NULL,
+                       ce && ce->err.msg[0] ? ce->err.msg : NULL,
                        ce && ce->request_id[0] ? ce->request_id : NULL};
     store_err se;
     if (store_outbox_record(o->st, e->submission_id, &a, &se) < 0)
@@ -200,22 +200,22 @@ static int attempt(outbox *o, entry *e)
                   LOG_B("idempotent_replay", ack.idempotent_replay));
         return ATTEMPT_SETTLED;
     }
-    if (ce.kind == CLOUD_ABORTED) return ATTEMPT_NOT_SENT;
+    if (ce.err.code == CLOUD_ABORTED) return ATTEMPT_NOT_SENT;
     record(o, e, ce.retryable ? STORE_SUBMIT_RETRY : STORE_SUBMIT_REJECTED, at, dur, &ce);
     if (ce.retryable) {
         e->last = ce;
         metrics_inc(METRIC_SUBMISSIONS, "outcome", "retried");
         answered(o, e, OUTBOX_RETRY, &ce);
         log_warn("result submission failed; will retry", LOG_S("evaluation_run_id", e->run_id),
-                 LOG_S("code", ce.code), LOG_S("error", ce.message),
+                 LOG_S("code", ce.err.name), LOG_S("error", ce.err.msg),
                  LOG_S("request_id", ce.request_id), LOG_I("attempts", e->attempts));
         return ATTEMPT_RETRY;
     }
     metrics_inc(METRIC_SUBMISSIONS, "outcome", "rejected");
     answered(o, e, OUTBOX_REJECTED, &ce);
     log_error("result rejected", LOG_S("evaluation_run_id", e->run_id),
-              LOG_S("assignment_id", e->assignment_id), LOG_S("code", ce.code),
-              LOG_S("error", ce.message), LOG_I("http_status", ce.http_status),
+              LOG_S("assignment_id", e->assignment_id), LOG_S("code", ce.err.name),
+              LOG_S("error", ce.err.msg), LOG_I("http_status", ce.err.http_status),
               LOG_S("request_id", ce.request_id));
     return ATTEMPT_SETTLED;
 }
@@ -349,7 +349,7 @@ static void *retry_main(void *arg)
     return NULL;
 }
 
-long outbox_start(outbox *o, char *err, size_t errcap)
+long outbox_start(outbox *o, fps_err *err)
 {
     long loaded = 0;
     if (o->st != NULL) {
@@ -357,7 +357,8 @@ long outbox_start(outbox *o, char *err, size_t errcap)
         size_t n = 0;
         store_err se;
         if (store_outbox_pending(o->st, 0, 0, &rows, &n, &se) < 0) {
-            snprintf(err, errcap, "outbox: cannot list pending results: %s", se.msg);
+            fps_err_set(err, OUTBOX_ESTART, 0, "cannot_start",
+                        "outbox: cannot list pending results: %s", se.msg);
             return -1;
         }
         pthread_mutex_lock(&o->mu);
@@ -379,7 +380,7 @@ long outbox_start(outbox *o, char *err, size_t errcap)
     int rc = pthread_create(&o->th, &at, retry_main, o);
     pthread_attr_destroy(&at);
     if (rc != 0) {
-        snprintf(err, errcap, "outbox: cannot start its thread");
+        fps_err_set(err, OUTBOX_ESTART, 0, "cannot_start", "outbox: cannot start its thread");
         return -1;
     }
     o->started = 1;

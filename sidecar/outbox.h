@@ -41,7 +41,8 @@ outbox *outbox_new(struct cloud *c, struct store *st, const outbox_hooks *h);
 /* Loads the store's pending entries (left by an earlier process; due at
  * once) and starts the retry thread. Returns the number loaded, or -1 with
  * a message. */
-long outbox_start(outbox *o, char *err, size_t errcap);
+enum { OUTBOX_ESTART = -1 }; /* fps_err name "cannot_start" */
+long outbox_start(outbox *o, fps_err *err);
 /* Submits a result that is already durable (in the store's outbox table
  * when there is a store): the first attempt runs on the calling thread;
  * a retryable failure leaves it to the retry thread, whose next attempt

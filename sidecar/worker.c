@@ -72,14 +72,14 @@ static void outbox_answered(void *ud, void *owner, outbox_outcome oc, const clou
         return;
     case OUTBOX_RETRY:
         wcount(w, WC_RESULT_RETRIES, 1);
-        if (e->kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
+        if (e->err.code == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
         return;
     case OUTBOX_REJECTED:
         break;
     }
     wcount(w, WC_RESULTS_REJECTED, 1);
-    if (e->kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-    worker_note_error(w, e->code, e->message);
+    if (e->err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+    worker_note_error(w, e->err.name, e->err.msg);
     actx *x = owner;
     if (x != NULL && e->errc == CLOUD_ERRC_LEASE_LOST && !atomic_exchange(&x->lost, 1)) {
         wcount(w, WC_LEASES_LOST, 1);
@@ -99,10 +99,11 @@ static int64_t outbox_retry_delay(void *ud, int attempts, const cloud_error *e)
     return d;
 }
 
-worker *worker_new(const worker_deps *d, char *err, size_t errcap)
+worker *worker_new(const worker_deps *d, fps_err *err)
 {
     if (d->cfg == NULL || d->pool == NULL) {
-        snprintf(err, errcap, "worker: configuration and sandbox pool are required");
+        fps_err_set(err, WORKER_ESTART, 0, "cannot_start",
+                    "worker: configuration and sandbox pool are required");
         return NULL;
     }
     worker *w = calloc(1, sizeof *w);
@@ -134,7 +135,7 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
                        /* the assignment threads, the claim loop, the
                         * heartbeat and the outbox's retry thread */
                        .threads = (int)w->concurrency + 3};
-    w->cloud = cloud_new(&cc, err, errcap);
+    w->cloud = cloud_new(&cc, err);
     if (w->cloud == NULL) {
         free(w);
         return NULL;
@@ -144,7 +145,7 @@ worker *worker_new(const worker_deps *d, char *err, size_t errcap)
     w->commits = ws_group_new();
     w->recent = recent_new();
     if (w->outbox == NULL || w->commits == NULL || w->recent == NULL) {
-        snprintf(err, errcap, "worker: out of memory");
+        fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: out of memory");
         outbox_free(w->outbox);
         ws_group_free(w->commits);
         recent_free(w->recent);
@@ -179,15 +180,16 @@ static json_t *local_catalog(worker *w)
 /* One registration attempt. Returns 0, or -1 with e filled. */
 static int do_register(worker *w, cloud_error *e)
 {
-    char err[256], rev[CATALOG_REVISION_LEN + 1];
+    char rev[CATALOG_REVISION_LEN + 1];
+    fps_err err;
     atomic_store(&w->catalog_dirty, 0);
     json_t *raw = local_catalog(w);
-    json_t *cat = catalog_normalize(raw, err, sizeof err);
+    json_t *cat = catalog_normalize(raw, &err);
     json_decref(raw);
-    if (cat == NULL || catalog_revision(cat, rev, sizeof rev, err, sizeof err) != 0) {
+    if (cat == NULL || catalog_revision(cat, rev, sizeof rev, &err) != 0) {
         memset(e, 0, sizeof *e);
-        cloud_set_protocol_error(e, "local catalog: %s", err);
-        snprintf(e->code, sizeof e->code, "invalid_catalog");
+        cloud_set_protocol_error(e, "local catalog: %s", err.msg);
+        snprintf(e->err.name, sizeof e->err.name, "%s", err.name);
         json_decref(cat);
         return -1;
     }
@@ -230,7 +232,7 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
 static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
 {
     pthread_mutex_lock(&w->mu);
-    snprintf(w->not_ready, sizeof w->not_ready, fmt, e->code, e->message);
+    snprintf(w->not_ready, sizeof w->not_ready, fmt, e->err.name, e->err.msg);
     pthread_mutex_unlock(&w->mu);
 }
 
@@ -279,7 +281,7 @@ static void *main_loop(void *arg)
                 reg_delay = 1;
                 continue;
             }
-            if (e.kind == CLOUD_ABORTED) break;
+            if (e.err.code == CLOUD_ABORTED) break;
             wcount(w, WC_REGISTRATION_FAILURES, 1);
             pthread_mutex_lock(&w->mu);
             w->registered = 0;
@@ -288,10 +290,10 @@ static void *main_loop(void *arg)
             /* Non-retryable (bad token, disabled instance, invalid
              * catalog): stay up, not ready, retry slowly. */
             double delay = e.retryable ? reg_delay : (reg_delay < 30 ? 30 : reg_delay);
-            log_error("registration failed", LOG_S("code", e.code), LOG_S("error", e.message),
-                      LOG_B("retryable", e.retryable), LOG_I("http_status", e.http_status),
+            log_error("registration failed", LOG_S("code", e.err.name), LOG_S("error", e.err.msg),
+                      LOG_B("retryable", e.retryable), LOG_I("http_status", e.err.http_status),
                       LOG_S("request_id", e.request_id), LOG_D("retry_in_s", delay));
-            worker_note_error(w, e.code, e.message);
+            worker_note_error(w, e.err.name, e.err.msg);
             reg_delay = reg_delay * 2 > 60 ? 60 : reg_delay * 2;
             atomic_store(&w->catalog_dirty, 0);
             loop_wait(w, (int64_t)(delay * 1000));
@@ -330,19 +332,19 @@ static void *main_loop(void *arg)
         size_t n = 0, rejected = 0;
         double claimed_at = time_now();
         if (cloud_claim(w->cloud, rev, capacity, &as, &n, &rejected, &e) != 0) {
-            if (e.kind == CLOUD_ABORTED) break;
+            if (e.err.code == CLOUD_ABORTED) break;
             wcount(w, WC_CLAIM_FAILURES, 1);
-            worker_note_error(w, e.code, e.message);
+            worker_note_error(w, e.err.name, e.err.msg);
             if (e.errc == CLOUD_ERRC_CATALOG_MISMATCH) {
                 log_warn("claim: catalog_mismatch; re-registering",
                          LOG_S("request_id", e.request_id));
                 atomic_store(&w->catalog_dirty, 1);
                 continue;
             }
-            if (e.kind == CLOUD_PROTOCOL) {
+            if (e.err.code == CLOUD_PROTOCOL) {
                 wcount(w, WC_PROTOCOL_ERRORS, 1);
-                log_error("claim: protocol error", LOG_S("code", e.code), LOG_S("error", e.message),
-                          LOG_S("request_id", e.request_id));
+                log_error("claim: protocol error", LOG_S("code", e.err.name),
+                          LOG_S("error", e.err.msg), LOG_S("request_id", e.request_id));
                 loop_wait(w, poll_ms);
                 continue;
             }
@@ -357,12 +359,12 @@ static void *main_loop(void *arg)
                 w->registered = 0;
                 pthread_mutex_unlock(&w->mu);
                 delay = 30;
-            } else if (e.kind == CLOUD_TRANSPORT) {
+            } else if (e.err.code == CLOUD_TRANSPORT) {
                 wcount(w, WC_TRANSPORT_ERRORS, 1);
             }
-            log_at_(e.retryable ? LOG_WARN : LOG_ERROR, "claim failed", LOG_S("code", e.code),
-                    LOG_S("error", e.message), LOG_B("retryable", e.retryable),
-                    LOG_I("http_status", e.http_status), LOG_S("request_id", e.request_id),
+            log_at_(e.retryable ? LOG_WARN : LOG_ERROR, "claim failed", LOG_S("code", e.err.name),
+                    LOG_S("error", e.err.msg), LOG_B("retryable", e.retryable),
+                    LOG_I("http_status", e.err.http_status), LOG_S("request_id", e.request_id),
                     LOG_D("retry_in_s", delay));
             loop_wait(w, (int64_t)(delay * 1000));
             continue;
@@ -469,12 +471,12 @@ static void catalog_changed_cb(void *ud)
     worker_catalog_changed(ud);
 }
 
-int worker_start(worker *w, char *err, size_t errcap)
+int worker_start(worker *w, fps_err *err)
 {
     w->started_at = time_now();
     w->started_mono = time_mono_ms();
     ws_recover(w);
-    long pending = outbox_start(w->outbox, err, errcap);
+    long pending = outbox_start(w->outbox, err);
     if (pending < 0) return -1;
     if (pending > 0) log_info("outbox: pending results resent", LOG_I("entries", pending));
     w->npool = w->concurrency;
@@ -484,7 +486,7 @@ int worker_start(worker *w, char *err, size_t errcap)
     long helpers = w->cfg->max_sandboxes > 0 ? w->cfg->max_sandboxes : 4;
     w->run_pool = worker_run_pool_new(helpers > CLOUD_MAX_CAPACITY ? CLOUD_MAX_CAPACITY : helpers);
     if (w->run_pool == NULL || worker_run_pool_start(w->run_pool) != 0) {
-        snprintf(err, errcap, "worker: cannot start the run pool");
+        fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: cannot start the run pool");
         return -1;
     }
     if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
@@ -497,7 +499,7 @@ int worker_start(worker *w, char *err, size_t errcap)
         rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
     pthread_attr_destroy(&at);
     if (rc != 0) {
-        snprintf(err, errcap, "worker: cannot start threads");
+        fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: cannot start threads");
         return -1;
     }
     w->started = 1;

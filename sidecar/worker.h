@@ -29,10 +29,11 @@ typedef struct {
 } worker_deps;
 
 /* Creates a stopped worker. NULL with a message in err on bad configuration. */
-worker *worker_new(const worker_deps *deps, char *err, size_t errcap);
+enum { WORKER_ESTART = -1 }; /* fps_err name "cannot_start" (or cloud_new's) */
+worker *worker_new(const worker_deps *deps, fps_err *err);
 /* Starts the worker's threads (registration, claiming, heartbeats, the
  * assignment pool, the outbox). Returns 0 or -1 with a message. */
-int worker_start(worker *w, char *err, size_t errcap);
+int worker_start(worker *w, fps_err *err);
 /* Begins draining: no new claims; heartbeats, in-flight runs and result
  * submissions go on. Idempotent, async-signal-unsafe (call from a thread). */
 void worker_drain(worker *w);

@@ -19,8 +19,8 @@ void worker_fail_assignment(actx *x, const char *code, const char *msg, const cl
 {
     worker *w = x->w;
     wcount(w, WC_ASSIGNMENTS_FAILED, 1);
-    if (e && e->kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-    if (e && e->kind == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
+    if (e && e->err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+    if (e && e->err.code == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
     ws_finish(w, x, "failed", code, msg);
     log_error("assignment failed", LOG_S("assignment_id", x->a.assignment_id), LOG_S("code", code),
               LOG_S("error", msg), LOG_S("request_id", e ? e->request_id : ""));
@@ -44,14 +44,14 @@ static void lease_lost(actx *x, const char *where)
 /* Call failed: lease_lost ends the assignment quietly, anything else fails it. */
 static void call_failed(actx *x, const char *what, const cloud_error *e)
 {
-    if (e->kind == CLOUD_ABORTED) return;
+    if (e->err.code == CLOUD_ABORTED) return;
     if (e->errc == CLOUD_ERRC_LEASE_LOST) {
         lease_lost(x, what);
         return;
     }
     char msg[700];
-    snprintf(msg, sizeof msg, "%s: %s", what, e->message);
-    worker_fail_assignment(x, e->code, msg, e);
+    snprintf(msg, sizeof msg, "%s: %s", what, e->err.msg);
+    worker_fail_assignment(x, e->err.name, msg, e);
 }
 
 /* The local catalog as `local` definitions (no definitions_url). */
@@ -77,7 +77,7 @@ void worker_process(worker *w, actx *x)
     wselection s = {json_array(), json_array()};
     cloud_plan plan;
     memset(&plan, 0, sizeof plan);
-    char err[512];
+    fps_err err;
 
     int64_t tm[8] = {worker_mono_us()};
     void *simg = NULL;
@@ -88,10 +88,10 @@ void worker_process(worker *w, actx *x)
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
             wcount(w, WC_ASSIGNMENTS_FAILED, 1);
             log_warn("transcript too large; assignment ends",
-                     LOG_S("assignment_id", x->a.assignment_id), LOG_S("error", e.message),
+                     LOG_S("assignment_id", x->a.assignment_id), LOG_S("error", e.err.msg),
                      LOG_S("request_id", e.request_id));
-            worker_note_error(w, e.code, e.message);
-            ws_finish(w, x, "failed", "transcript_too_large", e.message);
+            worker_note_error(w, e.err.name, e.err.msg);
+            ws_finish(w, x, "failed", "transcript_too_large", e.err.msg);
         } else {
             call_failed(x, "transcript", &e);
         }
@@ -123,11 +123,11 @@ void worker_process(worker *w, actx *x)
     }
     tm[4] = worker_mono_us();
     if (plan.idempotent_replay) metrics_inc(METRIC_REPLAYS, "call", "plan");
-    if (worker_plan_match(&plan, defs, s.selected, &x->runs, &x->nruns, err, sizeof err) != 0) {
+    if (worker_plan_match(&plan, defs, s.selected, &x->runs, &x->nruns, &err) != 0) {
         memset(&e, 0, sizeof e);
-        cloud_set_protocol_error(&e, "%s", err);
+        cloud_set_protocol_error(&e, "%s", err.msg);
         metrics_inc(METRIC_PROTOCOL_ERRORS, "call", "plan", "code", "plan_mismatch");
-        worker_fail_assignment(x, "protocol_error", err, &e);
+        worker_fail_assignment(x, e.err.name, err.msg, &e);
         goto done;
     }
     ws_planned(w, x, defs, s.selected, s.skipped, plan.obj, plan.status == CLOUD_PLAN_SKIPPED);
@@ -138,9 +138,9 @@ void worker_process(worker *w, actx *x)
                  LOG_I("skipped", (long long)json_array_size(s.skipped)));
         goto done;
     }
-    if (worker_plan_verify_sources(x->runs, x->nruns, err, sizeof err) != 0) {
+    if (worker_plan_verify_sources(x->runs, x->nruns, &err) != 0) {
         wcount(w, WC_CHECKSUM_MISMATCHES, 1);
-        worker_fail_assignment(x, "source_checksum_mismatch", err, NULL);
+        worker_fail_assignment(x, err.name, err.msg, NULL);
         goto done;
     }
     ws_runs_started(w, x);

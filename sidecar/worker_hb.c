@@ -89,18 +89,18 @@ static int beat(worker *w, actx *x)
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("request_id", e.request_id));
         }
-        ws_heartbeat(w, x, sent_at, "lease_lost", e.code[0] ? e.code : NULL);
+        ws_heartbeat(w, x, sent_at, "lease_lost", e.err.name[0] ? e.err.name : NULL);
         for (size_t i = 0; i < x->nruns; i++)
             atomic_store(&x->runs[i].cancel, 1);
         atomic_store(&x->cancel_conditions, 1);
-    } else if (e.kind != CLOUD_ABORTED) {
+    } else if (e.err.code != CLOUD_ABORTED) {
         again = 1;
         wcount(w, WC_HEARTBEAT_FAILURES, 1);
         metrics_inc(METRIC_HEARTBEAT_FAILURES);
-        if (e.kind == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-        ws_heartbeat(w, x, sent_at, "failed", e.code[0] ? e.code : NULL);
+        if (e.err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+        ws_heartbeat(w, x, sent_at, "failed", e.err.name[0] ? e.err.name : NULL);
         log_warn("heartbeat failed; beating again soon", LOG_S("assignment_id", x->a.assignment_id),
-                 LOG_S("code", e.code), LOG_S("error", e.message),
+                 LOG_S("code", e.err.name), LOG_S("error", e.err.msg),
                  LOG_S("request_id", e.request_id));
     }
     json_decref(ids);

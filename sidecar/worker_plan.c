@@ -23,7 +23,7 @@ static const json_t *find_def(const json_t *defs, const char *key, const char *v
 }
 
 int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *selected,
-                      wrun **runs_out, size_t *nruns, char *err, size_t errcap)
+                      wrun **runs_out, size_t *nruns, fps_err *err)
 {
     size_t nsel = json_array_size(selected), n = p->nruns;
     *runs_out = NULL;
@@ -31,18 +31,20 @@ int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *sel
     if (!p->idempotent_replay) {
         const char *expect = nsel ? "planned" : "skipped";
         if (p->status != (nsel ? CLOUD_PLAN_PLANNED : CLOUD_PLAN_SKIPPED)) {
-            snprintf(err, errcap, "plan status '%.32s' where '%s' was expected",
-                     p->assignment_status, expect);
+            fps_err_set(err, WORKER_PLAN_EMISMATCH, 0, "protocol_error",
+                        "plan status '%.32s' where '%s' was expected", p->assignment_status,
+                        expect);
             return -1;
         }
         if (n != nsel) {
-            snprintf(err, errcap, "plan has %zu runs for %zu selected definitions", n, nsel);
+            fps_err_set(err, WORKER_PLAN_EMISMATCH, 0, "protocol_error",
+                        "plan has %zu runs for %zu selected definitions", n, nsel);
             return -1;
         }
     }
     wrun *runs = calloc(n ? n : 1, sizeof *runs);
     if (runs == NULL) {
-        snprintf(err, errcap, "out of memory");
+        fps_err_set(err, WORKER_PLAN_ENOMEM, 0, "out_of_memory", "out of memory");
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
@@ -50,7 +52,8 @@ int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *sel
         const char *key = run->eval_key, *ver = run->eval_version;
         const json_t *d = find_def(defs, key, ver);
         if (d == NULL) {
-            snprintf(err, errcap, "plan run %s names an unknown definition", run->run_id);
+            fps_err_set(err, WORKER_PLAN_EMISMATCH, 0, "protocol_error",
+                        "plan run %s names an unknown definition", run->run_id);
             goto fail;
         }
         if (!p->idempotent_replay) {
@@ -64,12 +67,14 @@ int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *sel
                 if (!strcmp(runs[k].run->eval_key, key) && !strcmp(runs[k].run->eval_version, ver))
                     found = 0;
             if (!found) {
-                snprintf(err, errcap, "plan run for %s@%s was not selected (or repeats)", key, ver);
+                fps_err_set(err, WORKER_PLAN_EMISMATCH, 0, "protocol_error",
+                            "plan run for %s@%s was not selected (or repeats)", key, ver);
                 goto fail;
             }
         }
         if (run->mode != cloud_definition_mode(d)) {
-            snprintf(err, errcap, "plan changed the execution_mode of %s", key);
+            fps_err_set(err, WORKER_PLAN_EMISMATCH, 0, "protocol_error",
+                        "plan changed the execution_mode of %s", key);
             goto fail;
         }
         runs[i].run = run;
@@ -85,7 +90,7 @@ fail:
 }
 
 /* SPEC §2 step 6, for every managed run before any runs. */
-int worker_plan_verify_sources(const wrun *runs, size_t n, char *err, size_t errcap)
+int worker_plan_verify_sources(const wrun *runs, size_t n, fps_err *err)
 {
     for (size_t i = 0; i < n; i++) {
         const cloud_run *run = runs[i].run;
@@ -93,8 +98,8 @@ int worker_plan_verify_sources(const wrun *runs, size_t n, char *err, size_t err
         if (run->mode != CLOUD_MODE_PYTHON) continue;
         const char *src = run->evaluator_source, *sum = run->source_checksum;
         if (src == NULL || *src == '\0' || sum == NULL || *sum == '\0') {
-            snprintf(err, errcap, "managed run %s lacks evaluator_source or source_checksum",
-                     runs[i].run_id);
+            fps_err_set(err, WORKER_PLAN_ECHECKSUM, 0, "source_checksum_mismatch",
+                        "managed run %s lacks evaluator_source or source_checksum", runs[i].run_id);
             return -1;
         }
         const char *cond = cloud_jstr(d, "condition_source");
@@ -109,8 +114,8 @@ int worker_plan_verify_sources(const wrun *runs, size_t n, char *err, size_t err
         snprintf(expect, sizeof expect, "sha256:%s", hex);
         const char *dsum = cloud_jstr(d, "source_checksum");
         if (strcmp(expect, sum) != 0 || (dsum && *dsum && strcmp(dsum, sum) != 0)) {
-            snprintf(err, errcap, "source_checksum mismatch for run %s (%s)", runs[i].run_id,
-                     run->eval_key);
+            fps_err_set(err, WORKER_PLAN_ECHECKSUM, 0, "source_checksum_mismatch",
+                        "source_checksum mismatch for run %s (%s)", runs[i].run_id, run->eval_key);
             return -1;
         }
     }

@@ -24,11 +24,14 @@ typedef struct {
  * nothing was selected) and its runs exactly the selected definitions, each
  * once; every run must name a known definition with the same execution
  * mode. 0 with *runs (owned; free()) and *nruns, or -1 with a message. */
+/* fps_err codes (names): a plan that breaks the contract ("protocol_error"),
+ * a source that is not the definition's ("source_checksum_mismatch"). */
+enum { WORKER_PLAN_EMISMATCH = -1, WORKER_PLAN_ECHECKSUM = -2, WORKER_PLAN_ENOMEM = -3 };
 int worker_plan_match(const cloud_plan *p, const json_t *defs, const json_t *selected, wrun **runs,
-                      size_t *nruns, char *err, size_t errcap);
+                      size_t *nruns, fps_err *err);
 /* SPEC §2 step 6 for every managed run: source_checksum must be
  * "sha256:" + hex(SHA-256(condition_source + NUL + evaluator_source)) and
  * match the definition's. 0, or -1 with a message naming the run. */
-int worker_plan_verify_sources(const wrun *runs, size_t n, char *err, size_t errcap);
+int worker_plan_verify_sources(const wrun *runs, size_t n, fps_err *err);
 
 #endif

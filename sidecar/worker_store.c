@@ -343,12 +343,12 @@ void ws_recover(worker *w)
     for (size_t i = 0; i < nas; i++) {
         store_assignment_state *s = &as[i];
         json_t *obj = s->claim_json ? json_loads(s->claim_json, 0, NULL) : NULL;
-        char err[256];
+        fps_err err;
         actx *x = calloc(1, sizeof *x);
         x->w = w;
-        if (obj == NULL || cloud_assignment_from_json(w->cloud, obj, &x->a, err, sizeof err) != 0) {
+        if (obj == NULL || cloud_assignment_from_json(w->cloud, obj, &x->a, &err) != 0) {
             log_warn("cannot resume assignment", LOG_S("assignment_id", s->assignment_id),
-                     LOG_S("error", obj ? err : "no claim stored"));
+                     LOG_S("error", obj ? err.msg : "no claim stored"));
             json_decref(obj);
             free(x);
             continue;

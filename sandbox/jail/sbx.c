@@ -263,19 +263,20 @@ static void *reaper_main(void *arg)
 /* exec's one image of the sandbox binary with `argv`: empty environment,
  * fd 0 = in0, fd 1 = in1, fd 2 = /dev/null (stderr in sanitizer builds),
  * nothing else; its own process group; default signal dispositions. */
-static int spawn_image(sbx_pool *pool, char **argv, int in0, int in1, pid_t *pid, char *err,
-                       size_t errcap)
+static int spawn_image(sbx_pool *pool, char **argv, int in0, int in1, pid_t *pid, fps_err *err)
 {
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
     int rc = -1;
     if (posix_spawn_file_actions_init(&fa) != 0) {
-        snprintf(err, errcap, "spawning the sandbox: out of memory");
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "spawning the sandbox: out of memory");
         return -1;
     }
     if (posix_spawnattr_init(&attr) != 0) {
         posix_spawn_file_actions_destroy(&fa);
-        snprintf(err, errcap, "spawning the sandbox: out of memory");
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "spawning the sandbox: out of memory");
         return -1;
     }
     posix_spawn_file_actions_adddup2(&fa, in0, 0);
@@ -304,7 +305,8 @@ static int spawn_image(sbx_pool *pool, char **argv, int in0, int in1, pid_t *pid
 #endif
     int e = posix_spawn(pid, pool->exe, &fa, &attr, argv, envp);
     if (e != 0)
-        snprintf(err, errcap, "spawning the sandbox: %s", strerror(e));
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "spawning the sandbox: %s",
+                    strerror(e));
     else
         rc = 0;
     posix_spawn_file_actions_destroy(&fa);
@@ -315,7 +317,7 @@ static int spawn_image(sbx_pool *pool, char **argv, int in0, int in1, pid_t *pid
 /* The channels of one child: a request socket and an outcome pipe. On
  * success c->sock / c->out are the parent's ends and ends[0] / ends[1] the
  * child's (the caller closes those once the child has them). */
-static int make_channels(child_t *c, int ends[2], char *err, size_t errcap)
+static int make_channels(child_t *c, int ends[2], fps_err *err)
 {
     int sv[2], pp[2];
     c->pid = -1;
@@ -332,17 +334,18 @@ static int make_channels(child_t *c, int ends[2], char *err, size_t errcap)
     ends[1] = pp[1];
     return 0;
 fail:
-    snprintf(err, errcap, "sandbox pipes: %s", strerror(errno));
+    fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "sandbox pipes: %s",
+                strerror(errno));
     return -1;
 }
 
 /* exec's one child directly (no zygote). */
-static int exec_child(sbx_pool *pool, char **argv, child_t *c, char *err, size_t errcap)
+static int exec_child(sbx_pool *pool, char **argv, child_t *c, fps_err *err)
 {
     int ends[2];
-    if (make_channels(c, ends, err, errcap) != 0) return -1;
+    if (make_channels(c, ends, err) != 0) return -1;
     pid_t pid;
-    int rc = spawn_image(pool, argv, ends[0], ends[1], &pid, err, errcap);
+    int rc = spawn_image(pool, argv, ends[0], ends[1], &pid, err);
     close(ends[0]);
     close(ends[1]);
     if (rc != 0) {
@@ -387,15 +390,16 @@ static void zygote_stop(sbx_pool *pool)
 }
 
 /* Starts the zygote and waits for its HELLO (zyg_mu held). 0 or -1. */
-static int zygote_start(sbx_pool *pool, char *err, size_t errcap)
+static int zygote_start(sbx_pool *pool, fps_err *err)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-        snprintf(err, errcap, "sandbox zygote socket: %s", strerror(errno));
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "sandbox zygote socket: %s",
+                    strerror(errno));
         return -1;
     }
     pid_t pid;
-    int rc = spawn_image(pool, pool->zargv, sv[1], pool->devnull, &pid, err, errcap);
+    int rc = spawn_image(pool, pool->zargv, sv[1], pool->devnull, &pid, err);
     close(sv[1]);
     if (rc != 0) {
         close(sv[0]);
@@ -405,8 +409,9 @@ static int zygote_start(sbx_pool *pool, char *err, size_t errcap)
     pool->zyg_pid = pid;
     jail_zygote_msg m;
     if (zygote_recv(sv[0], &m, 10000) != 0 || m.op != JAIL_ZYG_HELLO || m.value != 0) {
-        snprintf(err, errcap, "the sandbox zygote did not start%s%s", m.value < 0 ? ": " : "",
-                 m.value < 0 ? strerror(-m.value) : "");
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote did not start%s%s", m.value < 0 ? ": " : "",
+                    m.value < 0 ? strerror(-m.value) : "");
         zygote_stop(pool);
         return -1;
     }
@@ -416,20 +421,21 @@ static int zygote_start(sbx_pool *pool, char *err, size_t errcap)
 
 /* Has the zygote fork one child. 0 = done; -1 = no zygote available (the
  * caller exec's the child instead; err says why). */
-static int zygote_fork(sbx_pool *pool, child_t *c, char *err, size_t errcap)
+static int zygote_fork(sbx_pool *pool, child_t *c, fps_err *err)
 {
     int ends[2];
-    if (make_channels(c, ends, err, errcap) != 0) return -1;
+    if (make_channels(c, ends, err) != 0) return -1;
     int rc = -1;
     pthread_mutex_lock(&pool->zyg_mu);
     if (pool->zyg_fd < 0) {
         if (now_ms() < pool->zyg_retry_at) {
-            snprintf(err, errcap, "the sandbox zygote is restarting");
+            fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                        "the sandbox zygote is restarting");
             goto done;
         }
-        if (zygote_start(pool, err, errcap) != 0) {
+        if (zygote_start(pool, err) != 0) {
             pool->zyg_retry_at = now_ms() + 5000;
-            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", err));
+            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", err->msg));
             goto done;
         }
         log_info("sandbox zygote started", LOG_I("pid", pool->zyg_pid));
@@ -442,14 +448,16 @@ static int zygote_fork(sbx_pool *pool, child_t *c, char *err, size_t errcap)
     ssize_t n = jail_send_fds(pool->zyg_fd, &iov, 1, ends, 2, 0);
     if (n != (ssize_t)sizeof m || zygote_recv(pool->zyg_fd, &m, 5000) != 0 ||
         m.op != JAIL_ZYG_FORKED) {
-        snprintf(err, errcap, "the sandbox zygote stopped answering");
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote stopped answering");
         log_warn("sandbox zygote lost; restarting it", LOG_I("pid", pool->zyg_pid));
         zygote_stop(pool);
         goto done;
     }
     if (m.pid <= 0) {
-        snprintf(err, errcap, "the sandbox zygote could not fork: %s",
-                 strerror(m.value < 0 ? -m.value : EIO));
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote could not fork: %s",
+                    strerror(m.value < 0 ? -m.value : EIO));
         goto done;
     }
     c->pid = m.pid;
@@ -465,10 +473,10 @@ done:
 }
 
 /* One new single-use child: forked by the zygote, or exec'd. */
-static int new_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
+static int new_child(sbx_pool *pool, child_t *c, fps_err *err)
 {
-    if (!pool->cfg.no_zygote && zygote_fork(pool, c, err, errcap) == 0) return 0;
-    return exec_child(pool, pool->argv, c, err, errcap);
+    if (!pool->cfg.no_zygote && zygote_fork(pool, c, err) == 0) return 0;
+    return exec_child(pool, pool->argv, c, err);
 }
 
 static void *refill_main(void *arg)
@@ -499,11 +507,11 @@ static void *refill_main(void *arg)
         defer_until = 0;
         pthread_mutex_unlock(&pool->mu);
         child_t c;
-        char err[160];
-        int rc = new_child(pool, &c, err, sizeof err);
+        fps_err err;
+        int rc = new_child(pool, &c, &err);
         pthread_mutex_lock(&pool->mu);
         if (rc != 0) {
-            log_warn("sandbox pre-start failed", LOG_S("error", err));
+            log_warn("sandbox pre-start failed", LOG_S("error", err.msg));
             struct timespec ts = abs_after_ms(1000);
             pthread_cond_timedwait(&pool->refill_cv, &pool->mu, &ts);
             continue;
@@ -591,7 +599,7 @@ static int send_request(child_t *c, const jail_request *hdr, int img_fd, const c
 /* ---- pool ---- */
 
 /* Runs the --probe child once: which layers this machine provides. */
-static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
+static int probe_layers(sbx_pool *pool, fps_err *err)
 {
     char *argv[8];
     int a = 0;
@@ -606,7 +614,7 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
     argv[a++] = "--probe";
     argv[a] = NULL;
     child_t c;
-    if (exec_child(pool, argv, &c, err, errcap) != 0) return -1;
+    if (exec_child(pool, argv, &c, err) != 0) return -1;
     close(c.sock);
     c.sock = -1;
     char *buf = malloc(JAIL_MAX_OUTCOME + 1);
@@ -616,14 +624,16 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
     int rc = -1;
     if (end != RD_EOF || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         if (buf != NULL) buf[len < 200 ? len : 200] = '\0';
-        snprintf(err, errcap, "the sandbox cannot be installed on this machine%s%s",
-                 buf && len ? ": " : "", buf && len ? buf : "");
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox cannot be installed on this machine%s%s", buf && len ? ": " : "",
+                    buf && len ? buf : "");
         goto done;
     }
     json_error_t jerr;
     json_t *o = json_loadb(buf, len, 0, &jerr);
     if (o == NULL || !json_is_object(o)) {
-        snprintf(err, errcap, "the sandbox probe answered garbage");
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox probe answered garbage");
         json_decref(o);
         goto done;
     }
@@ -638,10 +648,10 @@ static int probe_layers(sbx_pool *pool, char *err, size_t errcap)
         json_integer_value(json_object_get(o, "cap_bounding_empty")) == 1;
     json_decref(o);
     if (!pool->layers.seccomp || !pool->layers.no_new_privs || !pool->layers.rlimits) {
-        snprintf(err, errcap,
-                 "a required sandbox layer is unavailable (seccomp %d, "
-                 "no_new_privs %d, rlimits %d)",
-                 pool->layers.seccomp, pool->layers.no_new_privs, pool->layers.rlimits);
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "a required sandbox layer is unavailable (seccomp %d, "
+                    "no_new_privs %d, rlimits %d)",
+                    pool->layers.seccomp, pool->layers.no_new_privs, pool->layers.rlimits);
         goto done;
     }
     rc = 0;
@@ -652,8 +662,7 @@ done:
 
 sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
 {
-    char err[sizeof e->msg];
-    const size_t errcap = sizeof err;
+    fps_err err = {0};
     sbx_pool *pool = calloc(1, sizeof *pool);
     if (pool == NULL) {
         fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "out of memory");
@@ -687,7 +696,8 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
     const char *exe = cfg->self_exe ? cfg->self_exe : "/proc/self/exe";
     /* Resolve once: /proc/self/exe of a test binary is not the sidecar. */
     if (realpath(exe, pool->exe) == NULL) {
-        snprintf(err, errcap, "sandbox binary %s: %s", exe, strerror(errno));
+        fps_err_set(&err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "sandbox binary %s: %s", exe,
+                    strerror(errno));
         goto fail;
     }
     if (!cfg->no_helper) {
@@ -701,17 +711,18 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
     }
     pool->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (pool->devnull < 0) {
-        snprintf(err, errcap, "/dev/null: %s", strerror(errno));
+        fps_err_set(&err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "/dev/null: %s",
+                    strerror(errno));
         goto fail;
     }
     snprintf(pool->mem_arg, sizeof pool->mem_arg, "%ld", pool->cfg.memory_mb);
     pool->running = calloc((size_t)pool->cfg.max_sandboxes, sizeof *pool->running);
     pool->idle = calloc((size_t)pool->idle_target + 1, sizeof *pool->idle);
     if (pool->running == NULL || pool->idle == NULL) {
-        snprintf(err, errcap, "out of memory");
+        fps_err_set(&err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "out of memory");
         goto fail;
     }
-    if (probe_layers(pool, err, errcap) != 0) goto fail;
+    if (probe_layers(pool, &err) != 0) goto fail;
 
     int a = 0;
     pool->argv[a++] = pool->exe;
@@ -731,24 +742,26 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
     pool->zargv[a] = "--zygote";
     pool->zargv[a + 1] = NULL;
     if (!pool->cfg.no_zygote) {
-        char zerr[200];
+        fps_err zerr;
         pthread_mutex_lock(&pool->zyg_mu);
-        if (zygote_start(pool, zerr, sizeof zerr) != 0) {
+        if (zygote_start(pool, &zerr) != 0) {
             pool->zyg_retry_at = now_ms() + 5000;
-            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", zerr));
+            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", zerr.msg));
         }
         pthread_mutex_unlock(&pool->zyg_mu);
     }
     pool->layers.zygote = pool->zyg_fd >= 0;
 
     if (pthread_create(&pool->reaper, NULL, reaper_main, pool) != 0) {
-        snprintf(err, errcap, "starting the sandbox reaper thread failed");
+        fps_err_set(&err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "starting the sandbox reaper thread failed");
         goto fail;
     }
     pool->reaper_started = 1;
     if (pool->idle_target > 0) {
         if (pthread_create(&pool->refill, NULL, refill_main, pool) != 0) {
-            snprintf(err, errcap, "starting the sandbox refill thread failed");
+            fps_err_set(&err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                        "starting the sandbox refill thread failed");
             goto fail;
         }
         pool->refill_started = 1;
@@ -764,7 +777,7 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
              LOG_I("zygote", pool->layers.zygote));
     return pool;
 fail:
-    fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "%s", err);
+    *e = err;
     sbx_pool_free(pool);
     return NULL;
 }
@@ -919,7 +932,7 @@ static void release_slot(sbx_pool *pool, int playground)
 }
 
 /* Takes a pre-started child, or spawns one now. */
-static int take_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
+static int take_child(sbx_pool *pool, child_t *c, fps_err *err)
 {
     pthread_mutex_lock(&pool->mu);
     if (pool->nidle > 0) {
@@ -931,7 +944,7 @@ static int take_child(sbx_pool *pool, child_t *c, char *err, size_t errcap)
         return 0;
     }
     pthread_mutex_unlock(&pool->mu);
-    return new_child(pool, c, err, errcap);
+    return new_child(pool, c, err);
 }
 
 static void track_running(sbx_pool *pool, pid_t pid, int on)
@@ -1004,7 +1017,7 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     atomic_fetch_add(&pool->active, 1);
     child_t c = {-1, -1, -1};
     int have_child = 0, handed = 0;
-    char err[200];
+    fps_err err;
     double t_run = now_ms();
     if (req->budget_s > 0) { /* the run gets its own timeout, within the budget */
         deadline = t_run + budget_ms;
@@ -1044,8 +1057,8 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
     /* A pre-started child may have died while idle (killed from outside):
      * then try once more with a fresh one. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (take_child(pool, &c, err, sizeof err) != 0) {
-            set_status(out, SBX_JAIL_FAILURE, NULL, "%s", err);
+        if (take_child(pool, &c, &err) != 0) {
+            set_status(out, SBX_JAIL_FAILURE, NULL, "%s", err.msg);
             goto done;
         }
         have_child = 1;

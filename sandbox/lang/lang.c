@@ -113,14 +113,13 @@ static int front_end(lang_kind kind, const char *src, size_t len, ast_arena *ar,
         strbuf_printf(&ce->msg, "%s exceeds %zu bytes", field, max);
         return 1;
     }
-    char err[256];
     size_t errpos = 0;
-    int rc = parser_parse(ar, src, len, root, err, sizeof err, &errpos);
+    int rc = parser_parse(ar, src, len, root, NULL, &errpos); /* the diagnostic is not reported */
     if (rc != 0) {
         /* SyntaxError, and the MemoryError/RecursionError CPython's parser
          * raises on sources too deep to build, all read as a parse failure. */
         strbuf_printf(&ce->msg, "%s must be one expression", field);
-        if (rc == -1) locate(src, len, errpos, ce);
+        if (rc == PARSER_ESYNTAX) locate(src, len, errpos, ce);
         return 1;
     }
     rc = checker_check(*root, field, &ce->msg);

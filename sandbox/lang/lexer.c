@@ -22,8 +22,7 @@ typedef struct {
     size_t i;
     lex_token *toks;
     size_t n, cap;
-    char *err;
-    size_t errcap;
+    fps_err *err;   /* borrowed, may be NULL */
     size_t *errpos; /* borrowed: where a syntax error was found */
     int oom;
 } lexer;
@@ -31,13 +30,11 @@ typedef struct {
 static int fail(lexer *L, const char *fmt, ...)
 {
     if (L->errpos) *L->errpos = L->i;
-    if (L->errcap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(L->err, L->errcap, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    fps_err_vset(L->err, LEX_ESYNTAX, 0, "syntax_error", fmt, ap);
+    va_end(ap);
+    return LEX_ESYNTAX;
 }
 
 static lex_token *push(lexer *L, int type, int op, size_t pos, const char *text, size_t len)
@@ -481,13 +478,12 @@ static int op1(int c)
     }
 }
 
-int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, size_t *n, char *err,
-                 size_t errcap)
+int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, size_t *n,
+                 fps_err *err)
 {
-    lexer L = {.ar = ar, .err = err, .errcap = errcap, .errpos = n};
+    lexer L = {.ar = ar, .err = err, .errpos = n};
     char parens[MAXLEVEL];
     int level = 0, rc = 0;
-    if (errcap) err[0] = 0;
     if (memchr(src, 0, len)) return fail(&L, "source code string cannot contain null bytes");
     if (!valid_utf8((const unsigned char *)src, len)) return fail(&L, "invalid utf-8");
     /* Normalise newlines; pad with NULs so lookahead never reads past the end. */
@@ -723,13 +719,14 @@ static int hexval(int c)
 }
 
 int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **out, size_t *outlen,
-                 char *err, size_t errcap)
+                 fps_err *err)
 {
     int bytes = (flags & STRF_BYTES) != 0, raw = (flags & STRF_RAW) != 0;
     if (bytes) {
         for (size_t i = 0; i < len; i++)
             if ((unsigned char)body[i] >= 128) {
-                snprintf(err, errcap, "bytes can only contain ASCII literal characters");
+                fps_err_set(err, LEX_ESYNTAX, 0, "syntax_error",
+                            "bytes can only contain ASCII literal characters");
                 return -1;
             }
     }
@@ -817,7 +814,7 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
             for (int d = 0; d < nd; d++) {
                 int h = i < len ? hexval((unsigned char)body[i]) : -1;
                 if (h < 0) {
-                    snprintf(err, errcap, "truncated \\%c escape", c);
+                    fps_err_set(err, LEX_ESYNTAX, 0, "syntax_error", "truncated \\%c escape", c);
                     return -1;
                 }
                 v = v * 16 + (uint32_t)h;
@@ -827,7 +824,7 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
                 o[k++] = (char)v;
             } else {
                 if (v > 0x10FFFF) {
-                    snprintf(err, errcap, "illegal Unicode character");
+                    fps_err_set(err, LEX_ESYNTAX, 0, "syntax_error", "illegal Unicode character");
                     return -1;
                 }
                 k += (size_t)lex_put_utf8(o + k, v);
@@ -841,7 +838,8 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
                 uint32_t cp;
                 if (!close || close == body + i + 1 ||
                     unicode_name_lookup(body + i + 1, (size_t)(close - body - i - 1), &cp)) {
-                    snprintf(err, errcap, "malformed \\N character escape");
+                    fps_err_set(err, LEX_ESYNTAX, 0, "syntax_error",
+                                "malformed \\N character escape");
                     return -1;
                 }
                 k += (size_t)lex_put_utf8(o + k, cp);

@@ -6,6 +6,7 @@
  * SyntaxError becomes "must be one expression"). */
 #ifndef FPS_LEXER_H
 #define FPS_LEXER_H
+#include "common/err.h"
 #include "sandbox/lang/ast.h"
 
 #include <stddef.h>
@@ -105,18 +106,20 @@ typedef struct {
 } lex_token;
 
 /* Tokenizes `src` (UTF-8, any newline convention). On success returns 0 and
- * sets *out (arena memory) and *n (the last token is TK_END). Returns -1 on a
- * syntax error (message in err; *n is then the byte offset in the normalised
- * source where it was found), -2 if the arena is exhausted. */
-int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, size_t *n, char *err,
-                 size_t errcap);
+ * sets *out (arena memory) and *n (the last token is TK_END). Returns
+ * LEX_ESYNTAX on a syntax error (err, which may be NULL, filled: name
+ * "syntax_error"; *n is then the byte offset in the normalised source where
+ * it was found), LEX_ENOMEM if the arena is exhausted (err untouched). */
+enum { LEX_ESYNTAX = -1, LEX_ENOMEM = -2 };
+int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, size_t *n,
+                 fps_err *err);
 
 /* Decodes the escapes of a (non-f) string literal body. `flags` are STRF_*.
  * Output in arena memory: UTF-8 for str (lone surrogates encoded as 3-byte
- * sequences), raw bytes for bytes. Returns 0, -1 on a syntax error, -2 on
- * arena exhaustion. */
+ * sequences), raw bytes for bytes. Returns 0, LEX_ESYNTAX on a syntax error
+ * (err filled), LEX_ENOMEM on arena exhaustion. */
 int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **out, size_t *outlen,
-                 char *err, size_t errcap);
+                 fps_err *err);
 
 /* Appends code point cp as (generalised) UTF-8 to buf; returns bytes written (1..4). */
 int lex_put_utf8(char *buf, uint32_t cp);

@@ -19,8 +19,7 @@ typedef struct {
     ast_arena *ar;
     lex_token *t;
     size_t n, pos;
-    char *err;
-    size_t errcap;
+    fps_err *err; /* borrowed, may be NULL */
     int depth;
     int oom;
     int failed;
@@ -52,12 +51,10 @@ static void *perr(parser *P, const char *fmt, ...)
 {
     if (!P->failed) {
         set_failed(P);
-        if (P->errcap) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(P->err, P->errcap, fmt, ap);
-            va_end(ap);
-        }
+        va_list ap;
+        va_start(ap, fmt);
+        fps_err_vset(P->err, PARSER_ESYNTAX, 0, "syntax_error", fmt, ap);
+        va_end(ap);
     }
     return NULL;
 }
@@ -295,8 +292,8 @@ static int decode_lit(parser *P, fbuilder *b, const char *s, size_t n, int raw)
     if (!n) return 0;
     char *out;
     size_t olen;
-    int rc = lex_unescape(P->ar, s, n, raw ? STRF_RAW : 0, &out, &olen, P->err, P->errcap);
-    if (rc == -2) {
+    int rc = lex_unescape(P->ar, s, n, raw ? STRF_RAW : 0, &out, &olen, P->err);
+    if (rc == LEX_ENOMEM) {
         poom(P);
         return -1;
     }
@@ -556,10 +553,10 @@ static ast_node *strings(parser *P)
         } else {
             char *out;
             size_t olen;
-            int rc = lex_unescape(P->ar, t->text, t->len, t->op, &out, &olen, P->err, P->errcap);
+            int rc = lex_unescape(P->ar, t->text, t->len, t->op, &out, &olen, P->err);
             if (rc) set_failed(P);
             P->in_string = outer;
-            if (rc == -2) return poom(P);
+            if (rc == LEX_ENOMEM) return poom(P);
             if (rc) return NULL;
             if (fb_lit(P, &b, out, olen)) return NULL;
         }
@@ -1544,8 +1541,8 @@ static ast_node *parse_source(parser *P, const char *src, size_t len, int fstrin
 {
     lex_token *toks;
     size_t ntoks;
-    int rc = lex_tokenize(P->ar, src, len, &toks, &ntoks, P->err, P->errcap);
-    if (rc == -2) return poom(P);
+    int rc = lex_tokenize(P->ar, src, len, &toks, &ntoks, P->err);
+    if (rc == LEX_ENOMEM) return poom(P);
     if (rc) {
         if (!P->failed) P->errpos = P->in_string ? P->in_string->pos : ntoks;
         P->failed = 1;
@@ -1596,11 +1593,10 @@ out:
     return res;
 }
 
-int parser_parse(ast_arena *ar, const char *src, size_t len, ast_node **out, char *err,
-                 size_t errcap, size_t *errpos)
+int parser_parse(ast_arena *ar, const char *src, size_t len, ast_node **out, fps_err *err,
+                 size_t *errpos)
 {
-    parser P = {.ar = ar, .err = err, .errcap = errcap};
-    if (errcap) err[0] = 0;
+    parser P = {.ar = ar, .err = err};
     ast_node *body = parse_source(&P, src, len, 0);
     if (errpos) *errpos = P.errpos;
     if (!body) return P.oom ? -2 : -1;

@@ -7,6 +7,7 @@
  * construction caps it. */
 #ifndef FPS_PARSER_H
 #define FPS_PARSER_H
+#include "common/err.h"
 #include "sandbox/lang/ast.h"
 
 #include <stddef.h>
@@ -21,12 +22,14 @@
 #define COMPILE_MAX_DEPTH 992
 
 /* Parses `src` as one expression. On success returns 0 and *out is the
- * Expression node (arena memory). Returns -1 on a syntax error (or any
- * other error CPython's ast.parse raises: too deep, too complex) with a
- * diagnostic in err and, in *errpos (may be NULL), the byte offset in the
- * newline-normalised source of the token where it was found (an error inside
- * a string literal: the literal's start). -2 when the arena is exhausted. */
-int parser_parse(ast_arena *ar, const char *src, size_t len, ast_node **out, char *err,
-                 size_t errcap, size_t *errpos);
+ * Expression node (arena memory). Returns PARSER_ESYNTAX on a syntax error
+ * (or any other error CPython's ast.parse raises: too deep, too complex)
+ * with err (may be NULL) filled, name "syntax_error", and, in *errpos (may
+ * be NULL), the byte offset in the newline-normalised source of the token
+ * where it was found (an error inside a string literal: the literal's
+ * start). PARSER_ENOMEM when the arena is exhausted. */
+enum { PARSER_ESYNTAX = -1, PARSER_ENOMEM = -2 };
+int parser_parse(ast_arena *ar, const char *src, size_t len, ast_node **out, fps_err *err,
+                 size_t *errpos);
 
 #endif

@@ -100,18 +100,18 @@ static int setup(void **state)
     devnull = fopen("/dev/null", "w");
     log_set_stream(devnull);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    char err[256];
+    fps_err err;
     sbx_config sc = {.max_sandboxes = 2, .memory_mb = 512, .self_exe = getenv("FPS_BIN")};
     fps_err pe = {0};
     pool = sbx_pool_new(&sc, &pe);
     if (pool == NULL) fprintf(stderr, "sbx_pool_new: %s\n", pe.msg);
     assert_non_null(pool);
     local_config lc = {.pool = pool, .debounce_s = 0.05};
-    reg = local_registry_new(&lc, err, sizeof err);
+    reg = local_registry_new(&lc, &err);
     assert_non_null(reg);
     local_registry_set_change_callback(reg, on_change, NULL);
     api_deps d = {.cfg = {.listen = "127.0.0.1:0"}, .local = daemon_api_local_ops(reg)};
-    srv = api_start(&d, err, sizeof err);
+    srv = api_start(&d, &err);
     assert_non_null(srv);
     port = api_port(srv);
     assert_true(port > 0);
@@ -455,15 +455,15 @@ static void check_items(const char *answer, const char *want_items, const char *
     assert_non_null(a);
     json_t *items = NULL;
     char *summary = NULL;
-    char msg[256] = "";
-    int rc = local_result_items(a, "q", &items, &summary, msg, sizeof msg);
+    fps_err err = {0};
+    int rc = local_result_items(a, "q", &items, &summary, &err);
     json_decref(a);
     if (want_err) {
-        if (rc == 0 || strstr(msg, want_err) == NULL)
-            fail_msg("answer %s: rc %d msg '%s' (want '%s')", answer, rc, msg, want_err);
+        if (rc == 0 || strstr(err.msg, want_err) == NULL)
+            fail_msg("answer %s: rc %d msg '%s' (want '%s')", answer, rc, err.msg, want_err);
         return;
     }
-    if (rc != 0) fail_msg("answer %s: %s", answer, msg);
+    if (rc != 0) fail_msg("answer %s: %s", answer, err.msg);
     char *t = json_dumps(items, JSON_COMPACT | JSON_REAL_PRECISION(17));
     if (strcmp(t, want_items) != 0) fail_msg("answer %s:\n got %s\nwant %s", answer, t, want_items);
     free(t);
@@ -523,20 +523,20 @@ static void test_result_items(void **state)
 static void test_json_scan(void **state)
 {
     (void)state;
-    char err[160];
+    fps_err err;
     const char *at = NULL;
     size_t len = 0;
     const char *b = "{\"source\": \"1\", \"transcript\" : {\"events\": [{}, \"x}\"]} , \"k\": 2}";
-    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, err, sizeof err), 0);
+    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, &err), 0);
     assert_non_null(at);
     assert_int_equal(len, strlen("{\"events\": [{}, \"x}\"]}"));
     assert_memory_equal(at, "{\"events\": [{}, \"x}\"]}", len);
     /* only a top-level member is carved; an escaped name is not the name */
     b = "{\"a\": {\"transcript\": 1}, \"transcr\\u0069pt\": 2}";
-    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, err, sizeof err), 0);
+    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, &err), 0);
     assert_null(at);
     b = "{\"transcript\": {}, \"transcript\": {}}";
-    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, err, sizeof err), -1);
+    assert_int_equal(api_json_scan(b, strlen(b), "transcript", &at, &len, &err), -1);
     /* budgets: 64 levels, 20,000 values outside the carved member */
     strbuf d;
     strbuf_init(&d);
@@ -544,12 +544,12 @@ static void test_json_scan(void **state)
         strbuf_putc(&d, '[');
     for (int i = 0; i < 64; i++)
         strbuf_putc(&d, ']');
-    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, err, sizeof err), 0);
+    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, &err), 0);
     strbuf_reset(&d);
     for (int i = 0; i < 65; i++)
         strbuf_putc(&d, '[');
-    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, err, sizeof err), -2);
-    assert_non_null(strstr(err, "too deeply"));
+    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, &err), -2);
+    assert_non_null(strstr(err.msg, "too deeply"));
     strbuf_reset(&d);
     strbuf_puts(&d, "{\"transcript\": [");
     for (int i = 0; i < 30000; i++)
@@ -558,15 +558,15 @@ static void test_json_scan(void **state)
     for (int i = 0; i < 19990; i++)
         strbuf_puts(&d, i ? ",1" : "1");
     strbuf_puts(&d, "]}");
-    assert_int_equal(api_json_scan(d.data, d.len, "transcript", &at, &len, err, sizeof err), 0);
-    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, err, sizeof err), -2);
-    assert_non_null(strstr(err, "too many"));
+    assert_int_equal(api_json_scan(d.data, d.len, "transcript", &at, &len, &err), 0);
+    assert_int_equal(api_json_scan(d.data, d.len, NULL, NULL, NULL, &err), -2);
+    assert_non_null(strstr(err.msg, "too many"));
     strbuf_free(&d);
     /* not JSON: -1 */
     static const char *const bad[] = {"",    "{",          "{\"a\" 1}",    "[1 2]",
                                       "\"x", "{\"a\":1}x", "{\"a\x01\":1}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        if (api_json_scan(bad[i], strlen(bad[i]), NULL, NULL, NULL, err, sizeof err) != -1)
+        if (api_json_scan(bad[i], strlen(bad[i]), NULL, NULL, NULL, &err) != -1)
             fail_msg("'%s' passed the scan", bad[i]);
 }
 

@@ -55,8 +55,9 @@ static void test_matches_python(void **state)
     json_error_t je;
     json_t *defs = json_loads(CATALOG, 0, &je);
     assert_non_null(defs);
-    char rev[CATALOG_REVISION_LEN + 1], py[128], err[256];
-    assert_int_equal(catalog_revision(defs, rev, sizeof rev, err, sizeof err), 0);
+    char rev[CATALOG_REVISION_LEN + 1], py[128];
+    fps_err err;
+    assert_int_equal(catalog_revision(defs, rev, sizeof rev, &err), 0);
     python_revision(CATALOG, py, sizeof py);
     assert_string_equal(rev, py);
     json_decref(defs);
@@ -65,15 +66,16 @@ static void test_matches_python(void **state)
 static void test_empty_and_sample(void **state)
 {
     (void)state;
-    char rev[CATALOG_REVISION_LEN + 1], py[128], err[256];
-    assert_int_equal(catalog_revision(NULL, rev, sizeof rev, err, sizeof err), 0);
+    char rev[CATALOG_REVISION_LEN + 1], py[128];
+    fps_err err;
+    assert_int_equal(catalog_revision(NULL, rev, sizeof rev, &err), 0);
     python_revision("[]", py, sizeof py);
     assert_string_equal(rev, py);
     const char *sample = "[{\"eval_key\":\"tool_efficiency\",\"display_name\":\"Tool efficiency\","
                          "\"eval_version\":\"1.2.0\",\"result_kind\":\"score\","
                          "\"labels\":[\"tools\",\"deterministic\"]}]";
     json_t *defs = json_loads(sample, 0, NULL);
-    assert_int_equal(catalog_revision(defs, rev, sizeof rev, err, sizeof err), 0);
+    assert_int_equal(catalog_revision(defs, rev, sizeof rev, &err), 0);
     python_revision(sample, py, sizeof py);
     assert_string_equal(rev, py);
     json_decref(defs);
@@ -82,13 +84,14 @@ static void test_empty_and_sample(void **state)
 static void test_bad_entries(void **state)
 {
     (void)state;
-    char rev[CATALOG_REVISION_LEN + 1], err[256];
+    char rev[CATALOG_REVISION_LEN + 1];
+    fps_err err;
     json_t *defs = json_loads("[{\"eval_key\":1}]", 0, NULL);
-    assert_int_equal(catalog_revision(defs, rev, sizeof rev, err, sizeof err), -1);
-    assert_non_null(strstr(err, "eval_key"));
+    assert_int_equal(catalog_revision(defs, rev, sizeof rev, &err), -1);
+    assert_non_null(strstr(err.msg, "eval_key"));
     json_decref(defs);
     defs = json_loads("{}", 0, NULL);
-    assert_int_equal(catalog_revision(defs, rev, sizeof rev, err, sizeof err), -1);
+    assert_int_equal(catalog_revision(defs, rev, sizeof rev, &err), -1);
     json_decref(defs);
 }
 

@@ -21,14 +21,14 @@
 
 static cloud *mk(const char *url)
 {
-    char err[256];
+    fps_err err;
     cloud_config cfg = {.server_url = url,
                         .request_timeout_s = 5,
                         .worker_id = "w1",
                         .max_attempts = 3,
                         .backoff_base_s = 0.01,
                         .backoff_max_s = 0.02};
-    return cloud_new(&cfg, err, sizeof err);
+    return cloud_new(&cfg, &err);
 }
 
 static void test_https_required_off_loopback(void **state)
@@ -51,12 +51,12 @@ static void test_https_required_off_loopback(void **state)
 static void test_pinning(void **state)
 {
     (void)state;
-    char err[256];
+    fps_err err;
     cloud *c = mk("http://127.0.0.1:8080");
-    char *u = cloud_pin_url(c, "/v1/x/transcript", err, sizeof err);
+    char *u = cloud_pin_url(c, "/v1/x/transcript", &err);
     assert_string_equal(u, "http://127.0.0.1:8080/v1/x/transcript");
     free(u);
-    u = cloud_pin_url(c, "http://127.0.0.1:8080/v1/y", err, sizeof err);
+    u = cloud_pin_url(c, "http://127.0.0.1:8080/v1/y", &err);
     assert_string_equal(u, "http://127.0.0.1:8080/v1/y");
     free(u);
     const char *bad[] = {"http://evil.example/v1/x",
@@ -69,7 +69,7 @@ static void test_pinning(void **state)
                          "v1/relative",
                          "http://127.0.0.1:8080\\@evil/x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        u = cloud_pin_url(c, bad[i], err, sizeof err);
+        u = cloud_pin_url(c, bad[i], &err);
         if (u != NULL) fail_msg("accepted %s", bad[i]);
     }
     cloud_free(c);
@@ -78,29 +78,29 @@ static void test_pinning(void **state)
 static void test_definition_validation(void **state)
 {
     (void)state;
-    char err[256];
+    fps_err err;
     const char *ok = "{\"eval_key\":\"k\",\"display_name\":\"K\",\"eval_version\":\"1\","
                      "\"result_kind\":\"score\",\"labels\":[],\"execution_mode\":\"python\","
                      "\"condition_source\":null,\"source_checksum\":\"sha256:x\","
                      "\"timeout_seconds\":30.0}";
     json_t *d = json_loads(ok, 0, NULL);
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), 0);
+    assert_int_equal(cloud_validate_definition(d, &err), 0);
     json_object_del(d, "execution_mode");
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), -1);
-    assert_non_null(strstr(err, "execution_mode"));
+    assert_int_equal(cloud_validate_definition(d, &err), -1);
+    assert_non_null(strstr(err.msg, "execution_mode"));
     json_object_set_new(d, "execution_mode", json_string("remote"));
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), -1);
+    assert_int_equal(cloud_validate_definition(d, &err), -1);
     json_object_set_new(d, "execution_mode", json_string("local"));
     json_object_set_new(d, "timeout_seconds", json_real(0));
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), -1);
+    assert_int_equal(cloud_validate_definition(d, &err), -1);
     json_object_set_new(d, "timeout_seconds", json_true());
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), -1);
+    assert_int_equal(cloud_validate_definition(d, &err), -1);
     json_object_set_new(d, "timeout_seconds", json_null());
     json_object_set_new(d, "labels", json_pack("[i]", 1));
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), -1);
+    assert_int_equal(cloud_validate_definition(d, &err), -1);
     json_object_set_new(d, "labels", json_array());
     json_object_set_new(d, "result_kind", json_string("grade"));
-    assert_int_equal(cloud_validate_definition(d, err, sizeof err), -1);
+    assert_int_equal(cloud_validate_definition(d, &err), -1);
     json_decref(d);
 }
 
@@ -165,7 +165,7 @@ static void test_retry_policy(void **state)
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", port);
     secret *tok = secret_from_str("tkn");
-    char err[256];
+    fps_err err;
     cloud_config cfg = {.server_url = url,
                         .token = tok,
                         .request_timeout_s = 5,
@@ -173,7 +173,7 @@ static void test_retry_policy(void **state)
                         .max_attempts = 5,
                         .backoff_base_s = 0.01,
                         .backoff_max_s = 0.02};
-    cloud *c = cloud_new(&cfg, err, sizeof err);
+    cloud *c = cloud_new(&cfg, &err);
     assert_non_null(c);
     char *u = cloud_url(c, "/v1/x", NULL);
     cloud_req req = {.method = "POST",
@@ -190,8 +190,8 @@ static void test_retry_policy(void **state)
     assert_non_null(out);
     json_decref(out);
     assert_int_equal(cloud_call(c, &req, &out, &e), -1);
-    assert_int_equal(e.kind, CLOUD_REMOTE);
-    assert_string_equal(e.code, "invalid_credentials");
+    assert_int_equal(e.err.code, CLOUD_REMOTE);
+    assert_string_equal(e.err.name, "invalid_credentials");
     assert_int_equal(e.retryable, 0);
     assert_int_equal(strlen(e.request_id), 32);
     pthread_join(t, NULL);

@@ -57,16 +57,15 @@ static void test_start_add_observe_stop(void **state)
     cfg.sessions = 3;
     cfg.definitions_json = emulator_sample_definitions();
     emulator *e = NULL;
-    char err[256];
-    assert_int_equal(emulator_start(&cfg, &e, err, sizeof err), 0);
+    fps_err err;
+    assert_int_equal(emulator_start(&cfg, &e, &err), 0);
     assert_true(emulator_port(e) > 0);
     char id[37] = {0};
-    assert_int_equal(
-        emulator_add_session(e, "{\"session_id\":\"s\",\"events\":[]}", id, err, sizeof err), 0);
+    assert_int_equal(emulator_add_session(e, "{\"session_id\":\"s\",\"events\":[]}", id, &err), 0);
     assert_int_equal(strlen(id), 36);
-    assert_int_equal(emulator_add_session(e, "{\"events\":7}", NULL, err, sizeof err), -1);
-    assert_string_equal(err, "events must be an array");
-    assert_int_equal(emulator_add_session(e, "not json", NULL, err, sizeof err), -1);
+    assert_int_equal(emulator_add_session(e, "{\"events\":7}", NULL, &err), -1);
+    assert_string_equal(err.msg, "events must be an array");
+    assert_int_equal(emulator_add_session(e, "not json", NULL, &err), -1);
     assert_int_equal(emulator_generate_sessions(e, 2), 0);
 
     char *body = http_get(emulator_port(e), "/emulator/v1/state");
@@ -97,14 +96,14 @@ static void test_bad_config_is_an_error(void **state)
     emulator_config_defaults(&cfg);
     cfg.listen = "nowhere";
     emulator *e = NULL;
-    char err[256];
-    assert_int_equal(emulator_start(&cfg, &e, err, sizeof err), -1);
+    fps_err err;
+    assert_int_equal(emulator_start(&cfg, &e, &err), -1);
     assert_null(e);
-    assert_non_null(strstr(err, "--listen"));
+    assert_non_null(strstr(err.msg, "--listen"));
     cfg.listen = "127.0.0.1:0";
     cfg.definitions_json = "[{\"eval_key\":\"Bad\"}]";
-    assert_int_equal(emulator_start(&cfg, &e, err, sizeof err), -1);
-    assert_non_null(strstr(err, "eval_key"));
+    assert_int_equal(emulator_start(&cfg, &e, &err), -1);
+    assert_non_null(strstr(err.msg, "eval_key"));
 }
 
 static void test_digests_match_the_contract_samples(void **state)

@@ -21,11 +21,11 @@
 #include <string.h>
 #include <time.h>
 
-static int parse(run_config *cfg, int argc, char **argv, char *err, size_t cap)
+static int parse(run_config *cfg, int argc, char **argv, fps_err *err)
 {
     config_defaults(cfg);
     FILE *devnull = fopen("/dev/null", "w");
-    int rc = cli_parse(config_run_command(), argc, argv, cfg, devnull, err, cap);
+    int rc = cli_parse(config_run_command(), argc, argv, cfg, devnull, err);
     fclose(devnull);
     return rc;
 }
@@ -34,23 +34,23 @@ static void test_defaults_env_flags_precedence(void **state)
 {
     (void)state;
     run_config cfg;
-    char err[256];
+    fps_err err;
     unsetenv("FAILPROOFAI_EVALUATOR_CONCURRENCY");
     unsetenv("FAILPROOFAI_EVALUATOR_URL");
-    assert_int_equal(parse(&cfg, 0, NULL, err, sizeof err), CLI_OK);
+    assert_int_equal(parse(&cfg, 0, NULL, &err), CLI_OK);
     assert_int_equal(cfg.concurrency, 4);
     assert_string_equal(cfg.listen, "127.0.0.1:8787");
     config_free(&cfg);
 
     setenv("FAILPROOFAI_EVALUATOR_CONCURRENCY", "7", 1);
     setenv("FAILPROOFAI_EVALUATOR_URL", "http://127.0.0.1:9", 1);
-    assert_int_equal(parse(&cfg, 0, NULL, err, sizeof err), CLI_OK);
+    assert_int_equal(parse(&cfg, 0, NULL, &err), CLI_OK);
     assert_int_equal(cfg.concurrency, 7);
     assert_string_equal(cfg.server_url, "http://127.0.0.1:9");
     config_free(&cfg);
 
     char *argv[] = {"--concurrency", "9", "--server=https://example.test"};
-    assert_int_equal(parse(&cfg, 3, argv, err, sizeof err), CLI_OK);
+    assert_int_equal(parse(&cfg, 3, argv, &err), CLI_OK);
     assert_int_equal(cfg.concurrency, 9);
     assert_string_equal(cfg.server_url, "https://example.test");
     config_free(&cfg);
@@ -62,30 +62,30 @@ static void test_flag_errors(void **state)
 {
     (void)state;
     run_config cfg;
-    char err[256];
+    fps_err err;
     char *unknown[] = {"--frobnicate"};
-    assert_int_equal(parse(&cfg, 1, unknown, err, sizeof err), CLI_ERROR);
-    assert_non_null(strstr(err, "unknown flag '--frobnicate'"));
+    assert_int_equal(parse(&cfg, 1, unknown, &err), CLI_ERROR);
+    assert_non_null(strstr(err.msg, "unknown flag '--frobnicate'"));
     config_free(&cfg);
 
     char *range[] = {"--concurrency", "33"};
-    assert_int_equal(parse(&cfg, 2, range, err, sizeof err), CLI_ERROR);
-    assert_non_null(strstr(err, "out of range"));
+    assert_int_equal(parse(&cfg, 2, range, &err), CLI_ERROR);
+    assert_non_null(strstr(err.msg, "out of range"));
     config_free(&cfg);
 
     char *notint[] = {"--concurrency", "four"};
-    assert_int_equal(parse(&cfg, 2, notint, err, sizeof err), CLI_ERROR);
-    assert_non_null(strstr(err, "expected an integer"));
+    assert_int_equal(parse(&cfg, 2, notint, &err), CLI_ERROR);
+    assert_non_null(strstr(err.msg, "expected an integer"));
     config_free(&cfg);
 
     char *missing[] = {"--server"};
-    assert_int_equal(parse(&cfg, 1, missing, err, sizeof err), CLI_ERROR);
-    assert_non_null(strstr(err, "needs a value"));
+    assert_int_equal(parse(&cfg, 1, missing, &err), CLI_ERROR);
+    assert_non_null(strstr(err.msg, "needs a value"));
     config_free(&cfg);
 
     setenv("FAILPROOFAI_EVALUATOR_CONCURRENCY", "lots", 1);
-    assert_int_equal(parse(&cfg, 0, NULL, err, sizeof err), CLI_ERROR);
-    assert_non_null(strstr(err, "FAILPROOFAI_EVALUATOR_CONCURRENCY"));
+    assert_int_equal(parse(&cfg, 0, NULL, &err), CLI_ERROR);
+    assert_non_null(strstr(err.msg, "FAILPROOFAI_EVALUATOR_CONCURRENCY"));
     config_free(&cfg);
     unsetenv("FAILPROOFAI_EVALUATOR_CONCURRENCY");
 }
@@ -94,21 +94,21 @@ static void test_validate(void **state)
 {
     (void)state;
     run_config cfg;
-    char err[256];
+    fps_err err;
     config_defaults(&cfg);
     cfg.token = "t";
     cfg.server_url = "http://evaluator.example.com";
-    assert_int_equal(config_validate(&cfg, err, sizeof err), -1);
-    assert_non_null(strstr(err, "https"));
+    assert_int_equal(config_validate(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "https"));
     cfg.server_url = "http://127.0.0.1:8790";
-    assert_int_equal(config_validate(&cfg, err, sizeof err), 0);
+    assert_int_equal(config_validate(&cfg, &err), 0);
     cfg.listen = "0.0.0.0:8787";
-    assert_int_equal(config_validate(&cfg, err, sizeof err), -1);
-    assert_non_null(strstr(err, "--allow-remote-admin"));
+    assert_int_equal(config_validate(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "--allow-remote-admin"));
     cfg.listen = "127.0.0.1:8787";
     cfg.token = NULL;
-    assert_int_equal(config_validate(&cfg, err, sizeof err), -1);
-    assert_non_null(strstr(err, "token"));
+    assert_int_equal(config_validate(&cfg, &err), -1);
+    assert_non_null(strstr(err.msg, "token"));
     config_free(&cfg);
 }
 
@@ -189,9 +189,9 @@ static void test_secret(void **state)
     assert_false(secret_equals(s, "tok-", 4));
     secret_free(s);
     assert_null(secret_from_str("  \n"));
-    char err[128];
-    assert_null(secret_from_file("/nonexistent/token", err, sizeof err));
-    assert_non_null(strstr(err, "/nonexistent/token"));
+    fps_err err;
+    assert_null(secret_from_file("/nonexistent/token", &err));
+    assert_non_null(strstr(err.msg, "/nonexistent/token"));
 }
 
 static void test_time_and_ids(void **state)

@@ -47,8 +47,8 @@ static void test_lexer_tokens(void **state)
     ast_arena_init(&ar, 0);
     lex_token *t;
     size_t n;
-    char err[128];
-    assert_int_equal(lex_tokenize(&ar, "a.b(1_0, 0x_F) # c\n", 19, &t, &n, err, sizeof err), 0);
+    fps_err err;
+    assert_int_equal(lex_tokenize(&ar, "a.b(1_0, 0x_F) # c\n", 19, &t, &n, &err), 0);
     assert_int_equal(n, 10); /* a . b ( 1_0 , 0x_F ) NEWLINE END */
     assert_int_equal(t[0].type, TK_NAME);
     assert_int_equal(t[1].op, OP_DOT);
@@ -58,7 +58,7 @@ static void test_lexer_tokens(void **state)
     assert_int_equal(t[9].type, TK_END);
     /* string prefixes in any case, triple quotes, implicit joining */
     const char *s = "(Rb'x'\n f\"\"\"y\n\"\"\" u'z' not in is)";
-    assert_int_equal(lex_tokenize(&ar, s, strlen(s), &t, &n, err, sizeof err), 0);
+    assert_int_equal(lex_tokenize(&ar, s, strlen(s), &t, &n, &err), 0);
     assert_int_equal(t[1].type, TK_STRING);
     assert_int_equal(t[1].op, STRF_RAW | STRF_BYTES);
     assert_int_equal(t[2].op, STRF_F);
@@ -69,11 +69,11 @@ static void test_lexer_tokens(void **state)
     const char *bad[] = {"1__0", "1_",     "0x", "0b2",   "0o8", "0777", "1e",  "1e+", "1.__x",
                          "'abc", "'''abc", "$",  "a ! b", "(]",  ")",    "\\x", "1 \\"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        assert_int_not_equal(lex_tokenize(&ar, bad[i], strlen(bad[i]), &t, &n, err, sizeof err), 0);
+        assert_int_not_equal(lex_tokenize(&ar, bad[i], strlen(bad[i]), &t, &n, &err), 0);
     const char *good[] = {"0_0",  "00",          "09.5", "09j",     "1if x else 2", "0in x",
                           "1.e5", "1_0.0_1e1_0", ".5",   "1 .real", "x\\\n+1",      "\f1"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
-        assert_int_equal(lex_tokenize(&ar, good[i], strlen(good[i]), &t, &n, err, sizeof err), 0);
+        assert_int_equal(lex_tokenize(&ar, good[i], strlen(good[i]), &t, &n, &err), 0);
     ast_arena_free(&ar);
 }
 
@@ -82,10 +82,11 @@ static void test_lexer_unescape(void **state)
     (void)state;
     ast_arena ar;
     ast_arena_init(&ar, 0);
-    char *out, err[128];
+    char *out;
+    fps_err err;
     size_t n;
     const char *in = "a\\n\\x41\\u00e9\\U0001F600\\101\\777\\d\\\n";
-    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), 0);
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, &err), 0);
     assert_int_equal(n, 1 + 1 + 1 + 2 + 4 + 1 + 2 + 2);
     assert_memory_equal(out,
                         "a\nA\xc3\xa9\xf0\x9f\x98\x80"
@@ -93,23 +94,23 @@ static void test_lexer_unescape(void **state)
                         n);
     /* bytes: \u is not an escape, \777 wraps to 0xff */
     in = "\\u0041\\777";
-    assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, err, sizeof err), 0);
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, &err), 0);
     assert_int_equal(n, 7);
     assert_memory_equal(out, "\\u0041\xff", 7);
     in = "\\x4";
-    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), -1);
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, &err), -1);
     in = "\\U00110000";
-    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, err, sizeof err), -1);
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), 0, &out, &n, &err), -1);
     in = "\xc3\xa9";
-    assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, err, sizeof err), -1);
+    assert_int_equal(lex_unescape(&ar, in, strlen(in), STRF_BYTES, &out, &n, &err), -1);
     ast_arena_free(&ar);
 }
 
 static ast_node *parse(ast_arena *ar, const char *s)
 {
     ast_node *root = NULL;
-    char err[128];
-    int rc = parser_parse(ar, s, strlen(s), &root, err, sizeof err, NULL);
+    fps_err err;
+    int rc = parser_parse(ar, s, strlen(s), &root, &err, NULL);
     return rc == 0 ? root->a : NULL;
 }
 

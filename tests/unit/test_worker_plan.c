@@ -47,7 +47,7 @@ static cloud_run typed(json_t *o)
 
 /* Runs the matcher on a plan of `runs` (stolen) with status `status`. */
 static int match(json_t *runs, const char *status, int replay, const json_t *selected,
-                 size_t *nruns, char *err)
+                 size_t *nruns, fps_err *err)
 {
     json_t *d = defs();
     cloud_run typed_runs[8];
@@ -62,7 +62,7 @@ static int match(json_t *runs, const char *status, int replay, const json_t *sel
                     .runs = typed_runs,
                     .nruns = json_array_size(runs)};
     wrun *out = NULL;
-    int rc = worker_plan_match(&p, d, selected, &out, nruns, err, 256);
+    int rc = worker_plan_match(&p, d, selected, &out, nruns, err);
     if (rc == 0) {
         assert_non_null(out);
         for (size_t i = 0; i < *nruns; i++) {
@@ -84,18 +84,18 @@ static int match(json_t *runs, const char *status, int replay, const json_t *sel
 static void test_exact_match(void **state)
 {
     (void)state;
-    char err[256];
+    fps_err err;
     size_t n = 9;
     json_t *s = json_pack("[o, o]", sel("a", "1"), sel("b", "2"));
     assert_int_equal(
         match(json_pack("[o, o]", run("r2", "b", "2", "local"), run("r1", "a", "1", "python")),
-              "planned", 0, s, &n, err),
+              "planned", 0, s, &n, &err),
         0);
     assert_int_equal(n, 2);
     json_decref(s);
     /* Nothing selected: a "skipped" plan with no runs. */
     s = json_array();
-    assert_int_equal(match(json_array(), "skipped", 0, s, &n, err), 0);
+    assert_int_equal(match(json_array(), "skipped", 0, s, &n, &err), 0);
     assert_int_equal(n, 0);
     json_decref(s);
 }
@@ -103,56 +103,57 @@ static void test_exact_match(void **state)
 static void test_mismatches(void **state)
 {
     (void)state;
-    char err[256];
+    fps_err err;
     size_t n;
     json_t *s = json_pack("[o]", sel("a", "1"));
     assert_int_equal(
-        match(json_pack("[o]", run("r1", "a", "1", "python")), "skipped", 0, s, &n, err), -1);
-    assert_non_null(strstr(err, "plan status 'skipped' where 'planned' was expected"));
-    assert_int_equal(match(json_array(), "planned", 0, s, &n, err), -1);
-    assert_non_null(strstr(err, "0 runs for 1 selected"));
+        match(json_pack("[o]", run("r1", "a", "1", "python")), "skipped", 0, s, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "plan status 'skipped' where 'planned' was expected"));
+    assert_int_equal(match(json_array(), "planned", 0, s, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "0 runs for 1 selected"));
     assert_int_equal(
-        match(json_pack("[o]", run("r1", "b", "2", "local")), "planned", 0, s, &n, err), -1);
-    assert_non_null(strstr(err, "b@2 was not selected"));
+        match(json_pack("[o]", run("r1", "b", "2", "local")), "planned", 0, s, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "b@2 was not selected"));
     assert_int_equal(
-        match(json_pack("[o]", run("r1", "z", "1", "python")), "planned", 0, s, &n, err), -1);
-    assert_non_null(strstr(err, "r1 names an unknown definition"));
+        match(json_pack("[o]", run("r1", "z", "1", "python")), "planned", 0, s, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "r1 names an unknown definition"));
     assert_int_equal(
-        match(json_pack("[o]", run("r1", "a", "1", "local")), "planned", 0, s, &n, err), -1);
-    assert_non_null(strstr(err, "changed the execution_mode of a"));
+        match(json_pack("[o]", run("r1", "a", "1", "local")), "planned", 0, s, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "changed the execution_mode of a"));
     json_decref(s);
     /* The same definition twice. */
     s = json_pack("[o, o]", sel("a", "1"), sel("b", "2"));
     assert_int_equal(
         match(json_pack("[o, o]", run("r1", "a", "1", "python"), run("r2", "a", "1", "python")),
-              "planned", 0, s, &n, err),
+              "planned", 0, s, &n, &err),
         -1);
-    assert_non_null(strstr(err, "(or repeats)"));
+    assert_non_null(strstr(err.msg, "(or repeats)"));
     json_decref(s);
 }
 
 static void test_replay_is_not_strict(void **state)
 {
     (void)state;
-    char err[256];
+    fps_err err;
     size_t n;
     /* A replayed plan answers an earlier request: any status, any subset of
      * known definitions; still no unknown definition or changed mode. */
     json_t *s = json_pack("[o]", sel("a", "1"));
     assert_int_equal(
-        match(json_pack("[o]", run("r9", "b", "2", "local")), "planned", 1, s, &n, err), 0);
+        match(json_pack("[o]", run("r9", "b", "2", "local")), "planned", 1, s, &n, &err), 0);
     assert_int_equal(n, 1);
     assert_int_equal(
-        match(json_pack("[o]", run("r9", "c", "2", "local")), "planned", 1, s, &n, err), -1);
+        match(json_pack("[o]", run("r9", "c", "2", "local")), "planned", 1, s, &n, &err), -1);
     assert_int_equal(
-        match(json_pack("[o]", run("r9", "b", "2", "python")), "planned", 1, s, &n, err), -1);
+        match(json_pack("[o]", run("r9", "b", "2", "python")), "planned", 1, s, &n, &err), -1);
     json_decref(s);
 }
 
 static void test_source_checksum(void **state)
 {
     (void)state;
-    char err[256], hex[65], sum[80];
+    char hex[65], sum[80];
+    fps_err err;
     const char src[] = "True\0EvalResult(score=Score(1.0))";
     ids_sha256_hex(src, sizeof src - 1, hex);
     snprintf(sum, sizeof sum, "sha256:%s", hex);
@@ -162,24 +163,24 @@ static void test_source_checksum(void **state)
                           "EvalResult(score=Score(1.0))", "source_checksum", sum);
     cloud_run tr = typed(r);
     wrun runs[2] = {{.run_id = "r1", .run = &tr, .def = json_array_get(d, 0)}};
-    assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), 0);
+    assert_int_equal(worker_plan_verify_sources(runs, 1, &err), 0);
     /* Local runs carry no source: not checked. */
     json_t *lr = run("r2", "b", "2", "local");
     cloud_run tlr = typed(lr);
     runs[1] = (wrun){.run_id = "r2", .run = &tlr, .def = json_array_get(d, 1)};
-    assert_int_equal(worker_plan_verify_sources(runs, 2, err, sizeof err), 0);
+    assert_int_equal(worker_plan_verify_sources(runs, 2, &err), 0);
     /* The definition's checksum must agree too. */
     json_object_set_new(json_array_get(d, 0), "source_checksum", json_string("sha256:00"));
-    assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), -1);
-    assert_non_null(strstr(err, "source_checksum mismatch for run r1 (a)"));
+    assert_int_equal(worker_plan_verify_sources(runs, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "source_checksum mismatch for run r1 (a)"));
     json_object_del(json_array_get(d, 0), "source_checksum");
     json_object_set_new(r, "evaluator_source", json_string("EvalResult(score=Score(0.0))"));
     tr = typed(r); /* the client's view of the changed descriptor */
-    assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), -1);
+    assert_int_equal(worker_plan_verify_sources(runs, 1, &err), -1);
     json_object_del(r, "source_checksum");
     tr = typed(r);
-    assert_int_equal(worker_plan_verify_sources(runs, 1, err, sizeof err), -1);
-    assert_non_null(strstr(err, "lacks evaluator_source or source_checksum"));
+    assert_int_equal(worker_plan_verify_sources(runs, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "lacks evaluator_source or source_checksum"));
     json_decref(r);
     json_decref(lr);
     json_decref(d);
