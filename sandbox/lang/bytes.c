@@ -165,6 +165,11 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
         return v_raise(c, "LookupError", "unknown encoding: %s", lower);
     const unsigned char *p = (const unsigned char *)b->u.s.s;
     size_t n = b->u.s.blen;
+    /* ASCII decodes to itself in all three: the bytes are shared, not
+     * copied (both are immutable) */
+    bool ascii;
+    vs_count_cps(b->u.s.s, n, &ascii);
+    if (ascii) return vs_new_owned(c, (char *)b->u.s.s, n, n, true);
     char *out = v_alloc_bytes(c, n * 3 + 1);
     if (!out) return NULL;
     size_t o = 0, i = 0;

@@ -7,6 +7,7 @@
 #include "sandbox/lang/siphash.h"
 #include "sandbox/lang/value_impl.h"
 
+#include <gc/gc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <utf8proc.h>
@@ -124,10 +125,70 @@ static size_t cp_offset(const char *p, size_t n, size_t cp)
     return i;
 }
 
+/* Byte offset of the code point `back` code points before byte offset off
+ * (0 if that is before the start). */
+static size_t cp_offset_back(const char *p, size_t off, size_t back)
+{
+    while (off >= 8) {
+        size_t k = 8 - continuation_count(load8(p + off - 8));
+        if (k >= back) break;
+        back -= k;
+        off -= 8;
+    }
+    /* off may sit inside a character: count starts one byte at a time */
+    while (back && off > 0) {
+        off--;
+        if (((unsigned char)p[off] & 0xC0) != 0x80) back--;
+    }
+    return back ? 0 : off;
+}
+
+/* Code-point offsets found in long non-ASCII strings, so that walking one
+ * by index (s[i] for i in range(len(s)), s[i] against s[-i-1], slices,
+ * find with a start) scans from a nearby known position rather than from an
+ * end: CPython's fixed-width strings index in O(1). A few cursors, each
+ * moved by the lookups it serves. The value is held hidden (the cache does
+ * not keep it alive) and trusted only until the next collection: values
+ * are reclaimed only by a collection, so before one the address still names
+ * the same immutable string. */
+#define POS_CACHE_MIN 4096 /* bytes: shorter strings scan from the start */
+#define POS_CURSORS 4
+#define POS_NEAR 4096 /* code points: a lookup this close moves the cursor */
+
+static _Thread_local struct {
+    uintptr_t hidden; /* ~(uintptr_t)value; 0: unused */
+    uintptr_t gc_no;
+    size_t cp, off;
+} g_pos[POS_CURSORS];
+static _Thread_local unsigned g_pos_next;
+
 size_t vs_offset(const val *s, size_t cp)
 {
     if (s->flags & VF_ASCII) return cp;
-    return cp_offset(s->u.s.s, s->u.s.blen, cp);
+    size_t n = s->u.s.blen, clen = s->u.s.clen;
+    const char *p = s->u.s.s;
+    if (n < POS_CACHE_MIN) return cp_offset(p, n, cp);
+    if (cp >= clen) return n;
+    uintptr_t key = ~(uintptr_t)s, gc_no = (uintptr_t)GC_get_gc_no();
+    /* the nearest known position: the start, the end or a cursor */
+    size_t from_cp = 0, from_off = 0, dist = cp;
+    if (clen - cp < dist) from_cp = clen, from_off = n, dist = clen - cp;
+    int cur = -1;
+    for (int k = 0; k < POS_CURSORS; k++) {
+        if (g_pos[k].hidden != key || g_pos[k].gc_no != gc_no) continue;
+        size_t d = cp > g_pos[k].cp ? cp - g_pos[k].cp : g_pos[k].cp - cp;
+        if (d < dist) from_cp = g_pos[k].cp, from_off = g_pos[k].off, dist = d, cur = k;
+    }
+    size_t off = cp >= from_cp ? from_off + cp_offset(p + from_off, n - from_off, cp - from_cp)
+                               : cp_offset_back(p, from_off, from_cp - cp);
+    if (cur < 0 || dist > POS_NEAR) {
+        cur = (int)(g_pos_next++ % POS_CURSORS);
+        g_pos[cur].hidden = key;
+        g_pos[cur].gc_no = gc_no;
+    }
+    g_pos[cur].cp = cp;
+    g_pos[cur].off = off;
+    return off;
 }
 
 static size_t cps_before(const val *s, size_t off)
@@ -144,11 +205,7 @@ val *vs_substr(vctx *c, val *s, size_t lo, size_t hi)
     if (lo >= hi) return &g_empty;
     if (lo == 0 && hi >= s->u.s.clen) return s;
     size_t a = vs_offset(s, lo);
-    size_t b =
-        (s->flags & VF_ASCII)
-            ? hi
-            : a + vs_offset(&(val){.type = VT_STR, .u.s = {s->u.s.s + a, s->u.s.blen - a, 0, 0}},
-                            hi - lo);
+    size_t b = (s->flags & VF_ASCII) ? hi : a + cp_offset(s->u.s.s + a, s->u.s.blen - a, hi - lo);
     return vs_new_owned(c, (char *)s->u.s.s + a, b - a, hi - lo, (s->flags & VF_ASCII) != 0);
 }
 
@@ -595,8 +652,9 @@ val *vs_repeat(vctx *c, val *a, int64_t k)
     return vs_new_owned(c, p, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
 }
 
-/* One-character ASCII strings are shared, as CPython's one-character
- * strings are: iterating or indexing a long ASCII text allocates nothing. */
+/* One-character Latin-1 strings are shared, as CPython's are: iterating,
+ * indexing or splitting a long text into such characters allocates
+ * nothing. */
 static const char g_ascii_bytes[128] = {
     0,   1,   2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,  14,  15,  16,  17,  18,
     19,  20,  21,  22,  23,  24,  25,  26,  27,  28,  29,  30,  31,  32,  33,  34,  35,  36,  37,
@@ -606,6 +664,25 @@ static const char g_ascii_bytes[128] = {
     95,  96,  97,  98,  99,  100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113,
     114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
 static val g_ascii_chars[128];
+/* U+0080..U+00FF in UTF-8, two bytes each */
+static const char g_latin1_bytes[] =
+    "\xC2\x80\xC2\x81\xC2\x82\xC2\x83\xC2\x84\xC2\x85\xC2\x86\xC2\x87\xC2\x88\xC2\x89\xC2\x8A\xC2"
+    "\x8B\xC2\x8C\xC2\x8D\xC2\x8E\xC2\x8F"
+    "\xC2\x90\xC2\x91\xC2\x92\xC2\x93\xC2\x94\xC2\x95\xC2\x96\xC2\x97\xC2\x98\xC2\x99\xC2\x9A\xC2"
+    "\x9B\xC2\x9C\xC2\x9D\xC2\x9E\xC2\x9F"
+    "\xC2\xA0\xC2\xA1\xC2\xA2\xC2\xA3\xC2\xA4\xC2\xA5\xC2\xA6\xC2\xA7\xC2\xA8\xC2\xA9\xC2\xAA\xC2"
+    "\xAB\xC2\xAC\xC2\xAD\xC2\xAE\xC2\xAF"
+    "\xC2\xB0\xC2\xB1\xC2\xB2\xC2\xB3\xC2\xB4\xC2\xB5\xC2\xB6\xC2\xB7\xC2\xB8\xC2\xB9\xC2\xBA\xC2"
+    "\xBB\xC2\xBC\xC2\xBD\xC2\xBE\xC2\xBF"
+    "\xC3\x80\xC3\x81\xC3\x82\xC3\x83\xC3\x84\xC3\x85\xC3\x86\xC3\x87\xC3\x88\xC3\x89\xC3\x8A\xC3"
+    "\x8B\xC3\x8C\xC3\x8D\xC3\x8E\xC3\x8F"
+    "\xC3\x90\xC3\x91\xC3\x92\xC3\x93\xC3\x94\xC3\x95\xC3\x96\xC3\x97\xC3\x98\xC3\x99\xC3\x9A\xC3"
+    "\x9B\xC3\x9C\xC3\x9D\xC3\x9E\xC3\x9F"
+    "\xC3\xA0\xC3\xA1\xC3\xA2\xC3\xA3\xC3\xA4\xC3\xA5\xC3\xA6\xC3\xA7\xC3\xA8\xC3\xA9\xC3\xAA\xC3"
+    "\xAB\xC3\xAC\xC3\xAD\xC3\xAE\xC3\xAF"
+    "\xC3\xB0\xC3\xB1\xC3\xB2\xC3\xB3\xC3\xB4\xC3\xB5\xC3\xB6\xC3\xB7\xC3\xB8\xC3\xB9\xC3\xBA\xC3"
+    "\xBB\xC3\xBC\xC3\xBD\xC3\xBE\xC3\xBF";
+static val g_latin1_chars[128];
 
 val *vs_char(vctx *c, const char *p, size_t adv)
 {
@@ -620,6 +697,17 @@ val *vs_char(vctx *c, const char *p, size_t adv)
         }
         return v;
     }
+    if (adv == 2 && b >= 0xC2 && b < 0xC4) { /* U+0080..U+00FF (Latin-1): shared too */
+        unsigned k = ((b & 0x1Fu) << 6 | ((unsigned char)p[1] & 0x3Fu)) - 0x80;
+        val *v = &g_latin1_chars[k];
+        if (v->type != VT_STR) {
+            v->u.s.s = g_latin1_bytes + 2 * k;
+            v->u.s.blen = 2;
+            v->u.s.clen = 1;
+            v->type = VT_STR;
+        }
+        return v;
+    }
     return vs_new_owned(c, (char *)p, adv, 1, adv == 1);
 }
 
@@ -629,12 +717,13 @@ val *vs_empty(void)
 }
 
 /* The substring s[p .. p+blen) of s's bytes (whole characters): shares s's
- * text, and the empty and one-character ASCII strings are the shared ones,
+ * text, and the empty and one-character Latin-1 strings are the shared ones,
  * so splitting allocates at most one small value per piece. */
 static val *piece(vctx *c, const val *s, const char *p, size_t blen)
 {
     if (blen == 0) return &g_empty;
-    if (blen == 1 && !((unsigned char)p[0] & 0x80)) return vs_char(c, p, 1);
+    if (blen == 1 || (blen == 2 && (unsigned char)p[0] >= 0xC2 && (unsigned char)p[0] < 0xC4))
+        return vs_char(c, p, blen);
     if (s->flags & VF_ASCII) return vs_new_owned(c, (char *)p, blen, blen, true);
     return str_bytes(c, p, blen);
 }
@@ -697,6 +786,15 @@ static const char *find_bytes(const char *h, size_t hl, const char *n, size_t nl
 {
     if (nl == 0) return h;
     if (nl == 1) return find_byte(h, hl, n[0]);
+    if (nl > hl) return NULL;
+    /* the first positions inline (a split's next separator is often
+     * near), then memmem from where they stopped */
+    size_t last = hl - nl, k = last < 16 ? last + 1 : 16;
+    for (size_t i = 0; i < k; i++)
+        if (h[i] == n[0] && memcmp(h + i + 1, n + 1, nl - 1) == 0) return h + i;
+    if (k > last) return NULL;
+    h += k;
+    hl -= k;
     return memmem(h, hl, n, nl);
 }
 
@@ -983,12 +1081,10 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     if (sep) {
         const char *sp = sep->u.s.s;
         size_t sl = sep->u.s.blen;
-        if (sl == 1) {
-            /* one byte: count the pieces first, so the list is allocated
-             * once at its size */
-            size_t k = count_byte(b, n, sp[0]);
-            if (k > (uint64_t)maxs) k = (size_t)maxs;
-            if (v_build_presize(c, &l, k + 1)) return NULL;
+        if (sl == 1 && maxs == INT64_MAX) {
+            /* one byte, no limit: count the pieces first, so the list is
+             * allocated once at its size */
+            if (v_build_presize(c, &l, count_byte(b, n, sp[0]) + 1)) return NULL;
         }
         if (!right) {
             size_t pos = 0;
@@ -1134,12 +1230,12 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
     if (cnt < 0) cnt = INT64_MAX;
     val *old = p[0], *nw = p[1];
     if (cnt == 0) return s;
-    sbuild b;
-    sb_init(&b, c, s->u.s.blen + 16);
     const char *h = s->u.s.s;
     size_t n = s->u.s.blen;
     if (v_steps(c, n / 32)) return NULL;
     if (old->u.s.blen == 0) {
+        sbuild b;
+        sb_init(&b, c, s->u.s.blen + 16);
         size_t i = 0;
         while (cnt > 0) {
             sb_str(&b, nw);
@@ -1155,27 +1251,43 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
                    (s->flags & VF_ASCII) != 0);
         return sb_done(&b);
     }
-    size_t pos = 0;
-    bool any = false;
-    while (cnt > 0) {
-        const char *f = find_bytes(h + pos, n - pos, old->u.s.s, old->u.s.blen);
-        if (!f) break;
-        size_t fo = (size_t)(f - h);
-        const char *seg = h + pos;
-        size_t sl = fo - pos;
-        bool sa;
-        size_t sc = vs_count_cps(seg, sl, &sa);
-        sb_put(&b, seg, sl, sc, sa);
-        sb_str(&b, nw);
-        pos = fo + old->u.s.blen;
-        cnt--;
-        any = true;
+    /* count the matches first (as CPython), then one exact allocation */
+    const char *op = old->u.s.s, *np = nw->u.s.s;
+    size_t ol = old->u.s.blen, nl = nw->u.s.blen, k = 0;
+    if (ol == 1) {
+        k = count_byte(h, n, op[0]);
+    } else {
+        for (const char *q = h, *f; (f = find_bytes(q, n - (size_t)(q - h), op, ol)) != NULL;
+             q = f + ol)
+            k++;
     }
-    if (!any) return s;
-    bool sa;
-    size_t sc = vs_count_cps(h + pos, n - pos, &sa);
-    sb_put(&b, h + pos, n - pos, sc, sa);
-    return sb_done(&b);
+    if (k > (uint64_t)cnt) k = (size_t)cnt;
+    if (k == 0) return s;
+    size_t max = c->lim.max_str_bytes;
+    if (nl > ol && k > (max - n) / (nl - ol)) return v_limit(c, "memory");
+    size_t total = n - k * ol + k * nl;
+    char *o = v_alloc_bytes(c, total + 1);
+    if (!o) return NULL;
+    size_t pos = 0, w = 0;
+    for (size_t i = 0; i < k; i++) {
+        const char *f = find_bytes(h + pos, n - pos, op, ol);
+        size_t sl = (size_t)(f - h) - pos;
+        memcpy(o + w, h + pos, sl);
+        w += sl;
+        if (nl == 1)
+            o[w++] = np[0];
+        else {
+            memcpy(o + w, np, nl);
+            w += nl;
+        }
+        pos += sl + ol;
+    }
+    memcpy(o + w, h + pos, n - pos);
+    o[total] = 0;
+    /* whole characters are replaced: the count moves by the difference */
+    size_t ncp = s->u.s.clen - k * old->u.s.clen + k * nw->u.s.clen;
+    bool ascii = (s->flags & VF_ASCII) && (nw->flags & VF_ASCII);
+    return vs_new_owned(c, o, total, ncp, ascii || ncp == total);
 }
 
 static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
