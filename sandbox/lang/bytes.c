@@ -242,6 +242,13 @@ static val *hexm(vctx *c, val *b, val **a, size_t na, const vkwarg *kw, size_t n
     if (v_parse_args(c, "hex", a, na, kw, nkw, names, 2, 0, 0, p)) return NULL;
     const char *sep = NULL;
     int64_t per = 1;
+    if (p[1]) { /* a C int, as CPython */
+        if (!v_is_intlike(p[1]))
+            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
+                           v_type_name(p[1]));
+        if (!v_as_i64(p[1], &per) || per < INT32_MIN || per > INT32_MAX)
+            return v_raise(c, "OverflowError", "Python int too large to convert to C int");
+    }
     if (p[0]) {
         if (p[0]->type != VT_STR && p[0]->type != VT_BYTES)
             return v_raise(c, "TypeError", "sep must be str or bytes.");
@@ -249,8 +256,6 @@ static val *hexm(vctx *c, val *b, val **a, size_t na, const vkwarg *kw, size_t n
         sep = p[0]->u.s.s;
         if ((unsigned char)sep[0] >= 128) return v_raise(c, "ValueError", "sep must be ASCII.");
     }
-    if (p[1] && !v_as_i64(p[1], &per))
-        return v_raise(c, "TypeError", "bytes_per_sep must be an integer");
     size_t n = b->u.s.blen;
     strbuf sb;
     strbuf_init(&sb);
@@ -321,11 +326,16 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         static const char *const names[] = {"keepends"};
         val *p[1];
         if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 0, 0, p)) return NULL;
-        bool keep = p[0] && v_truthy(p[0]);
-        val **items = v_items_alloc(c, s->u.s.blen + 1);
-        if (!items) return NULL;
-        size_t n = 0, i = 0, start = 0, len = s->u.s.blen;
+        bool keep = false;
+        if (p[0] && vs_keepends(c, p[0], &keep)) return NULL;
         const char *d = s->u.s.s;
+        size_t len = s->u.s.blen, lines = 0;
+        for (size_t i = 0; i < len; i++) /* \r\n counts once, at its \n */
+            lines += d[i] == '\n' || (d[i] == '\r' && (i + 1 == len || d[i + 1] != '\n'));
+        size_t last = len && (d[len - 1] == '\n' || d[len - 1] == '\r') ? 0 : len > 0;
+        val **items = v_items_alloc(c, lines + last);
+        if (!items) return NULL;
+        size_t n = 0, i = 0, start = 0;
         while (i < len) {
             if (d[i] != '\n' && d[i] != '\r') {
                 i++;
@@ -351,6 +361,15 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         "replace", "split",     "rsplit",     "strip",        "lstrip",       "rstrip",
         "join",    "partition", "rpartition", "removeprefix", "removesuffix", "zfill",
         "ljust",   "rjust",     "center",     "splitlines"};
+    if (na > 0 && (!strcmp(name, "zfill") || !strcmp(name, "ljust") || !strcmp(name, "rjust") ||
+                   !strcmp(name, "center"))) {
+        /* a width within a Py_ssize_t but past what a bytes object's header
+         * leaves: CPython's PyBytes_FromStringAndSize refuses it so */
+        int64_t w;
+        if (v_is_intlike(a[0]) && v_as_i64(a[0], &w) && w > INT64_MAX - 33 &&
+            (uint64_t)w > s->u.s.blen)
+            return v_raise(c, "OverflowError", "byte string is too large");
+    }
     for (size_t k = 0; k < sizeof struct_m / sizeof *struct_m; k++) {
         if (strcmp(name, struct_m[k])) continue;
         bool ws = (!strcmp(name, "split") || !strcmp(name, "rsplit") || !strcmp(name, "strip") ||

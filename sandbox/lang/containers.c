@@ -921,11 +921,12 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
     }
     int64_t len = (int64_t)o->u.seq.len, st = 0, en = len;
     if (index) {
-        if (na > 1 && a[1]->type != VT_NONE) {
-            if (slice_part(c, a[1], &st)) return NULL;
-        }
-        if (na > 2 && a[2]->type != VT_NONE) {
-            if (slice_part(c, a[2], &en)) return NULL;
+        /* start/stop as _PyEval_SliceIndexNotNone reads them: no None */
+        for (size_t k = 1; k < na; k++) {
+            if (!v_is_intlike(a[k]))
+                return v_raise(c, "TypeError",
+                               "slice indices must be integers or have an __index__ method");
+            if (slice_part(c, a[k], k == 1 ? &st : &en)) return NULL;
         }
         if (st < 0) {
             st += len;

@@ -25,6 +25,23 @@ static bool is_align(int32_t ch)
     return ch == '<' || ch == '>' || ch == '=' || ch == '^';
 }
 
+/* A width or precision: decimal digits at cp[*p..], read as CPython's
+ * get_integer reads them, into a Py_ssize_t (more is an error). */
+static int spec_number(vctx *c, const int32_t *cp, size_t m, size_t *p, int64_t *out)
+{
+    int64_t w = 0;
+    while (*p < m && cp[*p] >= '0' && cp[*p] <= '9') {
+        int d = cp[(*p)++] - '0';
+        if (w > (INT64_MAX - d) / 10) {
+            v_raise(c, "ValueError", "Too many decimal digits in format string");
+            return -1;
+        }
+        w = w * 10 + d;
+    }
+    *out = w;
+    return 0;
+}
+
 static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_align,
                       const char *tname)
 {
@@ -74,15 +91,7 @@ static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_a
         p++;
     }
     if (p < m && cp[p] >= '0' && cp[p] <= '9') {
-        int64_t w = 0;
-        while (p < m && cp[p] >= '0' && cp[p] <= '9') {
-            w = w * 10 + (cp[p++] - '0');
-            if (w > 100000000) {
-                v_raise(c, "ValueError", "Too many decimal digits in format string");
-                return -1;
-            }
-        }
-        f->width = w;
+        if (spec_number(c, cp, m, &p, &f->width)) return -1;
     }
     if (p < m && cp[p] == ',') {
         f->group = ',';
@@ -106,15 +115,7 @@ static int parse_spec(vctx *c, const char *s, size_t n, fspec *f, char default_a
             v_raise(c, "ValueError", "Format specifier missing precision");
             return -1;
         }
-        int64_t w = 0;
-        while (p < m && cp[p] >= '0' && cp[p] <= '9') {
-            w = w * 10 + (cp[p++] - '0');
-            if (w > 100000000) {
-                v_raise(c, "ValueError", "Too many decimal digits in format string");
-                return -1;
-            }
-        }
-        f->prec = w;
+        if (spec_number(c, cp, m, &p, &f->prec)) return -1;
     }
     if (m - p > 1) {
         strbuf b;
@@ -181,8 +182,9 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
     int64_t padn = f->width > (int64_t)ncp ? f->width - (int64_t)ncp : 0;
     char fb[4];
     int fl = vs_encode1(f->fill, fb);
+    size_t max = c->lim.max_str_bytes;
+    if (blen > max || (uint64_t)padn > (max - blen) / (size_t)fl) return v_limit(c, "memory");
     size_t total = blen + (size_t)padn * (size_t)fl;
-    if (v_check_strlen(c, total)) return NULL;
     char *o = v_alloc_bytes(c, total + 1);
     if (!o) return NULL;
     int64_t left = 0, right = 0;
@@ -242,9 +244,20 @@ static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, cons
     size_t signlen = b.len;
     char align = f->align ? f->align : '>';
     if (align == '=' && f->fill == '0' && f->group && f->width > 0) {
+        if ((uint64_t)f->width > c->lim.max_str_bytes) {
+            strbuf_free(&b);
+            return v_limit(c, "memory");
+        }
         /* zero padding becomes part of the grouped digits */
         size_t want = nint;
         char *z = NULL;
+        /* start just below the answer: digits + separators grow by
+         * (every + 1) / every per digit */
+        int64_t room = f->width - (int64_t)(signlen + nrest);
+        if (room > 0 && want > 0) { /* no digits (nan, inf): no zeros either */
+            int64_t below = room / (every + 1) * every - 2;
+            if (below > (int64_t)want) want = (size_t)below;
+        }
         for (;;) {
             size_t glen = want + (want - 1) / (size_t)every;
             if ((int64_t)(signlen + glen + nrest) >= f->width) break;
@@ -382,14 +395,19 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
             decpt = 1;
         }
     } else {
+        /* a double's exact decimal expansion has at most 767 significant
+         * and 1074 fractional digits: past those, asking printf for more
+         * only appends zeros, which the padding below writes instead */
         int p = prec;
         if (lower == 'e') p = prec + 1;
         if (lower == 'g' && p == 0) p = 1;
-        size_t need = (size_t)p + 400;
+        if (p > 800) p = 800;
+        int fp = prec > 1100 ? 1100 : prec;
+        size_t need = (size_t)(lower == 'f' ? fp : p) + 400;
         heap = malloc(need);
         if (!heap) return -1;
         if (lower == 'f') {
-            snprintf(heap, need, "%.*f", prec, x);
+            snprintf(heap, need, "%.*f", fp, x);
             /* digits without the point, leading zeros removed */
             char *dot = strchr(heap, '.');
             int intlen = dot ? (int)(dot - heap) : (int)strlen(heap);
@@ -484,10 +502,44 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
     return 0;
 }
 
+/* Whether CPython, under the reference's 512 MiB, runs out of memory
+ * formatting a finite double with this precision: _Py_dg_dtoa allocates
+ * the power of two above the digits it is asked for, the result is built
+ * in a buffer and then copied into the str. */
+static bool float_format_fails(char type, int64_t prec, bool alt, double x)
+{
+    const int64_t budget = (int64_t)480 << 20;
+    char lower = (char)(type | 32);
+    int64_t digits, out;
+    int intdigits = fabs(x) >= 1 ? (int)log10(fabs(x)) + 1 : 1;
+    switch (lower) {
+    case 'e':
+        digits = prec + 1;
+        out = prec + 8;
+        break;
+    case 'f':
+    case '%':
+        digits = prec + intdigits + 1;
+        out = prec + intdigits + 3;
+        break;
+    case 'g':
+        digits = prec ? prec : 1;
+        out = alt ? prec + 8 : 32;
+        break;
+    default:
+        return false;
+    }
+    int64_t alloc = 4;
+    while (24 + alloc <= digits)
+        alloc <<= 1;
+    return alloc + out > budget || 2 * out > budget;
+}
+
 static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
 {
     char type = f->type;
     bool add_dot0 = false;
+    if (f->prec > INT32_MAX) return v_raise(c, "ValueError", "precision too big");
     int prec = (int)f->prec;
     bool pct = false;
     switch (type) {
@@ -515,7 +567,12 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
                        from_int ? "int" : "float");
     }
     if (prec < 0 && type != 'r') prec = 6;
-    if (prec > 100000) return v_limit(c, "memory");
+    /* CPython asks dtoa for precision + 1 digits of an 'e' format: at
+     * INT_MAX that wraps to INT_MIN, which dtoa reads as one digit, so the
+     * result is the precision-0 one ('1e+00') */
+    if ((type | 32) == 'e' && prec == INT32_MAX) prec = 0;
+    if (isfinite(x) && float_format_fails(pct ? '%' : type, prec, f->alt, x))
+        return v_limit(c, "memory");
     bool neg = signbit(x) != 0;
     double ax = fabs(x);
     strbuf body;
@@ -584,6 +641,7 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
         return v_raise(c, "ValueError",
                        "'=' alignment flag is not allowed in complex format specifier");
     bool parens = false, skip_re = false;
+    if (f->prec > INT32_MAX) return v_raise(c, "ValueError", "precision too big");
     int prec = (int)f->prec;
     double re = v->u.cx.re, im = v->u.cx.im;
     switch (type) {
@@ -609,6 +667,10 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
                        type);
     }
     if (prec < 0) prec = type == 'r' ? 0 : 6;
+    if ((type | 32) == 'e' && prec == INT32_MAX) prec = 0; /* as fmt_double */
+    if ((isfinite(re) && float_format_fails(type, prec, f->alt, re)) ||
+        (isfinite(im) && float_format_fails(type, prec, f->alt, im)))
+        return v_limit(c, "memory");
     strbuf b;
     strbuf_init(&b);
     if (parens) strbuf_putc(&b, '(');
@@ -811,12 +873,13 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             i++;
         } else {
             int64_t w = -1;
-            while (i < n && s[i] >= '0' && s[i] <= '9') {
-                w = (w < 0 ? 0 : w) * 10 + (s[i++] - '0');
-                if (w > 100000000) {
+            while (i < n && s[i] >= '0' && s[i] <= '9') { /* a Py_ssize_t */
+                int d = s[i++] - '0';
+                if (w > (INT64_MAX - d) / 10) {
                     v_raise(c, "ValueError", "width too big");
                     goto fail;
                 }
+                w = (w < 0 ? 0 : w) * 10 + d;
             }
             f.width = w;
         }
@@ -831,12 +894,13 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 i++;
             } else {
                 int64_t p = 0;
-                while (i < n && s[i] >= '0' && s[i] <= '9') {
-                    p = p * 10 + (s[i++] - '0');
-                    if (p > 100000000) {
+                while (i < n && s[i] >= '0' && s[i] <= '9') { /* a C int */
+                    int d = s[i++] - '0';
+                    if (p > (INT32_MAX - d) / 10) {
                         v_raise(c, "ValueError", "precision too big");
                         goto fail;
                     }
+                    p = p * 10 + d;
                 }
                 f.prec = p;
             }
@@ -904,8 +968,13 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             /* precision = minimum digits */
             int64_t prec = g.prec;
             g.prec = -1;
-            if (t == 'o' && f.alt) {
-                /* %#o gives 0o prefix as format's # */
+            if (prec > INT32_MAX - 3) { /* CPython's _PyUnicode_FormatLong */
+                v_raise(c, "OverflowError", "precision too large");
+                goto fail;
+            }
+            if (prec > (int64_t)(240 << 20)) { /* CPython's digits and copy pass 512 MiB */
+                v_limit(c, "memory");
+                goto fail;
             }
             piece = fmt_int(c, iv, &g);
             if (piece && prec > 0) {
@@ -921,8 +990,13 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 size_t dl = strlen(d);
                 strbuf tb;
                 strbuf_init(&tb);
-                for (int64_t k = (int64_t)dl; k < prec; k++)
-                    strbuf_putc(&tb, '0');
+                if ((int64_t)dl < prec) {
+                    strbuf_reserve(&tb, (size_t)prec);
+                    if (tb.data) {
+                        memset(tb.data, '0', (size_t)prec - dl);
+                        tb.len = (size_t)prec - dl;
+                    }
+                }
                 strbuf_puts(&tb, d);
                 vi_free_str(d);
                 const char *pre = !f.alt          ? ""

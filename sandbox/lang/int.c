@@ -182,7 +182,8 @@ int vi_repr_buf(vctx *c, strbuf *b, const val *v)
 {
     int64_t x;
     if (small_of(v, &x)) {
-        strbuf_printf(b, "%lld", (long long)x);
+        char d[24];
+        strbuf_put(b, d, vs_i64_digits(d, x));
         return 0;
     }
     size_t est = mpz_sizeinbase(v->u.i.big, 10);

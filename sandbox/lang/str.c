@@ -584,13 +584,12 @@ int vs_cmp(const val *a, const val *b)
     return (a->u.s.blen > b->u.s.blen) - (a->u.s.blen < b->u.s.blen);
 }
 
-val *vs_from_i64(vctx *c, int64_t x)
+size_t vs_i64_digits(char out[24], int64_t x)
 {
     static const char pairs[] =
         "00010203040506070809101112131415161718192021222324252627282930313233"
         "34353637383940414243444546474849505152535455565758596061626364656667"
         "6869707172737475767778798081828384858687888990919293949596979899";
-    if (x >= 0 && x < 10) return vs_char(c, &"0123456789"[x], 1);
     char tmp[24];
     char *e = tmp + sizeof tmp, *p = e;
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
@@ -606,9 +605,18 @@ val *vs_from_i64(vctx *c, int64_t x)
         *--p = (char)('0' + u);
     if (x < 0) *--p = '-';
     size_t n = (size_t)(e - p);
+    memcpy(out, p, n);
+    return n;
+}
+
+val *vs_from_i64(vctx *c, int64_t x)
+{
+    if (x >= 0 && x < 10) return vs_char(c, &"0123456789"[x], 1);
+    char d[24];
+    size_t n = vs_i64_digits(d, x);
     char *o = v_alloc_bytes(c, n + 1);
     if (!o) return NULL;
-    memcpy(o, p, n);
+    memcpy(o, d, n);
     o[n] = 0;
     return vs_new_owned(c, o, n, n, true);
 }
@@ -1166,23 +1174,28 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     return v_build_list(c, &l);
 }
 
+int vs_keepends(vctx *c, val *v, bool *keep)
+{
+    int64_t k;
+    if (!v_is_intlike(v)) {
+        v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer", v_type_name(v));
+        return -1;
+    }
+    if (!v_as_i64(v, &k) || k < INT32_MIN || k > INT32_MAX) { /* a C int, as CPython */
+        v_raise(c, "OverflowError", "Python int too large to convert to C int");
+        return -1;
+    }
+    *keep = k != 0;
+    return 0;
+}
+
 static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
 {
     static const char *const names[] = {"keepends"};
     val *p[1];
     if (v_parse_args(c, "splitlines", a, na, kw, nkw, names, 1, 0, 0, p)) return NULL;
     bool keep = false;
-    if (p[0]) {
-        if (p[0]->type == VT_FLOAT)
-            return v_raise(c, "TypeError", "'float' object cannot be interpreted as an integer");
-        if (!v_is_intlike(p[0]))
-            return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
-                           v_type_name(p[0]));
-        int64_t k;
-        if (!v_as_i64(p[0], &k) || k < INT32_MIN || k > INT32_MAX) /* a C int, as CPython */
-            return v_raise(c, "OverflowError", "Python int too large to convert to C int");
-        keep = v_truthy(p[0]);
-    }
+    if (p[0] && vs_keepends(c, p[0], &keep)) return NULL;
     vbuild l = {0};
     const char *b = s->u.s.s;
     size_t n = s->u.s.blen, i = 0, start = 0;
@@ -1548,13 +1561,9 @@ static int get_width_fill(vctx *c, const char *name, val **a, size_t na, const v
                 v_type_name(p[0]));
         return -1;
     }
-    if (!v_as_i64(p[0], w)) {
-        if (vi_sign(p[0]) < 0)
-            *w = 0;
-        else {
-            v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
-            return -1;
-        }
+    if (!v_as_i64(p[0], w)) { /* a Py_ssize_t: past it either way is an error */
+        v_raise(c, "OverflowError", "Python int too large to convert to C ssize_t");
+        return -1;
     }
     *fill = ' ';
     *fillp = " ";

@@ -120,8 +120,11 @@ int vs_ascii_buf(strbuf *b, const val *s);
 int64_t vs_hash(val *s);
 int vs_cmp(const val *a, const val *b); /* code point order == UTF-8 byte order */
 val *vs_concat(vctx *c, val *a, val *b);
-val *vs_from_i64(vctx *c, int64_t x); /* str(x), decimal */
-val *vs_empty(void);                  /* the shared '' */
+val *vs_from_i64(vctx *c, int64_t x);          /* str(x), decimal */
+size_t vs_i64_digits(char out[24], int64_t x); /* x in decimal; its length */
+/* splitlines' keepends (a C int, as CPython reads it). 0 or -1. */
+int vs_keepends(vctx *c, val *v, bool *keep);
+val *vs_empty(void); /* the shared '' */
 val *vs_repeat(vctx *c, val *a, int64_t n);
 /* Fills p[0..n) with copies of unit (ulen > 0 bytes), the last one cut. */
 void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n);
