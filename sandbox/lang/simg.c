@@ -35,9 +35,12 @@ typedef struct {
     size_t imask, icount;
 } ibuf;
 
-static size_t ib_reserve(ibuf *b, size_t n)
+/* Reserves n bytes at the next multiple of `align` (a power of two: 8 for
+ * nodes, 1 for string bytes) and returns their offset; 0 with b->oom set
+ * when the image cannot grow. */
+static size_t ib_reserve_at(ibuf *b, size_t n, size_t align)
 {
-    size_t at = (b->len + 7) & ~(size_t)7;
+    size_t at = (b->len + align - 1) & ~(align - 1);
     if (at + n > b->cap) {
         size_t nc = b->cap ? b->cap : 4096;
         while (nc < at + n)
@@ -59,15 +62,72 @@ static size_t ib_reserve(ibuf *b, size_t n)
     return at;
 }
 
-/* FNV-1a: the interning table and duplicate-key detection both use it. */
+static size_t ib_reserve(ibuf *b, size_t n)
+{
+    return ib_reserve_at(b, n, 8);
+}
+
+/* The interning table's and duplicate-key detection's hash: eight bytes a
+ * step (keys and interned values are short), never reading past s[n). */
 static uint64_t str_hash(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 1099511628211ull;
+    const uint64_t m = 0xff51afd7ed558ccdull;
+    const char *end = s + n;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, t = 0;
+    if (n >= 8) {
+        for (; end - s > 8; s += 8) {
+            uint64_t w;
+            memcpy(&w, s, 8);
+            h = (h ^ w) * m;
+            h ^= h >> 32;
+        }
+        memcpy(&t, end - 8, 8); /* the last eight, overlapping the words before */
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, s, 4);
+        memcpy(&hi, end - 4, 4);
+        t = lo | (uint64_t)hi << 32;
+    } else if (n > 0) {
+        t = (uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[n / 2] << 8 |
+            (uint64_t)(unsigned char)s[n - 1] << 16;
     }
-    return h;
+    h = (h ^ t) * m;
+    h ^= h >> 29;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 32);
+}
+
+/* a[0..n) == b[0..n) for the short strings the interning table holds:
+ * overlapping word loads instead of a call (both sides have at least n
+ * readable bytes). */
+static inline bool short_eq(const char *a, const char *b, size_t n)
+{
+    uint64_t x, y, u, v;
+    if (n >= 8) {
+        for (; n > 8; a += 8, b += 8, n -= 8) {
+            memcpy(&x, a, 8);
+            memcpy(&y, b, 8);
+            if (x != y) return false;
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        uint32_t p, q, r, t;
+        memcpy(&p, a, 4);
+        memcpy(&q, b, 4);
+        memcpy(&r, a + n - 4, 4);
+        memcpy(&t, b + n - 4, 4);
+        return p == q && r == t;
+    }
+    u = n ? (uint64_t)(unsigned char)a[0] | (uint64_t)(unsigned char)a[n / 2] << 8 |
+                (uint64_t)(unsigned char)a[n - 1] << 16
+          : 0;
+    v = n ? (uint64_t)(unsigned char)b[0] | (uint64_t)(unsigned char)b[n / 2] << 8 |
+                (uint64_t)(unsigned char)b[n - 1] << 16
+          : 0;
+    return u == v;
 }
 
 /* Stores s[0..n) (clen code points; ascii) in the image, once only when it
@@ -99,7 +159,7 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
         size_t h = (size_t)str_hash(s, n) & b->imask;
         while (b->itab[h].off) {
             simg_str *e = &b->itab[h];
-            if (e->blen == n && !memcmp(b->p + e->off, s, n)) {
+            if (e->blen == n && short_eq(b->p + e->off, s, n)) {
                 *out = *e;
                 return 0;
             }
@@ -107,7 +167,7 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
         }
         slot = &b->itab[h];
     }
-    size_t at = ib_reserve(b, n + 1);
+    size_t at = ib_reserve_at(b, n + 1, 1); /* bytes: no padding */
     if (b->oom) return -1;
     memcpy(b->p + at, s, n);
     b->p[at + n] = 0;
@@ -371,11 +431,33 @@ typedef struct {
     size_t tmpcap;
     const char *err;
     bool strict; /* SIMG_STRICT: duplicate keys and NaN/Infinity are errors */
+    /* the children of the containers being parsed, innermost last: a
+     * container's nodes are copied from here into one block when it closes */
+    simg_node *stk;
+    size_t stkn, stkcap;
 } jp;
+
+/* Appends a child node to the scratch stack. */
+static int push_node(jp *p, const simg_node *n)
+{
+    if (p->stkn == p->stkcap) {
+        size_t nc = p->stkcap ? p->stkcap * 2 : 256;
+        simg_node *ns = realloc(p->stk, nc * sizeof *ns);
+        if (!ns) {
+            p->b->oom = true;
+            return -1;
+        }
+        p->stk = ns;
+        p->stkcap = nc;
+    }
+    p->stk[p->stkn++] = *n;
+    return 0;
+}
 
 static void skip_ws(jp *p)
 {
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t'))
+    while (p->s < p->end && (unsigned char)*p->s <= ' ' &&
+           (*p->s == ' ' || *p->s == '\n' || *p->s == '\r' || *p->s == '\t'))
         p->s++;
 }
 
@@ -426,6 +508,15 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
     long n = 0;
     *ascii = true;
     while (s < e) {
+        if (e - s >= 8) { /* a run of ASCII, eight bytes a step */
+            uint64_t w;
+            memcpy(&w, s, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                s += 8;
+                n += 8;
+                continue;
+            }
+        }
         unsigned char c = *s;
         if (c < 0x80) {
             s++;
@@ -457,18 +548,16 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
     return n;
 }
 
-/* 1 if the 8 bytes at q are all printable ASCII other than '"' and '\\'
- * (SWAR: a byte below 0x20, equal to either, or with its high bit set sets
- * a high bit in `special`; borrows only add false alarms, which the
- * byte-wise scan then settles). */
-static inline bool plain8(const char *q)
+/* The bytes at q[0..8) that end a string's plain run (a control character,
+ * '"' or '\\') as their high bits, exact up to the first one (the SWAR
+ * tests can only add bits above a byte that matches); *w gets the bytes. */
+static inline uint64_t specials8(const char *q, uint64_t *w)
 {
-    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-    uint64_t w;
-    memcpy(&w, q, 8);
-    uint64_t special =
-        (w - ones * 0x20) | ((w ^ (ones * '"')) - ones) | ((w ^ (ones * '\\')) - ones) | w;
-    return (special & high) == 0;
+    const uint64_t ones = 0x0101010101010101ull;
+    memcpy(w, q, 8);
+    uint64_t quote = *w ^ (ones * '"'), bslash = *w ^ (ones * '\\');
+    return (((*w - ones * 0x20) & ~*w) | ((quote - ones) & ~quote) | ((bslash - ones) & ~bslash)) &
+           0x8080808080808080ull;
 }
 
 /* parses a JSON string at p->s (after the quote) into the image */
@@ -478,10 +567,23 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
 {
     const char *st = p->s;
     const char *q = st;
-    /* fast scan: no escapes; eight plain ASCII bytes at a time */
-    while (p->end - q >= 8 && plain8(q))
-        q += 8;
-    unsigned char high = 0;
+    /* fast scan to the first '"', '\\' or control character, eight bytes at
+     * a time while eight remain; `words` gathers the bytes passed (their
+     * high bits: is it all ASCII) */
+    uint64_t words = 0;
+    while (p->end - q >= 8) {
+        uint64_t w, sp = specials8(q, &w);
+        if (sp == 0) {
+            words |= w;
+            q += 8;
+            continue;
+        }
+        int at = __builtin_ctzll(sp) / 8; /* bytes before the first special one */
+        if (at) words |= w & (~0ull >> (64 - 8 * at));
+        q += at;
+        break;
+    }
+    unsigned char high = (words & 0x8080808080808080ull) ? 0x80 : 0;
     while (q < p->end && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20)
         high |= (unsigned char)*q++;
     if (q < p->end && *q == '"') {
@@ -671,7 +773,7 @@ static int parse_number(jp *p, simg_node *n)
         return 0;
     }
     simg_str s;
-    size_t at = ib_reserve(p->b, len + 1);
+    size_t at = ib_reserve_at(p->b, len + 1, 1);
     if (p->b->oom) return -1;
     memcpy(p->b->p + at, st, len);
     s.off = (uint32_t)at;
@@ -689,10 +791,39 @@ typedef struct {
 
 /* Duplicate keys in one object: Python's dict keeps the first position and
  * the last value. kids holds key/value node pairs; compacts in place. */
+static bool same_key(const ibuf *b, const simg_node *x, const simg_node *y)
+{
+    if (x->a != y->a) return false;
+    /* keys this short are interned: equal ones share their bytes */
+    if (x->a <= SIMG_INTERN_KEY) return (uint32_t)x->b == (uint32_t)y->b;
+    return !memcmp(b->p + (uint32_t)x->b, b->p + (uint32_t)y->b, x->a);
+}
+
 static int dedup_keys(jp *p, simg_node *kids, size_t *cnt)
 {
     ibuf *b = p->b;
     size_t pairs = *cnt / 2, size = 8;
+    if (pairs <= 16) { /* the common object: compare each key with the kept ones */
+        size_t w = 0;
+        for (size_t i = 0; i < pairs; i++) {
+            size_t j = 0;
+            while (j < w && !same_key(b, &kids[2 * j], &kids[2 * i]))
+                j++;
+            if (j < w) {
+                if (p->strict) {
+                    p->err = "duplicate object key";
+                    return -1;
+                }
+                kids[2 * j + 1] = kids[2 * i + 1];
+                continue;
+            }
+            kids[2 * w] = kids[2 * i];
+            kids[2 * w + 1] = kids[2 * i + 1];
+            w++;
+        }
+        *cnt = 2 * w;
+        return 0;
+    }
     while (size < pairs * 2)
         size <<= 1;
     int32_t *tab = malloc(size * sizeof *tab);
@@ -762,59 +893,38 @@ static int parse_value(jp *p, simg_node *out, int depth)
     case '[': {
         bool obj = c == '{';
         p->s++;
-        /* count children by parsing into a temporary region: we reserve the
-         * block lazily, growing a local array of child offsets */
-        size_t cap = 8, cnt = 0;
-        simg_node *kids = malloc(cap * sizeof *kids);
-        size_t *kid_off = NULL;
-        if (!kids) return -1;
-        /* Children must be written into a contiguous block. Parse each child
-         * into its own 1-node slot (its subtree follows it), then copy the
-         * slots into the final block: copying a node is enough, its subtree
-         * stays where it is (offsets are absolute). */
+        /* Each child is parsed into its own node (its subtree lands in the
+         * image as it is parsed) and pushed on the scratch stack; when the
+         * container closes its nodes are copied into one block: copying a
+         * node is enough, its subtree stays where it is (offsets are
+         * absolute). */
+        size_t base = p->stkn;
         skip_ws(p);
         if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
             p->s++;
         } else {
             for (;;) {
-                size_t need = obj ? 2 : 1;
-                if (cnt + need > cap) {
-                    cap *= 2;
-                    simg_node *nk = realloc(kids, cap * sizeof *kids);
-                    if (!nk) {
-                        free(kids);
-                        return -1;
-                    }
-                    kids = nk;
-                }
                 if (obj) {
                     skip_ws(p);
                     if (p->s >= p->end || *p->s != '"') {
-                        free(kids);
                         p->err = "expected an object key";
                         return -1;
                     }
                     p->s++;
                     simg_str s;
-                    if (parse_string(p, &s, SIMG_INTERN_KEY)) {
-                        free(kids);
-                        return -1;
-                    }
-                    kids[cnt++] = (simg_node){SN_STR, (uint8_t)s.ascii, 0, s.blen,
-                                              (uint64_t)s.off | ((uint64_t)s.clen << 32)};
+                    if (parse_string(p, &s, SIMG_INTERN_KEY)) return -1;
+                    simg_node k = {SN_STR, (uint8_t)s.ascii, 0, s.blen,
+                                   (uint64_t)s.off | ((uint64_t)s.clen << 32)};
+                    if (push_node(p, &k)) return -1;
                     skip_ws(p);
                     if (p->s >= p->end || *p->s != ':') {
-                        free(kids);
                         p->err = "expected ':'";
                         return -1;
                     }
                     p->s++;
                 }
-                if (parse_value(p, &kids[cnt], depth + 1)) {
-                    free(kids);
-                    return -1;
-                }
-                cnt++;
+                simg_node v;
+                if (parse_value(p, &v, depth + 1) || push_node(p, &v)) return -1;
                 skip_ws(p);
                 if (p->s < p->end && *p->s == ',') {
                     p->s++;
@@ -824,23 +934,17 @@ static int parse_value(jp *p, simg_node *out, int depth)
                     p->s++;
                     break;
                 }
-                free(kids);
                 p->err = obj ? "expected ',' or '}'" : "expected ',' or ']'";
                 return -1;
             }
         }
-        (void)kid_off;
-        if (obj && cnt > 2 && dedup_keys(p, kids, &cnt)) {
-            free(kids);
-            return -1;
-        }
+        simg_node *kids = p->stk + base;
+        size_t cnt = p->stkn - base;
+        p->stkn = base; /* popped: nothing is pushed again before the copy */
+        if (obj && cnt > 2 && dedup_keys(p, kids, &cnt)) return -1;
         size_t blk = ib_reserve(p->b, cnt * sizeof(simg_node));
-        if (p->b->oom) {
-            free(kids);
-            return -1;
-        }
-        memcpy(p->b->p + blk, kids, cnt * sizeof(simg_node));
-        free(kids);
+        if (p->b->oom) return -1;
+        if (cnt) memcpy(p->b->p + blk, kids, cnt * sizeof(simg_node));
         n.tag = obj ? SN_OBJ : SN_ARR;
         n.a = (uint32_t)(obj ? cnt / 2 : cnt);
         n.b = blk;
@@ -922,6 +1026,24 @@ static const simg_node *obj_get(const ibuf *b, const simg_node *o, const char *k
     return NULL;
 }
 
+/* An event's id, ts, event_type and payload values (NULL when absent), in
+ * one pass over its keys (they are unique by now). */
+static void event_fields(const ibuf *b, const simg_node *ev, const simg_node *f[4])
+{
+    static const char *const names[4] = {"id", "ts", "event_type", "payload"};
+    static const uint32_t lens[4] = {2, 2, 10, 7};
+    f[0] = f[1] = f[2] = f[3] = NULL;
+    const simg_node *kids = (const simg_node *)(b->p + ev->b);
+    for (uint32_t i = 0; i < ev->a; i++) {
+        const simg_node *k = &kids[2 * (size_t)i];
+        for (int j = 0; j < 4; j++)
+            if (k->a == lens[j] && !memcmp(b->p + (uint32_t)k->b, names[j], lens[j])) {
+                f[j] = &kids[2 * (size_t)i + 1];
+                break;
+            }
+    }
+}
+
 static simg_str node_str(const simg_node *n)
 {
     simg_str s = {(uint32_t)n->b, n->a, (uint32_t)(n->b >> 32), n->flags};
@@ -951,7 +1073,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     if (!b.p) return fail(err, SIMG_ETOO_LARGE, "out of memory");
     hugepage_hint(b.p, b.cap);
     ib_reserve(&b, sizeof(simg_hdr));
-    jp p = {json, json + len, &b, NULL, 0, NULL, (flags & SIMG_STRICT) != 0};
+    jp p = {json, json + len, &b, NULL, 0, NULL, (flags & SIMG_STRICT) != 0, NULL, 0, 0};
     simg_node rootn;
     if (parse_value(&p, &rootn, 0)) {
         if (b.oom)
@@ -990,25 +1112,34 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
         goto fail;
     }
     size_t ne = evs->a;
+    size_t evs_at = (size_t)((const char *)evs - b.p);
+    /* the event records: filled as the events are checked (reserving may
+     * move the buffer: the nodes are found again from their offsets) */
+    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
+    if (b.oom) goto oom;
+    evs = (const simg_node *)(b.p + evs_at);
+    t = NODE(&b, root);
     const simg_node *ev = (const simg_node *)(b.p + evs->b);
     for (size_t i = 0; i < ne; i++) {
         if (ev[i].tag != SN_OBJ) {
             rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", i);
             goto fail;
         }
-        const simg_node *pl = obj_get(&b, &ev[i], "payload");
-        if (!pl || pl->tag != SN_OBJ) {
+        const simg_node *f[4];
+        event_fields(&b, &ev[i], f);
+        if (!f[3] || f[3]->tag != SN_OBJ) {
             rc = fail(err, SIMG_EINVALID, "payload must be an object");
             goto fail;
         }
         static const char *const ef[] = {"id", "ts", "event_type"};
         for (int k = 0; k < 3; k++) {
-            const simg_node *x = obj_get(&b, &ev[i], ef[k]);
-            if (!x || x->tag != SN_STR) {
+            if (!f[k] || f[k]->tag != SN_STR) {
                 rc = fail(err, SIMG_EINVALID, "%s must be a string", ef[k]);
                 goto fail;
             }
         }
+        simg_event e = {node_str(f[0]), node_str(f[1]), node_str(f[2]), *f[3]};
+        memcpy(b.p + evoff + i * sizeof(simg_event), &e, sizeof e);
     }
     const simg_node *ec = obj_get(&b, t, "event_count");
     if (!ec || (ec->tag != SN_INT && ec->tag != SN_BIGINT)) {
@@ -1042,19 +1173,6 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
             if (b.oom) goto oom;
         }
     }
-    /* event records (the pointers above may move: re-derive after reserve) */
-    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
-    if (b.oom) goto oom;
-    evs = obj_get(&b, NODE(&b, root), "events");
-    ev = (const simg_node *)(b.p + evs->b);
-    for (size_t i = 0; i < ne; i++) {
-        simg_event e = {0};
-        e.id = node_str(obj_get(&b, &ev[i], "id"));
-        e.ts = node_str(obj_get(&b, &ev[i], "ts"));
-        e.type = node_str(obj_get(&b, &ev[i], "event_type"));
-        e.payload = *obj_get(&b, &ev[i], "payload");
-        memcpy(b.p + evoff + i * sizeof(simg_event), &e, sizeof e);
-    }
     simg_hdr h = {0};
     memcpy(h.magic, SIMG_MAGIC, 8);
     h.version = SIMG_VERSION;
@@ -1065,6 +1183,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     memcpy(h.fields, fields, sizeof fields);
     memcpy(b.p, &h, sizeof h);
     free(p.tmp);
+    free(p.stk);
     free(b.itab);
     *out = b.p;
     *out_len = b.len;
@@ -1073,6 +1192,7 @@ oom:
     rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
 fail:
     free(p.tmp);
+    free(p.stk);
     free(b.itab);
     free(b.p);
     return rc;
