@@ -8,9 +8,10 @@ largest seen in the period) and open fds (the fewest and the most seen in the
 period: the fewest is the baseline a leak would raise, the most adds the
 in-flight runs' sandbox channels and connections), CPU per run (the sidecar
 and its sandbox children), runs/s (the emulator's commit count), p50 and p99
-of GET /v1/runs?limit=100 (a probe thread, --probe-rate requests/s) and the
-machine's 1-minute load average (other processes share the CPU: a high load
-explains a p99 swing). Then the targets (WAL <= 64 MiB at every sample, DB
+of GET /v1/runs?limit=100 (a probe thread, --probe-rate requests/s), p99 of
+GET /healthz probed alongside (the anchor: the same process and machine, no
+store work) and the machine's 1-minute load average (other processes share
+the CPU: a high load explains a p99 swing). Then the targets (WAL <= 64 MiB at every sample, DB
 flat within 5 % once retention engages, RSS flat within 2 MiB after minute 2,
 fds constant, runs/s and p99 at the end within 10 % of minute 2) and
 soak.svg, a plot of the same series.
@@ -68,12 +69,12 @@ def pct(values, p):
 
 
 class Prober(threading.Thread):
-    """GET /v1/runs?limit=100 on the admin API `rate` times a second; latencies in ms."""
+    """GET `path` on the admin API `rate` times a second; latencies in ms."""
 
-    def __init__(self, port, rate):
+    def __init__(self, port, rate, path):
         super().__init__(daemon=True)
         self.port, self.stop, self.lat, self.mu, self.errors = port, threading.Event(), [], threading.Lock(), 0
-        self.period = 1 / rate
+        self.period, self.path = 1 / rate, path
 
     def take(self, until):
         """The latencies of the probes that ended at or before monotonic time `until`."""
@@ -89,7 +90,7 @@ class Prober(threading.Thread):
                 if conn is None:
                     conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
                 t0 = time.monotonic()
-                conn.request("GET", "/v1/runs?limit=100")
+                conn.request("GET", self.path)
                 r = conn.getresponse()
                 r.read()
                 t1 = time.monotonic()
@@ -164,16 +165,18 @@ def main():
     sc = subprocess.Popen([BIN, "run", "--server", emu.base, "--listen", f"127.0.0.1:{port}", "--db", db,
                            "--concurrency", str(a.concurrency), "--retention-runs", str(a.retention_runs),
                            "--log-level", "warn"], stderr=log, stdout=subprocess.DEVNULL, env=env)
-    feeder, prober = Feeder(emu, a.rate), Prober(port, a.probe_rate)
+    feeder, prober = Feeder(emu, a.rate), Prober(port, a.probe_rate, "/v1/runs?limit=100")
+    anchor = Prober(port, a.probe_rate, "/healthz")
     rows = []
     try:
         wait_for(lambda: size(db) > 0, 30, 0.1)
         feeder.start()
         prober.start()
+        anchor.start()
         print(f"store soak: {a.rate:g} sessions/s x {len(DEFS)} managed definitions, {a.minutes:g} min, "
               f"retention {a.retention_runs} runs, concurrency {a.concurrency}, sample every {a.sample_seconds:g} s")
         print(f"{'min':>5} {'WAL max MiB':>11} {'DB MiB':>8} {'RSS MiB':>8} {'RSS max':>7} {'fds':>7} "
-              f"{'CPU ms/run':>10} {'runs/s':>7} {'window s':>8} {'p50 ms':>7} {'p99 ms':>7} {'probes':>6} "
+              f"{'CPU ms/run':>10} {'runs/s':>7} {'window s':>8} {'p50 ms':>7} {'p99 ms':>7} {'hz p99':>6} {'probes':>6} "
               f"{'load1':>5} {'backlog':>7}")
         t_start = time.monotonic()
         # one point a second: (time, runs committed, CPU ticks); a window ends at a point
@@ -200,23 +203,24 @@ def main():
                         if points[i][1] == points[i - 1][1] != points[i - 2][1]), last)
             (t0, r0, c0), (t1, r1, c1) = points[win], points[cut]
             runs = r1 - r0
-            lat = prober.take(t1)
+            lat, hz = prober.take(t1), anchor.take(t1)
             row = {"t_min": (time.monotonic() - t_start) / 60, "wal_mib": wal_max / MIB,
                    "db_mib": size(db) / MIB, "rss_mib": rss_kib(sc.pid) / 1024, "rss_max_mib": rss_max / 1024,
                    "fds": fds_lo, "fds_max": fds_hi, "p50": pct(lat, 50), "probes": len(lat),
                    "load1": os.getloadavg()[0], "cpu_ms": 1000 * (c1 - c0) / CLK / max(1, runs),
-                   "rps": runs / max(1e-9, t1 - t0), "window_s": t1 - t0, "p99": pct(lat, 99),
+                   "rps": runs / max(1e-9, t1 - t0), "window_s": t1 - t0, "p99": pct(lat, 99), "hz_p99": pct(hz, 99),
                    "backlog": feeder.added - sum(st["assignments"].get(k, 0) for k in ("completed", "skipped", "dead"))}
             rows.append(row)
             print(f"{row['t_min']:5.1f} {row['wal_mib']:11.1f} {row['db_mib']:8.1f} {row['rss_mib']:8.1f} "
                   f"{row['rss_max_mib']:7.1f} {row['fds']:3d}..{row['fds_max']:<3d} {row['cpu_ms']:10.2f} "
-                  f"{row['rps']:7.1f} {row['window_s']:8.1f} {row['p50']:7.1f} {row['p99']:7.1f} "
+                  f"{row['rps']:7.1f} {row['window_s']:8.1f} {row['p50']:7.1f} {row['p99']:7.1f} {row['hz_p99']:6.1f} "
                   f"{row['probes']:6d} {row['load1']:5.2f} {row['backlog']:7d}", flush=True)
             points, win = points[cut:], 0
             wal_max, rss_max, fds_lo, fds_hi = 0, 0, 1 << 30, 0
     finally:
         feeder.stop.set()
         prober.stop.set()
+        anchor.stop.set()
         sc.send_signal(signal.SIGTERM)
         try:
             sc.wait(60)
@@ -247,7 +251,10 @@ def main():
         print(f"  runs/s last / sample 2     {last['rps'] / max(1e-9, rows[k2]['rps']):.2f} (0.9..1.1)")
         print(f"  p99 last / sample 2        {last['p99'] / max(1e-9, rows[k2]['p99']):.2f} (<= 1.1; "
               f"load {last['load1']:.2f} vs {rows[k2]['load1']:.2f})")
-        print(f"  probe errors               {prober.errors}")
+        print(f"  p99 / /healthz p99, last / sample 2  "
+              f"{(last['p99'] / last['hz_p99']) / max(1e-9, rows[k2]['p99'] / rows[k2]['hz_p99']):.2f} "
+              f"(the machine's share of the swing taken out)")
+        print(f"  probe errors               {prober.errors + anchor.errors}")
     print("plot:", a.svg)
     if a.keep:
         print("kept:", d)
