@@ -542,22 +542,23 @@ static val *eval_call(E *e, ast_node *x)
 static val *eval_joined(E *e, ast_node *x)
 {
     if (x->n == 1 && x->items[0]->kind == AST_Constant) return const_value(e, x->items[0]);
-    strbuf b;
-    strbuf_init(&b);
+    /* the parts, in memory the collector scans, joined once at the end */
+    val **parts = v_alloc(e->c, x->n * sizeof *parts);
+    if (!parts) return NULL;
     for (uint32_t i = 0; i < x->n; i++) {
         ast_node *p = x->items[i];
         if (p->kind == AST_Constant) {
-            strbuf_put(&b, p->str, p->len);
+            if (!(parts[i] = const_value(e, p))) return NULL;
             continue;
         }
         /* CPython's order: the value, then the format spec's fields, then
          * the conversion and the formatting (FORMAT_VALUE). */
         val *v = ev(e, p->a);
-        if (!v) goto fail;
+        if (!v) return NULL;
         val *spec = NULL;
         if (p->b) {
             spec = eval_joined(e, p->b);
-            if (!spec) goto fail;
+            if (!spec) return NULL;
         }
         if (p->op == 's')
             v = v_tostr(e->c, v);
@@ -565,18 +566,13 @@ static val *eval_joined(E *e, ast_node *x)
             v = v_repr(e->c, v);
         else if (p->op == 'a')
             v = v_ascii(e->c, v);
-        if (!v) goto fail;
+        if (!v) return NULL;
         val *s = (!spec && v_type(v) == VT_STR) ? v : v_format(e->c, v, spec);
-        if (!s) goto fail;
-        strbuf_put(&b, s->u.s.s, s->u.s.blen);
-        if (v_step(e->c)) goto fail;
+        if (!s) return NULL;
+        parts[i] = s;
+        if (v_step(e->c)) return NULL;
     }
-    val *r = v_str(e->c, b.data ? b.data : "", b.len);
-    strbuf_free(&b);
-    return r;
-fail:
-    strbuf_free(&b);
-    return NULL;
+    return v_str_concat_n(e->c, parts, x->n);
 }
 
 /* CPython's AST optimizer (ast_opt.c) folds constant operations before

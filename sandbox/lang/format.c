@@ -767,15 +767,10 @@ static int star_arg(vctx *c, val *w, int64_t *out, bool c_int)
     return 0;
 }
 
-/* Appends text to out, after the held piece if there is one. */
-static void put_after_held(strbuf *out, val **held, const char *s, size_t n)
+/* Appends a part of a % result (NULL: its making failed). 0 or -1. */
+static int put_part(vctx *c, vbuild *out, val *part)
 {
-    if (n == 0) return;
-    if (*held) {
-        strbuf_put(out, (*held)->u.s.s, (*held)->u.s.blen);
-        *held = NULL;
-    }
-    strbuf_put(out, s, n);
+    return part && !v_build_push(c, out, part) ? 0 : -1;
 }
 
 val *vfmt_percent(vctx *c, val *fmt, val *args)
@@ -798,19 +793,20 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         a.mapping = args;
     const char *s = fmt->u.s.s;
     size_t n = fmt->u.s.blen, i = 0;
-    strbuf out;
-    strbuf_init(&out);
+    /* the result's parts (literal runs share the format's text), joined
+     * once at the end; a lone part is the result itself ('%s' % text) */
+    vbuild out = {0};
+    size_t outlen = 0;
     bool used_mapping = false;
-    /* a first piece is held, not copied, until more text follows: when it
-     * is the whole result ('%s' % text), it is the result */
-    val *held = NULL;
     while (i < n) {
         const char *pct = memchr(s + i, '%', n - i);
         if (!pct) {
-            put_after_held(&out, &held, s + i, n - i);
+            if (put_part(c, &out, vs_substr_bytes(c, fmt, s + i, n - i))) goto fail;
             break;
         }
-        put_after_held(&out, &held, s + i, (size_t)(pct - (s + i)));
+        if (pct > s + i &&
+            put_part(c, &out, vs_substr_bytes(c, fmt, s + i, (size_t)(pct - (s + i)))))
+            goto fail;
         i = (size_t)(pct - s) + 1;
         size_t start_idx = i - 1;
         if (i >= n) {
@@ -915,7 +911,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         if (t == '%') {
             /* '%%' is a literal; '%5%' and the like consume an argument */
             if (!arg && s[i - 2] != '%' && !next_arg(c, &a)) goto fail;
-            put_after_held(&out, &held, "%", 1);
+            if (put_part(c, &out, vs_substr_bytes(c, fmt, pct, 1))) goto fail;
             continue;
         }
         if (!arg) {
@@ -1072,12 +1068,9 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             (void)start_idx;
             goto fail;
         }
-        if (!piece) goto fail;
-        if (out.len == 0 && held == NULL)
-            held = piece;
-        else
-            put_after_held(&out, &held, piece->u.s.s, piece->u.s.blen);
-        if (out.len > c->lim.max_str_bytes) {
+        if (!piece || put_part(c, &out, piece)) goto fail;
+        outlen += piece->u.s.blen;
+        if (outlen > c->lim.max_str_bytes) {
             v_limit(c, "memory");
             goto fail;
         }
@@ -1089,16 +1082,12 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
     if (a.mapping && !used_mapping && a.next == 0 && args->type == VT_DICT) {
         /* '%s' % {} style: a dict as the single argument is fine when no key used */
     }
-    if (held) {
-        strbuf_free(&out);
-        return held;
-    }
     {
-        val *r = v_str(c, out.data ? out.data : "", out.len);
-        strbuf_free(&out);
+        val *r = v_str_concat_n(c, out.v, out.n);
+        v_build_free(&out);
         return r;
     }
 fail:
-    strbuf_free(&out);
+    v_build_free(&out);
     return NULL;
 }

@@ -634,6 +634,35 @@ val *vs_concat(vctx *c, val *a, val *b)
     return vs_new_owned(c, p, n, a->u.s.clen + b->u.s.clen, (a->flags & b->flags & VF_ASCII) != 0);
 }
 
+val *v_str_concat_n(vctx *c, val *const *parts, size_t n)
+{
+    size_t total = 0, ncp = 0, nonempty = 0, max = c->lim.max_str_bytes;
+    bool ascii = true;
+    val *last = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const val *x = parts[i];
+        if (x->u.s.blen > max - total) return v_limit(c, "memory");
+        total += x->u.s.blen;
+        ncp += x->u.s.clen;
+        ascii = ascii && (x->flags & VF_ASCII);
+        if (x->u.s.blen) {
+            nonempty++;
+            last = parts[i];
+        }
+    }
+    if (nonempty == 0) return &g_empty;
+    if (nonempty == 1) return last;
+    char *o = v_alloc_bytes(c, total + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(o + k, parts[i]->u.s.s, parts[i]->u.s.blen);
+        k += parts[i]->u.s.blen;
+    }
+    o[total] = 0;
+    return vs_new_owned(c, o, total, ncp, ascii);
+}
+
 void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n)
 {
     /* one copy of the unit, then the filled prefix doubles (as CPython):
@@ -724,11 +753,9 @@ val *vs_empty(void)
     return &g_empty;
 }
 
-/* The substring s[p .. p+blen) of s's bytes (whole characters): shares s's
- * text, and the empty and one-character Latin-1 strings are the shared ones,
- * so splitting allocates at most one small value per piece. */
-static val *piece(vctx *c, const val *s, const char *p, size_t blen)
+val *vs_substr_bytes(vctx *c, const val *s, const char *p, size_t blen)
 {
+    if (p == s->u.s.s && blen == s->u.s.blen) return (val *)s; /* all of it: s itself, as CPython */
     if (blen == 0) return &g_empty;
     if (blen == 1 || (blen == 2 && (unsigned char)p[0] >= 0xC2 && (unsigned char)p[0] < 0xC4))
         return vs_char(c, p, blen);
@@ -1089,32 +1116,40 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     if (sep) {
         const char *sp = sep->u.s.s;
         size_t sl = sep->u.s.blen;
-        if (sl == 1 && maxs == INT64_MAX) {
-            /* one byte, no limit: count the pieces first, so the list is
-             * allocated once at its size */
-            if (v_build_presize(c, &l, count_byte(b, n, sp[0]) + 1)) return NULL;
+        if (maxs == INT64_MAX) {
+            /* no limit: count the pieces first, so the list is allocated
+             * once at its size */
+            size_t k = 0;
+            if (sl == 1)
+                k = count_byte(b, n, sp[0]);
+            else
+                for (const char *q = b, *f; (f = find_bytes(q, n - (size_t)(q - b), sp, sl));
+                     q = f + sl)
+                    k++;
+            if (v_build_presize(c, &l, k + 1)) return NULL;
         }
         if (!right) {
             size_t pos = 0;
             while (maxs > 0) {
                 const char *f = find_bytes(b + pos, n - pos, sp, sl);
                 if (!f) break;
-                if (lb_push(c, &l, piece(c, s, b + pos, (size_t)(f - b) - pos))) return NULL;
+                if (lb_push(c, &l, vs_substr_bytes(c, s, b + pos, (size_t)(f - b) - pos)))
+                    return NULL;
                 pos = (size_t)(f - b) + sl;
                 maxs--;
             }
-            if (lb_push(c, &l, piece(c, s, b + pos, n - pos))) return NULL;
+            if (lb_push(c, &l, vs_substr_bytes(c, s, b + pos, n - pos))) return NULL;
         } else {
             size_t end = n;
             while (maxs > 0) {
                 const char *f = rfind_bytes(b, end, sp, sl);
                 if (!f) break;
                 size_t fo = (size_t)(f - b);
-                if (lb_push(c, &l, piece(c, s, b + fo + sl, end - fo - sl))) return NULL;
+                if (lb_push(c, &l, vs_substr_bytes(c, s, b + fo + sl, end - fo - sl))) return NULL;
                 end = fo;
                 maxs--;
             }
-            if (lb_push(c, &l, piece(c, s, b, end))) return NULL;
+            if (lb_push(c, &l, vs_substr_bytes(c, s, b, end))) return NULL;
             lb_reverse(&l);
         }
         return v_build_list(c, &l);
@@ -1129,13 +1164,13 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             if (i >= n) break;
             if (maxs == 0) {
                 /* the rest keeps its trailing whitespace */
-                if (lb_push(c, &l, piece(c, s, b + i, n - i))) return NULL;
+                if (lb_push(c, &l, vs_substr_bytes(c, s, b + i, n - i))) return NULL;
                 break;
             }
             size_t j = i;
             while (j < n && !space_at(b, n, j, &adv))
                 j += adv;
-            if (lb_push(c, &l, piece(c, s, b + i, j - i))) return NULL;
+            if (lb_push(c, &l, vs_substr_bytes(c, s, b + i, j - i))) return NULL;
             maxs--;
             i = j;
         }
@@ -1154,7 +1189,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             if (e == 0) break;
             if (maxs == 0) {
                 /* the rest keeps its leading whitespace */
-                if (lb_push(c, &l, piece(c, s, b, e))) return NULL;
+                if (lb_push(c, &l, vs_substr_bytes(c, s, b, e))) return NULL;
                 break;
             }
             size_t st = e;
@@ -1165,7 +1200,7 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
                 if (vs_isspace_cp(vs_decode1(b + k0, st - k0, &adv))) break;
                 st = k0;
             }
-            if (lb_push(c, &l, piece(c, s, b + st, e - st))) return NULL;
+            if (lb_push(c, &l, vs_substr_bytes(c, s, b + st, e - st))) return NULL;
             maxs--;
             e = st;
         }
@@ -1217,10 +1252,10 @@ static val *m_splitlines(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, 
         }
         size_t eol = i;
         i += k;
-        if (lb_push(c, &l, piece(c, s, b + start, (keep ? i : eol) - start))) return NULL;
+        if (lb_push(c, &l, vs_substr_bytes(c, s, b + start, (keep ? i : eol) - start))) return NULL;
         start = i;
     }
-    if (start < n && lb_push(c, &l, piece(c, s, b + start, n - start))) return NULL;
+    if (start < n && lb_push(c, &l, vs_substr_bytes(c, s, b + start, n - start))) return NULL;
     return v_build_list(c, &l);
 }
 

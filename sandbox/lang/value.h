@@ -232,6 +232,10 @@ val *v_ellipsis(void);
  * different iteration order than adding the items one by one. */
 val *v_set_from_constants(vctx *c, val **items, size_t n);
 val *v_str(vctx *c, const char *utf8, size_t blen); /* copies; must be valid UTF-8 */
+/* The concatenation of n str values (borrowed; in memory the collector
+ * scans), allocated once; a single non-empty part is returned itself, as
+ * CPython's f'{s}' is s. */
+val *v_str_concat_n(vctx *c, val *const *parts, size_t n);
 val *v_strz(vctx *c, const char *utf8);
 val *v_bytes(vctx *c, const char *data, size_t len);
 /* items: an array of n values; copied. */

@@ -136,6 +136,10 @@ val *vs_char_at(vctx *c, val *s, size_t idx);     /* code point index */
 val *vs_char(vctx *c, const char *p, size_t adv); /* the character of adv bytes at p */
 size_t vs_offset(const val *s, size_t cpidx);     /* byte offset of code point idx */
 val *vs_substr(vctx *c, val *s, size_t cp_lo, size_t cp_hi);
+/* The substring s[p .. p+blen) of s's bytes (whole characters): shares s's
+ * text, and the empty and one-character Latin-1 strings are the shared
+ * ones, so splitting allocates at most one small value per piece. */
+val *vs_substr_bytes(vctx *c, const val *s, const char *p, size_t blen);
 static inline bool vs_eq(const val *a, const val *b)
 {
     return a->u.s.blen == b->u.s.blen && memcmp(a->u.s.s, b->u.s.s, a->u.s.blen) == 0;

@@ -311,6 +311,8 @@ def build_cases():
     add("len([s[i] for s in ['é' * 10**6] for i in range(len(s))])")
     add("sum([len(s[i:i + 3]) for s in ['日本' * 10**5] for i in range(0, len(s), 5)])")
     add("('aé' * 10**6).find('a', 10**6) + ('aé' * 10**6).count('é', 5 * 10**5)")
+    add("[(f'{s}' is s, ('%s' % s) is s, s.split(',')[0] is s, s.splitlines(True)[0] is s) for s in ['x' * 10**7]]")
+    add("len(f\"{'x' * 10**7}{'é' * 10**6}|{10**6:>12}\")")
     add("len('x' * 10**9)")
     add("len('x' * 2**62)")
     add("len(('x' * 10**8) * 10)")
