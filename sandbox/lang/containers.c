@@ -216,7 +216,7 @@ val *v_dict_new(vctx *c, size_t hint)
     while (size < cap * 2)
         size <<= 1;
     d->u.t.entries = v_alloc(c, cap * sizeof(ventry));
-    d->u.t.index = v_alloc(c, size * sizeof(int32_t));
+    d->u.t.index = v_alloc_bytes(c, size * sizeof(int32_t)); /* filled below */
     if (!d->u.t.entries || !d->u.t.index) return NULL;
     d->u.t.fill = cap;
     d->u.t.len = 0;
@@ -267,6 +267,7 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
         ventry *ne = v_alloc(c, nc * sizeof(ventry));
         if (!ne) return -1;
         memcpy(ne, t->entries, t->len * sizeof(ventry));
+        v_free(t->entries); /* only this dict, under construction, referenced it */
         t->entries = ne;
         t->fill = nc;
     }
@@ -276,8 +277,9 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
     t->len++;
     if (t->len * 2 > t->mask + 1) {
         size_t size = (t->mask + 1) * 4;
-        int32_t *ni = v_alloc(c, size * sizeof(int32_t));
+        int32_t *ni = v_alloc_bytes(c, size * sizeof(int32_t));
         if (!ni) return -1;
+        v_free(t->index);
         t->index = ni;
         dict_reindex(d, size);
     } else {
@@ -389,6 +391,7 @@ static int set_resize(vctx *c, val *s, size_t minused)
         if (e->key != NULL && e->key != &v_dummy_key)
             insert_clean(s->u.t.entries, s->u.t.mask, e->key, e->hash);
     }
+    v_free(old); /* only this set, under construction, referenced it */
     return 0;
 }
 

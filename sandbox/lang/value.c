@@ -236,6 +236,11 @@ void *v_alloc_bytes(vctx *c, size_t size)
     return p;
 }
 
+void v_free(void *p)
+{
+    if (p != NULL && GC_base(p) == p) GC_FREE(p);
+}
+
 void *v_realloc(vctx *c, void *p, size_t size)
 {
     if (size > c->lim.max_alloc_bytes) {
@@ -575,11 +580,12 @@ val *v_float(vctx *c, double d)
 
 val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
 {
-    /* The empty string and the one-character ASCII strings are shared, as
-     * CPython's are: splitting a text into short fields, or its lines, makes
-     * no value for each of them. */
+    /* The empty string and the one-character Latin-1 strings are shared,
+     * as CPython's are: splitting a text into short fields, or its lines,
+     * makes no value for each of them. */
     if (blen == 0) return vs_empty();
     if (blen == 1 && ascii) return vs_char(c, s, 1);
+    if (blen == 2 && clen == 1 && (unsigned char)s[0] < 0xC4) return vs_char(c, s, 2); /* Latin-1 */
     val *v = v_new(c, VT_STR);
     if (v == NULL) return NULL;
     v->u.s.s = s;

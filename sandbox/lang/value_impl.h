@@ -60,6 +60,11 @@ val *v_new(vctx *c, vtype t);
 /* Pointer-free memory (text, hash indexes): not scanned by the collector and
  * not zeroed, except its last byte. */
 void *v_alloc_bytes(vctx *c, size_t size);
+/* Releases a block of the collected heap that nothing references any more
+ * (the table a set or dict outgrew while it was built), so it is reused at
+ * once rather than after the next collection. Memory outside the heap (a
+ * lazy dict's image nodes) is left alone. */
+void v_free(void *p);
 /* Grows (or shrinks) a block from v_alloc; the old block must not be used. */
 void *v_realloc(vctx *c, void *p, size_t size);
 val **v_items_alloc(vctx *c, size_t n); /* checks the item cap */
