@@ -55,6 +55,14 @@ class ConstantDescriptors(unittest.TestCase):
         # (the idle claims go round the pool), so each has its connection.
         self.assertTrue(wait_for(lambda: self.emu.state()["requests"] > HANDLES, 30),
                         self.sc.raw_log()[-2000:])
+        # and the jail's pre-started children are in place: two counts half a
+        # second apart agree
+        counts = []
+
+        def steady():
+            counts.append(sum(fd_kinds(pid).values()))
+            return len(counts) > 1 and counts[-1] == counts[-2]
+        wait_for(steady, 15, interval=0.5)
         before = fd_kinds(pid)
         for i in range(SESSIONS):
             self.emu.add_session({"session_id": f"s-{i}", "agent_id": "a", "events": []})
