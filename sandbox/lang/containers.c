@@ -338,9 +338,9 @@ int vdict_eq(vctx *c, val *a, val *b)
 static int set_alloc_table(vctx *c, val *s, size_t size)
 {
     if (v_check_items(c, size / 2)) return -1;
-    ventry *t = v_alloc(c, size * sizeof(ventry));
+    vsentry *t = v_alloc(c, size * sizeof(vsentry));
     if (!t) return -1;
-    s->u.t.entries = t;
+    s->u.t.sentries = t;
     s->u.t.mask = size - 1;
     return 0;
 }
@@ -354,12 +354,12 @@ val *v_set_new(vctx *c, size_t hint)
     return s;
 }
 
-static void insert_clean(ventry *table, size_t mask, val *key, int64_t hash)
+static void insert_clean(vsentry *table, size_t mask, val *key, int64_t hash)
 {
     size_t perturb = (size_t)hash;
     size_t i = (size_t)hash & mask;
     for (;;) {
-        ventry *e = &table[i];
+        vsentry *e = &table[i];
         if (e->key == NULL) goto found;
         if (i + LINEAR_PROBES <= mask) {
             for (int j = 0; j < LINEAR_PROBES; j++) {
@@ -382,14 +382,14 @@ static int set_resize(vctx *c, val *s, size_t minused)
     size_t newsize = SET_MINSIZE;
     while (newsize <= minused)
         newsize <<= 1;
-    ventry *old = s->u.t.entries;
+    vsentry *old = s->u.t.sentries;
     size_t oldmask = s->u.t.mask;
     if (set_alloc_table(c, s, newsize)) return -1;
     s->u.t.fill = s->u.t.len;
     for (size_t i = 0; i <= oldmask; i++) {
-        ventry *e = &old[i];
+        vsentry *e = &old[i];
         if (e->key != NULL && e->key != &v_dummy_key)
-            insert_clean(s->u.t.entries, s->u.t.mask, e->key, e->hash);
+            insert_clean(s->u.t.sentries, s->u.t.mask, e->key, e->hash);
     }
     v_free(old); /* only this set, under construction, referenced it */
     return 0;
@@ -401,9 +401,9 @@ static int set_add_entry(vctx *c, val *s, val *key, int64_t hash)
     size_t mask = s->u.t.mask;
     size_t i = (size_t)hash & mask;
     size_t perturb = (size_t)hash;
-    ventry *e, *freeslot = NULL;
+    vsentry *e, *freeslot = NULL;
     for (;;) {
-        e = &s->u.t.entries[i];
+        e = &s->u.t.sentries[i];
         size_t probes = (i + LINEAR_PROBES <= mask) ? LINEAR_PROBES : 0;
         do {
             if (e->hash == 0 && e->key == NULL) goto found_unused_or_dummy;
@@ -435,13 +435,13 @@ found_unused_or_dummy:
     return set_resize(c, s, s->u.t.len > 50000 ? s->u.t.len * 2 : s->u.t.len * 4);
 }
 
-static ventry *set_lookkey(vctx *c, val *s, val *key, int64_t hash, int *err)
+static vsentry *set_lookkey(vctx *c, val *s, val *key, int64_t hash, int *err)
 {
     size_t mask = s->u.t.mask;
     size_t i = (size_t)hash & mask;
     size_t perturb = (size_t)hash;
     for (;;) {
-        ventry *e = &s->u.t.entries[i];
+        vsentry *e = &s->u.t.sentries[i];
         size_t probes = (i + LINEAR_PROBES <= mask) ? LINEAR_PROBES : 0;
         do {
             if (e->hash == 0 && e->key == NULL) return NULL;
@@ -459,7 +459,7 @@ static ventry *set_lookkey(vctx *c, val *s, val *key, int64_t hash, int *err)
 static int set_contains_entry(vctx *c, val *s, val *key, int64_t hash)
 {
     int err = 0;
-    ventry *e = set_lookkey(c, s, key, hash, &err);
+    vsentry *e = set_lookkey(c, s, key, hash, &err);
     if (err) return -1;
     return e != NULL;
 }
@@ -468,7 +468,7 @@ static int set_contains_entry(vctx *c, val *s, val *key, int64_t hash)
 static int set_discard_entry(vctx *c, val *s, val *key, int64_t hash)
 {
     int err = 0;
-    ventry *e = set_lookkey(c, s, key, hash, &err);
+    vsentry *e = set_lookkey(c, s, key, hash, &err);
     if (err) return -1;
     if (!e) return 0;
     e->key = &v_dummy_key;
@@ -506,7 +506,7 @@ static int set_merge(vctx *c, val *so, val *other)
     }
     if (so->u.t.fill == 0 && so->u.t.mask == other->u.t.mask && other->u.t.fill == other->u.t.len) {
         for (size_t i = 0; i <= other->u.t.mask; i++) {
-            if (other->u.t.entries[i].key) so->u.t.entries[i] = other->u.t.entries[i];
+            if (other->u.t.sentries[i].key) so->u.t.sentries[i] = other->u.t.sentries[i];
         }
         so->u.t.fill = other->u.t.fill;
         so->u.t.len = other->u.t.len;
@@ -515,14 +515,14 @@ static int set_merge(vctx *c, val *so, val *other)
     if (so->u.t.fill == 0) {
         so->u.t.fill = so->u.t.len = other->u.t.len;
         for (size_t i = 0; i <= other->u.t.mask; i++) {
-            ventry *e = &other->u.t.entries[i];
+            vsentry *e = &other->u.t.sentries[i];
             if (e->key && e->key != &v_dummy_key)
-                insert_clean(so->u.t.entries, so->u.t.mask, e->key, e->hash);
+                insert_clean(so->u.t.sentries, so->u.t.mask, e->key, e->hash);
         }
         return 0;
     }
     for (size_t i = 0; i <= other->u.t.mask; i++) {
-        ventry *e = &other->u.t.entries[i];
+        vsentry *e = &other->u.t.sentries[i];
         if (e->key && e->key != &v_dummy_key && set_add_entry(c, so, e->key, e->hash)) return -1;
     }
     return 0;
@@ -567,7 +567,7 @@ static int set_issubset(vctx *c, val *a, val *b)
 {
     if (a->u.t.len > b->u.t.len) return 0;
     for (size_t i = 0; i <= a->u.t.mask; i++) {
-        ventry *e = &a->u.t.entries[i];
+        vsentry *e = &a->u.t.sentries[i];
         if (!e->key || e->key == &v_dummy_key) continue;
         int r = set_contains_entry(c, b, e->key, e->hash);
         if (r <= 0) return r;
@@ -614,7 +614,7 @@ static val *set_intersection(vctx *c, val *so, val *other)
             other = t;
         }
         for (size_t i = 0; i <= other->u.t.mask; i++) {
-            ventry *e = &other->u.t.entries[i];
+            vsentry *e = &other->u.t.sentries[i];
             if (!e->key || e->key == &v_dummy_key) continue;
             int r = set_contains_entry(c, so, e->key, e->hash);
             if (r < 0) return NULL;
@@ -639,7 +639,7 @@ static int set_difference_update(vctx *c, val *so, val *other)
 {
     if (other->type == VT_SET) {
         for (size_t i = 0; i <= other->u.t.mask; i++) {
-            ventry *e = &other->u.t.entries[i];
+            vsentry *e = &other->u.t.sentries[i];
             if (!e->key || e->key == &v_dummy_key) continue;
             if (set_discard_entry(c, so, e->key, e->hash) < 0) return -1;
         }
@@ -686,7 +686,7 @@ static val *set_difference(vctx *c, val *so, val *other)
     val *res = v_set_new(c, 0);
     if (!res) return NULL;
     for (size_t i = 0; i <= so->u.t.mask; i++) {
-        ventry *e = &so->u.t.entries[i];
+        vsentry *e = &so->u.t.sentries[i];
         if (!e->key || e->key == &v_dummy_key) continue;
         int r = in_other(c, other, e->key, e->hash);
         if (r < 0) return NULL;
@@ -701,7 +701,7 @@ static val *set_symmetric_difference(vctx *c, val *so, val *other)
     if (!res) return NULL;
     /* symmetric_difference_update(res, so) */
     for (size_t i = 0; i <= so->u.t.mask; i++) {
-        ventry *e = &so->u.t.entries[i];
+        vsentry *e = &so->u.t.sentries[i];
         if (!e->key || e->key == &v_dummy_key) continue;
         int r = set_discard_entry(c, res, e->key, e->hash);
         if (r < 0) return NULL;
@@ -787,7 +787,7 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
             big = s;
         }
         for (size_t i = 0; i <= small->u.t.mask; i++) {
-            ventry *e = &small->u.t.entries[i];
+            vsentry *e = &small->u.t.sentries[i];
             if (!e->key || e->key == &v_dummy_key) continue;
             int r = set_contains_entry(c, big, e->key, e->hash);
             if (r < 0) return NULL;
@@ -1028,7 +1028,7 @@ val *v_set_from_constants(vctx *c, val **items, size_t n)
     val *f2 = v_set_new(c, n);
     if (!f2) return NULL;
     for (size_t i = 0; i <= s->u.t.mask; i++) {
-        ventry *e = &s->u.t.entries[i];
+        vsentry *e = &s->u.t.sentries[i];
         if (e->key && e->key != &v_dummy_key && set_add_entry(c, f2, e->key, e->hash)) return NULL;
     }
     return vset_copy(c, f2);

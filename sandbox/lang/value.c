@@ -1338,8 +1338,8 @@ val *v_iter_next(vctx *c, viter *it)
         if (it->i >= v->u.t.len) return NULL;
         return v->u.t.entries[it->i++].key;
     case VT_SET:
-        while (it->i <= v->u.t.mask && v->u.t.entries) {
-            ventry *e = &v->u.t.entries[it->i++];
+        while (it->i <= v->u.t.mask && v->u.t.sentries) {
+            vsentry *e = &v->u.t.sentries[it->i++];
             if (e->key && e->key != &v_dummy_key) return e->key;
         }
         return NULL;
@@ -1835,7 +1835,7 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         {
             bool first = true;
             for (size_t i = 0; i <= v->u.t.mask && rc == 0; i++) {
-                val *k = v->u.t.entries[i].key;
+                val *k = v->u.t.sentries[i].key;
                 if (!k || k == &v_dummy_key) continue;
                 if (!first) strbuf_put(b, ", ", 2);
                 first = false;

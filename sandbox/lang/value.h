@@ -71,14 +71,22 @@ typedef struct {
     int64_t hash;
 } ventry;
 
+/* A set slot: CPython's setentry (16 bytes, not a dict entry's 24). */
 typedef struct {
-    ventry *entries; /* dict: len entries in insertion order;
-                        set: mask+1 slots laid out as CPython's setobject
-                        (key NULL = empty, key == dummy = deleted) */
-    size_t len;      /* live entries */
-    int32_t *index;  /* dict: open-addressing table of entry indexes, -1 empty */
-    size_t mask;     /* table size - 1 */
-    size_t fill;     /* set: live + dummy slots; dict: entries capacity */
+    val *key;
+    int64_t hash;
+} vsentry;
+
+typedef struct {
+    union {
+        ventry *entries;   /* dict: len entries in insertion order */
+        vsentry *sentries; /* set: mask+1 slots laid out as CPython's setobject
+                              (key NULL = empty, key == dummy = deleted) */
+    };
+    size_t len;     /* live entries */
+    int32_t *index; /* dict: open-addressing table of entry indexes, -1 empty */
+    size_t mask;    /* table size - 1 */
+    size_t fill;    /* set: live + dummy slots; dict: entries capacity */
 } vtable;
 
 struct val {
