@@ -345,7 +345,7 @@ static int parse_envelope(const json_t *j, long status, cloud_error *e)
 /* One HTTP attempt. */
 static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out, cloud_error *e)
 {
-    xfer x = {.cap = r->cap, .c = c};
+    xfer x = {.cap = r->cap ? r->cap : CLOUD_MAX_RESPONSE, .c = c};
     strbuf_init(&x.body);
     struct curl_slist *hdrs = NULL;
     char line[512];
@@ -399,7 +399,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     e->err.http_status = status;
     e->response_bytes = x.body.len;
     if (x.too_large) {
-        cloud_set_protocol_error(e, "response larger than the %zu-byte cap", r->cap);
+        cloud_set_protocol_error(e, "response larger than the %zu-byte cap", x.cap);
         snprintf(e->err.name, sizeof e->err.name, "response_too_large");
         e->errc = CLOUD_ERRC_RESPONSE_TOO_LARGE;
         goto done;
@@ -632,6 +632,24 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
         if (backoff_wait(c, (long)d) != 0) continue; /* aborted: reported above */
     }
     return -1;
+}
+
+int cloud_post_json(cloud *c, cloud_req *req, const json_t *body, json_t **out, cloud_error *e)
+{
+    char *text = json_dumps(body, JSON_COMPACT);
+    if (text == NULL) {
+        *out = NULL;
+        memset(e, 0, sizeof *e);
+        cloud_set_protocol_error(e, "cannot serialize the request body");
+        return -1;
+    }
+    req->method = "POST";
+    req->body = text;
+    req->body_len = strlen(text);
+    int rc = cloud_call(c, req, out, e);
+    req->body = NULL;
+    free(text);
+    return rc;
 }
 
 /* ---- strict field helpers ---- */

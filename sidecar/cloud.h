@@ -237,7 +237,7 @@ typedef struct {
     const char *url;    /* absolute (already pinned) */
     const char *body;   /* NULL for GET */
     size_t body_len;
-    size_t cap;                 /* response cap */
+    size_t cap;                 /* response cap; 0 = CLOUD_MAX_RESPONSE */
     int retry;                  /* 1 = apply the retry policy */
     long long lease_generation; /* > 0 adds the worker-id and lease headers */
     int allow_no_version;       /* transcript: no protocol_version field */
@@ -251,6 +251,9 @@ typedef struct {
 /* Performs the call; on CLOUD_OK *out is the parsed JSON object (or, with
  * raw_out, the body's bytes are in *raw_out). */
 int cloud_call(cloud *c, const cloud_req *req, json_t **out, cloud_error *e);
+/* cloud_call for a POST of `body` (borrowed), sent as compact JSON: fills
+ * req's method, body and body_len. */
+int cloud_post_json(cloud *c, cloud_req *req, const json_t *body, json_t **out, cloud_error *e);
 /* Builds base + path (path formatted with one %s for an escaped id). */
 char *cloud_url(cloud *c, const char *path_fmt, const char *id);
 /* A server-supplied URL (relative "/..." or absolute) pinned to the origin;

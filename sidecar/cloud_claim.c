@@ -96,19 +96,13 @@ int cloud_claim(cloud *c, const char *catalog_revision, long capacity, cloud_ass
     json_t *body =
         json_pack("{s:s, s:s, s:s, s:i}", "protocol_version", "2", "worker_id", cloud_worker_id(c),
                   "catalog_revision", catalog_revision, "capacity", (json_int_t)capacity);
-    char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/assignments/claim", NULL);
     json_t *resp = NULL;
     cloud_assignment *list = NULL;
     size_t got = 0;
     int rc = -1;
-    cloud_req req = {.method = "POST",
-                     .url = url,
-                     .body = text,
-                     .body_len = strlen(text),
-                     .cap = CLOUD_MAX_RESPONSE,
-                     .ep = CLOUD_EP_CLAIM};
-    if (cloud_call(c, &req, &resp, e) != 0) goto done;
+    cloud_req req = {.url = url, .ep = CLOUD_EP_CLAIM};
+    if (cloud_post_json(c, &req, body, &resp, e) != 0) goto done;
     json_t *arr = json_object_get(resp, "assignments");
     if (!json_is_array(arr)) {
         cloud_set_protocol_error(e, "assignments must be an array");
@@ -153,7 +147,6 @@ done:
     cloud_assignments_free(list, got);
     json_decref(resp);
     json_decref(body);
-    free(text);
     free(url);
     return rc;
 }

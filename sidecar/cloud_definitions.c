@@ -54,7 +54,6 @@ int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_e
     }
     cloud_req req = {.method = "GET",
                      .url = a->definitions_url,
-                     .cap = CLOUD_MAX_RESPONSE,
                      .retry = 1,
                      .lease_generation = a->lease_generation,
                      .ep = CLOUD_EP_DEFINITIONS,

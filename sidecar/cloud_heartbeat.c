@@ -18,18 +18,12 @@ int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids,
     json_t *body =
         json_pack("{s:s, s:s, s:I, s:o}", "protocol_version", "2", "worker_id", cloud_worker_id(c),
                   "lease_generation", (json_int_t)lease_generation, "runs", runs);
-    char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/runs/heartbeat", NULL);
     json_t *r = NULL;
     int rc = -1;
     /* One attempt: the next tick is the retry. */
-    cloud_req req = {.method = "POST",
-                     .url = url,
-                     .body = text,
-                     .body_len = strlen(text),
-                     .cap = CLOUD_MAX_RESPONSE,
-                     .ep = CLOUD_EP_HEARTBEAT};
-    if (cloud_call(c, &req, &r, e) != 0) goto done;
+    cloud_req req = {.url = url, .ep = CLOUD_EP_HEARTBEAT};
+    if (cloud_post_json(c, &req, body, &r, e) != 0) goto done;
     const char *le = cloud_req_str(r, "lease_expires_at", "heartbeat", e);
     if (le == NULL || cloud_str_list(r, "accepted_run_ids", "heartbeat", e) != 0) goto done;
     snprintf(lease_expires_at, lcap, "%s", le);
@@ -38,7 +32,6 @@ int cloud_heartbeat(cloud *c, long long lease_generation, const json_t *run_ids,
 done:
     json_decref(r);
     json_decref(body);
-    free(text);
     free(url);
     return rc;
 }

@@ -23,19 +23,12 @@ int cloud_plan_submit(cloud *c, const cloud_assignment *a, const json_t *selecte
         json_pack("{s:s, s:s, s:I, s:O, s:O}", "protocol_version", "2", "worker_id",
                   cloud_worker_id(c), "lease_generation", (json_int_t)a->lease_generation,
                   "selected", selected, "skipped", skipped);
-    char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/assignments/%s/plan", a->assignment_id);
     json_t *r = NULL;
     int rc = -1;
-    cloud_req req = {.method = "POST",
-                     .url = url,
-                     .body = text,
-                     .body_len = strlen(text),
-                     .cap = CLOUD_MAX_RESPONSE,
-                     .retry = 1,
-                     .ep = CLOUD_EP_PLAN,
-                     .lease_expires_epoch = a->lease_expires_epoch};
-    if (cloud_call(c, &req, &r, e) != 0) goto done;
+    cloud_req req = {
+        .url = url, .retry = 1, .ep = CLOUD_EP_PLAN, .lease_expires_epoch = a->lease_expires_epoch};
+    if (cloud_post_json(c, &req, body, &r, e) != 0) goto done;
     const char *aid = cloud_req_str(r, "assignment_id", "plan", e);
     if (aid == NULL) goto done;
     if (strcmp(aid, a->assignment_id) != 0) {
@@ -113,7 +106,6 @@ done:
     }
     json_decref(r);
     json_decref(body);
-    free(text);
     free(url);
     return rc;
 }

@@ -17,18 +17,11 @@ int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog
                              cloud_worker_id(c), "sdk_version", sdk_version, "catalog_revision",
                              catalog_revision, "max_concurrency", (json_int_t)max_concurrency,
                              "definitions", catalog);
-    char *text = json_dumps(body, JSON_COMPACT);
     char *url = cloud_url(c, "/v1/evaluator/workers/register", NULL);
     json_t *resp = NULL;
-    cloud_req req = {.method = "POST",
-                     .url = url,
-                     .body = text,
-                     .body_len = strlen(text),
-                     .cap = CLOUD_MAX_RESPONSE,
-                     .retry = 1,
-                     .ep = CLOUD_EP_REGISTER};
+    cloud_req req = {.url = url, .retry = 1, .ep = CLOUD_EP_REGISTER};
     int rc = -1;
-    if (cloud_call(c, &req, &resp, e) != 0) goto done;
+    if (cloud_post_json(c, &req, body, &resp, e) != 0) goto done;
     const char *id = cloud_req_str(resp, "evaluator_instance_id", NULL, e);
     const char *kind = id ? cloud_req_str(resp, "evaluator_kind", NULL, e) : NULL;
     if (kind == NULL) goto done;
@@ -60,7 +53,6 @@ int cloud_register(cloud *c, const char *catalog_revision, const json_t *catalog
 done:
     json_decref(resp);
     json_decref(body);
-    free(text);
     free(url);
     return rc;
 }

@@ -17,7 +17,6 @@ int cloud_result(cloud *c, const char *run_id, const char *body, size_t len, int
                      .url = url,
                      .body = body,
                      .body_len = len,
-                     .cap = CLOUD_MAX_RESPONSE,
                      .retry = 1,
                      .ep = CLOUD_EP_RESULT,
                      .again = again};

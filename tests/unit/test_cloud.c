@@ -109,7 +109,8 @@ typedef struct {
     int fd;
     const char *const *answers;
     int count;
-    int served;
+    _Atomic int served; /* counted before the answer is sent, so a client
+                           holding answer n sees served >= n */
 } srv;
 
 static void *serve(void *arg)
@@ -122,10 +123,10 @@ static void *serve(void *arg)
         ssize_t n = recv(c, buf, sizeof buf, 0);
         (void)n;
         const char *a = s->answers[i];
+        s->served++;
         ssize_t w = send(c, a, strlen(a), MSG_NOSIGNAL);
         (void)w;
         close(c);
-        s->served++;
     }
     return NULL;
 }
