@@ -20,9 +20,14 @@
 
 /* Strings up to this many bytes are stored once per image: object keys and
  * event types; other values (enough for enums, not for unique ids and
- * timestamps). */
+ * timestamps). Keys are interned exactly (duplicate-key detection compares
+ * them by offset); values through a lossy direct-mapped cache of
+ * SIMG_VCACHE entries, so a transcript's many unique short values (event
+ * ids, file names) do not grow a table whose first probe then misses the
+ * cache: the repeated ones (enums, event types) still hit. */
 #define SIMG_INTERN_KEY 32
 #define SIMG_INTERN_VALUE 16
+#define SIMG_VCACHE 4096
 
 typedef struct {
     char *p;
@@ -33,6 +38,7 @@ typedef struct {
      * lines when read */
     simg_str *itab;
     size_t imask, icount;
+    simg_str *vcache; /* SIMG_VCACHE entries, or NULL until a value is stored */
 } ibuf;
 
 /* Reserves n bytes at the next multiple of `align` (a power of two: 8 for
@@ -131,12 +137,23 @@ static inline bool short_eq(const char *a, const char *b, size_t n)
 }
 
 /* Stores s[0..n) (clen code points; ascii) in the image, once only when it
- * is at most `limit` bytes (then later copies share the first); fills out. */
+ * is at most `limit` bytes (then later copies share the first; for
+ * SIMG_INTERN_VALUE, only while it stays in the value cache); fills out. */
 static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out,
                       size_t limit)
 {
     simg_str *slot = NULL;
-    if (n <= limit) {
+    if (n <= limit && limit == SIMG_INTERN_VALUE) {
+        if (b->vcache == NULL && (b->vcache = calloc(SIMG_VCACHE, sizeof *b->vcache)) == NULL) {
+            b->oom = true;
+            return -1;
+        }
+        slot = &b->vcache[str_hash(s, n) & (SIMG_VCACHE - 1)];
+        if (slot->off && slot->blen == n && short_eq(b->p + slot->off, s, n)) {
+            *out = *slot;
+            return 0;
+        }
+    } else if (n <= limit) {
         if (b->itab == NULL || (b->icount + 1) * 2 > b->imask + 1) {
             size_t size = b->itab ? (b->imask + 1) * 2 : 1024;
             simg_str *nt = calloc(size, sizeof *nt);
@@ -177,7 +194,7 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
     out->ascii = ascii;
     if (slot) {
         *slot = *out;
-        b->icount++;
+        if (limit != SIMG_INTERN_VALUE) b->icount++;
     }
     return 0;
 }
@@ -411,6 +428,7 @@ int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *o
     memcpy(h.fields, fields, sizeof fields);
     memcpy(b.p, &h, sizeof h);
     free(b.itab);
+    free(b.vcache);
     *out = b.p;
     *out_len = b.len;
     return 0;
@@ -418,6 +436,7 @@ oom:
     rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
 fail:
     free(b.itab);
+    free(b.vcache);
     free(b.p);
     return rc;
 }
@@ -1185,6 +1204,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     free(p.tmp);
     free(p.stk);
     free(b.itab);
+    free(b.vcache);
     *out = b.p;
     *out_len = b.len;
     return 0;
@@ -1194,6 +1214,7 @@ fail:
     free(p.tmp);
     free(p.stk);
     free(b.itab);
+    free(b.vcache);
     free(b.p);
     return rc;
 }
