@@ -201,9 +201,27 @@ class Sidecar:
                              f"sidecar log tail:\n{self.log_text()[-3000:]}")
 
 
+# Sockets that hold the dead ports (bound, never listening) until the test
+# process exits.
+_DEAD = []
+
+
+def dead_port():
+    """A loopback port that refuses every connection for the whole test
+    process: a bound socket that never listens holds it, so no other suite's
+    emulator or evaluator running in parallel can be given it (a sidecar
+    whose "down" server turned out to be another suite's emulator, with the
+    same token, would register there and fight that suite's sidecar over the
+    instance's catalog)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _DEAD.append(s)
+    return s.getsockname()[1]
+
+
 def dead_server():
-    """A server URL on a free loopback port nobody listens on."""
-    return f"http://127.0.0.1:{free_port()}"
+    """A server URL on a dead_port()."""
+    return f"http://127.0.0.1:{dead_port()}"
 
 
 def recv_all(sock):

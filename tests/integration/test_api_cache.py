@@ -15,7 +15,7 @@ import unittest
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin_harness import Sidecar, emulator, free_port
+from admin_harness import Sidecar, dead_server, emulator
 
 HITS = "failproofai_sidecar_admin_cache_hits_total"
 MISSES = "failproofai_sidecar_admin_cache_misses_total"
@@ -68,7 +68,7 @@ class CacheOutsideWriterTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory(prefix="fps-cache-")
-        cls.sc = Sidecar(f"http://127.0.0.1:{free_port()}",
+        cls.sc = Sidecar(dead_server(),
                          db=os.path.join(cls.tmp.name, "sidecar.db"))
         cls.sc.start()
         cls.w = OutsideWriter(cls.sc.db)

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from admin_harness import BIN, SOURCE, Sidecar, free_port
+from admin_harness import BIN, SOURCE, Sidecar, dead_server
 
 MANIFEST = os.path.join(SOURCE, "deploy", "kubernetes.yaml")
 
@@ -101,7 +101,7 @@ class ManifestTest(unittest.TestCase):
         """The probe URLs answer as the manifest expects on a real sidecar (its
         port swapped for an ephemeral one) without a token, and SIGTERM
         drains it."""
-        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+        with Sidecar(dead_server()) as sc:
             def run(cmd):
                 cmd = [c.replace(":8787", f":{sc.port}") for c in cmd]
                 return subprocess.run(cmd, capture_output=True, timeout=30).returncode

@@ -14,7 +14,7 @@ import unittest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from admin_harness import SOURCE, Sidecar, free_port
+from admin_harness import SOURCE, Sidecar, dead_server
 
 RULES = os.path.join(SOURCE, "deploy", "prometheus-rules.yaml")
 DASHBOARD = os.path.join(SOURCE, "deploy", "grafana-dashboard.json")
@@ -38,7 +38,7 @@ def dashboard_exprs():
 class MonitoringTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.sc = Sidecar(f"http://127.0.0.1:{free_port()}")
+        cls.sc = Sidecar(dead_server())
         cls.sc.start()
         cls.text = cls.sc.get("/metrics").raw.decode()
         cls.samples = {s.name for fam in text_string_to_metric_families(cls.text)

@@ -17,7 +17,7 @@ import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from admin_harness import SOURCE, Sidecar, emulator, free_port, sample_transcript
+from admin_harness import SOURCE, Sidecar, dead_port, dead_server, emulator, sample_transcript
 from emulator_harness import catalog_revision
 
 MARKER = "BODY-MARKER-7f3a"  # must never appear in an error message
@@ -273,7 +273,7 @@ class HostileEvaluatorsTest(LocalBase):
         defs = [{"eval_key": k, "eval_version": "1", "timeout_seconds": 1 if k == "slow" else 30}
                 for k in keys]
         self.register("hostile", defs, srv.server_port)
-        dead = free_port()
+        dead = dead_port()
         self.register("gone", [{"eval_key": "refused", "eval_version": "1"}], dead)
         self.wait_revision(defs + [{"eval_key": "refused", "eval_version": "1"}])
         self.add_session()
@@ -358,7 +358,7 @@ class RegistryRestartTest(unittest.TestCase):
     server needed)."""
 
     def test_restart_keeps_and_expires(self):
-        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+        with Sidecar(dead_server()) as sc:
             body = {"version": "2", "endpoint": "http://localhost:9/x",
                     "definitions": [{"eval_key": "kept", "eval_version": "1", "labels": ["l"]}]}
             self.assertEqual(sc.request("PUT", "/v1/evaluators/long", body=dict(body, ttl_seconds=600)).status, 201)
@@ -392,7 +392,7 @@ class RegistrationValidationTest(unittest.TestCase):
     """Registration rules through the real daemon (no server needed)."""
 
     def test_validation_cases(self):
-        with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+        with Sidecar(dead_server()) as sc:
             ep = "http://127.0.0.1:9/"
             def put(name, body):
                 return sc.request("PUT", f"/v1/evaluators/{name}", body=body)
