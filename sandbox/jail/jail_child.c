@@ -627,9 +627,11 @@ void jail_serve(const jail_opts *o)
 
     const unsigned char *img = NULL;
     if (req.flags & JAIL_REQ_IMAGE) {
-        /* MAP_POPULATE: one call maps every page instead of a fault per
-         * page as the interpreter walks the session (costly on VMs). */
-        void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, img_fd, 0);
+        /* Mapped lazily: a read fault maps the pages around it too (the
+         * kernel's fault-around), so a walk over the whole session costs
+         * what MAP_POPULATE did, and an evaluation that reads only the event
+         * records (or nothing) no longer maps every payload page up front. */
+        void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
         if (m == MAP_FAILED) die_setup("mapping the session image");
         img = m;
         /* Walking a big session allocates in proportion to it. */
