@@ -68,9 +68,18 @@ typedef struct actx {
      * thread waits (on the run pool's lock) until runs_left == 0 and no
      * helper holds it. */
     atomic_size_t next_run;
-    size_t runs_left;        /* under the run pool's lock: runs not yet finished */
-    int helpers;             /* under the run pool's lock: helpers working on it */
-    int help_queued;         /* under the run pool's lock: help requests queued */
+    size_t runs_left; /* under the run pool's lock: runs not yet finished */
+    int helpers;      /* under the run pool's lock: helpers working on it */
+    int help_queued;  /* under the run pool's lock: help requests queued */
+    /* Results made durable together (worker_runs.c), under the run pool's
+     * lock: runs being evaluated, results waiting for the commit (owned,
+     * room for nruns; NULL: each result is committed alone), and a count of
+     * commits that took the waiting results. */
+    size_t inflight;
+    struct ws_result *pend;
+    size_t npend;
+    int64_t pend_since; /* time_mono_ms when the first waiting result came */
+    unsigned flush_gen;
     struct actx *help_next;  /* help queue link */
     const rcbuf *transcript; /* borrowed while its runs execute: the bytes as received */
     struct sbx_image *img;   /* borrowed while its runs execute */
@@ -175,7 +184,7 @@ void ws_claimed(struct worker *w, actx **xs, size_t n);
 void ws_planned(struct worker *w, actx *x, const json_t *defs, const json_t *selected,
                 const json_t *skipped, const json_t *plan_response, int skipped_status);
 void ws_runs_started(struct worker *w, actx *x);
-typedef struct {
+typedef struct ws_result {
     const char *run_id, *status;
     double started, finished;
     long long duration_ms;

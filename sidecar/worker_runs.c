@@ -245,6 +245,16 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
             stored = 1;
             break;
         }
+        if (rc == WS_REFUSED && *np > 1) {
+            /* One of them is refused (all or nothing): each on its own, so
+             * the others are still stored and submitted. */
+            for (size_t i = 0; i < *np; i++) {
+                size_t one = 1;
+                flush_results(x, &pend[i], &one);
+            }
+            *np = 0;
+            return;
+        }
         if (rc == WS_REFUSED) {
             log_error("result refused by the store; not submitted",
                       LOG_S("assignment_id", x->a.assignment_id),
@@ -287,20 +297,21 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     *np = 0;
 }
 
-/* One run to its end: evaluation, result body, durable store (shared with
- * concurrent runs: group commit), first submission. Any thread. */
-static void do_run(actx *x, size_t i)
+/* One run's evaluation and its result body, serialized once: 1 and *p
+ * filled (to be made durable and submitted by run_some), or 0 when the run
+ * ended without a result to submit (lost, cancelled, resumed). Any thread. */
+static int do_run(actx *x, size_t i, ws_result *p_out)
 {
     worker *w = x->w;
     wrun *r = &x->runs[i];
     if (atomic_load(&x->lost)) {
         atomic_store(&r->done, 1);
-        return;
+        return 0;
     }
     if (atomic_load(&r->cancel)) {
         atomic_store(&r->done, 1);
         wcount(w, WC_RUNS_CANCELLED, 1);
-        return;
+        return 0;
     }
     int already = 0;
     for (size_t k = 0; k < json_array_size(x->skip_runs) && !already; k++)
@@ -309,7 +320,7 @@ static void do_run(actx *x, size_t i)
         /* Resumed after a restart: this run's result is stored (and in
          * the outbox if not yet acknowledged). */
         atomic_store(&r->done, 1);
-        return;
+        return 0;
     }
     pthread_mutex_lock(&w->mu);
     w->active_runs++;
@@ -350,7 +361,7 @@ static void do_run(actx *x, size_t i)
         json_decref(o.results);
         json_decref(o.summary);
         atomic_store(&r->done, 1);
-        return;
+        return 0;
     }
     wcount(w,
            o.status == RUN_SUCCEEDED   ? WC_RUNS_SUCCEEDED
@@ -370,7 +381,7 @@ static void do_run(actx *x, size_t i)
     if (p.body == NULL) {
         json_decref(o.summary);
         atomic_store(&r->done, 1);
-        return;
+        return 0;
     }
     p.run_id = r->run_id;
     p.status = run_status_name(o.status);
@@ -380,9 +391,8 @@ static void do_run(actx *x, size_t i)
     p.summary = o.summary;
     snprintf(p.error_code, sizeof p.error_code, "%s", o.error_code);
     p.error_message = o.error_message[0] ? strdup(o.error_message) : NULL;
-    size_t np = 1;
-    flush_results(x, &p, &np);
-    atomic_store(&r->done, 1);
+    *p_out = p;
+    return 1;
 }
 
 /* ---- the run pool ---- */
@@ -400,17 +410,82 @@ struct run_pool {
     int stopping;
 };
 
+/* An assignment's results are made durable together, one transaction and
+ * one disk flush, when its runs end close together: a finished run's
+ * result waits (in x->pend) while runs of its assignment remain, and the
+ * run that ends last commits them all. The wait is bounded: a result that
+ * has waited RESULT_LINGER_MS is committed when its thread is about to
+ * start another evaluation, or when it gives up waiting for runs still
+ * being evaluated elsewhere. */
+#define RESULT_LINGER_MS 20
+
+/* Commits x's waiting results (p->mu held; released during the commit). */
+static void commit_waiting(run_pool *p, actx *x)
+{
+    if (x->npend == 0) return;
+    ws_result *batch = x->pend;
+    size_t n = x->npend;
+    /* later results wait in a fresh array (none: they are committed alone) */
+    x->pend = calloc(x->nruns, sizeof *x->pend);
+    x->npend = 0;
+    x->flush_gen++;
+    pthread_mutex_unlock(&p->mu);
+    flush_results(x, batch, &n);
+    free(batch);
+    pthread_mutex_lock(&p->mu);
+    pthread_cond_broadcast(&p->done_cv);
+}
+
+/* With p->mu held, after a run of x ended (have: its result was added to
+ * x->pend): the last run commits every waiting result; a result whose
+ * assignment still has unstarted runs waits for them (this thread takes the
+ * next one); otherwise it waits for the runs being evaluated elsewhere, up to
+ * RESULT_LINGER_MS. */
+static void settle_results(run_pool *p, actx *x, int have)
+{
+    int unstarted = atomic_load(&x->next_run) < x->nruns;
+    if (x->inflight == 0 && !unstarted) {
+        commit_waiting(p, x);
+        return;
+    }
+    if (!have || unstarted) return;
+    unsigned gen = x->flush_gen;
+    int64_t deadline = x->pend_since + RESULT_LINGER_MS;
+    while (x->inflight > 0 && x->flush_gen == gen)
+        if (time_cond_wait_until(&p->done_cv, &p->mu, deadline) != 0) break;
+    if (x->flush_gen == gen) commit_waiting(p, x);
+}
+
 /* Takes runs of x (by x->next_run) until none is left. */
 static void run_some(run_pool *p, actx *x)
 {
+    pthread_mutex_lock(&p->mu);
     for (;;) {
         size_t i = atomic_fetch_add(&x->next_run, 1);
-        if (i >= x->nruns) return;
-        do_run(x, i);
-        pthread_mutex_lock(&p->mu);
-        if (--x->runs_left == 0) pthread_cond_broadcast(&p->done_cv);
+        if (i >= x->nruns) break;
+        x->inflight++;
+        if (x->npend > 0 && time_mono_ms() - x->pend_since >= RESULT_LINGER_MS)
+            commit_waiting(p, x);
         pthread_mutex_unlock(&p->mu);
+        ws_result r;
+        int have = do_run(x, i, &r);
+        pthread_mutex_lock(&p->mu);
+        if (have && x->pend == NULL) { /* no room to wait: committed alone */
+            pthread_mutex_unlock(&p->mu);
+            size_t one = 1;
+            flush_results(x, &r, &one);
+            have = 0;
+            pthread_mutex_lock(&p->mu);
+        }
+        x->inflight--;
+        if (have) {
+            if (x->npend == 0) x->pend_since = time_mono_ms();
+            x->pend[x->npend++] = r;
+        }
+        settle_results(p, x, have);
+        if (--x->runs_left == 0) pthread_cond_broadcast(&p->done_cv);
     }
+    pthread_mutex_unlock(&p->mu);
 }
 
 /* Removes x from the help queue (p->mu held). */
@@ -513,6 +588,9 @@ void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
     x->transcript = transcript;
     x->img = img;
     atomic_store(&x->next_run, 0);
+    x->pend = x->nruns > 1 ? calloc(x->nruns, sizeof *x->pend) : NULL;
+    x->npend = 0;
+    x->inflight = 0;
     pthread_mutex_lock(&p->mu);
     x->runs_left = x->nruns;
     long want = x->nruns > 1 ? (long)x->nruns - 1 : 0;
@@ -537,6 +615,8 @@ void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
     while (x->runs_left > 0 || x->helpers > 0)
         pthread_cond_wait(&p->done_cv, &p->mu);
     pthread_mutex_unlock(&p->mu);
+    free(x->pend);
+    x->pend = NULL;
     x->transcript = NULL;
     x->img = NULL;
 }
