@@ -530,11 +530,15 @@ static long utf8_check(const unsigned char *s, const unsigned char *e, bool *asc
         if (e - s >= 8) { /* a run of ASCII, eight bytes a step */
             uint64_t w;
             memcpy(&w, s, 8);
-            if (!(w & 0x8080808080808080ull)) {
+            uint64_t high = w & 0x8080808080808080ull;
+            if (!high) {
                 s += 8;
                 n += 8;
                 continue;
             }
+            int at = __builtin_ctzll(high) / 8; /* the ASCII bytes before the first other one */
+            s += at;
+            n += at;
         }
         unsigned char c = *s;
         if (c < 0x80) {
@@ -1144,6 +1148,9 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
             rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", i);
             goto fail;
         }
+        /* each event's key/value block was written long before and lies
+         * away from the event nodes: ask for one a few events ahead */
+        if (i + 8 < ne && ev[i + 8].tag == SN_OBJ) __builtin_prefetch(b.p + ev[i + 8].b);
         const simg_node *f[4];
         event_fields(&b, &ev[i], f);
         if (!f[3] || f[3]->tag != SN_OBJ) {
