@@ -29,6 +29,14 @@
 #define SIMG_INTERN_VALUE 16
 #define SIMG_VCACHE 4096
 
+/* a value cache entry: the string and a copy of its bytes, so a lookup
+ * never reads the image (a miss would otherwise compare against a cold
+ * earlier value of the same length) */
+typedef struct {
+    simg_str s;
+    char bytes[SIMG_INTERN_VALUE];
+} vslot;
+
 typedef struct {
     char *p;
     size_t len, cap;
@@ -38,7 +46,7 @@ typedef struct {
      * lines when read */
     simg_str *itab;
     size_t imask, icount;
-    simg_str *vcache; /* SIMG_VCACHE entries, or NULL until a value is stored */
+    vslot *vcache; /* SIMG_VCACHE entries, or NULL until a value is stored */
 } ibuf;
 
 /* Reserves n bytes at the next multiple of `align` (a power of two: 8 for
@@ -143,14 +151,15 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
                       size_t limit)
 {
     simg_str *slot = NULL;
+    vslot *vs = NULL;
     if (n <= limit && limit == SIMG_INTERN_VALUE) {
         if (b->vcache == NULL && (b->vcache = calloc(SIMG_VCACHE, sizeof *b->vcache)) == NULL) {
             b->oom = true;
             return -1;
         }
-        slot = &b->vcache[str_hash(s, n) & (SIMG_VCACHE - 1)];
-        if (slot->off && slot->blen == n && short_eq(b->p + slot->off, s, n)) {
-            *out = *slot;
+        vs = &b->vcache[str_hash(s, n) & (SIMG_VCACHE - 1)];
+        if (vs->s.off && vs->s.blen == n && short_eq(vs->bytes, s, n)) {
+            *out = vs->s;
             return 0;
         }
     } else if (n <= limit) {
@@ -194,7 +203,10 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
     out->ascii = ascii;
     if (slot) {
         *slot = *out;
-        if (limit != SIMG_INTERN_VALUE) b->icount++;
+        b->icount++;
+    } else if (vs) {
+        vs->s = *out;
+        memcpy(vs->bytes, s, n);
     }
     return 0;
 }
