@@ -63,9 +63,9 @@ int vs_encode1(int32_t cp, char *o)
 }
 
 /* UTF-8 by words: a code point starts at every byte that is not a
- * continuation byte (10xxxxxx). continuation_bits marks bit 7 of each
- * continuation byte of an 8-byte word; their count is a multiply, no
- * popcount instruction needed. */
+ * continuation byte (10xxxxxx). continuation_count marks bit 7 of each
+ * continuation byte of an 8-byte word and sums the marks with a multiply
+ * (no popcount instruction needed). */
 static inline uint64_t load8(const char *p)
 {
     uint64_t w;
