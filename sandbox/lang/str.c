@@ -928,6 +928,22 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
             if (v_steps(c, hl / 64)) return NULL;
             return v_int64(c, (int64_t)count_byte(h, hl, sub->u.s.s[0]));
         }
+        if (sub->u.s.clen == 1) {
+            /* one code point of 2-4 bytes: its occurrences cannot overlap
+             * (UTF-8 synchronizes on lead bytes), so every position that
+             * matches counts; a branch-free scan, as for one byte */
+            const unsigned char *u = (const unsigned char *)h,
+                                *w = (const unsigned char *)sub->u.s.s;
+            size_t nl = sub->u.s.blen;
+            if (v_steps(c, hl / 64)) return NULL;
+            for (size_t i = 0; i + nl <= hl; i++) {
+                bool m = u[i] == w[0] && u[i + 1] == w[1];
+                for (size_t j = 2; j < nl; j++)
+                    m = m && u[i + j] == w[j];
+                n += m;
+            }
+            return v_int64(c, n);
+        }
         const char *q = h;
         size_t left = hl;
         const char *f;

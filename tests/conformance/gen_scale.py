@@ -313,6 +313,7 @@ def build_cases():
     add("('aé' * 10**6).find('a', 10**6) + ('aé' * 10**6).count('é', 5 * 10**5)")
     add("[(f'{s}' is s, ('%s' % s) is s, s.split(',')[0] is s, s.splitlines(True)[0] is s) for s in ['x' * 10**7]]")
     add("len(f\"{'x' * 10**7}{'é' * 10**6}|{10**6:>12}\")")
+    add("('日本é😀' * 10**6).count('😀') + ('aé' * 10**6).count('é', 5 * 10**5, -3)")
     add("len('x' * 10**9)")
     add("len('x' * 2**62)")
     add("len(('x' * 10**8) * 10)")
