@@ -738,7 +738,7 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
     return 0;
 }
 
-static int parse_value(jp *p, simg_node *out, int depth);
+static int parse_value(jp *p, int depth);
 
 static int parse_number(jp *p, simg_node *n)
 {
@@ -900,7 +900,10 @@ static int dedup_keys(jp *p, simg_node *kids, size_t *cnt)
     return 0;
 }
 
-static int parse_value(jp *p, simg_node *out, int depth)
+/* Parses one value and pushes its node on the scratch stack (built in
+ * registers and stored once: returning it through memory and copying it
+ * again made the copy wait for the store). */
+static int parse_value(jp *p, int depth)
 {
     if (depth > SIMG_MAX_DEPTH) {
         p->err = "nesting too deep";
@@ -958,8 +961,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
                     }
                     p->s++;
                 }
-                simg_node v;
-                if (parse_value(p, &v, depth + 1) || push_node(p, &v)) return -1;
+                if (parse_value(p, depth + 1)) return -1;
                 skip_ws(p);
                 if (p->s < p->end && *p->s == ',') {
                     p->s++;
@@ -1046,8 +1048,7 @@ static int parse_value(jp *p, simg_node *out, int depth)
         p->err = "unexpected character";
         return -1;
     }
-    *out = n;
-    return 0;
+    return push_node(p, &n);
 }
 
 static const simg_node *obj_get(const ibuf *b, const simg_node *o, const char *key)
@@ -1109,8 +1110,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     hugepage_hint(b.p, b.cap);
     ib_reserve(&b, sizeof(simg_hdr));
     jp p = {json, json + len, &b, NULL, 0, NULL, (flags & SIMG_STRICT) != 0, NULL, 0, 0};
-    simg_node rootn;
-    if (parse_value(&p, &rootn, 0)) {
+    if (parse_value(&p, 0)) {
         if (b.oom)
             rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
         else
@@ -1125,7 +1125,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     }
     size_t root = ib_reserve(&b, sizeof(simg_node));
     if (b.oom) goto oom;
-    *NODE(&b, root) = rootn;
+    *NODE(&b, root) = p.stk[0]; /* the root's node: all the stack holds */
     const simg_node *t = NODE(&b, root);
     if (t->tag != SN_OBJ) {
         rc = fail(err, SIMG_EINVALID, "transcript must be an object");
