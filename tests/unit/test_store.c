@@ -1683,16 +1683,27 @@ static void write_results(store *st, const char *prefix, int n, size_t size)
     free(body);
 }
 
-static store *open_bounded(const char *path, int64_t high_water)
+/* Opens path with the given WAL high-water mark (the bound is twice it),
+ * checkpoint wait and maintenance interval (0: the defaults), in the mode
+ * under test; NULL (with the reason on stderr) on failure. */
+static store *open_wal(const char *path, int64_t high_water, int ckpt_wait_ms, int maintenance_s)
 {
     store_options o = {.path = path,
                        .sync_updates = g_sync_updates,
                        .wal_high_water_bytes = high_water,
-                       /* long enough that the checkpoint always wins the wait here */
-                       .ckpt_wait_ms = 60000};
+                       .ckpt_wait_ms = ckpt_wait_ms,
+                       .maintenance_interval_s = maintenance_s};
     store *st = NULL;
     store_err e = {0};
-    assert_int_equal(store_open(&o, &st, &e), STORE_OK);
+    if (store_open(&o, &st, &e) != STORE_OK) fprintf(stderr, "open %s: %s\n", path, e.msg);
+    return st;
+}
+
+static store *open_bounded(const char *path, int64_t high_water)
+{
+    /* a wait long enough that the checkpoint always wins it here */
+    store *st = open_wal(path, high_water, 60000, 0);
+    assert_non_null(st);
     return st;
 }
 
@@ -1931,18 +1942,10 @@ static int64_t make_old_db(const char *path)
     return file_bytes(path);
 }
 
-/* Opens path with the given WAL high-water mark (the bound is twice it) and
- * a maintenance pass every second; NULL on failure. */
+/* A maintenance pass every second; NULL on failure. */
 static store *open_vacuum(const char *path, int64_t high_water)
 {
-    store_options o = {.path = path,
-                       .sync_updates = g_sync_updates,
-                       .wal_high_water_bytes = high_water,
-                       .maintenance_interval_s = 1};
-    store *st = NULL;
-    store_err e = {0};
-    if (store_open(&o, &st, &e) != STORE_OK) fprintf(stderr, "open %s: %s\n", path, e.msg);
-    return st;
+    return open_wal(path, high_water, 0, 1);
 }
 
 /* Databases created without incremental vacuum, on a small tmpfs in a
