@@ -881,6 +881,7 @@ api_server *api_start(const api_deps *deps, fps_err *err)
     srv->eval_max = deps->cfg.evaluate_max > 0 ? deps->cfg.evaluate_max : API_MAX_EVALUATE_JOBS;
     pthread_mutex_init(&srv->flush_mu, NULL);
     pthread_cond_init(&srv->flush_cv, NULL);
+    pthread_mutex_init(&srv->build_mu, NULL);
     pthread_mutex_init(&srv->conns_mu, NULL);
     srv->conn_limit = connection_limit();
     const api_config *cfg = &deps->cfg;
@@ -961,6 +962,7 @@ fail:
     api_cache_free(srv->cache);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
+    pthread_mutex_destroy(&srv->build_mu);
     pthread_mutex_destroy(&srv->conns_mu);
     free(srv);
     return NULL;
@@ -994,6 +996,7 @@ void api_stop(api_server *srv)
     api_metrics_flush(srv);
     pthread_mutex_destroy(&srv->flush_mu);
     pthread_cond_destroy(&srv->flush_cv);
+    pthread_mutex_destroy(&srv->build_mu);
     pthread_mutex_destroy(&srv->conns_mu);
     free(srv);
 }

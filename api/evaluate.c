@@ -131,6 +131,7 @@ void route_evaluate(api_req *rq, api_resp *rs)
     }
     if ((transcript != NULL || inline_text != NULL) && !check) {
         fps_err e;
+        pthread_mutex_lock(&srv->build_mu);
         if (inline_text != NULL) {
             void *simg = NULL;
             size_t simg_len = 0;
@@ -140,6 +141,7 @@ void route_evaluate(api_req *rq, api_resp *rs)
         } else {
             img = sbx_image_new(transcript, NULL, &e);
         }
+        pthread_mutex_unlock(&srv->build_mu);
         if (img == NULL && e.code == SBX_JAIL_FAILURE) {
             api_error(rs, 503, "sandbox_failure", "the sandbox failed: %s", e.msg);
             goto done;

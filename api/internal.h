@@ -83,6 +83,11 @@ struct api_server {
     int flush_started;
     pthread_mutex_t flush_mu;
     pthread_cond_t flush_cv;
+    /* One session image built from a posted transcript at a time: while it
+     * is built an image can take several times its bytes (a node for every
+     * JSON value: ~10x for a body of empty objects), and the jobs would
+     * otherwise multiply that by the playground's size. */
+    pthread_mutex_t build_mu;
 };
 
 /* A response being built by a handler. */
