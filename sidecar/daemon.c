@@ -158,10 +158,13 @@ static int token_prefix(const char *db_path, char *prefix, size_t cap, char *tmp
     return 0;
 }
 
+/* The generated tokens' files: "<prefix>.<suffix>". */
+static const char ADMIN_SUFFIX[] = "admin-token", REGISTRATION_SUFFIX[] = "registration-token";
+
 /* Removes what token_prefix created for a ":memory:" database. */
 static void token_dir_remove(const char *tmpdir, const char *prefix)
 {
-    static const char *const suffixes[] = {"admin-token", "registration-token"};
+    static const char *const suffixes[] = {ADMIN_SUFFIX, REGISTRATION_SUFFIX};
     char path[4200];
     if (tmpdir[0] == '\0') return;
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
@@ -277,9 +280,9 @@ int daemon_run(const run_config *cfg)
         if (token_prefix(cfg->db_path, token_path, sizeof token_path, token_tmpdir,
                          sizeof token_tmpdir) != 0)
             goto done;
-        admin_token = load_token("admin", cfg->admin_token_file, token_path, "admin-token");
+        admin_token = load_token("admin", cfg->admin_token_file, token_path, ADMIN_SUFFIX);
         reg_token = load_token("registration", cfg->registration_token_file, token_path,
-                               "registration-token");
+                               REGISTRATION_SUFFIX);
         if (admin_token == NULL || reg_token == NULL) goto done;
     }
     api_deps ad = {
