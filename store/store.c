@@ -438,6 +438,13 @@ int st_wcommit(store *st, const char *op, int durable, store_err *err)
     return code;
 }
 
+int st_wend(store *st, int code, const char *op, store_err *err)
+{
+    if (code == STORE_OK) return st_wcommit(st, op, 0, err);
+    st_wabort(st);
+    return code;
+}
+
 int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *err)
 {
     int rc = exec_cached(&st->w, SQL_COMMIT);

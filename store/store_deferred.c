@@ -226,11 +226,7 @@ int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_g
     int code = st_wbegin(st, "extend lease", err);
     if (code) return code;
     code = st_lease_tx(st, assignment_id, lease_generation, lease_expires_at, err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "extend lease", 0, err);
+    return st_wend(st, code, "extend lease", err);
 }
 
 int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lease_generation,
@@ -256,11 +252,7 @@ int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lea
     if (code) return code;
     code = st_heartbeat_tx(st, assignment_id, lease_generation, at, outcome, error_code,
                            lease_expires_at, err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "record heartbeat", 0, err);
+    return st_wend(st, code, "record heartbeat", err);
 }
 
 int store_runs_started(store *st, const char *const *run_ids, size_t n, double now,
@@ -314,11 +306,7 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
     int code = st_wbegin(st, "record submission", err);
     if (code) return code;
     code = st_record_tx(st, submission_id, a, err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "record submission", 0, err);
+    return st_wend(st, code, "record submission", err);
 }
 
 /* ----------------------------------- claims, plans, local ends (deferred too) */
@@ -364,11 +352,7 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
     int code = st_wbegin(st, "save claim", err);
     if (code) return code;
     code = st_claimed_tx(st, claims, n, now, err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "save claim", 0, err);
+    return st_wend(st, code, "save claim", err);
 }
 
 int store_assignment_planned(store *st, const char *assignment_id, int64_t lease_generation,
@@ -411,11 +395,7 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
     if (code) return code;
     code = st_planned_tx(st, assignment_id, lease_generation, definitions_json, plan_request_json,
                          plan_response_json, skipped, runs, n, now, err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "save plan", 0, err);
+    return st_wend(st, code, "save plan", err);
 }
 
 int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_generation,
@@ -446,9 +426,5 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
     if (code) return code;
     code = st_afinish_tx(st, assignment_id, lease_generation, status, error_code, error_message,
                          now, err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "finish assignment", 0, err);
+    return st_wend(st, code, "finish assignment", err);
 }

@@ -123,6 +123,9 @@ int st_map_rc(sqlite3 *db, int rc);
 int st_wbegin(store *st, const char *op, store_err *err);
 int st_wcommit(store *st, const char *op, int durable, store_err *err);
 void st_wabort(store *st);
+/* Ends the transaction of work that returned `code`: rolls back and returns
+ * `code` when the work failed, else commits (not waiting for the disk). */
+int st_wend(store *st, int code, const char *op, store_err *err);
 /* Commits without waiting for the disk; *ticket is for store_durable_wait. */
 int st_wcommit_ticket(store *st, const char *op, uint64_t *ticket, store_err *err);
 

@@ -24,11 +24,7 @@ int store_evaluator_put(store *st, const char *name, const char *registration_js
         st_bind_dbl(s, 5, ttl_seconds > 0 ? now + ttl_seconds : 0);
     }
     code = st_step_done(st, s, "save evaluator", err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "save evaluator", 0, err);
+    return st_wend(st, code, "save evaluator", err);
 }
 
 static int evaluator_update(store *st, const char *sql, const char *name, double now,

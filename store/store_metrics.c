@@ -39,11 +39,7 @@ int store_metric_add(store *st, const char *name, const char *labels, double del
         st_bind_dbl(s, 3, delta);
     }
     code = st_step_done(st, s, "add metric", err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "add metric", 0, err);
+    return st_wend(st, code, "add metric", err);
 }
 
 int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *err)

@@ -26,11 +26,7 @@ int store_worker_save(store *st, const char *worker_id, const char *server_origi
         st_bind_time(s, 6, registered_at);
     }
     code = st_step_done(st, s, "save worker", err);
-    if (code) {
-        st_wabort(st);
-        return code;
-    }
-    return st_wcommit(st, "save worker", 0, err);
+    return st_wend(st, code, "save worker", err);
 }
 
 int store_worker_load(store *st, store_worker *out, store_err *err)
