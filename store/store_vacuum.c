@@ -139,12 +139,14 @@ static int full_vacuum(store *st, int at_open, store_err *err)
                  LOG_S("error", msg));
         return STORE_OK;
     }
-    __atomic_store_n(&st->vacuum_pending, 0, __ATOMIC_RELAXED);
+    /* Logged before the state says so: whoever sees the conversion done
+     * (store_stats) finds its line. */
     log_info("store: database converted to incremental vacuum", LOG_S("db", st->path),
              LOG_I("bytes_before", db),
              LOG_I("bytes_after", read_pragma(st, sql_pages) * st->page_size),
              LOG_S("through", at_open ? "rollback journal" : "write-ahead log"),
              LOG_I("ms", time_mono_ms() - t0));
+    __atomic_store_n(&st->vacuum_pending, 0, __ATOMIC_RELAXED);
     return STORE_OK;
 }
 
