@@ -166,7 +166,10 @@ int lang_check(lang_kind kind, const char *src, size_t len, fps_err *e)
     return rc;
 }
 
-char *lang_check_line(lang_kind kind, const char *src, size_t len)
+/* Compiles src and returns the owned outcome line: the compile error, or, when
+ * eval_key is NULL, {"ok": true}, else the evaluation of the compiled tree. */
+static char *compile_then_eval(lang_kind kind, const char *src, size_t len, const char *eval_key,
+                               const void *img, size_t img_len, const lang_limits *limits)
 {
     ast_arena ar;
     ast_arena_init(&ar, FRONTEND_ARENA_CAP);
@@ -176,27 +179,22 @@ char *lang_check_line(lang_kind kind, const char *src, size_t len)
     compile_error ce;
     if (compile_source(kind, src, len, &ar, &root, &ce))
         compile_outcome(&out, &ce);
-    else
+    else if (!eval_key)
         strbuf_puts(&out, "{\"ok\": true}");
+    else
+        eval_run(kind, root, eval_key, img, img_len, limits, &out);
     strbuf_free(&ce.msg);
     ast_arena_free(&ar);
     return strbuf_detach(&out, NULL);
 }
 
+char *lang_check_line(lang_kind kind, const char *src, size_t len)
+{
+    return compile_then_eval(kind, src, len, NULL, NULL, 0, NULL);
+}
+
 char *lang_eval(lang_kind kind, const char *src, size_t len, const char *eval_key, const void *img,
                 size_t img_len, const lang_limits *limits)
 {
-    ast_arena ar;
-    ast_arena_init(&ar, FRONTEND_ARENA_CAP);
-    strbuf out;
-    strbuf_init(&out);
-    ast_node *root = NULL;
-    compile_error ce;
-    if (compile_source(kind, src, len, &ar, &root, &ce))
-        compile_outcome(&out, &ce);
-    else
-        eval_run(kind, root, eval_key ? eval_key : "q", img, img_len, limits, &out);
-    strbuf_free(&ce.msg);
-    ast_arena_free(&ar);
-    return strbuf_detach(&out, NULL);
+    return compile_then_eval(kind, src, len, eval_key ? eval_key : "q", img, img_len, limits);
 }
