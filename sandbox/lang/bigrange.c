@@ -119,7 +119,7 @@ static void adjust(mpz_t out, val *x, const mpz_t len, bool neg_step, bool is_st
 
 val *vbr_getitem(vctx *c, val *v, val *key)
 {
-    if (key->type == VT_SLICE) {
+    if (v_type(key) == VT_SLICE) {
         val *parts[3] = {key->u.sl.lo, key->u.sl.hi, key->u.sl.step};
         for (int k = 0; k < 3; k++)
             if (parts[k] && !v_is_intlike(parts[k]))
@@ -202,7 +202,7 @@ int vbr_contains(vctx *c, val *v, val *x)
 /* normalized (len, start, step) for eq/hash; small ranges too */
 static void norm(const val *v, mpz_t len, mpz_t start, mpz_t step)
 {
-    if (v->type == VT_RANGE) {
+    if (v_type(v) == VT_RANGE) {
         mpz_set_si(len, v->u.r.len);
         mpz_set_si(start, v->u.r.start);
         mpz_set_si(step, v->u.r.step);
@@ -235,7 +235,7 @@ int vbr_hash(vctx *c, val *v, int64_t *out)
     t[1] = mpz_sgn(v->u.rb.len) ? v_int_mpz(c, v->u.rb.start) : v_none();
     t[2] = mpz_cmp_ui(v->u.rb.len, 1) > 0 ? v_int_mpz(c, v->u.rb.step) : v_none();
     if (!t[0] || !t[1] || !t[2]) return -1;
-    val tv = {.type = VT_TUPLE};
+    val tv = {.ty = VT_TUPLE};
     tv.u.seq.items = t;
     tv.u.seq.len = 3;
     int err = 0;

@@ -29,7 +29,7 @@ val *v_builtin_lookup(const char *name)
 {
     for (int i = 0; i < BI__COUNT; i++) {
         if (strcmp(g_names[i], name) == 0) {
-            g_builtins[i].type = VT_BUILTIN;
+            g_builtins[i].ty = VT_BUILTIN;
             g_builtins[i].u.bi.id = i;
             return &g_builtins[i];
         }
@@ -41,10 +41,9 @@ val *v_builtin_lookup(const char *name)
 
 static inline int lt(vctx *c, val *a, val *b)
 {
-    if (a->type == VT_INT && b->type == VT_INT && !a->u.i.big && !b->u.i.big)
-        return a->u.i.small < b->u.i.small;
-    if (a->type == VT_STR && b->type == VT_STR) return vs_cmp(a, b) < 0;
-    if (a->type == VT_FLOAT && b->type == VT_FLOAT) return a->u.f < b->u.f;
+    if (v_is_tagged(a) && v_is_tagged(b)) return (intptr_t)a < (intptr_t)b; /* order kept */
+    if (v_type(a) == VT_STR && v_type(b) == VT_STR) return vs_cmp(a, b) < 0;
+    if (v_type(a) == VT_FLOAT && v_type(b) == VT_FLOAT) return a->u.f < b->u.f;
     return v_compare(c, CMP_LT, a, b);
 }
 
@@ -140,10 +139,10 @@ static val *no_kw(vctx *c, const char *fname, size_t nkw)
 
 static val *b_abs(vctx *c, val *x)
 {
-    if (x->type == VT_COMPLEX) return vc_abs(c, x);
-    if (x->type == VT_FLOAT) return v_float(c, fabs(x->u.f));
+    if (v_type(x) == VT_COMPLEX) return vc_abs(c, x);
+    if (v_type(x) == VT_FLOAT) return v_float(c, fabs(x->u.f));
     if (v_is_intlike(x)) {
-        if (vi_sign(x) >= 0) return x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
+        if (vi_sign(x) >= 0) return v_type(x) == VT_BOOL ? v_int64(c, x->u.b) : x;
         return v_unop(c, UN_NEG, x);
     }
     return v_raise(c, "TypeError", "bad operand type for abs(): '%s'", v_type_name(x));
@@ -166,7 +165,7 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
 {
     if (na > 1) return v_raise(c, "TypeError", "dict expected at most 1 argument, got %zu", na);
     size_t hint = nkw;
-    if (na == 1 && (a[0]->type == VT_DICT)) {
+    if (na == 1 && (v_type(a[0]) == VT_DICT)) {
         if (v_dict_force(c, a[0])) return NULL;
         hint += a[0]->u.t.len;
     }
@@ -174,7 +173,7 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
     if (!d) return NULL;
     if (na == 1) {
         val *src = a[0];
-        if (src->type == VT_DICT) {
+        if (v_type(src) == VT_DICT) {
             for (size_t i = 0; i < src->u.t.len; i++)
                 if (v_dict_set(c, d, src->u.t.entries[i].key, src->u.t.entries[i].value))
                     return NULL;
@@ -186,10 +185,10 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
             while ((e = v_iter_next(c, &it)) != NULL) {
                 val **items;
                 size_t n;
-                if (e->type != VT_TUPLE && e->type != VT_LIST && e->type != VT_STR &&
-                    e->type != VT_DICT && e->type != VT_SET && e->type != VT_RANGE &&
-                    e->type != VT_BYTES && e->type != VT_DICT_KEYS && e->type != VT_DICT_VALUES &&
-                    e->type != VT_DICT_ITEMS)
+                if (v_type(e) != VT_TUPLE && v_type(e) != VT_LIST && v_type(e) != VT_STR &&
+                    v_type(e) != VT_DICT && v_type(e) != VT_SET && v_type(e) != VT_RANGE &&
+                    v_type(e) != VT_BYTES && v_type(e) != VT_DICT_KEYS &&
+                    v_type(e) != VT_DICT_VALUES && v_type(e) != VT_DICT_ITEMS)
                     return v_raise(
                         c, "TypeError",
                         "cannot convert dictionary update sequence element #%zu to a sequence", k);
@@ -215,7 +214,7 @@ static val *b_dict(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
 static val *b_float(vctx *c, val *x)
 {
     if (!x) return v_float(c, 0.0);
-    switch ((vtype)x->type) {
+    switch (v_type(x)) {
     case VT_FLOAT:
         return x;
     case VT_INT:
@@ -250,11 +249,11 @@ static val *b_int(vctx *c, val *x, val *base)
                            v_type_name(base));
         if (!v_as_i64(base, &b) || (b != 0 && (b < 2 || b > 36)))
             return v_raise(c, "ValueError", "int() base must be >= 2 and <= 36, or 0");
-        if (x->type != VT_STR && x->type != VT_BYTES)
+        if (v_type(x) != VT_STR && v_type(x) != VT_BYTES)
             return v_raise(c, "TypeError", "int() can't convert non-string with explicit base");
         return vi_parse(c, x->u.s.s, x->u.s.blen, (int)b, false);
     }
-    switch ((vtype)x->type) {
+    switch (v_type(x)) {
     case VT_INT:
         return x;
     case VT_BOOL:
@@ -286,7 +285,7 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
             return v_raise(c, "TypeError", "%s() got an unexpected keyword argument '%s'", fname,
                            kw[i].name);
     }
-    if (key && key->type == VT_NONE) key = NULL;
+    if (key && v_type(key) == VT_NONE) key = NULL;
     if (na == 0) return v_raise(c, "TypeError", "%s expected at least 1 argument, got 0", fname);
     if (na > 1 && dflt)
         return v_raise(c, "TypeError",
@@ -311,8 +310,8 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
             continue;
         }
         int r;
-        if (k->type == VT_INT && bestk->type == VT_INT && !k->u.i.big && !bestk->u.i.big)
-            r = is_max ? k->u.i.small > bestk->u.i.small : k->u.i.small < bestk->u.i.small;
+        if (v_is_tagged(k) && v_is_tagged(bestk))
+            r = is_max ? (intptr_t)k > (intptr_t)bestk : (intptr_t)k < (intptr_t)bestk;
         else
             r = v_compare(c, is_max ? CMP_GT : CMP_LT, k, bestk);
         if (r < 0) return NULL;
@@ -372,16 +371,16 @@ static val *b_range(vctx *c, val **a, size_t na, size_t nkw)
 
 static val *b_round(vctx *c, val *x, val *nd)
 {
-    if (nd && nd->type == VT_NONE) nd = NULL;
-    if (x->type == VT_FLOAT) return vf_round(c, x->u.f, nd);
+    if (nd && v_type(nd) == VT_NONE) nd = NULL;
+    if (v_type(x) == VT_FLOAT) return vf_round(c, x->u.f, nd);
     if (v_is_intlike(x)) {
-        if (!nd) return x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
+        if (!nd) return v_type(x) == VT_BOOL ? v_int64(c, x->u.b) : x;
         if (!v_is_intlike(nd))
             return v_raise(c, "TypeError", "'%s' object cannot be interpreted as an integer",
                            v_type_name(nd));
         int64_t n;
         if (!v_as_i64(nd, &n)) n = vi_sign(nd) > 0 ? 1 : INT64_MIN;
-        val *xi = x->type == VT_BOOL ? v_int64(c, x->u.b) : x;
+        val *xi = v_type(x) == VT_BOOL ? v_int64(c, x->u.b) : x;
         if (n >= 0) return xi;
         /* CPython computes 10**-n first, whatever x is, by repeated
          * squaring: past the int cap (about 6.7e7 digits by default) it
@@ -408,17 +407,17 @@ static val *b_round(vctx *c, val *x, val *nd)
 
 static val *b_sum(vctx *c, val *it, val *start)
 {
-    if (start && (start->type == VT_STR))
+    if (start && (v_type(start) == VT_STR))
         return v_raise(c, "TypeError", "sum() can't sum strings [use ''.join(seq) instead]");
-    if (start && start->type == VT_BYTES)
+    if (start && v_type(start) == VT_BYTES)
         return v_raise(c, "TypeError", "sum() can't sum bytes [use b''.join(seq) instead]");
     viter iter;
     if (v_iter_init(c, it, &iter)) return NULL;
     val *result = start ? start : v_int64(c, 0);
     /* int fast path */
     val *item = NULL;
-    if (result->type == VT_INT && !result->u.i.big) {
-        int64_t acc = result->u.i.small;
+    int64_t acc;
+    if (v_type(result) == VT_INT && vi_small(result, &acc)) {
         for (;;) {
             item = v_iter_next(c, &iter);
             if (!item) {
@@ -427,8 +426,9 @@ static val *b_sum(vctx *c, val *it, val *start)
             }
             if (v_step(c)) return NULL;
             int64_t x;
-            if ((item->type == VT_INT && !item->u.i.big) || item->type == VT_BOOL) {
-                x = item->type == VT_BOOL ? item->u.b : item->u.i.small;
+            if (v_is_tagged(item) || (v_type(item) == VT_BOOL && ((x = item->u.b), true)) ||
+                (v_type(item) == VT_INT && vi_small(item, &x))) {
+                if (v_is_tagged(item)) x = v_untag(item);
                 int64_t r;
                 if (!__builtin_add_overflow(acc, x, &r)) {
                     acc = r;
@@ -437,7 +437,7 @@ static val *b_sum(vctx *c, val *it, val *start)
             }
             result = v_int64(c, acc);
             if (!result) return NULL;
-            if (item->type == VT_FLOAT) {
+            if (v_type(item) == VT_FLOAT) {
                 /* switch to the float path with this item pending */
                 break;
             }
@@ -447,9 +447,9 @@ static val *b_sum(vctx *c, val *it, val *start)
             goto generic;
         }
     }
-    if (result->type == VT_FLOAT || (item && item->type == VT_FLOAT && v_is_intlike(result))) {
+    if (v_type(result) == VT_FLOAT || (item && v_type(item) == VT_FLOAT && v_is_intlike(result))) {
         double f;
-        if (result->type == VT_FLOAT)
+        if (v_type(result) == VT_FLOAT)
             f = result->u.f;
         else {
             int err;
@@ -463,7 +463,7 @@ static val *b_sum(vctx *c, val *it, val *start)
                 return v_float(c, f);
             }
             if (v_step(c)) return NULL;
-            if (item->type == VT_FLOAT) {
+            if (v_type(item) == VT_FLOAT) {
                 f += item->u.f;
                 item = NULL;
                 continue;
@@ -503,7 +503,7 @@ static val *b_str(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
     if (v_parse_args(c, "str", a, na, kw, nkw, names, 3, 0, 0, p)) return NULL;
     if (!p[0]) return vs_empty();
     if (p[1] || p[2]) {
-        if (p[0]->type != VT_BYTES)
+        if (v_type(p[0]) != VT_BYTES)
             return v_raise(c, "TypeError", "decoding to str: need a bytes-like object, %s found",
                            v_type_name(p[0]));
         val *args[2];
@@ -522,7 +522,7 @@ static val *b_str(vctx *c, val **a, size_t na, const vkwarg *kw, size_t nkw)
 static val *collect_seq(vctx *c, val *x, bool tuple)
 {
     if (!x) return tuple ? v_tuple(c, NULL, 0) : v_list(c, NULL, 0);
-    if (tuple && x->type == VT_TUPLE) return x;
+    if (tuple && v_type(x) == VT_TUPLE) return x;
     val **items;
     size_t n;
     if (v_iter_collect(c, x, &items, &n)) return NULL;
@@ -599,10 +599,10 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
         bool rev = false;
         for (size_t i = 0; i < nkw; i++) {
             if (!strcmp(kw[i].name, "key"))
-                key = kw[i].value->type == VT_NONE ? NULL : kw[i].value;
+                key = v_type(kw[i].value) == VT_NONE ? NULL : kw[i].value;
             else if (!strcmp(kw[i].name, "reverse")) {
                 val *r = kw[i].value;
-                if (r->type == VT_FLOAT)
+                if (v_type(r) == VT_FLOAT)
                     return v_raise(c, "TypeError",
                                    "'float' object cannot be interpreted as an integer");
                 if (!v_is_intlike(r))
@@ -617,7 +617,7 @@ val *vb_call(vctx *c, int id, val **a, size_t na, const vkwarg *kw, size_t nkw)
         val **items;
         size_t n;
         if (v_iter_collect(c, a[0], &items, &n)) return NULL;
-        if (key && n == 0 && key->type != VT_BUILTIN) {
+        if (key && n == 0 && v_type(key) != VT_BUILTIN) {
             /* CPython calls key only per item; nothing to do */
         }
         if (v_sort(c, items, n, key, rev)) return NULL;

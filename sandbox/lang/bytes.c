@@ -48,7 +48,7 @@ static val *mk_bytes(vctx *c, const char *p, size_t n)
 val *vby_getitem(vctx *c, val *s, val *key)
 {
     int64_t len = (int64_t)s->u.s.blen;
-    if (key->type == VT_SLICE) {
+    if (v_type(key) == VT_SLICE) {
         int64_t start, stop, step, slen;
         if (vseq_slice_indices(c, key, len, &start, &stop, &step, &slen)) return NULL;
         if (step == 1) return mk_bytes(c, s->u.s.s + start, (size_t)slen);
@@ -96,24 +96,24 @@ static val *from_latin1(vctx *c, val *s)
 static val *back(vctx *c, val *r)
 {
     if (!r) return NULL;
-    if (r->type == VT_STR) return from_latin1(c, r);
-    if (r->type == VT_LIST || r->type == VT_TUPLE) {
+    if (v_type(r) == VT_STR) return from_latin1(c, r);
+    if (v_type(r) == VT_LIST || v_type(r) == VT_TUPLE) {
         val **it = v_items_alloc(c, r->u.seq.len);
         if (!it) return NULL;
         for (size_t i = 0; i < r->u.seq.len; i++) {
             it[i] = back(c, r->u.seq.items[i]);
             if (!it[i]) return NULL;
         }
-        return r->type == VT_LIST ? v_list_take(c, it, r->u.seq.len)
-                                  : v_tuple_take(c, it, r->u.seq.len);
+        return v_type(r) == VT_LIST ? v_list_take(c, it, r->u.seq.len)
+                                    : v_tuple_take(c, it, r->u.seq.len);
     }
     return r;
 }
 
 static val *conv_arg(vctx *c, val *a, bool allow_tuple)
 {
-    if (a->type == VT_BYTES) return as_latin1(c, a);
-    if (allow_tuple && a->type == VT_TUPLE) {
+    if (v_type(a) == VT_BYTES) return as_latin1(c, a);
+    if (allow_tuple && v_type(a) == VT_TUPLE) {
         val **it = v_items_alloc(c, a->u.seq.len);
         if (!it) return NULL;
         for (size_t i = 0; i < a->u.seq.len; i++) {
@@ -122,7 +122,7 @@ static val *conv_arg(vctx *c, val *a, bool allow_tuple)
         }
         return v_tuple_take(c, it, a->u.seq.len);
     }
-    if (a->type == VT_STR)
+    if (v_type(a) == VT_STR)
         return v_raise(c, "TypeError", "a bytes-like object is required, not '%s'", v_type_name(a));
     return a;
 }
@@ -136,7 +136,7 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
 {
     char lower[32] = "utf-8";
     if (enc) {
-        if (enc->type != VT_STR)
+        if (v_type(enc) != VT_STR)
             return v_raise(c, "TypeError", "decode() argument 'encoding' must be str, not %s",
                            v_type_name(enc));
         size_t k = 0;
@@ -146,7 +146,7 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
         }
         lower[k] = 0;
     }
-    if (errors && errors->type != VT_STR)
+    if (errors && v_type(errors) != VT_STR)
         return v_raise(c, "TypeError", "decode() argument 'errors' must be str, not %s",
                        v_type_name(errors));
     const char *ev = errors ? errors->u.s.s : "strict";
@@ -250,7 +250,7 @@ static val *hexm(vctx *c, val *b, val **a, size_t na, const vkwarg *kw, size_t n
             return v_raise(c, "OverflowError", "Python int too large to convert to C int");
     }
     if (p[0]) {
-        if (p[0]->type != VT_STR && p[0]->type != VT_BYTES)
+        if (v_type(p[0]) != VT_STR && v_type(p[0]) != VT_BYTES)
             return v_raise(c, "TypeError", "sep must be str or bytes.");
         if (p[0]->u.s.blen != 1) return v_raise(c, "ValueError", "sep must be length 1.");
         sep = p[0]->u.s.s;
@@ -309,7 +309,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         val *ts = vs_new_owned(c, tmp, s->u.s.blen, s->u.s.blen, true);
         if (!ts) return NULL;
         val *r = vs_method(c, ts, name, a, na, kw, nkw, found);
-        if (!r || r->type != VT_STR) return r;
+        if (!r || v_type(r) != VT_STR) return r;
         /* restore the original non-ASCII bytes */
         char *o = (char *)r->u.s.s;
         if (o != tmp) {
@@ -374,7 +374,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
         if (strcmp(name, struct_m[k])) continue;
         bool ws = (!strcmp(name, "split") || !strcmp(name, "rsplit") || !strcmp(name, "strip") ||
                    !strcmp(name, "lstrip") || !strcmp(name, "rstrip")) &&
-                  (na == 0 || a[0]->type == VT_NONE) && nkw == 0;
+                  (na == 0 || v_type(a[0]) == VT_NONE) && nkw == 0;
         if (ws && name[strlen(name) - 1] == 'p') {
             /* strip with ASCII whitespace */
             size_t lo = 0, hi = s->u.s.blen;
@@ -409,7 +409,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
                 size_t n;
                 if (v_iter_collect(c, a[i], &items, &n)) return NULL;
                 for (size_t j = 0; j < n; j++) {
-                    if (items[j]->type != VT_BYTES)
+                    if (v_type(items[j]) != VT_BYTES)
                         return v_raise(c, "TypeError",
                                        "sequence item %zu: expected a bytes-like object, %s found",
                                        j, v_type_name(items[j]));
@@ -449,28 +449,28 @@ val *vby_percent(vctx *c, val *fmt, val *args)
 {
     val *f = as_latin1(c, fmt);
     if (!f) return NULL;
-    bool has_str = args->type == VT_STR;
-    for (size_t i = 0; args->type == VT_TUPLE && i < args->u.seq.len; i++)
-        if (args->u.seq.items[i]->type == VT_STR) has_str = true;
+    bool has_str = v_type(args) == VT_STR;
+    for (size_t i = 0; v_type(args) == VT_TUPLE && i < args->u.seq.len; i++)
+        if (v_type(args->u.seq.items[i]) == VT_STR) has_str = true;
     if (has_str)
         return v_raise(
             c, "TypeError",
             "%%b requires a bytes-like object, or an object that implements __bytes__, not 'str'");
     val *a = args;
-    if (args->type == VT_BYTES)
+    if (v_type(args) == VT_BYTES)
         a = as_latin1(c, args);
-    else if (args->type == VT_TUPLE) {
+    else if (v_type(args) == VT_TUPLE) {
         val **it = v_items_alloc(c, args->u.seq.len);
         if (!it) return NULL;
         for (size_t i = 0; i < args->u.seq.len; i++) {
             val *x = args->u.seq.items[i];
-            it[i] = x->type == VT_BYTES ? as_latin1(c, x) : x;
+            it[i] = v_type(x) == VT_BYTES ? as_latin1(c, x) : x;
             if (!it[i]) return NULL;
         }
         a = v_tuple_take(c, it, args->u.seq.len);
     }
     if (!a) return NULL;
-    if (args->type == VT_BYTES) {
+    if (v_type(args) == VT_BYTES) {
         /* a bytes argument is a mapping for % (it has __getitem__) */
         val *r = vfmt_percent(c, f, a);
         if (!r && v_failed(c)) return NULL;

@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
-static val g_ellipsis = {.type = VT_ELLIPSIS};
+static val g_ellipsis = {.ty = VT_ELLIPSIS};
 
 val *v_ellipsis(void)
 {
@@ -52,12 +52,12 @@ static int quot(cpx a, cpx b, cpx *r)
 
 int vc_as(vctx *c, val *v, cpx *out)
 {
-    if (v->type == VT_COMPLEX) {
+    if (v_type(v) == VT_COMPLEX) {
         out->re = v->u.cx.re;
         out->im = v->u.cx.im;
         return 0;
     }
-    if (v->type == VT_FLOAT) {
+    if (v_type(v) == VT_FLOAT) {
         out->re = v->u.f;
         out->im = 0.0;
         return 0;
@@ -152,11 +152,11 @@ int64_t vc_hash(const val *v)
 int vc_eq(vctx *c, val *a, val *b)
 {
     cpx x, y;
-    if (a->type == VT_COMPLEX && b->type == VT_COMPLEX)
+    if (v_type(a) == VT_COMPLEX && v_type(b) == VT_COMPLEX)
         return a->u.cx.re == b->u.cx.re && a->u.cx.im == b->u.cx.im;
-    val *cv = a->type == VT_COMPLEX ? a : b, *o = a->type == VT_COMPLEX ? b : a;
+    val *cv = v_type(a) == VT_COMPLEX ? a : b, *o = v_type(a) == VT_COMPLEX ? b : a;
     if (cv->u.cx.im != 0.0) return 0;
-    if (o->type == VT_FLOAT) return cv->u.cx.re == o->u.f;
+    if (v_type(o) == VT_FLOAT) return cv->u.cx.re == o->u.f;
     /* exact int comparison as CPython (complex_richcompare with an int) */
     if (isnan(cv->u.cx.re) || isinf(cv->u.cx.re)) return 0;
     (void)c;

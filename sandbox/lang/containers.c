@@ -84,49 +84,49 @@ int vseq_slice_indices(vctx *c, val *sl, int64_t len, int64_t *start, int64_t *s
 val *vseq_getitem(vctx *c, val *seq, val *key)
 {
     int64_t len = (int64_t)seq->u.seq.len;
-    if (key->type == VT_SLICE) {
+    if (v_type(key) == VT_SLICE) {
         int64_t start, stop, step, slen;
         if (vseq_slice_indices(c, key, len, &start, &stop, &step, &slen)) return NULL;
         if (step == 1) {
-            if (seq->type == VT_TUPLE && slen == len) return seq;
-            return seq->type == VT_LIST ? v_list(c, seq->u.seq.items + start, (size_t)slen)
-                                        : v_tuple(c, seq->u.seq.items + start, (size_t)slen);
+            if (v_type(seq) == VT_TUPLE && slen == len) return seq;
+            return v_type(seq) == VT_LIST ? v_list(c, seq->u.seq.items + start, (size_t)slen)
+                                          : v_tuple(c, seq->u.seq.items + start, (size_t)slen);
         }
         val **it = v_items_alloc(c, (size_t)slen);
         if (!it) return NULL;
         for (int64_t i = 0, k = start; i < slen; i++, k += step)
             it[i] = seq->u.seq.items[k];
-        return seq->type == VT_LIST ? v_list_take(c, it, (size_t)slen)
-                                    : v_tuple_take(c, it, (size_t)slen);
+        return v_type(seq) == VT_LIST ? v_list_take(c, it, (size_t)slen)
+                                      : v_tuple_take(c, it, (size_t)slen);
     }
     int64_t i;
     if (v_int_index(c, key, &i,
-                    seq->type == VT_LIST ? "list indices must be integers or slices"
-                                         : "tuple indices must be integers or slices"))
+                    v_type(seq) == VT_LIST ? "list indices must be integers or slices"
+                                           : "tuple indices must be integers or slices"))
         return NULL;
     if (vseq_index_norm(&i, len))
         return v_raise(c, "IndexError", "%s index out of range",
-                       seq->type == VT_LIST ? "list" : "tuple");
+                       v_type(seq) == VT_LIST ? "list" : "tuple");
     return seq->u.seq.items[i];
 }
 
 val *vseq_concat(vctx *c, val *a, val *b)
 {
-    if (b->u.seq.len == 0 && a->type == VT_TUPLE) return a;
-    if (a->u.seq.len == 0 && a->type == VT_TUPLE) return b;
+    if (b->u.seq.len == 0 && v_type(a) == VT_TUPLE) return a;
+    if (a->u.seq.len == 0 && v_type(a) == VT_TUPLE) return b;
     size_t n = a->u.seq.len + b->u.seq.len;
     val **it = v_items_alloc(c, n);
     if (!it) return NULL;
     if (a->u.seq.len) memcpy(it, a->u.seq.items, a->u.seq.len * sizeof *it);
     if (b->u.seq.len) memcpy(it + a->u.seq.len, b->u.seq.items, b->u.seq.len * sizeof *it);
-    return a->type == VT_LIST ? v_list_take(c, it, n) : v_tuple_take(c, it, n);
+    return v_type(a) == VT_LIST ? v_list_take(c, it, n) : v_tuple_take(c, it, n);
 }
 
 val *vseq_repeat(vctx *c, val *a, int64_t k)
 {
     if (k <= 0 || a->u.seq.len == 0)
-        return a->type == VT_LIST ? v_list(c, NULL, 0) : v_tuple(c, NULL, 0);
-    if (k == 1 && a->type == VT_TUPLE) return a;
+        return v_type(a) == VT_LIST ? v_list(c, NULL, 0) : v_tuple(c, NULL, 0);
+    if (k == 1 && v_type(a) == VT_TUPLE) return a;
     if ((uint64_t)k > c->lim.max_items / a->u.seq.len) return v_limit(c, "memory");
     size_t n = a->u.seq.len * (size_t)k;
     if (v_steps(c, n / 16)) return NULL;
@@ -134,7 +134,7 @@ val *vseq_repeat(vctx *c, val *a, int64_t k)
     if (!it) return NULL;
     for (int64_t i = 0; i < k; i++)
         memcpy(it + (size_t)i * a->u.seq.len, a->u.seq.items, a->u.seq.len * sizeof *it);
-    return a->type == VT_LIST ? v_list_take(c, it, n) : v_tuple_take(c, it, n);
+    return v_type(a) == VT_LIST ? v_list_take(c, it, n) : v_tuple_take(c, it, n);
 }
 
 static int ieq(vctx *c, val *a, val *b)
@@ -228,7 +228,7 @@ val *v_dict_new(vctx *c, size_t hint)
 static inline bool key_eq_fast(vctx *c, val *a, val *b, int *err)
 {
     if (a == b) return true;
-    if (a->type == VT_STR && b->type == VT_STR) return vs_eq(a, b);
+    if (v_type(a) == VT_STR && v_type(b) == VT_STR) return vs_eq(a, b);
     int r = v_eq(c, a, b);
     if (r < 0) *err = 1;
     return r > 0;
@@ -290,7 +290,7 @@ int v_dict_set(vctx *c, val *d, val *key, val *value)
 
 int v_dict_force(vctx *c, val *d)
 {
-    if (d->type != VT_DICT || !vd_lazy(d)) return 0;
+    if (v_type(d) != VT_DICT || !vd_lazy(d)) return 0;
     return vsess_lazy_force(c, d);
 }
 
@@ -531,8 +531,8 @@ static int set_merge(vctx *c, val *so, val *other)
 static int set_update(vctx *c, val *so, val *other)
 {
     if (v_dict_force(c, other)) return -1;
-    if (other->type == VT_SET) return set_merge(c, so, other);
-    if (other->type == VT_DICT) {
+    if (v_type(other) == VT_SET) return set_merge(c, so, other);
+    if (v_type(other) == VT_DICT) {
         size_t n = other->u.t.len;
         if ((so->u.t.fill + n) * 5 >= so->u.t.mask * 3 && set_resize(c, so, (so->u.t.len + n) * 2))
             return -1;
@@ -607,7 +607,7 @@ static val *set_intersection(vctx *c, val *so, val *other)
     if (so == other) return vset_copy(c, so);
     val *res = v_set_new(c, 0);
     if (!res) return NULL;
-    if (other->type == VT_SET) {
+    if (v_type(other) == VT_SET) {
         if (other->u.t.len > so->u.t.len) {
             val *t = so;
             so = other;
@@ -637,7 +637,7 @@ static val *set_intersection(vctx *c, val *so, val *other)
 
 static int set_difference_update(vctx *c, val *so, val *other)
 {
-    if (other->type == VT_SET) {
+    if (v_type(other) == VT_SET) {
         for (size_t i = 0; i <= other->u.t.mask; i++) {
             vsentry *e = &other->u.t.sentries[i];
             if (!e->key || e->key == &v_dummy_key) continue;
@@ -655,7 +655,7 @@ static int set_difference_update(vctx *c, val *so, val *other)
 
 static int in_other(vctx *c, val *other, val *key, int64_t h)
 {
-    if (other->type == VT_SET) return set_contains_entry(c, other, key, h);
+    if (v_type(other) == VT_SET) return set_contains_entry(c, other, key, h);
     int err = 0;
     if (other->u.t.len == 0) return 0;
     int64_t k = dict_find(c, other, key, h, &err);
@@ -665,7 +665,7 @@ static int in_other(vctx *c, val *other, val *key, int64_t h)
 static val *set_difference(vctx *c, val *so, val *other)
 {
     if (v_dict_force(c, other)) return NULL;
-    if (other->type != VT_SET && other->type != VT_DICT) {
+    if (v_type(other) != VT_SET && v_type(other) != VT_DICT) {
         val *r = vset_copy(c, so);
         if (!r || set_difference_update(c, r, other)) return NULL;
         return r;
@@ -673,7 +673,7 @@ static val *set_difference(vctx *c, val *so, val *other)
     if ((so->u.t.len >> 2) > other->u.t.len) {
         val *r = vset_copy(c, so);
         if (!r) return NULL;
-        if (other->type == VT_DICT) {
+        if (v_type(other) == VT_DICT) {
             for (size_t i = 0; i < other->u.t.len; i++)
                 if (set_discard_entry(c, r, other->u.t.entries[i].key, other->u.t.entries[i].hash) <
                     0)
@@ -757,7 +757,7 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
     }
     val *o = a[0];
     if (!strcmp(name, "issubset")) {
-        if (o->type != VT_SET) {
+        if (v_type(o) != VT_SET) {
             o = vset_from_iterable(c, o);
             if (!o) return NULL;
         }
@@ -765,7 +765,7 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
         return r < 0 ? NULL : v_bool(r);
     }
     if (!strcmp(name, "issuperset")) {
-        if (o->type == VT_SET) {
+        if (v_type(o) == VT_SET) {
             int r = set_issubset(c, o, s);
             return r < 0 ? NULL : v_bool(r);
         }
@@ -780,7 +780,7 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
         return v_failed(c) ? NULL : v_true();
     }
     /* isdisjoint */
-    if (o->type == VT_SET) {
+    if (v_type(o) == VT_SET) {
         val *small = s, *big = o;
         if (small->u.t.len > big->u.t.len) {
             small = o;
@@ -810,7 +810,7 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
 
 val *vrange_getitem(vctx *c, val *r, val *key)
 {
-    if (key->type == VT_SLICE) {
+    if (v_type(key) == VT_SLICE) {
         int64_t start, stop, step, slen;
         if (vseq_slice_indices(c, key, r->u.r.len, &start, &stop, &step, &slen)) return NULL;
         __int128 a = (__int128)r->u.r.start + (__int128)start * r->u.r.step;
@@ -891,7 +891,7 @@ static val *seq_count_index(vctx *c, val *o, const char *name, val **a, size_t n
         if (na == 0) return v_raise(c, "TypeError", "index expected at least 1 argument, got 0");
         return v_raise(c, "TypeError", "index expected at most 3 arguments, got %zu", na);
     }
-    if (o->type == VT_RANGE) {
+    if (v_type(o) == VT_RANGE) {
         if (index && na != 1)
             return v_raise(c, "TypeError", "range.index() takes exactly one argument (%zu given)",
                            na);
@@ -957,7 +957,7 @@ val *vcont_method(vctx *c, val *o, const char *name, val **a, size_t na, const v
                   size_t nkw, bool *found)
 {
     *found = true;
-    switch ((vtype)o->type) {
+    switch (v_type(o)) {
     case VT_LIST:
     case VT_TUPLE:
     case VT_RANGE:

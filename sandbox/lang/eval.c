@@ -608,8 +608,8 @@ static int fold_size_ok(const ast_node *x, const val *v)
 {
     if (x->kind != AST_BinOp || (x->op != OPK_Mult && x->op != OPK_Pow)) return 1;
     if (v_type(v) == VT_INT) {
-        if (!v->u.i.big) return 1;
-        return mpz_sizeinbase(v->u.i.big, 2) <= 128;
+        mpz_ptr z = vi_big(v);
+        return z == NULL || mpz_sizeinbase(z, 2) <= 128;
     }
     if (v_type(v) == VT_STR || v_type(v) == VT_BYTES) return v->u.s.clen <= 4096;
     if (v_type(v) == VT_TUPLE) return v->u.seq.len <= 256;

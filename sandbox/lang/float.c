@@ -99,7 +99,7 @@ static val *parse_error(vctx *c, const char *s, size_t len)
 {
     strbuf rb;
     strbuf_init(&rb);
-    val tmp = {.type = VT_STR};
+    val tmp = {.ty = VT_STR};
     tmp.u.s.s = s;
     tmp.u.s.blen = len;
     vs_repr_buf(&rb, &tmp);
@@ -226,7 +226,7 @@ bad:
 
 val *vf_round(vctx *c, double x, val *nd)
 {
-    if (nd == NULL || nd->type == VT_NONE) {
+    if (nd == NULL || v_type(nd) == VT_NONE) {
         double r = round(x);
         if (fabs(x - r) == 0.5) r = 2.0 * round(x / 2.0);
         return vi_from_double(c, r);

@@ -711,13 +711,13 @@ val *vfmt_format(vctx *c, val *v, const char *spec, size_t n)
 {
     if (n == 0) return v_tostr(c, v);
     fspec f;
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_STR:
         if (parse_spec(c, spec, n, &f, '<', "str")) return NULL;
         return fmt_str(c, v, &f);
     case VT_INT:
     case VT_BOOL:
-        if (parse_spec(c, spec, n, &f, '>', v->type == VT_BOOL ? "bool" : "int")) return NULL;
+        if (parse_spec(c, spec, n, &f, '>', v_type(v) == VT_BOOL ? "bool" : "int")) return NULL;
         return fmt_int(c, v, &f);
     case VT_FLOAT:
         if (parse_spec(c, spec, n, &f, '>', "float")) return NULL;
@@ -776,7 +776,7 @@ static int put_part(vctx *c, vbuild *out, val *part)
 val *vfmt_percent(vctx *c, val *fmt, val *args)
 {
     pargs a = {0};
-    if (args->type == VT_TUPLE) {
+    if (v_type(args) == VT_TUPLE) {
         a.args = args->u.seq.items;
         a.n = args->u.seq.len;
     } else {
@@ -788,8 +788,8 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
     }
     /* CPython: any object with __getitem__ other than tuple/str counts as a
      * mapping, which also disables "not all arguments converted" */
-    if (args->type == VT_DICT || args->type == VT_LIST || args->type == VT_BYTES ||
-        args->type == VT_RANGE)
+    if (v_type(args) == VT_DICT || v_type(args) == VT_LIST || v_type(args) == VT_BYTES ||
+        v_type(args) == VT_RANGE)
         a.mapping = args;
     const char *s = fmt->u.s.s;
     size_t n = fmt->u.s.blen, i = 0;
@@ -939,7 +939,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         case 'x':
         case 'X': {
             val *iv = arg;
-            if (arg->type == VT_FLOAT) {
+            if (v_type(arg) == VT_FLOAT) {
                 if (t != 'd' && t != 'i' && t != 'u') {
                     v_raise(c, "TypeError", "%%%c format: an integer is required, not float", t);
                     goto fail;
@@ -1013,7 +1013,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         case 'g':
         case 'G': {
             double d;
-            if (arg->type == VT_FLOAT)
+            if (v_type(arg) == VT_FLOAT)
                 d = arg->u.f;
             else if (v_is_intlike(arg)) {
                 int err;
@@ -1035,7 +1035,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         }
         case 'c': {
             val *cv = NULL;
-            if (arg->type == VT_STR) {
+            if (v_type(arg) == VT_STR) {
                 if (arg->u.s.clen != 1) {
                     v_raise(c, "TypeError", "%%c requires int or char");
                     goto fail;
@@ -1079,7 +1079,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
         v_raise(c, "TypeError", "not all arguments converted during string formatting");
         goto fail;
     }
-    if (a.mapping && !used_mapping && a.next == 0 && args->type == VT_DICT) {
+    if (a.mapping && !used_mapping && a.next == 0 && v_type(args) == VT_DICT) {
         /* '%s' % {} style: a dict as the single argument is fine when no key used */
     }
     {

@@ -18,36 +18,36 @@ val *vi_from_mpz_take(vctx *c, mpz_ptr z)
     size_t bits = mpz_sizeinbase(z, 2);
     if (bits > c->lim.max_int_bits) return v_limit(c, "memory");
     val *v = v_new(c, VT_INT);
-    if (v) v->u.i.big = z;
+    if (v) v->u.ib.big = z;
     return v;
 }
 
 void vi_get_mpz(const val *v, mpz_t out)
 {
-    if (v->type == VT_BOOL)
+    int64_t x;
+    if (v_type(v) == VT_BOOL)
         mpz_set_si(out, v->u.b);
-    else if (v->u.i.big)
-        mpz_set(out, v->u.i.big);
+    else if (vi_small(v, &x))
+        mpz_set_si(out, x);
     else
-        mpz_set_si(out, v->u.i.small);
+        mpz_set(out, vi_big(v));
 }
 
 int vi_sign(const val *v)
 {
-    if (v->type == VT_BOOL) return v->u.b;
-    if (v->u.i.big) return mpz_sgn(v->u.i.big);
-    return (v->u.i.small > 0) - (v->u.i.small < 0);
+    int64_t x;
+    if (v_type(v) == VT_BOOL) return v->u.b;
+    if (vi_small(v, &x)) return (x > 0) - (x < 0);
+    return mpz_sgn(vi_big(v));
 }
 
 static bool small_of(const val *v, int64_t *x)
 {
-    if (v->type == VT_BOOL) {
+    if (v_type(v) == VT_BOOL) {
         *x = v->u.b;
         return true;
     }
-    if (v->u.i.big) return false;
-    *x = v->u.i.small;
-    return true;
+    return vi_small(v, x);
 }
 
 int vi_cmp(const val *a, const val *b)
@@ -73,8 +73,8 @@ int64_t vi_hash(const val *v)
         h = (int64_t)(m % P);
         if (x < 0) h = -h;
     } else {
-        h = (int64_t)mpz_tdiv_ui(v->u.i.big, P);
-        if (mpz_sgn(v->u.i.big) < 0) h = -h;
+        h = (int64_t)mpz_tdiv_ui(vi_big(v), P);
+        if (mpz_sgn(vi_big(v)) < 0) h = -h;
     }
     return h == -1 ? -2 : h;
 }
@@ -186,14 +186,14 @@ int vi_repr_buf(vctx *c, strbuf *b, const val *v)
         strbuf_put(b, d, vs_i64_digits(d, x));
         return 0;
     }
-    size_t est = mpz_sizeinbase(v->u.i.big, 10);
+    size_t est = mpz_sizeinbase(vi_big(v), 10);
     if (est > MAX_STR_DIGITS + 1) {
         v_raise(c, "ValueError",
                 "Exceeds the limit (4300 digits) for integer string conversion; use "
                 "sys.set_int_max_str_digits() to increase the limit");
         return -1;
     }
-    char *s = mpz_get_str(NULL, 10, v->u.i.big);
+    char *s = mpz_get_str(NULL, 10, vi_big(v));
     size_t n = strlen(s);
     size_t digits = n - (s[0] == '-');
     if (digits > MAX_STR_DIGITS) {
@@ -464,7 +464,7 @@ static val *parse_core(vctx *c, const char *s, size_t len, int base, bool litera
         if (literal) return v_raise(c, "SyntaxError", "invalid literal");
         strbuf rb;
         strbuf_init(&rb);
-        val tmp = {.type = VT_STR};
+        val tmp = {.ty = VT_STR};
         tmp.u.s.s = orig;
         tmp.u.s.blen = olen;
         vs_repr_buf(&rb, &tmp);

@@ -42,7 +42,7 @@ static const rdesc *desc_of(vtype t)
 
 static int bounded(vctx *c, val *v, const char *field, size_t maximum)
 {
-    if (v->type != VT_STR) {
+    if (v_type(v) != VT_STR) {
         v_raise(c, "TypeError", "%s must be a string", field);
         return -1;
     }
@@ -67,10 +67,10 @@ static int bounded(vctx *c, val *v, const char *field, size_t maximum)
 
 static val *finite_num(vctx *c, val *v, const char *field)
 {
-    if (v->type == VT_BOOL || !(v->type == VT_INT || v->type == VT_FLOAT))
+    if (v_type(v) == VT_BOOL || !(v_type(v) == VT_INT || v_type(v) == VT_FLOAT))
         return v_raise(c, "TypeError", "%s must be a number", field);
     double d;
-    if (v->type == VT_FLOAT)
+    if (v_type(v) == VT_FLOAT)
         d = v->u.f;
     else {
         int err;
@@ -99,8 +99,8 @@ static int validate_key(vctx *c, val *v, const char *field)
 static int result_text(vctx *c, val *unit, val *display, val *desc)
 {
     if (v_truthy(unit) && bounded(c, unit, "unit", 64)) return -1;
-    if (display->type != VT_NONE && bounded(c, display, "display value", 256)) return -1;
-    if (desc->type != VT_NONE && bounded(c, desc, "description", 1000)) return -1;
+    if (v_type(display) != VT_NONE && bounded(c, display, "display value", 256)) return -1;
+    if (v_type(desc) != VT_NONE && bounded(c, desc, "description", 1000)) return -1;
     return 0;
 }
 
@@ -122,7 +122,7 @@ static val *labels_norm(vctx *c, val *labels)
 static int post_init(vctx *c, val *r)
 {
     val **f = r->u.rec.f;
-    switch ((vtype)r->type) {
+    switch (v_type(r)) {
     case VT_SCORE: {
         val *v = finite_num(c, f[0], "score value");
         if (!v) return -1;
@@ -131,7 +131,7 @@ static int post_init(vctx *c, val *r)
             return -1;
         }
         f[0] = v;
-        if (f[1]->type != VT_NONE && f[1]->type != VT_BOOL) {
+        if (v_type(f[1]) != VT_NONE && v_type(f[1]) != VT_BOOL) {
             v_raise(c, "TypeError", "score passed must be a boolean or None");
             return -1;
         }
@@ -144,21 +144,21 @@ static int post_init(vctx *c, val *r)
         return result_text(c, f[1], f[2], f[3]);
     }
     case VT_ASSERTION:
-        if (f[0]->type != VT_BOOL) {
+        if (v_type(f[0]) != VT_BOOL) {
             v_raise(c, "TypeError", "assertion passed must be a boolean");
             return -1;
         }
-        if (f[1]->type != VT_NONE && bounded(c, f[1], "description", 1000)) return -1;
+        if (v_type(f[1]) != VT_NONE && bounded(c, f[1], "description", 1000)) return -1;
         return 0;
     case VT_CONDRESULT:
-        if (f[0]->type != VT_BOOL) {
+        if (v_type(f[0]) != VT_BOOL) {
             v_raise(c, "TypeError", "condition applicable must be a boolean");
             return -1;
         }
         return validate_key(c, f[1], "condition reason code");
     case VT_EVALRESULT:
-        if (f[3]->type != VT_NONE && bounded(c, f[3], "reasoning", 16384)) return -1;
-        if (f[4]->type != VT_NONE && bounded(c, f[4], "summary", 4096)) return -1;
+        if (v_type(f[3]) != VT_NONE && bounded(c, f[3], "reasoning", 16384)) return -1;
+        if (v_type(f[4]) != VT_NONE && bounded(c, f[4], "summary", 4096)) return -1;
         f[5] = labels_norm(c, f[5]);
         return f[5] ? 0 : -1;
     default:
@@ -224,7 +224,7 @@ val *vr_construct(vctx *c, int id, val **args, size_t nargs, const vkwarg *kw, s
 
 int vr_repr_buf(vctx *c, strbuf *b, val *v)
 {
-    const rdesc *d = desc_of((vtype)v->type);
+    const rdesc *d = desc_of(v_type(v));
     if (!d) {
         strbuf_puts(b, "<object>");
         return 0;
@@ -243,7 +243,7 @@ int vr_repr_buf(vctx *c, strbuf *b, val *v)
 
 int vr_eq(vctx *c, val *a, val *b)
 {
-    const rdesc *d = desc_of((vtype)a->type);
+    const rdesc *d = desc_of(v_type(a));
     for (int j = 0; j < d->nfields; j++) {
         val *x = a->u.rec.f[j], *y = b->u.rec.f[j];
         if (x == y) continue;
@@ -255,8 +255,8 @@ int vr_eq(vctx *c, val *a, val *b)
 
 int vr_hash(vctx *c, val *v, int64_t *out)
 {
-    const rdesc *d = desc_of((vtype)v->type);
-    val t = {.type = VT_TUPLE};
+    const rdesc *d = desc_of(v_type(v));
+    val t = {.ty = VT_TUPLE};
     t.u.seq.items = v->u.rec.f;
     t.u.seq.len = (size_t)d->nfields;
     int err = 0;
@@ -267,7 +267,7 @@ int vr_hash(vctx *c, val *v, int64_t *out)
 val *vr_getattr(vctx *c, val *v, const char *name, bool *found)
 {
     (void)c;
-    const rdesc *d = desc_of((vtype)v->type);
+    const rdesc *d = desc_of(v_type(v));
     for (int j = 0; d && j < d->nfields; j++) {
         if (!strcmp(d->fields[j], name)) {
             *found = true;
@@ -288,7 +288,7 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
                 "maximum recursion depth exceeded while encoding a JSON object");
         return -1;
     }
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_NONE:
         strbuf_puts(b, "null");
         return 0;
@@ -369,14 +369,14 @@ static int json_value(vctx *c, strbuf *b, val *v, int depth)
         for (size_t i = 0; i < v->u.t.len; i++) {
             val *k = v->u.t.entries[i].key;
             if (i) strbuf_put(b, ", ", 2);
-            if (k->type == VT_STR)
+            if (v_type(k) == VT_STR)
                 json_value(c, b, k, depth + 1);
-            else if (k->type == VT_NONE || k->type == VT_BOOL || k->type == VT_INT ||
-                     k->type == VT_FLOAT) {
+            else if (v_type(k) == VT_NONE || v_type(k) == VT_BOOL || v_type(k) == VT_INT ||
+                     v_type(k) == VT_FLOAT) {
                 strbuf_putc(b, '"');
-                if (k->type == VT_NONE)
+                if (v_type(k) == VT_NONE)
                     strbuf_puts(b, "null");
-                else if (k->type == VT_BOOL)
+                else if (v_type(k) == VT_BOOL)
                     strbuf_puts(b, k->u.b ? "true" : "false");
                 else if (json_value(c, b, k, depth + 1))
                     return -1;
@@ -430,18 +430,18 @@ static int forbid_object_reprs(vctx *c, val *v, const char *field)
 
 int v_condition_outcome(vctx *c, val *v, strbuf *b)
 {
-    if (v->type != VT_BOOL && v->type != VT_CONDRESULT) {
+    if (v_type(v) != VT_BOOL && v_type(v) != VT_CONDRESULT) {
         v_raise(c, "TypeError", "condition_source must return bool or ConditionResult");
         return -1;
     }
     if (forbid_object_reprs(c, v, "condition_source")) return -1;
-    bool app = v->type == VT_BOOL ? v->u.b : v->u.rec.f[0]->u.b;
+    bool app = v_type(v) == VT_BOOL ? v->u.b : v->u.rec.f[0]->u.b;
     if (app) {
         strbuf_puts(b, "\"applicable\": true");
         return 0;
     }
     strbuf_puts(b, "\"applicable\": false, \"reason_code\": ");
-    if (v->type == VT_BOOL)
+    if (v_type(v) == VT_BOOL)
         strbuf_puts(b, "\"condition_false\"");
     else if (json_value(c, b, v->u.rec.f[1], 0))
         return -1;
@@ -456,7 +456,7 @@ typedef struct {
 
 static int sort_items(vctx *c, val *mapping, val ***keys, val ***vals, size_t *n)
 {
-    if (mapping->type != VT_DICT) {
+    if (v_type(mapping) != VT_DICT) {
         v_raise(c, "AttributeError", "'%s' object has no attribute 'items'", v_type_name(mapping));
         return -1;
     }
@@ -479,7 +479,7 @@ static int sort_items(vctx *c, val *mapping, val ***keys, val ***vals, size_t *n
 
 int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
 {
-    if (v->type != VT_EVALRESULT) {
+    if (v_type(v) != VT_EVALRESULT) {
         v_raise(c, "TypeError", "evaluator_source must return EvalResult");
         return -1;
     }
@@ -491,15 +491,15 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
     if (!ek) return -1;
     size_t cap = 1;
     if (v_dict_force(c, metrics) || v_dict_force(c, assertions)) return -1;
-    if (metrics->type == VT_DICT) cap += metrics->u.t.len;
-    if (assertions->type == VT_DICT) cap += assertions->u.t.len;
+    if (v_type(metrics) == VT_DICT) cap += metrics->u.t.len;
+    if (v_type(assertions) == VT_DICT) cap += assertions->u.t.len;
     ritem *items = v_alloc(c, cap * sizeof *items);
     if (!items) return -1;
     size_t n = 0;
     val *none = v_none();
-    if (score->type != VT_NONE) {
+    if (v_type(score) != VT_NONE) {
         val *sv, *sp, *su, *sd, *sde;
-        if (score->type == VT_SCORE) {
+        if (v_type(score) == VT_SCORE) {
             sv = score->u.rec.f[0];
             sp = score->u.rec.f[1];
             su = score->u.rec.f[2];
@@ -518,7 +518,7 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
     for (size_t i = 0; i < m; i++) {
         if (validate_key(c, ks[i], "metric key")) return -1;
         val *mv = vs[i];
-        if (mv->type != VT_METRIC) {
+        if (v_type(mv) != VT_METRIC) {
             val *a[1] = {mv};
             mv = vr_construct(c, BI_METRIC, a, 1, NULL, 0);
             if (!mv) return -1;
@@ -531,7 +531,7 @@ int v_evaluator_outcome(vctx *c, val *v, const char *eval_key, strbuf *out)
     for (size_t i = 0; i < m; i++) {
         if (validate_key(c, ks[i], "assertion key")) return -1;
         val *av = vs[i];
-        if (av->type != VT_ASSERTION) {
+        if (v_type(av) != VT_ASSERTION) {
             val *a[1] = {av};
             av = vr_construct(c, BI_ASSERTION, a, 1, NULL, 0);
             if (!av) return -1;

@@ -99,7 +99,7 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
 val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
 {
     *found = false;
-    if (key->type != VT_STR) {
+    if (v_type(key) != VT_STR) {
         int64_t h;
         if (v_hash(c, key, &h)) return NULL;
         return NULL; /* JSON object keys are all str */
@@ -158,7 +158,7 @@ static val *events_tuple(vctx *c, val *s)
     val *block = v_alloc(c, (size_t)(n ? n : 1) * sizeof(val));
     if (!block) return NULL;
     for (uint32_t i = 0; i < n; i++) {
-        block[i].type = VT_EVENT;
+        block[i].ty = VT_EVENT;
         block[i].u.ev.img = s->u.sess.img;
         block[i].u.ev.index = i;
         items[i] = &block[i];
@@ -184,7 +184,7 @@ static const char *const g_sess_fields[SF__COUNT] = {
 val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
 {
     *found = true;
-    if (v->type == VT_SESSION) {
+    if (v_type(v) == VT_SESSION) {
         const simg_hdr *h = hdr(v->u.sess.img);
         if (!strcmp(name, "events")) return events_tuple(c, v);
         if (!strcmp(name, "event_count")) return v_int64(c, h->event_count);
@@ -255,7 +255,7 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
     for (size_t i = 0; i < n; i++) {
         const simg_event *r = event_rec(img, (uint32_t)i);
         bool eq;
-        if (t->type == VT_STR) {
+        if (v_type(t) == VT_STR) {
             eq = r->type.blen == t->u.s.blen &&
                  !memcmp((const char *)img + r->type.off, t->u.s.s, t->u.s.blen);
         } else {
@@ -275,7 +275,7 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
 
 int vsess_repr_buf(vctx *c, strbuf *b, val *v)
 {
-    if (v->type == VT_EVENT) {
+    if (v_type(v) == VT_EVENT) {
         const simg_event *r = event_rec(v->u.ev.img, v->u.ev.index);
         val *f[3] = {img_str(c, v->u.ev.img, &r->id), img_str(c, v->u.ev.img, &r->ts),
                      img_str(c, v->u.ev.img, &r->type)};
@@ -315,7 +315,7 @@ int vsess_repr_buf(vctx *c, strbuf *b, val *v)
 
 int vsess_eq(vctx *c, val *a, val *b)
 {
-    if (a->type == VT_SESSION) return 1; /* one session per evaluation */
+    if (v_type(a) == VT_SESSION) return 1; /* one session per evaluation */
     if (a->u.ev.img == b->u.ev.img && a->u.ev.index == b->u.ev.index) return 1;
     const simg_event *x = event_rec(a->u.ev.img, a->u.ev.index),
                      *y = event_rec(b->u.ev.img, b->u.ev.index);

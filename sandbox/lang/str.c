@@ -198,7 +198,7 @@ static size_t cps_before(const val *s, size_t off)
 }
 
 /* The empty string is shared, as CPython's is. */
-static val g_empty = {.type = VT_STR, .flags = VF_ASCII, .u.s = {.s = ""}};
+static val g_empty = {.ty = VT_STR, .flags = VF_ASCII, .u.s = {.s = ""}};
 
 val *vs_substr(vctx *c, val *s, size_t lo, size_t hi)
 {
@@ -726,22 +726,22 @@ val *vs_char(vctx *c, const char *p, size_t adv)
     unsigned char b = (unsigned char)p[0];
     if (adv == 1 && b < 128) {
         val *v = &g_ascii_chars[b];
-        if (v->type != VT_STR) {
+        if (v_type(v) != VT_STR) {
             v->u.s.s = &g_ascii_bytes[b];
             v->u.s.blen = v->u.s.clen = 1;
             v->flags = VF_ASCII;
-            v->type = VT_STR;
+            v->ty = VT_STR;
         }
         return v;
     }
     if (adv == 2 && b >= 0xC2 && b < 0xC4) { /* U+0080..U+00FF (Latin-1): shared too */
         unsigned k = ((b & 0x1Fu) << 6 | ((unsigned char)p[1] & 0x3Fu)) - 0x80;
         val *v = &g_latin1_chars[k];
-        if (v->type != VT_STR) {
+        if (v_type(v) != VT_STR) {
             v->u.s.s = g_latin1_bytes + 2 * k;
             v->u.s.blen = 2;
             v->u.s.clen = 1;
-            v->type = VT_STR;
+            v->ty = VT_STR;
         }
         return v;
     }
@@ -774,7 +774,7 @@ val *vs_char_at(vctx *c, val *s, size_t idx)
 val *vs_getitem(vctx *c, val *s, val *key)
 {
     int64_t len = (int64_t)s->u.s.clen;
-    if (key->type == VT_SLICE) {
+    if (v_type(key) == VT_SLICE) {
         int64_t start, stop, step, slen;
         if (vseq_slice_indices(c, key, len, &start, &stop, &step, &slen)) return NULL;
         if (step == 1) return vs_substr(c, s, (size_t)start, (size_t)(start + slen));
@@ -849,7 +849,7 @@ static const char *rfind_bytes(const char *h, size_t hl, const char *n, size_t n
 
 int vs_contains(vctx *c, val *hay, val *needle)
 {
-    if (needle->type != VT_STR) {
+    if (v_type(needle) != VT_STR) {
         v_raise(c, "TypeError", "'in <string>' requires string as left operand, not %s",
                 v_type_name(needle));
         return -1;
@@ -861,7 +861,7 @@ int vs_contains(vctx *c, val *hay, val *needle)
 
 static bool need_str(vctx *c, val *v, const char *what)
 {
-    if (v->type == VT_STR) return true;
+    if (v_type(v) == VT_STR) return true;
     if (what)
         v_raise(c, "TypeError", "%s", what);
     else
@@ -888,8 +888,8 @@ static int adjust_indices(vctx *c, val *vs, val *ve, int64_t len, int64_t *start
 {
     *start = 0;
     *end = len;
-    if (vs && vs->type != VT_NONE && slice_bound(c, vs, start)) return -1;
-    if (ve && ve->type != VT_NONE && slice_bound(c, ve, end)) return -1;
+    if (vs && v_type(vs) != VT_NONE && slice_bound(c, vs, start)) return -1;
+    if (ve && v_type(ve) != VT_NONE && slice_bound(c, ve, end)) return -1;
     if (*end > len)
         *end = len;
     else if (*end < 0) {
@@ -975,16 +975,16 @@ static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, 
     val *one = p[0];
     val **list = &one;
     size_t n = 1;
-    if (one->type == VT_TUPLE) {
+    if (v_type(one) == VT_TUPLE) {
         list = one->u.seq.items;
         n = one->u.seq.len;
-    } else if (one->type != VT_STR) {
+    } else if (v_type(one) != VT_STR) {
         return v_raise(c, "TypeError", "%s first arg must be str or a tuple of str, not %s", name,
                        v_type_name(one));
     }
     for (size_t i = 0; i < n; i++) {
         val *x = list[i];
-        if (x->type != VT_STR)
+        if (v_type(x) != VT_STR)
             return v_raise(c, "TypeError", "tuple for %s must only contain str, not %s", name,
                            v_type_name(x));
         int64_t xl = (int64_t)x->u.s.clen;
@@ -1005,8 +1005,8 @@ static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const
     static const char *const names[] = {"chars"};
     val *p[1];
     if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 0, p)) return NULL;
-    val *chars = p[0] && p[0]->type != VT_NONE ? p[0] : NULL;
-    if (chars && chars->type != VT_STR)
+    val *chars = p[0] && v_type(p[0]) != VT_NONE ? p[0] : NULL;
+    if (chars && v_type(chars) != VT_STR)
         return v_raise(c, "TypeError", "%s arg must be None or str", name);
     int32_t *cs = NULL;
     size_t ncs = 0;
@@ -1118,11 +1118,11 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     static const char *const names[] = {"sep", "maxsplit"};
     val *p[2];
     if (v_parse_args(c, name, a, na, kw, nkw, names, 2, 0, 0, p)) return NULL;
-    val *sep = p[0] && p[0]->type != VT_NONE ? p[0] : NULL;
+    val *sep = p[0] && v_type(p[0]) != VT_NONE ? p[0] : NULL;
     int64_t maxs;
     if (get_maxsplit(c, p[1], &maxs)) return NULL;
     if (maxs < 0) maxs = INT64_MAX;
-    if (sep && sep->type != VT_STR)
+    if (sep && v_type(sep) != VT_STR)
         return v_raise(c, "TypeError", "must be str or None, not %s", v_type_name(sep));
     if (sep && sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
     vbuild l = {0};
@@ -1286,7 +1286,7 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
                  v_type_name(p[0]));
         return NULL;
     }
-    if (p[1]->type != VT_STR)
+    if (v_type(p[1]) != VT_STR)
         return v_raise(c, "TypeError", "replace() argument 2 must be str, not %s",
                        v_type_name(p[1]));
     int64_t cnt = -1;
@@ -1361,7 +1361,7 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
     if (v_parse_args(c, "join", a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
     val **items;
     size_t n;
-    if (p[0]->type != VT_LIST && p[0]->type != VT_TUPLE) {
+    if (v_type(p[0]) != VT_LIST && v_type(p[0]) != VT_TUPLE) {
         viter it;
         if (v_iter_init(c, p[0], &it)) {
             c->exc_msg[0] = 0;
@@ -1369,7 +1369,7 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
             return NULL;
         }
     }
-    if (p[0]->type == VT_LIST || p[0]->type == VT_TUPLE) { /* read in place, no copy */
+    if (v_type(p[0]) == VT_LIST || v_type(p[0]) == VT_TUPLE) { /* read in place, no copy */
         items = p[0]->u.seq.items;
         n = p[0]->u.seq.len;
     } else if (v_iter_collect(c, p[0], &items, &n)) {
@@ -1379,7 +1379,7 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
     bool ascii = (s->flags & VF_ASCII) != 0;
     for (size_t i = 0; i < n; i++) {
         const val *x = items[i];
-        if (x->type != VT_STR)
+        if (v_type(x) != VT_STR)
             return v_raise(c, "TypeError", "sequence item %zu: expected str instance, %s found", i,
                            v_type_name(items[i]));
         total += x->u.s.blen;
@@ -1620,7 +1620,7 @@ static int get_width_fill(vctx *c, const char *name, val **a, size_t na, const v
     *fillp = " ";
     *filllen = 1;
     if (allow_fill && p[1]) {
-        if (p[1]->type != VT_STR) {
+        if (v_type(p[1]) != VT_STR) {
             v_raise(c, "TypeError", "%s() argument 2 must be str, not %s", name, v_type_name(p[1]));
             return -1;
         }
@@ -1665,7 +1665,7 @@ static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, c
     static const char *const names[] = {"sep"};
     val *p[1];
     if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
-    if (p[0]->type != VT_STR)
+    if (v_type(p[0]) != VT_STR)
         return v_raise(c, "TypeError", "must be str, not %s", v_type_name(p[0]));
     val *sep = p[0];
     if (sep->u.s.blen == 0) return v_raise(c, "ValueError", "empty separator");
@@ -1717,7 +1717,7 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
 {
     char e[32] = "utf-8";
     if (enc) {
-        if (enc->type != VT_STR)
+        if (v_type(enc) != VT_STR)
             return v_raise(c, "TypeError", "encode() argument 'encoding' must be str, not %s",
                            v_type_name(enc));
         size_t k = 0;
@@ -1727,7 +1727,7 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
         }
         e[k] = 0;
     }
-    if (errors && errors->type != VT_STR)
+    if (errors && v_type(errors) != VT_STR)
         return v_raise(c, "TypeError", "encode() argument 'errors' must be str, not %s",
                        v_type_name(errors));
     const char *ev = errors ? errors->u.s.s : "strict";
@@ -1954,7 +1954,7 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
             static const char *const names[] = {"prefix"};
             val *p[1];
             if (v_parse_args(c, name, a, na, kw, nkw, names, 1, 1, 1, p)) return NULL;
-            if (p[0]->type != VT_STR)
+            if (v_type(p[0]) != VT_STR)
                 return v_raise(c, "TypeError", "%s() argument must be str, not %s", name,
                                v_type_name(p[0]));
             val *x = p[0];

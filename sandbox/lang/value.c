@@ -15,22 +15,10 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-static val g_none = {.type = VT_NONE};
-static val g_true = {.type = VT_BOOL, .u.b = true};
-static val g_false = {.type = VT_BOOL, .u.b = false};
-static val g_small[262];
-static int g_small_init;
-val v_dummy_key = {.type = VT_NONE};
-
-static void init_small(void)
-{
-    if (g_small_init) return;
-    for (int i = 0; i < 262; i++) {
-        g_small[i].type = VT_INT;
-        g_small[i].u.i.small = i - 5;
-    }
-    __atomic_store_n(&g_small_init, 1, __ATOMIC_RELEASE);
-}
+static val g_none = {.ty = VT_NONE};
+static val g_true = {.ty = VT_BOOL, .u.b = true};
+static val g_false = {.ty = VT_BOOL, .u.b = false};
+val v_dummy_key = {.ty = VT_NONE};
 
 /* ---- memory ----------------------------------------------------------- */
 
@@ -151,7 +139,6 @@ static void gc_init_once(void)
 
 vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
 {
-    init_small();
     gc_init_once();
     if (!siphash_seeded()) siphash_seed(); /* before any jail, see lang_hash_seed */
     vctx *c = GC_MALLOC_UNCOLLECTABLE(sizeof *c);
@@ -418,14 +405,14 @@ mpz_ptr vi_mpz_new(vctx *c)
 }
 
 /* Bytes a value of type t occupies: the header and its own union member,
- * so a list of 10^7 ints costs what CPython's does (an 8-byte slot and a
- * 32-byte int), not the size of the largest member. */
+ * not the size of the largest member (a boxed int, beyond the tagged range,
+ * is 24 bytes as CPython's 28-byte int). */
 static size_t val_size(vtype t)
 {
     val *z = NULL;
     switch (t) {
     case VT_INT:
-        return offsetof(val, u) + sizeof z->u.i;
+        return offsetof(val, u) + sizeof z->u.ib;
     case VT_FLOAT:
         return offsetof(val, u) + sizeof z->u.f;
     case VT_STR:
@@ -444,7 +431,7 @@ static size_t val_size(vtype t)
 val *v_new(vctx *c, vtype t)
 {
     val *v = v_alloc(c, val_size(t));
-    if (v) v->type = (uint8_t)t;
+    if (v) v->ty = (uint8_t)t;
     return v;
 }
 
@@ -548,12 +535,9 @@ val *v_bool(bool b)
 
 val *v_int64(vctx *c, int64_t i)
 {
-    if (i >= -5 && i <= 256) {
-        init_small();
-        return &g_small[i + 5];
-    }
+    if (v_tag_fits(i)) return v_tag(i);
     val *v = v_new(c, VT_INT);
-    if (v) v->u.i.small = i;
+    if (v) v->u.ib.small = i;
     return v;
 }
 
@@ -686,9 +670,9 @@ val *v_slice(vctx *c, val *lo, val *hi, val *step)
 {
     val *v = v_new(c, VT_SLICE);
     if (v == NULL) return NULL;
-    v->u.sl.lo = lo && lo->type != VT_NONE ? lo : NULL;
-    v->u.sl.hi = hi && hi->type != VT_NONE ? hi : NULL;
-    v->u.sl.step = step && step->type != VT_NONE ? step : NULL;
+    v->u.sl.lo = lo && v_type(lo) != VT_NONE ? lo : NULL;
+    v->u.sl.hi = hi && v_type(hi) != VT_NONE ? hi : NULL;
+    v->u.sl.step = step && v_type(step) != VT_NONE ? step : NULL;
     return v;
 }
 
@@ -696,7 +680,7 @@ val *v_slice(vctx *c, val *lo, val *hi, val *step)
 
 const char *v_type_name(const val *v)
 {
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_NONE:
         return "NoneType";
     case VT_BOOL:
@@ -757,23 +741,21 @@ const char *v_type_name(const val *v)
 
 int v_as_i64(const val *v, int64_t *out)
 {
-    if (v->type == VT_BOOL) {
+    if (v_type(v) == VT_BOOL) {
         *out = v->u.b;
         return 1;
     }
-    if (v->type != VT_INT) return 0;
-    if (v->u.i.big) {
-        if (!mpz_fits_slong_p(v->u.i.big)) return 0;
-        *out = mpz_get_si(v->u.i.big);
-        return 1;
-    }
-    *out = v->u.i.small;
+    if (v_type(v) != VT_INT) return 0;
+    mpz_ptr z = vi_big(v);
+    if (z == NULL) return vi_small(v, out);
+    if (!mpz_fits_slong_p(z)) return 0;
+    *out = mpz_get_si(z);
     return 1;
 }
 
 int64_t v_len(vctx *c, val *v)
 {
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_STR:
         return (int64_t)v->u.s.clen;
     case VT_BYTES:
@@ -802,13 +784,13 @@ int64_t v_len(vctx *c, val *v)
 
 bool v_truthy(const val *v)
 {
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_NONE:
         return false;
     case VT_BOOL:
         return v->u.b;
     case VT_INT:
-        return v->u.i.big ? mpz_sgn(v->u.i.big) != 0 : v->u.i.small != 0;
+        return vi_sign(v) != 0;
     case VT_FLOAT:
         return v->u.f != 0.0;
     case VT_COMPLEX:
@@ -838,15 +820,12 @@ bool v_truthy(const val *v)
 
 bool v_is(val *a, val *b)
 {
-    if (a == b) return true;
+    if (a == b) return true; /* tagged ints: equal values */
     /* values the arena duplicates but CPython would share */
-    if (a->type != b->type) return false;
-    if (a->type == VT_INT && !a->u.i.big && !b->u.i.big && a->u.i.small == b->u.i.small &&
-        a->u.i.small >= -5 && a->u.i.small <= 256)
-        return true;
-    if (a->type == VT_BUILTIN) return a->u.bi.id == b->u.bi.id;
-    if (a->type == VT_SESSION) return true;
-    if (a->type == VT_EVENT) return a->u.ev.index == b->u.ev.index && a->u.ev.img == b->u.ev.img;
+    if (v_is_tagged(a) || v_is_tagged(b) || v_type(a) != v_type(b)) return false;
+    if (v_type(a) == VT_BUILTIN) return a->u.bi.id == b->u.bi.id;
+    if (v_type(a) == VT_SESSION) return true;
+    if (v_type(a) == VT_EVENT) return a->u.ev.index == b->u.ev.index && a->u.ev.img == b->u.ev.img;
     return false;
 }
 
@@ -856,15 +835,15 @@ static int num_cmp(const val *a, const val *b, int *unordered)
 {
     /* returns -1/0/1; *unordered for NaN */
     *unordered = 0;
-    if (a->type != VT_FLOAT && b->type != VT_FLOAT) return vi_cmp(a, b);
-    if (a->type == VT_FLOAT && b->type == VT_FLOAT) {
+    if (v_type(a) != VT_FLOAT && v_type(b) != VT_FLOAT) return vi_cmp(a, b);
+    if (v_type(a) == VT_FLOAT && v_type(b) == VT_FLOAT) {
         if (isnan(a->u.f) || isnan(b->u.f)) {
             *unordered = 1;
             return 0;
         }
         return a->u.f < b->u.f ? -1 : a->u.f > b->u.f;
     }
-    if (a->type == VT_FLOAT) {
+    if (v_type(a) == VT_FLOAT) {
         if (isnan(a->u.f)) {
             *unordered = 1;
             return 0;
@@ -886,19 +865,19 @@ static int item_eq(vctx *c, val *a, val *b)
 
 static val *view_as_set(vctx *c, val *v)
 {
-    if (v->type == VT_SET) return v;
+    if (v_type(v) == VT_SET) return v;
     return vset_from_iterable(c, v);
 }
 
 int v_eq(vctx *c, val *a, val *b)
 {
-    if ((a->type == VT_COMPLEX && (v_is_number(b) || b->type == VT_COMPLEX)) ||
-        (b->type == VT_COMPLEX && v_is_number(a)))
+    if ((v_type(a) == VT_COMPLEX && (v_is_number(b) || v_type(b) == VT_COMPLEX)) ||
+        (v_type(b) == VT_COMPLEX && v_is_number(a)))
         return vc_eq(c, a, b);
-    if ((a->type == VT_DICT_KEYS || a->type == VT_DICT_ITEMS || b->type == VT_DICT_KEYS ||
-         b->type == VT_DICT_ITEMS) &&
-        a->type != VT_DICT_VALUES && b->type != VT_DICT_VALUES &&
-        (a->type == VT_SET || b->type == VT_SET || a->type == b->type)) {
+    if ((v_type(a) == VT_DICT_KEYS || v_type(a) == VT_DICT_ITEMS || v_type(b) == VT_DICT_KEYS ||
+         v_type(b) == VT_DICT_ITEMS) &&
+        v_type(a) != VT_DICT_VALUES && v_type(b) != VT_DICT_VALUES &&
+        (v_type(a) == VT_SET || v_type(b) == VT_SET || v_type(a) == v_type(b))) {
         val *x = view_as_set(c, a), *y = x ? view_as_set(c, b) : NULL;
         if (!y) return -1;
         return vset_eq(c, x, y);
@@ -908,11 +887,11 @@ int v_eq(vctx *c, val *a, val *b)
         int r = num_cmp(a, b, &un);
         return !un && r == 0;
     }
-    if ((a->type == VT_BIGRANGE || a->type == VT_RANGE) &&
-        (b->type == VT_BIGRANGE || b->type == VT_RANGE))
+    if ((v_type(a) == VT_BIGRANGE || v_type(a) == VT_RANGE) &&
+        (v_type(b) == VT_BIGRANGE || v_type(b) == VT_RANGE))
         return vbr_eq(a, b);
-    if (a->type != b->type) return 0;
-    switch ((vtype)a->type) {
+    if (v_type(a) != v_type(b)) return 0;
+    switch (v_type(a)) {
     case VT_NONE:
         return 1;
     case VT_STR:
@@ -975,7 +954,7 @@ int64_t v_hash_tuple(vctx *c, val *t, int *err)
 
 int v_hash(vctx *c, val *v, int64_t *out)
 {
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_NONE:
         *out = 0x5f5e1d0;
         return 0; /* CPython: address-derived */
@@ -1006,7 +985,7 @@ int v_hash(vctx *c, val *v, int64_t *out)
     case VT_RANGE: {
         /* hash((len, start, step)) with CPython's normalization */
         val *t[3];
-        val tv = {.type = VT_TUPLE};
+        val tv = {.ty = VT_TUPLE};
         t[0] = v_int64(c, v->u.r.len);
         t[1] = v->u.r.len ? v_int64(c, v->u.r.start) : v_none();
         t[2] = v->u.r.len > 1 ? v_int64(c, v->u.r.step) : v_none();
@@ -1077,8 +1056,8 @@ int v_compare(vctx *c, vcmpop op, val *a, val *b)
         if (un) return 0;
         return cmp_result(op, r);
     }
-    if (a->type == b->type) {
-        switch ((vtype)a->type) {
+    if (v_type(a) == v_type(b)) {
+        switch (v_type(a)) {
         case VT_STR:
         case VT_BYTES:
             return cmp_result(op, vs_cmp(a, b));
@@ -1098,11 +1077,11 @@ int v_compare(vctx *c, vcmpop op, val *a, val *b)
 
 int v_contains(vctx *c, val *cont, val *item)
 {
-    switch ((vtype)cont->type) {
+    switch (v_type(cont)) {
     case VT_STR:
         return vs_contains(c, cont, item);
     case VT_BYTES: {
-        if (item->type == VT_BYTES) {
+        if (v_type(item) == VT_BYTES) {
             if (item->u.s.blen == 0) return 1;
             return memmem(cont->u.s.s, cont->u.s.blen, item->u.s.s, item->u.s.blen) != NULL;
         }
@@ -1138,7 +1117,7 @@ int v_contains(vctx *c, val *cont, val *item)
     case VT_DICT_KEYS:
         return v_contains(c, cont->u.rec.f[0], item);
     case VT_DICT_ITEMS: {
-        if (item->type != VT_TUPLE || item->u.seq.len != 2) return 0;
+        if (v_type(item) != VT_TUPLE || item->u.seq.len != 2) return 0;
         val *v = v_dict_get(c, cont->u.rec.f[0], item->u.seq.items[0]);
         if (!v) return v_failed(c) ? -1 : 0;
         return item_eq(c, v, item->u.seq.items[1]);
@@ -1163,25 +1142,25 @@ int v_contains(vctx *c, val *cont, val *item)
 static val *binop_type_error(vctx *c, vbinop op, val *a, val *b)
 {
     if (op == BIN_FLOORDIV || op == BIN_MOD) {
-        if (a->type == VT_COMPLEX || b->type == VT_COMPLEX) {
+        if (v_type(a) == VT_COMPLEX || v_type(b) == VT_COMPLEX) {
             static const char *s2[] = {"+", "-", "*", "/", "//", "%", "**"};
             return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'",
                            s2[op], v_type_name(a), v_type_name(b));
         }
     }
     static const char *sym[] = {"+", "-", "*", "/", "//", "%", "** or pow()"};
-    if (op == BIN_ADD && a->type == VT_STR)
+    if (op == BIN_ADD && v_type(a) == VT_STR)
         return v_raise(c, "TypeError", "can only concatenate str (not \"%s\") to str",
                        v_type_name(b));
-    if (op == BIN_ADD && (a->type == VT_LIST || a->type == VT_TUPLE))
+    if (op == BIN_ADD && (v_type(a) == VT_LIST || v_type(a) == VT_TUPLE))
         return v_raise(c, "TypeError", "can only concatenate %s (not \"%s\") to %s", v_type_name(a),
                        v_type_name(b), v_type_name(a));
-    if (op == BIN_MUL &&
-        (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES ||
-         b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
+    if (op == BIN_MUL && (v_type(a) == VT_STR || v_type(a) == VT_LIST || v_type(a) == VT_TUPLE ||
+                          v_type(a) == VT_BYTES || v_type(b) == VT_STR || v_type(b) == VT_LIST ||
+                          v_type(b) == VT_TUPLE || v_type(b) == VT_BYTES))
         return v_raise(c, "TypeError", "can't multiply sequence by non-int of type '%s'",
-                       v_type_name((a->type == VT_STR || a->type == VT_LIST ||
-                                    a->type == VT_TUPLE || a->type == VT_BYTES)
+                       v_type_name((v_type(a) == VT_STR || v_type(a) == VT_LIST ||
+                                    v_type(a) == VT_TUPLE || v_type(a) == VT_BYTES)
                                        ? b
                                        : a));
     return v_raise(c, "TypeError", "unsupported operand type(s) for %s: '%s' and '%s'", sym[op],
@@ -1195,8 +1174,8 @@ static val *seq_times(vctx *c, val *seq, val *n)
         v_raise(c, "OverflowError", "cannot fit 'int' into an index-sized integer");
         return NULL;
     }
-    if (seq->type == VT_STR) return vs_repeat(c, seq, k);
-    if (seq->type == VT_BYTES) {
+    if (v_type(seq) == VT_STR) return vs_repeat(c, seq, k);
+    if (v_type(seq) == VT_BYTES) {
         if (k <= 0 || seq->u.s.blen == 0) return v_bytes(c, "", 0);
         if ((uint64_t)k > c->lim.max_str_bytes / seq->u.s.blen) return v_limit(c, "memory");
         char *p = v_alloc_bytes(c, seq->u.s.blen * (size_t)k + 1);
@@ -1215,21 +1194,21 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
 {
     bool ai = v_is_intlike(a), bi = v_is_intlike(b);
     if (ai && bi) return vi_binop(c, op, a, b);
-    if ((a->type == VT_COMPLEX && (v_is_number(b) || b->type == VT_COMPLEX)) ||
-        (b->type == VT_COMPLEX && v_is_number(a))) {
+    if ((v_type(a) == VT_COMPLEX && (v_is_number(b) || v_type(b) == VT_COMPLEX)) ||
+        (v_type(b) == VT_COMPLEX && v_is_number(a))) {
         if (op == BIN_FLOORDIV || op == BIN_MOD) return binop_type_error(c, op, a, b);
         return vc_binop(c, op, a, b);
     }
-    if ((ai || a->type == VT_FLOAT) && (bi || b->type == VT_FLOAT)) {
+    if ((ai || v_type(a) == VT_FLOAT) && (bi || v_type(b) == VT_FLOAT)) {
         double x, y;
         int err = 0;
-        if (a->type == VT_FLOAT)
+        if (v_type(a) == VT_FLOAT)
             x = a->u.f;
         else {
             x = vi_to_double(c, a, &err);
             if (err) return NULL;
         }
-        if (b->type == VT_FLOAT)
+        if (v_type(b) == VT_FLOAT)
             y = b->u.f;
         else {
             y = vi_to_double(c, b, &err);
@@ -1239,10 +1218,10 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
     }
     switch (op) {
     case BIN_ADD:
-        if (a->type == b->type) {
-            if (a->type == VT_STR) return vs_concat(c, a, b);
-            if (a->type == VT_LIST || a->type == VT_TUPLE) return vseq_concat(c, a, b);
-            if (a->type == VT_BYTES) {
+        if (v_type(a) == v_type(b)) {
+            if (v_type(a) == VT_STR) return vs_concat(c, a, b);
+            if (v_type(a) == VT_LIST || v_type(a) == VT_TUPLE) return vseq_concat(c, a, b);
+            if (v_type(a) == VT_BYTES) {
                 size_t n = a->u.s.blen + b->u.s.blen;
                 if (v_check_strlen(c, n)) return NULL;
                 char *p = v_alloc_bytes(c, n + 1);
@@ -1258,19 +1237,19 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
         }
         break;
     case BIN_MUL:
-        if (bi &&
-            (a->type == VT_STR || a->type == VT_LIST || a->type == VT_TUPLE || a->type == VT_BYTES))
+        if (bi && (v_type(a) == VT_STR || v_type(a) == VT_LIST || v_type(a) == VT_TUPLE ||
+                   v_type(a) == VT_BYTES))
             return seq_times(c, a, b);
-        if (ai &&
-            (b->type == VT_STR || b->type == VT_LIST || b->type == VT_TUPLE || b->type == VT_BYTES))
+        if (ai && (v_type(b) == VT_STR || v_type(b) == VT_LIST || v_type(b) == VT_TUPLE ||
+                   v_type(b) == VT_BYTES))
             return seq_times(c, b, a);
         break;
     case BIN_MOD:
-        if (a->type == VT_STR) return vfmt_percent(c, a, b);
-        if (a->type == VT_BYTES) return vby_percent(c, a, b);
+        if (v_type(a) == VT_STR) return vfmt_percent(c, a, b);
+        if (v_type(a) == VT_BYTES) return vby_percent(c, a, b);
         break;
     case BIN_SUB:
-        if (a->type == VT_SET && b->type == VT_SET) {
+        if (v_type(a) == VT_SET && v_type(b) == VT_SET) {
             val *args[1] = {b};
             bool f;
             return vcont_method(c, a, "difference", args, 1, NULL, 0, &f);
@@ -1285,12 +1264,12 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
 val *v_unop(vctx *c, vunop op, val *a)
 {
     if (op == UN_NOT) return v_bool(!v_truthy(a));
-    if (a->type == VT_COMPLEX) return op == UN_NEG ? v_complex(c, -a->u.cx.re, -a->u.cx.im) : a;
-    if (a->type == VT_FLOAT) return v_float(c, op == UN_NEG ? -a->u.f : a->u.f);
+    if (v_type(a) == VT_COMPLEX) return op == UN_NEG ? v_complex(c, -a->u.cx.re, -a->u.cx.im) : a;
+    if (v_type(a) == VT_FLOAT) return v_float(c, op == UN_NEG ? -a->u.f : a->u.f);
     if (v_is_intlike(a)) {
-        if (op == UN_POS) return a->type == VT_BOOL ? v_int64(c, a->u.b) : a;
-        val zero = {.type = VT_INT};
-        return vi_binop(c, BIN_SUB, &zero, a);
+        if (op == UN_POS) return v_type(a) == VT_BOOL ? v_int64(c, a->u.b) : a;
+        if (v_is_tagged(a)) return op == UN_NEG ? v_int64(c, -v_untag(a)) : a;
+        return vi_binop(c, BIN_SUB, v_tag(0), a);
     }
     return v_raise(c, "TypeError", "bad operand type for unary %s: '%s'", op == UN_NEG ? "-" : "+",
                    v_type_name(a));
@@ -1303,7 +1282,7 @@ int v_iter_init(vctx *c, val *v, viter *it)
     memset(it, 0, sizeof *it);
     if (v_dict_force(c, v)) return -1;
     it->src = v;
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_STR:
     case VT_BYTES:
     case VT_TUPLE:
@@ -1329,7 +1308,7 @@ int v_iter_init(vctx *c, val *v, viter *it)
 val *v_iter_next(vctx *c, viter *it)
 {
     val *v = it->src;
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_TUPLE:
     case VT_LIST:
         if (it->i >= v->u.seq.len) return NULL;
@@ -1372,8 +1351,8 @@ val *v_iter_next(vctx *c, viter *it)
         val *d = v->u.rec.f[0];
         if (it->i >= d->u.t.len) return NULL;
         ventry *e = &d->u.t.entries[it->i++];
-        if (v->type == VT_DICT_KEYS) return e->key;
-        if (v->type == VT_DICT_VALUES) return e->value;
+        if (v_type(v) == VT_DICT_KEYS) return e->key;
+        if (v_type(v) == VT_DICT_VALUES) return e->value;
         val *kv[2] = {e->key, e->value};
         return v_tuple(c, kv, 2);
     }
@@ -1384,7 +1363,7 @@ val *v_iter_next(vctx *c, viter *it)
 
 int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
 {
-    if (v->type == VT_LIST || v->type == VT_TUPLE) {
+    if (v_type(v) == VT_LIST || v_type(v) == VT_TUPLE) {
         val **arr = v_items_alloc(c, v->u.seq.len);
         if (!arr) return -1;
         if (v->u.seq.len) memcpy(arr, v->u.seq.items, v->u.seq.len * sizeof *arr);
@@ -1395,7 +1374,7 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
     viter it;
     if (v_iter_init(c, v, &it)) return -1;
     size_t cap;
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_STR:
         cap = v->u.s.clen;
         break;
@@ -1443,7 +1422,7 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
 
 val *v_getitem(vctx *c, val *obj, val *key)
 {
-    switch ((vtype)obj->type) {
+    switch (v_type(obj)) {
     case VT_STR:
         return vs_getitem(c, obj, key);
     case VT_BYTES:
@@ -1475,12 +1454,12 @@ val *v_getattr(vctx *c, val *obj, const char *name)
 {
     bool found = false;
     val *r = NULL;
-    if (obj->type == VT_SESSION || obj->type == VT_EVENT)
+    if (v_type(obj) == VT_SESSION || v_type(obj) == VT_EVENT)
         r = vsess_getattr(c, obj, name, &found);
-    else if (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT)
+    else if (v_type(obj) >= VT_SCORE && v_type(obj) <= VT_CONDRESULT)
         r = vr_getattr(c, obj, name, &found);
     if (found) return r;
-    if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
+    if (v_type(obj) == VT_BUILTIN && vb_is_class(obj->u.bi.id))
         return v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
                        vb_name(obj->u.bi.id), name);
     return v_raise(c, "AttributeError", "'%s' object has no attribute '%s'", v_type_name(obj),
@@ -1535,7 +1514,7 @@ int v_check_method(vctx *c, val *obj, const char *name)
     static const char *set_m =
         " union intersection difference symmetric_difference issubset issuperset isdisjoint ";
     const char *list = NULL;
-    switch ((vtype)obj->type) {
+    switch (v_type(obj)) {
     case VT_STR:
         list = str_m;
         break;
@@ -1587,14 +1566,14 @@ int v_check_method(vctx *c, val *obj, const char *name)
     default:
         break;
     }
-    if (obj->type == VT_BUILTIN) {
+    if (v_type(obj) == VT_BUILTIN) {
         /* unbound methods of builtin classes: str.lower('X'), dict.get(d, k) */
-        val probe = {.type = (uint8_t)class_vtype(obj->u.bi.id)};
-        if (probe.type != VT_NONE && v_check_method(c, &probe, name) == 0) return 0;
+        val probe = {.ty = (uint8_t)class_vtype(obj->u.bi.id)};
+        if (probe.ty != VT_NONE && v_check_method(c, &probe, name) == 0) return 0;
         v_exc_clear(c);
     }
     if (list && in_list(name, list)) return 0;
-    if (obj->type == VT_BUILTIN && vb_is_class(obj->u.bi.id))
+    if (v_type(obj) == VT_BUILTIN && vb_is_class(obj->u.bi.id))
         v_raise(c, "AttributeError", "type object '%s' has no attribute '%s'",
                 vb_name(obj->u.bi.id), name);
     else
@@ -1607,7 +1586,7 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
 {
     bool found = false;
     val *r = NULL;
-    switch ((vtype)obj->type) {
+    switch (v_type(obj)) {
     case VT_STR:
         r = vs_method(c, obj, name, args, nargs, kw, nkw, &found);
         break;
@@ -1636,13 +1615,13 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
     case VT_BUILTIN:
         if (vb_is_class(obj->u.bi.id)) {
             vtype t = class_vtype(obj->u.bi.id);
-            val probe = {.type = (uint8_t)t};
+            val probe = {.ty = (uint8_t)t};
             if (t != VT_NONE && v_check_method(c, &probe, name) == 0) {
                 const char *cn = vb_name(obj->u.bi.id);
                 if (nargs == 0)
                     return v_raise(c, "TypeError", "unbound method %s.%s() needs an argument", cn,
                                    name);
-                if (args[0]->type != t && !(t == VT_RANGE && args[0]->type == VT_BIGRANGE))
+                if (v_type(args[0]) != t && !(t == VT_RANGE && v_type(args[0]) == VT_BIGRANGE))
                     return v_raise(
                         c, "TypeError",
                         "descriptor '%s' for '%s' objects doesn't apply to a '%s' object", name, cn,
@@ -1658,12 +1637,12 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
         break;
     }
     if (found) return r;
-    if (obj->type == VT_SESSION || obj->type == VT_EVENT ||
-        (obj->type >= VT_SCORE && obj->type <= VT_CONDRESULT)) {
+    if (v_type(obj) == VT_SESSION || v_type(obj) == VT_EVENT ||
+        (v_type(obj) >= VT_SCORE && v_type(obj) <= VT_CONDRESULT)) {
         /* data attributes exist but are not callable */
         bool f2 = false;
-        val *a = obj->type >= VT_SCORE ? vr_getattr(c, obj, name, &f2)
-                                       : vsess_getattr(c, obj, name, &f2);
+        val *a = v_type(obj) >= VT_SCORE ? vr_getattr(c, obj, name, &f2)
+                                         : vsess_getattr(c, obj, name, &f2);
         if (f2 && a) return v_raise(c, "TypeError", "'%s' object is not callable", v_type_name(a));
         if (v_failed(c)) return NULL;
     }
@@ -1673,7 +1652,7 @@ val *v_call_method(vctx *c, val *obj, const char *name, val **args, size_t nargs
 
 val *v_call(vctx *c, val *callee, val **args, size_t nargs, const vkwarg *kw, size_t nkw)
 {
-    if (callee->type != VT_BUILTIN)
+    if (v_type(callee) != VT_BUILTIN)
         return v_raise(c, "TypeError", "'%s' object is not callable", v_type_name(callee));
     int id = callee->u.bi.id;
     if (id >= BI_SCORE && id <= BI_CONDRESULT) return vr_construct(c, id, args, nargs, kw, nkw);
@@ -1758,7 +1737,7 @@ int v_parse_args(vctx *c, const char *fname, val **args, size_t nargs, const vkw
 
 static int seq_repr(vctx *c, strbuf *b, val *v)
 {
-    bool tuple = v->type == VT_TUPLE;
+    bool tuple = v_type(v) == VT_TUPLE;
     strbuf_putc(b, tuple ? '(' : '[');
     for (size_t i = 0; i < v->u.seq.len; i++) {
         if (i) strbuf_put(b, ", ", 2);
@@ -1775,7 +1754,7 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         v_limit(c, "memory");
         return -1;
     }
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_NONE:
         strbuf_put(b, "None", 4);
         return 0;
@@ -1805,7 +1784,7 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         return -1;
     }
     int rc = 0;
-    switch ((vtype)v->type) {
+    switch (v_type(v)) {
     case VT_TUPLE:
     case VT_LIST:
         rc = seq_repr(c, b, v);
@@ -1877,9 +1856,9 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         for (size_t i = 0; i < d->u.t.len && rc == 0; i++) {
             if (i) strbuf_put(b, ", ", 2);
             ventry *e = &d->u.t.entries[i];
-            if (v->type == VT_DICT_KEYS)
+            if (v_type(v) == VT_DICT_KEYS)
                 rc = v_repr_buf(c, b, e->key);
-            else if (v->type == VT_DICT_VALUES)
+            else if (v_type(v) == VT_DICT_VALUES)
                 rc = v_repr_buf(c, b, e->value);
             else {
                 strbuf_putc(b, '(');
@@ -1920,7 +1899,7 @@ static val *buf_to_str(vctx *c, strbuf *b, int rc)
 val *v_repr(vctx *c, val *v)
 {
     int64_t x;
-    if (v->type == VT_INT && v_as_i64(v, &x)) return vs_from_i64(c, x);
+    if (v_type(v) == VT_INT && v_as_i64(v, &x)) return vs_from_i64(c, x);
     strbuf b;
     strbuf_init(&b);
     return buf_to_str(c, &b, v_repr_buf(c, &b, v));
@@ -1928,7 +1907,7 @@ val *v_repr(vctx *c, val *v)
 
 val *v_tostr(vctx *c, val *v)
 {
-    if (v->type == VT_STR) return v;
+    if (v_type(v) == VT_STR) return v;
     return v_repr(c, v);
 }
 
@@ -1959,7 +1938,7 @@ val *v_ascii(vctx *c, val *v)
 val *v_format(vctx *c, val *v, val *spec)
 {
     if (spec == NULL) return vfmt_format(c, v, "", 0);
-    if (spec->type != VT_STR)
+    if (v_type(spec) != VT_STR)
         return v_raise(c, "TypeError", "format() argument 2 must be str, not %s",
                        v_type_name(spec));
     return vfmt_format(c, v, spec->u.s.s, spec->u.s.blen);

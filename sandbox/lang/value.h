@@ -6,8 +6,8 @@
  * Memory: values live in a garbage-collected heap (libgc, see value.c) and
  * are reclaimed once the evaluation can no longer reach them; the budget
  * counts live bytes. Values are immutable after construction (the subset has
- * no mutating methods), so sharing is always safe. None/True/False/small
- * ints are interned.
+ * no mutating methods), so sharing is always safe. None/True/False are
+ * singletons; ints up to 62 bits are tagged words, no allocation at all.
  *
  * Errors: every fallible function returns NULL (or -1) and leaves the
  * exception in the context: either a Python exception (type name such as
@@ -90,14 +90,15 @@ typedef struct {
 } vtable;
 
 struct val {
-    uint8_t type;  /* vtype */
+    uint8_t ty;    /* vtype; read it through v_type() (a tagged int has none) */
     uint8_t flags; /* VF_* */
     union {
         bool b; /* VT_BOOL */
         struct {
             int64_t small;
             mpz_ptr big;
-        } i;      /* VT_INT: big==NULL => small */
+        } ib;     /* a boxed VT_INT: big==NULL => small (outside the tagged
+                     range, inside int64); read through vi_small/vi_big */
         double f; /* VT_FLOAT */
         struct {
             double re, im;
@@ -228,7 +229,7 @@ val *v_none(void);
 val *v_true(void);
 val *v_false(void);
 val *v_bool(bool b);
-val *v_int64(vctx *c, int64_t i);       /* interned for -5..256 */
+val *v_int64(vctx *c, int64_t i);       /* tagged (no allocation) in VTAG_MIN..VTAG_MAX */
 val *v_int_mpz(vctx *c, const mpz_t z); /* copies; normalizes to small */
 val *v_int_parse(vctx *c, const char *s, size_t len,
                  int base); /* literal text (underscores ok); NULL on error */
@@ -270,29 +271,72 @@ int v_set_contains(vctx *c, val *set, val *item); /* 1/0/-1 */
 
 /* ---- predicates and accessors ----------------------------------------- */
 
+/* Tagged ints: a `val *` whose low bit is set is no pointer but an int in
+ * VTAG_MIN..VTAG_MAX, stored as value * 2 + 1, so the ints loops produce
+ * cost no allocation. Such a value has no struct behind it: every read of a
+ * value goes through v_type() first (or the vi_* accessors). Every int in
+ * that range is tagged (never boxed), so one int has one representation.
+ * The collector ignores tagged words (they are odd, never a block address). */
+#define VTAG_MIN (-((int64_t)1 << 62))
+#define VTAG_MAX (((int64_t)1 << 62) - 1)
+static inline bool v_is_tagged(const val *v)
+{
+    return ((uintptr_t)v & 1) != 0;
+}
+static inline bool v_tag_fits(int64_t i)
+{
+    return i >= VTAG_MIN && i <= VTAG_MAX;
+}
+static inline val *v_tag(int64_t i) /* i must fit */
+{
+    return (val *)(uintptr_t)(((uint64_t)i << 1) | 1);
+}
+static inline int64_t v_untag(const val *v)
+{
+    return (int64_t)(intptr_t)v >> 1;
+}
 static inline vtype v_type(const val *v)
 {
-    return (vtype)v->type;
+    return v_is_tagged(v) ? VT_INT : (vtype)v->ty;
 }
 static inline bool v_is_none(const val *v)
 {
-    return v->type == VT_NONE;
+    return v_type(v) == VT_NONE;
 }
 static inline bool v_is_str(const val *v)
 {
-    return v->type == VT_STR;
+    return v_type(v) == VT_STR;
 }
 static inline bool v_is_int(const val *v)
 {
-    return v->type == VT_INT;
+    return v_type(v) == VT_INT;
 } /* not bool */
 static inline bool v_is_intlike(const val *v)
 {
-    return v->type == VT_INT || v->type == VT_BOOL;
+    vtype t = v_type(v);
+    return t == VT_INT || t == VT_BOOL;
 }
 static inline bool v_is_number(const val *v)
 {
-    return v->type == VT_INT || v->type == VT_BOOL || v->type == VT_FLOAT;
+    vtype t = v_type(v);
+    return t == VT_INT || t == VT_BOOL || t == VT_FLOAT;
+}
+/* A VT_INT's value when it fits int64 (tagged, or a small box): true and
+ * *x; false for an mpz int. */
+static inline bool vi_small(const val *v, int64_t *x)
+{
+    if (v_is_tagged(v)) {
+        *x = v_untag(v);
+        return true;
+    }
+    if (v->u.ib.big) return false;
+    *x = v->u.ib.small;
+    return true;
+}
+/* A VT_INT's mpz, or NULL when it fits int64. */
+static inline mpz_ptr vi_big(const val *v)
+{
+    return v_is_tagged(v) ? NULL : v->u.ib.big;
 }
 /* CPython type name, as type(v).__name__ ("int", "str", "TranscriptEvent", ...). */
 const char *v_type_name(const val *v);
@@ -326,8 +370,8 @@ typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } vcmpop;
 /* Rich comparison with CPython's rules (TypeError "'<' not supported between
  * instances of 'int' and 'str'"). Returns 1/0, -1 on error. */
 int v_compare(vctx *c, vcmpop op, val *a, val *b);
-/* `a in b` (1/0/-1), `a is b` (identity with interning rules: None/bools/
- * small ints are singletons; equal strings from distinct sources are NOT
+/* `a in b` (1/0/-1), `a is b` (identity with interning rules: None/bools
+ * are singletons, equal tagged ints are identical; equal strings from distinct sources are NOT
  * guaranteed identical, as in CPython use discouraged). */
 int v_contains(vctx *c, val *container, val *item);
 bool v_is(val *a, val *b);

@@ -347,7 +347,7 @@ def build_cases():
     add("len([0] * 10**9)")
     add("len((0,) * 10**7)")
     add("len([None] * 10**7 + [None] * 10**7)")
-    add("len(list(range(10**7)) * 2)")
+    add("len(list(range(10**7)) * 6)")
     add("len(tuple(range(10**7)))")
     add("len(list(range(10**8)))")
     add("[0] * 2**62")

@@ -148,6 +148,57 @@ static void test_ints(void **state)
     assert_string_equal(R(call("int", 1, a, NULL, 0)), "-3");
 }
 
+/* Ints inside VTAG_MIN..VTAG_MAX are tagged words, the rest boxed: results
+ * cross the edge in both directions with the same values, hashes, order and
+ * identity rules as one int type. */
+static void test_tagged_int_edges(void **state)
+{
+    (void)state;
+    val *max = I(VTAG_MAX), *min = I(VTAG_MIN);
+    assert_true(v_is_tagged(max) && v_is_tagged(min) && v_is_int(max));
+    val *up = v_binop(C, BIN_ADD, max, I(1));
+    assert_false(v_is_tagged(up));
+    assert_string_equal(R(up), "4611686018427387904");
+    assert_int_equal(v_eq(C, up, v_binop(C, BIN_POW, I(2), I(62))), 1);
+    assert_true(v_is_tagged(v_binop(C, BIN_SUB, up, I(1))));
+    assert_string_equal(R(v_unop(C, UN_NEG, min)), "4611686018427387904");
+    assert_string_equal(R(v_binop(C, BIN_SUB, min, I(1))), "-4611686018427387905");
+    assert_string_equal(R(v_binop(C, BIN_MUL, max, I(4))), "18446744073709551612");
+    assert_string_equal(R(v_binop(C, BIN_ADD, I(INT64_MAX), I(1))), "9223372036854775808");
+    int64_t x = 0;
+    assert_true(v_as_i64(up, &x) && x == VTAG_MAX + 1);
+    assert_true(v_as_i64(min, &x) && x == VTAG_MIN);
+    /* CPython: hash(2**61 - 1) == 0, hash(2**62) == 2, hash(-2**62) == -2 */
+    int64_t h = 1;
+    assert_int_equal(v_hash(C, v_binop(C, BIN_SUB, v_binop(C, BIN_POW, I(2), I(61)), I(1)), &h), 0);
+    assert_true(h == 0);
+    assert_int_equal(v_hash(C, up, &h), 0);
+    assert_true(h == 2);
+    assert_int_equal(v_hash(C, min, &h), 0);
+    assert_true(h == -2);
+    /* order across the edge, and sorting a mix */
+    assert_int_equal(v_compare(C, CMP_LT, max, up), 1);
+    assert_int_equal(v_compare(C, CMP_GT, min, v_binop(C, BIN_SUB, min, I(1))), 1);
+    val *items[5] = {up, I(-5), v_binop(C, BIN_SUB, min, I(1)), max, I(3000)};
+    val *lst = v_list(C, items, 5);
+    assert_string_equal(
+        R(call("sorted", 1, &lst, NULL, 0)),
+        "[-4611686018427387905, -5, 3000, 4611686018427387903, 4611686018427387904]");
+    val *sum_args[1] = {lst};
+    assert_string_equal(R(call("sum", 1, sum_args, NULL, 0)), "4611686018427390897");
+    /* a set/dict key is found whichever representation built it */
+    val *set = v_set_new(C, 0);
+    assert_int_equal(v_set_add(C, set, up), 0);
+    assert_int_equal(v_set_contains(C, set, v_binop(C, BIN_ADD, max, I(1))), 1);
+    assert_int_equal(v_set_contains(C, set, F(4611686018427387904.0)), 1);
+    /* an int equals itself by identity; True is not the int 1 */
+    assert_true(v_is(I(100000), I(100000)));
+    assert_false(v_is(v_true(), I(1)));
+    assert_string_equal(v_type_name(I(7)), "int");
+    assert_false(v_truthy(I(0)));
+    assert_true(v_truthy(min));
+}
+
 static void test_round(void **state)
 {
     (void)state;
@@ -427,7 +478,8 @@ static void test_session_image(void **state)
                         r->u.s.blen);
     val *args[1] = {v_strz(c, "msg")};
     val *n = v_call_method(c, s, "count", args, 1, NULL, 0);
-    assert_true(n && n->u.i.small == 1);
+    int64_t one = 0;
+    assert_true(n && v_as_i64(n, &one) && one == 1);
     assert_null(v_call_method(c, s, "lower", NULL, 0, NULL, 0));
     assert_string_equal(v_exc_type(c), "AttributeError");
     vctx_free(c);
@@ -523,6 +575,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_float_repr, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ints, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tagged_int_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
