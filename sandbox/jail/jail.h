@@ -66,22 +66,14 @@ typedef struct {
 } jail_layers;
 
 /* What a process prepares once before it serves (or forks) children: the
- * compiled seccomp program, process-wide lazy initialisations, and what
- * jail_warm needs. Lives as long as the process (children inherit it). */
-#define JAIL_MAX_RANGES 64
-#define JAIL_HEAP_RESERVE (256u << 10) /* heap populated before a request */
-#define JAIL_MAX_POPULATE (16u << 20)  /* larger mappings are never populated */
-typedef struct {
-    char *start, *end; /* [start, end) */
-    int write;         /* writable (else executable) */
-} jail_range;
+ * compiled seccomp program and process-wide lazy initialisations (one
+ * evaluation of a built-in expression has run, so the interpreter's lazily
+ * built tables exist before any fork). Lives as long as the process
+ * (children inherit it). */
+#define JAIL_RESERVE_MIN (256u << 10) /* smaller heap needs grow as used */
 typedef struct {
     void *filter;   /* owned: struct sock_filter[] */
     size_t nfilter; /* instructions                */
-    void *warm_img; /* owned: a small session image for warm-ups */
-    size_t warm_len;
-    jail_range ranges[JAIL_MAX_RANGES]; /* private code and data mappings */
-    int nranges;
 } jail_prepared;
 
 /* Prepares `p` (0, or -1 with errno set). Call before any child layer. */
@@ -90,19 +82,9 @@ int jail_prepare(jail_prepared *p);
  * `p`); records them in `got`. Returns only on success: on any failure it
  * writes the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
-/* Called by a jailed child while it waits to be used (off the critical
- * path): populates its code, its writable memory and a heap reserve in bulk
- * (jail_child.c says why), then runs one evaluation of a built-in
- * expression on a built-in session, so the faults and lazy set-up a first
- * evaluation would pay happen before the request arrives. Touches no
- * request data; the interpreter keeps no state between evaluations. */
-void jail_warm(const jail_prepared *p);
-/* The built-in session (transcript JSON) and evaluator jail_warm runs. */
+/* The built-in session (transcript JSON) and evaluator jail_prepare runs. */
 extern const char jail_warm_transcript[];
 extern const char jail_warm_source[];
-/* Grows the heap by `bytes` and populates it (freed memory stays in the
- * heap: jail_prepare raised malloc's trim and mmap thresholds). */
-void jail_reserve(size_t bytes);
 /* Serves the one request on fd 0 and _exits. Never returns. */
 __attribute__((noreturn)) void jail_serve(const jail_opts *o);
 /* The zygote's loop (jail_zygote.c); returns the process's exit status. */

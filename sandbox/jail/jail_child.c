@@ -253,39 +253,22 @@ const char jail_warm_source[] =
     "assertions={'ok': Assertion(all([e.payload.get('ok', True) for e in session.events]))}, "
     "summary=str(sorted({'b': 1, 'a': 2}.items())) + ' '.join(['x', 'y']).replace('x', 'z'))";
 
-static void warm_eval(const jail_prepared *p)
+/* One evaluation of the built-in expression, in the process that prepares
+ * (the zygote, or an exec'd child before its layers): the interpreter's
+ * lazily built tables then exist before any fork, and children share them. */
+static int warm_eval(void)
 {
+    void *img = NULL;
+    size_t len = 0;
+    if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, 0, &img, &len,
+                        NULL) != 0)
+        return -1;
     lang_limits limits = {0, 0};
-    char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, sizeof jail_warm_source - 1, "q",
-                          p->warm_img, p->warm_len, &limits);
+    char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, sizeof jail_warm_source - 1, "q", img,
+                          len, &limits);
     free(out);
-}
-
-/* Adds to p's ranges the runs of pages of the writable mapping [a, b) that
- * this process has written by now (resident: after the warm-up, what an
- * evaluation writes too). The rest (a library's static tables sized for
- * the worst case, the collector's among them, or stack never reached) is
- * not populated in every child: a child that does touch such a page takes
- * one fault. */
-static void add_written_runs(jail_prepared *p, char *a, char *b)
-{
-    unsigned char resident[JAIL_MAX_POPULATE / 4096];
-    size_t pages = (size_t)(b - a) / 4096;
-    if (mincore(a, pages * 4096, resident) != 0) {
-        p->ranges[p->nranges++] = (jail_range){a, b, 1};
-        return;
-    }
-    for (size_t i = 0; i < pages && p->nranges < JAIL_MAX_RANGES;) {
-        if (!(resident[i] & 1)) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < pages && (resident[j] & 1))
-            j++;
-        p->ranges[p->nranges++] = (jail_range){a + i * 4096, a + j * 4096, 1};
-        i = j;
-    }
+    free(img);
+    return 0;
 }
 
 int jail_prepare(jail_prepared *p)
@@ -299,46 +282,26 @@ int jail_prepare(jail_prepared *p)
     qsort(warm, 512, sizeof warm[0], cmp_int);
     /* jansson seeds its hash function from /dev/urandom on first use. */
     json_object_seed(0);
-    /* The warm-up session, and one evaluation here so the interpreter's
-     * lazily built tables exist before any fork (children read them). */
-    if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, 0,
-                        &p->warm_img, &p->warm_len, NULL) != 0) {
+    if (warm_eval() != 0) {
         errno = EINVAL;
         return -1;
     }
-    warm_eval(p);
-    /* Where the code and the writable memory are, for jail_warm (a jailed
-     * child cannot read its maps). */
-    FILE *m = fopen("/proc/self/maps", "r");
-    char line[512];
-    while (m != NULL && fgets(line, sizeof line, m) && p->nranges < JAIL_MAX_RANGES) {
-        void *a, *b;
-        char perms[8];
-        if (sscanf(line, "%p-%p %7s", &a, &b, perms) != 3 || perms[3] != 'p') continue;
-        if (perms[1] != 'w' && perms[2] != 'x') continue; /* read-only data: not touched */
-        /* Only this image's own small mappings (code, data, heap, stack):
-         * never reservations (sanitizer shadow memory spans terabytes). */
-        if ((size_t)((char *)b - (char *)a) > JAIL_MAX_POPULATE) continue;
-        if (perms[1] == 'w')
-            add_written_runs(p, a, b);
-        else
-            p->ranges[p->nranges++] = (jail_range){a, b, 0};
-    }
-    if (m != NULL) fclose(m);
-    /* Large blocks come from the (populated) heap too, and freed memory
-     * stays there: see jail_reserve. */
+    /* A big session's reserve comes from the heap too, and freed memory
+     * stays there: see reserve_heap. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
     return compile_seccomp(p);
 }
 
-/* Page faults are very slow on some VMs (tens of microseconds each under
- * paravirtualised paging), while populating memory with one madvise call
- * costs about a microsecond per page. So a child populates, in bulk, the
- * memory an evaluation is going to touch instead of faulting it in page by
- * page: its code, its writable pages (breaking copy-on-write sharing with
- * the zygote), and a heap reserve. */
-void jail_reserve(size_t bytes)
+/* A child populates nothing up front: it faults in the pages an evaluation
+ * touches, copy-on-write from the zygote. Populating every page the zygote
+ * had written, plus a heap reserve, plus a warm-up evaluation in each
+ * pre-started child cost more CPU than the evaluation (bench_jail: 0.94 ->
+ * 0.48 ms per evaluation) and did not make the evaluation faster: a fault
+ * costs what populating that page does (~1.7 us on a small VM) and only the
+ * pages used are faulted. The exception is a walk over a big session, which
+ * allocates in proportion to it: its heap grows here in one call. */
+static void reserve_heap(size_t bytes)
 {
 #ifdef FPS_SANITIZE
     (void)bytes; /* the sanitizer's allocator ignores malloc's tuning */
@@ -350,17 +313,6 @@ void jail_reserve(size_t bytes)
         (void)madvise(blk + skip, (bytes - skip) & ~(size_t)4095, MADV_POPULATE_WRITE);
     free(blk);
 #endif
-}
-
-void jail_warm(const jail_prepared *p)
-{
-#ifndef FPS_SANITIZE /* the sanitizer runtime's own mappings: leave them be */
-    for (int i = 0; i < p->nranges; i++)
-        (void)madvise(p->ranges[i].start, (size_t)(p->ranges[i].end - p->ranges[i].start),
-                      p->ranges[i].write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
-    jail_reserve(JAIL_HEAP_RESERVE);
-#endif
-    warm_eval(p);
 }
 
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
@@ -604,7 +556,6 @@ int sbx_child_main(int argc, char **argv)
         if (n > 0) write_outcome(line);
         _exit(0);
     }
-    jail_warm(&prep);
     jail_serve(&o);
 }
 
@@ -635,8 +586,8 @@ void jail_serve(const jail_opts *o)
         if (m == MAP_FAILED) die_setup("mapping the session image");
         img = m;
         /* Walking a big session allocates in proportion to it. */
-        if (req.image_len / 16 > JAIL_HEAP_RESERVE)
-            jail_reserve(req.image_len / 16 < (64u << 20) ? req.image_len / 16 : (64u << 20));
+        if (req.image_len / 16 > JAIL_RESERVE_MIN)
+            reserve_heap(req.image_len / 16 < (64u << 20) ? req.image_len / 16 : (64u << 20));
         fps_err err;
         if (simg_validate(img, req.image_len, &err) != 0) {
             char line[256];

@@ -75,7 +75,6 @@ __attribute__((noreturn)) static void become_child(const jail_opts *o, const jai
             close(fd);
     }
     jail_enter(o, p, &got);
-    jail_warm(p);
     jail_serve(o);
 }
 

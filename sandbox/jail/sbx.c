@@ -490,8 +490,8 @@ static void *refill_main(void *arg)
             continue;
         }
         /* While evaluations run and enough children are waiting to take
-         * over from them, starting another (a fork and a warm-up: more CPU
-         * than a small evaluation) would only compete with them for the
+         * over from them, starting another (a fork and its layers: about
+         * the CPU of a small evaluation) would only compete with them for the
          * cores: defer it until they are done, or for REFILL_DEFER_MS at
          * most. Under sustained load (fewer idle children than running
          * evaluations) refill at once. */

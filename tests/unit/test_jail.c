@@ -202,7 +202,7 @@ static void test_layers_and_mapping_helpers(void **state)
     assert_string_equal(st, "cancelled");
 }
 
-/* Every child's warm-up (jail_warm) evaluates a built-in expression: it must
+/* The warm-up before any fork (jail_prepare) evaluates a built-in expression: it must
  * pass the checker and evaluate cleanly, or it warms up only the front end
  * (as it once did: it used generator expressions, which the language
  * rejects). */
