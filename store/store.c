@@ -756,8 +756,19 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
+/* SQLite's memory statistics (sqlite3_memory_used, the soft heap limit)
+ * lock a global mutex around every allocation and free, on every statement
+ * step. Nothing here reads them. Must run before SQLite initialises (it
+ * refuses afterwards, harmlessly). */
+static void sqlite_global_config(void)
+{
+    (void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int store_open(const store_options *opt, store **out, store_err *err)
 {
+    static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+    pthread_once(&config_once, sqlite_global_config);
     *out = NULL;
     if (!opt || !opt->path || !opt->path[0])
         return st_errf(err, STORE_INVALID, "open: no database path");
