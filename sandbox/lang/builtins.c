@@ -425,15 +425,12 @@ static val *b_sum(vctx *c, val *it, val *start)
                 return v_int64(c, acc);
             }
             if (v_step(c)) return NULL;
-            int64_t x;
-            if (v_is_tagged(item) || (v_type(item) == VT_BOOL && ((x = item->u.b), true)) ||
-                (v_type(item) == VT_INT && vi_small(item, &x))) {
-                if (v_is_tagged(item)) x = v_untag(item);
-                int64_t r;
-                if (!__builtin_add_overflow(acc, x, &r)) {
-                    acc = r;
-                    continue;
-                }
+            int64_t x = 0, r;
+            bool fits = v_type(item) == VT_INT ? vi_small(item, &x) : v_type(item) == VT_BOOL;
+            if (v_type(item) == VT_BOOL) x = item->u.b;
+            if (fits && !__builtin_add_overflow(acc, x, &r)) {
+                acc = r;
+                continue;
             }
             result = v_int64(c, acc);
             if (!result) return NULL;

@@ -108,12 +108,13 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
     const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
     const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
     size_t n = d->u.t.fill;
+    size_t blen = key->u.s.blen;
     for (size_t i = 0; i < n; i++) {
         const simg_node *k = &kids[2 * i];
+        if (k->a != blen) continue; /* a key is read (and checked) only when its length matches */
         const char *ks = img + (uint32_t)k->b;
         if (k->tag != SN_STR || !str_in(img, (uint32_t)k->b, k->a)) return corrupt(c);
-        if (k->a == key->u.s.blen && (k->a == 0 || ks[0] == key->u.s.s[0]) &&
-            !memcmp(ks, key->u.s.s, k->a)) {
+        if (blen == 0 || (ks[0] == key->u.s.s[0] && !memcmp(ks, key->u.s.s, blen))) {
             *found = true;
             return node_val(c, img, &kids[2 * i + 1], 0);
         }

@@ -30,13 +30,18 @@ static inline void sipround(uint64_t v[4])
 
 static inline uint64_t load_le64(const unsigned char *p)
 {
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--)
-        x = (x << 8) | p[i];
+    uint64_t x;
+    memcpy(&x, p, sizeof x); /* one load; the words are little-endian */
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
     return x;
 }
 
-uint64_t siphash(int crounds, int drounds, uint64_t k0, uint64_t k1, const void *data, size_t len)
+/* The body, inlined with constant round counts where they are known, so
+ * the rounds unroll (str hashing is on every dict and set key's path). */
+static inline __attribute__((always_inline)) uint64_t sip(int crounds, int drounds, uint64_t k0,
+                                                          uint64_t k1, const void *data, size_t len)
 {
     const unsigned char *p = data;
     uint64_t v[4] = {k0 ^ 0x736f6d6570736575ull, k1 ^ 0x646f72616e646f6dull,
@@ -62,10 +67,15 @@ uint64_t siphash(int crounds, int drounds, uint64_t k0, uint64_t k1, const void 
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
+uint64_t siphash(int crounds, int drounds, uint64_t k0, uint64_t k1, const void *data, size_t len)
+{
+    return sip(crounds, drounds, k0, k1, data, len);
+}
+
 uint64_t siphash_keyed13(const void *data, size_t len)
 {
     if (!g_seeded) siphash_seed();
-    return siphash(1, 3, g_k0, g_k1, data, len);
+    return sip(1, 3, g_k0, g_k1, data, len);
 }
 
 void siphash_set_key(uint64_t k0, uint64_t k1)

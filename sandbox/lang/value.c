@@ -871,6 +871,8 @@ static val *view_as_set(vctx *c, val *v)
 
 int v_eq(vctx *c, val *a, val *b)
 {
+    if (v_is_tagged(a) && v_is_tagged(b)) return a == b;
+    if (v_type(a) == VT_STR && v_type(b) == VT_STR) return vs_eq(a, b);
     if ((v_type(a) == VT_COMPLEX && (v_is_number(b) || v_type(b) == VT_COMPLEX)) ||
         (v_type(b) == VT_COMPLEX && v_is_number(a)))
         return vc_eq(c, a, b);
@@ -1045,6 +1047,8 @@ static int cmp_result(vcmpop op, int r)
 
 int v_compare(vctx *c, vcmpop op, val *a, val *b)
 {
+    if (v_is_tagged(a) && v_is_tagged(b)) /* two ints: their words are in order */
+        return cmp_result(op, ((intptr_t)a > (intptr_t)b) - ((intptr_t)a < (intptr_t)b));
     if (op == CMP_EQ || op == CMP_NE) {
         int r = v_eq(c, a, b);
         if (r < 0) return -1;

@@ -147,7 +147,9 @@ val *vs_substr(vctx *c, val *s, size_t cp_lo, size_t cp_hi);
 val *vs_substr_bytes(vctx *c, const val *s, const char *p, size_t blen);
 static inline bool vs_eq(const val *a, const val *b)
 {
-    return a->u.s.blen == b->u.s.blen && memcmp(a->u.s.s, b->u.s.s, a->u.s.blen) == 0;
+    if (a->u.s.blen != b->u.s.blen) return false;
+    if (a->u.s.hash && b->u.s.hash && a->u.s.hash != b->u.s.hash) return false; /* both cached */
+    return a->u.s.s == b->u.s.s || memcmp(a->u.s.s, b->u.s.s, a->u.s.blen) == 0;
 }
 bool vs_isspace_cp(int32_t cp);
 int vs_decimal_value(int32_t cp);
