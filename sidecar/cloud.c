@@ -80,6 +80,8 @@ const char *cloud_endpoint_name(cloud_endpoint ep)
     return ep >= 0 && ep < CLOUD_EP__COUNT ? names[ep] : "other";
 }
 
+static void handle_setup(CURL *h, void *arg);
+
 cloud *cloud_new(const cloud_config *cfg, fps_err *err)
 {
     cloud *c = calloc(1, sizeof *c);
@@ -156,7 +158,8 @@ cloud *cloud_new(const cloud_config *cfg, fps_err *err)
     c->backoff_cap_ms =
         cfg->backoff_max_s > 0 ? (int64_t)(cfg->backoff_max_s * 1000) : POLICY_BACKOFF_CAP_MS;
     snprintf(c->user_agent, sizeof c->user_agent, "failproofai-sidecar/%s", FPS_VERSION);
-    c->handles = curl_pool_new(cfg->threads > 0 ? cfg->threads : CLOUD_DEFAULT_THREADS);
+    c->handles =
+        curl_pool_new(cfg->threads > 0 ? cfg->threads : CLOUD_DEFAULT_THREADS, handle_setup, c);
     if (c->handles == NULL) {
         fps_err_set(err, CLOUD_ERESOURCE, 0, "unavailable",
                     "cannot create the HTTP client's handles");
@@ -342,6 +345,24 @@ static int parse_envelope(const json_t *j, long status, cloud_error *e)
     return 1;
 }
 
+/* The options every request of this client shares (curl_pool setup). */
+static void handle_setup(CURL *h, void *arg)
+{
+    const cloud *c = arg;
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 10000 ? c->timeout_ms : 10000L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (c->ca_bundle) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+}
+
 /* One HTTP attempt. */
 static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out, cloud_error *e)
 {
@@ -370,22 +391,10 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
         hdrs = curl_slist_append(hdrs, line);
     }
     curl_easy_setopt(h, CURLOPT_URL, r->url);
-    curl_easy_setopt(h, CURLOPT_RESOLVE, c->pin);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_RESOLVE, c->pin); /* re-pinned for every request */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, c->timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms < 10000 ? c->timeout_ms : 10000L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
-    if (c->ca_bundle) curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_bundle);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
     if (r->body) {
         curl_easy_setopt(h, CURLOPT_POST, 1L);
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body);
@@ -469,7 +478,8 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     e->err.code = CLOUD_OK;
     *out = j;
 done:
-    curl_pool_put(c->handles, h); /* the next borrower's reset drops our buffers */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL); /* the list (and its token) is freed next */
+    curl_pool_put(c->handles, h);
     curl_slist_free_all(hdrs);
     strbuf_free(&x.body);
 }

@@ -11,22 +11,27 @@ struct curl_pool {
     int size;
     int head, count; /* the idle ring: ring[head], ... count of them */
     CURL **ring;     /* owned: every handle not lent */
+    curl_pool_setup setup;
+    void *arg; /* borrowed: setup's */
 };
 
 /* A new handle that has performed once (without a URL: libcurl fails before
- * any I/O), so its internal multi handle and wake-up socket pair exist. */
-static CURL *primed_handle(void)
+ * any I/O), so its internal multi handle and wake-up socket pair exist, and
+ * has the client's constant options. */
+static CURL *primed_handle(const curl_pool *p)
 {
     CURL *h = curl_easy_init();
     if (h == NULL) return NULL;
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     (void)curl_easy_perform(h); /* CURLE_URL_MALFORMAT, by design */
+    curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 1L);
+    p->setup(h, p->arg);
     return h;
 }
 
-curl_pool *curl_pool_new(int size)
+curl_pool *curl_pool_new(int size, curl_pool_setup setup, void *arg)
 {
-    if (size < 1 || size > 256) return NULL;
+    if (size < 1 || size > 256 || setup == NULL) return NULL;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) return NULL;
     curl_pool *p = calloc(1, sizeof *p);
     if (p == NULL) goto fail;
@@ -35,8 +40,10 @@ curl_pool *curl_pool_new(int size)
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->size = size;
+    p->setup = setup;
+    p->arg = arg;
     for (; p->count < size; p->count++)
-        if ((p->ring[p->count] = primed_handle()) == NULL) {
+        if ((p->ring[p->count] = primed_handle(p)) == NULL) {
             curl_pool_free(p);
             return NULL;
         }
@@ -69,9 +76,6 @@ CURL *curl_pool_get(curl_pool *p)
     p->head = (p->head + 1) % p->size;
     p->count--;
     pthread_mutex_unlock(&p->mu);
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_MAXCONNECTS, 1L);
     return h;
 }
 
@@ -90,7 +94,7 @@ void curl_pool_close_idle(curl_pool *p)
     pthread_mutex_lock(&p->mu);
     for (int i = 0; i < p->count; i++) {
         CURL **slot = &p->ring[(p->head + i) % p->size];
-        CURL *fresh = primed_handle();
+        CURL *fresh = primed_handle(p);
         if (fresh == NULL) continue; /* keeps the old one, connection and all */
         curl_easy_cleanup(*slot);
         *slot = fresh;

@@ -11,23 +11,36 @@
  * longest ago first: under load every handle's connection is warm after the
  * pool's first `size` requests and the descriptor count stays put. A
  * borrower waits while all handles are lent; size the pool to the number of
- * threads that may borrow at once. Thread-safe. */
+ * threads that may borrow at once. Thread-safe.
+ *
+ * The options every request of one client shares are set once per handle,
+ * by the client's setup function, when the handle is created; a handle is
+ * never reset between borrowers (a reset and twenty options again cost more
+ * than the options that change). So a borrower sets, on every request, each
+ * option any of its requests sets (URL, headers, body or method, timeouts,
+ * the WRITEDATA-style pointers into its own buffers). */
 #ifndef FPS_CURL_POOL_H
 #define FPS_CURL_POOL_H
 #include <curl/curl.h>
 
 typedef struct curl_pool curl_pool;
 
-/* `size` primed handles (1..256); NULL when libcurl cannot create them. */
-curl_pool *curl_pool_new(int size);
+/* Sets the client's constant options on a new handle; `arg` is borrowed and
+ * must outlive the pool. */
+typedef void (*curl_pool_setup)(CURL *h, void *arg);
+
+/* `size` primed handles (1..256), each given `setup(h, arg)` (NOSIGNAL and
+ * the one-cached-connection cap are set already); NULL when libcurl cannot
+ * create them. */
+curl_pool *curl_pool_new(int size, curl_pool_setup setup, void *arg);
 /* Frees the pool and its handles (none may be lent). NULL is a no-op. */
 void curl_pool_free(curl_pool *p);
-/* A handle reset to libcurl's defaults but for NOSIGNAL and the one-cached-
- * connection cap (its connection and caches kept), lent to the caller until
- * curl_pool_put. Waits while every handle is lent. */
+/* A handle with the client's constant options and whatever per-request
+ * options its last borrower set (its connection and caches kept), lent to
+ * the caller until curl_pool_put. Waits while every handle is lent. */
 CURL *curl_pool_get(curl_pool *p);
 /* Returns a handle from curl_pool_get. Options pointing at the borrower's
- * buffers must not be used again: the next borrower's reset clears them. */
+ * buffers stay set but unused until the next borrower sets its own. */
 void curl_pool_put(curl_pool *p, CURL *h);
 /* Closes the kept-alive connections of the handles not lent (each is
  * replaced by a new primed handle: same descriptor count but for the

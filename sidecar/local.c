@@ -664,7 +664,8 @@ local_registry *local_registry_new(const local_config *cfg, fps_err *err)
     pthread_mutex_init(&r->put_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     pthread_cond_init(&r->slot_cv, NULL);
-    r->handles = curl_pool_new(r->cfg.max_dispatch); /* one per dispatch slot */
+    r->handles =
+        curl_pool_new(r->cfg.max_dispatch, local_dispatch_handle_setup, NULL); /* one per slot */
     if (r->handles == NULL) {
         fps_err_set(err, LOCAL_ESTART, 0, "cannot_start",
                     "local evaluators: cannot create the HTTP client's handles");

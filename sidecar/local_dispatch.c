@@ -380,6 +380,23 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return 0;
 }
 
+void local_dispatch_handle_setup(CURL *h, void *arg)
+{
+    (void)arg;
+    curl_easy_setopt(h, CURLOPT_POST, 1L);
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+    /* closed after each dispatch, as before pooling: an evaluator (a
+     * one-connection-at-a-time server, say) never sees a connection held */
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)LOCAL_MAX_RESPONSE_BYTES);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, "failproofai-sidecar/" FPS_VERSION);
+}
+
 static void set_result(local_dispatch_result *out, const char *status, const char *code,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void set_result(local_dispatch_result *out, const char *status, const char *code,
@@ -551,24 +568,12 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
     curl_easy_setopt(h, CURLOPT_URL, endpoint);
     curl_easy_setopt(h, CURLOPT_RESOLVE, pin);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_POST, 1L);
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.data);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body.len);
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
-    /* closed after each dispatch, as before pooling: an evaluator (a
-     * one-connection-at-a-time server, say) never sees a connection held */
-    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)remaining);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(remaining < 10000 ? remaining : 10000));
-    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)LOCAL_MAX_RESPONSE_BYTES);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, "failproofai-sidecar/" FPS_VERSION);
     CURLcode rc = curl_easy_perform(h);
     long status = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -648,7 +653,11 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
 done:
     if (out->status == NULL) out->status = "failed";
     out->finished_at = time_now();
-    if (h) curl_pool_put(r->handles, h); /* before the slot: a slot's holder never waits */
+    if (h) {
+        /* the list (and its signature) is freed below */
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+        curl_pool_put(r->handles, h); /* before the slot: a slot's holder never waits */
+    }
     if (have_slot) slot_release(r);
     metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", out->status, "reason",
                 out->error_code[0] ? out->error_code : "none", "evaluator",

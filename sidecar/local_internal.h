@@ -81,6 +81,10 @@ struct local_registry {
 void local_note_dispatch(local_registry *r, const char *name, const char *error_code,
                          const char *message);
 
+/* local_dispatch.c: the options every dispatch shares (curl_pool setup;
+ * arg unused). */
+void local_dispatch_handle_setup(CURL *h, void *arg);
+
 int local_key_valid(const char *s);
 int local_has_control(const char *s, int text);
 /* 0 if endpoint is acceptable: http to a loopback address (or https/http
