@@ -92,7 +92,7 @@ val *vseq_getitem(vctx *c, val *seq, val *key)
             return v_type(seq) == VT_LIST ? v_list(c, seq->u.seq.items + start, (size_t)slen)
                                           : v_tuple(c, seq->u.seq.items + start, (size_t)slen);
         }
-        val **it = v_items_alloc(c, (size_t)slen);
+        val **it = v_items_alloc_filled(c, (size_t)slen);
         if (!it) return NULL;
         for (int64_t i = 0, k = start; i < slen; i++, k += step)
             it[i] = seq->u.seq.items[k];
@@ -115,7 +115,7 @@ val *vseq_concat(vctx *c, val *a, val *b)
     if (b->u.seq.len == 0 && v_type(a) == VT_TUPLE) return a;
     if (a->u.seq.len == 0 && v_type(a) == VT_TUPLE) return b;
     size_t n = a->u.seq.len + b->u.seq.len;
-    val **it = v_items_alloc(c, n);
+    val **it = v_items_alloc_filled(c, n);
     if (!it) return NULL;
     if (a->u.seq.len) memcpy(it, a->u.seq.items, a->u.seq.len * sizeof *it);
     if (b->u.seq.len) memcpy(it + a->u.seq.len, b->u.seq.items, b->u.seq.len * sizeof *it);
@@ -130,7 +130,7 @@ val *vseq_repeat(vctx *c, val *a, int64_t k)
     if ((uint64_t)k > c->lim.max_items / a->u.seq.len) return v_limit(c, "memory");
     size_t n = a->u.seq.len * (size_t)k;
     if (v_steps(c, n / 16)) return NULL;
-    val **it = v_items_alloc(c, n);
+    val **it = v_items_alloc_filled(c, n);
     if (!it) return NULL;
     for (int64_t i = 0; i < k; i++)
         memcpy(it + (size_t)i * a->u.seq.len, a->u.seq.items, a->u.seq.len * sizeof *it);

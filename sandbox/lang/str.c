@@ -197,8 +197,11 @@ static size_t cps_before(const val *s, size_t off)
     return cp_count(s->u.s.s, off);
 }
 
-/* The empty string is shared, as CPython's is. */
-static val g_empty = {.ty = VT_STR, .flags = VF_ASCII, .u.s = {.s = ""}};
+/* The empty string and the one-character Latin-1 strings are shared, as
+ * CPython's are: g_shared[0] is '', g_shared[1 + c] the character c
+ * (vs_shared_init). */
+static val *g_shared;
+#define g_empty (g_shared[0])
 
 val *vs_substr(vctx *c, val *s, size_t lo, size_t hi)
 {
@@ -700,7 +703,6 @@ static const char g_ascii_bytes[128] = {
     76,  77,  78,  79,  80,  81,  82,  83,  84,  85,  86,  87,  88,  89,  90,  91,  92,  93,  94,
     95,  96,  97,  98,  99,  100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 113,
     114, 115, 116, 117, 118, 119, 120, 121, 122, 123, 124, 125, 126, 127};
-static val g_ascii_chars[128];
 /* U+0080..U+00FF in UTF-8, two bytes each */
 static const char g_latin1_bytes[] =
     "\xC2\x80\xC2\x81\xC2\x82\xC2\x83\xC2\x84\xC2\x85\xC2\x86\xC2\x87\xC2\x88\xC2\x89\xC2\x8A\xC2"
@@ -719,31 +721,35 @@ static const char g_latin1_bytes[] =
     "\xAB\xC3\xAC\xC3\xAD\xC3\xAE\xC3\xAF"
     "\xC3\xB0\xC3\xB1\xC3\xB2\xC3\xB3\xC3\xB4\xC3\xB5\xC3\xB6\xC3\xB7\xC3\xB8\xC3\xB9\xC3\xBA\xC3"
     "\xBB\xC3\xBC\xC3\xBD\xC3\xBE\xC3\xBF";
-static val g_latin1_chars[128];
+
+void vs_shared_init(val *block)
+{
+    memset(block, 0, VS_SHARED_COUNT * sizeof(val));
+    for (unsigned k = 0; k < VS_SHARED_COUNT; k++) {
+        val *v = &block[k];
+        v->ty = VT_STR;
+        if (k == 0) {
+            v->u.s.s = "";
+        } else if (k <= 128) {
+            v->u.s.s = &g_ascii_bytes[k - 1];
+            v->u.s.blen = v->u.s.clen = 1;
+        } else {
+            v->u.s.s = g_latin1_bytes + 2 * (k - 129);
+            v->u.s.blen = 2;
+            v->u.s.clen = 1;
+        }
+        v->flags = v->u.s.blen == 2 ? 0 : VF_ASCII;
+    }
+    g_shared = block;
+}
 
 val *vs_char(vctx *c, const char *p, size_t adv)
 {
     unsigned char b = (unsigned char)p[0];
-    if (adv == 1 && b < 128) {
-        val *v = &g_ascii_chars[b];
-        if (v_type(v) != VT_STR) {
-            v->u.s.s = &g_ascii_bytes[b];
-            v->u.s.blen = v->u.s.clen = 1;
-            v->flags = VF_ASCII;
-            v->ty = VT_STR;
-        }
-        return v;
-    }
+    if (adv == 1 && b < 128) return &g_shared[1 + b];
     if (adv == 2 && b >= 0xC2 && b < 0xC4) { /* U+0080..U+00FF (Latin-1): shared too */
         unsigned k = ((b & 0x1Fu) << 6 | ((unsigned char)p[1] & 0x3Fu)) - 0x80;
-        val *v = &g_latin1_chars[k];
-        if (v_type(v) != VT_STR) {
-            v->u.s.s = g_latin1_bytes + 2 * k;
-            v->u.s.blen = 2;
-            v->u.s.clen = 1;
-            v->ty = VT_STR;
-        }
-        return v;
+        return &g_shared[129 + k];
     }
     return vs_new_owned(c, (char *)p, adv, 1, adv == 1);
 }

@@ -15,9 +15,15 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-static val g_none = {.ty = VT_NONE};
-static val g_true = {.ty = VT_BOOL, .u.b = true};
-static val g_false = {.ty = VT_BOOL, .u.b = false};
+/* None, True and False, in the collected heap (an uncollectable block made
+ * by gc_init_once, before any context exists), not in static data: the
+ * marker follows every word of a list of 10^7 Nones, and a word pointing
+ * outside the heap but inside its address range (the static-pie binary
+ * lies among the heap's mappings) costs it a header lookup and a
+ * black-list entry each time; inside the heap it is a cached, marked
+ * block. */
+enum { CONST_NONE, CONST_TRUE, CONST_FALSE, CONST__COUNT };
+static val *g_consts;
 val v_dummy_key = {.ty = VT_NONE};
 
 /* ---- memory ----------------------------------------------------------- */
@@ -137,9 +143,31 @@ static void gc_init_once(void)
     g_uncleared_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 0);
 }
 
+/* The shared values (g_consts, the shared strings), once. 0 or -1. */
+static int shared_init(void)
+{
+    if (g_consts) return 0;
+    val *consts = GC_MALLOC_UNCOLLECTABLE(CONST__COUNT * sizeof(val));
+    val *strs = GC_MALLOC_UNCOLLECTABLE(VS_SHARED_COUNT * sizeof(val));
+    if (consts == NULL || strs == NULL) goto fail;
+    memset(consts, 0, CONST__COUNT * sizeof(val));
+    consts[CONST_NONE].ty = VT_NONE;
+    consts[CONST_TRUE].ty = VT_BOOL;
+    consts[CONST_TRUE].u.b = true;
+    consts[CONST_FALSE].ty = VT_BOOL;
+    vs_shared_init(strs);
+    g_consts = consts;
+    return 0;
+fail:
+    GC_FREE(consts);
+    GC_FREE(strs);
+    return -1;
+}
+
 vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
 {
     gc_init_once();
+    if (shared_init()) return NULL;
     if (!siphash_seeded()) siphash_seed(); /* before any jail, see lang_hash_seed */
     vctx *c = GC_MALLOC_UNCOLLECTABLE(sizeof *c);
     if (c == NULL) return NULL;
@@ -459,6 +487,19 @@ val **v_items_alloc(vctx *c, size_t n)
     return v_alloc(c, (n ? n : 1) * sizeof(val *));
 }
 
+val **v_items_alloc_filled(vctx *c, size_t n)
+{
+    if (v_check_items(c, n)) return NULL;
+    size_t size = (n ? n : 1) * sizeof(val *);
+    if (size > c->lim.max_alloc_bytes) {
+        v_limit(c, "memory");
+        return NULL;
+    }
+    val **p = GC_generic_malloc(size, (int)g_uncleared_kind);
+    if (p == NULL) v_limit(c, "memory");
+    return p;
+}
+
 /* ---- exceptions and steps ------------------------------------------- */
 
 val *v_raise(vctx *c, const char *type, const char *fmt, ...)
@@ -518,19 +559,19 @@ int v_steps(vctx *c, uint64_t n)
 
 val *v_none(void)
 {
-    return &g_none;
+    return &g_consts[CONST_NONE];
 }
 val *v_true(void)
 {
-    return &g_true;
+    return &g_consts[CONST_TRUE];
 }
 val *v_false(void)
 {
-    return &g_false;
+    return &g_consts[CONST_FALSE];
 }
 val *v_bool(bool b)
 {
-    return b ? &g_true : &g_false;
+    return &g_consts[b ? CONST_TRUE : CONST_FALSE];
 }
 
 val *v_int64(vctx *c, int64_t i)
@@ -616,7 +657,7 @@ static val *seq_new(vctx *c, vtype t, val *const *items, size_t n, bool take)
     if (take) {
         v->u.seq.items = (val **)items;
     } else {
-        val **arr = v_items_alloc(c, n);
+        val **arr = v_items_alloc_filled(c, n);
         if (arr == NULL) return NULL;
         if (n) memcpy(arr, items, n * sizeof *arr);
         v->u.seq.items = arr;
@@ -1368,7 +1409,7 @@ val *v_iter_next(vctx *c, viter *it)
 int v_iter_collect(vctx *c, val *v, val ***items, size_t *n)
 {
     if (v_type(v) == VT_LIST || v_type(v) == VT_TUPLE) {
-        val **arr = v_items_alloc(c, v->u.seq.len);
+        val **arr = v_items_alloc_filled(c, v->u.seq.len);
         if (!arr) return -1;
         if (v->u.seq.len) memcpy(arr, v->u.seq.items, v->u.seq.len * sizeof *arr);
         *items = arr;

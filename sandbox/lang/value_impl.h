@@ -68,6 +68,10 @@ void v_free(void *p);
 /* Grows (or shrinks) a block from v_alloc; the old block must not be used. */
 void *v_realloc(vctx *c, void *p, size_t size);
 val **v_items_alloc(vctx *c, size_t n); /* checks the item cap */
+/* An item array the caller fills completely (copies, repeats) before it
+ * reads any item: not cleared first. Words the collector may see before
+ * they are written are only ever taken for possible pointers. */
+val **v_items_alloc_filled(vctx *c, size_t n);
 int v_check_items(vctx *c, size_t n);
 int v_check_strlen(vctx *c, size_t blen);
 
@@ -130,6 +134,11 @@ size_t vs_i64_digits(char out[24], int64_t x); /* x in decimal; its length */
 /* splitlines' keepends (a C int, as CPython reads it). 0 or -1. */
 int vs_keepends(vctx *c, val *v, bool *keep);
 val *vs_empty(void); /* the shared '' */
+/* The shared strings ('' and the 256 one-character Latin-1 strings) live in
+ * `block` (VS_SHARED_COUNT values in the collected heap, never freed), set
+ * up once before any context exists. */
+#define VS_SHARED_COUNT 257
+void vs_shared_init(val *block);
 val *vs_repeat(vctx *c, val *a, int64_t n);
 /* Fills p[0..n) with copies of unit (ulen > 0 bytes), the last one cut. */
 void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n);
