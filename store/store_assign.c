@@ -9,25 +9,30 @@
 #include <stdio.h>
 #include <string.h>
 
+typedef struct {
+    int64_t *gen;
+    char *status;
+    size_t cap;
+} head;
+
+static void head_row(sqlite3_stmt *s, void *ctx)
+{
+    head *h = ctx;
+    *h->gen = sqlite3_column_int64(s, 0);
+    const char *t = (const char *)sqlite3_column_text(s, 1);
+    snprintf(h->status, h->cap, "%s", t ? t : "");
+}
+
 /* Reads the stored generation and status of an assignment (writer held).
  * Returns STORE_OK, STORE_NOTFOUND or an error. status gets <= 15 chars. */
 static int assignment_head(store *st, const char *id, int64_t *gen, char *status, size_t cap,
                            const char *op, store_err *err)
 {
     static const char sql[] = "SELECT lease_generation, status FROM assignments WHERE id = ?1";
-    sqlite3_stmt *s = st_w(st, sql);
-    int rc = s ? (st_bind_text(s, 1, id), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
-    int code = STORE_OK;
-    if (rc == SQLITE_ROW) {
-        *gen = sqlite3_column_int64(s, 0);
-        const char *t = (const char *)sqlite3_column_text(s, 1);
-        snprintf(status, cap, "%s", t ? t : "");
-    } else if (rc == SQLITE_DONE) {
+    head h = {gen, status, cap};
+    int code = st_query_one(&st->w, sql, op, err, head_row, &h, ST_ARGS(ST_TEXT(id)));
+    if (code == STORE_NOTFOUND)
         code = st_errf(err, STORE_NOTFOUND, "%s: unknown assignment %s", op, id);
-    } else {
-        code = st_sqlfail(err, st->w.db, rc, op);
-    }
-    if (s) sqlite3_reset(s);
     return code;
 }
 
@@ -48,7 +53,7 @@ int st_claimed_tx(store *st, const store_claim *claims, size_t n, double now, st
         "INSERT INTO assignments(id, worker_id, lease_generation, lease_expires_at, status,"
         " session_id, session_revision_id, agent_id, environment, trigger_reason, event_count,"
         " transcript_url, definitions_url, claimed_at)"
-        " VALUES(?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?14)"
+        " VALUES(?1, ?2, ?3, ?4, 'claimed', ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"
         " ON CONFLICT(id) DO UPDATE SET"
         " status = CASE WHEN lease_generation = excluded.lease_generation"
         "   AND status IN " ST_ACTIVE_SQL " THEN status ELSE 'claimed' END,"
@@ -80,30 +85,16 @@ int st_claimed_tx(store *st, const store_claim *claims, size_t n, double now, st
             goto fail;
         }
         if (code < 0) goto fail;
-        sqlite3_stmt *s = st_w(st, sql);
-        if (s) {
-            st_bind_text(s, 1, c->assignment_id);
-            st_bind_text(s, 2, c->worker_id);
-            st_bind_int(s, 3, c->lease_generation);
-            st_bind_dbl(s, 4, c->lease_expires_at);
-            st_bind_text(s, 5, c->session_id);
-            st_bind_text(s, 6, c->session_revision_id);
-            st_bind_text(s, 7, c->agent_id);
-            st_bind_text(s, 8, c->environment);
-            st_bind_text(s, 9, c->trigger_reason);
-            st_bind_int(s, 10, c->event_count);
-            st_bind_text(s, 11, c->transcript_url);
-            st_bind_text(s, 12, c->definitions_url);
-            st_bind_dbl(s, 14, now);
-        }
-        code = st_step_done(st, s, "save claim", err);
+        code = st_exec(
+            st, sql, "save claim", err,
+            ST_ARGS(ST_TEXT(c->assignment_id), ST_TEXT(c->worker_id), ST_INT(c->lease_generation),
+                    ST_DBL(c->lease_expires_at), ST_TEXT(c->session_id),
+                    ST_TEXT(c->session_revision_id), ST_TEXT(c->agent_id), ST_TEXT(c->environment),
+                    ST_TEXT(c->trigger_reason), ST_INT(c->event_count), ST_TEXT(c->transcript_url),
+                    ST_TEXT(c->definitions_url), ST_DBL(now)));
         if (code) goto fail;
-        s = st_w(st, SQL_CLAIM_DOC);
-        if (s) {
-            st_bind_text(s, 1, c->assignment_id);
-            st_bind_text(s, 2, c->claim_json);
-        }
-        code = st_step_done(st, s, "save claim", err);
+        code = st_exec(st, SQL_CLAIM_DOC, "save claim", err,
+                       ST_ARGS(ST_TEXT(c->assignment_id), ST_TEXT(c->claim_json)));
         if (code) goto fail;
     }
     return STORE_OK;
@@ -152,13 +143,13 @@ int st_planned_tx(store *st, const char *assignment_id, int64_t lease_generation
     static const char ins[] =
         "INSERT INTO runs(id, assignment_id, eval_key, eval_version, execution_mode,"
         " timeout_seconds, status, created_at)"
-        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 'planned', ?8)"
+        " VALUES(?1, ?2, ?3, ?4, ?5, ?6, 'planned', ?7)"
         " ON CONFLICT(id) DO UPDATE SET"
         " timeout_seconds = excluded.timeout_seconds,"
         " status = CASE WHEN status = 'abandoned' AND submit_status = 'none' THEN 'planned'"
-        "   WHEN submit_status = 'rejected' AND lease_generation < ?9 THEN 'planned'"
+        "   WHEN submit_status = 'rejected' AND lease_generation < ?8 THEN 'planned'"
         "   ELSE status END,"
-        " submit_status = CASE WHEN submit_status = 'rejected' AND lease_generation < ?9"
+        " submit_status = CASE WHEN submit_status = 'rejected' AND lease_generation < ?8"
         "   THEN 'none' ELSE submit_status END";
     int code = STORE_OK;
     int64_t gen = 0;
@@ -176,48 +167,26 @@ int st_planned_tx(store *st, const char *assignment_id, int64_t lease_generation
                        status);
         goto fail;
     }
-    sqlite3_stmt *s = st_w(st, upd);
-    if (s) {
-        st_bind_text(s, 1, assignment_id);
-        st_bind_text(s, 2, skipped ? "skipped" : "planned");
-        st_bind_dbl(s, 3, now);
-        st_bind_time(s, 4, skipped ? now : 0);
-    }
-    code = st_step_done(st, s, "save plan", err);
+    code = st_exec(st, upd, "save plan", err,
+                   ST_ARGS(ST_TEXT(assignment_id), ST_TEXT(skipped ? "skipped" : "planned"),
+                           ST_DBL(now), ST_TIME(skipped ? now : 0)));
     if (code) goto fail;
     if (definitions_json || plan_request_json || plan_response_json) {
-        s = st_w(st, doc);
-        if (s) {
-            st_bind_text(s, 1, assignment_id);
-            st_bind_text(s, 2, definitions_json);
-            st_bind_text(s, 3, plan_request_json);
-            st_bind_text(s, 4, plan_response_json);
-        }
-        code = st_step_done(st, s, "save plan", err);
+        code = st_exec(st, doc, "save plan", err,
+                       ST_ARGS(ST_TEXT(assignment_id), ST_TEXT(definitions_json),
+                               ST_TEXT(plan_request_json), ST_TEXT(plan_response_json)));
         if (code) goto fail;
     }
     for (size_t i = 0; i < n; i++) {
         const store_plan_run *r = &runs[i];
-        s = st_w(st, ins);
-        if (s) {
-            st_bind_text(s, 1, r->run_id);
-            st_bind_text(s, 2, assignment_id);
-            st_bind_text(s, 3, r->eval_key);
-            st_bind_text(s, 4, r->eval_version);
-            st_bind_text(s, 5, r->execution_mode);
-            st_bind_dbl(s, 6, r->timeout_seconds);
-            st_bind_dbl(s, 8, now);
-            st_bind_int(s, 9, lease_generation);
-        }
-        code = st_step_done(st, s, "save plan", err);
+        code = st_exec(st, ins, "save plan", err,
+                       ST_ARGS(ST_TEXT(r->run_id), ST_TEXT(assignment_id), ST_TEXT(r->eval_key),
+                               ST_TEXT(r->eval_version), ST_TEXT(r->execution_mode),
+                               ST_DBL(r->timeout_seconds), ST_DBL(now), ST_INT(lease_generation)));
         if (code) goto fail;
         if (r->descriptor_json) {
-            s = st_w(st, run_doc);
-            if (s) {
-                st_bind_text(s, 1, r->run_id);
-                st_bind_text(s, 2, r->descriptor_json);
-            }
-            code = st_step_done(st, s, "save plan", err);
+            code = st_exec(st, run_doc, "save plan", err,
+                           ST_ARGS(ST_TEXT(r->run_id), ST_TEXT(r->descriptor_json)));
             if (code) goto fail;
         }
     }
@@ -251,12 +220,8 @@ int st_lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
                        assignment_id, (long long)gen, (long long)lease_generation);
         goto fail;
     }
-    sqlite3_stmt *s = st_w(st, sql);
-    if (s) {
-        st_bind_text(s, 1, assignment_id);
-        st_bind_dbl(s, 2, lease_expires_at);
-    }
-    code = st_step_done(st, s, "extend lease", err);
+    code = st_exec(st, sql, "extend lease", err,
+                   ST_ARGS(ST_TEXT(assignment_id), ST_DBL(lease_expires_at)));
     if (code) goto fail;
     return STORE_OK;
 fail:
@@ -282,18 +247,11 @@ int st_heartbeat_tx(store *st, const char *assignment_id, int64_t lease_generati
     char at_s[64], exp_s[64];
     time_rfc3339(at, at_s, sizeof at_s);
     if (lease_expires_at > 0) time_rfc3339(lease_expires_at, exp_s, sizeof exp_s);
-    sqlite3_stmt *s = st_w(st, sql);
-    if (s) {
-        st_bind_text(s, 1, assignment_id);
-        st_bind_dbl(s, 2, at);
-        st_bind_text(s, 3, at_s);
-        st_bind_text(s, 4, outcome);
-        st_bind_text(s, 5, error_code);
-        st_bind_int(s, 6, lease_generation);
-        st_bind_text(s, 7, lease_expires_at > 0 ? exp_s : NULL);
-        st_bind_int(s, 8, STORE_HEARTBEATS_KEPT);
-    }
-    int code = st_step_done(st, s, "record heartbeat", err);
+    int code = st_exec(st, sql, "record heartbeat", err,
+                       ST_ARGS(ST_TEXT(assignment_id), ST_DBL(at), ST_TEXT(at_s), ST_TEXT(outcome),
+                               ST_TEXT(error_code), ST_INT(lease_generation),
+                               ST_TEXT(lease_expires_at > 0 ? exp_s : NULL),
+                               ST_INT(STORE_HEARTBEATS_KEPT)));
     if (code) return code;
     if (sqlite3_changes(st->w.db) == 0)
         return st_errf(err, STORE_NOTFOUND, "record heartbeat: unknown assignment %s",
@@ -326,19 +284,12 @@ int st_afinish_tx(store *st, const char *assignment_id, int64_t lease_generation
                     assignment_id, (long long)gen, (long long)lease_generation);
         goto fail;
     }
-    sqlite3_stmt *s = st_w(st, SQL_ABANDON_RUNS);
-    if (s) st_bind_text(s, 1, assignment_id);
-    code = st_step_done(st, s, "finish assignment", err);
+    code = st_exec(st, SQL_ABANDON_RUNS, "finish assignment", err, ST_ARGS(ST_TEXT(assignment_id)));
     if (code) goto fail;
-    s = st_w(st, sql);
-    if (s) {
-        st_bind_text(s, 1, assignment_id);
-        st_bind_text(s, 2, status);
-        st_bind_dbl(s, 3, now);
-        st_bind_textn(s, 4, error_code, ST_MAX_ERR_CODE);
-        st_bind_textn(s, 5, error_message, ST_MAX_ERR_MSG);
-    }
-    code = st_step_done(st, s, "finish assignment", err);
+    code = st_exec(st, sql, "finish assignment", err,
+                   ST_ARGS(ST_TEXT(assignment_id), ST_TEXT(status), ST_DBL(now),
+                           ST_TEXTN(error_code, ST_MAX_ERR_CODE),
+                           ST_TEXTN(error_message, ST_MAX_ERR_MSG)));
     if (code) goto fail;
     return STORE_OK;
 fail:

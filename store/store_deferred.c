@@ -87,6 +87,14 @@ static void op_free(st_op *o)
     free(o);
 }
 
+static st_op *op_new(op_kind kind)
+{
+    st_op *o = calloc(1, sizeof *o);
+    if (!o) abort();
+    o->kind = kind;
+    return o;
+}
+
 static int deferred(store *st)
 {
     return !st->opt.sync_updates;
@@ -126,6 +134,20 @@ static int apply_op(store *st, st_op *o, store_err *err)
         return st_heartbeat_tx(st, o->id, o->gen, o->t, o->s1, o->s2, o->t2, err);
     }
     return STORE_OK;
+}
+
+/* Takes o: queues it (deferred mode) or applies it now in its own write
+ * transaction named op. */
+static int submit(store *st, st_op *o, const char *op, store_err *err)
+{
+    if (deferred(st)) {
+        enqueue(st, o);
+        return STORE_OK;
+    }
+    int code = st_wbegin(st, op, err);
+    if (code == STORE_OK) code = st_wend(st, apply_op(st, o, err), op, err);
+    op_free(o);
+    return code;
 }
 
 static const char SQL_SP[] = "SAVEPOINT deferred";
@@ -213,20 +235,11 @@ int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_g
                            double lease_expires_at, store_err *err)
 {
     if (!assignment_id) return st_errf(err, STORE_INVALID, "extend lease: no assignment_id");
-    if (deferred(st)) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_LEASE;
-        o->id = dup0(assignment_id);
-        o->gen = lease_generation;
-        o->t = lease_expires_at;
-        enqueue(st, o);
-        return STORE_OK;
-    }
-    int code = st_wbegin(st, "extend lease", err);
-    if (code) return code;
-    code = st_lease_tx(st, assignment_id, lease_generation, lease_expires_at, err);
-    return st_wend(st, code, "extend lease", err);
+    st_op *o = op_new(OP_LEASE);
+    o->id = dup0(assignment_id);
+    o->gen = lease_generation;
+    o->t = lease_expires_at;
+    return submit(st, o, "extend lease", err);
 }
 
 int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lease_generation,
@@ -235,24 +248,14 @@ int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lea
 {
     if (!assignment_id || !outcome)
         return st_errf(err, STORE_INVALID, "record heartbeat: no assignment_id or outcome");
-    if (deferred(st)) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_HEARTBEAT;
-        o->id = dup0(assignment_id);
-        o->gen = lease_generation;
-        o->t = at;
-        o->t2 = lease_expires_at;
-        o->s1 = own(o, outcome);
-        o->s2 = own(o, error_code);
-        enqueue(st, o);
-        return STORE_OK;
-    }
-    int code = st_wbegin(st, "record heartbeat", err);
-    if (code) return code;
-    code = st_heartbeat_tx(st, assignment_id, lease_generation, at, outcome, error_code,
-                           lease_expires_at, err);
-    return st_wend(st, code, "record heartbeat", err);
+    st_op *o = op_new(OP_HEARTBEAT);
+    o->id = dup0(assignment_id);
+    o->gen = lease_generation;
+    o->t = at;
+    o->t2 = lease_expires_at;
+    o->s1 = own(o, outcome);
+    o->s2 = own(o, error_code);
+    return submit(st, o, "record heartbeat", err);
 }
 
 int store_runs_started(store *st, const char *const *run_ids, size_t n, double now,
@@ -261,9 +264,7 @@ int store_runs_started(store *st, const char *const *run_ids, size_t n, double n
     if (n_started) *n_started = 0;
     if (n == 0) return STORE_OK;
     if (deferred(st) && !n_started) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_STARTED;
+        st_op *o = op_new(OP_STARTED);
         o->ids = calloc(n, sizeof *o->ids);
         if (!o->ids) abort();
         for (size_t i = 0; i < n; i++)
@@ -291,22 +292,13 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
     if (!submission_id || !a || !st_outcome_name(a->outcome))
         return st_errf(err, STORE_INVALID,
                        "record submission: a submission_id and a valid outcome are required");
-    if (deferred(st)) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_RECORD;
-        o->id = dup0(submission_id);
-        o->a = *a;
-        o->a.error_code = o->a_code = dup0(a->error_code);
-        o->a.message = o->a_msg = dup0(a->message);
-        o->a.request_id = o->a_rid = dup0(a->request_id);
-        enqueue(st, o);
-        return STORE_OK;
-    }
-    int code = st_wbegin(st, "record submission", err);
-    if (code) return code;
-    code = st_record_tx(st, submission_id, a, err);
-    return st_wend(st, code, "record submission", err);
+    st_op *o = op_new(OP_RECORD);
+    o->id = dup0(submission_id);
+    o->a = *a;
+    o->a.error_code = o->a_code = dup0(a->error_code);
+    o->a.message = o->a_msg = dup0(a->message);
+    o->a.request_id = o->a_rid = dup0(a->request_id);
+    return submit(st, o, "record submission", err);
 }
 
 /* ----------------------------------- claims, plans, local ends (deferred too) */
@@ -329,30 +321,21 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
                            i);
     }
     if (n == 0) return STORE_OK;
-    if (deferred(st)) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_CLAIM;
-        o->claims = calloc(n, sizeof *o->claims);
-        if (!o->claims) abort();
-        for (size_t i = 0; i < n; i++) {
-            const store_claim *c = &claims[i];
-            o->claims[i] = (store_claim){
-                own(o, c->assignment_id), own(o, c->worker_id),      c->lease_generation,
-                c->lease_expires_at,      own(o, c->session_id),     own(o, c->session_revision_id),
-                own(o, c->agent_id),      own(o, c->environment),    own(o, c->trigger_reason),
-                c->event_count,           own(o, c->transcript_url), own(o, c->definitions_url),
-                own(o, c->claim_json)};
-        }
-        o->n = n;
-        o->t = now;
-        enqueue(st, o);
-        return STORE_OK;
+    st_op *o = op_new(OP_CLAIM);
+    o->claims = calloc(n, sizeof *o->claims);
+    if (!o->claims) abort();
+    for (size_t i = 0; i < n; i++) {
+        const store_claim *c = &claims[i];
+        o->claims[i] = (store_claim){
+            own(o, c->assignment_id), own(o, c->worker_id),      c->lease_generation,
+            c->lease_expires_at,      own(o, c->session_id),     own(o, c->session_revision_id),
+            own(o, c->agent_id),      own(o, c->environment),    own(o, c->trigger_reason),
+            c->event_count,           own(o, c->transcript_url), own(o, c->definitions_url),
+            own(o, c->claim_json)};
     }
-    int code = st_wbegin(st, "save claim", err);
-    if (code) return code;
-    code = st_claimed_tx(st, claims, n, now, err);
-    return st_wend(st, code, "save claim", err);
+    o->n = n;
+    o->t = now;
+    return submit(st, o, "save claim", err);
 }
 
 int store_assignment_planned(store *st, const char *assignment_id, int64_t lease_generation,
@@ -369,33 +352,23 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
                            "execution_mode",
                            i);
     }
-    if (deferred(st)) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_PLAN;
-        o->id = dup0(assignment_id);
-        o->gen = lease_generation;
-        o->s1 = own(o, definitions_json);
-        o->s2 = own(o, plan_request_json);
-        o->s3 = own(o, plan_response_json);
-        o->flag = skipped;
-        o->runs = calloc(n ? n : 1, sizeof *o->runs);
-        if (!o->runs) abort();
-        for (size_t i = 0; i < n; i++)
-            o->runs[i] =
-                (store_plan_run){own(o, runs[i].run_id),       own(o, runs[i].eval_key),
-                                 own(o, runs[i].eval_version), own(o, runs[i].execution_mode),
-                                 runs[i].timeout_seconds,      own(o, runs[i].descriptor_json)};
-        o->n = n;
-        o->t = now;
-        enqueue(st, o);
-        return STORE_OK;
-    }
-    int code = st_wbegin(st, "save plan", err);
-    if (code) return code;
-    code = st_planned_tx(st, assignment_id, lease_generation, definitions_json, plan_request_json,
-                         plan_response_json, skipped, runs, n, now, err);
-    return st_wend(st, code, "save plan", err);
+    st_op *o = op_new(OP_PLAN);
+    o->id = dup0(assignment_id);
+    o->gen = lease_generation;
+    o->s1 = own(o, definitions_json);
+    o->s2 = own(o, plan_request_json);
+    o->s3 = own(o, plan_response_json);
+    o->flag = skipped;
+    o->runs = calloc(n ? n : 1, sizeof *o->runs);
+    if (!o->runs) abort();
+    for (size_t i = 0; i < n; i++)
+        o->runs[i] =
+            (store_plan_run){own(o, runs[i].run_id),       own(o, runs[i].eval_key),
+                             own(o, runs[i].eval_version), own(o, runs[i].execution_mode),
+                             runs[i].timeout_seconds,      own(o, runs[i].descriptor_json)};
+    o->n = n;
+    o->t = now;
+    return submit(st, o, "save plan", err);
 }
 
 int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_generation,
@@ -409,22 +382,12 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
                        "finish assignment: status must be failed, lost, dropped, skipped or "
                        "completed, not '%s'",
                        status ? status : "(null)");
-    if (deferred(st)) {
-        st_op *o = calloc(1, sizeof *o);
-        if (!o) abort();
-        o->kind = OP_AFINISH;
-        o->id = dup0(assignment_id);
-        o->gen = lease_generation;
-        o->s1 = own(o, status);
-        o->s2 = own(o, error_code);
-        o->s3 = own(o, error_message);
-        o->t = now;
-        enqueue(st, o);
-        return STORE_OK;
-    }
-    int code = st_wbegin(st, "finish assignment", err);
-    if (code) return code;
-    code = st_afinish_tx(st, assignment_id, lease_generation, status, error_code, error_message,
-                         now, err);
-    return st_wend(st, code, "finish assignment", err);
+    st_op *o = op_new(OP_AFINISH);
+    o->id = dup0(assignment_id);
+    o->gen = lease_generation;
+    o->s1 = own(o, status);
+    o->s2 = own(o, error_code);
+    o->s3 = own(o, error_message);
+    o->t = now;
+    return submit(st, o, "finish assignment", err);
 }

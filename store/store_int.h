@@ -146,6 +146,73 @@ void st_bind_textn(sqlite3_stmt *s, int i, const char *v, size_t max);
 char *st_col_dup(sqlite3_stmt *s, int i);
 double st_col_dbl(sqlite3_stmt *s, int i);
 
+/* Statements run through one helper (store_stmt.c): a statement's values are
+ * an array of st_arg, bound to ?1, ?2, ... in order. Strings and blobs are
+ * borrowed: they must outlive the call. */
+typedef enum {
+    ST_A_NULL,
+    ST_A_TEXT,
+    ST_A_TEXTN,
+    ST_A_INT,
+    ST_A_DBL,
+    ST_A_TIME,
+    ST_A_BLOB
+} st_akind;
+typedef struct {
+    st_akind kind;
+    const void *p; /* ST_A_TEXT, ST_A_TEXTN, ST_A_BLOB */
+    size_t n;      /* ST_A_TEXTN: most bytes kept; ST_A_BLOB: length */
+    int64_t i;
+    double d;
+} st_arg;
+#define ST_NULL ((st_arg){.kind = ST_A_NULL})
+#define ST_TEXT(v) ((st_arg){.kind = ST_A_TEXT, .p = (v)})
+#define ST_TEXTN(v, max) ((st_arg){.kind = ST_A_TEXTN, .p = (v), .n = (max)})
+#define ST_INT(v) ((st_arg){.kind = ST_A_INT, .i = (v)})
+#define ST_DBL(v) ((st_arg){.kind = ST_A_DBL, .d = (v)})
+#define ST_TIME(v) ((st_arg){.kind = ST_A_TIME, .d = (v)})
+#define ST_BLOB(v, len) ((st_arg){.kind = ST_A_BLOB, .p = (v), .n = (len)})
+/* `array, count` of the values given, for the helpers below. */
+#define ST_ARGS(...)                                                                               \
+    (const st_arg[]){__VA_ARGS__}, sizeof((const st_arg[]){__VA_ARGS__}) / sizeof(st_arg)
+
+/* Writer held: runs sql on the writer with args bound, to its end. */
+int st_exec(store *st, const char *sql, const char *op, store_err *err, const st_arg *args,
+            size_t nargs);
+/* One statement as its own write transaction (takes and releases the writer). */
+int st_exec_tx(store *st, const char *sql, const char *op, store_err *err, const st_arg *args,
+               size_t nargs);
+
+/* Row callback reading column 0 into the int64_t ctx points to. */
+void st_row_int64(sqlite3_stmt *s, void *ctx);
+
+/* A growing array of rows read (owned by the caller: items is malloc'ed). */
+typedef struct {
+    void *items;
+    size_t n, cap;
+} st_vec;
+/* Called once per row a query returns (ctx: the caller's). */
+typedef void (*st_row_fn)(sqlite3_stmt *s, void *ctx);
+/* Runs the query sql on c with args bound, calling row for each row.
+ * STORE_OK when all rows were read, else the failure (err names op). */
+int st_query(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row, void *ctx,
+             const st_arg *args, size_t nargs);
+/* The same for a query of at most one row: STORE_NOTFOUND (err untouched)
+ * when it returns none. */
+int st_query_one(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row,
+                 void *ctx, const st_arg *args, size_t nargs);
+/* st_query on a pooled read connection, each row appended to v by row (ctx:
+ * v). On failure v keeps the rows read: the caller frees them. */
+int st_read_all(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
+                st_vec *v, const st_arg *args, size_t nargs);
+/* st_query_one on a pooled read connection. */
+int st_read_one(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
+                void *ctx, const st_arg *args, size_t nargs);
+
+/* Appends one zeroed element of `size` bytes and returns it (aborts when out
+ * of memory). */
+void *st_vec_push(st_vec *v, size_t size);
+
 /* Terminal assignment statuses as an SQL list literal. */
 #define ST_TERMINAL_SQL "('completed','skipped','failed','lost','dropped')"
 #define ST_ACTIVE_SQL "('claimed','planned')"

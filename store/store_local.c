@@ -13,18 +13,10 @@ int store_evaluator_put(store *st, const char *name, const char *registration_js
         " heartbeat_at, expires_at) VALUES(?1, ?2, ?3, ?4, ?4, ?5)";
     if (!name || !name[0] || !registration_json)
         return st_errf(err, STORE_INVALID, "save evaluator: name and registration are required");
-    int code = st_wbegin(st, "save evaluator", err);
-    if (code) return code;
-    sqlite3_stmt *s = st_w(st, sql);
-    if (s) {
-        st_bind_text(s, 1, name);
-        st_bind_text(s, 2, registration_json);
-        st_bind_dbl(s, 3, ttl_seconds > 0 ? ttl_seconds : 0);
-        st_bind_dbl(s, 4, now);
-        st_bind_dbl(s, 5, ttl_seconds > 0 ? now + ttl_seconds : 0);
-    }
-    code = st_step_done(st, s, "save evaluator", err);
-    return st_wend(st, code, "save evaluator", err);
+    return st_exec_tx(st, sql, "save evaluator", err,
+                      ST_ARGS(ST_TEXT(name), ST_TEXT(registration_json),
+                              ST_DBL(ttl_seconds > 0 ? ttl_seconds : 0), ST_DBL(now),
+                              ST_DBL(ttl_seconds > 0 ? now + ttl_seconds : 0)));
 }
 
 static int evaluator_update(store *st, const char *sql, const char *name, double now,
@@ -33,12 +25,7 @@ static int evaluator_update(store *st, const char *sql, const char *name, double
     if (!name) return st_errf(err, STORE_INVALID, "%s: no name", op);
     int code = st_wbegin(st, op, err);
     if (code) return code;
-    sqlite3_stmt *s = st_w(st, sql);
-    if (s) {
-        st_bind_text(s, 1, name);
-        st_bind_dbl(s, 2, now);
-    }
-    code = st_step_done(st, s, op, err);
+    code = st_exec(st, sql, op, err, ST_ARGS(ST_TEXT(name), ST_DBL(now)));
     if (code) {
         st_wabort(st);
         return code;
@@ -63,43 +50,29 @@ int store_evaluator_delete(store *st, const char *name, store_err *err)
     return evaluator_update(st, sql, name, 0, "delete evaluator", err);
 }
 
+static void evaluator_row(sqlite3_stmt *s, void *ctx)
+{
+    store_evaluator *e = st_vec_push(ctx, sizeof *e);
+    e->name = st_col_dup(s, 0);
+    e->registration_json = st_col_dup(s, 1);
+    e->ttl_seconds = st_col_dbl(s, 2);
+    e->registered_at = st_col_dbl(s, 3);
+    e->heartbeat_at = st_col_dbl(s, 4);
+    e->expires_at = st_col_dbl(s, 5);
+}
+
 int store_evaluator_list(store *st, store_evaluator **out, size_t *n, store_err *err)
 {
     static const char sql[] = "SELECT name, registration_json, ttl_seconds, registered_at,"
                               " heartbeat_at, expires_at FROM evaluators ORDER BY name";
-    *out = NULL;
-    *n = 0;
-    sconn *c = st_rget(st);
-    sqlite3_stmt *s = st_stmt(c, sql);
-    store_evaluator *arr = NULL;
-    size_t cap = 0, cnt = 0;
-    int rc = s ? SQLITE_OK : sqlite3_errcode(c->db), code = STORE_OK;
-    if (s) {
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                cap = cap ? cap * 2 : 8;
-                arr = realloc(arr, cap * sizeof *arr);
-                if (!arr) abort();
-            }
-            store_evaluator *e = &arr[cnt++];
-            e->name = st_col_dup(s, 0);
-            e->registration_json = st_col_dup(s, 1);
-            e->ttl_seconds = st_col_dbl(s, 2);
-            e->registered_at = st_col_dbl(s, 3);
-            e->heartbeat_at = st_col_dbl(s, 4);
-            e->expires_at = st_col_dbl(s, 5);
-        }
-        sqlite3_reset(s);
+    st_vec v = {0};
+    int code = st_read_all(st, sql, "list evaluators", err, evaluator_row, &v, NULL, 0);
+    if (code) {
+        store_evaluators_free(v.items, v.n);
+        v = (st_vec){0};
     }
-    if (rc != SQLITE_DONE) {
-        code = st_sqlfail(err, c->db, rc, "list evaluators");
-        store_evaluators_free(arr, cnt);
-        arr = NULL;
-        cnt = 0;
-    }
-    st_rput(st, c);
-    *out = arr;
-    *n = cnt;
+    *out = v.items;
+    *n = v.n;
     return code;
 }
 

@@ -30,16 +30,8 @@ int store_metric_add(store *st, const char *name, const char *labels, double del
         " ON CONFLICT(name, labels) DO UPDATE SET value = value + excluded.value";
     if (!name || !name[0]) return st_errf(err, STORE_INVALID, "add metric: no name");
     if (!isfinite(delta)) return st_errf(err, STORE_INVALID, "add metric: delta not finite");
-    int code = st_wbegin(st, "add metric", err);
-    if (code) return code;
-    sqlite3_stmt *s = st_w(st, sql);
-    if (s) {
-        st_bind_text(s, 1, name);
-        st_bind_text(s, 2, labels ? labels : "");
-        st_bind_dbl(s, 3, delta);
-    }
-    code = st_step_done(st, s, "add metric", err);
-    return st_wend(st, code, "add metric", err);
+    return st_exec_tx(st, sql, "add metric", err,
+                      ST_ARGS(ST_TEXT(name), ST_TEXT(labels ? labels : ""), ST_DBL(delta)));
 }
 
 int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *err)
@@ -55,55 +47,32 @@ int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *er
     if (n == 0) return STORE_OK;
     int code = st_wbegin(st, "save metrics", err);
     if (code) return code;
-    for (size_t i = 0; i < n; i++) {
-        sqlite3_stmt *s = st_w(st, sql);
-        if (s) {
-            st_bind_text(s, 1, m[i].name);
-            st_bind_text(s, 2, m[i].labels ? m[i].labels : "");
-            st_bind_dbl(s, 3, m[i].value);
-        }
-        code = st_step_done(st, s, "save metrics", err);
-        if (code) {
-            st_wabort(st);
-            return code;
-        }
-    }
-    return st_wcommit(st, "save metrics", 0, err);
+    for (size_t i = 0; i < n && code == STORE_OK; i++)
+        code = st_exec(st, sql, "save metrics", err,
+                       ST_ARGS(ST_TEXT(m[i].name), ST_TEXT(m[i].labels ? m[i].labels : ""),
+                               ST_DBL(m[i].value)));
+    return st_wend(st, code, "save metrics", err);
+}
+
+static void metric_row(sqlite3_stmt *s, void *ctx)
+{
+    store_metric *m = st_vec_push(ctx, sizeof *m);
+    m->name = st_col_dup(s, 0);
+    m->labels = st_col_dup(s, 1);
+    m->value = st_col_dbl(s, 2);
 }
 
 int store_metrics_load(store *st, store_metric **out, size_t *n, store_err *err)
 {
     static const char sql[] = "SELECT name, labels, value FROM metrics ORDER BY name, labels";
-    *out = NULL;
-    *n = 0;
-    sconn *c = st_rget(st);
-    sqlite3_stmt *s = st_stmt(c, sql);
-    store_metric *arr = NULL;
-    size_t cap = 0, cnt = 0;
-    int rc = s ? SQLITE_OK : sqlite3_errcode(c->db), code = STORE_OK;
-    if (s) {
-        while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-            if (cnt == cap) {
-                cap = cap ? cap * 2 : 16;
-                arr = realloc(arr, cap * sizeof *arr);
-                if (!arr) abort();
-            }
-            arr[cnt].name = st_col_dup(s, 0);
-            arr[cnt].labels = st_col_dup(s, 1);
-            arr[cnt].value = st_col_dbl(s, 2);
-            cnt++;
-        }
-        sqlite3_reset(s);
+    st_vec v = {0};
+    int code = st_read_all(st, sql, "load metrics", err, metric_row, &v, NULL, 0);
+    if (code) {
+        store_metrics_free(v.items, v.n);
+        v = (st_vec){0};
     }
-    if (rc != SQLITE_DONE) {
-        code = st_sqlfail(err, c->db, rc, "load metrics");
-        store_metrics_free(arr, cnt);
-        arr = NULL;
-        cnt = 0;
-    }
-    st_rput(st, c);
-    *out = arr;
-    *n = cnt;
+    *out = v.items;
+    *n = v.n;
     return code;
 }
 

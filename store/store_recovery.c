@@ -13,9 +13,9 @@ static const char SQL_ASSIGNMENT_COLS[] =
     " d.plan_request_json, d.plan_response_json, a.claimed_at"
     " FROM assignments a LEFT JOIN assignment_docs d ON d.seq = a.seq";
 
-static void read_assignment(sqlite3_stmt *s, store_assignment_state *a)
+static void assignment_row(sqlite3_stmt *s, void *ctx)
 {
-    memset(a, 0, sizeof *a);
+    store_assignment_state *a = ctx;
     a->assignment_id = st_col_dup(s, 0);
     a->worker_id = st_col_dup(s, 1);
     a->lease_generation = sqlite3_column_int64(s, 2);
@@ -36,36 +36,30 @@ static void read_assignment(sqlite3_stmt *s, store_assignment_state *a)
     a->claimed_at = st_col_dbl(s, 17);
 }
 
+static void run_row(sqlite3_stmt *s, void *ctx)
+{
+    store_run_state *r = st_vec_push(ctx, sizeof *r);
+    r->run_id = st_col_dup(s, 0);
+    r->eval_key = st_col_dup(s, 1);
+    r->eval_version = st_col_dup(s, 2);
+    r->execution_mode = st_col_dup(s, 3);
+    r->descriptor_json = st_col_dup(s, 4);
+    r->timeout_seconds = st_col_dbl(s, 5);
+    r->status = st_col_dup(s, 6);
+    r->submit_status = st_col_dup(s, 7);
+}
+
 static int load_runs(sconn *c, store_assignment_state *a, store_err *err)
 {
     static const char sql[] =
         "SELECT r.id, r.eval_key, r.eval_version, r.execution_mode, d.descriptor_json,"
         " r.timeout_seconds, r.status, r.submit_status FROM runs r"
         " LEFT JOIN run_docs d ON d.seq = r.seq WHERE r.assignment_id = ?1 ORDER BY r.seq";
-    sqlite3_stmt *s = st_stmt(c, sql);
-    if (!s) return st_sqlfail(err, c->db, sqlite3_errcode(c->db), "load runs");
-    st_bind_text(s, 1, a->assignment_id);
-    size_t cap = 0;
-    int rc;
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (a->n_runs == cap) {
-            cap = cap ? cap * 2 : 8;
-            a->runs = realloc(a->runs, cap * sizeof *a->runs);
-            if (!a->runs) abort();
-        }
-        store_run_state *r = &a->runs[a->n_runs++];
-        r->run_id = st_col_dup(s, 0);
-        r->eval_key = st_col_dup(s, 1);
-        r->eval_version = st_col_dup(s, 2);
-        r->execution_mode = st_col_dup(s, 3);
-        r->descriptor_json = st_col_dup(s, 4);
-        r->timeout_seconds = st_col_dbl(s, 5);
-        r->status = st_col_dup(s, 6);
-        r->submit_status = st_col_dup(s, 7);
-    }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) return st_sqlfail(err, c->db, rc, "load runs");
-    return STORE_OK;
+    st_vec v = {0};
+    int code = st_query(c, sql, "load runs", err, run_row, &v, ST_ARGS(ST_TEXT(a->assignment_id)));
+    a->runs = v.items;
+    a->n_runs = v.n;
+    return code;
 }
 
 void store_assignment_state_free(store_assignment_state *a)
@@ -120,6 +114,11 @@ static void build_sql(void)
              SQL_ASSIGNMENT_COLS);
 }
 
+static void assignment_push(sqlite3_stmt *s, void *ctx)
+{
+    assignment_row(s, st_vec_push(ctx, sizeof(store_assignment_state)));
+}
+
 int store_recoverable_assignments(store *st, double now, double margin_s,
                                   store_assignment_state **out, size_t *n, store_err *err)
 {
@@ -130,39 +129,20 @@ int store_recoverable_assignments(store *st, double now, double margin_s,
     sconn *c = st_rget(st);
     /* One read transaction: the assignments and their runs from one snapshot. */
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
-    sqlite3_stmt *s = st_stmt(c, SQL_RECOVERABLE);
-    store_assignment_state *arr = NULL;
-    size_t cap = 0, cnt = 0;
-    int rc = SQLITE_ERROR, code = STORE_OK;
-    if (!s) {
-        code = st_sqlfail(err, c->db, sqlite3_errcode(c->db), "list recoverable assignments");
-        goto done;
-    }
-    st_bind_dbl(s, 1, now + margin_s);
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (cnt == cap) {
-            cap = cap ? cap * 2 : 8;
-            arr = realloc(arr, cap * sizeof *arr);
-            if (!arr) abort();
-        }
-        read_assignment(s, &arr[cnt++]);
-    }
-    sqlite3_reset(s);
-    if (rc != SQLITE_DONE) {
-        code = st_sqlfail(err, c->db, rc, "list recoverable assignments");
-        goto done;
-    }
-    for (size_t i = 0; i < cnt && code == STORE_OK; i++)
+    st_vec v = {0};
+    int code = st_query(c, SQL_RECOVERABLE, "list recoverable assignments", err, assignment_push,
+                        &v, ST_ARGS(ST_DBL(now + margin_s)));
+    store_assignment_state *arr = v.items;
+    for (size_t i = 0; i < v.n && code == STORE_OK; i++)
         code = load_runs(c, &arr[i], err);
-done:
     sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     st_rput(st, c);
     if (code) {
-        store_assignments_free(arr, cnt);
+        store_assignments_free(arr, v.n);
         return code;
     }
     *out = arr;
-    *n = cnt;
+    *n = v.n;
     return STORE_OK;
 }
 
@@ -175,16 +155,8 @@ int store_assignment_load(store *st, const char *assignment_id, store_assignment
     if (!assignment_id) return st_errf(err, STORE_INVALID, "load assignment: no id");
     sconn *c = st_rget(st);
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
-    sqlite3_stmt *s = st_stmt(c, SQL_ONE_ASSIGNMENT);
-    int code = STORE_OK;
-    int rc = s ? (st_bind_text(s, 1, assignment_id), sqlite3_step(s)) : sqlite3_errcode(c->db);
-    if (rc == SQLITE_ROW)
-        read_assignment(s, out);
-    else if (rc == SQLITE_DONE)
-        code = STORE_NOTFOUND;
-    else
-        code = st_sqlfail(err, c->db, rc, "load assignment");
-    if (s) sqlite3_reset(s);
+    int code = st_query_one(c, SQL_ONE_ASSIGNMENT, "load assignment", err, assignment_row, out,
+                            ST_ARGS(ST_TEXT(assignment_id)));
     if (code == STORE_OK) code = load_runs(c, out, err);
     sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     st_rput(st, c);
@@ -205,16 +177,10 @@ int store_drop_expired(store *st, double now, double margin_s, size_t *n_dropped
     if (n_dropped) *n_dropped = 0;
     int code = st_wbegin(st, "drop expired assignments", err);
     if (code) return code;
-    sqlite3_stmt *s = st_w(st, runs_sql);
-    if (s) st_bind_dbl(s, 1, now + margin_s);
-    code = st_step_done(st, s, "drop expired assignments", err);
+    code = st_exec(st, runs_sql, "drop expired assignments", err, ST_ARGS(ST_DBL(now + margin_s)));
     if (code) goto fail;
-    s = st_w(st, asg_sql);
-    if (s) {
-        st_bind_dbl(s, 1, now + margin_s);
-        st_bind_dbl(s, 2, now);
-    }
-    code = st_step_done(st, s, "drop expired assignments", err);
+    code = st_exec(st, asg_sql, "drop expired assignments", err,
+                   ST_ARGS(ST_DBL(now + margin_s), ST_DBL(now)));
     if (code) goto fail;
     size_t dropped = (size_t)sqlite3_changes(st->w.db);
     code = st_wcommit(st, "drop expired assignments", 0, err);

@@ -3,6 +3,7 @@
 #include "store/store_int.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,23 +24,23 @@ int st_started_tx(store *st, const char *const *run_ids, size_t n, double now, s
     *changed = 0;
     for (size_t i = 0; i < n; i++) {
         if (!run_ids[i]) continue;
-        sqlite3_stmt *s = st_w(st, sql);
-        if (s) {
-            st_bind_text(s, 1, run_ids[i]);
-            st_bind_dbl(s, 2, now);
-        }
-        int code = st_step_done(st, s, "start runs", err);
+        int code = st_exec(st, sql, "start runs", err, ST_ARGS(ST_TEXT(run_ids[i]), ST_DBL(now)));
         if (code) return code;
         int c = sqlite3_changes(st->w.db);
         *changed += (size_t)c;
         if (c > 0) {
-            s = st_w(st, clear_results);
-            if (s) st_bind_text(s, 1, run_ids[i]);
-            code = st_step_done(st, s, "start runs", err);
+            code = st_exec(st, clear_results, "start runs", err, ST_ARGS(ST_TEXT(run_ids[i])));
             if (code) return code;
         }
     }
     return STORE_OK;
+}
+
+/* Reads a run's submit_status into the char[16] ctx points to ("" if NULL). */
+static void submit_status_row(sqlite3_stmt *s, void *ctx)
+{
+    const char *t = (const char *)sqlite3_column_text(s, 0);
+    snprintf(ctx, 16, "%s", t ? t : "");
 }
 
 static int finish_one(store *st, const store_run_result *r, store_err *err)
@@ -47,10 +48,10 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     static const char head[] = "SELECT submit_status FROM runs WHERE id = ?1";
     static const char upd[] =
         "UPDATE runs SET status = ?2, started_at = ?3, finished_at = ?4, duration_ms = ?5,"
-        " summary = ?6, error_code = ?8, error_message = ?9,"
-        " submission_id = ?10, worker_id = ?11, lease_generation = ?12,"
+        " summary = ?6, error_code = ?7, error_message = ?8,"
+        " submission_id = ?9, worker_id = ?10, lease_generation = ?11,"
         " submit_status = 'pending', submit_error_code = NULL, submit_error_message = NULL,"
-        " attempts = 0, first_attempt_at = NULL, last_attempt_at = NULL, body_bytes = ?13"
+        " attempts = 0, first_attempt_at = NULL, last_attempt_at = NULL, body_bytes = ?12"
         " WHERE id = ?1";
     static const char ins[] =
         "INSERT INTO outbox(submission_id, run_id, assignment_id, worker_id, lease_generation,"
@@ -70,76 +71,43 @@ static int finish_one(store *st, const store_run_result *r, store_err *err)
     if (!st_is_one_of(r->status, RESULT_STATUSES))
         return st_errf(err, STORE_INVALID,
                        "save result: status must be succeeded, failed, timed_out or cancelled");
-    sqlite3_stmt *s = st_w(st, head);
-    int rc = s ? (st_bind_text(s, 1, r->run_id), sqlite3_step(s)) : sqlite3_errcode(st->w.db);
-    int code = STORE_OK;
-    if (rc == SQLITE_ROW) {
-        const char *ss = (const char *)sqlite3_column_text(s, 0);
-        if (!ss || strcmp(ss, "none") != 0)
-            code = st_errf(err, STORE_CONFLICT,
-                           "save result: run %s already has a result (submission %s)", r->run_id,
-                           ss ? ss : "?");
-    } else if (rc == SQLITE_DONE) {
-        code = st_errf(err, STORE_NOTFOUND, "save result: unknown run %s", r->run_id);
-    } else {
-        code = st_sqlfail(err, st->w.db, rc, "save result");
-    }
-    if (s) sqlite3_reset(s);
+    char submit_status[16] = "";
+    int code = st_query_one(&st->w, head, "save result", err, submit_status_row, submit_status,
+                            ST_ARGS(ST_TEXT(r->run_id)));
+    if (code == STORE_NOTFOUND)
+        return st_errf(err, STORE_NOTFOUND, "save result: unknown run %s", r->run_id);
     if (code) return code;
-    s = st_w(st, upd);
-    if (s) {
-        st_bind_text(s, 1, r->run_id);
-        st_bind_text(s, 2, r->status);
-        st_bind_time(s, 3, r->started_at);
-        st_bind_time(s, 4, r->finished_at);
-        st_bind_int(s, 5, r->duration_ms);
-        st_bind_text(s, 6, r->summary);
-        st_bind_textn(s, 8, r->error_code, ST_MAX_ERR_CODE);
-        st_bind_textn(s, 9, r->error_message, ST_MAX_ERR_MSG);
-        st_bind_text(s, 10, r->submission_id);
-        st_bind_text(s, 11, r->worker_id);
-        st_bind_int(s, 12, r->lease_generation);
-        st_bind_int(s, 13, (int64_t)r->body_len);
-    }
-    code = st_step_done(st, s, "save result", err);
+    if (strcmp(submit_status, "none") != 0)
+        return st_errf(err, STORE_CONFLICT,
+                       "save result: run %s already has a result (submission %s)", r->run_id,
+                       submit_status[0] ? submit_status : "?");
+    code = st_exec(st, upd, "save result", err,
+                   ST_ARGS(ST_TEXT(r->run_id), ST_TEXT(r->status), ST_TIME(r->started_at),
+                           ST_TIME(r->finished_at), ST_INT(r->duration_ms), ST_TEXT(r->summary),
+                           ST_TEXTN(r->error_code, ST_MAX_ERR_CODE),
+                           ST_TEXTN(r->error_message, ST_MAX_ERR_MSG), ST_TEXT(r->submission_id),
+                           ST_TEXT(r->worker_id), ST_INT(r->lease_generation),
+                           ST_INT((int64_t)r->body_len)));
     if (code) return code;
     if (r->results_json) {
-        s = st_w(st, res_doc);
-        if (s) {
-            st_bind_text(s, 1, r->run_id);
-            st_bind_text(s, 2, r->results_json);
-        }
-        code = st_step_done(st, s, "save result", err);
+        code = st_exec(st, res_doc, "save result", err,
+                       ST_ARGS(ST_TEXT(r->run_id), ST_TEXT(r->results_json)));
         if (code) return code;
     }
-    s = st_w(st, ins);
-    if (s) {
-        st_bind_text(s, 1, r->submission_id);
-        st_bind_text(s, 2, r->run_id);
-        st_bind_text(s, 3, r->worker_id);
-        st_bind_int(s, 4, r->lease_generation);
-        sqlite3_bind_blob64(s, 5, r->body, r->body_len, SQLITE_STATIC);
-        st_bind_dbl(s, 6, r->finished_at > 0 ? r->finished_at : 0);
-    }
-    code = st_step_done(st, s, "save result", err);
+    double finished_at = r->finished_at > 0 ? r->finished_at : 0;
+    code = st_exec(st, ins, "save result", err,
+                   ST_ARGS(ST_TEXT(r->submission_id), ST_TEXT(r->run_id), ST_TEXT(r->worker_id),
+                           ST_INT(r->lease_generation), ST_BLOB(r->body, r->body_len),
+                           ST_DBL(finished_at)));
     if (code == STORE_CONFLICT)
         return st_errf(err, STORE_CONFLICT, "save result: submission_id %s is already used",
                        r->submission_id);
     if (code) return code;
-    int64_t minute = (int64_t)floor((r->finished_at > 0 ? r->finished_at : 0) / 60.0);
-    s = st_w(st, stat);
-    if (s) {
-        st_bind_int(s, 1, minute);
-        st_bind_text(s, 2, r->status);
-    }
-    code = st_step_done(st, s, "save result", err);
+    int64_t minute = (int64_t)floor(finished_at / 60.0);
+    code = st_exec(st, stat, "save result", err, ST_ARGS(ST_INT(minute), ST_TEXT(r->status)));
     if (code) return code;
-    s = st_w(st, lat);
-    if (s) {
-        st_bind_int(s, 1, minute);
-        st_bind_int(s, 2, st_latency_bucket(r->duration_ms));
-    }
-    return st_step_done(st, s, "save result", err);
+    return st_exec(st, lat, "save result", err,
+                   ST_ARGS(ST_INT(minute), ST_INT(st_latency_bucket(r->duration_ms))));
 }
 
 static int finish_many(store *st, const store_run_result *r, size_t n, uint64_t *ticket,

@@ -6,6 +6,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+typedef struct {
+    store_stats *out;
+    double now;
+} outbox_figures;
+
+static void outbox_row(sqlite3_stmt *s, void *ctx)
+{
+    outbox_figures *f = ctx;
+    f->out->outbox_depth = sqlite3_column_int64(s, 0);
+    double oldest = st_col_dbl(s, 1);
+    f->out->oldest_unsent_age_s = oldest > 0 && f->now > oldest ? f->now - oldest : 0;
+}
+
 int store_stats_get(store *st, double now, store_stats *out, store_err *err)
 {
     static const char sql[] = "SELECT count(*), min(created_at) FROM outbox";
@@ -19,20 +32,8 @@ int store_stats_get(store *st, double now, store_stats *out, store_err *err)
     out->rows_pruned = __atomic_load_n(&st->rows_pruned, __ATOMIC_RELAXED);
     out->write_blocked = __atomic_load_n(&st->write_blocked, __ATOMIC_RELAXED);
     out->vacuum_pending = __atomic_load_n(&st->vacuum_pending, __ATOMIC_RELAXED);
-    sconn *c = st_rget(st);
-    sqlite3_stmt *s = st_stmt(c, sql);
-    int rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
-    int code = STORE_OK;
-    if (rc == SQLITE_ROW) {
-        out->outbox_depth = sqlite3_column_int64(s, 0);
-        double oldest = st_col_dbl(s, 1);
-        out->oldest_unsent_age_s = oldest > 0 && now > oldest ? now - oldest : 0;
-    } else {
-        code = st_sqlfail(err, c->db, rc, "read outbox figures");
-    }
-    if (s) sqlite3_reset(s);
-    st_rput(st, c);
-    return code;
+    outbox_figures f = {out, now};
+    return st_read_one(st, sql, "read outbox figures", err, outbox_row, &f, NULL, 0);
 }
 
 int store_write_blocked(store *st)

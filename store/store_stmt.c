@@ -1,0 +1,124 @@
+/* store/store_stmt: the one way a store statement is run: its values bound
+ * from an st_arg array, stepped to its end, its rows handed to a callback, and
+ * its failure mapped to a store status, so that each operation states only its
+ * SQL and values. */
+#include "store/store_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void bind_args(sqlite3_stmt *s, const st_arg *a, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        int i = (int)k + 1;
+        switch (a[k].kind) {
+        case ST_A_NULL:
+            sqlite3_bind_null(s, i);
+            break;
+        case ST_A_TEXT:
+            st_bind_text(s, i, a[k].p);
+            break;
+        case ST_A_TEXTN:
+            st_bind_textn(s, i, a[k].p, a[k].n);
+            break;
+        case ST_A_INT:
+            st_bind_int(s, i, a[k].i);
+            break;
+        case ST_A_DBL:
+            st_bind_dbl(s, i, a[k].d);
+            break;
+        case ST_A_TIME:
+            st_bind_time(s, i, a[k].d);
+            break;
+        case ST_A_BLOB:
+            sqlite3_bind_blob64(s, i, a[k].p, a[k].n, SQLITE_STATIC);
+            break;
+        }
+    }
+}
+
+int st_exec(store *st, const char *sql, const char *op, store_err *err, const st_arg *args,
+            size_t nargs)
+{
+    sqlite3_stmt *s = st_w(st, sql);
+    if (s) bind_args(s, args, nargs);
+    return st_step_done(st, s, op, err);
+}
+
+int st_exec_tx(store *st, const char *sql, const char *op, store_err *err, const st_arg *args,
+               size_t nargs)
+{
+    int code = st_wbegin(st, op, err);
+    if (code) return code;
+    code = st_exec(st, sql, op, err, args, nargs);
+    return st_wend(st, code, op, err);
+}
+
+/* Steps s (NULL: its preparation failed) calling row per row, at most `max`
+ * rows (0: all). *rows gets how many were read. */
+static int query_rows(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row,
+                      void *ctx, const st_arg *args, size_t nargs, size_t max, size_t *rows)
+{
+    *rows = 0;
+    sqlite3_stmt *s = st_stmt(c, sql);
+    if (!s) return st_sqlfail(err, c->db, sqlite3_errcode(c->db), op);
+    bind_args(s, args, nargs);
+    int rc = SQLITE_DONE;
+    while ((max == 0 || *rows < max) && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        row(s, ctx);
+        ++*rows;
+    }
+    sqlite3_reset(s);
+    if (max != 0 && *rows == max) return STORE_OK;
+    return rc == SQLITE_DONE ? STORE_OK : st_sqlfail(err, c->db, rc, op);
+}
+
+int st_query(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row, void *ctx,
+             const st_arg *args, size_t nargs)
+{
+    size_t rows;
+    return query_rows(c, sql, op, err, row, ctx, args, nargs, 0, &rows);
+}
+
+int st_query_one(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row,
+                 void *ctx, const st_arg *args, size_t nargs)
+{
+    size_t rows;
+    int code = query_rows(c, sql, op, err, row, ctx, args, nargs, 1, &rows);
+    return code == STORE_OK && rows == 0 ? STORE_NOTFOUND : code;
+}
+
+int st_read_all(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
+                st_vec *v, const st_arg *args, size_t nargs)
+{
+    sconn *c = st_rget(st);
+    int code = st_query(c, sql, op, err, row, v, args, nargs);
+    st_rput(st, c);
+    return code;
+}
+
+int st_read_one(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
+                void *ctx, const st_arg *args, size_t nargs)
+{
+    sconn *c = st_rget(st);
+    int code = st_query_one(c, sql, op, err, row, ctx, args, nargs);
+    st_rput(st, c);
+    return code;
+}
+
+void st_row_int64(sqlite3_stmt *s, void *ctx)
+{
+    *(int64_t *)ctx = sqlite3_column_int64(s, 0);
+}
+
+void *st_vec_push(st_vec *v, size_t size)
+{
+    if (v->n == v->cap) {
+        v->cap = v->cap ? v->cap * 2 : 16;
+        v->items = realloc(v->items, v->cap * size);
+        if (!v->items) abort();
+    }
+    void *e = (char *)v->items + v->n++ * size;
+    memset(e, 0, size);
+    return e;
+}
