@@ -36,6 +36,14 @@ static int assignment_head(store *st, const char *id, int64_t *gen, char *status
     return code;
 }
 
+/* STORE_STALE (err filled) when the stored generation is not the caller's. */
+static int check_gen(const char *id, int64_t stored, int64_t gen, const char *op, store_err *err)
+{
+    if (stored == gen) return STORE_OK;
+    return st_errf(err, STORE_STALE, "%s: assignment %s is at lease generation %lld, not %lld", op,
+                   id, (long long)stored, (long long)gen);
+}
+
 static int is_terminal(const char *status)
 {
     static const char *const T[] = {"completed", "skipped", "failed", "lost", "dropped", NULL};
@@ -151,17 +159,11 @@ int st_planned_tx(store *st, const char *assignment_id, int64_t lease_generation
         "   ELSE status END,"
         " submit_status = CASE WHEN submit_status = 'rejected' AND lease_generation < ?8"
         "   THEN 'none' ELSE submit_status END";
-    int code = STORE_OK;
     int64_t gen = 0;
     char status[16];
-    code = assignment_head(st, assignment_id, &gen, status, sizeof status, "save plan", err);
+    int code = assignment_head(st, assignment_id, &gen, status, sizeof status, "save plan", err);
+    if (code == STORE_OK) code = check_gen(assignment_id, gen, lease_generation, "save plan", err);
     if (code) goto fail;
-    if (gen != lease_generation) {
-        code = st_errf(err, STORE_STALE,
-                       "save plan: assignment %s is at lease generation %lld, not %lld",
-                       assignment_id, (long long)gen, (long long)lease_generation);
-        goto fail;
-    }
     if (is_terminal(status)) {
         code = st_errf(err, STORE_CONFLICT, "save plan: assignment %s is already %s", assignment_id,
                        status);
@@ -206,20 +208,13 @@ int st_lease_tx(store *st, const char *assignment_id, int64_t lease_generation,
                 double lease_expires_at, store_err *err)
 {
     static const char sql[] = "UPDATE assignments SET lease_expires_at = ?2 WHERE id = ?1";
-    int code = STORE_OK;
     int64_t gen = 0;
     char status[16];
-    code = assignment_head(st, assignment_id, &gen, status, sizeof status, "extend lease", err);
+    int code = assignment_head(st, assignment_id, &gen, status, sizeof status, "extend lease", err);
     if (code) goto fail;
-    if (is_terminal(status)) {
-        return STORE_OK;
-    }
-    if (gen != lease_generation) {
-        code = st_errf(err, STORE_STALE,
-                       "extend lease: assignment %s is at lease generation %lld, not %lld",
-                       assignment_id, (long long)gen, (long long)lease_generation);
-        goto fail;
-    }
+    if (is_terminal(status)) return STORE_OK;
+    code = check_gen(assignment_id, gen, lease_generation, "extend lease", err);
+    if (code) goto fail;
     code = st_exec(st, sql, "extend lease", err,
                    ST_ARGS(ST_TEXT(assignment_id), ST_DBL(lease_expires_at)));
     if (code) goto fail;
@@ -270,20 +265,14 @@ int st_afinish_tx(store *st, const char *assignment_id, int64_t lease_generation
     static const char sql[] =
         "UPDATE assignments SET status = ?2, finished_at = ?3, error_code = ?4,"
         " error_message = ?5 WHERE id = ?1";
-    int code = STORE_OK;
     int64_t gen = 0;
     char cur[16];
-    code = assignment_head(st, assignment_id, &gen, cur, sizeof cur, "finish assignment", err);
+    int code = assignment_head(st, assignment_id, &gen, cur, sizeof cur, "finish assignment", err);
     if (code) goto fail;
-    if (is_terminal(cur)) {
-        return STORE_OK;
-    }
-    if (lease_generation != 0 && gen != lease_generation) {
-        code =
-            st_errf(err, STORE_STALE, "finish assignment: %s is at lease generation %lld, not %lld",
-                    assignment_id, (long long)gen, (long long)lease_generation);
-        goto fail;
-    }
+    if (is_terminal(cur)) return STORE_OK;
+    if (lease_generation != 0)
+        code = check_gen(assignment_id, gen, lease_generation, "finish assignment", err);
+    if (code) goto fail;
     code = st_exec(st, SQL_ABANDON_RUNS, "finish assignment", err, ST_ARGS(ST_TEXT(assignment_id)));
     if (code) goto fail;
     code = st_exec(st, sql, "finish assignment", err,

@@ -87,11 +87,15 @@ static void op_free(st_op *o)
     free(o);
 }
 
-static st_op *op_new(op_kind kind)
+/* A new op of kind with its id (copied), generation and time. */
+static st_op *op_new(op_kind kind, const char *id, int64_t gen, double t)
 {
     st_op *o = calloc(1, sizeof *o);
     if (!o) abort();
     o->kind = kind;
+    o->id = dup0(id);
+    o->gen = gen;
+    o->t = t;
     return o;
 }
 
@@ -235,10 +239,7 @@ int store_assignment_lease(store *st, const char *assignment_id, int64_t lease_g
                            double lease_expires_at, store_err *err)
 {
     if (!assignment_id) return st_errf(err, STORE_INVALID, "extend lease: no assignment_id");
-    st_op *o = op_new(OP_LEASE);
-    o->id = dup0(assignment_id);
-    o->gen = lease_generation;
-    o->t = lease_expires_at;
+    st_op *o = op_new(OP_LEASE, assignment_id, lease_generation, lease_expires_at);
     return submit(st, o, "extend lease", err);
 }
 
@@ -248,10 +249,7 @@ int store_assignment_heartbeat(store *st, const char *assignment_id, int64_t lea
 {
     if (!assignment_id || !outcome)
         return st_errf(err, STORE_INVALID, "record heartbeat: no assignment_id or outcome");
-    st_op *o = op_new(OP_HEARTBEAT);
-    o->id = dup0(assignment_id);
-    o->gen = lease_generation;
-    o->t = at;
+    st_op *o = op_new(OP_HEARTBEAT, assignment_id, lease_generation, at);
     o->t2 = lease_expires_at;
     o->s1 = own(o, outcome);
     o->s2 = own(o, error_code);
@@ -264,12 +262,11 @@ int store_runs_started(store *st, const char *const *run_ids, size_t n, double n
     if (n_started) *n_started = 0;
     if (n == 0) return STORE_OK;
     if (deferred(st) && !n_started) {
-        st_op *o = op_new(OP_STARTED);
+        st_op *o = op_new(OP_STARTED, NULL, 0, now);
         o->ids = calloc(n, sizeof *o->ids);
         if (!o->ids) abort();
         for (size_t i = 0; i < n; i++)
             if (run_ids[i]) o->ids[o->n++] = dup0(run_ids[i]);
-        o->t = now;
         enqueue(st, o);
         return STORE_OK;
     }
@@ -292,8 +289,7 @@ int store_outbox_record(store *st, const char *submission_id, const store_attemp
     if (!submission_id || !a || !st_outcome_name(a->outcome))
         return st_errf(err, STORE_INVALID,
                        "record submission: a submission_id and a valid outcome are required");
-    st_op *o = op_new(OP_RECORD);
-    o->id = dup0(submission_id);
+    st_op *o = op_new(OP_RECORD, submission_id, 0, 0);
     o->a = *a;
     o->a.error_code = o->a_code = dup0(a->error_code);
     o->a.message = o->a_msg = dup0(a->message);
@@ -321,7 +317,7 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
                            i);
     }
     if (n == 0) return STORE_OK;
-    st_op *o = op_new(OP_CLAIM);
+    st_op *o = op_new(OP_CLAIM, NULL, 0, now);
     o->claims = calloc(n, sizeof *o->claims);
     if (!o->claims) abort();
     for (size_t i = 0; i < n; i++) {
@@ -334,7 +330,6 @@ int store_assignments_claimed(store *st, const store_claim *claims, size_t n, do
             own(o, c->claim_json)};
     }
     o->n = n;
-    o->t = now;
     return submit(st, o, "save claim", err);
 }
 
@@ -352,9 +347,7 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
                            "execution_mode",
                            i);
     }
-    st_op *o = op_new(OP_PLAN);
-    o->id = dup0(assignment_id);
-    o->gen = lease_generation;
+    st_op *o = op_new(OP_PLAN, assignment_id, lease_generation, now);
     o->s1 = own(o, definitions_json);
     o->s2 = own(o, plan_request_json);
     o->s3 = own(o, plan_response_json);
@@ -367,7 +360,6 @@ int store_assignment_planned(store *st, const char *assignment_id, int64_t lease
                              own(o, runs[i].eval_version), own(o, runs[i].execution_mode),
                              runs[i].timeout_seconds,      own(o, runs[i].descriptor_json)};
     o->n = n;
-    o->t = now;
     return submit(st, o, "save plan", err);
 }
 
@@ -382,12 +374,9 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
                        "finish assignment: status must be failed, lost, dropped, skipped or "
                        "completed, not '%s'",
                        status ? status : "(null)");
-    st_op *o = op_new(OP_AFINISH);
-    o->id = dup0(assignment_id);
-    o->gen = lease_generation;
+    st_op *o = op_new(OP_AFINISH, assignment_id, lease_generation, now);
     o->s1 = own(o, status);
     o->s2 = own(o, error_code);
     o->s3 = own(o, error_message);
-    o->t = now;
     return submit(st, o, "finish assignment", err);
 }

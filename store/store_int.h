@@ -6,6 +6,7 @@
 #include "store/store.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sqlite3.h>
 #include <stdint.h>
 
@@ -186,13 +187,55 @@ int st_exec_tx(store *st, const char *sql, const char *op, store_err *err, const
 /* Row callback reading column 0 into the int64_t ctx points to. */
 void st_row_int64(sqlite3_stmt *s, void *ctx);
 
-/* A growing array of rows read (owned by the caller: items is malloc'ed). */
+/* A row struct read from a query's columns in order: each column names the
+ * field it fills (text and blob fields are owned, NULL for SQL NULL). */
+typedef enum { ST_C_TEXT, ST_C_DBL, ST_C_INT64, ST_C_INT, ST_C_BLOB } st_ctype;
 typedef struct {
+    st_ctype type;
+    size_t off;     /* the field: char * (TEXT, BLOB), double, int64_t or int */
+    size_t len_off; /* ST_C_BLOB: its size_t length (the bytes are NUL-terminated too) */
+} st_col;
+typedef struct {
+    const st_col *cols;
+    size_t ncols;
+    size_t size; /* of the row struct */
+} st_table;
+#define ST_COL(type, T, field)                                                                     \
+    {                                                                                              \
+        ST_C_##type, offsetof(T, field), 0                                                         \
+    }
+#define ST_COL_BLOB(T, field, len_field)                                                           \
+    {                                                                                              \
+        ST_C_BLOB, offsetof(T, field), offsetof(T, len_field)                                      \
+    }
+#define ST_TABLE(T, cols)                                                                          \
+    {                                                                                              \
+        cols, sizeof cols / sizeof *cols, sizeof(T)                                                \
+    }
+/* Reads the current row of s into dst (zeroed by the caller). */
+void st_cols_read(sqlite3_stmt *s, const st_table *t, void *dst);
+/* Frees the owned fields of row (not row itself). */
+void st_cols_free(const st_table *t, void *row);
+/* Frees n rows of t and the array. */
+void st_rows_free(const st_table *t, void *rows, size_t n);
+
+/* The rows a query read, as an array of t's row struct (items: malloc'ed, the
+ * caller owns it and frees it with st_rows_free). */
+typedef struct {
+    const st_table *t;
     void *items;
     size_t n, cap;
 } st_vec;
 /* Called once per row a query returns (ctx: the caller's). */
 typedef void (*st_row_fn)(sqlite3_stmt *s, void *ctx);
+/* Row callback reading the row into one row struct: ctx is an st_into. */
+typedef struct {
+    const st_table *t;
+    void *dst; /* zeroed by the caller */
+} st_into;
+void st_row_into(sqlite3_stmt *s, void *ctx);
+/* Row callback appending the row to the st_vec ctx points to. */
+void st_row_push(sqlite3_stmt *s, void *ctx);
 /* Runs the query sql on c with args bound, calling row for each row.
  * STORE_OK when all rows were read, else the failure (err names op). */
 int st_query(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row, void *ctx,
@@ -201,17 +244,13 @@ int st_query(sconn *c, const char *sql, const char *op, store_err *err, st_row_f
  * when it returns none. */
 int st_query_one(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row,
                  void *ctx, const st_arg *args, size_t nargs);
-/* st_query on a pooled read connection, each row appended to v by row (ctx:
- * v). On failure v keeps the rows read: the caller frees them. */
-int st_read_all(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
-                st_vec *v, const st_arg *args, size_t nargs);
+/* st_query on a pooled read connection, every row appended to v. On failure
+ * the rows read are freed and v is left empty. */
+int st_read_all(store *st, const char *sql, const char *op, store_err *err, st_vec *v,
+                const st_arg *args, size_t nargs);
 /* st_query_one on a pooled read connection. */
 int st_read_one(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
                 void *ctx, const st_arg *args, size_t nargs);
-
-/* Appends one zeroed element of `size` bytes and returns it (aborts when out
- * of memory). */
-void *st_vec_push(st_vec *v, size_t size);
 
 /* Terminal assignment statuses as an SQL list literal. */
 #define ST_TERMINAL_SQL "('completed','skipped','failed','lost','dropped')"

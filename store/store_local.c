@@ -50,27 +50,18 @@ int store_evaluator_delete(store *st, const char *name, store_err *err)
     return evaluator_update(st, sql, name, 0, "delete evaluator", err);
 }
 
-static void evaluator_row(sqlite3_stmt *s, void *ctx)
-{
-    store_evaluator *e = st_vec_push(ctx, sizeof *e);
-    e->name = st_col_dup(s, 0);
-    e->registration_json = st_col_dup(s, 1);
-    e->ttl_seconds = st_col_dbl(s, 2);
-    e->registered_at = st_col_dbl(s, 3);
-    e->heartbeat_at = st_col_dbl(s, 4);
-    e->expires_at = st_col_dbl(s, 5);
-}
+static const st_col EVALUATOR_COLS[] = {
+    ST_COL(TEXT, store_evaluator, name),        ST_COL(TEXT, store_evaluator, registration_json),
+    ST_COL(DBL, store_evaluator, ttl_seconds),  ST_COL(DBL, store_evaluator, registered_at),
+    ST_COL(DBL, store_evaluator, heartbeat_at), ST_COL(DBL, store_evaluator, expires_at)};
+static const st_table EVALUATOR = ST_TABLE(store_evaluator, EVALUATOR_COLS);
 
 int store_evaluator_list(store *st, store_evaluator **out, size_t *n, store_err *err)
 {
     static const char sql[] = "SELECT name, registration_json, ttl_seconds, registered_at,"
                               " heartbeat_at, expires_at FROM evaluators ORDER BY name";
-    st_vec v = {0};
-    int code = st_read_all(st, sql, "list evaluators", err, evaluator_row, &v, NULL, 0);
-    if (code) {
-        store_evaluators_free(v.items, v.n);
-        v = (st_vec){0};
-    }
+    st_vec v = {.t = &EVALUATOR};
+    int code = st_read_all(st, sql, "list evaluators", err, &v, NULL, 0);
     *out = v.items;
     *n = v.n;
     return code;
@@ -78,10 +69,5 @@ int store_evaluator_list(store *st, store_evaluator **out, size_t *n, store_err 
 
 void store_evaluators_free(store_evaluator *e, size_t n)
 {
-    if (!e) return;
-    for (size_t i = 0; i < n; i++) {
-        free(e[i].name);
-        free(e[i].registration_json);
-    }
-    free(e);
+    st_rows_free(&EVALUATOR, e, n);
 }

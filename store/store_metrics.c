@@ -54,23 +54,16 @@ int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *er
     return st_wend(st, code, "save metrics", err);
 }
 
-static void metric_row(sqlite3_stmt *s, void *ctx)
-{
-    store_metric *m = st_vec_push(ctx, sizeof *m);
-    m->name = st_col_dup(s, 0);
-    m->labels = st_col_dup(s, 1);
-    m->value = st_col_dbl(s, 2);
-}
+static const st_col METRIC_COLS[] = {ST_COL(TEXT, store_metric, name),
+                                     ST_COL(TEXT, store_metric, labels),
+                                     ST_COL(DBL, store_metric, value)};
+static const st_table METRIC = ST_TABLE(store_metric, METRIC_COLS);
 
 int store_metrics_load(store *st, store_metric **out, size_t *n, store_err *err)
 {
     static const char sql[] = "SELECT name, labels, value FROM metrics ORDER BY name, labels";
-    st_vec v = {0};
-    int code = st_read_all(st, sql, "load metrics", err, metric_row, &v, NULL, 0);
-    if (code) {
-        store_metrics_free(v.items, v.n);
-        v = (st_vec){0};
-    }
+    st_vec v = {.t = &METRIC};
+    int code = st_read_all(st, sql, "load metrics", err, &v, NULL, 0);
     *out = v.items;
     *n = v.n;
     return code;
@@ -78,10 +71,5 @@ int store_metrics_load(store *st, store_metric **out, size_t *n, store_err *err)
 
 void store_metrics_free(store_metric *m, size_t n)
 {
-    if (!m) return;
-    for (size_t i = 0; i < n; i++) {
-        free(m[i].name);
-        free(m[i].labels);
-    }
-    free(m);
+    st_rows_free(&METRIC, m, n);
 }

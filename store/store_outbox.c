@@ -8,26 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void entry_row(sqlite3_stmt *s, void *ctx)
-{
-    store_outbox_entry *e = st_vec_push(ctx, sizeof *e);
-    e->seq = sqlite3_column_int64(s, 0);
-    e->submission_id = st_col_dup(s, 1);
-    e->run_id = st_col_dup(s, 2);
-    e->assignment_id = st_col_dup(s, 3);
-    e->worker_id = st_col_dup(s, 4);
-    e->lease_generation = sqlite3_column_int64(s, 5);
-    const void *b = sqlite3_column_blob(s, 6);
-    e->body_len = (size_t)sqlite3_column_bytes(s, 6);
-    e->body = malloc(e->body_len + 1);
-    if (!e->body) abort();
-    if (e->body_len) memcpy(e->body, b, e->body_len);
-    e->body[e->body_len] = '\0';
-    e->attempts = sqlite3_column_int(s, 7);
-    e->created_at = st_col_dbl(s, 8);
-    e->last_attempt_at = st_col_dbl(s, 9);
-    e->last_error = st_col_dup(s, 10);
-}
+static const st_col ENTRY_COLS[] = {ST_COL(INT64, store_outbox_entry, seq),
+                                    ST_COL(TEXT, store_outbox_entry, submission_id),
+                                    ST_COL(TEXT, store_outbox_entry, run_id),
+                                    ST_COL(TEXT, store_outbox_entry, assignment_id),
+                                    ST_COL(TEXT, store_outbox_entry, worker_id),
+                                    ST_COL(INT64, store_outbox_entry, lease_generation),
+                                    ST_COL_BLOB(store_outbox_entry, body, body_len),
+                                    ST_COL(INT, store_outbox_entry, attempts),
+                                    ST_COL(DBL, store_outbox_entry, created_at),
+                                    ST_COL(DBL, store_outbox_entry, last_attempt_at),
+                                    ST_COL(TEXT, store_outbox_entry, last_error)};
+static const st_table ENTRY = ST_TABLE(store_outbox_entry, ENTRY_COLS);
 
 int store_outbox_pending(store *st, int64_t after_seq, int limit, store_outbox_entry **out,
                          size_t *n, store_err *err)
@@ -37,13 +29,9 @@ int store_outbox_pending(store *st, int64_t after_seq, int limit, store_outbox_e
         " attempts, created_at, last_attempt_at, last_error FROM outbox WHERE seq > ?1"
         " ORDER BY seq LIMIT ?2";
     store_flush(st, NULL); /* deferred updates first (see store.h) */
-    st_vec v = {0};
-    int code = st_read_all(st, sql, "list outbox", err, entry_row, &v,
+    st_vec v = {.t = &ENTRY};
+    int code = st_read_all(st, sql, "list outbox", err, &v,
                            ST_ARGS(ST_INT(after_seq), ST_INT(limit > 0 ? limit : -1)));
-    if (code) {
-        store_outbox_free(v.items, v.n);
-        v = (st_vec){0};
-    }
     *out = v.items;
     *n = v.n;
     return code;
@@ -51,16 +39,7 @@ int store_outbox_pending(store *st, int64_t after_seq, int limit, store_outbox_e
 
 void store_outbox_free(store_outbox_entry *e, size_t n)
 {
-    if (!e) return;
-    for (size_t i = 0; i < n; i++) {
-        free(e[i].submission_id);
-        free(e[i].run_id);
-        free(e[i].assignment_id);
-        free(e[i].worker_id);
-        free(e[i].body);
-        free(e[i].last_error);
-    }
-    free(e);
+    st_rows_free(&ENTRY, e, n);
 }
 
 int store_outbox_depth(store *st, int64_t *depth, store_err *err)

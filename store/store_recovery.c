@@ -13,41 +13,32 @@ static const char SQL_ASSIGNMENT_COLS[] =
     " d.plan_request_json, d.plan_response_json, a.claimed_at"
     " FROM assignments a LEFT JOIN assignment_docs d ON d.seq = a.seq";
 
-static void assignment_row(sqlite3_stmt *s, void *ctx)
-{
-    store_assignment_state *a = ctx;
-    a->assignment_id = st_col_dup(s, 0);
-    a->worker_id = st_col_dup(s, 1);
-    a->lease_generation = sqlite3_column_int64(s, 2);
-    a->lease_expires_at = st_col_dbl(s, 3);
-    a->status = st_col_dup(s, 4);
-    a->session_id = st_col_dup(s, 5);
-    a->session_revision_id = st_col_dup(s, 6);
-    a->agent_id = st_col_dup(s, 7);
-    a->environment = st_col_dup(s, 8);
-    a->trigger_reason = st_col_dup(s, 9);
-    a->event_count = sqlite3_column_int64(s, 10);
-    a->transcript_url = st_col_dup(s, 11);
-    a->definitions_url = st_col_dup(s, 12);
-    a->claim_json = st_col_dup(s, 13);
-    a->definitions_json = st_col_dup(s, 14);
-    a->plan_request_json = st_col_dup(s, 15);
-    a->plan_response_json = st_col_dup(s, 16);
-    a->claimed_at = st_col_dbl(s, 17);
-}
+static const st_col ASSIGNMENT_COLS[] = {ST_COL(TEXT, store_assignment_state, assignment_id),
+                                         ST_COL(TEXT, store_assignment_state, worker_id),
+                                         ST_COL(INT64, store_assignment_state, lease_generation),
+                                         ST_COL(DBL, store_assignment_state, lease_expires_at),
+                                         ST_COL(TEXT, store_assignment_state, status),
+                                         ST_COL(TEXT, store_assignment_state, session_id),
+                                         ST_COL(TEXT, store_assignment_state, session_revision_id),
+                                         ST_COL(TEXT, store_assignment_state, agent_id),
+                                         ST_COL(TEXT, store_assignment_state, environment),
+                                         ST_COL(TEXT, store_assignment_state, trigger_reason),
+                                         ST_COL(INT64, store_assignment_state, event_count),
+                                         ST_COL(TEXT, store_assignment_state, transcript_url),
+                                         ST_COL(TEXT, store_assignment_state, definitions_url),
+                                         ST_COL(TEXT, store_assignment_state, claim_json),
+                                         ST_COL(TEXT, store_assignment_state, definitions_json),
+                                         ST_COL(TEXT, store_assignment_state, plan_request_json),
+                                         ST_COL(TEXT, store_assignment_state, plan_response_json),
+                                         ST_COL(DBL, store_assignment_state, claimed_at)};
+static const st_table ASSIGNMENT = ST_TABLE(store_assignment_state, ASSIGNMENT_COLS);
 
-static void run_row(sqlite3_stmt *s, void *ctx)
-{
-    store_run_state *r = st_vec_push(ctx, sizeof *r);
-    r->run_id = st_col_dup(s, 0);
-    r->eval_key = st_col_dup(s, 1);
-    r->eval_version = st_col_dup(s, 2);
-    r->execution_mode = st_col_dup(s, 3);
-    r->descriptor_json = st_col_dup(s, 4);
-    r->timeout_seconds = st_col_dbl(s, 5);
-    r->status = st_col_dup(s, 6);
-    r->submit_status = st_col_dup(s, 7);
-}
+static const st_col RUN_COLS[] = {
+    ST_COL(TEXT, store_run_state, run_id),          ST_COL(TEXT, store_run_state, eval_key),
+    ST_COL(TEXT, store_run_state, eval_version),    ST_COL(TEXT, store_run_state, execution_mode),
+    ST_COL(TEXT, store_run_state, descriptor_json), ST_COL(DBL, store_run_state, timeout_seconds),
+    ST_COL(TEXT, store_run_state, status),          ST_COL(TEXT, store_run_state, submit_status)};
+static const st_table RUN = ST_TABLE(store_run_state, RUN_COLS);
 
 static int load_runs(sconn *c, store_assignment_state *a, store_err *err)
 {
@@ -55,8 +46,9 @@ static int load_runs(sconn *c, store_assignment_state *a, store_err *err)
         "SELECT r.id, r.eval_key, r.eval_version, r.execution_mode, d.descriptor_json,"
         " r.timeout_seconds, r.status, r.submit_status FROM runs r"
         " LEFT JOIN run_docs d ON d.seq = r.seq WHERE r.assignment_id = ?1 ORDER BY r.seq";
-    st_vec v = {0};
-    int code = st_query(c, sql, "load runs", err, run_row, &v, ST_ARGS(ST_TEXT(a->assignment_id)));
+    st_vec v = {.t = &RUN};
+    int code =
+        st_query(c, sql, "load runs", err, st_row_push, &v, ST_ARGS(ST_TEXT(a->assignment_id)));
     a->runs = v.items;
     a->n_runs = v.n;
     return code;
@@ -65,31 +57,8 @@ static int load_runs(sconn *c, store_assignment_state *a, store_err *err)
 void store_assignment_state_free(store_assignment_state *a)
 {
     if (!a) return;
-    free(a->assignment_id);
-    free(a->worker_id);
-    free(a->status);
-    free(a->session_id);
-    free(a->session_revision_id);
-    free(a->agent_id);
-    free(a->environment);
-    free(a->trigger_reason);
-    free(a->transcript_url);
-    free(a->definitions_url);
-    free(a->claim_json);
-    free(a->definitions_json);
-    free(a->plan_request_json);
-    free(a->plan_response_json);
-    for (size_t i = 0; i < a->n_runs; i++) {
-        store_run_state *r = &a->runs[i];
-        free(r->run_id);
-        free(r->eval_key);
-        free(r->eval_version);
-        free(r->execution_mode);
-        free(r->descriptor_json);
-        free(r->status);
-        free(r->submit_status);
-    }
-    free(a->runs);
+    st_cols_free(&ASSIGNMENT, a);
+    st_rows_free(&RUN, a->runs, a->n_runs);
     memset(a, 0, sizeof *a);
 }
 
@@ -114,11 +83,6 @@ static void build_sql(void)
              SQL_ASSIGNMENT_COLS);
 }
 
-static void assignment_push(sqlite3_stmt *s, void *ctx)
-{
-    assignment_row(s, st_vec_push(ctx, sizeof(store_assignment_state)));
-}
-
 int store_recoverable_assignments(store *st, double now, double margin_s,
                                   store_assignment_state **out, size_t *n, store_err *err)
 {
@@ -129,9 +93,9 @@ int store_recoverable_assignments(store *st, double now, double margin_s,
     sconn *c = st_rget(st);
     /* One read transaction: the assignments and their runs from one snapshot. */
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
-    st_vec v = {0};
-    int code = st_query(c, SQL_RECOVERABLE, "list recoverable assignments", err, assignment_push,
-                        &v, ST_ARGS(ST_DBL(now + margin_s)));
+    st_vec v = {.t = &ASSIGNMENT};
+    int code = st_query(c, SQL_RECOVERABLE, "list recoverable assignments", err, st_row_push, &v,
+                        ST_ARGS(ST_DBL(now + margin_s)));
     store_assignment_state *arr = v.items;
     for (size_t i = 0; i < v.n && code == STORE_OK; i++)
         code = load_runs(c, &arr[i], err);
@@ -155,8 +119,8 @@ int store_assignment_load(store *st, const char *assignment_id, store_assignment
     if (!assignment_id) return st_errf(err, STORE_INVALID, "load assignment: no id");
     sconn *c = st_rget(st);
     sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
-    int code = st_query_one(c, SQL_ONE_ASSIGNMENT, "load assignment", err, assignment_row, out,
-                            ST_ARGS(ST_TEXT(assignment_id)));
+    int code = st_query_one(c, SQL_ONE_ASSIGNMENT, "load assignment", err, st_row_into,
+                            &(st_into){&ASSIGNMENT, out}, ST_ARGS(ST_TEXT(assignment_id)));
     if (code == STORE_OK) code = load_runs(c, out, err);
     sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
     st_rput(st, c);

@@ -88,22 +88,35 @@ int st_query_one(sconn *c, const char *sql, const char *op, store_err *err, st_r
     return code == STORE_OK && rows == 0 ? STORE_NOTFOUND : code;
 }
 
-int st_read_all(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
-                st_vec *v, const st_arg *args, size_t nargs)
+/* Runs fn on a pooled read connection. */
+static int read_rows(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
+                     void *ctx, const st_arg *args, size_t nargs, size_t max, size_t *rows)
 {
     sconn *c = st_rget(st);
-    int code = st_query(c, sql, op, err, row, v, args, nargs);
+    int code = query_rows(c, sql, op, err, row, ctx, args, nargs, max, rows);
     st_rput(st, c);
+    return code;
+}
+
+int st_read_all(store *st, const char *sql, const char *op, store_err *err, st_vec *v,
+                const st_arg *args, size_t nargs)
+{
+    size_t rows;
+    int code = read_rows(st, sql, op, err, st_row_push, v, args, nargs, 0, &rows);
+    if (code) {
+        st_rows_free(v->t, v->items, v->n);
+        v->items = NULL;
+        v->n = v->cap = 0;
+    }
     return code;
 }
 
 int st_read_one(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
                 void *ctx, const st_arg *args, size_t nargs)
 {
-    sconn *c = st_rget(st);
-    int code = st_query_one(c, sql, op, err, row, ctx, args, nargs);
-    st_rput(st, c);
-    return code;
+    size_t rows;
+    int code = read_rows(st, sql, op, err, row, ctx, args, nargs, 1, &rows);
+    return code == STORE_OK && rows == 0 ? STORE_NOTFOUND : code;
 }
 
 void st_row_int64(sqlite3_stmt *s, void *ctx)
@@ -111,14 +124,69 @@ void st_row_int64(sqlite3_stmt *s, void *ctx)
     *(int64_t *)ctx = sqlite3_column_int64(s, 0);
 }
 
-void *st_vec_push(st_vec *v, size_t size)
+void st_row_into(sqlite3_stmt *s, void *ctx)
 {
+    const st_into *in = ctx;
+    st_cols_read(s, in->t, in->dst);
+}
+
+void st_row_push(sqlite3_stmt *s, void *ctx)
+{
+    st_vec *v = ctx;
     if (v->n == v->cap) {
         v->cap = v->cap ? v->cap * 2 : 16;
-        v->items = realloc(v->items, v->cap * size);
+        v->items = realloc(v->items, v->cap * v->t->size);
         if (!v->items) abort();
     }
-    void *e = (char *)v->items + v->n++ * size;
-    memset(e, 0, size);
-    return e;
+    void *row = (char *)v->items + v->n++ * v->t->size;
+    memset(row, 0, v->t->size);
+    st_cols_read(s, v->t, row);
+}
+
+void st_cols_read(sqlite3_stmt *s, const st_table *t, void *dst)
+{
+    for (size_t k = 0; k < t->ncols; k++) {
+        char *f = (char *)dst + t->cols[k].off;
+        int i = (int)k;
+        switch (t->cols[k].type) {
+        case ST_C_TEXT:
+            *(char **)f = st_col_dup(s, i);
+            break;
+        case ST_C_DBL:
+            *(double *)f = st_col_dbl(s, i);
+            break;
+        case ST_C_INT64:
+            *(int64_t *)f = sqlite3_column_int64(s, i);
+            break;
+        case ST_C_INT:
+            *(int *)f = sqlite3_column_int(s, i);
+            break;
+        case ST_C_BLOB: {
+            const void *b = sqlite3_column_blob(s, i);
+            size_t n = (size_t)sqlite3_column_bytes(s, i);
+            char *p = malloc(n + 1);
+            if (!p) abort();
+            if (n) memcpy(p, b, n);
+            p[n] = '\0';
+            *(char **)f = p;
+            *(size_t *)((char *)dst + t->cols[k].len_off) = n;
+            break;
+        }
+        }
+    }
+}
+
+void st_cols_free(const st_table *t, void *row)
+{
+    for (size_t k = 0; k < t->ncols; k++)
+        if (t->cols[k].type == ST_C_TEXT || t->cols[k].type == ST_C_BLOB)
+            free(*(char **)((char *)row + t->cols[k].off));
+}
+
+void st_rows_free(const st_table *t, void *rows, size_t n)
+{
+    if (!rows) return;
+    for (size_t i = 0; i < n; i++)
+        st_cols_free(t, (char *)rows + i * t->size);
+    free(rows);
 }

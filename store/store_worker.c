@@ -20,32 +20,23 @@ int store_worker_save(store *st, const char *worker_id, const char *server_origi
                               ST_TIME(registered_at)));
 }
 
-static void worker_row(sqlite3_stmt *s, void *ctx)
-{
-    store_worker *out = ctx;
-    out->worker_id = st_col_dup(s, 0);
-    out->server_origin = st_col_dup(s, 1);
-    out->catalog_revision = st_col_dup(s, 2);
-    out->catalog_json = st_col_dup(s, 3);
-    out->response_json = st_col_dup(s, 4);
-    out->registered_at = st_col_dbl(s, 5);
-}
+static const st_col WORKER_COLS[] = {
+    ST_COL(TEXT, store_worker, worker_id),        ST_COL(TEXT, store_worker, server_origin),
+    ST_COL(TEXT, store_worker, catalog_revision), ST_COL(TEXT, store_worker, catalog_json),
+    ST_COL(TEXT, store_worker, response_json),    ST_COL(DBL, store_worker, registered_at)};
+static const st_table WORKER = ST_TABLE(store_worker, WORKER_COLS);
 
 int store_worker_load(store *st, store_worker *out, store_err *err)
 {
     static const char sql[] = "SELECT worker_id, server_origin, catalog_revision, catalog_json,"
                               " response_json, registered_at FROM worker WHERE id = 1";
     memset(out, 0, sizeof *out);
-    return st_read_one(st, sql, "load worker", err, worker_row, out, NULL, 0);
+    return st_read_one(st, sql, "load worker", err, st_row_into, &(st_into){&WORKER, out}, NULL, 0);
 }
 
 void store_worker_free(store_worker *w)
 {
     if (!w) return;
-    free(w->worker_id);
-    free(w->server_origin);
-    free(w->catalog_revision);
-    free(w->catalog_json);
-    free(w->response_json);
+    st_cols_free(&WORKER, w);
     memset(w, 0, sizeof *w);
 }
