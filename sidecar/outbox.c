@@ -307,22 +307,13 @@ int outbox_wait_empty(outbox *o, int64_t deadline_ms)
 
 /* ---- the retry thread (sched_loop callbacks) ---- */
 
-static int sl_stopped(void *ud)
-{
-    return ((outbox *)ud)->stopping;
-}
-
 static void *sl_pick(void *ud, int64_t now, int64_t *next)
 {
-    outbox *o = ud;
-    for (entry *e = o->head; e; e = e->next) {
-        if (e->in_flight) continue;
-        if (e->next_ms <= now) {
+    for (entry *e = ((outbox *)ud)->head; e; e = e->next)
+        if (!e->in_flight && sched_due(e->next_ms, now, next)) {
             e->in_flight = 1;
             return e;
         }
-        if (e->next_ms < *next) *next = e->next_ms;
-    }
     return NULL;
 }
 
@@ -344,7 +335,7 @@ static void sl_served(void *ud, void *item, int outcome)
 static void *retry_main(void *arg)
 {
     outbox *o = arg;
-    sched_loop l = {&o->mu, &o->cv, o, sl_stopped, sl_pick, sl_serve, sl_served};
+    sched_loop l = {&o->mu, &o->cv, &o->stopping, o, sl_pick, sl_serve, sl_served};
     sched_run(&l);
     return NULL;
 }

@@ -6,7 +6,7 @@
 void sched_run(const sched_loop *l)
 {
     pthread_mutex_lock(l->mu);
-    while (!l->stopped(l->ud)) {
+    while (!*l->stopping) {
         int64_t next = INT64_MAX;
         void *item = l->pick(l->ud, time_mono_ms(), &next);
         if (item == NULL) {
@@ -19,4 +19,11 @@ void sched_run(const sched_loop *l)
         l->served(l->ud, item, result);
     }
     pthread_mutex_unlock(l->mu);
+}
+
+int sched_due(int64_t due_ms, int64_t now_ms, int64_t *next_ms)
+{
+    if (due_ms <= now_ms) return 1;
+    if (due_ms < *next_ms) *next_ms = due_ms;
+    return 0;
 }

@@ -12,9 +12,8 @@
 typedef struct {
     pthread_mutex_t *mu; /* borrowed: the owner's lock */
     pthread_cond_t *cv;  /* borrowed: signalled when items or stop change */
+    const int *stopping; /* borrowed, read under *mu: non-zero ends the loop */
     void *ud;            /* passed to the callbacks */
-    /* Under *mu: non-zero ends the loop. */
-    int (*stopped)(void *ud);
     /* Under *mu: an item due at `now_ms` (the callee marks it busy so it is
      * not picked twice), or NULL with *next_ms set to the earliest due time
      * of the others (INT64_MAX if none). */
@@ -26,7 +25,11 @@ typedef struct {
     void (*served)(void *ud, void *item, int result);
 } sched_loop;
 
-/* Runs the loop on the calling thread until stopped() says so. */
+/* Runs the loop on the calling thread until *stopping is set. */
 void sched_run(const sched_loop *l);
+
+/* For pick: 1 if an item due at due_ms is due at now_ms, else 0 with
+ * *next_ms lowered to due_ms if that is earlier. */
+int sched_due(int64_t due_ms, int64_t now_ms, int64_t *next_ms);
 
 #endif

@@ -397,12 +397,7 @@ static void *main_loop(void *arg)
         pthread_mutex_lock(&w->mu);
         for (size_t i = 0; i < n; i++) {
             actx *x = xs[i];
-            if (w->q_tail)
-                w->q_tail->q_next = x;
-            else
-                w->q_head = x;
-            w->q_tail = x;
-            w->nactive++;
+            worker_enqueue_locked(w, x);
             log_info("assignment claimed", LOG_S("assignment_id", x->a.assignment_id),
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("session_id", x->a.session_id));
@@ -508,28 +503,29 @@ int worker_start(worker *w, fps_err *err)
     return 0;
 }
 
-void worker_drain(worker *w)
+/* Stops claiming. A pause (resumable) leaves a drain already under way as
+ * it is; a drain makes any drain final. */
+static void start_draining(worker *w, int resumable)
 {
     pthread_mutex_lock(&w->mu);
-    if (!w->draining) log_info("draining: no new claims", LOG_I("active_assignments", w->nactive));
+    if (!w->draining)
+        log_info(resumable ? "draining on request: no new claims" : "draining: no new claims",
+                 LOG_I("active_assignments", w->nactive));
+    if (!w->draining || !resumable) w->resumable = resumable;
     w->draining = 1;
-    w->resumable = 0;
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     metrics_gauge_set(METRIC_DRAINING, 1);
 }
 
+void worker_drain(worker *w)
+{
+    start_draining(w, 0);
+}
+
 void worker_pause(worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    if (!w->draining) {
-        log_info("draining on request: no new claims", LOG_I("active_assignments", w->nactive));
-        w->draining = 1;
-        w->resumable = 1;
-    }
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    metrics_gauge_set(METRIC_DRAINING, 1);
+    start_draining(w, 1);
 }
 
 int worker_resume(worker *w)

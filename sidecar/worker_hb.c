@@ -109,21 +109,13 @@ static int beat(worker *w, actx *x)
 
 /* ---- the heartbeat thread (sched_loop callbacks, under w->mu) ---- */
 
-static int hb_stopped(void *ud)
-{
-    return ((worker *)ud)->stopping;
-}
-
 static void *hb_pick(void *ud, int64_t now, int64_t *next)
 {
-    worker *w = ud;
-    for (actx *x = w->hb_list; x; x = x->hb_next) {
-        if (x->next_hb_ms <= now) {
+    for (actx *x = ((worker *)ud)->hb_list; x; x = x->hb_next)
+        if (sched_due(x->next_hb_ms, now, next)) {
             x->hb_busy = 1;
             return x;
         }
-        if (x->next_hb_ms < *next) *next = x->next_hb_ms;
-    }
     return NULL;
 }
 
@@ -156,7 +148,7 @@ static void hb_served(void *ud, void *item, int retry_in_ms)
 void *worker_hb_main(void *arg)
 {
     worker *w = arg;
-    sched_loop l = {&w->mu, &w->hb_cv, w, hb_stopped, hb_pick, hb_serve, hb_served};
+    sched_loop l = {&w->mu, &w->hb_cv, &w->stopping, w, hb_pick, hb_serve, hb_served};
     sched_run(&l);
     return NULL;
 }

@@ -173,6 +173,17 @@ static inline void worker_gauges_locked(struct worker *w)
     metrics_gauge_set(METRIC_ACTIVE_ASSIGNMENTS, w->nactive);
     metrics_gauge_set(METRIC_ACTIVE_RUNS, w->active_runs);
 }
+/* Appends a claimed or resumed assignment to the queue the assignment
+ * threads take from, counting it active (w->mu held). */
+static inline void worker_enqueue_locked(struct worker *w, actx *x)
+{
+    if (w->q_tail)
+        w->q_tail->q_next = x;
+    else
+        w->q_head = x;
+    w->q_tail = x;
+    w->nactive++;
+}
 /* Records the last error (status page) and logs it. */
 void worker_note_error(struct worker *w, const char *code, const char *msg);
 

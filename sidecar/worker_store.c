@@ -366,12 +366,7 @@ void ws_recover(worker *w)
                 json_array_append_new(x->skip_runs, json_string(s->runs[k].run_id));
         }
         pthread_mutex_lock(&w->mu);
-        if (w->q_tail)
-            w->q_tail->q_next = x;
-        else
-            w->q_head = x;
-        w->q_tail = x;
-        w->nactive++;
+        worker_enqueue_locked(w, x);
         pthread_mutex_unlock(&w->mu);
         resumed++;
     }
