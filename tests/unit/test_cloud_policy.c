@@ -30,6 +30,15 @@ static void test_backoff_full_jitter(void **state)
     assert_int_equal(policy_backoff_ms(25, 5000, 2, 7), 50);
 }
 
+/* Takes retries from the budget at time t until it refuses; how many. */
+static int take_all(policy_budget *b, int64_t t)
+{
+    int n = 0;
+    while (policy_budget_take(b, t))
+        n++;
+    return n;
+}
+
 static void test_budget_fraction_and_floor(void **state)
 {
     (void)state;
@@ -38,10 +47,7 @@ static void test_budget_fraction_and_floor(void **state)
     policy_budget_init(&b, 0.2, 1.0, 10);
     int64_t t = 1000000;
     /* With no traffic, the floor alone: 10 retries in the window. */
-    int n = 0;
-    while (policy_budget_take(&b, t))
-        n++;
-    assert_int_equal(n, 10);
+    assert_int_equal(take_all(&b, t), 10);
     long req, ret;
     policy_budget_counts(&b, t, &req, &ret);
     assert_int_equal(req, 0);
@@ -49,20 +55,14 @@ static void test_budget_fraction_and_floor(void **state)
     /* 100 requests make room for 20 more. */
     for (int i = 0; i < 100; i++)
         policy_budget_sent(&b, t);
-    n = 0;
-    while (policy_budget_take(&b, t))
-        n++;
-    assert_int_equal(n, 20);
+    assert_int_equal(take_all(&b, t), 20);
     /* 9.999 s later everything still counts; at 10 s it has left the
      * window and the budget is whole again. */
     assert_int_equal(policy_budget_take(&b, t + 9999), 0);
     policy_budget_counts(&b, t + 10000, &req, &ret);
     assert_int_equal(req, 0);
     assert_int_equal(ret, 0);
-    n = 0;
-    while (policy_budget_take(&b, t + 10000))
-        n++;
-    assert_int_equal(n, 10);
+    assert_int_equal(take_all(&b, t + 10000), 10);
 }
 
 static void test_budget_window_slides(void **state)
@@ -77,10 +77,7 @@ static void test_budget_window_slides(void **state)
     long req, ret;
     policy_budget_counts(&b, 7000, &req, &ret);
     assert_int_equal(req, 30);
-    int n = 0;
-    while (policy_budget_take(&b, 7000))
-        n++;
-    assert_int_equal(n, 15);
+    assert_int_equal(take_all(&b, 7000), 15);
     /* One second later the first second's requests left the window: 20
      * requests (10 new ones not yet sent) allow 10 retries, 15 are used. */
     assert_int_equal(policy_budget_take(&b, 8000), 0);
@@ -89,10 +86,7 @@ static void test_budget_window_slides(void **state)
     policy_budget_counts(&b, 8000, &req, &ret);
     assert_int_equal(req, 40);
     assert_int_equal(ret, 15);
-    n = 0;
-    while (policy_budget_take(&b, 8000))
-        n++;
-    assert_int_equal(n, 5);
+    assert_int_equal(take_all(&b, 8000), 5);
 }
 
 static void test_breaker(void **state)
