@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -258,6 +259,33 @@ def definition(eval_key, display_name, result_kind, evaluator_source, condition_
     return {"eval_key": eval_key, "eval_version": version, "display_name": display_name,
             "result_kind": result_kind, "labels": [], "condition_source": condition_source,
             "evaluator_source": evaluator_source, "timeout_seconds": timeout}
+
+
+# Three managed definitions (python, no condition: always selected) the worker
+# tests run: a score, a metric and an assertion.
+WORKER_DEFS = [
+    {"eval_key": "always_one", "eval_version": "1.0", "display_name": "Always one",
+     "result_kind": "score", "labels": ["t"], "condition_source": None,
+     "evaluator_source": "EvalResult(score=Score(1.0))", "timeout_seconds": 10},
+    {"eval_key": "event_count", "eval_version": "1.0", "display_name": "Events",
+     "result_kind": "metric", "labels": [], "condition_source": None,
+     "evaluator_source": "EvalResult(metrics={'event_count': Metric(session.event_count)})",
+     "timeout_seconds": None},
+    {"eval_key": "has_end", "eval_version": "2.0", "display_name": "Ended",
+     "result_kind": "assertion", "labels": ["outcome"],
+     "condition_source": None,
+     "evaluator_source": "EvalResult(assertions={'has_end': Assertion(session.count('agent_end') == 1)})",
+     "timeout_seconds": 5},
+]
+
+
+def definitions_file(defs):
+    """Writes defs to a temporary .json file for --definitions and returns its
+    path (the caller removes it)."""
+    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump(defs, f)
+    f.close()
+    return f.name
 
 
 def stop_process(proc, timeout=30):

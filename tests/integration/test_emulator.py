@@ -14,6 +14,7 @@ from emulator_harness import (  # noqa: E402
     EmulatorProcess,
     catalog_revision,
     compact,
+    definitions_file,
     source_checksum,
 )
 
@@ -48,13 +49,6 @@ MANAGED = [
         "timeout_seconds": None,
     },
 ]
-
-
-def definitions_file(defs):
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump(defs, f)
-    f.close()
-    return f.name
 
 
 class EmulatorCase(unittest.TestCase):

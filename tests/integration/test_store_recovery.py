@@ -26,22 +26,7 @@ import tempfile
 import time
 import unittest
 
-from emulator_harness import BIN, TOKEN, EmulatorProcess, wait_for
-
-# Three managed definitions (python): always selected.
-DEFS = [
-    {"eval_key": "always_one", "eval_version": "1.0", "display_name": "Always one",
-     "result_kind": "score", "labels": ["t"], "condition_source": None,
-     "evaluator_source": "EvalResult(score=Score(1.0))", "timeout_seconds": 10},
-    {"eval_key": "event_count", "eval_version": "1.0", "display_name": "Events",
-     "result_kind": "metric", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(metrics={'event_count': Metric(session.event_count)})",
-     "timeout_seconds": None},
-    {"eval_key": "has_end", "eval_version": "2.0", "display_name": "Ended",
-     "result_kind": "assertion", "labels": ["outcome"], "condition_source": None,
-     "evaluator_source": "EvalResult(assertions={'has_end': Assertion(session.count('agent_end') == 1)})",
-     "timeout_seconds": 5},
-]
+from emulator_harness import BIN, TOKEN, WORKER_DEFS as DEFS, EmulatorProcess, wait_for
 
 LEASE_S = 4
 EMU_ARGS = ["--lease-seconds", str(LEASE_S), "--heartbeat-seconds", "1", "--poll-seconds", "1",

@@ -5,37 +5,13 @@ latency) with every session completed and zero conflicts, transcript_too_large,
 and three sidecars sharing one emulator with every run committed exactly
 once."""
 
-import json
 import os
 import signal
-import tempfile
 import time
 import unittest
 
-from emulator_harness import EmulatorProcess, wait_for
+from emulator_harness import WORKER_DEFS as DEFS, EmulatorProcess, definitions_file, wait_for
 from fps_sidecar import Sidecar
-
-DEFS = [
-    {"eval_key": "always_one", "eval_version": "1.0", "display_name": "Always one",
-     "result_kind": "score", "labels": ["t"], "condition_source": None,
-     "evaluator_source": "EvalResult(score=Score(1.0))", "timeout_seconds": 10},
-    {"eval_key": "event_count", "eval_version": "1.0", "display_name": "Events",
-     "result_kind": "metric", "labels": [], "condition_source": None,
-     "evaluator_source": "EvalResult(metrics={'event_count': Metric(session.event_count)})",
-     "timeout_seconds": None},
-    {"eval_key": "has_end", "eval_version": "2.0", "display_name": "Ended",
-     "result_kind": "assertion", "labels": ["outcome"],
-     "condition_source": None,
-     "evaluator_source": "EvalResult(assertions={'has_end': Assertion(session.count('agent_end') == 1)})",
-     "timeout_seconds": 5},
-]
-
-
-def defs_file(defs):
-    f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump(defs, f)
-    f.close()
-    return f.name
 
 
 class EmulatorBase(unittest.TestCase):
@@ -53,7 +29,7 @@ class EmulatorBase(unittest.TestCase):
             os.unlink(f)
 
     def start_emu(self, defs, *args):
-        path = defs_file(defs)
+        path = definitions_file(defs)
         self.files.append(path)
         self.emu = EmulatorProcess("--definitions", path, "--poll-seconds", "1", *args)
         self.emu.start()

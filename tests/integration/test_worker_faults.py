@@ -10,13 +10,12 @@ completes."""
 import json
 import os
 import signal
-import tempfile
 import time
 import unittest
 import urllib.error
 import urllib.request
 
-from emulator_harness import EmulatorProcess, definition, wait_for
+from emulator_harness import EmulatorProcess, definition, definitions_file, wait_for
 from fps_sidecar import Sidecar
 
 DEFS = [
@@ -35,25 +34,17 @@ NEW_WORK = ("register", "claim", "transcript", "definitions", "plan")
 
 class WorkerFaults(unittest.TestCase):
     def setUp(self):
-        f = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-        json.dump(DEFS, f)
-        f.close()
-        self.defs = f.name
-        self.emu = None
-        self.sc = None
-
-    def tearDown(self):
-        if self.sc:
-            self.sc.stop(signal.SIGKILL)
-        if self.emu:
-            self.emu.stop()
-        os.unlink(self.defs)
+        self.defs = definitions_file(DEFS)
+        self.addCleanup(os.unlink, self.defs)
 
     def start(self, sessions, *flags):
+        """The emulator and a sidecar, stopped after the test (the sidecar killed first)."""
         self.emu = EmulatorProcess("--definitions", self.defs, "--sessions", str(sessions),
                                    "--token", "test-token-123", "--poll-seconds", "1", *flags)
+        self.addCleanup(self.emu.stop)
         self.emu.start()
         self.sc = Sidecar(self.emu.base, concurrency=4, extra=("--log-level", "info"))
+        self.addCleanup(self.sc.stop, signal.SIGKILL)
 
     def done(self, sessions):
         def check():

@@ -10,9 +10,8 @@ import os
 import signal
 import unittest
 
-from emulator_harness import EmulatorProcess, wait_for
+from emulator_harness import WORKER_DEFS as DEFS, EmulatorProcess, definitions_file, wait_for
 from fps_sidecar import Sidecar
-from test_worker_emulator import DEFS, defs_file
 
 CONCURRENCY = 3
 # HTTP handles the worker makes at start: one per assignment thread, the
@@ -39,7 +38,7 @@ def fd_kinds(pid):
 
 class ConstantDescriptors(unittest.TestCase):
     def setUp(self):
-        self.defs = defs_file(DEFS)
+        self.defs = definitions_file(DEFS)
         self.emu = EmulatorProcess("--definitions", self.defs, "--poll-seconds", "1")
         self.emu.start()
         self.sc = Sidecar(self.emu.base, token="emulator-token", concurrency=CONCURRENCY)
