@@ -3,31 +3,16 @@
 // Screenshots go to tests/artifacts/ (look at them).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { freePort, sleep, waitFor, getJSON, launchChromium, startEmulator } from "./harness.mjs";
+import { join } from "node:path";
+import { ARTIFACTS, BIN, XSS, freePort, sleep, waitFor, getJSON, killAll, launchChromium, start, startEmulator } from "./harness.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.FPS_BIN;
-const ARTIFACTS = join(here, "..", "artifacts");
 const TOKEN = "browser-test-token";
-const XSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`;
 
-const procs = [];
 let browser, page, adminUrl, emuUrl, xssAssignment;
 const consoleErrors = [];
 
-function start(args, env) {
-  const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  procs.push(p);
-  let out = "";
-  p.stdout.on("data", (d) => { out += d; });
-  p.stderr.on("data", () => {});
-  return { p, out: () => out };
-}
 
 function transcript(id, payloadText) {
   const t0 = "2026-11-29T10:00:00.000000Z";
@@ -77,7 +62,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  for (const p of procs) { try { p.kill("SIGKILL"); } catch (_) { /* gone */ } }
+  killAll();
 });
 
 test("the page loads, fills its tables and logs no console error", async () => {

@@ -1,10 +1,30 @@
-// Shared by the browser tests (*.test.mjs): free ports, polling, JSON
-// fetches, the emulator's start, and Debian's chromium launched through
-// playwright-core.
+// Shared by the browser tests (*.test.mjs): the binary under test and the
+// processes started from it, free ports, polling, JSON fetches, the
+// emulator's start, and Debian's chromium launched through playwright-core.
+import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
+
+export const BIN = process.env.FPS_BIN;
+// Where the tests' screenshots go.
+export const ARTIFACTS = join(dirname(fileURLToPath(import.meta.url)), "..", "artifacts");
+// Markup that runs a script if the page ever renders data as HTML.
+export const XSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`;
+
+// The processes this test file started: start() runs the binary with only
+// PATH and env in its environment, killAll() ends them all.
+const procs = [];
+export function start(args, env) {
+  const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: "ignore" });
+  procs.push(p);
+  return p;
+}
+export function killAll() {
+  for (const p of procs) { try { p.kill("SIGKILL"); } catch (_) { /* gone */ } }
+}
 
 export function freePort() {
   return new Promise((resolve, reject) => {

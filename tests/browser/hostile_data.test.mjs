@@ -9,14 +9,12 @@
 // no element is injected) and each payload shows as literal text.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, sleep, waitFor, getJSON, launchChromium, sendJSON as send, startEmulator } from "./harness.mjs";
+import { BIN, freePort, sleep, waitFor, getJSON, killAll, launchChromium, sendJSON as send, start, startEmulator } from "./harness.mjs";
 
-const BIN = process.env.FPS_BIN;
 const TOKEN = "hostile-test-token";
 // an element, an attribute breakout, an svg handler and a script: each sets
 // window.__xss if it ever runs
@@ -24,16 +22,10 @@ const XSS = `"'><img src=x onerror="window.__xss=1"><svg onload="window.__xss=3"
 const URL_XSS = "<svg/onload=window.__xss=4>"; // no spaces or quotes: fits a URL
 const CODE_XSS = "<img_src=x_onerror=window.__xss=5>";
 
-const procs = [];
 let browser, page, adminUrl, emuUrl, proxy, evalServer;
 let holdResults = true;
 const pageErrors = [];
 
-function start(args, env) {
-  const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "ignore"] });
-  procs.push(p);
-  return p;
-}
 function transcript(n) {
   const t0 = "2026-11-29T10:00:00.000000Z";
   const ev = [0, 1, 2, 3].map((i) => ({ id: `e${i}`, ts: t0, event_type: i % 2 ? "tool_use" : "agent_start", payload: { x: XSS } }));
@@ -120,7 +112,7 @@ after(async () => {
   if (browser) await browser.close();
   if (proxy) { proxy.closeAllConnections(); proxy.close(); }
   if (evalServer) { evalServer.closeAllConnections(); evalServer.close(); }
-  for (const p of procs) { try { p.kill("SIGKILL"); } catch (_) { /* gone */ } }
+  killAll();
 });
 
 test("a failing local evaluator: name, version, endpoint and last error are text", async () => {

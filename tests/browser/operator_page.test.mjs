@@ -5,29 +5,17 @@
 // on some sessions. Screenshots at 1400 and 400 px go to tests/artifacts/.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, mkdirSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
-import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
-import { freePort, sleep, waitFor, getJSON, launchChromium, sendJSON as send, startEmulator } from "./harness.mjs";
+import { join } from "node:path";
+import { ARTIFACTS, BIN, XSS, freePort, sleep, waitFor, getJSON, killAll, launchChromium, sendJSON as send, start, startEmulator } from "./harness.mjs";
 
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.FPS_BIN;
-const ARTIFACTS = join(here, "..", "artifacts");
 const TOKEN = "operator-test-token";
-const XSS = `<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>`;
 
-const procs = [];
 let browser, page, adminUrl, emuUrl, sidecar, evalServer;
 const consoleErrors = [];
 
-function start(args, env) {
-  const p = spawn(BIN, args, { env: { PATH: process.env.PATH, ...env }, stdio: ["ignore", "ignore", "ignore"] });
-  procs.push(p);
-  return p;
-}
 function transcript(n, events, who) {
   const t0 = "2026-11-29T10:00:00.000000Z";
   const ev = [];
@@ -94,7 +82,7 @@ before(async () => {
 after(async () => {
   if (browser) await browser.close();
   if (evalServer) evalServer.close();
-  for (const p of procs) { try { p.kill("SIGKILL"); } catch (_) { /* gone */ } }
+  killAll();
 });
 
 test("the status filter is built from /v1/meta", async () => {
