@@ -266,7 +266,27 @@
   }
 
   /* ---------- assignments ---------- */
-  const asgState = { cursors: [null], page: 0, next: null, detail: null };
+  // A paged list (runs, assignments): its state holds the cursors of the pages
+  // seen and the ids of its empty note, prev/next buttons and page label.
+  function showPage(state, data, list) {
+    const c = state.controls;
+    state.next = data ? data.next_cursor : null;
+    $(c.empty).hidden = list.length > 0;
+    $(c.prev).disabled = state.page === 0;
+    $(c.next).disabled = !state.next;
+    text(c.info, `page ${state.page + 1}`);
+  }
+  function wirePager(state, key, load) {
+    const go = (page) => { state.page = page; lastRendered.delete(key); load().catch(() => {}); };
+    $(state.controls.next).addEventListener("click", () => {
+      if (!state.next) return;
+      state.cursors[state.page + 1] = state.next;
+      go(state.page + 1);
+    });
+    $(state.controls.prev).addEventListener("click", () => { if (state.page > 0) go(state.page - 1); });
+  }
+  const asgState = { cursors: [null], page: 0, next: null, detail: null,
+    controls: { empty: "assignments-empty", prev: "asg-prev", next: "asg-next", info: "asg-info" } };
   function counts(a) {
     const r = a.runs || {}, b = r.by_status || {};
     return { ok: b.succeeded || 0, bad: (b.failed || 0) + (b.timed_out || 0), skipped: r.skipped || 0,
@@ -287,11 +307,7 @@
     if (c) q.set("cursor", c);
     const data = await api("/v1/assignments?" + q.toString());
     const list = (data && data.assignments) || [];
-    asgState.next = data ? data.next_cursor : null;
-    $("assignments-empty").hidden = list.length > 0;
-    $("asg-prev").disabled = asgState.page === 0;
-    $("asg-next").disabled = !asgState.next;
-    text("asg-info", `page ${asgState.page + 1}`);
+    showPage(asgState, data, list);
     if (asgState.page === 0) fillPlayground(list);
     if (!changed("assignments", [list, view.asg])) return;
     fillRows($("assignments"), list.map((a) => makeRow(h("tr", null,
@@ -362,7 +378,8 @@
   }
 
   /* ---------- runs ---------- */
-  const runsState = { cursors: [null], page: 0, next: null, detail: null };
+  const runsState = { cursors: [null], page: 0, next: null, detail: null,
+    controls: { empty: "runs-empty", prev: "page-prev", next: "page-next", info: "page-info" } };
   const seenKeys = new Set();
   function runsQuery() {
     const q = new URLSearchParams({ limit: "50" });
@@ -384,11 +401,7 @@
     }
     runsError("");
     const list = (data && data.runs) || [];
-    runsState.next = data ? data.next_cursor : null;
-    $("runs-empty").hidden = list.length > 0;
-    $("page-prev").disabled = runsState.page === 0;
-    $("page-next").disabled = !runsState.next;
-    text("page-info", `page ${runsState.page + 1}`);
+    showPage(runsState, data, list);
     for (const r of list) seenKeys.add(r.eval_key);
     if (changed("eval-keys", [...seenKeys])) $("eval-keys").replaceChildren(...[...seenKeys].sort().map((k) => h("option", { value: k })));
     if (!changed("runs", [list, view.run])) return;
@@ -634,10 +647,8 @@
     $("run-filters").addEventListener("submit", applyFilters);
     $("filter-status").addEventListener("change", applyFilters);
     $("filter-clear").addEventListener("click", () => { $("filter-status").value = ""; $("filter-key").value = ""; $("filter-assignment").value = ""; applyFilters(); });
-    $("page-next").addEventListener("click", () => { if (!runsState.next) return; runsState.cursors[runsState.page + 1] = runsState.next; runsState.page++; lastRendered.delete("runs"); loadRuns().catch(() => {}); });
-    $("page-prev").addEventListener("click", () => { if (runsState.page === 0) return; runsState.page--; lastRendered.delete("runs"); loadRuns().catch(() => {}); });
-    $("asg-next").addEventListener("click", () => { if (!asgState.next) return; asgState.cursors[asgState.page + 1] = asgState.next; asgState.page++; lastRendered.delete("assignments"); loadAssignments().catch(() => {}); });
-    $("asg-prev").addEventListener("click", () => { if (asgState.page === 0) return; asgState.page--; lastRendered.delete("assignments"); loadAssignments().catch(() => {}); });
+    wirePager(runsState, "runs", loadRuns);
+    wirePager(asgState, "assignments", loadAssignments);
     $("chart-window").addEventListener("change", () => { view.window = $("chart-window").value; writeHash(); loadStats().catch(() => {}); });
     $("chart-key").addEventListener("change", () => { view.chart_key = $("chart-key").value.trim(); writeHash(); loadStats().catch(() => {}); });
     $("refresh-toggle").addEventListener("click", togglePause);
