@@ -54,8 +54,8 @@ int st_exec_tx(store *st, const char *sql, const char *op, store_err *err, const
     return st_wend(st, code, op, err);
 }
 
-/* Steps s (NULL: its preparation failed) calling row per row, at most `max`
- * rows (0: all). *rows gets how many were read. */
+/* Runs sql on c with args bound, calling row per row, for at most `max` rows
+ * (0: all). *rows gets how many were read. */
 static int query_rows(sconn *c, const char *sql, const char *op, store_err *err, st_row_fn row,
                       void *ctx, const st_arg *args, size_t nargs, size_t max, size_t *rows)
 {
@@ -88,7 +88,7 @@ int st_query_one(sconn *c, const char *sql, const char *op, store_err *err, st_r
     return code == STORE_OK && rows == 0 ? STORE_NOTFOUND : code;
 }
 
-/* Runs fn on a pooled read connection. */
+/* query_rows on a pooled read connection. */
 static int read_rows(store *st, const char *sql, const char *op, store_err *err, st_row_fn row,
                      void *ctx, const st_arg *args, size_t nargs, size_t max, size_t *rows)
 {

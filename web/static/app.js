@@ -324,8 +324,10 @@
     sel.replaceChildren(...list.map((a) => h("option", { value: a.id }, `${short(a.id, 13)} · ${a.session_id || ""}`)));
     if (keep && list.some((a) => a.id === keep)) sel.value = keep;
   }
-  // Shows a table's detail panel (made once from its template) under row `id`.
-  function showDetail(state, tplId, closeSel, onClose, tableId, id) {
+  // Shows a table's detail panel (made once from its template) under row `id`
+  // and records it in the URL as view[viewKey].
+  function showDetail(state, viewKey, tplId, closeSel, onClose, tableId, id) {
+    view[viewKey] = id; writeHash();
     if (!state.detail) {
       state.detail = $(tplId).content.firstElementChild.cloneNode(true);
       state.detail.querySelector(closeSel).addEventListener("click", onClose);
@@ -333,15 +335,18 @@
     placeDetail($(tableId), id, state.detail);
     lastRendered.delete(tableId);
   }
+  // A detail panel's data from path + id, or null once onError(message) has
+  // shown why it could not be fetched.
+  async function detailData(path, id, onError) {
+    try { return await api(path + encodeURIComponent(id)); } catch (e) { onError(e.message); return null; }
+  }
   async function openAssignment(id) {
-    view.asg = id; writeHash();
-    showDetail(asgState, "asg-detail-tpl", "#asg-detail-close", closeAssignment, "assignments", id);
-    let a;
-    try { a = await api("/v1/assignments/" + encodeURIComponent(id)); } catch (e) {
+    showDetail(asgState, "asg", "asg-detail-tpl", "#asg-detail-close", closeAssignment, "assignments", id);
+    const a = await detailData("/v1/assignments/", id, (message) => {
       $("asg-detail-id").textContent = id;
-      $("asg-timeline").replaceChildren(h("li", { class: "st-failed" }, e.message));
-      return;
-    }
+      $("asg-timeline").replaceChildren(h("li", { class: "st-failed" }, message));
+    });
+    if (!a) return;
     $("asg-detail-id").textContent = a.id;
     const f = $("asg-detail-fields"); f.replaceChildren();
     for (const k of ["status", "session_id", "session_revision_id", "agent_id", "environment", "trigger_reason", "event_count", "lease_generation", "worker_id"]) field(f, k, a[k]);
@@ -414,17 +419,14 @@
   }
   function field(dl, k, v) { dl.appendChild(h("dt", null, k)); dl.appendChild(h("dd", null, v == null || v === "" ? "—" : typeof v === "object" ? v : String(v))); }
   async function openRun(id) {
-    view.run = id; writeHash();
-    showDetail(runsState, "run-detail-tpl", "#detail-close", closeRun, "runs", id);
-    let r;
-    try { r = await api("/v1/runs/" + encodeURIComponent(id)); } catch (e) {
+    showDetail(runsState, "run", "run-detail-tpl", "#detail-close", closeRun, "runs", id);
+    const r = await detailData("/v1/runs/", id, (message) => {
       $("detail-id").textContent = id;
       $("detail-fields").replaceChildren();
       $("detail-results").replaceChildren();
-      $("detail-error").textContent = e.message;
-      return;
-    }
-    if (view.run !== id) return;
+      $("detail-error").textContent = message;
+    });
+    if (!r || view.run !== id) return;
     $("detail-id").textContent = r.id;
     const f = $("detail-fields"); f.replaceChildren();
     for (const k of ["assignment_id", "eval_key", "eval_version", "execution_mode", "status"]) field(f, k, r[k]);
