@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/loopback.h"
 #include "common/metrics.h"
+#include "common/thread.h"
 #include "common/timeutil.h"
 
 #include <curl/curl.h>
@@ -757,11 +758,7 @@ fail:
 void local_registry_free(local_registry *r)
 {
     if (r == NULL) return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thread, NULL);
+    thread_stop_join(r->thread, &r->mu, &r->cv, &r->stop);
     for (size_t i = 0; i < r->n; i++)
         ev_free(r->evs[i]);
     free(r->evs);

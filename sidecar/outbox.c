@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "common/thread.h"
 #include "common/timeutil.h"
 #include "sidecar/sched.h"
 #include "store/store.h"
@@ -381,11 +382,7 @@ long outbox_start(outbox *o, fps_err *err)
 void outbox_stop(outbox *o)
 {
     if (o == NULL || !o->started) return;
-    pthread_mutex_lock(&o->mu);
-    o->stopping = 1;
-    pthread_cond_broadcast(&o->cv);
-    pthread_mutex_unlock(&o->mu);
-    pthread_join(o->th, NULL);
+    thread_stop_join(o->th, &o->mu, &o->cv, &o->stopping);
     o->started = 0;
 }
 

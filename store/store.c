@@ -8,6 +8,7 @@
 #include "store/store_int.h"
 
 #include "common/log.h"
+#include "common/thread.h"
 #include "common/timeutil.h"
 
 #include <errno.h>
@@ -948,20 +949,9 @@ fail:
 void store_close(store *st)
 {
     if (!st) return;
-    if (st->maint_running) {
-        pthread_mutex_lock(&st->maint_mu);
-        st->maint_stop = 1;
-        pthread_cond_signal(&st->maint_cv);
-        pthread_mutex_unlock(&st->maint_mu);
-        pthread_join(st->maint, NULL);
-    }
-    if (st->flusher_running) {
-        pthread_mutex_lock(&st->qmu);
-        st->flusher_stop = 1;
-        pthread_cond_signal(&st->qcv);
-        pthread_mutex_unlock(&st->qmu);
-        pthread_join(st->flusher, NULL);
-    }
+    if (st->maint_running)
+        thread_stop_join(st->maint, &st->maint_mu, &st->maint_cv, &st->maint_stop);
+    if (st->flusher_running) thread_stop_join(st->flusher, &st->qmu, &st->qcv, &st->flusher_stop);
     if (st->w.db && st->schema_version > 0) {
         store_err e = {0};
         if (store_flush(st, &e) != STORE_OK)

@@ -10,6 +10,7 @@
 #include "store/store_int.h"
 
 #include "common/log.h"
+#include "common/thread.h"
 #include "common/timeutil.h"
 
 #include <errno.h>
@@ -221,11 +222,7 @@ int st_ckpt_start(store *st, store_err *err)
 void st_ckpt_stop(store *st)
 {
     if (!st->ckpt_running) return;
-    pthread_mutex_lock(&st->ckpt_mu);
-    st->ckpt_stop = 1;
-    pthread_cond_broadcast(&st->ckpt_cv);
-    pthread_mutex_unlock(&st->ckpt_mu);
-    pthread_join(st->ckpt, NULL);
+    thread_stop_join(st->ckpt, &st->ckpt_mu, &st->ckpt_cv, &st->ckpt_stop);
     st->ckpt_running = 0;
 }
 
