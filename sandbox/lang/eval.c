@@ -461,8 +461,15 @@ static val *eval_call(E *e, ast_node *x)
     if (f->kind == AST_Attribute) {
         recv = ev(e, f->a);
         if (!recv) return NULL;
-        /* The attribute is looked up before the arguments are evaluated. */
-        if (v_check_method(e->c, recv, f->str) < 0) return NULL;
+        /* The attribute is looked up before the arguments are evaluated.
+         * The node remembers the last receiver type that has the method
+         * (a builtin's answer depends on which builtin: never kept). */
+        uintptr_t seen = (uintptr_t)f->cache, t = (uintptr_t)v_type(recv) + 1;
+        if (seen != t) {
+            if (v_check_method(e->c, recv, f->str) < 0) return NULL;
+            if (v_type(recv) != VT_BUILTIN)
+                f->cache = (void *)t; // NOLINT(performance-no-int-to-ptr)
+        }
     } else {
         callee = ev(e, f);
         if (!callee) return NULL;

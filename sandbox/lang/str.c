@@ -1426,6 +1426,15 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
     return vs_new_owned(c, o, k, ncp, ascii);
 }
 
+/* Whether UTF-8 text holds U+03A3 (CE A3), whose lower case depends on
+ * its neighbours. */
+static bool has_capital_sigma(const char *s, size_t n)
+{
+    for (const char *p = memchr(s, 0xCE, n); p; p = memchr(p + 1, 0xCE, n - (size_t)(p + 1 - s)))
+        if ((size_t)(p + 1 - s) < n && (unsigned char)p[1] == 0xA3) return true;
+    return false;
+}
+
 /* case transforms: 0 upper 1 lower 2 casefold 3 swapcase 4 title 5 capitalize */
 static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
                    size_t nkw, int mode)
@@ -1472,34 +1481,38 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
         }
         return vs_new_owned(c, p, n, n, true);
     }
-    bool sigma = memmem(s->u.s.s, n, "\xce\xa3", 2) != NULL;
-    if (mode <= 2 && !(mode == 1 && sigma)) {
-        /* streaming: ASCII inline, other code points through the tables */
+    if (mode <= 2 && !(mode == 1 && has_capital_sigma(s->u.s.s, n))) {
+        /* streaming: runs of ASCII converted in one pass, other code points
+         * through the tables. Most code points keep their UTF-8 length, so
+         * the output starts at the input's size and grows when a mapping
+         * lengthens it (at most 3 code points of 4 bytes per input one). */
         if (v_check_strlen(c, 3 * n)) return NULL;
-        char *o = v_alloc_bytes(c, 3 * n + 16);
+        size_t cap = n + 16, k = 0, i = 0, ncp = 0;
+        char *o = v_alloc_bytes(c, cap);
         if (!o) return NULL;
-        size_t k = 0, i = 0, ncp = 0;
         bool ascii = true;
         const unsigned char *p = (const unsigned char *)s->u.s.s;
+        unsigned char lo = mode == 0 ? 'a' : 'A';
         while (i < n) {
-            unsigned char ch = p[i];
-            if (ch < 0x80) {
-                if (mode == 0)
-                    o[k++] = (char)((ch >= 'a' && ch <= 'z') ? ch - 32 : ch);
-                else
-                    o[k++] = (char)((ch >= 'A' && ch <= 'Z') ? ch + 32 : ch);
-                i++;
-                ncp++;
-                continue;
+            if (k + (n - i) + 12 > cap) {
+                cap = 2 * (k + (n - i) + 12);
+                if ((o = v_realloc(c, o, cap)) == NULL) return NULL;
             }
+            size_t j = i;
+            while (j < n && p[j] < 0x80)
+                j++;
+            for (size_t q = i; q < j; q++) /* branch-free, as the ASCII path */
+                o[k++] = (char)(p[q] ^ (((unsigned char)(p[q] - lo) < 26) * 32));
+            ncp += j - i;
+            if ((i = j) == n) break;
             size_t adv;
             int32_t cp = vs_decode1(s->u.s.s + i, n - i, &adv);
             i += adv;
             int32_t out[3];
             int cnt = map_full(mode == 0 ? 0 : mode == 1 ? 1 : 3, cp, out);
-            for (int j = 0; j < cnt; j++) {
-                if (out[j] >= 0x80) ascii = false;
-                k += (size_t)vs_encode1(out[j], o + k);
+            for (int q = 0; q < cnt; q++) {
+                if (out[q] >= 0x80) ascii = false;
+                k += (size_t)vs_encode1(out[q], o + k);
             }
             ncp += (size_t)cnt;
         }

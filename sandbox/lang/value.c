@@ -216,7 +216,9 @@ __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
     if (size <= SMALL_MAX) {
         /* Small blocks (values, argument arrays) come from per-size lists
          * the collector fills a block at a time (GC_malloc_many): most
-         * allocations are a pop, nearly as cheap as a bump allocator. */
+         * allocations are a pop, nearly as cheap as a bump allocator. The
+         * collector hands them out cleared but for the link word (it
+         * clears what it sweeps, frees or takes fresh for this kind). */
         size_t k = (size + 7) / 8;
         void *p = c->spare[k];
         if (p == NULL && (p = GC_malloc_many(k * 8)) == NULL) {
@@ -224,7 +226,7 @@ __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
             return NULL;
         }
         c->spare[k] = GC_NEXT(p);
-        memset(p, 0, k * 8);
+        GC_NEXT(p) = NULL;
         return p;
     }
     if (size > c->lim.max_alloc_bytes) {
