@@ -42,6 +42,8 @@
 #define CANCEL_TICK_MS 20
 /* Longest a pre-start waits for running evaluations (refill_main). */
 #define REFILL_DEFER_MS 5
+/* The outcome buffer's first size (read_outcome). */
+#define OUTCOME_BUF_MIN 4096
 
 struct sbx_image {
     int fd; /* sealed memfd holding the simg bytes */
@@ -533,11 +535,13 @@ static void *refill_main(void *arg)
 typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
 
 /* Reads the child's outcome until EOF, the deadline, cancellation or more
- * than JAIL_MAX_OUTCOME bytes in all, appending at buf + *len; with `line`, also stops (RD_LINE) as
- * soon as what was read ends in a newline (the child writes its outcome line in one write, then
- * exits: no need to wait for that). `buf` has JAIL_MAX_OUTCOME + 1 bytes. */
-static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, atomic_int *cancel,
-                             int line)
+ * than JAIL_MAX_OUTCOME bytes in all, appending at *buf + *len; with `line`, also stops (RD_LINE)
+ * as soon as what was read ends in a newline (the child writes its outcome line in one write, then
+ * exits: no need to wait for that). *buf (owned, *cap bytes, at least OUTCOME_BUF_MIN) grows as
+ * it fills, to JAIL_MAX_OUTCOME + 1 bytes at most: an outcome is usually a few hundred bytes,
+ * and a 1 MiB block per evaluation made malloc grow and trim the heap every time. */
+static read_end read_outcome(int fd, char **buf, size_t *cap, size_t *len, double deadline,
+                             atomic_int *cancel, int line)
 {
     for (;;) {
         if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
@@ -548,7 +552,14 @@ static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, at
         int r = poll(&p, 1, wait);
         if (r < 0 && errno != EINTR) return RD_ERROR;
         if (r <= 0) continue;
-        ssize_t n = read(fd, buf + *len, JAIL_MAX_OUTCOME + 1 - *len);
+        if (*len == *cap) {
+            size_t ncap = *cap * 2 < JAIL_MAX_OUTCOME + 1 ? *cap * 2 : JAIL_MAX_OUTCOME + 1;
+            char *nb = realloc(*buf, ncap);
+            if (nb == NULL) return RD_ERROR;
+            *buf = nb;
+            *cap = ncap;
+        }
+        ssize_t n = read(fd, *buf + *len, *cap - *len);
         if (n < 0) {
             if (errno == EINTR || errno == EAGAIN) continue;
             return RD_ERROR;
@@ -556,7 +567,7 @@ static read_end read_outcome(int fd, char *buf, size_t *len, double deadline, at
         if (n == 0) return RD_EOF;
         *len += (size_t)n;
         if (*len > JAIL_MAX_OUTCOME) return RD_OVERFLOW;
-        if (line && buf[*len - 1] == '\n') return RD_LINE;
+        if (line && (*buf)[*len - 1] == '\n') return RD_LINE;
     }
 }
 
@@ -617,9 +628,10 @@ static int probe_layers(sbx_pool *pool, fps_err *err)
     if (exec_child(pool, argv, &c, err) != 0) return -1;
     close(c.sock);
     c.sock = -1;
-    char *buf = malloc(JAIL_MAX_OUTCOME + 1);
-    size_t len = 0;
-    read_end end = buf ? read_outcome(c.out, buf, &len, now_ms() + 10000, NULL, 0) : RD_ERROR;
+    size_t cap = OUTCOME_BUF_MIN, len = 0;
+    char *buf = malloc(cap);
+    read_end end =
+        buf ? read_outcome(c.out, &buf, &cap, &len, now_ms() + 10000, NULL, 0) : RD_ERROR;
     int st = reap_child(pool, &c, end != RD_EOF, 10000);
     int rc = -1;
     if (end != RD_EOF || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -1085,13 +1097,13 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         }
     }
 
-    buf = malloc(JAIL_MAX_OUTCOME + 1);
+    size_t cap = OUTCOME_BUF_MIN, len = 0;
+    buf = malloc(cap);
     if (buf == NULL) {
         set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
         goto done;
     }
-    size_t len = 0;
-    read_end end = read_outcome(c.out, buf, &len, deadline, req->cancel, 1);
+    read_end end = read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 1);
     if (end == RD_LINE) {
         /* A complete line: done if it is a well-formed outcome (the child
          * is exiting; it is killed and reaped in the background). If not,
@@ -1104,7 +1116,7 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         } else {
             json_decref(out->json);
             out->json = NULL;
-            end = read_outcome(c.out, buf, &len, deadline, req->cancel, 0);
+            end = read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 0);
         }
     }
     track_running(pool, c.pid, 0);
