@@ -155,14 +155,16 @@ static val *events_tuple(vctx *c, val *s)
     uint32_t n = hdr(s->u.sess.img)->nevents;
     val **items = v_items_alloc(c, n);
     if (!items) return NULL;
-    /* one block for all event values */
-    val *block = v_alloc(c, (size_t)(n ? n : 1) * sizeof(val));
+    /* one block for all event values, each as long as an event needs */
+    size_t size = v_val_size(VT_EVENT);
+    char *block = v_alloc(c, (size_t)(n ? n : 1) * size);
     if (!block) return NULL;
     for (uint32_t i = 0; i < n; i++) {
-        block[i].ty = VT_EVENT;
-        block[i].u.ev.img = s->u.sess.img;
-        block[i].u.ev.index = i;
-        items[i] = &block[i];
+        val *e = (val *)(void *)(block + i * size);
+        e->ty = VT_EVENT;
+        e->u.ev.img = s->u.sess.img;
+        e->u.ev.index = i;
+        items[i] = e;
     }
     (void)make_event;
     s->u.sess.events = v_tuple_take(c, items, n);

@@ -209,7 +209,7 @@ size_t v_live_bytes(void)
 
 #define SMALL_MAX 64
 
-/* Not inlined: v_new allocates a value shorter than struct val (val_size),
+/* Not inlined: v_new allocates a value shorter than struct val (v_val_size),
  * which the compiler would otherwise flag at every field store. */
 __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
 {
@@ -434,10 +434,9 @@ mpz_ptr vi_mpz_new(vctx *c)
     return z;
 }
 
-/* Bytes a value of type t occupies: the header and its own union member,
- * not the size of the largest member (a boxed int, beyond the tagged range,
- * is 24 bytes as CPython's 28-byte int). */
-static size_t val_size(vtype t)
+/* A boxed int, beyond the tagged range, is 24 bytes as CPython's 28-byte
+ * int; an event 32 (the session's events are one block of them). */
+size_t v_val_size(vtype t)
 {
     val *z = NULL;
     switch (t) {
@@ -453,6 +452,8 @@ static size_t val_size(vtype t)
         return offsetof(val, u) + sizeof z->u.seq;
     case VT_RANGE:
         return offsetof(val, u) + sizeof z->u.r;
+    case VT_EVENT:
+        return offsetof(val, u) + sizeof z->u.ev;
     default:
         return sizeof(val);
     }
@@ -460,7 +461,7 @@ static size_t val_size(vtype t)
 
 val *v_new(vctx *c, vtype t)
 {
-    val *v = v_alloc(c, val_size(t));
+    val *v = v_alloc(c, v_val_size(t));
     if (v) v->ty = (uint8_t)t;
     return v;
 }

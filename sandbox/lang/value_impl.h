@@ -57,6 +57,9 @@ bool vb_is_class(int id);
 
 /* allocation helpers (value.c) */
 val *v_new(vctx *c, vtype t);
+/* Bytes a value of type t occupies (v_new allocates that many): the header
+ * and its own union member, not the largest member. */
+size_t v_val_size(vtype t);
 /* Pointer-free memory (text, hash indexes): not scanned by the collector and
  * not zeroed, except its last byte. */
 void *v_alloc_bytes(vctx *c, size_t size);
