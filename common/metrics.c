@@ -23,6 +23,7 @@ typedef struct m_series m_series;
 
 typedef struct {
     char *name;
+    uint64_t name_hash; /* hash_str(name): lookups compare it first */
     char *help;
     m_type type;
     int nbuckets;
@@ -164,6 +165,7 @@ static m_family *family_add_locked(const char *name, m_type type, const char *he
     m_family *f = &families[nfamilies++];
     memset(f, 0, sizeof *f);
     f->name = xstrdup(name);
+    f->name_hash = hash_str(name);
     f->help = xstrdup(help);
     f->type = type;
     f->process = strncmp(name, "process_", 8) == 0;
@@ -190,8 +192,9 @@ static void init_locked(void)
 
 static m_family *family_find_locked(const char *name)
 {
+    uint64_t h = hash_str(name);
     for (int i = 0; i < nfamilies; i++)
-        if (strcmp(families[i].name, name) == 0) return &families[i];
+        if (families[i].name_hash == h && strcmp(families[i].name, name) == 0) return &families[i];
     return NULL;
 }
 
@@ -239,7 +242,8 @@ static int build_labels(const char *const *labels, strbuf *b)
     for (int i = 0; i < n; i++) {
         if (i > 0 && strcmp(names[i - 1], names[i]) == 0) return -1;
         if (i > 0) strbuf_putc(b, ',');
-        strbuf_printf(b, "%s=\"", names[i]);
+        strbuf_puts(b, names[i]);
+        strbuf_put(b, "=\"", 2);
         put_label_value(b, vals[i]);
         strbuf_putc(b, '"');
     }
@@ -259,12 +263,12 @@ static void warn_once(m_family *f, const char *name, const char *why)
 static m_series *series_get_locked(const char *name, m_type type, const char *const *labels)
 {
     init_locked();
-    if (!valid_metric_name(name)) {
-        warn_once(NULL, "(invalid)", "invalid metric name");
-        return NULL;
-    }
-    m_family *f = family_find_locked(name);
+    m_family *f = family_find_locked(name); /* a known family's name is valid */
     if (f == NULL) {
+        if (!valid_metric_name(name)) {
+            warn_once(NULL, "(invalid)", "invalid metric name");
+            return NULL;
+        }
         f = family_add_locked(name, type, "failproofai-sidecar metric.");
         if (f == NULL) {
             warn_once(NULL, name, "too many metric families");
@@ -275,16 +279,21 @@ static m_series *series_get_locked(const char *name, m_type type, const char *co
         warn_once(f, name, "metric used with the wrong type");
         return NULL;
     }
-    strbuf lb, key;
-    strbuf_init(&lb);
-    strbuf_init(&key);
+    /* Reused by every call (mu held): a lookup allocates nothing. */
+    static strbuf lb, key;
+    strbuf_reset(&lb);
+    strbuf_reset(&key);
     m_series *s = NULL;
     if (build_labels(labels, &lb) != 0) {
         warn_once(f, name, "invalid labels");
         goto done;
     }
     strbuf_puts(&key, name);
-    if (lb.len > 0) strbuf_printf(&key, "{%s}", lb.data);
+    if (lb.len > 0) {
+        strbuf_putc(&key, '{');
+        strbuf_put(&key, lb.data, lb.len);
+        strbuf_putc(&key, '}');
+    }
     size_t i = hash_str(key.data) & (table_cap - 1);
     while (table[i] != NULL) {
         if (strcmp(table[i]->key, key.data) == 0) {
@@ -303,8 +312,8 @@ static m_series *series_get_locked(const char *name, m_type type, const char *co
     s = calloc(1, sizeof *s);
     if (s == NULL) abort();
     s->fam = f;
-    s->key = strbuf_detach(&key, NULL);
-    s->labels = strbuf_detach(&lb, NULL);
+    s->key = xstrdup(key.data);
+    s->labels = xstrdup(lb.len > 0 ? lb.data : "");
     if (type == M_HISTOGRAM) {
         s->bucket_counts = calloc((size_t)f->nbuckets, sizeof *s->bucket_counts);
         if (s->bucket_counts == NULL) abort();
@@ -317,8 +326,6 @@ static m_series *series_get_locked(const char *name, m_type type, const char *co
     table[i] = s;
     nseries++;
 done:
-    strbuf_free(&lb);
-    strbuf_free(&key);
     return s;
 }
 
