@@ -823,6 +823,20 @@ static size_t count_byte(const char *h, size_t hl, char ch)
     return n;
 }
 
+/* Positions of h[0..hl) where the nl-byte w starts (nl 2..4). */
+static inline __attribute__((always_inline)) size_t count_cp(const unsigned char *u, size_t hl,
+                                                             const unsigned char *w, size_t nl)
+{
+    size_t n = 0;
+    for (size_t i = 0; i + nl <= hl; i++) {
+        bool m = u[i] == w[0] && u[i + 1] == w[1];
+        for (size_t j = 2; j < nl; j++)
+            m = m && u[i + j] == w[j];
+        n += m;
+    }
+    return n;
+}
+
 static const char *find_bytes(const char *h, size_t hl, const char *n, size_t nl)
 {
     if (nl == 0) return h;
@@ -940,13 +954,17 @@ static val *m_count_find(vctx *c, val *s, const char *name, val **a, size_t na, 
              * matches counts; a branch-free scan, as for one byte */
             const unsigned char *u = (const unsigned char *)h,
                                 *w = (const unsigned char *)sub->u.s.s;
-            size_t nl = sub->u.s.blen;
             if (v_steps(c, hl / 64)) return NULL;
-            for (size_t i = 0; i + nl <= hl; i++) {
-                bool m = u[i] == w[0] && u[i + 1] == w[1];
-                for (size_t j = 2; j < nl; j++)
-                    m = m && u[i + j] == w[j];
-                n += m;
+            switch (sub->u.s.blen) { /* constant lengths, so each scan vectorizes */
+            case 2:
+                n = count_cp(u, hl, w, 2);
+                break;
+            case 3:
+                n = count_cp(u, hl, w, 3);
+                break;
+            default:
+                n = count_cp(u, hl, w, 4);
+                break;
             }
             return v_int64(c, n);
         }
