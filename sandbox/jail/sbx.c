@@ -42,6 +42,8 @@
 #define CANCEL_TICK_MS 20
 /* Longest a pre-start waits for running evaluations (refill_main). */
 #define REFILL_DEFER_MS 5
+/* How long the reaper lets finished children gather (reaper_main). */
+#define REAP_BATCH_MS 10
 /* The outcome buffer's first size (read_outcome). */
 #define OUTCOME_BUF_MIN 4096
 
@@ -233,7 +235,8 @@ static void reap_later(sbx_pool *pool, child_t *c, int kill_it)
     }
     if (pool->reaper_started && pool->reap_len < pool->reap_cap) {
         pool->reapq[pool->reap_len++] = c->pid;
-        pthread_cond_signal(&pool->reap_cv);
+        /* Only the first of a batch wakes the reaper (see reaper_main). */
+        if (pool->reap_len == 1) pthread_cond_signal(&pool->reap_cv);
         pthread_mutex_unlock(&pool->mu);
         return;
     }
@@ -241,6 +244,10 @@ static void reap_later(sbx_pool *pool, child_t *c, int kill_it)
     reap_child(pool, c, 0, 1000);
 }
 
+/* Reaps the queued children in batches: woken by the first one queued, it
+ * lets REAP_BATCH_MS more gather (killed, they are gone by then), then waits
+ * for those. Under load that is one wake-up per batch instead of one or two
+ * per evaluation; a zombie lingers about REAP_BATCH_MS. */
 static void *reaper_main(void *arg)
 {
     sbx_pool *pool = arg;
@@ -249,14 +256,23 @@ static void *reaper_main(void *arg)
         while (pool->reap_len == 0 && !pool->reap_stop)
             pthread_cond_wait(&pool->reap_cv, &pool->mu);
         if (pool->reap_len == 0) break;
-        pid_t pid = pool->reapq[0];
-        memmove(pool->reapq, pool->reapq + 1, (size_t)(pool->reap_len - 1) * sizeof(pid_t));
-        pool->reap_len--;
-        pthread_mutex_unlock(&pool->mu);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        struct timespec until = abs_after_ms(REAP_BATCH_MS);
+        while (!pool->reap_stop &&
+               pthread_cond_timedwait(&pool->reap_cv, &pool->mu, &until) != ETIMEDOUT) {
         }
-        atomic_fetch_add(&pool->reaped, 1);
-        pthread_mutex_lock(&pool->mu);
+        /* This batch: the first n (only this thread removes; others
+         * append, possibly moving the queue). */
+        int n = pool->reap_len;
+        for (int i = 0; i < n; i++) {
+            pid_t pid = pool->reapq[i];
+            pthread_mutex_unlock(&pool->mu);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+            atomic_fetch_add(&pool->reaped, 1);
+            pthread_mutex_lock(&pool->mu);
+        }
+        memmove(pool->reapq, pool->reapq + n, (size_t)(pool->reap_len - n) * sizeof(pid_t));
+        pool->reap_len -= n;
     }
     pthread_mutex_unlock(&pool->mu);
     return NULL;
