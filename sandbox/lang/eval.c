@@ -241,9 +241,57 @@ static vbinop binop_of(int op)
     }
 }
 
+/* Two tagged ints: the common arithmetic without a call, when the result
+ * stays tagged; NULL to take the general path (overflow, a zero divisor,
+ * another operator). */
+static val *tagged_binop(int op, val *l, val *r)
+{
+    int64_t x = v_untag(l), y = v_untag(r), z;
+    switch (op) {
+    case OPK_Add:
+        z = x + y; /* both within 62 bits: no int64 overflow */
+        break;
+    case OPK_Sub:
+        z = x - y;
+        break;
+    case OPK_Mult:
+        if (__builtin_mul_overflow(x, y, &z)) return NULL;
+        break;
+    case OPK_Mod:
+        if (y <= 0) return NULL;
+        z = x % y;
+        if (z < 0) z += y;
+        break;
+    case OPK_FloorDiv:
+        if (y <= 0) return NULL;
+        z = x / y - (x % y < 0);
+        break;
+    default:
+        return NULL;
+    }
+    return v_tag_fits(z) ? v_tag(z) : NULL;
+}
+
 /* Comparison of one pair; 1/0/-1. */
 static int compare(E *e, int op, val *l, val *r)
 {
+    if (v_is_tagged(l) && v_is_tagged(r) && op >= OPK_Eq && op <= OPK_GtE) {
+        intptr_t x = (intptr_t)l, y = (intptr_t)r; /* the words keep the order */
+        switch (op) {
+        case OPK_Eq:
+            return x == y;
+        case OPK_NotEq:
+            return x != y;
+        case OPK_Lt:
+            return x < y;
+        case OPK_LtE:
+            return x <= y;
+        case OPK_Gt:
+            return x > y;
+        default:
+            return x >= y;
+        }
+    }
     switch (op) {
     case OPK_Eq:
         return v_compare(e->c, CMP_EQ, l, r);
@@ -643,6 +691,10 @@ static val *ev(E *e, ast_node *x)
         if (!l) return NULL;
         val *r = ev(e, x->b);
         if (!r) return NULL;
+        if (v_is_tagged(l) && v_is_tagged(r)) {
+            val *t = tagged_binop(x->op, l, r);
+            if (t) return t;
+        }
         return v_binop(e->c, binop_of(x->op), l, r);
     }
     case AST_UnaryOp: {
