@@ -725,7 +725,7 @@ static const char g_latin1_bytes[] =
 void vs_shared_init(val *block)
 {
     memset(block, 0, VS_SHARED_COUNT * sizeof(val));
-    for (unsigned k = 0; k < VS_SHARED_COUNT; k++) {
+    for (size_t k = 0; k < VS_SHARED_COUNT; k++) {
         val *v = &block[k];
         v->ty = VT_STR;
         if (k == 0) {
