@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 /* How long the worker stays idle (no work claimed, nothing active or
- * unsent) before it gives its caches back. */
-#define WORKER_IDLE_TRIM_MS 30000
+ * unsent) before it closes its kept-alive connections to the server. */
+#define WORKER_IDLE_CLOSE_MS 30000
 
 const char *const worker_counter_names[WC__COUNT] = {
     "assignments_claimed", "assignments_completed", "assignments_failed",
@@ -236,13 +236,15 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
     pthread_mutex_unlock(&w->mu);
 }
 
-/* Once the server has had no work for us and nothing was active for
- * WORKER_IDLE_TRIM_MS: gives the cloud client's connections, the store's
- * caches and freed heap pages back (once per idle period, so an idle worker
- * costs nothing). A steady stream has short gaps between assignments;
- * trimming in each of them would close the warm connections and empty the
- * page caches only to rebuild them moments later (the RSS, the open sockets
- * and the API latency would swing with the gaps). Any thread; locks w->mu. */
+/* Once the server has no work for us and nothing is active or unsent: gives
+ * the store's page caches and freed heap pages back at once (an idle
+ * worker's RSS; the next burst refills the caches from the OS's file cache),
+ * and the cloud client's kept-alive connections once that has lasted
+ * WORKER_IDLE_CLOSE_MS. Each once per idle period, so an idle worker costs
+ * nothing. A steady stream has short lulls between claims; closing the
+ * connections in each of them would only make the next claims connect anew
+ * (the open sockets and the API latency would swing with the lulls). Any
+ * thread; locks w->mu. */
 static void idle_trim(worker *w)
 {
     long depth = outbox_depth(w->outbox);
@@ -253,13 +255,14 @@ static void idle_trim(worker *w)
         w->idle_since_ms = 0;
     else if (w->idle_since_ms == 0)
         w->idle_since_ms = now;
-    int go = idle && !w->trimmed && now - w->idle_since_ms >= WORKER_IDLE_TRIM_MS;
-    if (go) w->trimmed = 1;
+    int trim = idle && !w->trimmed;
+    int close = idle && !w->closed && now - w->idle_since_ms >= WORKER_IDLE_CLOSE_MS;
+    if (trim) w->trimmed = 1;
+    if (close) w->closed = 1;
     pthread_mutex_unlock(&w->mu);
-    if (!go) return;
-    cloud_release_idle(w->cloud);
-    ws_release_memory(w);
-    malloc_trim(0);
+    if (close) cloud_release_idle(w->cloud);
+    if (trim) ws_release_memory(w);
+    if (trim || close) malloc_trim(0);
 }
 
 static void *main_loop(void *arg)
@@ -382,6 +385,7 @@ static void *main_loop(void *arg)
         pthread_mutex_lock(&w->mu);
         w->claim_empty = 0;
         w->trimmed = 0;
+        w->closed = 0;
         w->idle_since_ms = 0;
         pthread_mutex_unlock(&w->mu);
         wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);

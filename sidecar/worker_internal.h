@@ -142,9 +142,10 @@ struct worker {
     int active_runs;
 
     struct recent_ring *recent; /* owned: transcripts for the admin playground */
-    /* idle memory trim (under mu): the last claim was empty; trimmed since;
-     * when the current idle stretch began (monotonic ms, 0 = not idle) */
-    int claim_empty, trimmed;
+    /* idle trim (under mu): the last claim was empty; caches given back and
+     * server connections closed since; when the current idle stretch began
+     * (monotonic ms, 0 = not idle) */
+    int claim_empty, trimmed, closed;
     int64_t idle_since_ms;
     /* store failing: no new claims until results can be made durable */
     int store_failing;
