@@ -41,7 +41,7 @@ val *v_builtin_lookup(const char *name)
 
 static inline int lt(vctx *c, val *a, val *b)
 {
-    if (v_is_tagged(a) && v_is_tagged(b)) return (intptr_t)a < (intptr_t)b; /* order kept */
+    if (v_is_tagged(a) && v_is_tagged(b)) return v_tagged_compare(CMP_LT, a, b);
     if (v_type(a) == VT_STR && v_type(b) == VT_STR) return vs_cmp(a, b) < 0;
     if (v_type(a) == VT_FLOAT && v_type(b) == VT_FLOAT) return a->u.f < b->u.f;
     return v_compare(c, CMP_LT, a, b);
@@ -309,11 +309,9 @@ static val *b_minmax(vctx *c, bool is_max, val **a, size_t na, const vkwarg *kw,
             bestk = k;
             continue;
         }
-        int r;
-        if (v_is_tagged(k) && v_is_tagged(bestk))
-            r = is_max ? (intptr_t)k > (intptr_t)bestk : (intptr_t)k < (intptr_t)bestk;
-        else
-            r = v_compare(c, is_max ? CMP_GT : CMP_LT, k, bestk);
+        vcmpop op = is_max ? CMP_GT : CMP_LT;
+        int r = v_is_tagged(k) && v_is_tagged(bestk) ? v_tagged_compare(op, k, bestk)
+                                                     : v_compare(c, op, k, bestk);
         if (r < 0) return NULL;
         if (r) {
             best = x;

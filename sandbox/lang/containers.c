@@ -162,21 +162,7 @@ int vseq_cmp(vctx *c, vcmpop op, val *a, val *b)
         if (!r) return v_compare(c, op, a->u.seq.items[i], b->u.seq.items[i]);
     }
     size_t x = a->u.seq.len, y = b->u.seq.len;
-    switch (op) {
-    case CMP_LT:
-        return x < y;
-    case CMP_LE:
-        return x <= y;
-    case CMP_GT:
-        return x > y;
-    case CMP_GE:
-        return x >= y;
-    case CMP_EQ:
-        return x == y;
-    case CMP_NE:
-        return x != y;
-    }
-    return 0;
+    return v_cmp_result(op, (x > y) - (x < y));
 }
 
 /* ---- dict ------------------------------------------------------------------ */

@@ -272,39 +272,22 @@ static val *tagged_binop(int op, val *l, val *r)
     return v_tag_fits(z) ? v_tag(z) : NULL;
 }
 
-/* Comparison of one pair; 1/0/-1. */
+/* OPK_Eq..OPK_GtE run in vcmpop's order. */
+_Static_assert(CMP_EQ == 0 && OPK_NotEq - OPK_Eq == CMP_NE && OPK_Lt - OPK_Eq == CMP_LT &&
+                   OPK_LtE - OPK_Eq == CMP_LE && OPK_Gt - OPK_Eq == CMP_GT &&
+                   OPK_GtE - OPK_Eq == CMP_GE,
+               "the comparison operators and vcmpop differ in order");
+
+/* Comparison of one pair; 1/0/-1. Two tagged ints are compared here, without
+ * the call. */
 static int compare(E *e, int op, val *l, val *r)
 {
-    if (v_is_tagged(l) && v_is_tagged(r) && op >= OPK_Eq && op <= OPK_GtE) {
-        intptr_t x = (intptr_t)l, y = (intptr_t)r; /* the words keep the order */
-        switch (op) {
-        case OPK_Eq:
-            return x == y;
-        case OPK_NotEq:
-            return x != y;
-        case OPK_Lt:
-            return x < y;
-        case OPK_LtE:
-            return x <= y;
-        case OPK_Gt:
-            return x > y;
-        default:
-            return x >= y;
-        }
+    if (op >= OPK_Eq && op <= OPK_GtE) {
+        vcmpop cop = (vcmpop)(op - OPK_Eq);
+        if (v_is_tagged(l) && v_is_tagged(r)) return v_tagged_compare(cop, l, r);
+        return v_compare(e->c, cop, l, r);
     }
     switch (op) {
-    case OPK_Eq:
-        return v_compare(e->c, CMP_EQ, l, r);
-    case OPK_NotEq:
-        return v_compare(e->c, CMP_NE, l, r);
-    case OPK_Lt:
-        return v_compare(e->c, CMP_LT, l, r);
-    case OPK_LtE:
-        return v_compare(e->c, CMP_LE, l, r);
-    case OPK_Gt:
-        return v_compare(e->c, CMP_GT, l, r);
-    case OPK_GtE:
-        return v_compare(e->c, CMP_GE, l, r);
     case OPK_Is:
         return v_is(l, r);
     case OPK_IsNot:

@@ -1070,29 +1070,9 @@ static const char *cmp_sym(vcmpop op)
     return s[op];
 }
 
-static int cmp_result(vcmpop op, int r)
-{
-    switch (op) {
-    case CMP_EQ:
-        return r == 0;
-    case CMP_NE:
-        return r != 0;
-    case CMP_LT:
-        return r < 0;
-    case CMP_LE:
-        return r <= 0;
-    case CMP_GT:
-        return r > 0;
-    case CMP_GE:
-        return r >= 0;
-    }
-    return 0;
-}
-
 int v_compare(vctx *c, vcmpop op, val *a, val *b)
 {
-    if (v_is_tagged(a) && v_is_tagged(b)) /* two ints: their words are in order */
-        return cmp_result(op, ((intptr_t)a > (intptr_t)b) - ((intptr_t)a < (intptr_t)b));
+    if (v_is_tagged(a) && v_is_tagged(b)) return v_tagged_compare(op, a, b);
     if (op == CMP_EQ || op == CMP_NE) {
         int r = v_eq(c, a, b);
         if (r < 0) return -1;
@@ -1102,13 +1082,13 @@ int v_compare(vctx *c, vcmpop op, val *a, val *b)
         int un;
         int r = num_cmp(a, b, &un);
         if (un) return 0;
-        return cmp_result(op, r);
+        return v_cmp_result(op, r);
     }
     if (v_type(a) == v_type(b)) {
         switch (v_type(a)) {
         case VT_STR:
         case VT_BYTES:
-            return cmp_result(op, vs_cmp(a, b));
+            return v_cmp_result(op, vs_cmp(a, b));
         case VT_TUPLE:
         case VT_LIST:
             return vseq_cmp(c, op, a, b);

@@ -367,6 +367,31 @@ int v_eq(vctx *c, val *a, val *b);
 int v_hash(vctx *c, val *v, int64_t *out); /* -1: TypeError unhashable */
 
 typedef enum { CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE } vcmpop;
+/* What `op` answers for two operands whose three-way order is `r` (<0, 0,
+ * >0). */
+static inline int v_cmp_result(vcmpop op, int r)
+{
+    switch (op) {
+    case CMP_EQ:
+        return r == 0;
+    case CMP_NE:
+        return r != 0;
+    case CMP_LT:
+        return r < 0;
+    case CMP_LE:
+        return r <= 0;
+    case CMP_GT:
+        return r > 0;
+    case CMP_GE:
+        return r >= 0;
+    }
+    return 0;
+}
+/* Two tagged ints: their words are in the ints' order. */
+static inline int v_tagged_compare(vcmpop op, const val *a, const val *b)
+{
+    return v_cmp_result(op, ((intptr_t)a > (intptr_t)b) - ((intptr_t)a < (intptr_t)b));
+}
 /* Rich comparison with CPython's rules (TypeError "'<' not supported between
  * instances of 'int' and 'str'"). Returns 1/0, -1 on error. */
 int v_compare(vctx *c, vcmpop op, val *a, val *b);
