@@ -478,8 +478,7 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     e->err.code = CLOUD_OK;
     *out = j;
 done:
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL); /* the list (and its token) is freed next */
-    curl_pool_put(c->handles, h);
+    curl_pool_put(c->handles, h); /* unsets the header list freed next */
     curl_slist_free_all(hdrs);
     strbuf_free(&x.body);
 }

@@ -82,6 +82,9 @@ CURL *curl_pool_get(curl_pool *p)
 void curl_pool_put(curl_pool *p, CURL *h)
 {
     if (h == NULL) return;
+    /* A borrower's header list (a token or a signature in it) is freed once
+     * the request is done: the handle keeps no pointer to it. */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     pthread_mutex_lock(&p->mu);
     p->ring[(p->head + p->count) % p->size] = h;
     p->count++;

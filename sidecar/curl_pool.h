@@ -39,8 +39,10 @@ void curl_pool_free(curl_pool *p);
  * options its last borrower set (its connection and caches kept), lent to
  * the caller until curl_pool_put. Waits while every handle is lent. */
 CURL *curl_pool_get(curl_pool *p);
-/* Returns a handle from curl_pool_get. Options pointing at the borrower's
- * buffers stay set but unused until the next borrower sets its own. */
+/* Returns a handle from curl_pool_get. Its header list is unset here, so the
+ * borrower may free the list once this returns; other options pointing at
+ * the borrower's buffers stay set but unused until the next borrower sets its
+ * own. */
 void curl_pool_put(curl_pool *p, CURL *h);
 /* Closes the kept-alive connections of the handles not lent (each is
  * replaced by a new primed handle: same descriptor count but for the

@@ -653,11 +653,9 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
 done:
     if (out->status == NULL) out->status = "failed";
     out->finished_at = time_now();
-    if (h) {
-        /* the list (and its signature) is freed below */
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-        curl_pool_put(r->handles, h); /* before the slot: a slot's holder never waits */
-    }
+    /* before the slot: a slot's holder never waits; it unsets the header
+     * list freed below */
+    if (h) curl_pool_put(r->handles, h);
     if (have_slot) slot_release(r);
     metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", out->status, "reason",
                 out->error_code[0] ? out->error_code : "none", "evaluator",
