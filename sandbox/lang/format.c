@@ -185,8 +185,9 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
     size_t max = c->lim.max_str_bytes;
     if (blen > max || (uint64_t)padn > (max - blen) / (size_t)fl) return v_limit(c, "memory");
     size_t total = blen + (size_t)padn * (size_t)fl;
-    char *o = v_alloc_bytes(c, total + 1);
-    if (!o) return NULL;
+    char *o;
+    val *r = vs_alloc(c, VT_STR, total, &o);
+    if (!r) return NULL;
     int64_t left = 0, right = 0;
     switch (align) {
     case '<':
@@ -211,7 +212,7 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
     k = put_fill(o, k + rest, fb, fl, right);
     /* UTF-8: as many code points as bytes exactly when all are ASCII */
     size_t n = ncp + (size_t)padn;
-    return vs_new_owned(c, o, k, n, k == n);
+    return vs_done(c, r, k, n, k == n);
 }
 
 /* Groups `digits` (ASCII) every `every` with `sep`, into b. */

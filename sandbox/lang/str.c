@@ -517,10 +517,21 @@ static void sb_str(sbuild *b, const val *s)
     sb_put(b, s->u.s.s, s->u.s.blen, s->u.s.clen, (s->flags & VF_ASCII) != 0);
 }
 
+/* A short result is copied into a string of one block (vs_alloc) and the
+ * buffer, which nothing else has seen, freed at once; a long one keeps the
+ * buffer. */
+#define SB_COPY_MAX 256
+
 static val *sb_done(sbuild *b)
 {
     if (b->fail) return NULL;
-    return vs_new_owned(b->c, b->p, b->len, b->ncp, b->ascii);
+    if (b->len > SB_COPY_MAX) return vs_new_owned(b->c, b->p, b->len, b->ncp, b->ascii);
+    char *o;
+    val *r = vs_alloc(b->c, VT_STR, b->len, &o);
+    if (r == NULL) return NULL;
+    memcpy(o, b->p, b->len);
+    v_free(b->p);
+    return vs_done(b->c, r, b->len, b->ncp, b->ascii);
 }
 
 /* ---- protocol pieces ------------------------------------------------------ */
@@ -617,11 +628,11 @@ val *vs_from_i64(vctx *c, int64_t x)
     if (x >= 0 && x < 10) return vs_char(c, &"0123456789"[x], 1);
     char d[24];
     size_t n = vs_i64_digits(d, x);
-    char *o = v_alloc_bytes(c, n + 1);
-    if (!o) return NULL;
+    char *o;
+    val *r = vs_alloc(c, VT_STR, n, &o);
+    if (!r) return NULL;
     memcpy(o, d, n);
-    o[n] = 0;
-    return vs_new_owned(c, o, n, n, true);
+    return vs_done(c, r, n, n, true);
 }
 
 val *vs_concat(vctx *c, val *a, val *b)
@@ -630,11 +641,12 @@ val *vs_concat(vctx *c, val *a, val *b)
     if (b->u.s.blen == 0) return a;
     size_t n = a->u.s.blen + b->u.s.blen;
     if (v_check_strlen(c, n)) return NULL;
-    char *p = v_alloc_bytes(c, n + 1);
-    if (!p) return NULL;
+    char *p;
+    val *r = vs_alloc(c, VT_STR, n, &p);
+    if (!r) return NULL;
     memcpy(p, a->u.s.s, a->u.s.blen);
     memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);
-    return vs_new_owned(c, p, n, a->u.s.clen + b->u.s.clen, (a->flags & b->flags & VF_ASCII) != 0);
+    return vs_done(c, r, n, a->u.s.clen + b->u.s.clen, (a->flags & b->flags & VF_ASCII) != 0);
 }
 
 val *v_str_concat_n(vctx *c, val *const *parts, size_t n)
@@ -655,15 +667,15 @@ val *v_str_concat_n(vctx *c, val *const *parts, size_t n)
     }
     if (nonempty == 0) return &g_empty;
     if (nonempty == 1) return last;
-    char *o = v_alloc_bytes(c, total + 1);
-    if (!o) return NULL;
+    char *o;
+    val *r = vs_alloc(c, VT_STR, total, &o);
+    if (!r) return NULL;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         memcpy(o + k, parts[i]->u.s.s, parts[i]->u.s.blen);
         k += parts[i]->u.s.blen;
     }
-    o[total] = 0;
-    return vs_new_owned(c, o, total, ncp, ascii);
+    return vs_done(c, r, total, ncp, ascii);
 }
 
 void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n)
@@ -685,11 +697,12 @@ val *vs_repeat(vctx *c, val *a, int64_t k)
     if (k == 1) return a;
     if ((uint64_t)k > c->lim.max_str_bytes / a->u.s.blen) return v_limit(c, "memory");
     size_t n = a->u.s.blen * (size_t)k;
-    char *p = v_alloc_bytes(c, n + 1);
-    if (!p) return NULL;
+    char *p;
+    val *r = vs_alloc(c, VT_STR, n, &p);
+    if (!r) return NULL;
     if (v_steps(c, n / 64)) return NULL;
     vs_fill_repeat(p, a->u.s.s, a->u.s.blen, n);
-    return vs_new_owned(c, p, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
+    return vs_done(c, r, n, a->u.s.clen * (size_t)k, (a->flags & VF_ASCII) != 0);
 }
 
 /* One-character Latin-1 strings are shared, as CPython's are: iterating,
@@ -1354,8 +1367,9 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
     size_t max = c->lim.max_str_bytes;
     if (nl > ol && k > (max - n) / (nl - ol)) return v_limit(c, "memory");
     size_t total = n - k * ol + k * nl;
-    char *o = v_alloc_bytes(c, total + 1);
-    if (!o) return NULL;
+    char *o;
+    val *r = vs_alloc(c, VT_STR, total, &o);
+    if (!r) return NULL;
     size_t pos = 0, w = 0;
     for (size_t i = 0; i < k; i++) {
         const char *f = find_bytes(h + pos, n - pos, op, ol);
@@ -1371,11 +1385,10 @@ static val *m_replace(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, siz
         pos += sl + ol;
     }
     memcpy(o + w, h + pos, n - pos);
-    o[total] = 0;
     /* whole characters are replaced: the count moves by the difference */
     size_t ncp = s->u.s.clen - k * old->u.s.clen + k * nw->u.s.clen;
     bool ascii = (s->flags & VF_ASCII) && (nw->flags & VF_ASCII);
-    return vs_new_owned(c, o, total, ncp, ascii || ncp == total);
+    return vs_done(c, r, total, ncp, ascii || ncp == total);
 }
 
 static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t nkw)
@@ -1419,8 +1432,9 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
     total += (n - 1) * s->u.s.blen;
     ncp += (n - 1) * s->u.s.clen;
     if (v_steps(c, n / 8 + total / 128)) return NULL;
-    char *o = v_alloc_bytes(c, total + 1);
-    if (!o) return NULL;
+    char *o;
+    val *r = vs_alloc(c, VT_STR, total, &o);
+    if (!r) return NULL;
     const char *sp = s->u.s.s;
     size_t sl = s->u.s.blen, k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1440,8 +1454,7 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
             k += x->u.s.blen;
         }
     }
-    o[k] = 0;
-    return vs_new_owned(c, o, k, ncp, ascii);
+    return vs_done(c, r, k, ncp, ascii);
 }
 
 /* Whether UTF-8 text holds U+03A3 (CE A3), whose lower case depends on
@@ -1461,15 +1474,16 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
     size_t n = s->u.s.blen;
     if (v_steps(c, n / 32)) return NULL;
     if (s->flags & VF_ASCII) {
-        char *p = v_alloc_bytes(c, n + 1);
-        if (!p) return NULL;
+        char *p;
+        val *r = vs_alloc(c, VT_STR, n, &p);
+        if (!r) return NULL;
         const unsigned char *q = (const unsigned char *)s->u.s.s;
         if (mode == 0 || mode == 1 || mode == 2) {
             /* branch-free, so the compiler vectorizes it */
             unsigned char lo = mode == 0 ? 'a' : 'A', flip = 32;
             for (size_t i = 0; i < n; i++)
                 p[i] = (char)(q[i] ^ (((unsigned char)(q[i] - lo) < 26) * flip));
-            return vs_new_owned(c, p, n, n, true);
+            return vs_done(c, r, n, n, true);
         }
         bool prev_cased = false;
         for (size_t i = 0; i < n; i++) {
@@ -1497,7 +1511,7 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
             }
             p[i] = o;
         }
-        return vs_new_owned(c, p, n, n, true);
+        return vs_done(c, r, n, n, true);
     }
     if (mode <= 2 && !(mode == 1 && has_capital_sigma(s->u.s.s, n))) {
         /* streaming: runs of ASCII converted in one pass, other code points
@@ -1681,8 +1695,9 @@ static val *pad(vctx *c, val *s, int64_t left, int64_t right, const char *fp, si
     uint64_t padn = (uint64_t)left + (uint64_t)right;
     if (padn > (c->lim.max_str_bytes - s->u.s.blen) / fl) return v_limit(c, "memory");
     size_t total = s->u.s.blen + (size_t)padn * fl;
-    char *o = v_alloc_bytes(c, total + 1);
-    if (!o) return NULL;
+    char *o;
+    val *r = vs_alloc(c, VT_STR, total, &o);
+    if (!r) return NULL;
     size_t lb = (size_t)left * fl;
     if (fl == 1) {
         memset(o, fp[0], lb);
@@ -1692,8 +1707,7 @@ static val *pad(vctx *c, val *s, int64_t left, int64_t right, const char *fp, si
         vs_fill_repeat(o + lb + s->u.s.blen, fp, fl, total - lb - s->u.s.blen);
     }
     memcpy(o + lb, s->u.s.s, s->u.s.blen);
-    o[total] = 0;
-    return vs_new_owned(c, o, total, s->u.s.clen + (size_t)padn, (s->flags & VF_ASCII) && fl == 1);
+    return vs_done(c, r, total, s->u.s.clen + (size_t)padn, (s->flags & VF_ASCII) && fl == 1);
 }
 
 static val *m_partition(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,

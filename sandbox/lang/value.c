@@ -606,7 +606,9 @@ val *v_float(vctx *c, double d)
     return v;
 }
 
-val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
+/* The shared string equal to the blen bytes at s (the empty string, a
+ * one-character Latin-1 string), or NULL. */
+static val *str_shared(vctx *c, const char *s, size_t blen, size_t clen, bool ascii)
 {
     /* The empty string and the one-character Latin-1 strings are shared,
      * as CPython's are: splitting a text into short fields, or its lines,
@@ -614,6 +616,13 @@ val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
     if (blen == 0) return vs_empty();
     if (blen == 1 && ascii) return vs_char(c, s, 1);
     if (blen == 2 && clen == 1 && (unsigned char)s[0] < 0xC4) return vs_char(c, s, 2); /* Latin-1 */
+    return NULL;
+}
+
+val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
+{
+    val *sh = str_shared(c, s, blen, clen, ascii);
+    if (sh) return sh;
     val *v = v_new(c, VT_STR);
     if (v == NULL) return NULL;
     v->u.s.s = s;
@@ -623,17 +632,58 @@ val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
     return v;
 }
 
+/* A string made by vs_alloc is one block: its header, then its text and a
+ * NUL. The block holds no pointer but the one to its own text, so it is of
+ * the collector's pointer-free kind (never scanned); a slice that shares
+ * the text points inside it, which keeps it alive (the collector
+ * recognises interior pointers). A six-digit str(i) is one 48-byte block,
+ * where a header and a separate text block were 48 + 16. */
+
+/* Not inlined, as v_alloc: the block is shorter than struct val. */
+__attribute__((noinline)) static val *str_block(vctx *c, size_t size)
+{
+    return v_alloc_bytes(c, size); /* its last byte is the NUL */
+}
+
+val *vs_alloc(vctx *c, vtype t, size_t blen, char **text)
+{
+    size_t hdr = v_val_size(VT_STR);
+    if (v_check_strlen(c, blen)) return NULL;
+    val *v = str_block(c, hdr + blen + 1);
+    if (v == NULL) return NULL;
+    v->ty = (uint8_t)t;
+    v->flags = 0;
+    v->u.s.s = (char *)v + hdr;
+    v->u.s.blen = v->u.s.clen = blen;
+    v->u.s.hash = 0;
+    *text = (char *)v + hdr;
+    return v;
+}
+
+val *vs_done(vctx *c, val *v, size_t blen, size_t clen, bool ascii)
+{
+    val *sh = str_shared(c, v->u.s.s, blen, clen, ascii);
+    if (sh) return sh;
+    ((char *)v->u.s.s)[blen] = 0;
+    v->u.s.blen = blen;
+    v->u.s.clen = clen;
+    v->flags = ascii ? VF_ASCII : 0;
+    return v;
+}
+
 val *v_str(vctx *c, const char *utf8, size_t blen)
 {
-    /* shared values, no copy (see vs_new_owned) */
-    if (blen == 0) return vs_empty();
-    if (blen == 1 && (unsigned char)utf8[0] < 128) return vs_char(c, utf8, 1);
-    if (v_check_strlen(c, blen)) return NULL;
-    char *p = v_strdup(c, utf8, blen);
-    if (p == NULL) return NULL;
     bool ascii;
-    size_t n = vs_count_cps(p, blen, &ascii);
-    return vs_new_owned(c, p, blen, n, ascii);
+    size_t n = vs_count_cps(utf8, blen, &ascii);
+    val *sh = str_shared(c, utf8, blen, n, ascii);
+    if (sh) return sh;
+    char *p;
+    val *v = vs_alloc(c, VT_STR, blen, &p);
+    if (v == NULL) return NULL;
+    memcpy(p, utf8, blen);
+    v->u.s.clen = n;
+    v->flags = ascii ? VF_ASCII : 0;
+    return v;
 }
 
 val *v_strz(vctx *c, const char *utf8)
@@ -643,13 +693,10 @@ val *v_strz(vctx *c, const char *utf8)
 
 val *v_bytes(vctx *c, const char *data, size_t len)
 {
-    if (v_check_strlen(c, len)) return NULL;
-    char *p = v_strdup(c, data, len);
-    if (p == NULL) return NULL;
-    val *v = v_new(c, VT_BYTES);
+    char *p;
+    val *v = vs_alloc(c, VT_BYTES, len, &p);
     if (v == NULL) return NULL;
-    v->u.s.s = p;
-    v->u.s.blen = v->u.s.clen = len;
+    memcpy(p, data, len);
     return v;
 }
 

@@ -126,6 +126,15 @@ val *vbr_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkw
 
 /* strings (str.c) */
 val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii); /* s in arena */
+/* A new str or bytes (t) of blen bytes, its text in the same block as its
+ * header: the caller writes the text at *text (room for blen bytes and a
+ * NUL; the NUL is written). For bytes that is all; a str is completed by
+ * vs_done. NULL (the limit raised) past the string cap. */
+val *vs_alloc(vctx *c, vtype t, size_t blen, char **text);
+/* Completes a str from vs_alloc whose first blen bytes (at most the
+ * allocated length) are written: the shared equal string when there is one
+ * (empty, one Latin-1 character), else v. */
+val *vs_done(vctx *c, val *v, size_t blen, size_t clen, bool ascii);
 size_t vs_count_cps(const char *s, size_t blen, bool *ascii);
 int vs_repr_buf(strbuf *b, const val *s);
 int vs_ascii_buf(strbuf *b, const val *s);
