@@ -173,16 +173,72 @@ static size_t put_fill(char *o, size_t k, const char *fb, int fl, int64_t n)
     return k + (size_t)n * (size_t)fl;
 }
 
-/* Pads `body` (UTF-8, ncp code points) to the spec's width. For '=' the
- * padding goes after the first `signlen` bytes (sign and prefix). */
-static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_t ncp,
-                   size_t signlen, char default_align)
+/* A formatted value's text in parts, so that the result is written once,
+ * into the string returned (a long one, '%.*x' % (10**6, 255) or
+ * f'{1.5:.{10**6}f}', exists once at the peak): the head (sign and prefix;
+ * '=' pads after it), `zeros` '0's then `digits`, the two grouped by `sep`
+ * every `every` digits (sep 0: not grouped), the rest, `rest_zeros` '0's,
+ * the tail. All borrowed. */
+typedef struct {
+    const char *head;
+    size_t nhead;
+    size_t zeros;
+    const char *digits;
+    size_t ndigits;
+    char sep;
+    int every;
+    const char *rest;
+    size_t nrest;
+    size_t rest_zeros;
+    const char *tail;
+    size_t ntail;
+} fparts;
+
+static size_t grouped_len(const fparts *p)
+{
+    size_t n = p->zeros + p->ndigits;
+    return p->sep && n ? n + (n - 1) / (size_t)p->every : n;
+}
+
+/* Writes the grouped digits at o; returns their length. */
+static size_t put_grouped(char *o, const fparts *p)
+{
+    size_t n = p->zeros + p->ndigits;
+    if (!p->sep) {
+        memset(o, '0', p->zeros);
+        memcpy(o + p->zeros, p->digits, p->ndigits);
+        return n;
+    }
+    size_t every = (size_t)p->every, first = n % every ? n % every : every, k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i >= first && (i - first) % every == 0) o[k++] = p->sep;
+        o[k++] = i < p->zeros ? '0' : p->digits[i - p->zeros];
+    }
+    return k;
+}
+
+/* Writes the parts after the head at o; returns the new end. */
+static size_t put_body(char *o, size_t k, const fparts *p)
+{
+    k += put_grouped(o + k, p);
+    memcpy(o + k, p->rest, p->nrest);
+    k += p->nrest;
+    memset(o + k, '0', p->rest_zeros);
+    k += p->rest_zeros;
+    memcpy(o + k, p->tail, p->ntail);
+    return k + p->ntail;
+}
+
+/* Pads the parts' text (UTF-8, ncp code points) to the spec's width, in
+ * the string returned. For '=' the padding goes after the head. */
+static val *finish(vctx *c, const fspec *f, const fparts *p, size_t ncp, char default_align)
 {
     char align = f->align ? f->align : default_align;
     int64_t padn = f->width > (int64_t)ncp ? f->width - (int64_t)ncp : 0;
     char fb[4];
     int fl = vs_encode1(f->fill, fb);
     size_t max = c->lim.max_str_bytes;
+    size_t blen = p->nhead + grouped_len(p) + p->nrest + p->rest_zeros + p->ntail;
     if (blen > max || (uint64_t)padn > (max - blen) / (size_t)fl) return v_limit(c, "memory");
     size_t total = blen + (size_t)padn * (size_t)fl;
     char *o;
@@ -203,83 +259,61 @@ static val *finish(vctx *c, const fspec *f, const char *body, size_t blen, size_
     }
     size_t k = 0;
     if (align == '=') {
-        memcpy(o, body, signlen);
-        k = signlen;
+        memcpy(o, p->head, p->nhead);
+        k = put_fill(o, p->nhead, fb, fl, left);
+    } else {
+        k = put_fill(o, k, fb, fl, left);
+        memcpy(o + k, p->head, p->nhead);
+        k += p->nhead;
     }
-    k = put_fill(o, k, fb, fl, left);
-    size_t rest = align == '=' ? blen - signlen : blen;
-    memcpy(o + k, align == '=' ? body + signlen : body, rest);
-    k = put_fill(o, k + rest, fb, fl, right);
+    k = put_fill(o, put_body(o, k, p), fb, fl, right);
     /* UTF-8: as many code points as bytes exactly when all are ASCII */
     size_t n = ncp + (size_t)padn;
     return vs_done(c, r, k, n, k == n);
 }
 
-/* Groups `digits` (ASCII) every `every` with `sep`, into b. */
-static void put_grouped(strbuf *b, const char *digits, size_t n, char sep, int every)
+/* finish for text in one piece. */
+static val *finish_text(vctx *c, const fspec *f, const char *s, size_t blen, size_t ncp,
+                        char default_align)
 {
-    if (!sep) {
-        strbuf_put(b, digits, n);
-        return;
-    }
-    size_t first = n % (size_t)every;
-    if (first == 0) first = (size_t)every;
-    if (first > n) first = n;
-    strbuf_put(b, digits, first);
-    for (size_t i = first; i < n; i += (size_t)every) {
-        strbuf_putc(b, sep);
-        strbuf_put(b, digits + i, (size_t)every);
-    }
+    fparts p = {.rest = s, .nrest = blen};
+    return finish(c, f, &p, ncp, default_align);
 }
 
-/* Assembles sign + prefix + grouped integer digits + rest, with zero fill
- * inserted into the grouping as CPython does when fill is '0' and '='. */
-static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, const char *intd,
-                     size_t nint, const char *rest, size_t nrest, int every)
+/* Sign + prefix + the grouped integer digits + the rest (p: the digits,
+ * the rest and the tail; every: the grouping), with zero fill inserted
+ * into the grouping as CPython does when fill is '0' and '='. */
+static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, fparts *p)
 {
-    strbuf b;
-    strbuf_init(&b);
+    char head[8];
+    size_t nhead = 0;
     char sg = neg ? '-' : (f->sign == '+' ? '+' : f->sign == ' ' ? ' ' : 0);
-    if (sg) strbuf_putc(&b, sg);
-    strbuf_puts(&b, prefix);
-    size_t signlen = b.len;
+    if (sg) head[nhead++] = sg;
+    for (; *prefix && nhead < sizeof head; prefix++)
+        head[nhead++] = *prefix;
+    p->head = head;
+    p->nhead = nhead;
+    p->sep = f->group;
     char align = f->align ? f->align : '>';
+    size_t have = p->zeros + p->ndigits;
     if (align == '=' && f->fill == '0' && f->group && f->width > 0) {
-        if ((uint64_t)f->width > c->lim.max_str_bytes) {
-            strbuf_free(&b);
-            return v_limit(c, "memory");
-        }
+        if ((uint64_t)f->width > c->lim.max_str_bytes) return v_limit(c, "memory");
         /* zero padding becomes part of the grouped digits */
-        size_t want = nint;
-        char *z = NULL;
+        size_t want = have, every = (size_t)p->every;
+        size_t other = nhead + p->nrest + p->rest_zeros + p->ntail;
         /* start just below the answer: digits + separators grow by
          * (every + 1) / every per digit */
-        int64_t room = f->width - (int64_t)(signlen + nrest);
+        int64_t room = f->width - (int64_t)other;
         if (room > 0 && want > 0) { /* no digits (nan, inf): no zeros either */
-            int64_t below = room / (every + 1) * every - 2;
+            int64_t below = room / (int64_t)(every + 1) * (int64_t)every - 2;
             if (below > (int64_t)want) want = (size_t)below;
         }
-        for (;;) {
-            size_t glen = want + (want - 1) / (size_t)every;
-            if ((int64_t)(signlen + glen + nrest) >= f->width) break;
+        while (want > 0 && (int64_t)(other + want + (want - 1) / every) < f->width)
             want++;
-        }
-        z = malloc(want + 1);
-        if (!z) {
-            strbuf_free(&b);
-            return v_limit(c, "memory");
-        }
-        memset(z, '0', want - nint);
-        memcpy(z + want - nint, intd, nint);
-        put_grouped(&b, z, want, f->group, every);
-        free(z);
-    } else {
-        put_grouped(&b, intd, nint, f->group, every);
+        p->zeros += want - have;
     }
-    strbuf_put(&b, rest, nrest);
-    val *r = finish(c, f, b.data, b.len, b.len + 0, signlen, '>');
-    strbuf_free(&b);
-    return r;
+    size_t blen = nhead + grouped_len(p) + p->nrest + p->rest_zeros + p->ntail;
+    return finish(c, f, p, blen, '>');
 }
 
 static val *fmt_double(vctx *c, double x, fspec *f, bool from_int);
@@ -329,7 +363,7 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
             return v_raise(c, "OverflowError", "%%c arg not in range(0x110000)");
         char tmp[4];
         int n = vs_encode1((int32_t)x, tmp);
-        return finish(c, f, tmp, (size_t)n, 1, 0, '>');
+        return finish_text(c, f, tmp, (size_t)n, 1, '>');
     }
     int base = 10;
     const char *prefix = "";
@@ -371,16 +405,29 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
                        "Exceeds the limit (4300 digits) for integer string conversion");
     }
     int every = (base == 10) ? 3 : 4;
-    val *r = assemble(c, f, neg, prefix, d, strlen(d), "", 0, every);
+    fparts p = {.digits = d, .ndigits = strlen(d), .every = every};
+    val *r = assemble(c, f, neg, prefix, &p);
     vi_free_str(d);
     return r;
+}
+
+/* Appends n '0's. */
+static void put_zeros(strbuf *out, size_t n)
+{
+    strbuf_reserve(out, n);
+    memset(out->data + out->len, '0', n);
+    out->len += n;
+    out->data[out->len] = 0;
 }
 
 /* CPython's format_float_short (pystrtod.c) for a finite x >= 0: digits
  * and decimal point position as _Py_dg_dtoa gives them (mode 0 for 'r',
  * 2 for 'e'/'g', 3 for 'f'; obtained here from correctly rounded printf),
- * then the same padding, exponent and '#' rules. */
-static int float_short(strbuf *out, double x, char type, int prec, bool alt, bool add_dot0)
+ * then the same padding, exponent and '#' rules. With gap non-NULL the
+ * last run of zeros (a large precision's) is not written: *gap of them
+ * belong at offset *gap_at of out (*gap 0: none). */
+static int float_short(strbuf *out, double x, char type, int prec, bool alt, bool add_dot0,
+                       size_t *gap_at, size_t *gap)
 {
     char lower = (char)(type | 32);
     char *digits;
@@ -485,17 +532,23 @@ static int float_short(strbuf *out, double x, char type, int prec, bool alt, boo
     } else {
         strbuf_put(out, digits, (size_t)nd);
     }
+    int run;
     if (nd < decpt) {
         for (int i = 0; i < decpt - nd; i++)
             strbuf_putc(out, '0');
         strbuf_putc(out, '.');
-        for (int i = 0; i < vend - decpt; i++)
-            strbuf_putc(out, '0');
+        run = vend - decpt;
     } else {
-        for (int i = 0; i < vend - nd; i++)
-            strbuf_putc(out, '0');
+        run = vend - nd;
     }
-    if (out->len > mark && out->data[out->len - 1] == '.' && !alt) out->data[--out->len] = 0;
+    if (gap) *gap = 0;
+    if (run > 0 && gap) {
+        *gap_at = out->len;
+        *gap = (size_t)run;
+    } else {
+        if (run > 0) put_zeros(out, (size_t)run);
+        if (out->len > mark && out->data[out->len - 1] == '.' && !alt) out->data[--out->len] = 0;
+    }
     if (use_exp)
         strbuf_printf(out, "%c%c%02d", type == 'E' || type == 'G' ? 'E' : 'e', exp < 0 ? '-' : '+',
                       exp < 0 ? -exp : exp);
@@ -578,12 +631,13 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
     double ax = fabs(x);
     strbuf body;
     strbuf_init(&body);
+    size_t gap_at = 0, gap = 0; /* the zeros of a large precision, not in body */
     if (isnan(x) || isinf(x)) {
         bool up = type == 'E' || type == 'F' || type == 'G';
         strbuf_puts(&body, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
         if (isnan(x)) neg = signbit(x) != 0;
     } else {
-        if (float_short(&body, ax, type, prec, f->alt, add_dot0)) {
+        if (float_short(&body, ax, type, prec, f->alt, add_dot0, &gap_at, &gap)) {
             strbuf_free(&body);
             return v_limit(c, "memory");
         }
@@ -603,7 +657,16 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
     size_t nint = 0;
     while (nint < body.len && body.data[nint] >= '0' && body.data[nint] <= '9')
         nint++;
-    val *r = assemble(c, f, neg, "", body.data, nint, body.data + nint, body.len - nint, 3);
+    size_t at = gap ? gap_at : body.len;
+    fparts p = {.digits = body.data,
+                .ndigits = nint,
+                .every = 3,
+                .rest = body.data + nint,
+                .nrest = at - nint,
+                .rest_zeros = gap,
+                .tail = body.data + at,
+                .ntail = body.len - at};
+    val *r = assemble(c, f, neg, "", &p);
     strbuf_free(&body);
     return r;
 }
@@ -629,7 +692,7 @@ static val *fmt_str(vctx *c, val *s, fspec *f)
         blen = vs_offset(s, ncp);
     }
     if (f->width <= (int64_t)ncp && blen == s->u.s.blen) return s;
-    return finish(c, f, s->u.s.s, blen, ncp, 0, '<');
+    return finish_text(c, f, s->u.s.s, blen, ncp, '<');
 }
 
 /* complex.__format__ (format_complex_internal) */
@@ -689,7 +752,7 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
         if (isnan(x) || isinf(x)) {
             bool up = type == 'E' || type == 'F' || type == 'G';
             strbuf_puts(&b, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
-        } else if (float_short(&b, ax, type, prec, f->alt, false)) {
+        } else if (float_short(&b, ax, type, prec, f->alt, false, NULL, NULL)) {
             strbuf_free(&b);
             return v_limit(c, "memory");
         }
@@ -703,7 +766,7 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
     }
     strbuf_putc(&b, 'j');
     if (parens) strbuf_putc(&b, ')');
-    val *r = finish(c, f, b.data, b.len, b.len, 0, '>');
+    val *r = finish_text(c, f, b.data, b.len, b.len, '>');
     strbuf_free(&b);
     return r;
 }
@@ -985,25 +1048,18 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                 char *d = mpz_get_str(NULL, g.type == 'X' ? -16 : base, z);
                 mpz_clear(z);
                 size_t dl = strlen(d);
-                strbuf tb;
-                strbuf_init(&tb);
-                if ((int64_t)dl < prec) {
-                    strbuf_reserve(&tb, (size_t)prec);
-                    if (tb.data) {
-                        memset(tb.data, '0', (size_t)prec - dl);
-                        tb.len = (size_t)prec - dl;
-                    }
-                }
-                strbuf_puts(&tb, d);
-                vi_free_str(d);
                 const char *pre = !f.alt          ? ""
                                   : g.type == 'o' ? "0o"
                                   : g.type == 'x' ? "0x"
                                   : g.type == 'X' ? "0X"
                                                   : "";
                 g.group = 0;
-                piece = assemble(c, &g, neg, pre, tb.data, tb.len, "", 0, 3);
-                strbuf_free(&tb);
+                fparts p = {.zeros = (int64_t)dl < prec ? (size_t)prec - dl : 0,
+                            .digits = d,
+                            .ndigits = dl,
+                            .every = 3};
+                piece = assemble(c, &g, neg, pre, &p);
+                vi_free_str(d);
             }
             break;
         }
