@@ -178,9 +178,9 @@ static size_t put_fill(char *o, size_t k, const char *fb, int fl, int64_t n)
  * f'{1.5:.{10**6}f}', exists once at the peak): the head (sign and prefix;
  * '=' pads after it), `zeros` '0's then `digits`, the two grouped by `sep`
  * every `every` digits (sep 0: not grouped), the rest, `rest_zeros` '0's,
- * the tail. All borrowed. */
+ * the tail. All borrowed but the head. */
 typedef struct {
-    const char *head;
+    char head[8];
     size_t nhead;
     size_t zeros;
     const char *digits;
@@ -194,6 +194,13 @@ typedef struct {
     size_t ntail;
 } fparts;
 
+/* Copies n bytes of s (NULL when n is 0) to o + k; returns the new end. */
+static size_t put_run(char *o, size_t k, const char *s, size_t n)
+{
+    if (n) memcpy(o + k, s, n);
+    return k + n;
+}
+
 static size_t grouped_len(const fparts *p)
 {
     size_t n = p->zeros + p->ndigits;
@@ -206,8 +213,7 @@ static size_t put_grouped(char *o, const fparts *p)
     size_t n = p->zeros + p->ndigits;
     if (!p->sep) {
         memset(o, '0', p->zeros);
-        memcpy(o + p->zeros, p->digits, p->ndigits);
-        return n;
+        return put_run(o, p->zeros, p->digits, p->ndigits);
     }
     size_t every = (size_t)p->every, first = n % every ? n % every : every, k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -220,13 +226,9 @@ static size_t put_grouped(char *o, const fparts *p)
 /* Writes the parts after the head at o; returns the new end. */
 static size_t put_body(char *o, size_t k, const fparts *p)
 {
-    k += put_grouped(o + k, p);
-    memcpy(o + k, p->rest, p->nrest);
-    k += p->nrest;
+    k = put_run(o, k + put_grouped(o + k, p), p->rest, p->nrest);
     memset(o + k, '0', p->rest_zeros);
-    k += p->rest_zeros;
-    memcpy(o + k, p->tail, p->ntail);
-    return k + p->ntail;
+    return put_run(o, k + p->rest_zeros, p->tail, p->ntail);
 }
 
 /* Pads the parts' text (UTF-8, ncp code points) to the spec's width, in
@@ -285,13 +287,11 @@ static val *finish_text(vctx *c, const fspec *f, const char *s, size_t blen, siz
  * into the grouping as CPython does when fill is '0' and '='. */
 static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, fparts *p)
 {
-    char head[8];
     size_t nhead = 0;
     char sg = neg ? '-' : (f->sign == '+' ? '+' : f->sign == ' ' ? ' ' : 0);
-    if (sg) head[nhead++] = sg;
-    for (; *prefix && nhead < sizeof head; prefix++)
-        head[nhead++] = *prefix;
-    p->head = head;
+    if (sg) p->head[nhead++] = sg;
+    for (; *prefix && nhead < sizeof p->head; prefix++)
+        p->head[nhead++] = *prefix;
     p->nhead = nhead;
     p->sep = f->group;
     char align = f->align ? f->align : '>';
