@@ -9,6 +9,7 @@
 #include "sandbox/lang/value_impl.h"
 
 #include <gc/gc.h>
+#include <gc/gc_inline.h>
 #include <gc/gc_mark.h>
 #include <math.h>
 #include <stdio.h>
@@ -46,9 +47,25 @@ val v_dummy_key = {.ty = VT_NONE};
  * afterwards needs only memory calls (its getcontext() also reads the signal
  * mask, which the filter refuses harmlessly). */
 
+/* The collector adds a byte to every request before it rounds it up to its
+ * 16-byte granule (all interior pointers are recognised, and the byte keeps
+ * a pointer just past an object from retaining the next one): a 16-byte
+ * float would take 32 bytes, a 32-byte event 48. Requests here ask for
+ * their own size in whole granules (GC_generic_malloc_many takes granules
+ * as they are) or one byte less (GC_generic_malloc and kin add it back):
+ * the block is at least `size` usable bytes (GC_size), and the cost is only
+ * that a pointer just past one of our blocks, which nothing keeps, would
+ * retain its neighbour. Blocks with pointers are therefore of our own
+ * kinds (g_value_kind): the collector's NORMAL kind does not scan an
+ * object's last word, where it expects the extra byte. */
+static inline size_t gc_request(size_t size)
+{
+    return size ? size - 1 : 0;
+}
+
 static void *gmp_alloc(size_t n)
 {
-    void *p = GC_MALLOC_ATOMIC(n);
+    void *p = GC_MALLOC_ATOMIC(gc_request(n));
     /* GMP cannot fail an allocation: past the heap cap, take the memory
      * from malloc (the kernel's RLIMIT_AS stays the backstop). The value
      * limits keep every GMP operand far below the cap. */
@@ -83,9 +100,12 @@ static void *gmp_realloc(void *p, size_t old, size_t n)
 
 #define GC_MIN_BYTES_BETWEEN ((size_t)4 << 20)
 
-/* The collector kind of an item array that is filled completely before the
- * next allocation (v_build_list): scanned like GC_MALLOC's, not cleared. */
-static unsigned g_uncleared_kind;
+/* The collector kinds of v_alloc's blocks (cleared) and of an item array
+ * that is filled completely before the next allocation (v_build_list; not
+ * cleared). Both are scanned to their last word: the collector's own
+ * NORMAL kind skips an object's last word, which it takes for the padding
+ * of its extra byte (see gc_request). */
+static unsigned g_value_kind, g_uncleared_kind;
 
 /* The live-heap budget of the current context (GC_set_max_heap_size's
  * value), for on_heap_resize. */
@@ -140,6 +160,7 @@ static void gc_init_once(void)
      * 10-20 % CPU for 2-9 % less memory. */
     GC_set_min_bytes_allocd(GC_MIN_BYTES_BETWEEN);
     mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
+    g_value_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 1);
     g_uncleared_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 0);
 }
 
@@ -207,25 +228,34 @@ size_t v_live_bytes(void)
     return GC_get_memory_use();
 }
 
-#define SMALL_MAX 64
+/* Up to here (in bytes, whole granules) a block comes from a shared heap
+ * block of same-sized blocks (the collector's small objects); above, from
+ * whole heap blocks of its own. */
+#define SMALL_MAX ((VGRANULES - 1) * 16)
 
 /* Not inlined: v_new allocates a value shorter than struct val (v_val_size),
  * which the compiler would otherwise flag at every field store. */
 __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
 {
     if (size <= SMALL_MAX) {
-        /* Small blocks (values, argument arrays) come from per-size lists
-         * the collector fills a block at a time (GC_malloc_many): most
-         * allocations are a pop, nearly as cheap as a bump allocator. The
-         * collector hands them out cleared but for the link word (it
-         * clears what it sweeps, frees or takes fresh for this kind). */
-        size_t k = (size + 7) / 8;
-        void *p = c->spare[k];
-        if (p == NULL && (p = GC_malloc_many(k * 8)) == NULL) {
-            v_limit(c, "memory");
-            return NULL;
+        /* Small blocks (values, argument arrays, item arrays) come from
+         * per-granule lists the collector fills a heap block at a time
+         * (GC_generic_malloc_many): most allocations are a pop, nearly as
+         * cheap as a bump allocator, and the size is exact (GC_MALLOC
+         * rounds a size between 512 and 2032 bytes up to its size class,
+         * 800 -> 1024). The collector hands them out cleared but for the
+         * link word (it clears what it sweeps, frees or takes fresh for
+         * this kind). */
+        size_t g = size ? (size + 15) / 16 : 1;
+        void *p = c->spare[g];
+        if (p == NULL) {
+            GC_generic_malloc_many(g * 16, (int)g_value_kind, &c->spare[g]);
+            if ((p = c->spare[g]) == NULL) {
+                v_limit(c, "memory");
+                return NULL;
+            }
         }
-        c->spare[k] = GC_NEXT(p);
+        c->spare[g] = GC_NEXT(p);
         GC_NEXT(p) = NULL;
         return p;
     }
@@ -233,7 +263,7 @@ __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
         v_limit(c, "memory");
         return NULL;
     }
-    void *p = GC_MALLOC(size ? size : 1);
+    void *p = GC_generic_malloc(gc_request(size), (int)g_value_kind);
     if (p == NULL) v_limit(c, "memory");
     return p;
 }
@@ -244,7 +274,7 @@ void *v_alloc_bytes(vctx *c, size_t size)
         v_limit(c, "memory");
         return NULL;
     }
-    char *p = GC_MALLOC_ATOMIC(size ? size : 1);
+    char *p = GC_MALLOC_ATOMIC(gc_request(size));
     if (p == NULL) {
         v_limit(c, "memory");
         return NULL;
@@ -400,7 +430,9 @@ val *v_build_list(vctx *c, vbuild *b)
         return r;
     }
     val *r = v_check_items(c, b->n) ? NULL : v_new(c, VT_LIST);
-    val **arr = r == NULL ? NULL : GC_generic_malloc(b->n * sizeof(val *), (int)g_uncleared_kind);
+    val **arr = r == NULL
+                    ? NULL
+                    : GC_generic_malloc(gc_request(b->n * sizeof(val *)), (int)g_uncleared_kind);
     if (arr == NULL) {
         v_build_free(b);
         return v_limit(c, "memory");
@@ -498,7 +530,8 @@ val **v_items_alloc_filled(vctx *c, size_t n)
         v_limit(c, "memory");
         return NULL;
     }
-    val **p = GC_generic_malloc(size, (int)g_uncleared_kind);
+    if (size <= SMALL_MAX) return v_alloc(c, size);
+    val **p = GC_generic_malloc(gc_request(size), (int)g_uncleared_kind);
     if (p == NULL) v_limit(c, "memory");
     return p;
 }

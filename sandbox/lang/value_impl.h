@@ -9,12 +9,18 @@
 #include <stdarg.h>
 #include <string.h>
 
+/* Size classes of v_alloc's small blocks: 16-byte granules up to 2032
+ * bytes (the collector's largest small object is 2048 less its extra
+ * byte, see value.c). */
+#define VGRANULES 128
+
 struct vctx {
     struct vctx_hot hot; /* must be first (v_step) */
     vlimits lim;
-    void *spare[9]; /* free small blocks by size / 8, from GC_malloc_many */
-    val **roots;    /* values referenced only from malloc'd memory (the AST's
-                    cached constants), kept visible to the collector */
+    void *spare[VGRANULES]; /* free small blocks by 16-byte granules, from
+                               GC_generic_malloc_many (v_alloc) */
+    val **roots;            /* values referenced only from malloc'd memory (the AST's
+                            cached constants), kept visible to the collector */
     size_t nroots, caproots;
     vexc_kind exc;
     char exc_type[40];

@@ -221,6 +221,39 @@ static void test_alloc_zeroed(void **state)
     }
 }
 
+/* A block's last word is scanned: v_alloc and a list's item array are
+ * blocks of exactly the size asked for, with no padding after them (the
+ * collector's own kind would not scan that word), so a value stored only
+ * there must survive a collection. Fill each last word with a fresh float,
+ * collect, allocate floats again (reusing whatever was reclaimed), check. */
+static void test_alloc_last_word_scanned(void **state)
+{
+    (void)state;
+    enum { SMALL = 127, NBLOCKS = SMALL + 4 };
+    static const size_t large[] = {2048, 4096, 8000, 1 << 16};
+    val ***blocks = v_alloc(C, NBLOCKS * sizeof *blocks);
+    assert_non_null(blocks);
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        size_t size = i < SMALL ? 16 * (i + 1) : large[i - SMALL];
+        size_t n = size / sizeof(val *);
+        blocks[i] = v_alloc(C, size);
+        assert_non_null(blocks[i]);
+        blocks[i][n - 1] = F((double)i + 0.5);
+        if (i % 2) { /* the item array of a list copied from the block */
+            val *l = v_list(C, blocks[i], n);
+            assert_non_null(l);
+            blocks[i] = l->u.seq.items;
+        }
+    }
+    GC_gcollect();
+    for (int i = 0; i < 100000; i++)
+        assert_non_null(F(-1.0));
+    for (size_t i = 0; i < NBLOCKS; i++) {
+        size_t size = i < SMALL ? 16 * (i + 1) : large[i - SMALL];
+        assert_string_equal(R(blocks[i][size / sizeof(val *) - 1]), R(F((double)i + 0.5)));
+    }
+}
+
 static void test_round(void **state)
 {
     (void)state;
@@ -599,6 +632,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tagged_int_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_zeroed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_last_word_scanned, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
