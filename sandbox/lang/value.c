@@ -98,7 +98,7 @@ static void *gmp_realloc(void *p, size_t old, size_t n)
     return q;
 }
 
-#define GC_MIN_BYTES_BETWEEN ((size_t)4 << 20)
+#define GC_MIN_BYTES_BETWEEN ((size_t)1 << 20)
 
 /* The collector kinds of v_alloc's blocks (cleared) and of an item array
  * that is filled completely before the next allocation (v_build_list; not
@@ -148,16 +148,22 @@ static void gc_init_once(void)
     GC_set_warn_proc(GC_ignore_warn_proc);
     GC_set_on_heap_resize(on_heap_resize);
     /* A small heap is collected every few hundred kilobytes of allocation
-     * (sum(range(10**7)): 2636 collections); at least 4 MiB between
-     * collections makes them rare and 2-3x faster, and the heap still
-     * grows only as it is used (an up-front heap would be populated in
-     * every child by the jail's warm-up). Measured, same minutes: 8 MiB
-     * and 4 MiB cost the same CPU (bench_lang --inproc, bench_scale), 4 MiB
-     * holds less garbage (the 10**6-item comprehensions of bench_scale:
-     * peak memory geometric mean 1.29 -> 1.25 of CPython's; sum(range(10**7))
-     * 11.1 -> 7.2 MiB); 2 MiB costs up to 1.5x CPU in-process; a larger
-     * free-space divisor (collecting more often in a big heap) costs
-     * 10-20 % CPU for 2-9 % less memory. */
+     * (sum(range(10**7)): 2636 collections); GC_MIN_BYTES_BETWEEN makes
+     * them rarer. A bigger heap is collected after a share of its live
+     * pointer-holding bytes is allocated (the collector's own figure, with
+     * the free-space divisor), so the minimum matters only while the live
+     * heap is small, which is when a collection is cheap: 1 MiB holds a
+     * quarter of the garbage 4 MiB did (sum([len(str(i)) for i in
+     * range(10**5)]): peak 5.3 -> 2.2 MiB) and is no slower, faster where
+     * the garbage is all there is (len({0: str(i) for i in range(10**6)}):
+     * 0.074 -> 0.069 s, the freed memory reused while in cache instead of
+     * the heap growing into fresh pages); bench_lang --inproc the same
+     * (geometric mean 0.725 vs 0.721 ms). The heap still grows only as it
+     * is used (an up-front heap would be populated in every child by the
+     * jail's warm-up). A larger free-space divisor (collecting a big heap
+     * more often) costs 10-25 % CPU where the heap is mostly live
+     * (len([str(i) for i in range(10**6)])) for less garbage where it is
+     * not (sum([len(str(i)) for i in range(10**6)]): 14.6 -> 11.0 MiB). */
     GC_set_min_bytes_allocd(GC_MIN_BYTES_BETWEEN);
     mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
     g_value_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 1);
@@ -317,12 +323,16 @@ int v_root(vctx *c, val *v)
  * heap leaves every outgrown block behind as fragmentation (an 80 MB list
  * cost 330-480 MB of heap). Up to BUILD_MAP_BYTES the array is malloc'd; a
  * bigger one is its own mapping, grown by mremap (no copy, and nothing left
- * behind: the jail's malloc keeps freed memory resident). v_build_list then
- * copies it into the list's exact-size array, which comes uncleared from
- * the collector (its fresh pages untouched until written), unmapping each
- * copied part of the builder as it goes: the list exists about once, not
- * twice, at the peak. */
-#define BUILD_MAP_BYTES ((size_t)1 << 20)
+ * behind: the jail's malloc keeps freed memory resident, so the malloc'd
+ * stage stays small). v_build_list then copies it into the list's
+ * exact-size array, which comes uncleared from the collector (its fresh
+ * pages untouched until written), unmapping each copied part of the
+ * builder as it goes (a 64th of it, at least BUILD_MOVE_MIN): the list
+ * exists about once, not twice, at the peak (500,000 items: 1 MiB parts
+ * and a 1 MiB malloc'd stage had added 2 MiB to the list's 3.8). */
+#define BUILD_MAP_BYTES ((size_t)64 << 10)
+#define BUILD_MOVE_MIN ((size_t)64 << 10)
+#define BUILD_MOVE_PARTS 64
 
 int v_build_presize(vctx *c, vbuild *b, size_t n)
 {
@@ -362,7 +372,10 @@ static int build_resize(vctx *c, vbuild *b, size_t cap)
         v_limit(c, "memory");
         return -1;
     }
-    if (map && !b->mapped && !b->in_heap) free(b->v);
+    if (b->in_heap)
+        v_free(b->v); /* only the builder referenced it */
+    else if (map && !b->mapped)
+        free(b->v);
     b->v = nv;
     b->cap = map ? bytes / sizeof(val *) : cap;
     b->in_heap = false;
@@ -405,7 +418,9 @@ void v_build_free(vbuild *b)
 static void build_move_out(vbuild *b, val **arr)
 {
     GC_remove_roots(b->v, b->v + b->cap);
-    const size_t step = BUILD_MAP_BYTES / sizeof(val *); /* whole pages */
+    size_t step =
+        page_up(b->n * sizeof(val *) / BUILD_MOVE_PARTS) / sizeof(val *); /* whole pages */
+    if (step < BUILD_MOVE_MIN / sizeof(val *)) step = BUILD_MOVE_MIN / sizeof(val *);
     size_t done = 0;
     while (b->n - done > step) {
         memcpy(arr + done, b->v + done, step * sizeof *arr);
