@@ -70,7 +70,6 @@ typedef struct {
  * evaluation of a built-in expression has run, so the interpreter's lazily
  * built tables exist before any fork). Lives as long as the process
  * (children inherit it). */
-#define JAIL_RESERVE_MIN (256u << 10) /* smaller heap needs grow as used */
 typedef struct {
     void *filter;   /* owned: struct sock_filter[] */
     size_t nfilter; /* instructions                */

@@ -263,7 +263,7 @@ static int warm_eval(void)
     if (simg_build_text(jail_warm_transcript, sizeof jail_warm_transcript - 1, NULL, 0, &img, &len,
                         NULL) != 0)
         return -1;
-    lang_limits limits = {0, 0};
+    lang_limits limits = {0};
     char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, sizeof jail_warm_source - 1, "q", img,
                           len, &limits);
     free(out);
@@ -286,10 +286,11 @@ int jail_prepare(jail_prepared *p)
         errno = EINVAL;
         return -1;
     }
-    /* A big session's reserve comes from the heap too, and freed memory
-     * stays there: see reserve_heap. */
+    /* malloc'd blocks below 32 MiB (list builders, output buffers) come
+     * from the heap rather than a mapping each; freed memory at its top is
+     * trimmed as usual, so a big buffer freed before the peak is not part
+     * of it (the values themselves live in the collector's mappings). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
     return compile_seccomp(p);
 }
 
@@ -299,22 +300,8 @@ int jail_prepare(jail_prepared *p)
  * pre-started child cost more CPU than the evaluation (bench_jail: 0.94 ->
  * 0.48 ms per evaluation) and did not make the evaluation faster: a fault
  * costs what populating that page does (~1.7 us on a small VM) and only the
- * pages used are faulted. The exception is a walk over a big session, which
- * allocates in proportion to it: its heap grows here in one call. */
-static void reserve_heap(size_t bytes)
-{
-#ifdef FPS_SANITIZE
-    (void)bytes; /* the sanitizer's allocator ignores malloc's tuning */
-#else
-    char *blk = malloc(bytes);
-    if (blk == NULL) return;
-    size_t skip = (4096 - ((uintptr_t)blk & 4095)) & 4095; /* to the first whole page */
-    if (bytes > skip + 4096)
-        (void)madvise(blk + skip, (bytes - skip) & ~(size_t)4095, MADV_POPULATE_WRITE);
-    free(blk);
-#endif
-}
-
+ * pages used are faulted. A big session needs no malloc reserve either: the
+ * values a walk over it allocates live in the collector's own mappings. */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
 {
     /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open, and
@@ -585,9 +572,6 @@ void jail_serve(const jail_opts *o)
         void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
         if (m == MAP_FAILED) die_setup("mapping the session image");
         img = m;
-        /* Walking a big session allocates in proportion to it. */
-        if (req.image_len / 16 > JAIL_RESERVE_MIN)
-            reserve_heap(req.image_len / 16 < (64u << 20) ? req.image_len / 16 : (64u << 20));
         fps_err err;
         if (simg_validate(img, req.image_len, &err) != 0) {
             char line[256];
@@ -595,6 +579,9 @@ void jail_serve(const jail_opts *o)
             if (n > 0) (void)write_all(1, line, strlen(line));
             _exit(JAIL_EXIT_PROTO);
         }
+        /* The validation read every event record: the pages are the memfd's,
+         * so an evaluation that does not walk the events need not keep them. */
+        (void)madvise(m, req.image_len, MADV_DONTNEED);
     }
     if (img_fd >= 0) close(img_fd);
 
@@ -606,7 +593,8 @@ void jail_serve(const jail_opts *o)
         write_outcome(line);
         _exit(0);
     }
-    lang_limits limits = {0, (size_t)req.max_alloc_bytes};
+    /* the image is a private read-only mapping: its pages may be dropped */
+    lang_limits limits = {0, (size_t)req.max_alloc_bytes, img ? LANG_IMAGE_MAPPED : 0};
     char *out = lang_eval((lang_kind)req.kind, src, req.source_len, req.key_len ? key : NULL, img,
                           img ? (size_t)req.image_len : 0, &limits);
     write_outcome(out ? out : "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");

@@ -812,6 +812,7 @@ void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *
         if (c) vctx_free(c);
         return;
     }
+    if (limits && (limits->flags & LANG_IMAGE_MAPPED)) v_session_image_mapped(c);
     E e = {.c = c};
     e.slots = R.nslots ? v_alloc(c, (size_t)R.nslots * sizeof(val *)) : NULL;
     val *v = (R.nslots && !e.slots) ? NULL : ev(&e, root);

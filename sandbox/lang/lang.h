@@ -23,7 +23,14 @@ int lang_kind_parse(const char *s, lang_kind *out);
 typedef struct {
     uint64_t max_steps;     /* evaluation steps before a "steps" limit   */
     size_t max_alloc_bytes; /* live bytes allocated before a "memory" limit */
+    unsigned flags;         /* LANG_IMAGE_MAPPED */
 } lang_limits;
+
+/* lang_limits.flags: the session image is a read-only private mapping of a
+ * file (MAP_PRIVATE, PROT_READ), whose pages the evaluation may drop once
+ * read (they fault in again from the file). Never for an image in
+ * anonymous memory (a malloc'd buffer), which dropping would zero. */
+enum { LANG_IMAGE_MAPPED = 1u };
 
 /* Draws a fresh random key for string hashing (SipHash-1-3, as CPython).
  * The jail calls it in each child before loading its seccomp filter (it

@@ -3,25 +3,87 @@
  * data attributes, events_of_type/count, the events tuple (built once per
  * evaluation), payload dicts built on first access straight from the
  * image's nodes (strings borrowed, no copies, no JSON parsing), repr and
- * equality as the reference's frozen dataclasses. */
+ * equality as the reference's frozen dataclasses. When the image is a file
+ * mapping (the jail's), walks drop the image pages behind them. */
 #include "sandbox/lang/simg_layout.h"
 #include "sandbox/lang/value_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 static const simg_hdr *hdr(const void *img)
 {
     return (const simg_hdr *)img;
 }
 
-static const simg_event *event_rec(const void *img, uint32_t i)
+/* ---- the image's resident pages -------------------------------------- */
+
+/* In the jail the image is the parent's memory: a sealed memfd the child
+ * maps private and read-only. The pages an evaluation reads still count in
+ * the child's resident set, so a walk over a 25 MiB session kept all of it
+ * resident (CPython's session is its baseline, not its peak). So a scan
+ * drops the pages behind it: whenever its furthest read has moved DROP_STEP
+ * past the pages dropped so far, the pages up to DROP_KEEP before that read
+ * are dropped (MADV_DONTNEED on a private read-only file mapping only clears
+ * this process's page table entries; a page read again, a string still in
+ * use, faults back in from the memfd, with the kernel's 64 KiB
+ * fault-around). Events and their payloads lie in order in the image, so
+ * a comprehension over session.events, and a join over the strings it
+ * took, keep about DROP_STEP + DROP_KEEP resident. A read of more than a
+ * shared short value far behind the dropped pages starts a new scan (a
+ * second pass); there are at most DROP_SCANS of them, so however the
+ * evaluation jumps around, a page is dropped, and faulted in again, at
+ * most that many times. */
+#define DROP_STEP ((size_t)256 << 10)
+#define DROP_KEEP ((size_t)64 << 10)
+#define DROP_SCANS 8
+
+void v_session_image_mapped(vctx *c)
 {
-    return (const simg_event *)((const char *)img + hdr(img)->events_off) + i;
+    c->img_mapped = c->img != NULL;
+}
+
+/* Notes that the evaluation reads `n` image bytes at offset `off`, part of
+ * scan `sc` (c->img_data or c->img_recs). */
+static void scan_read(vctx *c, struct vimg_scan *sc, uint64_t off, uint64_t n)
+{
+    if (!c->img_mapped) return;
+    size_t end = (size_t)(off + n);
+    if (end > sc->hi) {
+        sc->hi = end;
+        if (end - sc->lo < DROP_STEP + DROP_KEEP) return;
+        size_t to = (end - DROP_KEEP) & ~(size_t)4095;
+        (void)madvise((char *)c->img + sc->lo, to - sc->lo, MADV_DONTNEED);
+        sc->lo = to;
+    } else if (n > SIMG_INTERN_VALUE && end + DROP_STEP < sc->lo && sc->restarts < DROP_SCANS) {
+        sc->restarts++;
+        sc->lo = (size_t)off & ~(size_t)4095;
+        sc->hi = end;
+    }
+}
+
+static void image_read(vctx *c, uint64_t off, uint64_t n)
+{
+    scan_read(c, &c->img_data, off, n);
+}
+
+static const simg_event *event_rec(vctx *c, const void *img, uint32_t i)
+{
+    const simg_event *r = (const simg_event *)((const char *)img + hdr(img)->events_off) + i;
+    scan_read(c, &c->img_recs, (uint64_t)((const char *)r - (const char *)img), sizeof *r);
+    return r;
+}
+
+void vsess_note_read(vctx *c, const char *p, size_t n)
+{
+    uintptr_t off = (uintptr_t)p - (uintptr_t)c->img;
+    if (off < c->img_len) image_read(c, off, n);
 }
 
 static val *img_str(vctx *c, const void *img, const simg_str *s)
 {
+    image_read(c, s->off, s->blen);
     return vs_new_owned(c, (char *)img + s->off, s->blen, s->clen, s->ascii != 0);
 }
 
@@ -59,6 +121,7 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
         return v_int64(c, (int64_t)n->b);
     case SN_BIGINT:
         if (!str_in(img, n->b, n->a)) return corrupt(c);
+        image_read(c, n->b, n->a);
         return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
     case SN_FLOAT: {
         double d;
@@ -67,10 +130,12 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
     }
     case SN_STR:
         if (!str_in(img, (uint32_t)n->b, n->a) || (n->b >> 32) > n->a) return corrupt(c);
+        image_read(c, (uint32_t)n->b, n->a);
         return vs_new_owned(c, (char *)img + (uint32_t)n->b, n->a, (size_t)(n->b >> 32),
                             n->flags != 0);
     case SN_ARR: {
         if (!block_ok(img, n, n->a)) return corrupt(c);
+        image_read(c, n->b, (uint64_t)n->a * sizeof(simg_node));
         const simg_node *kids = (const simg_node *)(img + n->b);
         val **items = v_items_alloc(c, n->a);
         if (!items) return NULL;
@@ -82,6 +147,7 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
     }
     case SN_OBJ: {
         if (!block_ok(img, n, 2 * (uint64_t)n->a)) return corrupt(c);
+        image_read(c, n->b, 2 * (uint64_t)n->a * sizeof(simg_node));
         /* lazy: lookups read the image; the table is built only if needed */
         val *d = v_new(c, VT_DICT);
         if (!d) return NULL;
@@ -174,7 +240,7 @@ static val *events_tuple(vctx *c, val *s)
 static val *payload(vctx *c, val *e)
 {
     if (e->u.ev.payload) return e->u.ev.payload;
-    const simg_event *r = event_rec(e->u.ev.img, e->u.ev.index);
+    const simg_event *r = event_rec(c, e->u.ev.img, e->u.ev.index);
     val *d = node_val(c, e->u.ev.img, &r->payload, 0);
     e->u.ev.payload = d;
     return d;
@@ -194,7 +260,7 @@ val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
         for (int k = 0; k < SF__COUNT; k++)
             if (!strcmp(name, g_sess_fields[k])) return img_str(c, v->u.sess.img, &h->fields[k]);
     } else {
-        const simg_event *r = event_rec(v->u.ev.img, v->u.ev.index);
+        const simg_event *r = event_rec(c, v->u.ev.img, v->u.ev.index);
         if (!strcmp(name, "id")) return img_str(c, v->u.ev.img, &r->id);
         if (!strcmp(name, "ts")) return img_str(c, v->u.ev.img, &r->ts);
         if (!strcmp(name, "event_type")) return img_str(c, v->u.ev.img, &r->type);
@@ -256,7 +322,7 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
     size_t k = 0;
     const void *img = v->u.sess.img;
     for (size_t i = 0; i < n; i++) {
-        const simg_event *r = event_rec(img, (uint32_t)i);
+        const simg_event *r = event_rec(c, img, (uint32_t)i);
         bool eq;
         if (v_type(t) == VT_STR) {
             eq = r->type.blen == t->u.s.blen &&
@@ -279,7 +345,7 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
 int vsess_repr_buf(vctx *c, strbuf *b, val *v)
 {
     if (v_type(v) == VT_EVENT) {
-        const simg_event *r = event_rec(v->u.ev.img, v->u.ev.index);
+        const simg_event *r = event_rec(c, v->u.ev.img, v->u.ev.index);
         val *f[3] = {img_str(c, v->u.ev.img, &r->id), img_str(c, v->u.ev.img, &r->ts),
                      img_str(c, v->u.ev.img, &r->type)};
         val *p = payload(c, v);
@@ -320,8 +386,8 @@ int vsess_eq(vctx *c, val *a, val *b)
 {
     if (v_type(a) == VT_SESSION) return 1; /* one session per evaluation */
     if (a->u.ev.img == b->u.ev.img && a->u.ev.index == b->u.ev.index) return 1;
-    const simg_event *x = event_rec(a->u.ev.img, a->u.ev.index),
-                     *y = event_rec(b->u.ev.img, b->u.ev.index);
+    const simg_event *x = event_rec(c, a->u.ev.img, a->u.ev.index),
+                     *y = event_rec(c, b->u.ev.img, b->u.ev.index);
     const char *ia = a->u.ev.img, *ib = b->u.ev.img;
     const simg_str *xs[3] = {&x->id, &x->ts, &x->type}, *ys[3] = {&y->id, &y->ts, &y->type};
     for (int k = 0; k < 3; k++)

@@ -25,8 +25,7 @@
  * SIMG_VCACHE entries, so a transcript's many unique short values (event
  * ids, file names) do not grow a table whose first probe then misses the
  * cache: the repeated ones (enums, event types) still hit. */
-#define SIMG_INTERN_KEY 32
-#define SIMG_INTERN_VALUE 16
+#define SIMG_INTERN_KEY 32 /* SIMG_INTERN_VALUE: simg_layout.h */
 #define SIMG_VCACHE 4096
 
 /* a value cache entry: the string and a copy of its bytes, so a lookup

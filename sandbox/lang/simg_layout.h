@@ -9,6 +9,9 @@
 #define SIMG_MAGIC "FPSIMG\x01"
 #define SIMG_VERSION 1u
 #define SIMG_MAX_DEPTH 4096
+/* A string value of at most this many bytes may be one stored earlier and
+ * shared (simg.c's value cache): it can lie anywhere before its node. */
+#define SIMG_INTERN_VALUE 16
 
 enum {
     SF_ASSIGNMENT_ID,

@@ -1447,6 +1447,7 @@ static val *m_join(vctx *c, val *s, val **a, size_t na, const vkwarg *kw, size_t
             }
         }
         const val *x = items[i];
+        vsess_reading(c, x->u.s.s, x->u.s.blen);
         if (x->u.s.blen == 1)
             o[k++] = x->u.s.s[0];
         else {

@@ -454,6 +454,13 @@ val *v_builtin_lookup(const char *name);
 /* The `session` global: NULL when the context has no image (the evaluator
  * then raises NameError "name 'session' is not defined"). */
 val *v_session(vctx *c);
+/* The context's session image is a read-only private mapping of a file (the
+ * jail's sealed memfd), not anonymous memory: the session then drops the
+ * image pages it has read from this process as it moves on (they are the
+ * file's, and fault in again when read again), so a walk over a big session
+ * does not keep the whole image resident in the child. Never call it for
+ * an image in a malloc'd buffer: dropping would zero it. */
+void v_session_image_mapped(vctx *c);
 
 /* ---- outcomes (result.c) --------------------------------------------- */
 

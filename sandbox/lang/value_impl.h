@@ -28,6 +28,15 @@ struct vctx {
     const void *img;
     size_t img_len;
     val *session;
+    /* dropping the image's pages behind a scan (session.c): only when img
+     * is a read-only file mapping (v_session_image_mapped); one scan over
+     * the payloads' data, one over the event records */
+    bool img_mapped;
+    struct vimg_scan {
+        size_t lo;    /* the scan dropped the image's pages from its start to here */
+        size_t hi;    /* the end of its furthest read */
+        int restarts; /* scans started over from further back */
+    } img_data, img_recs;
     int depth; /* recursion guard for repr/eq of nested values */
 };
 
@@ -246,6 +255,15 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found);
 int vsess_lazy_force(vctx *c, val *d);
 
 /* session (session.c) */
+/* The evaluation is about to read the n bytes at p, maybe the session
+ * image's (a string value that borrows them): lets the session drop the
+ * image pages read before (see session.c). For readers that go over many
+ * strings long after they were taken from the session (str.join). */
+void vsess_note_read(vctx *c, const char *p, size_t n);
+static inline void vsess_reading(vctx *c, const char *p, size_t n)
+{
+    if (c->img_mapped) vsess_note_read(c, p, n);
+}
 val *vsess_getattr(vctx *c, val *v, const char *name, bool *found);
 val *vsess_method(vctx *c, val *v, const char *name, val **args, size_t nargs, const vkwarg *kw,
                   size_t nkw, bool *found);

@@ -214,7 +214,7 @@ static void test_warm_up_source_evaluates(void **state)
     assert_int_equal(simg_build_text(jail_warm_transcript, strlen(jail_warm_transcript), NULL, 0,
                                      &img, &len, NULL),
                      0);
-    lang_limits limits = {0, 0};
+    lang_limits limits = {0};
     char *out = lang_eval(LANG_EVALUATOR, jail_warm_source, strlen(jail_warm_source), "q", img, len,
                           &limits);
     assert_non_null(out);

@@ -1,8 +1,11 @@
 /* tests/unit/test_lang_values: the value runtime (sandbox/lang/value.h) against
  * CPython 3.11's behaviour: float repr, big ints, division/modulo signs,
  * Unicode string methods, format specs, % formatting, set order, result
- * type validation and wire items, and session images (simg.h). Expected
+ * type validation and wire items, and session images (simg.h), read in
+ * place from a private file mapping whose pages the walk drops. Expected
  * strings were produced with CPython 3.11. */
+#include "common/strbuf.h"
+#include "sandbox/lang/lang.h"
 #include "sandbox/lang/simg.h"
 #include "sandbox/lang/siphash.h"
 #include "sandbox/lang/value.h"
@@ -15,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -561,6 +566,98 @@ static void test_session_image(void **state)
     assert_string_equal(err.name, "invalid_image");
 }
 
+/* The shared-memory pages this process has mapped (kB): the memfd image's. */
+static long rss_shmem_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f != NULL && fgets(line, sizeof line, f))
+        if (!strncmp(line, "RssShmem:", 9)) kb = atol(line + 9);
+    if (f != NULL) fclose(f);
+    return kb;
+}
+
+/* A session image mapped as the jail maps it (a memfd, MAP_PRIVATE,
+ * PROT_READ) under LANG_IMAGE_MAPPED: walks drop the pages behind them, so
+ * little of the image stays resident, and every value still reads what the
+ * same evaluation over the image in anonymous memory reads (strings taken
+ * in a first pass and read after their pages were dropped, joins, second
+ * passes, random access). */
+static void test_session_image_mapped(void **state)
+{
+    (void)state;
+    strbuf t;
+    strbuf_init(&t);
+    strbuf_puts(&t, "{\"schema_version\": \"2\", \"assignment_id\": \"a\", \"session_id\": \"s\", "
+                    "\"session_revision_id\": \"r\", \"agent_id\": \"g\", \"environment\": "
+                    "\"e\", \"started_at\": \"t0\", \"ended_at\": \"t1\", \"event_count\": 1500, "
+                    "\"events\": [");
+    for (int i = 0; i < 1500; i++) {
+        strbuf_printf(&t,
+                      "%s{\"id\": \"e%d\", \"ts\": \"t\", \"event_type\": \"%s\", \"payload\": "
+                      "{\"text\": \"",
+                      i ? ", " : "", i, i % 3 ? "model" : "tool");
+        for (int w = 0; w < 400; w++) /* 400 words, about 3 KiB */
+            strbuf_printf(&t, "%sw%d", w ? " " : "", (i * 7 + w) % 1000);
+        strbuf_printf(&t, "\", \"n\": %d}}", i);
+    }
+    strbuf_puts(&t, "]}");
+    void *img;
+    size_t len;
+    fps_err err;
+    assert_int_equal(simg_build_text(t.data, t.len, NULL, 0, &img, &len, &err), 0);
+    strbuf_free(&t);
+    assert_true(len > 2u << 20); /* many times what a walk keeps */
+    int fd = memfd_create("test-image", 0);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, img, len), (ssize_t)len);
+    void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+    assert_true(m != MAP_FAILED);
+    close(fd);
+
+    static const char *const srcs[] = {
+        "sum([len(e.payload['text'].split()) for e in session.events])",
+        "[x[:9] + x[-9:] for x in [e.payload['text'] for e in session.events]][::97]",
+        "len(''.join([e.payload['text'] for e in session.events]))",
+        "' '.join([e.payload['text'] for e in session.events]).count('w17 ')",
+        "sum([1 for e in session.events if e.payload['text'].startswith('w1')]) + "
+        "sum([e.payload['n'] for e in session.events if e.event_type == 'tool'])",
+        "sum([len(evs[(i * 37) % 1500].payload['text']) for evs in [session.events] "
+        "for i in range(4000)])",
+        "sorted(set([e.payload['text'][-4:] for e in session.events]))[:3]",
+    };
+    lang_limits mapped = {0, 0, LANG_IMAGE_MAPPED}, plain = {0};
+    for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
+        char *want = lang_eval(LANG_RAW, srcs[k], strlen(srcs[k]), "q", img, len, &plain);
+        assert_non_null(want);
+        assert_non_null(strstr(want, "\"ok\": true"));
+        (void)madvise(m, len, MADV_DONTNEED);
+        char *got = lang_eval(LANG_RAW, srcs[k], strlen(srcs[k]), "q", m, len, &mapped);
+        assert_string_equal(got, want);
+        free(got);
+        free(want);
+    }
+    char *got = lang_eval(LANG_RAW, srcs[0], strlen(srcs[0]), "q", m, len, &mapped);
+    assert_string_equal(got, "{\"ok\": true, \"repr\": \"600000\"}");
+    free(got);
+
+    /* After a full walk: a few hundred KiB of the image stay mapped, where
+     * the same walk without the flag keeps all of it. */
+    (void)madvise(m, len, MADV_DONTNEED);
+    long base = rss_shmem_kb();
+    assert_true(base >= 0);
+    free(lang_eval(LANG_RAW, srcs[2], strlen(srcs[2]), "q", m, len, &mapped));
+    long dropped = rss_shmem_kb() - base;
+    (void)madvise(m, len, MADV_DONTNEED);
+    free(lang_eval(LANG_RAW, srcs[2], strlen(srcs[2]), "q", m, len, &plain));
+    long kept = rss_shmem_kb() - base;
+    assert_true(kept > (long)(len >> 10) / 2);
+    assert_true(dropped < (long)(len >> 10) / 4);
+    munmap(m, len);
+    free(img);
+}
+
 static void test_limits(void **state)
 {
     (void)state;
@@ -639,6 +736,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_containers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_results, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_image_mapped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_siphash, setup, teardown),
     };
