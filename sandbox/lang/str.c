@@ -496,6 +496,7 @@ static void sb_put(sbuild *b, const char *s, size_t n, size_t ncp, bool ascii)
             return;
         }
         memcpy(np, b->p, b->len);
+        v_free(b->p); /* nothing else has seen it */
         b->p = np;
         b->cap = nc;
     }
