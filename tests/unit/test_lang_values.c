@@ -259,6 +259,35 @@ static void test_alloc_last_word_scanned(void **state)
     }
 }
 
+/* A pointer-free block (a str's) is handed out once: the free lists it
+ * comes from are not traced, so they must not outlive a collection. Keep
+ * every other string, each of its own letter and length, through
+ * collections and further allocation. */
+static void test_alloc_bytes_distinct(void **state)
+{
+    (void)state;
+    enum { N = 4000 };
+    static char text[2100];
+    val **kept = v_alloc(C, N * sizeof *kept);
+    assert_non_null(kept);
+    for (int round = 0; round < 3; round++) {
+        for (size_t i = 0; i < N; i++) {
+            size_t len = 2 + (i * 37) % 2090;
+            memset(text, 'a' + (int)(i % 26), len);
+            val *v = v_str(C, text, len);
+            assert_non_null(v);
+            if (i % 2 == 0) kept[i] = v;
+            if (i % 500 == 0) GC_gcollect();
+        }
+        for (size_t i = 0; i < N; i += 2) {
+            size_t len = 2 + (i * 37) % 2090;
+            assert_int_equal(kept[i]->u.s.blen, len);
+            for (size_t k = 0; k < len; k++)
+                assert_int_equal(kept[i]->u.s.s[k], 'a' + (int)(i % 26));
+        }
+    }
+}
+
 static void test_round(void **state)
 {
     (void)state;
@@ -730,6 +759,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tagged_int_edges, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_zeroed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_last_word_scanned, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_bytes_distinct, setup, teardown),
         cmocka_unit_test_setup_teardown(test_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
