@@ -360,12 +360,12 @@ int v_root(vctx *c, val *v)
  * stage stays small). v_build_list then copies it into the list's
  * exact-size array, which comes uncleared from the collector (its fresh
  * pages untouched until written), unmapping each copied part of the
- * builder as it goes (a 64th of it, at least BUILD_MOVE_MIN): the list
+ * builder as it goes (a 256th of it, at least BUILD_MOVE_MIN): the list
  * exists about once, not twice, at the peak (500,000 items: 1 MiB parts
  * and a 1 MiB malloc'd stage had added 2 MiB to the list's 3.8). */
 #define BUILD_MAP_BYTES ((size_t)64 << 10)
 #define BUILD_MOVE_MIN ((size_t)64 << 10)
-#define BUILD_MOVE_PARTS 64
+#define BUILD_MOVE_PARTS 256
 
 int v_build_presize(vctx *c, vbuild *b, size_t n)
 {
