@@ -251,7 +251,7 @@ size_t v_live_bytes(void)
 /* Up to here (in bytes, whole granules) a block comes from a shared heap
  * block of same-sized blocks (the collector's small objects); above, from
  * whole heap blocks of its own. */
-#define SMALL_MAX ((VGRANULES - 1) * 16)
+#define SMALL_MAX ((size_t)(VGRANULES - 1) * 16)
 
 /* Not inlined: v_new allocates a value shorter than struct val (v_val_size),
  * which the compiler would otherwise flag at every field store. */
