@@ -713,19 +713,19 @@ val *vs_new_owned(vctx *c, char *s, size_t blen, size_t clen, bool ascii)
     return v;
 }
 
-/* A string made by vs_alloc is one block: its header, then its text and a
- * NUL. The block holds no pointer but the one to its own text, so it is of
- * the collector's pointer-free kind (never scanned); a slice that shares
- * the text points inside it, which keeps it alive (the collector
- * recognises interior pointers). A six-digit str(i) is one 48-byte block,
- * where a header and a separate text block were 48 + 16. */
-
 /* Not inlined, as v_alloc: the block is shorter than struct val. */
 __attribute__((noinline)) static val *str_block(vctx *c, size_t size)
 {
     return v_alloc_bytes(c, size); /* its last byte is the NUL */
 }
 
+/* A string made here is one block: its header, then its text and a NUL.
+ * The block holds no pointer but the one to its own text, so it is of the
+ * collector's pointer-free kind (never scanned); a slice that shares the
+ * text points inside it, which keeps it alive (the collector recognises
+ * interior pointers). A string of up to 7 bytes (str(i) below 10**7) is
+ * one 48-byte block (CPython: 56), where a header and a separate text
+ * block took 48 + 16. */
 val *vs_alloc(vctx *c, vtype t, size_t blen, char **text)
 {
     size_t hdr = v_val_size(VT_STR);
