@@ -352,7 +352,11 @@ int v_root(vctx *c, val *v)
 }
 
 /* A list whose length is not known in advance grows outside the collected
- * heap (registered as a root while it lives): growing a block inside the
+ * heap (registered as a root while it lives, once it holds a value pointer:
+ * the collector scans every root at every collection and lets more garbage
+ * pile up between collections the larger its roots are, so a growing list
+ * of tagged ints is no root at all; sum([len(w) for ... in split()]) over
+ * the 25 MiB session: heap 31 -> 23 MiB, 10 % less CPU): growing a block inside the
  * heap leaves every outgrown block behind as fragmentation (an 80 MB list
  * cost 330-480 MB of heap). Up to BUILD_MAP_BYTES the array is malloc'd; a
  * bigger one is its own mapping, grown by mremap (no copy, and nothing left
@@ -388,7 +392,7 @@ static int build_resize(vctx *c, vbuild *b, size_t cap)
     val **nv;
     bool map = bytes > BUILD_MAP_BYTES;
     if (map) bytes = page_up(bytes);
-    if (b->v != NULL && !b->in_heap) GC_remove_roots(b->v, b->v + b->cap);
+    if (b->v != NULL && !b->in_heap && b->rooted) GC_remove_roots(b->v, b->v + b->cap);
     if (map && b->mapped) {
         void *p = mremap(b->v, page_up(b->cap * sizeof(val *)), bytes, MREMAP_MAYMOVE);
         nv = p == MAP_FAILED ? NULL : p;
@@ -401,7 +405,7 @@ static int build_resize(vctx *c, vbuild *b, size_t cap)
         if (nv != NULL && b->in_heap) memcpy(nv, b->v, b->n * sizeof *nv);
     }
     if (nv == NULL) {
-        if (b->v != NULL && !b->in_heap) GC_add_roots(b->v, b->v + b->cap);
+        if (b->v != NULL && !b->in_heap && b->rooted) GC_add_roots(b->v, b->v + b->cap);
         v_limit(c, "memory");
         return -1;
     }
@@ -413,7 +417,9 @@ static int build_resize(vctx *c, vbuild *b, size_t cap)
     b->cap = map ? bytes / sizeof(val *) : cap;
     b->in_heap = false;
     b->mapped = map;
-    GC_add_roots(b->v, b->v + b->cap);
+    for (size_t i = 0; i < b->n && !b->rooted; i++) /* from the heap's 16-slot start */
+        b->rooted = !v_is_tagged(b->v[i]);
+    if (b->rooted) GC_add_roots(b->v, b->v + b->cap);
     return 0;
 }
 
@@ -430,13 +436,17 @@ int v_build_push(vctx *c, vbuild *b, val *x)
         if (v_check_items(c, nc) || build_resize(c, b, nc)) return -1;
     }
     b->v[b->n++] = x;
+    if (!b->in_heap && !b->rooted && !v_is_tagged(x)) {
+        b->rooted = true;
+        GC_add_roots(b->v, b->v + b->cap);
+    }
     return 0;
 }
 
 void v_build_free(vbuild *b)
 {
     if (b->v && !b->in_heap) {
-        GC_remove_roots(b->v, b->v + b->cap);
+        if (b->rooted) GC_remove_roots(b->v, b->v + b->cap);
         if (b->mapped)
             munmap(b->v, b->cap * sizeof(val *));
         else
@@ -450,7 +460,7 @@ void v_build_free(vbuild *b)
  * The builder is no longer a root: `arr` holds what it held. */
 static void build_move_out(vbuild *b, val **arr)
 {
-    GC_remove_roots(b->v, b->v + b->cap);
+    if (b->rooted) GC_remove_roots(b->v, b->v + b->cap);
     size_t step =
         page_up(b->n * sizeof(val *) / BUILD_MOVE_PARTS) / sizeof(val *); /* whole pages */
     if (step < BUILD_MOVE_MIN / sizeof(val *)) step = BUILD_MOVE_MIN / sizeof(val *);

@@ -196,6 +196,7 @@ typedef struct {
     size_t n, cap;
     bool in_heap; /* presized: v is the list's own array in the collected heap */
     bool mapped;  /* v is its own mapping (a big list, see value.c) */
+    bool rooted;  /* v is registered as a root: it holds a value pointer */
 } vbuild;
 /* When the final length is known (a comprehension without conditions over
  * one sized iterable): the array is allocated once at that size and becomes
