@@ -98,7 +98,7 @@ static void *gmp_realloc(void *p, size_t old, size_t n)
     return q;
 }
 
-#define GC_MIN_BYTES_BETWEEN ((size_t)1 << 20)
+#define GC_MIN_BYTES_BETWEEN ((size_t)4 << 20)
 
 /* The collector kinds of v_alloc's blocks (cleared) and of an item array
  * that is filled completely before the next allocation (v_build_list; not
@@ -166,18 +166,21 @@ static void gc_init_once(void)
      * them rarer. A bigger heap is collected after a share of its live
      * pointer-holding bytes is allocated (the collector's own figure, with
      * the free-space divisor), so the minimum matters only while the live
-     * heap is small, which is when a collection is cheap: 1 MiB holds a
-     * quarter of the garbage 4 MiB did (sum([len(str(i)) for i in
-     * range(10**5)]): peak 5.3 -> 2.2 MiB) and is no slower, faster where
-     * the garbage is all there is (len({0: str(i) for i in range(10**6)}):
-     * 0.074 -> 0.069 s, the freed memory reused while in cache instead of
-     * the heap growing into fresh pages); bench_lang --inproc the same
-     * (geometric mean 0.725 vs 0.721 ms). The heap still grows only as it
-     * is used (an up-front heap would be populated in every child by the
-     * jail's warm-up). A larger free-space divisor (collecting a big heap
-     * more often) costs 10-25 % CPU where the heap is mostly live
-     * (len([str(i) for i in range(10**6)])) for less garbage where it is
-     * not (sum([len(str(i)) for i in range(10**6)]): 14.6 -> 11.0 MiB). */
+     * heap is small. Each evaluation runs in a fresh child, and a session
+     * evaluator allocates a few MB (bench_lang's: 1.5-3.2 MB over 20,000
+     * events): under 4 MiB most finish without a collection. 1 MiB held a
+     * quarter of the garbage (sum([len(str(i)) for i in range(10**5)]):
+     * peak 5.3 -> 2.2 MiB) and was faster for a loop of pure garbage,
+     * whose freed memory is reused while in cache, but gave those
+     * evaluators one or two collections each of the live session values
+     * (~1 ms); 8 MiB costs the same CPU as 4 and holds more garbage. The
+     * heap grows only as it is used (an up-front heap would be populated in
+     * every child by the jail's warm-up). A larger free-space divisor
+     * (collecting a big heap more often) costs 10-25 % CPU where the heap
+     * is mostly live (len([str(i) for i in range(10**6)])) for less garbage
+     * where it is not (sum([len(str(i)) for i in range(10**6)]): 14.6 ->
+     * 11.0 MiB). Choosing it by how much the last collection freed did
+     * not help: that learns too late, once the heap has grown. */
     GC_set_min_bytes_allocd(GC_MIN_BYTES_BETWEEN);
     mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
     g_value_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 1);
