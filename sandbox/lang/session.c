@@ -49,7 +49,8 @@ void v_session_image_mapped(vctx *c)
 static void scan_read(vctx *c, struct vimg_scan *sc, uint64_t off, uint64_t n)
 {
     if (!c->img_mapped) return;
-    size_t end = (size_t)(off + n);
+    /* never past the mapping: what lies beyond it may be anonymous memory */
+    size_t end = off + n < c->img_len ? (size_t)(off + n) : c->img_len;
     if (end > sc->hi) {
         sc->hi = end;
         if (end - sc->lo < DROP_STEP + DROP_KEEP) return;
