@@ -301,7 +301,7 @@ void *v_alloc_bytes(vctx *c, size_t size)
          * rounding is small and its own lists are faster: refilling ours
          * after every collection made bench_lang's dict_build 1.0 -> 3.0 ms
          * in-process. */
-        size_t g = size ? (size + 15) / 16 : 1;
+        size_t g = (size + 15) / 16;
         if (g_atomic_spare[g] == NULL)
             GC_generic_malloc_many(g * 16, GC_I_PTRFREE, &g_atomic_spare[g]);
         if ((p = g_atomic_spare[g]) == NULL) {
@@ -309,7 +309,7 @@ void *v_alloc_bytes(vctx *c, size_t size)
             return NULL;
         }
         g_atomic_spare[g] = GC_NEXT(p);
-        if (size) p[size - 1] = 0;
+        p[size - 1] = 0;
         return p;
     }
     if (size > c->lim.max_alloc_bytes) {
