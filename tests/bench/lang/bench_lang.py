@@ -140,8 +140,13 @@ def cpython(session, kind, source, min_time=0.5):
 
 def inproc(a, session, best_py):
     """The interpreter alone, in-process: ingest and per-evaluation times."""
+    with tempfile.TemporaryDirectory(prefix="fps-inproc-") as tmp:
+        inproc_in(a, session, best_py, tmp)
+
+
+def inproc_in(a, session, best_py, tmp):
     build = os.path.dirname(os.path.abspath(a.bin))
-    exe = os.path.join(tempfile.mkdtemp(prefix="fps-inproc-"), "inproc")
+    exe = os.path.join(tmp, "inproc")
     subprocess.run(["cc", "-O2", "-std=gnu17", "-I", ROOT, os.path.join(HERE, "inproc.c"),
                     os.path.join(build, "sandbox", "lang", "libfps_lang.a"),
                     os.path.join(build, "common", "libfps_common.a"),

@@ -157,7 +157,11 @@ STEP_LOOPS = ["sum(range(10**12))", "max(range(10**12))", "len({i % 1000: i for 
 
 def steps(a):
     build = os.path.dirname(os.path.abspath(a.bin))
-    tmp = tempfile.mkdtemp(prefix="fps-steps-")
+    with tempfile.TemporaryDirectory(prefix="fps-steps-") as tmp:
+        steps_in(a, build, tmp)
+
+
+def steps_in(a, build, tmp):
     src, exe = os.path.join(tmp, "steps.c"), os.path.join(tmp, "steps")
     with open(src, "w") as fh:
         fh.write(STEPS_C)
@@ -232,7 +236,12 @@ def main():
     with open(os.path.join(CONF, "scale-expected.jsonl"), encoding="utf-8") as fh:
         expected = [json.loads(x) for x in fh if x.strip()]
     picked = [c for c, e in zip(cases, expected) if e.get("ok") and a.filter in c["source"]]
-    tmp = tempfile.mkdtemp(prefix="fps-bench-scale-")
+    # The temporary directory holds a 25 MiB transcript: removed at the end.
+    with tempfile.TemporaryDirectory(prefix="fps-bench-scale-") as tmp:
+        run(a, picked, tmp)
+
+
+def run(a, picked, tmp):
     text = os.path.join(tmp, "text.json")
     gen_scale.text_transcript(text)
     print(f"{len(picked)} completed cases; binary {a.bin}; text transcript {os.path.getsize(text) / 2**20:.1f} MiB")
