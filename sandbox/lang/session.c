@@ -69,11 +69,18 @@ static void image_read(vctx *c, uint64_t off, uint64_t n)
     scan_read(c, &c->img_data, off, n);
 }
 
-static const simg_event *event_rec(vctx *c, const void *img, uint32_t i)
+/* The records i .. i+n-1, noted read. */
+static const simg_event *event_recs(vctx *c, const void *img, uint32_t i, uint32_t n)
 {
     const simg_event *r = (const simg_event *)((const char *)img + hdr(img)->events_off) + i;
-    scan_read(c, &c->img_recs, (uint64_t)((const char *)r - (const char *)img), sizeof *r);
+    scan_read(c, &c->img_recs, (uint64_t)((const char *)r - (const char *)img),
+              (uint64_t)n * sizeof *r);
     return r;
+}
+
+static const simg_event *event_rec(vctx *c, const void *img, uint32_t i)
+{
+    return event_recs(c, img, i, 1);
 }
 
 void vsess_note_read(vctx *c, const char *p, size_t n)
@@ -301,6 +308,10 @@ static val *one_event_type_arg(vctx *c, const char *mname, val **a, size_t na, c
     return a[0];
 }
 
+/* count() and events_of_type() walk every record, so the records are noted
+ * read a chunk at a time (noting each one cost as much as its comparison). */
+#define REC_CHUNK 256
+
 val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const vkwarg *kw,
                   size_t nkw, bool *found)
 {
@@ -322,10 +333,13 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
     if (of_type && !out) return NULL;
     size_t k = 0;
     const void *img = v->u.sess.img;
-    for (size_t i = 0; i < n; i++) {
-        const simg_event *r = event_rec(c, img, (uint32_t)i);
+    bool str = v_type(t) == VT_STR;
+    const simg_event *r = NULL;
+    for (size_t i = 0; i < n; i++, r++) {
+        if (i % REC_CHUNK == 0)
+            r = event_recs(c, img, (uint32_t)i, (uint32_t)(n - i < REC_CHUNK ? n - i : REC_CHUNK));
         bool eq;
-        if (v_type(t) == VT_STR) {
+        if (str) {
             eq = r->type.blen == t->u.s.blen &&
                  !memcmp((const char *)img + r->type.off, t->u.s.s, t->u.s.blen);
         } else {
