@@ -51,7 +51,8 @@ static int bounded(vctx *c, val *v, const char *field, size_t maximum)
         return -1;
     }
     if (v->u.s.blen > maximum) {
-        v_raise(c, "ValueError", "%s is %zu bytes; maximum is %zu", field, v->u.s.blen, maximum);
+        v_raise(c, "ValueError", "%s is %zu bytes; maximum is %zu", field, (size_t)v->u.s.blen,
+                maximum);
         return -1;
     }
     for (size_t i = 0; i < v->u.s.blen; i++) {

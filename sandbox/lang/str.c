@@ -640,14 +640,15 @@ val *vs_concat(vctx *c, val *a, val *b)
 {
     if (a->u.s.blen == 0) return b;
     if (b->u.s.blen == 0) return a;
-    size_t n = a->u.s.blen + b->u.s.blen;
+    size_t n = (size_t)a->u.s.blen + b->u.s.blen;
     if (v_check_strlen(c, n)) return NULL;
     char *p;
     val *r = vs_alloc(c, VT_STR, n, &p);
     if (!r) return NULL;
     memcpy(p, a->u.s.s, a->u.s.blen);
     memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);
-    return vs_done(c, r, n, a->u.s.clen + b->u.s.clen, (a->flags & b->flags & VF_ASCII) != 0);
+    return vs_done(c, r, n, (size_t)a->u.s.clen + b->u.s.clen,
+                   (a->flags & b->flags & VF_ASCII) != 0);
 }
 
 val *v_str_concat_n(vctx *c, val *const *parts, size_t n)

@@ -528,7 +528,9 @@ mpz_ptr vi_mpz_new(vctx *c)
 }
 
 /* A boxed int, beyond the tagged range, is 24 bytes as CPython's 28-byte
- * int; an event 32 (the session's events are one block of them). */
+ * int; an event 32 (the session's events are one block of them); a str
+ * header 32 (a value read from the session image is only its header); a
+ * dict or set 48 (a payload dict read lazily is only this). */
 size_t v_val_size(vtype t)
 {
     val *z = NULL;
@@ -547,6 +549,9 @@ size_t v_val_size(vtype t)
         return offsetof(val, u) + sizeof z->u.r;
     case VT_EVENT:
         return offsetof(val, u) + sizeof z->u.ev;
+    case VT_DICT:
+    case VT_SET:
+        return offsetof(val, u) + sizeof z->u.t;
     default:
         return sizeof(val);
     }
@@ -736,9 +741,9 @@ __attribute__((noinline)) static val *str_block(vctx *c, size_t size)
  * The block holds no pointer but the one to its own text, so it is of the
  * collector's pointer-free kind (never scanned); a slice that shares the
  * text points inside it, which keeps it alive (the collector recognises
- * interior pointers). A string of up to 7 bytes (str(i) below 10**7) is
- * one 48-byte block (CPython: 56), where a header and a separate text
- * block took 48 + 16. */
+ * interior pointers). A string of up to 15 bytes (str(i) below 10**15)
+ * is one 48-byte block (CPython: 56 for up to 7), where a header and a
+ * separate text block took 48 + 16. */
 val *vs_alloc(vctx *c, vtype t, size_t blen, char **text)
 {
     size_t hdr = v_val_size(VT_STR);
@@ -1391,7 +1396,7 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
             if (v_type(a) == VT_STR) return vs_concat(c, a, b);
             if (v_type(a) == VT_LIST || v_type(a) == VT_TUPLE) return vseq_concat(c, a, b);
             if (v_type(a) == VT_BYTES) {
-                size_t n = a->u.s.blen + b->u.s.blen;
+                size_t n = (size_t)a->u.s.blen + b->u.s.blen;
                 if (v_check_strlen(c, n)) return NULL;
                 char *p = v_alloc_bytes(c, n + 1);
                 if (!p) return NULL;

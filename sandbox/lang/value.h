@@ -105,8 +105,8 @@ struct val {
         } cx;              /* VT_COMPLEX */
         struct {           /* VT_STR (UTF-8), VT_BYTES */
             const char *s; /* not necessarily NUL-terminated */
-            size_t blen;   /* bytes */
-            size_t clen;   /* code points (== blen for bytes / ASCII) */
+            uint32_t blen; /* bytes (at most VLIMIT_STR_BYTES) */
+            uint32_t clen; /* code points (== blen for bytes / ASCII) */
             int64_t hash;  /* cached; 0 = not computed yet */
         } s;
         struct {
