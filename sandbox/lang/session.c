@@ -229,13 +229,15 @@ static val *events_tuple(vctx *c, val *s)
     uint32_t n = hdr(s->u.sess.img)->nevents;
     val **items = v_items_alloc(c, n);
     if (!items) return NULL;
-    /* one block for all event values, each as long as an event needs */
+    /* one block for all event values, each as long as an event needs, of
+     * the pointer-free kind (an event holds no value: see payload) */
     size_t size = v_val_size(VT_EVENT);
-    char *block = v_alloc(c, (size_t)(n ? n : 1) * size);
+    char *block = v_alloc_bytes(c, (size_t)(n ? n : 1) * size);
     if (!block) return NULL;
     for (uint32_t i = 0; i < n; i++) {
         val *e = (val *)(void *)(block + i * size);
         e->ty = VT_EVENT;
+        e->flags = 0;
         e->u.ev.img = s->u.sess.img;
         e->u.ev.index = i;
         items[i] = e;
@@ -245,12 +247,19 @@ static val *events_tuple(vctx *c, val *s)
     return s->u.sess.events;
 }
 
+/* The event's payload dict, read once: the same value at every access. */
 static val *payload(vctx *c, val *e)
 {
-    if (e->u.ev.payload) return e->u.ev.payload;
-    const simg_event *r = event_rec(c, e->u.ev.img, e->u.ev.index);
-    val *d = node_val(c, e->u.ev.img, &r->payload, 0);
-    e->u.ev.payload = d;
+    const void *img = e->u.ev.img;
+    uint32_t i = e->u.ev.index;
+    if (c->payloads == NULL) {
+        c->payloads = v_items_alloc(c, hdr(img)->nevents); /* cleared */
+        if (c->payloads == NULL) return NULL;
+    }
+    if (c->payloads[i]) return c->payloads[i];
+    const simg_event *r = event_rec(c, img, i);
+    val *d = node_val(c, img, &r->payload, 0);
+    c->payloads[i] = d;
     return d;
 }
 

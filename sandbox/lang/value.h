@@ -130,9 +130,8 @@ struct val {
         } sess; /* VT_SESSION */
         struct {
             const void *img;
-            uint32_t index;
-            val *payload;
-        } ev; /* VT_EVENT */
+            uint32_t index; /* its payload, once read: vctx's payloads[index] */
+        } ev;               /* VT_EVENT: holds no value, so never scanned */
         struct {
             int id;
         } bi; /* VT_BUILTIN: vbuiltin_id */

@@ -28,6 +28,10 @@ struct vctx {
     const void *img;
     size_t img_len;
     val *session;
+    /* the session's payload dicts as read, by event index (NULL until the
+     * first is read): kept here rather than in the events, so that the
+     * session's block of events holds no pointer for the collector to scan */
+    val **payloads;
     /* dropping the image's pages behind a scan (session.c): only when img
      * is a read-only file mapping (v_session_image_mapped); one scan over
      * the payloads' data, one over the event records */
