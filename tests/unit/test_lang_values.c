@@ -411,6 +411,45 @@ static void test_format(void **state)
     assert_string_equal(R(v_binop(C, BIN_MOD, S("ab"), v_list(C, NULL, 0))), "'ab'");
 }
 
+/* '.Nf' of floats of every magnitude, exact binary ties (2.5, 0.125) and
+ * decimal-looking values (0.15, which is below its decimal) as glibc's
+ * printf writes them: both round the exact binary value half to even, as
+ * CPython does. */
+static void test_format_fixed(void **state)
+{
+    (void)state;
+    uint64_t r = 88172645463325252ull;
+    char want[400], spec[8];
+    for (int i = 0; i < 40000; i++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        double x;
+        switch (i % 4) {
+        case 0:
+            x = ldexp((double)(r >> 11), (int)(r % 150) - 125);
+            break;
+        case 1:
+            x = (double)(r % 100000000) / pow(10, (double)(r % 11));
+            break;
+        case 2:
+            x = ldexp((double)(r % 4096), -(int)(r % 14));
+            break;
+        default: {
+            uint64_t u = r & 0x7fefffffffffffffull;
+            memcpy(&x, &u, sizeof x);
+        }
+        }
+        int p = (int)((r >> 32) % 11);
+        if (i % 2) x = -x;
+        snprintf(spec, sizeof spec, ".%df", p);
+        snprintf(want, sizeof want, "%.*f", p, x);
+        val *got = fmt(F(x), spec);
+        assert_non_null(got);
+        if (strlen(want) < 300) assert_string_equal(v_strdup(C, got->u.s.s, got->u.s.blen), want);
+    }
+}
+
 static void test_containers(void **state)
 {
     (void)state;
@@ -763,6 +802,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_round, setup, teardown),
         cmocka_unit_test_setup_teardown(test_strings, setup, teardown),
         cmocka_unit_test_setup_teardown(test_format, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_format_fixed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_containers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_results, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image, setup, teardown),
