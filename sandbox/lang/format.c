@@ -447,24 +447,18 @@ static bool fixed_short(char *out, double x, int prec)
             if (rem > half || (rem == half && (r & 1))) r++;
         }
     }
-    char tmp[24];
-    uint64_t ip = r / pow10[prec], fr = r % pow10[prec];
-    int k = 0;
+    /* the digits from the last: the fraction's prec, the point, the rest */
+    char tmp[32];
+    char *p = tmp + sizeof tmp;
+    *--p = 0;
+    for (int i = 0; i < prec; i++, r /= 10)
+        *--p = (char)('0' + r % 10);
+    if (prec > 0) *--p = '.';
     do {
-        tmp[k++] = (char)('0' + ip % 10);
-        ip /= 10;
-    } while (ip);
-    while (k)
-        *out++ = tmp[--k];
-    if (prec > 0) {
-        *out++ = '.';
-        for (int i = prec - 1; i >= 0; i--) {
-            out[i] = (char)('0' + fr % 10);
-            fr /= 10;
-        }
-        out += prec;
-    }
-    *out = 0;
+        *--p = (char)('0' + r % 10);
+        r /= 10;
+    } while (r);
+    memcpy(out, p, (size_t)(tmp + sizeof tmp - p));
     return true;
 }
 
