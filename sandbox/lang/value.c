@@ -220,7 +220,9 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     if (limits) {
         if (limits->max_steps) d.max_steps = limits->max_steps;
         if (limits->max_alloc_bytes) d.max_alloc_bytes = limits->max_alloc_bytes;
-        if (limits->max_str_bytes) d.max_str_bytes = limits->max_str_bytes;
+        /* a str's length is 32 bits (struct val): no larger cap */
+        if (limits->max_str_bytes && limits->max_str_bytes < VLIMIT_STR_BYTES)
+            d.max_str_bytes = limits->max_str_bytes;
         if (limits->max_items) d.max_items = limits->max_items;
         if (limits->max_int_bits) d.max_int_bits = limits->max_int_bits;
     }

@@ -162,13 +162,14 @@ enum {
 #define VLIMIT_STEPS 4000000000ull
 #define VLIMIT_ALLOC_BYTES ((size_t)448 << 20)
 #define VLIMIT_STR_BYTES ((size_t)1 << 31)
+_Static_assert(VLIMIT_STR_BYTES <= UINT32_MAX, "a str's byte and code point counts are 32-bit");
 #define VLIMIT_ITEMS ((size_t)1 << 28)
 #define VLIMIT_INT_BITS_MIN ((size_t)1000000)
 
 typedef struct {
     uint64_t max_steps;     /* default VLIMIT_STEPS */
     size_t max_alloc_bytes; /* live heap budget, default VLIMIT_ALLOC_BYTES */
-    size_t max_str_bytes;   /* one str/bytes, default VLIMIT_STR_BYTES */
+    size_t max_str_bytes;   /* one str/bytes, default and at most VLIMIT_STR_BYTES */
     size_t max_items;       /* one collection, default VLIMIT_ITEMS */
     size_t max_int_bits;    /* one int, default max_alloc_bytes / 2 bits */
 } vlimits;
