@@ -63,9 +63,19 @@ static inline size_t gc_request(size_t size)
     return size ? size - 1 : 0;
 }
 
+/* The collector kind of GMP's blocks: only an object's first word is
+ * scanned. GMP keeps the temporaries of a big operation (above its alloca
+ * size) in a chain linked through each block's first word and walks it to
+ * free them at the end of the operation; pointer-free blocks would hide
+ * the chain, so a collection during the operation reclaimed a temporary
+ * GMP was done with but had yet to free, and the walk then read and freed
+ * whatever reused its memory. A limb array's first word scanned as a
+ * pointer costs at most a retained block. */
+static unsigned g_gmp_kind;
+
 static void *gmp_alloc(size_t n)
 {
-    void *p = GC_MALLOC_ATOMIC(gc_request(n));
+    void *p = GC_generic_malloc(n, (int)g_gmp_kind);
     /* GMP cannot fail an allocation: past the heap cap, take the memory
      * from malloc (the kernel's RLIMIT_AS stays the backstop). The value
      * limits keep every GMP operand far below the cap. */
@@ -182,6 +192,9 @@ static void gc_init_once(void)
      * 11.0 MiB). Choosing it by how much the last collection freed did
      * not help: that learns too late, once the heap has grown. */
     GC_set_min_bytes_allocd(GC_MIN_BYTES_BETWEEN);
+    /* the descriptor's bitmap: the first word only, whatever the size */
+    g_gmp_kind = GC_new_kind(GC_new_free_list(),
+                             ((GC_word)1 << (sizeof(GC_word) * 8 - 1)) | GC_DS_BITMAP, 0, 0);
     mp_set_memory_functions(gmp_alloc, gmp_realloc, gmp_free);
     g_value_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 1);
     g_uncleared_kind = GC_new_kind(GC_new_free_list(), GC_DS_LENGTH, 1, 0);

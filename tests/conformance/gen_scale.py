@@ -363,6 +363,8 @@ def build_cases():
     add("round((10**64) ** 64 * 7 + 5 * (10**64) ** 63 * 10**63, -4096) // (10**64) ** 64")
     add("round((10**64) ** 64 * 7 + 5 * (10**64) ** 63 * 10**63 + 1, -4096) // (10**64) ** 64")
     add("round(((10**64) ** 64) ** 64 * 3 + ((10**64) ** 64) ** 32, -150000) == ((10**64) ** 64) ** 64 * 3")
+    # products of 870,000-bit ints in a loop: the collector runs during GMP's multiplications
+    add("sum([((((10**64) ** 64) ** 64 + i) * (((10**64) ** 64) ** 64 - i)) % 1000003 for i in range(300)])")
     # word counts and aggregations over the 25 MiB transcript
     T = "text"
     add("len(session.events)", T)
