@@ -1367,13 +1367,11 @@ static val *seq_times(vctx *c, val *seq, val *n)
     if (v_type(seq) == VT_BYTES) {
         if (k <= 0 || seq->u.s.blen == 0) return v_bytes(c, "", 0);
         if ((uint64_t)k > c->lim.max_str_bytes / seq->u.s.blen) return v_limit(c, "memory");
-        char *p = v_alloc_bytes(c, seq->u.s.blen * (size_t)k + 1);
-        if (!p) return NULL;
-        vs_fill_repeat(p, seq->u.s.s, seq->u.s.blen, seq->u.s.blen * (size_t)k);
-        val *v = v_new(c, VT_BYTES);
+        size_t n = seq->u.s.blen * (size_t)k;
+        char *p;
+        val *v = vs_alloc(c, VT_BYTES, n, &p);
         if (!v) return NULL;
-        v->u.s.s = p;
-        v->u.s.blen = v->u.s.clen = seq->u.s.blen * (size_t)k;
+        vs_fill_repeat(p, seq->u.s.s, seq->u.s.blen, n);
         return v;
     }
     return vseq_repeat(c, seq, k);
@@ -1411,16 +1409,11 @@ val *v_binop(vctx *c, vbinop op, val *a, val *b)
             if (v_type(a) == VT_STR) return vs_concat(c, a, b);
             if (v_type(a) == VT_LIST || v_type(a) == VT_TUPLE) return vseq_concat(c, a, b);
             if (v_type(a) == VT_BYTES) {
-                size_t n = (size_t)a->u.s.blen + b->u.s.blen;
-                if (v_check_strlen(c, n)) return NULL;
-                char *p = v_alloc_bytes(c, n + 1);
-                if (!p) return NULL;
+                char *p;
+                val *v = vs_alloc(c, VT_BYTES, (size_t)a->u.s.blen + b->u.s.blen, &p);
+                if (!v) return NULL;
                 memcpy(p, a->u.s.s, a->u.s.blen);
                 memcpy(p + a->u.s.blen, b->u.s.s, b->u.s.blen);
-                val *v = v_new(c, VT_BYTES);
-                if (!v) return NULL;
-                v->u.s.s = p;
-                v->u.s.blen = v->u.s.clen = n;
                 return v;
             }
         }
