@@ -16,7 +16,6 @@
 #include "common/strbuf.h"
 #include "common/timeutil.h"
 #include "sidecar/cloud_policy.h"
-#include "sidecar/config.h"
 #include "sidecar/curl_pool.h"
 
 #include <curl/curl.h>

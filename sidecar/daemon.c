@@ -267,7 +267,14 @@ int daemon_run(const run_config *cfg)
         log_error("cannot create the local evaluator registry", LOG_S("error", err.msg));
         goto done;
     }
-    worker_deps wd = {.cfg = cfg, .token = token, .store = db, .pool = pool, .local = local};
+    worker_deps wd = {.cfg = {.server_url = cfg->server_url,
+                                .ca_bundle = cfg->ca_bundle,
+                                .worker_id = cfg->worker_id,
+                                .concurrency = cfg->concurrency,
+                                .max_sandboxes = cfg->max_sandboxes,
+                                .request_timeout = cfg->request_timeout,
+                                .drain_timeout = cfg->drain_timeout},
+                        .token = token, .store = db, .pool = pool, .local = local};
     w = worker_new(&wd, &err);
     if (w == NULL) {
         log_error("cannot create the worker", LOG_S("error", err.msg));

@@ -101,9 +101,9 @@ static int64_t outbox_retry_delay(void *ud, int attempts, const cloud_error *e)
 
 worker *worker_new(const worker_deps *d, fps_err *err)
 {
-    if (d->cfg == NULL || d->pool == NULL) {
+    if (d->pool == NULL) {
         fps_err_set(err, WORKER_ESTART, 0, "cannot_start",
-                    "worker: configuration and sandbox pool are required");
+                    "worker: a sandbox pool is required");
         return NULL;
     }
     worker *w = calloc(1, sizeof *w);
@@ -112,7 +112,7 @@ worker *worker_new(const worker_deps *d, fps_err *err)
     w->store = d->store;
     w->pool = d->pool;
     w->local = d->local;
-    const char *id = d->worker_id ? d->worker_id : d->cfg->worker_id;
+    const char *id = d->worker_id ? d->worker_id : d->cfg.worker_id;
     /* Without an explicit id, reuse the stored one: the leases in the
      * database are fenced by it. */
     char *stored = id == NULL ? ws_stored_worker_id(d->store) : NULL;
@@ -125,12 +125,12 @@ worker *worker_new(const worker_deps *d, fps_err *err)
         snprintf(w->worker_id, sizeof w->worker_id, "%s", id);
     }
     free(stored);
-    w->concurrency = d->cfg->concurrency > 0 ? d->cfg->concurrency : 4;
+    w->concurrency = d->cfg.concurrency > 0 ? d->cfg.concurrency : 4;
     if (w->concurrency > CLOUD_MAX_CAPACITY) w->concurrency = CLOUD_MAX_CAPACITY;
-    cloud_config cc = {.server_url = d->cfg->server_url,
+    cloud_config cc = {.server_url = d->cfg.server_url,
                        .token = d->token,
-                       .ca_bundle = d->cfg->ca_bundle,
-                       .request_timeout_s = d->cfg->request_timeout,
+                       .ca_bundle = d->cfg.ca_bundle,
+                       .request_timeout_s = d->cfg.request_timeout,
                        .worker_id = w->worker_id,
                        /* the assignment threads, the claim loop, the
                         * heartbeat and the outbox's retry thread */
@@ -482,7 +482,7 @@ int worker_start(worker *w, fps_err *err)
     w->pool_th = calloc((size_t)w->npool, sizeof *w->pool_th);
     /* Run-pool helpers: as many as sandboxes may run at once (the
      * assignment threads run their own runs too). */
-    long helpers = w->cfg->max_sandboxes > 0 ? w->cfg->max_sandboxes : 4;
+    long helpers = w->cfg.max_sandboxes > 0 ? w->cfg.max_sandboxes : 4;
     w->run_pool = worker_run_pool_new(helpers > CLOUD_MAX_CAPACITY ? CLOUD_MAX_CAPACITY : helpers);
     if (w->run_pool == NULL || worker_run_pool_start(w->run_pool) != 0) {
         fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: cannot start the run pool");
@@ -731,7 +731,7 @@ json_t *worker_status_json(worker *w)
                   (json_int_t)w->lease_duration_s, "poll_interval_seconds",
                   (json_int_t)w->poll_interval_s, "claim_limit", (json_int_t)w->claim_limit,
                   "concurrency", (json_int_t)w->concurrency, "request_timeout_seconds",
-                  w->cfg->request_timeout, "drain_timeout_seconds", w->cfg->drain_timeout));
+                  w->cfg.request_timeout, "drain_timeout_seconds", w->cfg.drain_timeout));
     json_object_set(o, "disabled_definitions", w->disabled);
     json_object_set_new(o, "active_assignments", json_integer(w->nactive));
     json_object_set_new(o, "active_runs", json_integer(w->active_runs));

@@ -98,7 +98,7 @@ typedef struct {
 #define WS_FAIL_LOG_SLOTS 8
 
 struct worker {
-    const run_config *cfg;
+    worker_config cfg;
     cloud *cloud;
     struct store *store;
     struct outbox *outbox; /* owned: result submission */
