@@ -6,8 +6,8 @@
 #define FPS_DAEMON_H
 #include "api/api.h"
 #include "sidecar/config.h"
-#include "sidecar/local.h"
-#include "sidecar/worker.h"
+#include "sidecar/local/local.h"
+#include "sidecar/worker/worker.h"
 
 #include <signal.h>
 

@@ -3,8 +3,17 @@
 above its own. Layers, lowest first (a layer may include its own headers and
 those of every layer it lists):
 
-    common <- sandbox/lang <- sandbox/jail <- store <- api (+ web) <- sidecar
+    common <- sandbox/lang <- sandbox/jail ─┐
+    common <- store ────────────────────────┴─ <- api (+ web) <- sidecar
     common <- emulator <- sidecar
+
+and inside sidecar/, whose top folder is the composition root:
+
+    http <- cloud                      (the Evaluator v2 client)
+    http <- local                      (registry, catalog, dispatch)
+    evaluation                         (what the worker and backtests share)
+    cloud, local, evaluation <- worker
+    local, evaluation <- backtest      (never the worker)
 
 Run by ctest as `layering`; prints every offending #include and exits 1."""
 
@@ -24,10 +33,18 @@ ALLOWED = {
     "web": set(),
     "api": {"common", "sandbox/lang", "sandbox/jail", "store", "web"},
     "emulator": {"common"},
-    "sidecar": {"common", "sandbox/lang", "sandbox/jail", "store", "web", "api", "emulator"},
+    "sidecar/http": {"common"},
+    "sidecar/cloud": {"common", "sandbox/lang", "sidecar/http"},
+    "sidecar/local": {"common", "sandbox/lang", "sandbox/jail", "store", "sidecar/http"},
+    "sidecar/evaluation": {"common", "sandbox/lang", "sandbox/jail"},
+    "sidecar/worker": {"common", "sandbox/lang", "sandbox/jail", "store", "sidecar/http",
+                       "sidecar/cloud", "sidecar/local", "sidecar/evaluation"},
+    "sidecar/backtest": {"common", "sandbox/lang", "sandbox/jail", "store", "sidecar/http",
+                         "sidecar/local", "sidecar/evaluation"},
+    "sidecar": {"common", "sandbox/lang", "sandbox/jail", "store", "web", "api", "emulator",
+                "sidecar/http", "sidecar/cloud", "sidecar/local", "sidecar/evaluation",
+                "sidecar/worker", "sidecar/backtest"},
 }
-# store may sit above the sandbox, but needs nothing of it; keeping it apart
-# lets the store's tests link without the interpreter.
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 

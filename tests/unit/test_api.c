@@ -15,7 +15,7 @@
 #include "sandbox/jail/sbx.h"
 #include "sandbox/lang/lang.h"
 #include "sidecar/daemon.h"
-#include "sidecar/local.h"
+#include "sidecar/local/local.h"
 
 #include <curl/curl.h>
 #include <jansson.h>

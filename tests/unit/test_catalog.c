@@ -1,7 +1,7 @@
 /* tests/unit/test_catalog: catalog revision byte-compatibility with the
  * reference (Python json.dumps(ensure_ascii=False, sort_keys=True,
  * separators=(",", ":"))), checked against /usr/bin/python3 output. */
-#include "sidecar/catalog.h"
+#include "sidecar/local/catalog.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * validation, and the retry classification of HTTP answers over a real
  * loopback socket (a one-shot server thread). */
 #include "common/secret.h"
-#include "sidecar/cloud.h"
+#include "sidecar/cloud/cloud.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

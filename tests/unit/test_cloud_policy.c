@@ -1,7 +1,7 @@
 /* tests/unit/test_cloud_policy: the arithmetic of the cloud client under
  * server failure: full-jitter backoff per consecutive failure, the retry
  * budget over its sliding window, and the circuit breaker's states. */
-#include "sidecar/cloud_policy.h"
+#include "sidecar/cloud/cloud_policy.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -3,7 +3,7 @@
  * known definitions; unchanged execution mode) and the managed source
  * checksum check (fail closed). */
 #include "common/ids.h"
-#include "sidecar/worker_plan.h"
+#include "sidecar/worker/worker_plan.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,0 +1,176 @@
+/* sidecar/worker_assign: the orchestration of one claimed assignment (SPEC
+ * §2 steps 3-8): transcript, definitions (definitions_url, else the local
+ * catalog as local definitions), the condition phase (worker_conditions.c),
+ * the plan and its matching (worker_plan.c), the runs with heartbeats
+ * (worker_runs.c, worker_hb.c), and how an assignment ends early (failure,
+ * lost lease). */
+#include "sidecar/worker/worker_internal.h"
+
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "sandbox/jail/sbx.h"
+#include "sidecar/worker/recent.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void worker_fail_assignment(actx *x, const char *code, const char *msg, const cloud_error *e)
+{
+    worker *w = x->w;
+    wcount(w, WC_ASSIGNMENTS_FAILED, 1);
+    if (e && e->err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
+    if (e && e->err.code == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
+    ws_finish(w, x, "failed", code, msg);
+    log_error("assignment failed", LOG_S("assignment_id", x->a.assignment_id), LOG_S("code", code),
+              LOG_S("error", msg), LOG_S("request_id", e ? e->request_id : ""));
+    worker_note_error(w, code, msg);
+}
+
+static void lease_lost(actx *x, const char *where)
+{
+    if (atomic_exchange(&x->lost, 1) == 0) {
+        wcount(x->w, WC_LEASES_LOST, 1);
+        metrics_inc(METRIC_LEASES_LOST);
+        log_warn("lease lost", LOG_S("assignment_id", x->a.assignment_id), LOG_S("during", where),
+                 LOG_I("lease_generation", x->a.lease_generation));
+        ws_finish(x->w, x, "lost", "lease_lost", where);
+    }
+    for (size_t i = 0; i < x->nruns; i++)
+        atomic_store(&x->runs[i].cancel, 1);
+    atomic_store(&x->cancel_conditions, 1);
+}
+
+/* Call failed: lease_lost ends the assignment quietly, anything else fails it. */
+static void call_failed(actx *x, const char *what, const cloud_error *e)
+{
+    if (e->err.code == CLOUD_ABORTED) return;
+    if (e->errc == CLOUD_ERRC_LEASE_LOST) {
+        lease_lost(x, what);
+        return;
+    }
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s: %s", what, e->err.msg);
+    worker_fail_assignment(x, e->err.name, msg, e);
+}
+
+/* The local catalog as `local` definitions (no definitions_url). */
+static json_t *local_definitions(worker *w)
+{
+    json_t *out = json_array();
+    pthread_mutex_lock(&w->mu);
+    for (size_t i = 0; i < json_array_size(w->catalog); i++) {
+        json_t *d = json_deep_copy(json_array_get(w->catalog, i));
+        json_object_set_new(d, "execution_mode", json_string("local"));
+        json_array_append_new(out, d);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return out;
+}
+
+void worker_process(worker *w, actx *x)
+{
+    cloud_error e;
+    json_t *defs = NULL;
+    rcbuf *transcript = NULL; /* the bytes as received */
+    sbx_image *img = NULL;
+    wselection s = {json_array(), json_array()};
+    cloud_plan plan;
+    memset(&plan, 0, sizeof plan);
+    fps_err err;
+
+    int64_t tm[8] = {worker_mono_us()};
+    void *simg = NULL;
+    size_t simg_len = 0;
+    if (cloud_transcript(w->cloud, &x->a, &transcript, &simg, &simg_len, &e) != 0) {
+        if (e.errc == CLOUD_ERRC_TRANSCRIPT_TOO_LARGE) {
+            wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
+            metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
+            wcount(w, WC_ASSIGNMENTS_FAILED, 1);
+            log_warn("transcript too large; assignment ends",
+                     LOG_S("assignment_id", x->a.assignment_id), LOG_S("error", e.err.msg),
+                     LOG_S("request_id", e.request_id));
+            worker_note_error(w, e.err.name, e.err.msg);
+            ws_finish(w, x, "failed", "transcript_too_large", e.err.msg);
+        } else {
+            call_failed(x, "transcript", &e);
+        }
+        goto done;
+    }
+    recent_put(w->recent, x->a.assignment_id, transcript);
+    /* one image per assignment, shared by its conditions and managed runs */
+    fps_err ie;
+    img = sbx_image_adopt(simg, simg_len, &ie);
+    if (img == NULL) {
+        worker_fail_assignment(x, ie.name, ie.msg, NULL);
+        goto done;
+    }
+    tm[1] = worker_mono_us();
+    if (x->a.definitions_url != NULL) {
+        if (cloud_definitions(w->cloud, &x->a, &defs, &e) != 0) {
+            call_failed(x, "definitions", &e);
+            goto done;
+        }
+    } else {
+        defs = local_definitions(w);
+    }
+    tm[2] = worker_mono_us();
+    if (worker_conditions(x, defs, img, &s) != 0) goto done;
+    tm[3] = worker_mono_us();
+    if (cloud_plan_submit(w->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
+        call_failed(x, "plan", &e);
+        goto done;
+    }
+    tm[4] = worker_mono_us();
+    if (plan.idempotent_replay) metrics_inc(METRIC_REPLAYS, "call", "plan");
+    if (worker_plan_match(&plan, defs, s.selected, &x->runs, &x->nruns, &err) != 0) {
+        memset(&e, 0, sizeof e);
+        cloud_set_protocol_error(&e, "%s", err.msg);
+        metrics_inc(METRIC_PROTOCOL_ERRORS, "call", "plan", "code", "plan_mismatch");
+        worker_fail_assignment(x, e.err.name, err.msg, &e);
+        goto done;
+    }
+    ws_planned(w, x, defs, s.selected, s.skipped, plan.obj, plan.status == CLOUD_PLAN_SKIPPED);
+    if (x->nruns == 0) {
+        if (plan.status != CLOUD_PLAN_SKIPPED) ws_finish(w, x, "completed", NULL, NULL);
+        wcount(w, WC_ASSIGNMENTS_SKIPPED, 1);
+        log_info("assignment skipped", LOG_S("assignment_id", x->a.assignment_id),
+                 LOG_I("skipped", (long long)json_array_size(s.skipped)));
+        goto done;
+    }
+    if (worker_plan_verify_sources(x->runs, x->nruns, &err) != 0) {
+        wcount(w, WC_CHECKSUM_MISMATCHES, 1);
+        worker_fail_assignment(x, err.name, err.msg, NULL);
+        goto done;
+    }
+    ws_runs_started(w, x);
+    worker_hb_add(w, x);
+    tm[5] = worker_mono_us();
+    worker_execute_runs(x, transcript, img);
+    worker_hb_remove(w, x);
+    tm[6] = worker_mono_us();
+    if (log_get_level() <= LOG_DEBUG)
+        log_debug("assignment timing", LOG_S("assignment_id", x->a.assignment_id),
+                  LOG_D("transcript_ms", (tm[1] - tm[0]) / 1000.0),
+                  LOG_D("definitions_ms", (tm[2] - tm[1]) / 1000.0),
+                  LOG_D("conditions_ms", (tm[3] - tm[2]) / 1000.0),
+                  LOG_D("plan_ms", (tm[4] - tm[3]) / 1000.0),
+                  LOG_D("prepare_ms", (tm[5] - tm[4]) / 1000.0),
+                  LOG_D("runs_ms", (tm[6] - tm[5]) / 1000.0),
+                  LOG_D("eval_sum_ms", atomic_load(&x->tm_eval_us) / 1000.0),
+                  LOG_D("durable_sum_ms", atomic_load(&x->tm_store_us) / 1000.0),
+                  LOG_D("submit_sum_ms", atomic_load(&x->tm_submit_us) / 1000.0),
+                  LOG_D("since_claim_ms", (time_now() - x->claimed_at) * 1000.0));
+    if (!atomic_load(&x->lost)) {
+        wcount(w, WC_ASSIGNMENTS_COMPLETED, 1);
+        log_info("assignment runs finished", LOG_S("assignment_id", x->a.assignment_id),
+                 LOG_I("runs", (long long)x->nruns));
+    }
+done:
+    sbx_image_release(img);
+    cloud_plan_free(&plan);
+    rcbuf_release(transcript);
+    json_decref(defs);
+    json_decref(s.selected);
+    json_decref(s.skipped);
+}

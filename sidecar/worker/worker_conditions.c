@@ -1,0 +1,146 @@
+/* sidecar/worker_conditions: an assignment's condition phase (SPEC §2
+ * step 4). Every definition is selected or skipped with a reason: disabled
+ * by the server, no condition, its condition (managed: through the jail;
+ * local: the registry's condition) true, false or failing, or the lease
+ * running out. The claim-time lease, minus a margin, bounds the whole
+ * phase, so the plan still reaches the server in time. */
+#include "sidecar/worker/worker_internal.h"
+
+#include "common/log.h"
+#include "common/timeutil.h"
+#include "sandbox/jail/sbx.h"
+#include "sidecar/local/local.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LEASE_MARGIN_S 5.0
+
+static int is_disabled(worker *w, const char *key)
+{
+    int hit = 0;
+    pthread_mutex_lock(&w->mu);
+    for (size_t i = 0; i < json_array_size(w->disabled) && !hit; i++)
+        hit = !strcmp(json_string_value(json_array_get(w->disabled, i)), key);
+    pthread_mutex_unlock(&w->mu);
+    return hit;
+}
+
+static void skip(wselection *s, const json_t *d, const char *reason, worker *w)
+{
+    json_array_append_new(s->skipped,
+                          json_pack("{s:s, s:s, s:s}", "eval_key", cloud_jstr(d, "eval_key"),
+                                    "eval_version", cloud_jstr(d, "eval_version"), "reason_code",
+                                    reason));
+    wcount(w, WC_CONDITIONS_SKIPPED, 1);
+    metrics_inc(METRIC_CONDITIONS, "outcome", "skipped", "reason", reason);
+}
+
+int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s)
+{
+    worker *w = x->w;
+    /* The claim-time lease, minus the margin, bounds the whole phase. */
+    double lease_end = x->a.lease_expires_epoch;
+    double by_duration = x->claimed_at + (double)w->lease_duration_s;
+    if (lease_end <= 0 || by_duration < lease_end) lease_end = by_duration;
+    double deadline = lease_end - LEASE_MARGIN_S;
+    for (size_t i = 0; i < json_array_size(defs); i++) {
+        const json_t *d = json_array_get(defs, i);
+        const char *key = cloud_jstr(d, "eval_key"), *ver = cloud_jstr(d, "eval_version");
+
+        if (atomic_load(&x->cancel_conditions)) return -1;
+        if (is_disabled(w, key)) {
+            skip(s, d, "disabled_by_server", w);
+            continue;
+        }
+        int local = cloud_definition_mode(d) == CLOUD_MODE_LOCAL;
+        const char *cond = local ? NULL : cloud_jstr(d, "condition_source");
+        int has_local_cond = 0;
+        if (local && w->local != NULL) {
+            local_definition ld;
+            if (local_registry_definition(w->local, key, ver, &ld) == 0) {
+                has_local_cond = ld.condition != NULL;
+                local_definition_free(&ld);
+            }
+        }
+        if ((cond == NULL || *cond == '\0') && !has_local_cond) {
+            json_array_append_new(s->selected,
+                                  json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
+            wcount(w, WC_CONDITIONS_SELECTED, 1);
+            metrics_inc(METRIC_CONDITIONS, "outcome", "selected", "reason", "none");
+            continue;
+        }
+        double remaining = deadline - time_now();
+        if (remaining <= 0) {
+            skip(s, d, "lease_exhausted", w);
+            continue;
+        }
+        /* Its own timeout bounds the run; the lease bounds the wait for a
+         * slot too: waiting on the sidecar's own overload is never the
+         * definition's condition_error (the jail says which bound hit). */
+        double t = sbx_clamp_timeout(cloud_jtimeout(d));
+        const char *reason = NULL; /* NULL = selected */
+        char rbuf[136];
+        if (has_local_cond) {
+            local_condition_outcome lo;
+            memset(&lo, 0, sizeof lo);
+            local_condition(w->local, w->pool, key, ver, img, t, remaining, &x->cancel_conditions,
+                            &lo);
+            if (!lo.applicable) {
+                snprintf(rbuf, sizeof rbuf, "%s",
+                         lo.reason_code[0] ? lo.reason_code : "condition_error");
+                reason = rbuf;
+            }
+        } else {
+            sbx_request rq = {.kind = LANG_CONDITION,
+                              .source = cond,
+                              .source_len = strlen(cond),
+                              .eval_key = key,
+                              .timeout_s = t,
+                              .image = img,
+                              .cancel = &x->cancel_conditions,
+                              .budget_s = remaining};
+            sbx_outcome out;
+            memset(&out, 0, sizeof out);
+            sbx_eval(w->pool, &rq, &out);
+            if (out.status == SBX_CANCELLED) {
+                sbx_outcome_free(&out);
+                return -1;
+            }
+            const char *stage = cloud_jstr(out.json, "stage"),
+                       *etype = cloud_jstr(out.json, "error_type");
+            if (out.status == SBX_TIMEOUT &&
+                (!strcmp(out.limit, "slot") || !strcmp(out.limit, "budget"))) {
+                reason = "lease_exhausted";
+            } else if (out.status == SBX_TIMEOUT ||
+                       (out.status == SBX_OK && stage && !strcmp(stage, "limit") && etype &&
+                        !strcmp(etype, "timeout"))) {
+                reason = "condition_error";
+            } else if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok"))) {
+                reason = "condition_error";
+                log_warn("condition failed", LOG_S("assignment_id", x->a.assignment_id),
+                         LOG_S("eval_key", key),
+                         LOG_S("stage", cloud_jstr(out.json, "stage")
+                                            ? cloud_jstr(out.json, "stage")
+                                            : out.detail),
+                         LOG_S("error_type", cloud_jstr(out.json, "error_type")
+                                                 ? cloud_jstr(out.json, "error_type")
+                                                 : ""));
+            } else if (!json_is_true(json_object_get(out.json, "applicable"))) {
+                const char *rc = cloud_jstr(out.json, "reason_code");
+                snprintf(rbuf, sizeof rbuf, "%s", rc && *rc ? rc : "condition_false");
+                reason = rbuf;
+            }
+            sbx_outcome_free(&out);
+        }
+        if (reason)
+            skip(s, d, reason, w);
+        else {
+            json_array_append_new(s->selected,
+                                  json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
+            wcount(w, WC_CONDITIONS_SELECTED, 1);
+            metrics_inc(METRIC_CONDITIONS, "outcome", "selected", "reason", "none");
+        }
+    }
+    return 0;
+}
