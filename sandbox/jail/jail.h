@@ -1,6 +1,6 @@
 /* sandbox/jail/jail: runs each evaluation in its own jailed child process.
  *
- * Internal contract between the parent side (sbx.c), the zygote
+ * Internal contract between the parent side (sbx_*.c), the zygote
  * (jail_zygote.c) and the child (jail_child.c).
  *
  * How a child comes to be. The parent exec's one ZYGOTE per pool: a fresh

@@ -1,5 +1,5 @@
 """`eval` and `check` through the sandbox jail (sidecar/cmd_eval.c,
-sandbox/jail/sbx.c): usage errors, batch order, the reference SDK's
+sandbox/jail/sbx_*.c): usage errors, batch order, the reference SDK's
 sandbox-escape attempts and the resource bombs the jail must bound, each
 contained within its budget with the evaluating process unaffected."""
 import json

@@ -1,4 +1,4 @@
-/* Unit tests of the sandbox jail (sandbox/jail/sbx.c, sandbox/jail/jail_child.c),
+/* Unit tests of the sandbox jail (sandbox/jail/sbx_*.c, sandbox/jail/jail_child.c),
  * with real child processes of the sidecar binary ($FPS_BIN). Crafted
  * children (sbx_config.test_mode, i.e. jail_child.c's --test-<mode>) stand
  * in for a hostile interpreter: they act after the jail is installed.

@@ -1,4 +1,4 @@
-/* sandbox/jail/helper/failproofai_sandbox: the sandbox child image. sbx.c execs
+/* sandbox/jail/helper/failproofai_sandbox: the sandbox child image. sbx_spawn.c execs
  * this small binary (installed next to failproofai-sidecar) once per
  * evaluation instead of the whole sidecar: it links only the interpreter and
  * the jail (no HTTP client or server, TLS, SQLite), so a child starts in

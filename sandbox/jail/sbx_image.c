@@ -1,0 +1,74 @@
+/* sandbox/jail/sbx_image: session images: the simg bytes in a sealed memfd, which a child maps
+ * read-only (sbx.h). Shared
+ * structures and threading: sbx_int.h. */
+#include "sandbox/jail/sbx_int.h"
+
+#include "sandbox/lang/simg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ---- images ---- */
+
+sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, fps_err *e)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    if (simg_build(transcript, assignment_id, &buf, &len, e) != 0) return NULL;
+    return sbx_image_adopt(buf, len, e);
+}
+
+sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)
+{
+    sbx_image *img = NULL;
+    int fd = -1;
+    if (simg == NULL || len == 0) {
+        fps_err_set(e, SIMG_EINVALID, 0, "invalid_transcript", "session image is empty");
+        goto fail;
+    }
+    fd = memfd_create("fps-session-image", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "memfd_create: %s", strerror(errno));
+        goto fail;
+    }
+    for (size_t off = 0; off < len;) {
+        ssize_t n = write(fd, (char *)simg + off, len - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "writing the session image: %s",
+                        strerror(errno));
+            goto fail;
+        }
+        off += (size_t)n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+        fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "sealing the session image: %s",
+                    strerror(errno));
+        goto fail;
+    }
+    img = calloc(1, sizeof *img);
+    if (img == NULL) {
+        fps_err_set(e, SIMG_ETOO_LARGE, 0, "too_large", "out of memory");
+        goto fail;
+    }
+    img->fd = fd;
+    img->len = len;
+    free(simg);
+    return img;
+fail:
+    if (fd >= 0) close(fd);
+    free(simg);
+    return NULL;
+}
+
+void sbx_image_release(sbx_image *img)
+{
+    if (img == NULL) return;
+    close(img->fd);
+    free(img);
+}

@@ -1,0 +1,383 @@
+/* sandbox/jail/sbx_spawn: children: exec'd one by one or forked by the zygote (jail.h), kept
+ * pre-started by the refill thread, killed and reaped (by their user or the
+ * reaper thread). Shared
+ * structures and threading: sbx_int.h. */
+#include "sandbox/jail/sbx_int.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ---- spawning ---- */
+
+static void close_child(child_t *c)
+{
+    if (c->sock >= 0) close(c->sock);
+    if (c->out >= 0) close(c->out);
+    c->sock = c->out = -1;
+}
+
+/* Kills (if asked) and reaps one child; returns its wait status, or -1 if
+ * it had to be killed for outliving `grace_ms`: without kill_it, a child
+ * still running that long after its request socket is closed (a child
+ * blocked reading it sees EOF) is killed. */
+int sbx_reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
+{
+    int lingered = 0;
+    int st = 0;
+    if (kill_it) kill(c->pid, SIGKILL);
+    close_child(c);
+    double until = now_ms() + grace_ms;
+    for (;;) {
+        pid_t r = waitpid(c->pid, &st, kill_it ? 0 : WNOHANG);
+        if (r == c->pid || (r < 0 && errno != EINTR)) break;
+        if (r == 0) {
+            if (now_ms() >= until) {
+                kill(c->pid, SIGKILL);
+                kill_it = lingered = 1;
+                continue;
+            }
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    atomic_fetch_add(&pool->reaped, 1);
+    return lingered ? -1 : st;
+}
+
+/* Closes our ends and queues the child for the reaper thread (killing it
+ * first if asked). Falls back to reaping here if the queue cannot grow. */
+void sbx_reap_later(sbx_pool *pool, child_t *c, int kill_it)
+{
+    if (kill_it) kill(c->pid, SIGKILL);
+    close_child(c);
+    pthread_mutex_lock(&pool->mu);
+    if (pool->reaper_started && pool->reap_len == pool->reap_cap) {
+        int ncap = pool->reap_cap ? pool->reap_cap * 2 : 16;
+        pid_t *nq = realloc(pool->reapq, (size_t)ncap * sizeof *nq);
+        if (nq != NULL) {
+            pool->reapq = nq;
+            pool->reap_cap = ncap;
+        }
+    }
+    if (pool->reaper_started && pool->reap_len < pool->reap_cap) {
+        pool->reapq[pool->reap_len++] = c->pid;
+        /* Only the first of a batch wakes the reaper (see sbx_reaper_main). */
+        if (pool->reap_len == 1) pthread_cond_signal(&pool->reap_cv);
+        pthread_mutex_unlock(&pool->mu);
+        return;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    sbx_reap_child(pool, c, 0, 1000);
+}
+
+/* Reaps the queued children in batches: woken by the first one queued, it
+ * lets REAP_BATCH_MS more gather (killed, they are gone by then), then waits
+ * for those. Under load that is one wake-up per batch instead of one or two
+ * per evaluation; a zombie lingers about REAP_BATCH_MS. */
+void *sbx_reaper_main(void *arg)
+{
+    sbx_pool *pool = arg;
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (pool->reap_len == 0 && !pool->reap_stop)
+            pthread_cond_wait(&pool->reap_cv, &pool->mu);
+        if (pool->reap_len == 0) break;
+        struct timespec until = abs_after_ms(REAP_BATCH_MS);
+        while (!pool->reap_stop &&
+               pthread_cond_timedwait(&pool->reap_cv, &pool->mu, &until) != ETIMEDOUT) {
+        }
+        /* This batch: the first n (only this thread removes; others
+         * append, possibly moving the queue). */
+        int n = pool->reap_len;
+        for (int i = 0; i < n; i++) {
+            pid_t pid = pool->reapq[i];
+            pthread_mutex_unlock(&pool->mu);
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+            }
+            atomic_fetch_add(&pool->reaped, 1);
+            pthread_mutex_lock(&pool->mu);
+        }
+        memmove(pool->reapq, pool->reapq + n, (size_t)(pool->reap_len - n) * sizeof(pid_t));
+        pool->reap_len -= n;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
+
+/* exec's one image of the sandbox binary with `argv`: empty environment,
+ * fd 0 = in0, fd 1 = in1, fd 2 = /dev/null (stderr in sanitizer builds),
+ * nothing else; its own process group; default signal dispositions. */
+static int spawn_image(sbx_pool *pool, char **argv, int in0, int in1, pid_t *pid, fps_err *err)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int rc = -1;
+    if (posix_spawn_file_actions_init(&fa) != 0) {
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "spawning the sandbox: out of memory");
+        return -1;
+    }
+    if (posix_spawnattr_init(&attr) != 0) {
+        posix_spawn_file_actions_destroy(&fa);
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "spawning the sandbox: out of memory");
+        return -1;
+    }
+    posix_spawn_file_actions_adddup2(&fa, in0, 0);
+    posix_spawn_file_actions_adddup2(&fa, in1, 1);
+#ifndef FPS_SANITIZE
+    posix_spawn_file_actions_adddup2(&fa, pool->devnull, 2);
+#endif
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    sigdelset(&all, SIGKILL);
+    sigdelset(&all, SIGSTOP);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                        POSIX_SPAWN_SETPGROUP);
+#ifdef FPS_SANITIZE
+    /* The sanitizer runtime's options are the only environment a child
+     * gets: no leak scan (it would need ptrace), NULL from a failed malloc
+     * so the interpreter reports a memory limit. */
+    char *envp[] = {"ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1", NULL};
+#else
+    char *envp[] = {NULL};
+#endif
+    int e = posix_spawn(pid, pool->exe, &fa, &attr, argv, envp);
+    if (e != 0)
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "spawning the sandbox: %s",
+                    strerror(e));
+    else
+        rc = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    return rc;
+}
+
+/* The channels of one child: a request socket and an outcome pipe. On
+ * success c->sock / c->out are the parent's ends and ends[0] / ends[1] the
+ * child's (the caller closes those once the child has them). */
+static int make_channels(child_t *c, int ends[2], fps_err *err)
+{
+    int sv[2], pp[2];
+    c->pid = -1;
+    c->sock = c->out = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) goto fail;
+    if (pipe2(pp, O_CLOEXEC) != 0) {
+        close(sv[0]);
+        close(sv[1]);
+        goto fail;
+    }
+    c->sock = sv[0];
+    c->out = pp[0];
+    ends[0] = sv[1];
+    ends[1] = pp[1];
+    return 0;
+fail:
+    fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "sandbox pipes: %s",
+                strerror(errno));
+    return -1;
+}
+
+/* exec's one child directly (no zygote). */
+int sbx_exec_child(sbx_pool *pool, char **argv, child_t *c, fps_err *err)
+{
+    int ends[2];
+    if (make_channels(c, ends, err) != 0) return -1;
+    pid_t pid;
+    int rc = spawn_image(pool, argv, ends[0], ends[1], &pid, err);
+    close(ends[0]);
+    close(ends[1]);
+    if (rc != 0) {
+        close_child(c);
+        return -1;
+    }
+    atomic_fetch_add(&pool->spawned, 1);
+    c->pid = pid;
+    return 0;
+}
+
+/* ---- the zygote ---- */
+
+/* Waits up to `ms` for one control message from the zygote. 0 or -1. */
+static int zygote_recv(int fd, jail_zygote_msg *m, int ms)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    double deadline = now_ms() + ms;
+    for (;;) {
+        int left = (int)ceil(deadline - now_ms());
+        if (left <= 0) return -1;
+        int r = poll(&p, 1, left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t n = recv(fd, m, sizeof *m, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        return n == (ssize_t)sizeof *m && m->magic == JAIL_ZYG_MAGIC ? 0 : -1;
+    }
+}
+
+/* Stops the zygote (zyg_mu held). Its children are ours, not its: they
+ * are unaffected. */
+void sbx_zygote_stop(sbx_pool *pool)
+{
+    if (pool->zyg_fd < 0) return;
+    close(pool->zyg_fd);
+    pool->zyg_fd = -1;
+    kill(pool->zyg_pid, SIGKILL);
+    while (waitpid(pool->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    pool->zyg_pid = -1;
+}
+
+/* Starts the zygote and waits for its HELLO (zyg_mu held). 0 or -1. */
+int sbx_zygote_start(sbx_pool *pool, fps_err *err)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable", "sandbox zygote socket: %s",
+                    strerror(errno));
+        return -1;
+    }
+    pid_t pid;
+    int rc = spawn_image(pool, pool->zargv, sv[1], pool->devnull, &pid, err);
+    close(sv[1]);
+    if (rc != 0) {
+        close(sv[0]);
+        return -1;
+    }
+    pool->zyg_fd = sv[0];
+    pool->zyg_pid = pid;
+    jail_zygote_msg m;
+    if (zygote_recv(sv[0], &m, 10000) != 0 || m.op != JAIL_ZYG_HELLO || m.value != 0) {
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote did not start%s%s", m.value < 0 ? ": " : "",
+                    m.value < 0 ? strerror(-m.value) : "");
+        sbx_zygote_stop(pool);
+        return -1;
+    }
+    atomic_fetch_add(&pool->zygotes, 1);
+    return 0;
+}
+
+/* Has the zygote fork one child. 0 = done; -1 = no zygote available (the
+ * caller exec's the child instead; err says why). */
+static int zygote_fork(sbx_pool *pool, child_t *c, fps_err *err)
+{
+    int ends[2];
+    if (make_channels(c, ends, err) != 0) return -1;
+    int rc = -1;
+    pthread_mutex_lock(&pool->zyg_mu);
+    if (pool->zyg_fd < 0) {
+        if (now_ms() < pool->zyg_retry_at) {
+            fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                        "the sandbox zygote is restarting");
+            goto done;
+        }
+        if (sbx_zygote_start(pool, err) != 0) {
+            pool->zyg_retry_at = now_ms() + 5000;
+            log_warn("sandbox zygote unavailable; exec'ing each child", LOG_S("error", err->msg));
+            goto done;
+        }
+        log_info("sandbox zygote started", LOG_I("pid", pool->zyg_pid));
+    }
+    jail_zygote_msg m;
+    memset(&m, 0, sizeof m);
+    m.magic = JAIL_ZYG_MAGIC;
+    m.op = JAIL_ZYG_FORK;
+    struct iovec iov = {&m, sizeof m};
+    ssize_t n = jail_send_fds(pool->zyg_fd, &iov, 1, ends, 2, 0);
+    if (n != (ssize_t)sizeof m || zygote_recv(pool->zyg_fd, &m, 5000) != 0 ||
+        m.op != JAIL_ZYG_FORKED) {
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote stopped answering");
+        log_warn("sandbox zygote lost; restarting it", LOG_I("pid", pool->zyg_pid));
+        sbx_zygote_stop(pool);
+        goto done;
+    }
+    if (m.pid <= 0) {
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote could not fork: %s",
+                    strerror(m.value < 0 ? -m.value : EIO));
+        goto done;
+    }
+    c->pid = m.pid;
+    atomic_fetch_add(&pool->spawned, 1);
+    atomic_fetch_add(&pool->forked, 1);
+    rc = 0;
+done:
+    pthread_mutex_unlock(&pool->zyg_mu);
+    close(ends[0]);
+    close(ends[1]);
+    if (rc != 0) close_child(c);
+    return rc;
+}
+
+/* One new single-use child: forked by the zygote, or exec'd. */
+int sbx_new_child(sbx_pool *pool, child_t *c, fps_err *err)
+{
+    if (!pool->cfg.no_zygote && zygote_fork(pool, c, err) == 0) return 0;
+    return sbx_exec_child(pool, pool->argv, c, err);
+}
+
+void *sbx_refill_main(void *arg)
+{
+    sbx_pool *pool = arg;
+    double defer_until = 0;
+    pthread_mutex_lock(&pool->mu);
+    while (!pool->stopping) {
+        if (pool->nidle >= pool->idle_target) {
+            pthread_cond_wait(&pool->refill_cv, &pool->mu);
+            continue;
+        }
+        /* While evaluations run and enough children are waiting to take
+         * over from them, starting another (a fork and its layers: about
+         * the CPU of a small evaluation) would only compete with them for the
+         * cores: defer it until they are done, or for REFILL_DEFER_MS at
+         * most. Under sustained load (fewer idle children than running
+         * evaluations) refill at once. */
+        if (pool->busy > 0 && pool->nidle >= pool->busy) {
+            double now = now_ms();
+            if (defer_until == 0) defer_until = now + REFILL_DEFER_MS;
+            if (now < defer_until) {
+                struct timespec ts = abs_after_ms(defer_until - now);
+                pthread_cond_timedwait(&pool->refill_cv, &pool->mu, &ts);
+                continue;
+            }
+        }
+        defer_until = 0;
+        pthread_mutex_unlock(&pool->mu);
+        child_t c;
+        fps_err err;
+        int rc = sbx_new_child(pool, &c, &err);
+        pthread_mutex_lock(&pool->mu);
+        if (rc != 0) {
+            log_warn("sandbox pre-start failed", LOG_S("error", err.msg));
+            struct timespec ts = abs_after_ms(1000);
+            pthread_cond_timedwait(&pool->refill_cv, &pool->mu, &ts);
+            continue;
+        }
+        if (pool->stopping) {
+            pthread_mutex_unlock(&pool->mu);
+            sbx_reap_child(pool, &c, 1, 0);
+            pthread_mutex_lock(&pool->mu);
+            break;
+        }
+        pool->idle[pool->nidle++] = c;
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
