@@ -1,12 +1,15 @@
-/* store/store_deferred: the deferred-update queue and the public protocol
- * operations that use it: each either queues its step (deferred mode) or runs
- * it in its own write transaction (sync mode). */
+/* store/store_deferred: the deferred-update queue, the flusher thread that
+ * applies it, and the public protocol operations that use it: each either
+ * queues its step (deferred mode) or runs it in its own write transaction
+ * (sync mode). */
 #include "store/store_int.h"
 
 #include "common/log.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------ deferred updates (batched) */
 
@@ -379,4 +382,41 @@ int store_assignment_finish(store *st, const char *assignment_id, int64_t lease_
     o->s2 = own(o, error_code);
     o->s3 = own(o, error_message);
     return submit(st, o, "finish assignment", err);
+}
+
+/* Applies the deferred updates defer_ms after the first one was queued (or at
+ * once when many are queued). */
+void *st_flusher_main(void *arg)
+{
+    store *st = arg;
+    pthread_mutex_lock(&st->qmu);
+    int failed = 0;
+    while (!st->flusher_stop) {
+        if (st->qhead == NULL) {
+            pthread_cond_wait(&st->qcv, &st->qmu);
+            continue;
+        }
+        /* After a failure (a full disk), retry once a second, not every
+         * defer_ms. */
+        long delay_ms = failed ? 1000 : st->opt.defer_ms;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + delay_ms * 1000000L;
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        while (!st->flusher_stop && st->qhead != NULL && (failed || st->qlen < 512)) {
+            if (pthread_cond_timedwait(&st->qcv, &st->qmu, &ts) == ETIMEDOUT) break;
+        }
+        if (st->flusher_stop) break;
+        pthread_mutex_unlock(&st->qmu);
+        store_err e = {0};
+        int was = failed;
+        failed = store_flush(st, &e) != STORE_OK;
+        if (failed && !was)
+            log_warn("store: applying deferred updates failed; retried every second",
+                     LOG_S("error", e.msg));
+        pthread_mutex_lock(&st->qmu);
+    }
+    pthread_mutex_unlock(&st->qmu);
+    return NULL;
 }

@@ -275,6 +275,17 @@ int64_t st_free_bytes(const store *st);
 /* A small durable write (the meta table's opened_at): proves the database
  * takes writes. */
 int st_write_probe(store *st, store_err *err);
+/* One-row PRAGMA (or SELECT) on db, its first column as text or integer;
+ * an SQLite result code (store.c). */
+int st_pragma_text(sqlite3 *db, const char *sql, char *out, size_t cap);
+int st_pragma_int(sqlite3 *db, const char *sql, int64_t *out);
+/* Brings the writer's database to the latest (or opt.schema_target) schema
+ * (store_schema.c). */
+int st_migrate(store *st, store_err *err);
+/* The two threads store_open starts: the deferred-update flusher
+ * (store_deferred.c) and the maintenance loop (store_prune.c). */
+void *st_flusher_main(void *arg);
+void *st_maint_main(void *arg);
 /* Incremental vacuum and the one-time full VACUUM that turns it on
  * (store_vacuum.c). st_vacuum_at_open runs before the read pool and the
  * checkpoint connection exist; it fails only if the database could not

@@ -190,3 +190,71 @@ void st_rows_free(const st_table *t, void *rows, size_t n)
         st_cols_free(t, (char *)rows + i * t->size);
     free(rows);
 }
+
+int st_is_one_of(const char *s, const char *const *set)
+{
+    if (!s) return 0;
+    for (; *set; set++)
+        if (strcmp(s, *set) == 0) return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ bind helpers */
+
+void st_bind_text(sqlite3_stmt *s, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+void st_bind_textn(sqlite3_stmt *s, int i, const char *v, size_t max)
+{
+    if (!v) {
+        sqlite3_bind_null(s, i);
+        return;
+    }
+    size_t n = strlen(v);
+    if (n > max) {
+        n = max;
+        while (n > 0 && ((unsigned char)v[n] & 0xC0) == 0x80)
+            n--; /* UTF-8 boundary */
+    }
+    sqlite3_bind_text(s, i, v, (int)n, SQLITE_STATIC);
+}
+
+void st_bind_int(sqlite3_stmt *s, int i, int64_t v)
+{
+    sqlite3_bind_int64(s, i, v);
+}
+
+void st_bind_dbl(sqlite3_stmt *s, int i, double v)
+{
+    sqlite3_bind_double(s, i, v);
+}
+
+void st_bind_time(sqlite3_stmt *s, int i, double v)
+{
+    if (v > 0)
+        sqlite3_bind_double(s, i, v);
+    else
+        sqlite3_bind_null(s, i);
+}
+
+char *st_col_dup(sqlite3_stmt *s, int i)
+{
+    if (sqlite3_column_type(s, i) == SQLITE_NULL) return NULL;
+    const unsigned char *t = sqlite3_column_text(s, i);
+    int n = sqlite3_column_bytes(s, i);
+    char *p = malloc((size_t)n + 1);
+    if (!p) abort();
+    memcpy(p, t ? (const char *)t : "", (size_t)n);
+    p[n] = '\0';
+    return p;
+}
+
+double st_col_dbl(sqlite3_stmt *s, int i)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? 0 : sqlite3_column_double(s, i);
+}
