@@ -3,7 +3,7 @@
  * and every operation the evaluator (eval.c) performs on values, with
  * CPython 3.11's semantics (values, str/repr text, exception type names).
  *
- * Memory: values live in a garbage-collected heap (libgc, see value.c) and
+ * Memory: values live in a garbage-collected heap (libgc, see alloc.c) and
  * are reclaimed once the evaluation can no longer reach them; the budget
  * counts live bytes. Values are immutable after construction (the subset has
  * no mutating methods), so sharing is always safe. None/True/False are
@@ -14,7 +14,8 @@
  * "TypeError" + message) or a limit ("memory" | "steps" | "output" ...).
  * Nothing here crashes or exits on bad input.
  *
- * Implementation, one file per concept: value.c (core, arena, exceptions,
+ * Implementation, one file per concept: alloc.c (the collector, the
+ * budget, vctx), exc.c (exceptions, steps), value.c (core: constructors,
  * truthiness, equality/hash/order, repr dispatch, iteration, subscript,
  * attributes, dispatch of calls), int.c, float.c, str.c, bytes.c,
  * containers.c (list/tuple/dict/set/range), format.c (format spec + %),
@@ -182,7 +183,7 @@ typedef enum { VEXC_NONE = 0, VEXC_PY, VEXC_LIMIT } vexc_kind;
 vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len);
 void vctx_free(vctx *c);
 
-/* Allocation from the collected heap (see value.c). Returns NULL and sets
+/* Allocation from the collected heap (see alloc.c). Returns NULL and sets
  * the "memory" limit when the live heap would pass the budget. Memory is
  * zeroed. */
 void *v_alloc(vctx *c, size_t size);
@@ -195,7 +196,7 @@ typedef struct {
     val **v;
     size_t n, cap;
     bool in_heap; /* presized: v is the list's own array in the collected heap */
-    bool mapped;  /* v is its own mapping (a big list, see value.c) */
+    bool mapped;  /* v is its own mapping (a big list, see alloc.c) */
     bool rooted;  /* v is registered as a root: it holds a value pointer */
 } vbuild;
 /* When the final length is known (a comprehension without conditions over

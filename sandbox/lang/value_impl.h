@@ -1,5 +1,5 @@
 /* sandbox/lang/value_impl: private helpers shared by the value runtime's files
- * (value.c int.c float.c str.c bytes.c containers.c format.c builtins.c
+ * (alloc.c exc.c value.c int.c float.c str.c bytes.c containers.c format.c builtins.c
  * result.c session.c). Not for the evaluator: it uses value.h only. */
 #ifndef FPS_VALUE_IMPL_H
 #define FPS_VALUE_IMPL_H
@@ -11,7 +11,7 @@
 
 /* Size classes of v_alloc's small blocks: 16-byte granules up to 2032
  * bytes (the collector's largest small object is 2048 less its extra
- * byte, see value.c). */
+ * byte, see alloc.c). */
 #define VGRANULES 128
 
 struct vctx {
@@ -74,7 +74,7 @@ typedef enum {
 const char *vb_name(int id);
 bool vb_is_class(int id);
 
-/* allocation helpers (value.c) */
+/* allocation helpers (alloc.c) */
 val *v_new(vctx *c, vtype t);
 /* Bytes a value of type t occupies (v_new allocates that many): the header
  * and its own union member, not the largest member. */
@@ -100,6 +100,9 @@ int v_check_strlen(vctx *c, size_t blen);
 /* ints (int.c) */
 mpz_ptr vi_mpz_new(vctx *c);
 void vi_free_str(char *s);
+/* The shared values (None, True, False, the shared strings), made once by
+ * the first vctx_new (value.c). 0 or -1. */
+int vi_shared_init(void);
 /* frees mpz_get_str(NULL, ...)'s text (GMP's allocator) */ /* arena-tracked, initialized */
 void vi_get_mpz(const val *v, mpz_t out);                   /* out must be initialized; bool ok */
 val *vi_from_mpz_take(vctx *c, mpz_ptr z); /* normalizes; z must be from vi_mpz_new */
