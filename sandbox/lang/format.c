@@ -318,6 +318,14 @@ static val *assemble(vctx *c, const fspec *f, bool neg, const char *prefix, fpar
 
 static val *fmt_double(vctx *c, double x, fspec *f, bool from_int);
 
+/* Whether x is written with a minus sign: CPython never writes one on a NaN,
+ * whatever its sign bit (PyOS_double_to_string gives "nan", or "+nan" under
+ * the '+' flag), in repr, str, %-formatting, f-strings and format() alike. */
+static bool shows_minus(double x)
+{
+    return signbit(x) && !isnan(x);
+}
+
 static val *fmt_int(vctx *c, val *v, fspec *f)
 {
     bool floaty = f->type && strchr("eEfFgG%", f->type);
@@ -669,7 +677,7 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
     if ((type | 32) == 'e' && prec == INT32_MAX) prec = 0;
     if (isfinite(x) && float_format_fails(pct ? '%' : type, prec, f->alt, x))
         return v_limit(c, "memory");
-    bool neg = signbit(x) != 0;
+    bool neg = shows_minus(x);
     double ax = fabs(x);
     strbuf body;
     strbuf_init(&body);
@@ -677,7 +685,6 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
     if (isnan(x) || isinf(x)) {
         bool up = type == 'E' || type == 'F' || type == 'G';
         strbuf_puts(&body, isnan(x) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
-        if (isnan(x)) neg = signbit(x) != 0;
     } else {
         if (float_short(&body, ax, type, prec, f->alt, add_dot0, &gap_at, &gap)) {
             strbuf_free(&body);
@@ -693,7 +700,7 @@ static val *fmt_double(vctx *c, double x, fspec *f, bool from_int)
             if (ch >= '1' && ch <= '9') allzero = false;
             if (ch == 'e' || ch == 'E') break;
         }
-        if (allzero && !isnan(x)) neg = false;
+        if (allzero && isfinite(x)) neg = false;
     }
     /* split integer digits from the rest for grouping */
     size_t nint = 0;
@@ -783,7 +790,7 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
     for (int part = 0; part < 2; part++) {
         double x = part == 0 ? re : im;
         if (part == 0 && skip_re) continue;
-        bool neg = signbit(x) != 0;
+        bool neg = shows_minus(x);
         if (neg)
             strbuf_putc(&b, '-');
         else if (part == 1)
@@ -799,7 +806,7 @@ static val *fmt_complex(vctx *c, val *v, fspec *f)
             return v_limit(c, "memory");
         }
     }
-    if (skip_re && (f->sign == '+' || f->sign == ' ') && !signbit(im)) {
+    if (skip_re && (f->sign == '+' || f->sign == ' ') && !shows_minus(im)) {
         /* the imaginary part alone takes the requested sign instead of '+' */
         if (b.data[0] == '+') b.data[0] = f->sign;
     } else if (skip_re && b.data[0] == '+') {
@@ -1125,7 +1132,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
             fspec g = f;
             g.type = t;
             if (g.prec < 0) g.prec = 6;
-            if (zero && !left && isfinite(d)) {
+            if (zero && !left) { /* nan and inf are zero-filled too: '0000000nan' */
                 g.fill = '0';
                 g.align = '=';
             }
