@@ -508,8 +508,17 @@ static int precheck(api_server *srv, struct MHD_Connection *conn, conn_ctx *ctx,
                               "state-changing requests are refused from another origin");
             return 1;
         }
+        /* The JSON rule keeps a browser's simple cross-site requests (forms,
+         * text/plain) out. A request carrying an Authorization header cannot
+         * be one (a cross-origin custom header needs a preflight, which is
+         * refused), so such a request may have no body at all; a body it has
+         * must still be JSON. Its token is checked next, in authorize. */
         const char *ct = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Type");
-        if (!content_type_json(ct)) {
+        const char *authz = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+        const char *clen = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        int bodiless = te == NULL && (clen == NULL || strcmp(clen, "0") == 0);
+        if (!(authz != NULL && bodiless) && !content_type_json(ct)) {
             *ret = send_error(conn, ctx, 415, "unsupported_media_type",
                               "state-changing requests need Content-Type: application/json");
             return 1;

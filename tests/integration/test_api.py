@@ -168,6 +168,30 @@ class AdminApiTest(unittest.TestCase):
                             headers={"Content-Type": "application/json; charset=utf-8"})
         self.assertEqual(r.status, 200, r)
 
+    def test_bodiless_token_request_needs_no_content_type(self):
+        # curl -X DELETE -H "Authorization: Bearer ..." .../v1/drain: a header a
+        # browser cannot forge, and no body, so no Content-Type is needed
+        r = self.sc.request("POST", "/v1/drain", json_ct=False)
+        self.assertEqual(r.status, 202, r)
+        r = self.sc.request("DELETE", "/v1/drain", json_ct=False)
+        self.assertEqual((r.status, r.body), (200, {"draining": False}), r)
+        # a body it has must still be JSON
+        r = self.sc.request("POST", "/v1/drain", body="{}", json_ct=False,
+                            headers={"Content-Type": "text/plain"})
+        self.assertError(r, 415, "unsupported_media_type")
+        # without the header, a bodiless request is a simple request a browser can send
+        r = self.sc.request("DELETE", "/v1/drain", json_ct=False, auth=None)
+        self.assertError(r, 415, "unsupported_media_type")
+        # a bad token is refused by its check, not let through
+        r = self.sc.request("DELETE", "/v1/drain", json_ct=False, auth=None,
+                            headers={"Authorization": "Bearer wrong"})
+        self.assertEqual(r.status, 401, r)
+        # and a foreign origin is refused whatever the token
+        r = self.sc.request("DELETE", "/v1/drain", json_ct=False,
+                            headers={"Origin": "http://evil.example.com"})
+        self.assertError(r, 403, "foreign_origin")
+        self.assertIs(self.sc.get("/v1/status").body["draining"], False)
+
     def test_foreign_origin_refused(self):
         for origin in ("http://evil.example.com", "null", f"http://127.0.0.1:{self.sc.port + 1}",
                        "https://localhost.evil.com", "file://"):
