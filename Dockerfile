@@ -3,7 +3,7 @@ FROM debian:12 AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config libcurl4-gnutls-dev libmicrohttpd-dev \
       libjansson-dev libsqlite3-dev libseccomp-dev libgmp-dev libutf8proc-dev \
-      uuid-dev nettle-dev libcmocka-dev && rm -rf /var/lib/apt/lists/*
+      uuid-dev nettle-dev libzstd-dev libcmocka-dev && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(nproc)" \
@@ -13,7 +13,7 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j"$(n
 FROM debian:12-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
       libcurl3-gnutls libmicrohttpd12 libjansson4 libsqlite3-0 libseccomp2 libgmp10 \
-      libutf8proc2 libuuid1 libnettle8 ca-certificates curl && rm -rf /var/lib/apt/lists/* \
+      libutf8proc2 libuuid1 libnettle8 libzstd1 ca-certificates curl && rm -rf /var/lib/apt/lists/* \
     && useradd --system --uid 10001 --home-dir /var/lib/failproofai sidecar \
     && mkdir -p /var/lib/failproofai && chown sidecar /var/lib/failproofai
 COPY --from=build /src/build/failproofai-sidecar /usr/local/bin/failproofai-sidecar

@@ -61,7 +61,14 @@
 #define METRIC_ADMIN_REQUESTS "failproofai_sidecar_admin_requests_total"
 #define METRIC_ADMIN_CACHE_HITS "failproofai_sidecar_admin_cache_hits_total"
 #define METRIC_ADMIN_CACHE_MISSES "failproofai_sidecar_admin_cache_misses_total"
+/* the transcript archive (store/archive.h); failures labels:
+ * reason=queue_full|disk_full|readonly|busy|corrupt|too_large|memory|error */
+#define METRIC_ARCHIVE_ARCHIVED "failproofai_sidecar_archive_archived_total"
+#define METRIC_ARCHIVE_EVICTIONS "failproofai_sidecar_archive_evictions_total"
+#define METRIC_ARCHIVE_FAILURES "failproofai_sidecar_archive_failures_total"
 /* gauges */
+#define METRIC_ARCHIVE_BYTES "failproofai_sidecar_archive_bytes"
+#define METRIC_ARCHIVE_ENTRIES "failproofai_sidecar_archive_entries"
 #define METRIC_ACTIVE_ASSIGNMENTS "failproofai_sidecar_active_assignments"
 #define METRIC_ACTIVE_RUNS "failproofai_sidecar_active_runs"
 #define METRIC_ACTIVE_SANDBOXES "failproofai_sidecar_active_sandboxes"

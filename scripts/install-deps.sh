@@ -8,7 +8,7 @@ PACKAGES=(
   build-essential cmake pkg-config clang-format clang-tidy
   # core libraries
   libcurl4-gnutls-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev sqlite3
-  libseccomp-dev libgmp-dev libutf8proc-dev libgc-dev uuid-dev nettle-dev
+  libseccomp-dev libgmp-dev libutf8proc-dev libgc-dev uuid-dev nettle-dev libzstd-dev
   # tests
   libcmocka-dev python3 python3-prometheus-client python3-yaml ca-certificates curl procps
   prometheus  # promtool: checks deploy/prometheus-rules.yaml and the /metrics exposition
