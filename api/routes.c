@@ -4,6 +4,7 @@
  * snapshots (worker status, store read connections) and never block the
  * worker loop. The list routes go through the response cache (cache.c). */
 #include "api/internal.h"
+#include "common/canonjson.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/pyfloat.h"
@@ -328,8 +329,7 @@ void route_status(api_req *rq, api_resp *rs)
     if (json_object_get(st, "version") == NULL)
         json_object_set_new(st, "version", json_string(FPS_VERSION));
     if (json_object_get(st, "uptime_seconds") == NULL)
-        json_object_set_new(st, "uptime_seconds",
-                            json_real(round((time_now() - srv->started_at) * 1000) / 1000));
+        json_object_set_new(st, "uptime_seconds", canonjson_seconds(time_now() - srv->started_at));
     json_object_set_new(
         st, "counters",
         json_pack(

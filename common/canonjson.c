@@ -89,13 +89,28 @@ int canonjson_append_ordered(strbuf *out, const json_t *v)
     return canon_value(out, v, 0);
 }
 
-char *canonjson_dumps_ordered(const json_t *v)
+json_t *canonjson_seconds(double seconds)
+{
+    return json_real(round(seconds * 1000.0) / 1000.0);
+}
+
+static char *dumps(const json_t *v, int sorted, size_t *len)
 {
     strbuf b;
     strbuf_init(&b);
-    if (v == NULL || canon_value(&b, v, 0) != 0) {
+    if (v == NULL || canon_value(&b, v, sorted) != 0) {
         strbuf_free(&b);
         return NULL;
     }
-    return strbuf_detach(&b, NULL);
+    return strbuf_detach(&b, len);
+}
+
+char *canonjson_dumps(const json_t *v, size_t *len)
+{
+    return dumps(v, 1, len);
+}
+
+char *canonjson_dumps_ordered(const json_t *v)
+{
+    return dumps(v, 0, NULL);
 }

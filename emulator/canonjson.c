@@ -19,14 +19,8 @@ static int cmp_str(const void *a, const void *b)
 
 int emulator_canonical_json(const json_t *v, char **out, size_t *len)
 {
-    strbuf b;
-    strbuf_init(&b);
-    if (canonjson_append(&b, v) != 0) {
-        strbuf_free(&b);
-        return -1;
-    }
-    *out = strbuf_detach(&b, len);
-    return 0;
+    *out = canonjson_dumps(v, len);
+    return *out == NULL ? -1 : 0;
 }
 
 static int cmp_def_key(const void *a, const void *b)

@@ -5,6 +5,8 @@
  * that buffer (413 above --max-transcript-bytes). */
 #include "emulator/emu_internal.h"
 
+#include "common/canonjson.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +86,7 @@ void emu_h_definitions(emu_req *r, const char *assignment_id)
     json_t *resp =
         json_pack("{s:s, s:s, s:s, s:O}", "protocol_version", EMU_PROTOCOL_VERSION, "assignment_id",
                   a->id, "catalog_revision", a->catalog_revision, "definitions", a->definitions);
-    char *text = json_dumps(resp, JSON_COMPACT);
+    char *text = canonjson_dumps_ordered(resp);
     json_decref(resp);
     pthread_mutex_unlock(&e->mu);
     r->status = 200;

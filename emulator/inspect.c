@@ -16,6 +16,7 @@
  *                              [0, 1], "fault_latency_ms": 0..60000; each
  *                              optional}): outages and recoveries */
 #include "common/timeutil.h"
+#include "common/canonjson.h"
 #include "emulator/emu_internal.h"
 
 #include <stdlib.h>
@@ -60,7 +61,7 @@ json_t *emu_state_json(emulator *e)
 char *emulator_state_json(emulator *e)
 {
     json_t *st = emu_state_json(e);
-    char *text = json_dumps(st, JSON_COMPACT);
+    char *text = canonjson_dumps_ordered(st);
     json_decref(st);
     return text;
 }

@@ -7,6 +7,7 @@
  * --fault-latency-ms a thread per connection instead, so a delayed answer
  * never holds up other connections. */
 #include "common/ids.h"
+#include "common/canonjson.h"
 #include "common/log.h"
 #include "emulator/emu_internal.h"
 
@@ -60,7 +61,7 @@ double emu_roll(emulator *e)
 void emu_reply_json(emu_req *r, int status, json_t *body)
 {
     if (!r->resp_static) free(r->resp);
-    r->resp = json_dumps(body, JSON_COMPACT);
+    r->resp = canonjson_dumps_ordered(body);
     r->resp_len = r->resp ? strlen(r->resp) : 0;
     r->resp_static = 0;
     r->status = status;

@@ -6,6 +6,7 @@
  * tool_result (ok/error, latencies), agent_end, with nested payloads, numbers
  * and non-ASCII text, deterministic for a given --seed. */
 #include "common/ids.h"
+#include "common/canonjson.h"
 #include "common/timeutil.h"
 #include "emulator/emu_internal.h"
 
@@ -111,7 +112,7 @@ emu_assignment *emu_sessions_add_json(emulator *e, json_t *t, int raw, fps_err *
         json_object_foreach(t, k, v) if (!json_object_get(out, k)) json_object_set(out, k, v);
     }
     size_t len = 0;
-    char *text = json_dumps(out, JSON_COMPACT);
+    char *text = canonjson_dumps_ordered(out);
     if (text == NULL) {
         json_decref(out);
         fps_err_set(err, EMU_EINVALID, 0, "invalid", "transcript cannot be serialized");

@@ -8,6 +8,7 @@
  * the retry budget and the circuit breaker: cloud_policy.h). */
 #include "sidecar/cloud/cloud.h"
 
+#include "common/canonjson.h"
 #include "common/ids.h"
 #include "common/loopback.h"
 #include "common/log.h"
@@ -644,7 +645,7 @@ int cloud_call(cloud *c, const cloud_req *r, json_t **out, cloud_error *e)
 
 int cloud_post_json(cloud *c, cloud_req *req, const json_t *body, json_t **out, cloud_error *e)
 {
-    char *text = json_dumps(body, JSON_COMPACT);
+    char *text = canonjson_dumps_ordered(body);
     if (text == NULL) {
         *out = NULL;
         memset(e, 0, sizeof *e);

@@ -3,6 +3,7 @@
  * worker uses. Dispatch over HTTP and EvalResult conversion are in
  * local_dispatch.c; shared declarations in local_internal.h. */
 #include "sidecar/local/local_internal.h"
+#include "common/canonjson.h"
 #include "common/log.h"
 #include "common/loopback.h"
 #include "common/metrics.h"
@@ -807,7 +808,7 @@ static json_t *view_locked(const lev *ev)
     json_object_set_new(v, "last_heartbeat_at", time_or_null(ev->heartbeat_at));
     json_object_set_new(v, "expires_at", time_or_null(ev->expires_at));
     json_object_set_new(v, "ttl_remaining_seconds",
-                        remaining >= 0 ? json_real(remaining) : json_null());
+                        remaining >= 0 ? canonjson_seconds(remaining) : json_null());
     /* alive: within its TTL and its last dispatch (if any) succeeded */
     json_object_set_new(v, "state", json_string(ev->failing_since > 0 ? "failing" : "alive"));
     json_object_set_new(v, "alive", json_true());
@@ -897,7 +898,7 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body,
     }
     json_t *stored = json_pack("{s:O,s:s}", "registration", ev->registration, "owner_secret",
                                secret_expose(ev->owner));
-    text = json_dumps(stored, JSON_COMPACT | JSON_SORT_KEYS);
+    text = canonjson_dumps(stored, NULL);
     json_decref(stored);
     if (text == NULL) abort();
     if (r->cfg.db != NULL) {

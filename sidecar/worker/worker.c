@@ -6,6 +6,7 @@
  * status snapshot. See worker.h. */
 #include "sidecar/worker/worker_internal.h"
 
+#include "common/canonjson.h"
 #include "common/log.h"
 #include "common/secret.h"
 #include "common/timeutil.h"
@@ -102,8 +103,7 @@ static int64_t outbox_retry_delay(void *ud, int attempts, const cloud_error *e)
 worker *worker_new(const worker_deps *d, fps_err *err)
 {
     if (d->pool == NULL) {
-        fps_err_set(err, WORKER_ESTART, 0, "cannot_start",
-                    "worker: a sandbox pool is required");
+        fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: a sandbox pool is required");
         return NULL;
     }
     worker *w = calloc(1, sizeof *w);
@@ -699,8 +699,9 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "worker_id", json_string(w->worker_id));
     json_object_set_new(o, "server", json_string(cloud_origin(w->cloud)));
     json_object_set_new(o, "version", json_string(FPS_VERSION));
-    json_object_set_new(o, "uptime_seconds",
-                        json_real(w->started ? (time_mono_ms() - w->started_mono) / 1000.0 : 0));
+    json_object_set_new(
+        o, "uptime_seconds",
+        canonjson_seconds(w->started ? (time_mono_ms() - w->started_mono) / 1000.0 : 0));
     json_object_set_new(o, "state", json_string(state));
     json_object_set_new(o, "ready", json_boolean(nreasons == 0));
     json_t *rs = json_array();

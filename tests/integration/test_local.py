@@ -376,6 +376,12 @@ class RegistryRestartTest(unittest.TestCase):
                       "definitions"):
                 self.assertEqual(after.body[k], before[k], k)
             self.assertLess(after.body["ttl_remaining_seconds"], before["ttl_remaining_seconds"])
+            # durations are reported to the millisecond, not to the nanosecond
+            for ttl in (after.body["ttl_remaining_seconds"], before["ttl_remaining_seconds"]):
+                self.assertEqual(ttl, round(ttl, 3), ttl)
+                self.assertLessEqual(len(repr(ttl).partition(".")[2]), 3, ttl)
+            up = sc.get("/v1/status").body["uptime_seconds"]
+            self.assertLessEqual(len(repr(float(up)).partition(".")[2]), 3, up)
             self.assertEqual(sc.get("/v1/evaluators/short").status, 404)
             # the one that ran out while the sidecar was down stays listed,
             # marked expired as of its own expiry time, without definitions
