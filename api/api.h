@@ -26,6 +26,7 @@
 #include "common/secret.h"
 #include "common/strbuf.h"
 #include "sandbox/jail/sbx.h"
+#include "store/archive.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -98,12 +99,43 @@ typedef struct {
     int (*count)(void *ctx, int *definitions); /* evaluators */
 } api_local_ops;
 
+/* The backtest engine, as the admin routes see it (POST, GET and DELETE
+ * /v1/backtests). ctx == NULL means backtests are not available (the routes
+ * answer 503). Failures fill an fps_err with http_status, name and msg. */
+typedef struct {
+    void *ctx; /* borrowed */
+    /* Starts a backtest over the archive. `request` is the body as the
+     * route validated it: {"definitions": non-empty array, "baseline":
+     * "production" | array | null, "since"?: RFC 3339 string, "limit"?:
+     * integer >= 1}. 202 with *id (malloc'ed, the caller frees it); 429
+     * "backtest_busy" while another is queued or running; 400 for
+     * definitions the engine refuses; 503 when there is no archive. */
+    int (*start)(void *ctx, const json_t *request, char **id, fps_err *e);
+    /* {"id","state":"queued"|"running"|"done"|"failed"|"cancelled",
+     *  "progress":{"done","total"},"summary":<the CLI's JSON>|null,
+     *  "created_at","finished_at"|null,"error"|null,"definitions","baseline"}:
+     * a new reference, or NULL when unknown (pruned). */
+    json_t *(*get)(void *ctx, const char *id);
+    /* The rows (the CLI's --out rows) with changed == true when
+     * changed_only, of eval_key when not NULL, from offset, at most limit:
+     * a new array, *total how many match; NULL when the id is unknown. */
+    json_t *(*rows)(void *ctx, const char *id, int changed_only, const char *eval_key,
+                    size_t offset, size_t limit, size_t *total);
+    /* Cancels: 200 (also when it had already ended), 404 when unknown. */
+    int (*cancel)(void *ctx, const char *id, fps_err *e);
+    /* The backtests kept, newest first: a new array of get's objects
+     * without "summary" and "definitions". */
+    json_t *(*list)(void *ctx);
+} api_backtest_ops;
+
 typedef struct {
     api_config cfg;
-    store *db;             /* borrowed; may be NULL (routes answer 503) */
-    sbx_pool *pool;        /* borrowed; may be NULL (/v1/evaluate answers 503) */
-    api_worker_ops worker; /* see above */
-    api_local_ops local;   /* see above */
+    store *db;                     /* borrowed; may be NULL (routes answer 503) */
+    sbx_pool *pool;                /* borrowed; may be NULL (/v1/evaluate answers 503) */
+    api_worker_ops worker;         /* see above */
+    api_local_ops local;           /* see above */
+    api_backtest_ops backtest;     /* see above */
+    struct store_archive *archive; /* borrowed; may be NULL (off): /v1/status shows it */
 } api_deps;
 
 /* Binds cfg.listen (port 0 picks an ephemeral port) and starts serving. Returns NULL with err

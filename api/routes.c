@@ -265,6 +265,19 @@ static json_t *store_status_json(api_server *srv)
                      "vacuum_pending", s.vacuum_pending);
 }
 
+/* The transcript archive's figures for /v1/status; null when it is off. */
+static json_t *archive_status_json(api_server *srv)
+{
+    if (srv->deps.archive == NULL) return json_null();
+    store_archive_stats a;
+    store_archive_stats_get(srv->deps.archive, &a);
+    return json_pack("{s:I,s:I,s:I,s:I,s:f,s:I,s:I,s:I,s:I}", "entries", (json_int_t)a.entries,
+                     "bytes", (json_int_t)a.bytes, "raw_bytes", (json_int_t)a.raw_bytes,
+                     "max_bytes", (json_int_t)a.max_bytes, "max_age_seconds", a.max_age_s,
+                     "archived", (json_int_t)a.archived, "evictions", (json_int_t)a.evictions,
+                     "failures", (json_int_t)a.failures, "queued", (json_int_t)a.queued);
+}
+
 void route_metrics(api_req *rq, api_resp *rs)
 {
     api_cache_metrics(rq->srv);
@@ -324,6 +337,7 @@ void route_status(api_req *rq, api_resp *rs)
                         ready ? json_null() : json_stringn(reason.data, reason.len));
     strbuf_free(&reason);
     json_object_set_new(st, "store", store_status_json(srv));
+    json_object_set_new(st, "archive", archive_status_json(srv));
     const char *state = json_string_value(json_object_get(st, "state"));
     json_object_set_new(st, "draining", json_boolean(state && !strcmp(state, "draining")));
     if (json_object_get(st, "version") == NULL)

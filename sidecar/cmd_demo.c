@@ -235,6 +235,7 @@ int cmd_demo(int argc, char **argv)
     cfg.log_level = dc.log_level;
     cfg.drain_timeout = 10;
     cfg.insecure_open_admin = 1; /* a local playground: no tokens to copy around */
+    cfg.archive_max_mb = 256;    /* keeps the sessions, for the page's backtests */
     if (config_validate(&cfg, &err) != 0) {
         fprintf(stderr, "failproofai-sidecar: demo: %s\n", err.msg);
         emulator_stop(emu);

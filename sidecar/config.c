@@ -58,6 +58,16 @@ static const cli_opt run_opts[] = {
      "H", "keep finished history this long (default 168)", 0, 87600},
     {"--retention-runs", "FAILPROOFAI_SIDECAR_RETENTION_RUNS", CLI_INT, OFF(retention_runs), "N",
      "keep at most this many finished runs (default 200000)", 0, 100000000},
+    {"--archive-max-mb", "FAILPROOFAI_SIDECAR_ARCHIVE_MAX_MB", CLI_INT, OFF(archive_max_mb), "N",
+     "keep the transcripts evaluated in <db>.archive, at most N MiB (default 0: off)", 0, 1048576},
+    {"--archive-max-age-hours", "FAILPROOFAI_SIDECAR_ARCHIVE_MAX_AGE_HOURS", CLI_DOUBLE,
+     OFF(archive_max_age_hours), "H", "archived transcripts older than this go (default 168)", 0,
+     87600},
+    {"--backtest-sandboxes", "FAILPROOFAI_SIDECAR_BACKTEST_SANDBOXES", CLI_INT,
+     OFF(backtest_sandboxes), "N",
+     "sandbox slots a backtest of the admin API may use while no live evaluation waits"
+     " (default 1)",
+     1, 256},
 };
 
 static const cli_command run_command = {
@@ -79,6 +89,8 @@ void config_defaults(run_config *cfg)
     cfg->log_level = "info";
     cfg->retention_hours = 168;
     cfg->retention_runs = 200000;
+    cfg->archive_max_age_hours = 168;
+    cfg->backtest_sandboxes = 1;
     /* The token comes only from the environment or a file, never a flag (argv
      * is world-readable in /proc). */
     cfg->token = getenv("FAILPROOFAI_EVALUATOR_TOKEN");

@@ -33,6 +33,9 @@ typedef struct {
     long playground_queue;               /* --playground-queue */
     double retention_hours;              /* --retention-hours */
     long retention_runs;                 /* --retention-runs */
+    long archive_max_mb;                 /* --archive-max-mb (0: no archive) */
+    double archive_max_age_hours;        /* --archive-max-age-hours */
+    long backtest_sandboxes;             /* --backtest-sandboxes */
 } run_config;
 
 /* Fills `cfg` with the defaults. */

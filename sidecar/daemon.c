@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/secret.h"
 #include "sandbox/jail/sbx.h"
+#include "store/archive.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -200,6 +201,35 @@ static secret *load_token(const char *what, const char *file, const char *prefix
     return t;
 }
 
+/* The transcript archive (--archive-max-mb > 0), "<db>.archive" beside the
+ * state database. Best-effort like everything it does: a failure to open it
+ * is logged and the daemon runs without it. NULL when off. */
+static store_archive *open_archive(const run_config *cfg)
+{
+    char path[4200];
+    if (cfg->archive_max_mb <= 0) return NULL;
+    if (strcmp(cfg->db_path, ":memory:") == 0) {
+        log_warn("--archive-max-mb needs a database file (the archive lives beside it): off");
+        return NULL;
+    }
+    if (store_archive_path_for(cfg->db_path, path, sizeof path) != 0) return NULL;
+    store_archive_options ao = {.path = path,
+                                .state_db_path = cfg->db_path,
+                                .max_bytes = (int64_t)cfg->archive_max_mb << 20,
+                                .max_age_s = cfg->archive_max_age_hours * 3600};
+    store_archive *a = NULL;
+    store_err e;
+    if (store_archive_open(&ao, &a, &e) != STORE_OK) {
+        log_error("cannot open the transcript archive; running without it", LOG_S("path", path),
+                  LOG_S("error", e.msg));
+        return NULL;
+    }
+    log_info("transcript archive on", LOG_S("path", path),
+             LOG_I("max_mb", (long long)cfg->archive_max_mb),
+             LOG_D("max_age_hours", cfg->archive_max_age_hours));
+    return a;
+}
+
 int daemon_run(const run_config *cfg)
 {
     char token_path[4096] = "", token_tmpdir[4096] = "";
@@ -211,6 +241,7 @@ int daemon_run(const run_config *cfg)
     api_server *api = NULL;
     worker *w = NULL;
     store *db = NULL;
+    store_archive *archive = NULL;
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
     /* Few malloc arenas: the threads are mostly idle and each arena keeps
@@ -246,6 +277,7 @@ int daemon_run(const run_config *cfg)
         log_error("cannot open the store", LOG_S("path", cfg->db_path), LOG_S("error", se.msg));
         goto done;
     }
+    archive = open_archive(cfg);
     sbx_config sc;
     memset(&sc, 0, sizeof sc);
     sc.max_sandboxes = (int)cfg->max_sandboxes;
@@ -268,13 +300,17 @@ int daemon_run(const run_config *cfg)
         goto done;
     }
     worker_deps wd = {.cfg = {.server_url = cfg->server_url,
-                                .ca_bundle = cfg->ca_bundle,
-                                .worker_id = cfg->worker_id,
-                                .concurrency = cfg->concurrency,
-                                .max_sandboxes = cfg->max_sandboxes,
-                                .request_timeout = cfg->request_timeout,
-                                .drain_timeout = cfg->drain_timeout},
-                        .token = token, .store = db, .pool = pool, .local = local};
+                              .ca_bundle = cfg->ca_bundle,
+                              .worker_id = cfg->worker_id,
+                              .concurrency = cfg->concurrency,
+                              .max_sandboxes = cfg->max_sandboxes,
+                              .request_timeout = cfg->request_timeout,
+                              .drain_timeout = cfg->drain_timeout},
+                      .token = token,
+                      .store = db,
+                      .pool = pool,
+                      .local = local,
+                      .archive = archive};
     w = worker_new(&wd, &err);
     if (w == NULL) {
         log_error("cannot create the worker", LOG_S("error", err.msg));
@@ -303,7 +339,8 @@ int daemon_run(const run_config *cfg)
         .db = db,
         .pool = pool,
         .worker = daemon_api_worker_ops(w),
-        .local = daemon_api_local_ops(local)};
+        .local = daemon_api_local_ops(local),
+        .archive = archive};
     api = api_start(&ad, &err);
     if (api == NULL) {
         log_error("cannot start the admin API", LOG_S("listen", cfg->listen),
@@ -357,6 +394,7 @@ int daemon_run(const run_config *cfg)
 done:
     api_stop(api);
     worker_free(w);
+    store_archive_close(archive); /* after the worker: nothing submits any more */
     local_registry_free(local);
     sbx_pool_free(pool);
     store_close(db);

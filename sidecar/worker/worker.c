@@ -110,6 +110,7 @@ worker *worker_new(const worker_deps *d, fps_err *err)
     if (w == NULL) return NULL;
     w->cfg = d->cfg;
     w->store = d->store;
+    w->archive = d->archive;
     w->pool = d->pool;
     w->local = d->local;
     const char *id = d->worker_id ? d->worker_id : d->cfg.worker_id;

@@ -16,6 +16,7 @@ struct store;          /* store/store.h   */
 struct sbx_pool;       /* sandbox/jail/sbx.h   */
 struct local_registry; /* sidecar/local/local.h */
 struct secret;         /* common/secret.h */
+struct store_archive;  /* store/archive.h */
 
 /* What the worker takes of the daemon's configuration (copied at
  * worker_new; its strings are borrowed and outlive the worker). */
@@ -35,6 +36,8 @@ typedef struct {
     struct store *store;          /* borrowed; may be NULL (memory only)      */
     struct sbx_pool *pool;        /* borrowed; required                       */
     struct local_registry *local; /* borrowed; may be NULL (no local evals)   */
+    struct store_archive *archive; /* borrowed; may be NULL (archive off); each
+                                      received transcript is queued to it      */
     const char *worker_id;        /* borrowed; NULL = cfg.worker_id or
                                      <hostname>-<pid>                         */
 } worker_deps;

@@ -10,6 +10,7 @@
 #include "common/timeutil.h"
 #include "sandbox/jail/sbx.h"
 #include "sidecar/worker/recent.h"
+#include "store/archive.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +99,11 @@ void worker_process(worker *w, actx *x)
         goto done;
     }
     recent_put(w->recent, x->a.assignment_id, transcript);
+    if (w->archive != NULL && x->a.session_id != NULL) {
+        /* queued with a reference (no copy); never waits, never fails the run */
+        store_archive_meta am = {x->a.session_id, x->a.session_revision_id, x->a.assignment_id, 0};
+        (void)store_archive_submit(w->archive, &am, transcript);
+    }
     /* one image per assignment, shared by its conditions and managed runs */
     fps_err ie;
     img = sbx_image_adopt(simg, simg_len, &ie);

@@ -142,6 +142,7 @@ struct worker {
     int active_runs;
 
     struct recent_ring *recent; /* owned: transcripts for the admin playground */
+    struct store_archive *archive; /* borrowed, may be NULL: the transcript archive */
     /* idle trim (under mu): the last claim was empty; caches given back and
      * server connections closed since; when the current idle stretch began
      * (monotonic ms, 0 = not idle) */
