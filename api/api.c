@@ -58,6 +58,11 @@ static const route routes[] = {
     {"DELETE", "/v1/evaluators/{}", route_evaluator_delete, API_BODY_CAP, 0, API_AUTH_REGISTRATION},
     {"POST", "/v1/evaluators/{}/heartbeat", route_evaluator_heartbeat, API_BODY_CAP, 0,
      API_AUTH_REGISTRATION},
+    {"POST", "/v1/backtests", route_backtest_start, API_BODY_CAP, 0, API_AUTH_ADMIN},
+    {"GET", "/v1/backtests", route_backtests, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/backtests/{}", route_backtest_get, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/backtests/{}/results", route_backtest_results, 0, 0, API_AUTH_OPEN},
+    {"DELETE", "/v1/backtests/{}", route_backtest_cancel, API_BODY_CAP, 0, API_AUTH_ADMIN},
 };
 #define NROUTES (sizeof routes / sizeof routes[0])
 

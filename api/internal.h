@@ -187,6 +187,13 @@ void api_metrics_flush(api_server *srv);
  * counters failproofai_sidecar_admin_cache_{hits,misses}_total. */
 void api_cache_metrics(api_server *srv);
 
+/* backtests.c: the /v1/backtests routes over deps.backtest. */
+void route_backtest_start(api_req *rq, api_resp *rs);
+void route_backtests(api_req *rq, api_resp *rs);
+void route_backtest_get(api_req *rq, api_resp *rs);
+void route_backtest_results(api_req *rq, api_resp *rs);
+void route_backtest_cancel(api_req *rq, api_resp *rs);
+
 /* evaluate.c: runs POST /v1/evaluate synchronously (called on a job thread). */
 void route_evaluate(api_req *rq, api_resp *rs);
 
