@@ -16,7 +16,7 @@
  *        "transcript": {...}} -- or "assignment_id" instead of "transcript":
  *        a recently processed assignment's transcript kept by the worker
  *        (its bytes as received, built into an image the same way)
- * Answer: LANGUAGE.md's outcome object ({"ok", "stage", ...}, with any
+ * Answer: docs/LANGUAGE.md's outcome object ({"ok", "stage", ...}, with any
  * location the interpreter gives) plus "kind", "mode" and timings. */
 #include "api/internal.h"
 #include "common/metrics.h"

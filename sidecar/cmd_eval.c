@@ -1,4 +1,4 @@
-/* sidecar/cmd_eval: `eval` and `check` (LANGUAGE.md, last section). Every
+/* sidecar/cmd_eval: `eval` and `check` (docs/LANGUAGE.md, last section). Every
  * evaluation, and every compile check, of the given source runs in its own
  * jailed sandbox child (sandbox/jail/sbx.h). `--batch` evaluates its lines
  * concurrently, up to the sandbox slot count, and prints the outcome lines

@@ -133,7 +133,7 @@ void sbx_outcome_free(sbx_outcome *out);
  * compile outcome {"ok": false, "stage": "compile", "message": ...}. */
 void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
 
-/* The budget rule of LANGUAGE.md: <= 0 (or NaN) -> 30 s, capped at 60 s. */
+/* The budget rule of docs/LANGUAGE.md: <= 0 (or NaN) -> 30 s, capped at 60 s. */
 double sbx_clamp_timeout(double timeout_s);
 
 /* Maps an outcome to SPEC section 2 step 8: *status is "succeeded" |
@@ -152,7 +152,7 @@ double sbx_clamp_timeout(double timeout_s);
 void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char **error_code,
                         char *msg, size_t msgcap);
 
-/* The outcome as one line of LANGUAGE.md's `eval` format (no newline):
+/* The outcome as one line of docs/LANGUAGE.md's `eval` format (no newline):
  * the interpreter's object for SBX_OK, {"ok": false, "stage": "limit",
  * "error_type": "timeout"|"memory"|"output"} for the jail's bounds,
  * {"ok": false, "stage": "jail", "message": ...} for a jail failure and

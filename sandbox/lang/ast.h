@@ -25,7 +25,7 @@ char *ast_arena_strndup(ast_arena *a, const char *s, size_t n);
 
 /* ---- node kinds --------------------------------------------------------- */
 typedef enum {
-    /* allowed by LANGUAGE.md */
+    /* allowed by docs/LANGUAGE.md */
     AST_Expression,
     AST_BoolOp,
     AST_BinOp,

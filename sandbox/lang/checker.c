@@ -1,4 +1,4 @@
-/* sandbox/lang/checker: LANGUAGE.md's source checks (checker.h), mirroring the
+/* sandbox/lang/checker: docs/LANGUAGE.md's source checks (checker.h), mirroring the
  * reference SDK's source.py walk: breadth-first, first violation wins, the
  * node ceiling counted as ast.walk counts. */
 #include "sandbox/lang/checker.h"

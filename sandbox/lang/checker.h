@@ -1,4 +1,4 @@
-/* sandbox/lang/checker: the source checks of LANGUAGE.md over a parsed tree, in
+/* sandbox/lang/checker: the source checks of docs/LANGUAGE.md over a parsed tree, in
  * the reference's order: nodes visited breadth-first exactly as CPython's
  * ast.walk visits them (operator and Load/Store context nodes included), and
  * for each node in turn the node ceiling, the allowed classes, the `**`

@@ -7,7 +7,7 @@
 #include "sandbox/lang/lang.h"
 
 /* Evaluates a checked Expression tree against the session image and appends
- * the outcome JSON object (LANGUAGE.md's format, no newline) to out. The
+ * the outcome JSON object (docs/LANGUAGE.md's format, no newline) to out. The
  * tree's evaluator fields (slot, cache) are written. */
 void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *img, size_t img_len,
               const lang_limits *limits, strbuf *out);

@@ -1,5 +1,5 @@
 /* sandbox/lang/lang: entry points of the managed-evaluation language (lang.h):
- * the source checks of LANGUAGE.md in the reference's order (empty, size,
+ * the source checks of docs/LANGUAGE.md in the reference's order (empty, size,
  * parse, tree checks) and the evaluation of one source into the outcome JSON
  * line. Owns the per-call arena of the front end. */
 #include "sandbox/lang/lang.h"
@@ -143,7 +143,7 @@ static int compile_source(lang_kind kind, const char *src, size_t len, ast_arena
     return rc ? 1 : 0;
 }
 
-/* Appends the compile outcome object of LANGUAGE.md to out. */
+/* Appends the compile outcome object of docs/LANGUAGE.md to out. */
 static void compile_outcome(strbuf *out, const compile_error *ce)
 {
     strbuf_puts(out, "{\"ok\": false, \"stage\": \"compile\", \"message\": ");

@@ -1,11 +1,11 @@
-/* sandbox/lang/lang: the managed-evaluation language (../shared/LANGUAGE.md),
+/* sandbox/lang/lang: the managed-evaluation language (docs/LANGUAGE.md),
  * in-process. This is the interpreter's whole public surface; the jail child
  * (sandbox/jail/jail_child.c) and the tests call it. Never call lang_eval on
  * untrusted source in the daemon's own process: go through sbx_eval
  * (sandbox/jail/sbx.h), which runs it in a jailed child.
  *
  * Pipeline (one file per stage): lexer.c -> parser.c (AST mirroring CPython's
- * ast classes, ast.h) -> checker.c (LANGUAGE.md source checks) -> eval.c
+ * ast classes, ast.h) -> checker.c (docs/LANGUAGE.md source checks) -> eval.c
  * (tree-walking evaluator over the values of value.h). */
 #ifndef FPS_LANG_H
 #define FPS_LANG_H
@@ -38,7 +38,7 @@ enum { LANG_IMAGE_MAPPED = 1u };
  * 0, or -1 when no randomness was available. */
 int lang_hash_seed(void);
 
-/* Source checks only (LANGUAGE.md table). Returns 0 if the source is
+/* Source checks only (docs/LANGUAGE.md table). Returns 0 if the source is
  * accepted; otherwise LANG_EREJECTED with e (common/err.h) named
  * "source_rejected" and its message (without the "evaluator source
  * rejected: " prefix), e.g. "evaluator_source must be one expression". The
@@ -47,7 +47,7 @@ int lang_hash_seed(void);
 enum { LANG_EREJECTED = -1 };
 int lang_check(lang_kind kind, const char *src, size_t len, fps_err *e);
 
-/* The source checks as one outcome line of LANGUAGE.md's `check`:
+/* The source checks as one outcome line of docs/LANGUAGE.md's `check`:
  * {"ok": true} or the compile outcome, which for a syntax error also carries
  * "line" and "column" (1-based; column in code points). malloc'd, or NULL
  * when out of memory. */
@@ -56,7 +56,7 @@ char *lang_check_line(lang_kind kind, const char *src, size_t len);
 /* Checks and evaluates `src` against the session image `img` (sandbox/lang/simg.h,
  * may be NULL for no session: then `session` raises NameError) and returns
  * the outcome as one JSON object without a trailing newline, exactly in the
- * format of LANGUAGE.md's last section ({"ok": ..., "stage": ...}; a compile
+ * format of docs/LANGUAGE.md's last section ({"ok": ..., "stage": ...}; a compile
  * outcome as lang_check_line writes it).
  * `eval_key` names the primary result of an evaluator. Returns a malloc'd
  * string the caller frees, or NULL only if memory for the outcome itself

@@ -1,5 +1,5 @@
 /* sandbox/lang/value: the value runtime of the managed-evaluation language
- * (../shared/LANGUAGE.md): representation, arena, exception state, limits,
+ * (docs/LANGUAGE.md): representation, arena, exception state, limits,
  * and every operation the evaluator (eval.c) performs on values, with
  * CPython 3.11's semantics (values, str/repr text, exception type names).
  *
@@ -427,7 +427,7 @@ int v_iter_collect(vctx *c, val *v, val ***items, size_t *n);
 /* Subscript: obj[key] where key may be a VT_SLICE. */
 val *v_getitem(vctx *c, val *obj, val *key);
 
-/* Attributes. Data attributes (LANGUAGE.md list) are looked up by name;
+/* Attributes. Data attributes (docs/LANGUAGE.md list) are looked up by name;
  * AttributeError "'int' object has no attribute 'x'" as CPython. */
 val *v_getattr(vctx *c, val *obj, const char *name);
 

@@ -3,8 +3,8 @@
  * redirects, localhost pinned to 127.0.0.1, every request signed with the
  * registration's own secret, bounded concurrency, each dispatch slot with its pooled handle) and
  * the conversion of the EvalResult answer into wire result items exactly as the reference
- * EvalResult.result_items (LANGUAGE.md "Result types"). Error messages are bounded and never quote
- * the evaluator's answer. */
+ * EvalResult.result_items (docs/LANGUAGE.md "Result types"). Error messages are bounded and never
+ * quote the evaluator's answer. */
 #include "sidecar/local/local_internal.h"
 #include "common/log.h"
 #include "common/pyfloat.h"

@@ -8,7 +8,7 @@ comparisons, builtins, result constructors), evaluates each with CPython
 through oracle.py and with `failproofai-sidecar eval --batch`, and reports
 every disagreement. Only deterministic expressions are kept: each case is
 evaluated by the oracle under two PYTHONHASHSEEDs and dropped if they differ
-(set-of-strings order, LANGUAGE.md's one allowed difference).
+(set-of-strings order, docs/LANGUAGE.md's one allowed difference).
 
   fuzz.py --seed 1 --count 5000 --bin build/failproofai-sidecar
   fuzz.py --long            # 200,000 cases in chunks, a new seed per chunk

@@ -9,7 +9,7 @@ Writes, next to this file:
 Deterministic: the case list is built without any hash-order dependence, and
 every case is evaluated by the oracle in three processes with different
 PYTHONHASHSEEDs; a case whose outcome differs between them (set-of-strings
-iteration order, the one allowed difference of LANGUAGE.md) is dropped.
+iteration order, the one allowed difference of docs/LANGUAGE.md) is dropped.
 
 Run: /usr/bin/python3 tests/conformance/gen_corpus.py
 """

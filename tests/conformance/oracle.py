@@ -1,11 +1,11 @@
 """Conformance oracle: a CPython model of the managed-evaluation language.
 
 Owns the expected side of the conformance corpus and the differential fuzzer
-(LANGUAGE.md). CPython 3.11 evaluates the expression; this module supplies
+(docs/LANGUAGE.md). CPython 3.11 evaluates the expression; this module supplies
 what the reference worker (FailproofAI/failproofai sdk/python/.../evaluator)
 puts around it:
 
-  * the source checks (the rule table of LANGUAGE.md, nodes counted with
+  * the source checks (the rule table of docs/LANGUAGE.md, nodes counted with
     ast.walk, same messages in the same order as the reference's _compile);
   * the `session` object and its events (frozen dataclasses shaped like the
     reference's SessionTranscript / TranscriptEvent, so reprs, equality and
@@ -16,7 +16,7 @@ puts around it:
     bound as a *local* of the eval (exactly as the reference does it, so a
     comprehension body other than its first iterable cannot see `session`);
   * outcome(kind, source, eval_key, transcript) -> the outcome dict of
-    LANGUAGE.md's last section.
+    docs/LANGUAGE.md's last section.
 
 Written independently of the reference (standard library only).
 """
@@ -375,14 +375,14 @@ def evaluate(tree: ast.Expression, session: Any, kind: str) -> Any:
 
 
 # The reference also rejects a condition/evaluator value whose repr looks like
-# a heap address (defence in depth, `_forbid_object_reprs`). LANGUAGE.md does
+# a heap address (defence in depth, `_forbid_object_reprs`). docs/LANGUAGE.md does
 # not specify that outcome, so the generators drop every case that hits it.
 OBJECT_REPR = re.compile(r" at 0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
 UNSAFE_OUTCOME = {"ok": False, "stage": "runtime", "error_type": "UnsafeEvaluatorSource"}
 
 
 def outcome(kind: str, source: str, eval_key: str | None, transcript: Any) -> dict:
-    """The outcome dict of LANGUAGE.md for one input line. `transcript` is a
+    """The outcome dict of docs/LANGUAGE.md for one input line. `transcript` is a
     SessionTranscript (or a loaded transcript dict, converted here)."""
     session = transcript
     if isinstance(transcript, Mapping):

@@ -1,5 +1,5 @@
 """The binary's command line: version, help, unknown commands and flags, and
-`eval`/`check` as a CI step: exit codes (LANGUAGE.md), the optional
+`eval`/`check` as a CI step: exit codes (docs/LANGUAGE.md), the optional
 transcript, compile-error positions and the shipped example."""
 import ast
 import json
@@ -90,7 +90,7 @@ class CliTest(unittest.TestCase):
 
 
 class EvalExitCodeTest(unittest.TestCase):
-    """Exit codes exactly as LANGUAGE.md says: single source 0 ok / 1 not ok,
+    """Exit codes exactly as docs/LANGUAGE.md says: single source 0 ok / 1 not ok,
     --batch 0 unless --strict, 2 on usage errors."""
 
     @classmethod

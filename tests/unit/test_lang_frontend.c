@@ -1,5 +1,5 @@
 /* Unit tests for the language front end: lexer, parser (AST shapes as
- * CPython's ast.parse builds them), checker (every LANGUAGE.md message, node
+ * CPython's ast.parse builds them), checker (every docs/LANGUAGE.md message, node
  * counting as ast.walk, precedence) and adversarial sources; plus the
  * evaluator's own rules (scopes, evaluation order, outcome lines). Values
  * are covered by test_lang_values and the conformance corpus. */
