@@ -1,4 +1,4 @@
-/* sidecar/sched: the one scheduler loop of the sidecar's timer threads (the
+/* sidecar/worker/sched: the scheduler loop of the worker's two timer threads (the
  * heartbeat thread, the outbox thread). Under its owner's lock it picks an
  * item that is due, serves it without the lock, and otherwise sleeps on the
  * owner's condition variable until the earliest due time or a signal: no
