@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "--self-test" else
                        os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 # layer -> the layers it may include (besides itself)
@@ -84,5 +84,38 @@ def main():
     return 1 if bad or checked == 0 else 0
 
 
+def self_test():
+    """Proves the check catches what it must: a tree whose only upward include
+    (sidecar/cloud including the worker) fails, the same tree without it passes."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="fps-layering-") as tmp:
+        def write(rel, text):
+            path = os.path.join(tmp, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        write("common/err.h", "#pragma once\n")
+        write("sidecar/worker/worker.h", '#include "sidecar/cloud/cloud.h"\n')
+        write("sidecar/cloud/cloud.c", '#include "common/err.h"\n#include "sidecar/http/curl_pool.h"\n')
+        write("sidecar/http/curl_pool.h", "#pragma once\n")
+
+        def run():
+            return subprocess.run([sys.executable, os.path.abspath(__file__), tmp],
+                                  capture_output=True, text=True)
+        good = run()
+        if good.returncode != 0:
+            print("self-test: a tree with no upward include failed:\n" + good.stdout)
+            return 1
+        write("sidecar/cloud/cloud_claim.c", '#include "sidecar/worker/worker.h"\n')
+        bad = run()
+        if bad.returncode != 1 or "sidecar/cloud/cloud_claim.c:1: sidecar/cloud includes" not in bad.stdout:
+            print(f"self-test: an injected upward include was not caught (exit {bad.returncode}):\n"
+                  + bad.stdout)
+            return 1
+    print("layering self-test: the injected upward include was caught, the clean tree passed")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(self_test() if sys.argv[1:2] == ["--self-test"] else main())
