@@ -159,6 +159,39 @@ void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char 
  * {"ok": false, "stage": "cancelled"} when cancelled. malloc'd. */
 char *sbx_outcome_line(const sbx_outcome *out);
 
+/* ---- batches: the managed evaluations of one session ---- */
+
+/* A session serves the evaluations of one transcript (one assignment, one
+ * backtested session, the lines of `eval --batch` on one transcript) one
+ * after another. Each evaluation gets exactly the outcome, budgets (steps,
+ * memory, its own wall clock, enforced by the parent) and fresh state it
+ * would get from sbx_eval alone: no value, interned string, cache or
+ * string-hash key of one is visible to the next. A limit or a crash in one
+ * evaluation is that evaluation's outcome; the ones after it are served
+ * by a fresh child. Two sessions never share a child, and a child never
+ * holds the image of another session.
+ *
+ * `image` is borrowed (may be NULL: no session data) and must outlive the
+ * session; a request's own `image` field is ignored (the session's is
+ * used). Not thread-safe: one thread drives a session. sbx_session_open
+ * returns NULL only when out of memory; a child is taken at the first
+ * evaluation, and a failure to get one is that evaluation's
+ * SBX_JAIL_FAILURE outcome.
+ *
+ * So far (sbx_session.c) each evaluation of a session is still served by a
+ * fresh child of its own, as sbx_eval does: the guarantees above hold, and
+ * callers can move to this interface before its children are shared. */
+typedef struct sbx_session sbx_session;
+sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image);
+/* One evaluation of the session (sbx_eval's contract: always fills `out`). */
+void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out);
+/* Ends the session (its child, if any, is killed and reaped). NULL: no-op. */
+void sbx_session_close(sbx_session *s);
+/* The n requests on one image, in order, as one session: outs[i] is what
+ * sbx_eval(reqs[i]) gives alone. The caller frees each outs[i]. */
+void sbx_eval_batch(sbx_pool *pool, sbx_image *image, const sbx_request *reqs, size_t n,
+                    sbx_outcome *outs);
+
 /* Counters since pool creation (tests, metrics). */
 typedef struct {
     unsigned long spawned; /* children created (pre-started or on demand)  */

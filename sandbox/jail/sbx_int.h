@@ -8,6 +8,7 @@
  *   sbx_pool.c     the pool: probe, create, free, stats
  *   sbx_eval.c     one evaluation: slot, child, deadline, outcome
  *   sbx_outcome.c  outcome mapping and printing
+ *   sbx_session.c  sessions and batches: the evaluations of one transcript
  *
  * Threading: any number of threads call sbx_eval; pool state is guarded by
  * pool->mu, the zygote's control socket by pool->zyg_mu. A refill thread

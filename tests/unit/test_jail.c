@@ -715,6 +715,66 @@ static int count_dir(const char *path)
 
 /* Children come from the zygote, which is itself jailed as far as forking
  * allows, and the pool survives losing it. */
+/* A batch (sbx_eval_batch) on one image: a memory bomb (2nd of 5) or a CPU
+ * bomb (3rd of 5) ends with its limit, and every other evaluation has the
+ * outcome it has alone. */
+static void test_batch_contains_bombs(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, 1, NULL);
+    json_t *t =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:[{s:s, s:s, s:s, s:{s:s}}]}",
+                  "schema_version", "2", "assignment_id", "a-b", "session_id", "s-b",
+                  "session_revision_id", "r-b", "agent_id", "agent", "environment", "test",
+                  "started_at", "2026-08-28T12:00:00.000000Z", "ended_at",
+                  "2026-08-28T12:00:01.000000Z", "event_count", 1, "events", "id", "e1", "ts",
+                  "2026-08-28T12:00:00.000000Z", "event_type", "tool_use", "payload", "k", "v");
+    fps_err err;
+    sbx_image *img = sbx_image_new(t, "a-b", &err);
+    json_decref(t);
+    assert_non_null(img);
+    const char *plain[] = {"len(session.events)", "{str(i): i for i in range(1000)}['7']",
+                           "session.events[0].payload['k'] * 3", "sorted([3, 1, 2])",
+                           "'x'.join(['a', 'b'])"};
+    const char *bomb[] = {"[0] * (2 ** 40)", "len([0 for i in range(10 ** 12) if i < 0])"};
+    const char *limit[] = {"memory", "timeout"};
+    for (int b = 0; b < 2; b++) {
+        int at = b == 0 ? 1 : 2;
+        sbx_request reqs[5];
+        sbx_outcome outs[5];
+        memset(reqs, 0, sizeof reqs);
+        for (int i = 0; i < 5; i++) {
+            reqs[i].kind = LANG_RAW;
+            reqs[i].source = i == at ? bomb[b] : plain[i];
+            reqs[i].source_len = strlen(reqs[i].source);
+            reqs[i].timeout_s = i == at ? 1 : 10;
+        }
+        sbx_eval_batch(p, img, reqs, 5, outs);
+        for (int i = 0; i < 5; i++) {
+            char *line = sbx_outcome_line(&outs[i]);
+            assert_non_null(line);
+            if (i == at) {
+                assert_non_null(strstr(line, "\"stage\": \"limit\""));
+                assert_non_null(strstr(line, limit[b]));
+            } else {
+                sbx_outcome alone;
+                sbx_request r = reqs[i];
+                r.image = img;
+                sbx_eval(p, &r, &alone);
+                char *want = sbx_outcome_line(&alone);
+                assert_int_equal(outs[i].status, SBX_OK);
+                assert_string_equal(line, want);
+                free(want);
+                sbx_outcome_free(&alone);
+            }
+            free(line);
+            sbx_outcome_free(&outs[i]);
+        }
+    }
+    sbx_image_release(img);
+    sbx_pool_free(p);
+}
+
 static void test_zygote(void **state)
 {
     (void)state;
@@ -918,6 +978,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cancel_while_waiting_for_a_slot),
         cmocka_unit_test(test_fallback_child_image),
         cmocka_unit_test(test_zygote),
+        cmocka_unit_test(test_batch_contains_bombs),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
