@@ -136,21 +136,27 @@ void sbx_check(sbx_pool *pool, const sbx_request *req, sbx_outcome *out);
 /* The budget rule of docs/LANGUAGE.md: <= 0 (or NaN) -> 30 s, capped at 60 s. */
 double sbx_clamp_timeout(double timeout_s);
 
-/* Maps an outcome to SPEC section 2 step 8: *status is "succeeded" |
- * "failed" | "timed_out" | "cancelled"; *error_code NULL (succeeded) or
- * "eval_error" | "eval_timeout" | "cancelled" | "sandbox_error"; msg gets
- * the error message ("" when succeeded):
- *   compile  -> failed/eval_error/"evaluator source rejected: <reason>"
- *   runtime  -> failed/eval_error/"evaluation raised <Type>"
- *   limit, SBX_TIMEOUT -> timed_out/eval_timeout/
- *               "evaluation exceeded its configured timeout"
- *   SBX_OUTPUT -> failed/eval_error/"evaluation output exceeded 1 MiB"
- *   SBX_JAIL_FAILURE -> failed/sandbox_error/"evaluation sandbox failed: ..."
- *   SBX_CANCELLED -> cancelled/cancelled/"evaluation was cancelled"
- * For a succeeded evaluator outcome the caller reads out->json's "results"
- * and "summary" itself. */
-void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char **error_code,
-                        char *msg, size_t msgcap);
+/* How an evaluation ended, in the jail's own terms (mapping them to run
+ * statuses is sidecar/evaluation/'s business, never the jail's):
+ *   SBX_END_OK        the interpreter's outcome has "ok": true
+ *   SBX_END_COMPILE   the source was rejected; *detail: the reason
+ *   SBX_END_RUNTIME   the evaluation raised; *detail: the exception's type
+ *   SBX_END_LIMIT     a bound ended it; *detail: which one ("timeout",
+ *                     "memory", "steps", "output", "slot", "budget"),
+ *                     the interpreter's own limit outcome or the jail's
+ *   SBX_END_CANCELLED *cancel was set
+ *   SBX_END_CRASH     the child failed or died (*detail: what happened),
+ *                     or answered an object of unknown stage (*detail "")
+ * *detail (may be NULL) is borrowed from `out`; never NULL itself. */
+typedef enum {
+    SBX_END_OK,
+    SBX_END_COMPILE,
+    SBX_END_RUNTIME,
+    SBX_END_LIMIT,
+    SBX_END_CANCELLED,
+    SBX_END_CRASH,
+} sbx_end;
+sbx_end sbx_outcome_end(const sbx_outcome *out, const char **detail);
 
 /* The outcome as one line of docs/LANGUAGE.md's `eval` format (no newline):
  * the interpreter's object for SBX_OK, {"ok": false, "stage": "limit",

@@ -7,7 +7,7 @@
  *   sbx_io.c       the request hand-off and the bounded outcome read-back
  *   sbx_pool.c     the pool: probe, create, free, stats
  *   sbx_eval.c     one evaluation: slot, child, deadline, outcome
- *   sbx_outcome.c  outcome mapping and printing
+ *   sbx_outcome.c  how an outcome ended (sbx_end) and its one-line form
  *   sbx_session.c  sessions and batches: the evaluations of one transcript
  *
  * Threading: any number of threads call sbx_eval; pool state is guarded by

@@ -1,5 +1,5 @@
-/* sandbox/jail/sbx_outcome: outcomes: mapping to run statuses and the one-line JSON form. Shared
- * structures and threading: sbx_int.h. */
+/* sandbox/jail/sbx_outcome: outcomes: how an evaluation ended (sbx_end) and the one-line JSON form.
+ * Shared structures and threading: sbx_int.h. */
 #include "sandbox/jail/sbx_int.h"
 
 #include "common/log.h"
@@ -7,58 +7,51 @@
 #include <string.h>
 #include <stdio.h>
 
-/* ---- mapping ---- */
+/* ---- how it ended ---- */
 
-void sbx_outcome_to_run(const sbx_outcome *out, const char **status, const char **error_code,
-                        char *msg, size_t msgcap)
+static const char *str_or(const json_t *o, const char *key, const char *dflt)
 {
-    static const char timeout_msg[] = "evaluation exceeded its configured timeout";
-    *status = "failed";
-    *error_code = "eval_error";
-    if (msgcap) msg[0] = '\0';
+    const char *v = json_string_value(json_object_get(o, key));
+    return v != NULL ? v : dflt;
+}
+
+sbx_end sbx_outcome_end(const sbx_outcome *out, const char **detail)
+{
+    const char *d = "";
+    sbx_end end = SBX_END_CRASH;
     switch (out->status) {
     case SBX_OK: {
-        json_t *o = out->json;
+        const json_t *o = out->json;
+        const char *stage = str_or(o, "stage", "");
         if (json_is_true(json_object_get(o, "ok"))) {
-            *status = "succeeded";
-            *error_code = NULL;
-            return;
+            end = SBX_END_OK;
+        } else if (!strcmp(stage, "compile")) {
+            end = SBX_END_COMPILE;
+            d = str_or(o, "message", "");
+        } else if (!strcmp(stage, "runtime")) {
+            end = SBX_END_RUNTIME;
+            d = str_or(o, "error_type", "");
+        } else if (!strcmp(stage, "limit")) {
+            end = SBX_END_LIMIT;
+            d = str_or(o, "error_type", "timeout");
         }
-        const char *stage = json_string_value(json_object_get(o, "stage"));
-        if (stage != NULL && !strcmp(stage, "compile")) {
-            const char *m = json_string_value(json_object_get(o, "message"));
-            snprintf(msg, msgcap, "evaluator source rejected: %s", m && *m ? m : "invalid source");
-        } else if (stage != NULL && !strcmp(stage, "runtime")) {
-            const char *t = json_string_value(json_object_get(o, "error_type"));
-            snprintf(msg, msgcap, "evaluation raised %s", t ? t : "Exception");
-        } else if (stage != NULL && !strcmp(stage, "limit")) {
-            *status = "timed_out";
-            *error_code = "eval_timeout";
-            snprintf(msg, msgcap, "%s", timeout_msg);
-        } else {
-            snprintf(msg, msgcap, "evaluation sandbox returned an unknown outcome");
-            *error_code = "sandbox_error";
-        }
-        return;
+        break;
     }
     case SBX_TIMEOUT:
-        *status = "timed_out";
-        *error_code = "eval_timeout";
-        snprintf(msg, msgcap, "%s", timeout_msg);
-        return;
     case SBX_OUTPUT:
-        snprintf(msg, msgcap, "evaluation output exceeded 1 MiB");
-        return;
+        end = SBX_END_LIMIT;
+        d = out->limit[0] ? out->limit : out->status == SBX_OUTPUT ? "output" : "timeout";
+        break;
     case SBX_CANCELLED:
-        *status = "cancelled";
-        *error_code = "cancelled";
-        snprintf(msg, msgcap, "evaluation was cancelled");
-        return;
+        end = SBX_END_CANCELLED;
+        break;
     case SBX_JAIL_FAILURE:
-        *error_code = "sandbox_error";
-        snprintf(msg, msgcap, "evaluation sandbox failed: %s", out->detail);
-        return;
+        end = SBX_END_CRASH;
+        d = out->detail[0] ? out->detail : "the sandbox child failed";
+        break;
     }
+    if (detail != NULL) *detail = d;
+    return end;
 }
 
 char *sbx_outcome_line(const sbx_outcome *out)

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "sandbox/jail/sbx.h"
+#include "sidecar/evaluation/evaluation.h"
 #include "sidecar/local/local.h"
 #include "sidecar/worker/outbox.h"
 
@@ -30,17 +31,16 @@ static void bound_utf8(char *s, size_t max)
     s[n] = '\0';
 }
 
-/* SPEC §2 step 8's terminal run statuses. */
-typedef enum { RUN_SUCCEEDED, RUN_FAILED, RUN_TIMED_OUT, RUN_CANCELLED } run_status;
+/* SPEC §2 step 8's terminal run statuses (sidecar/evaluation/). */
+typedef eval_run_status run_status;
+#define RUN_SUCCEEDED EVAL_RUN_SUCCEEDED
+#define RUN_FAILED EVAL_RUN_FAILED
+#define RUN_TIMED_OUT EVAL_RUN_TIMED_OUT
+#define RUN_CANCELLED EVAL_RUN_CANCELLED
+#define run_status_name evaluation_status_name
 
-static const char *run_status_name(run_status s)
-{
-    static const char *const names[] = {"succeeded", "failed", "timed_out", "cancelled"};
-    return names[s];
-}
-
-/* The jail's (sbx_outcome_to_run) and the local registry's status words,
- * read once where they come in; anything else is a failure. */
+/* The local registry's status words, read once where they come in;
+ * anything else is a failure. */
 static run_status run_status_parse(const char *s)
 {
     if (s == NULL) return RUN_FAILED;
@@ -128,10 +128,9 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
             o->summary = json_is_string(sm) ? json_incref(sm) : json_null();
         }
     } else {
-        const char *status, *code;
+        const char *code;
         char msg[512];
-        sbx_outcome_to_run(&out, &status, &code, msg, sizeof msg);
-        run_status rs = run_status_parse(status);
+        run_status rs = evaluation_map_outcome(&out, &code, msg, sizeof msg);
         if (rs == RUN_CANCELLED)
             o->status = rs;
         else

@@ -146,60 +146,49 @@ static void test_layers_and_mapping_helpers(void **state)
     assert_true(sbx_clamp_timeout(1e9) == 60.0);
     assert_true(sbx_clamp_timeout(5) == 5.0);
 
-    const char *st, *code;
-    char msg[256];
+    const char *d;
     sbx_outcome o;
     memset(&o, 0, sizeof o);
     o.status = SBX_OK;
-    o.json =
-        json_loads("{\"ok\": false, \"stage\": \"compile\", \"message\": \"evaluator_source must "
-                   "be one expression\"}",
-                   0, NULL);
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "failed");
-    assert_string_equal(code, "eval_error");
-    assert_string_equal(msg, "evaluator source rejected: evaluator_source must be one expression");
+    o.json = json_loads("{\"ok\": false, \"stage\": \"compile\", \"message\": \"bad\"}", 0, NULL);
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_COMPILE);
+    assert_string_equal(d, "bad");
     json_decref(o.json);
     o.json = json_loads(
         "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": \"ZeroDivisionError\"}", 0, NULL);
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "failed");
-    assert_string_equal(msg, "evaluation raised ZeroDivisionError");
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_RUNTIME);
+    assert_string_equal(d, "ZeroDivisionError");
     json_decref(o.json);
     o.json =
         json_loads("{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"steps\"}", 0, NULL);
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "timed_out");
-    assert_string_equal(code, "eval_timeout");
-    assert_string_equal(msg, "evaluation exceeded its configured timeout");
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_LIMIT);
+    assert_string_equal(d, "steps");
     json_decref(o.json);
     o.json = json_loads("{\"ok\": true, \"results\": [], \"summary\": null}", 0, NULL);
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "succeeded");
-    assert_null(code);
+    assert_int_equal(sbx_outcome_end(&o, NULL), SBX_END_OK);
+    json_decref(o.json);
+    o.json = json_loads("{\"ok\": false, \"stage\": \"elsewhere\"}", 0, NULL);
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_CRASH);
+    assert_string_equal(d, "");
     json_decref(o.json);
     o.json = NULL;
     o.status = SBX_TIMEOUT;
     snprintf(o.limit, sizeof o.limit, "memory");
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "timed_out");
-    assert_string_equal(code, "eval_timeout");
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_LIMIT);
+    assert_string_equal(d, "memory");
     char *line = sbx_outcome_line(&o);
     assert_string_equal(line, "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
     free(line);
     o.status = SBX_OUTPUT;
     snprintf(o.limit, sizeof o.limit, "output");
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "failed");
-    assert_non_null(strstr(msg, "1 MiB"));
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_LIMIT);
+    assert_string_equal(d, "output");
     o.status = SBX_JAIL_FAILURE;
     snprintf(o.detail, sizeof o.detail, "killed by seccomp");
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "failed");
-    assert_string_equal(code, "sandbox_error");
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_CRASH);
+    assert_string_equal(d, "killed by seccomp");
     o.status = SBX_CANCELLED;
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "cancelled");
+    assert_int_equal(sbx_outcome_end(&o, NULL), SBX_END_CANCELLED);
 }
 
 /* The warm-up before any fork (jail_prepare) evaluates a built-in expression: it must
@@ -536,10 +525,7 @@ static void test_forbidden_calls_kill_the_child(void **state)
                         o.status, o.line ? o.line : "");
             assert_int_equal(o.status, SBX_JAIL_FAILURE);
             assert_non_null(strstr(o.detail, "seccomp"));
-            const char *st, *code;
-            char msg[300];
-            sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-            assert_string_equal(st, "failed");
+            assert_int_equal(sbx_outcome_end(&o, NULL), SBX_END_CRASH);
             sbx_outcome_free(&o);
             sbx_pool_free(p);
         }
@@ -593,11 +579,9 @@ static void test_bounds(void **state)
     /* Memory: the address-space limit stops the allocation. */
     p = make_pool(1, -1, "alloc");
     eval_src(p, "1", 20, NULL, NULL, &o);
-    const char *st, *code;
-    char msg[300];
-    sbx_outcome_to_run(&o, &st, &code, msg, sizeof msg);
-    assert_string_equal(st, "timed_out");
-    assert_string_equal(code, "eval_timeout");
+    const char *d;
+    assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_LIMIT);
+    assert_string_equal(d, "memory");
     sbx_outcome_free(&o);
     sbx_pool_free(p);
 
