@@ -665,10 +665,8 @@ local_registry *local_registry_new(const local_config *cfg, fps_err *err)
     pthread_mutex_init(&r->mu, NULL);
     pthread_mutex_init(&r->put_mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    pthread_cond_init(&r->slot_cv, NULL);
-    r->handles =
-        curl_pool_new(r->cfg.max_dispatch, local_dispatch_handle_setup, NULL); /* one per slot */
-    if (r->handles == NULL) {
+    r->client = local_client_new(r->cfg.max_dispatch);
+    if (r->client == NULL) {
         fps_err_set(err, LOCAL_ESTART, 0, "cannot_start",
                     "local evaluators: cannot create the HTTP client's handles");
         goto fail;
@@ -750,8 +748,7 @@ fail:
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->put_mu);
     pthread_cond_destroy(&r->cv);
-    pthread_cond_destroy(&r->slot_cv);
-    curl_pool_free(r->handles);
+    local_client_free(r->client);
     free(r);
     return NULL;
 }
@@ -766,8 +763,7 @@ void local_registry_free(local_registry *r)
     pthread_mutex_destroy(&r->mu);
     pthread_mutex_destroy(&r->put_mu);
     pthread_cond_destroy(&r->cv);
-    pthread_cond_destroy(&r->slot_cv);
-    curl_pool_free(r->handles);
+    local_client_free(r->client);
     free(r);
 }
 

@@ -193,6 +193,35 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
                     local_dispatch_result *out);
 void local_dispatch_result_free(local_dispatch_result *out);
 
+/* ---- the dispatch client ------------------------------------------------- */
+/* What sends a run to an evaluator endpoint: the registry's dispatch uses
+ * one, and so does anything that dispatches to an endpoint it was given
+ * (the backtest engine's --local), so the body and its signature are built
+ * in one place. At most max_dispatch requests at once (<= 0: 16), each on
+ * a pooled handle. Thread-safe. NULL when libcurl cannot make the handles. */
+typedef struct local_client local_client;
+local_client *local_client_new(int max_dispatch);
+/* No dispatch may be running. NULL is a no-op. */
+void local_client_free(local_client *c);
+
+/* Where one run goes (everything borrowed). */
+typedef struct {
+    const char *endpoint;    /* http(s) URL; a localhost name is pinned to 127.0.0.1 */
+    const char *name;        /* the evaluator's name in messages (NULL: the endpoint) */
+    const char *result_kind; /* primary result kind the answer must carry */
+    const secret *key;       /* signs the body (LOCAL_SIGNATURE_HEADER); NULL: unsigned */
+    double timeout_s;        /* > 0, else LOCAL_DEFAULT_TIMEOUT_S; waiting for a
+                                slot counts against it */
+} local_target;
+
+/* Sends req to t (blocking; bounded by the timeout): the body
+ * {evaluation_run_id, eval_key, eval_version, timeout_seconds, transcript}
+ * with the transcript's bytes as given, the answer validated into wire
+ * result items with their primary result. Always fills *out (no metrics,
+ * no logs: the caller's); release with local_dispatch_result_free. */
+void local_client_dispatch(local_client *c, const local_target *t,
+                           const local_dispatch_request *req, local_dispatch_result *out);
+
 /* Turns an evaluator's EvalResult answer (parsed JSON, borrowed) into wire
  * result items for eval_key (owned array in *items, summary copied into
  * *summary or NULL). Returns 0, or LOCAL_EBAD_RESULT with the rule violated

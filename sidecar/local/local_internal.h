@@ -66,12 +66,9 @@ struct local_registry {
     int64_t change_due; /* monotonic ms */
     local_change_fn fn;
     void *ud;
-    char admin_host[256]; /* the admin API's listen host ("" = unknown) */
-    int admin_port;       /* its port (0 = unknown) */
-    /* dispatch slots, each with its HTTP handle */
-    pthread_cond_t slot_cv;
-    int active_dispatch;
-    curl_pool *handles;                  /* owned: cfg.max_dispatch of them */
+    char admin_host[256];                /* the admin API's listen host ("" = unknown) */
+    int admin_port;                      /* its port (0 = unknown) */
+    local_client *client;                /* owned: cfg.max_dispatch slots */
     lexpired expired[LOCAL_EXPIRED_MAX]; /* oldest first */
     size_t nexpired;
 };
@@ -80,10 +77,6 @@ struct local_registry {
  * alive/failing state); error_code "" when it succeeded. */
 void local_note_dispatch(local_registry *r, const char *name, const char *error_code,
                          const char *message);
-
-/* local_dispatch.c: the options every dispatch shares (curl_pool setup;
- * arg unused). */
-void local_dispatch_handle_setup(CURL *h, void *arg);
 
 int local_key_valid(const char *s);
 int local_has_control(const char *s, int text);
