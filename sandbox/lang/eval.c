@@ -11,6 +11,7 @@
 
 #include "sandbox/lang/value.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,16 @@ enum {
     NF_SESSION = 2, /* the `session` local of the top-level frame */
     NF_BUILTIN = 4, /* node->cache is the builtin */
 };
+/* Folding flag (ast_node.flags of a BinOp, UnaryOp, Tuple or Subscript,
+ * which use no other flag; other kinds use the bit for other things): set
+ * by resolve on a node of folded constants (foldable), cleared at
+ * evaluation once the node turns out not to fold. */
+enum { NF_FOLD = 8 };
+static inline int fold_marked(const ast_node *x)
+{
+    return (x->flags & NF_FOLD) && (x->kind == AST_BinOp || x->kind == AST_UnaryOp ||
+                                    x->kind == AST_Tuple || x->kind == AST_Subscript);
+}
 
 /* ---- resolution ------------------------------------------------------- */
 
@@ -125,9 +136,15 @@ static void resolve_comp(resolver *R, ast_node *x, scope *outer)
     free(s.slots);
 }
 
+static int foldable(const ast_node *x);
+
 static void resolve(resolver *R, ast_node *x, scope *s)
 {
     if (!x) return;
+    if ((x->kind == AST_BinOp || x->kind == AST_UnaryOp || x->kind == AST_Subscript ||
+         (x->kind == AST_Tuple && x->ctx != CTX_STORE)) &&
+        foldable(x))
+        x->flags |= NF_FOLD;
     switch (x->kind) {
     case AST_Name:
         resolve_name(x, s);
@@ -154,9 +171,62 @@ static void resolve(resolver *R, ast_node *x, scope *s)
 typedef struct {
     vctx *c;
     val **slots;
+    /* The source's constants, one object per constant key (const_share):
+     * malloc'd, each value rooted when its node cached it. */
+    val **consts;
+    size_t nconsts, consts_cap;
 } E;
 
 static val *ev(E *e, ast_node *x);
+
+/* Whether a and b have the same constant key (CPython's
+ * _PyCode_ConstantKey): the same type all the way down and equal values,
+ * 0.0 and -0.0 apart, a NaN equal to nothing. */
+static int same_const(E *e, val *a, val *b)
+{
+    vtype t = v_type(a);
+    if (t != v_type(b)) return 0;
+    switch (t) {
+    case VT_FLOAT:
+        return a->u.f == b->u.f && signbit(a->u.f) == signbit(b->u.f);
+    case VT_COMPLEX:
+        return a->u.cx.re == b->u.cx.re && a->u.cx.im == b->u.cx.im &&
+               signbit(a->u.cx.re) == signbit(b->u.cx.re) &&
+               signbit(a->u.cx.im) == signbit(b->u.cx.im);
+    case VT_TUPLE:
+        if (a->u.seq.len != b->u.seq.len) return 0;
+        for (size_t i = 0; i < a->u.seq.len; i++)
+            if (!same_const(e, a->u.seq.items[i], b->u.seq.items[i])) return 0;
+        return 1;
+    case VT_INT:
+    case VT_STR:
+    case VT_BYTES:
+        return v_eq(e->c, a, b) == 1;
+    default:
+        return a == b; /* None, bools, Ellipsis: one object each */
+    }
+}
+
+/* The one object of v's constant key in this source: CPython merges equal
+ * constants of one compilation (after folding), so '-3' is '-3' and
+ * (1, 2) is (1, 2) are True. v itself if it is the first; NULL (a memory
+ * limit) when the list cannot grow. Called once per constant node. */
+static val *const_share(E *e, val *v)
+{
+    if (v_is_tagged(v)) return v; /* equal tagged ints are one value already */
+    for (size_t i = 0; i < e->nconsts; i++)
+        if (same_const(e, e->consts[i], v)) return e->consts[i];
+    if (e->nconsts == e->consts_cap) {
+        size_t cap = e->consts_cap ? e->consts_cap * 2 : 16;
+        val **grown = realloc(e->consts, cap * sizeof *grown);
+        if (grown == NULL) return v_limit(e->c, "memory");
+        e->consts = grown;
+        e->consts_cap = cap;
+    }
+    if (v_root(e->c, v)) return NULL;
+    e->consts[e->nconsts++] = v;
+    return v;
+}
 
 static val *const_value(E *e, ast_node *x)
 {
@@ -194,7 +264,7 @@ static val *const_value(E *e, ast_node *x)
         break;
     }
     if (!v && !v_failed(e->c)) v = v_raise(e->c, "SystemError", "bad constant");
-    if (v && v_root(e->c, v)) return NULL;
+    if (v) v = const_share(e, v);
     x->cache = v;
     return v;
 }
@@ -654,6 +724,139 @@ static int fold_size_ok(const ast_node *x, const val *v)
     return 1;
 }
 
+/* The folder's limits, checked on the operands before it computes
+ * (ast_opt.c's safe_multiply, safe_power, safe_lshift, safe_mod, with
+ * MAX_INT_SIZE 128 bits, MAX_COLLECTION_SIZE 256, MAX_STR_SIZE 4096,
+ * MAX_TOTAL_ITEMS 1024): 1 when the operation would be folded. */
+#define FOLD_INT_BITS 128
+#define FOLD_COLLECTION 256
+#define FOLD_STR 4096
+#define FOLD_TOTAL_ITEMS 1024
+
+static size_t int_bits(const val *v)
+{
+    if (v_type(v) == VT_BOOL) return v->u.b ? 1 : 0;
+    mpz_ptr z = vi_big(v);
+    if (z) return mpz_sgn(z) ? mpz_sizeinbase(z, 2) : 0;
+    int64_t i = 0;
+    (void)vi_small(v, &i);
+    uint64_t u = i < 0 ? -(uint64_t)i : (uint64_t)i;
+    return u ? (size_t)(64 - __builtin_clzll(u)) : 0;
+}
+
+/* The int as a C long, or -1 when it is negative or does not fit (CPython's
+ * PyLong_AsLong fails, and the folder gives up, on those). */
+static int64_t fold_count(const val *v)
+{
+    if (v_type(v) == VT_BOOL) return v->u.b;
+    int64_t n;
+    return v_as_i64(v, &n) && n >= 0 ? n : -1;
+}
+
+static int64_t tuple_complexity(const val *t, int64_t limit)
+{
+    limit -= (int64_t)t->u.seq.len;
+    for (size_t i = 0; limit >= 0 && i < t->u.seq.len; i++)
+        if (v_type(t->u.seq.items[i]) == VT_TUPLE)
+            limit = tuple_complexity(t->u.seq.items[i], limit);
+    return limit;
+}
+
+static int fold_ok(int op, const val *l, const val *r)
+{
+    int li = v_is_intlike(l), ri = v_is_intlike(r);
+    switch (op) {
+    case OPK_Mult: {
+        if (li && ri)
+            return !int_bits(l) || !int_bits(r) || int_bits(l) + int_bits(r) <= FOLD_INT_BITS;
+        if (!li && ri) { /* safe_multiply(w, v) */
+            const val *t = l;
+            l = r;
+            r = t;
+            li = 1;
+        }
+        if (!li) return 1;
+        vtype t = v_type(r);
+        if (t == VT_TUPLE) {
+            size_t size = r->u.seq.len;
+            if (!size) return 1;
+            int64_t n = fold_count(l);
+            if (n < 0 || (size_t)n > FOLD_COLLECTION / size) return 0;
+            return !n || tuple_complexity(r, FOLD_TOTAL_ITEMS / n) >= 0;
+        }
+        if (t == VT_STR || t == VT_BYTES) {
+            size_t size = t == VT_STR ? r->u.s.clen : r->u.s.blen;
+            if (!size) return 1;
+            int64_t n = fold_count(l);
+            return n >= 0 && (size_t)n <= FOLD_STR / size;
+        }
+        return 1;
+    }
+    case OPK_Pow: {
+        if (!li || !ri || !int_bits(l)) return 1;
+        int64_t w;
+        if (v_type(r) == VT_BOOL)
+            w = r->u.b;
+        else if (!v_as_i64(r, &w))
+            return mpz_sgn(vi_big(r)) < 0; /* beyond int64: folded only when negative */
+        if (w <= 0) return 1;
+        return int_bits(l) <= FOLD_INT_BITS / (size_t)w;
+    }
+    case OPK_LShift: {
+        if (!li || !ri || !int_bits(l) || !int_bits(r)) return 1;
+        int64_t w = fold_count(r);
+        if (w < 0) return 0;
+        return w <= FOLD_INT_BITS && int_bits(l) <= FOLD_INT_BITS - (size_t)w;
+    }
+    case OPK_Mod:
+        return v_type(l) != VT_STR && v_type(l) != VT_BYTES;
+    default:
+        return 1;
+    }
+}
+
+/* Whether a child of a folding node has folded (is a constant now). */
+static int folded(const ast_node *x)
+{
+    return x->kind == AST_Constant || (fold_marked(x) && x->cache != NULL);
+}
+
+/* A node of folded constants, as CPython's AST optimizer treats it: computed
+ * once, when its operands folded and the folder's limits allow, then kept
+ * (shared with every equal constant of the source) as a constant is; a node
+ * that does not fold is evaluated as usual from then on. An operation that
+ * raises is never folded: it raises each time. */
+static val *ev_fold(E *e, ast_node *x)
+{
+    if (x->cache) return x->cache;
+    x->flags &= (uint8_t)~NF_FOLD; /* evaluated as usual, this once */
+    val *v = ev(e, x);
+    if (!v) return NULL;
+    int ok = 1;
+    switch (x->kind) {
+    case AST_BinOp:
+        ok = folded(x->a) && folded(x->b) && fold_ok(x->op, x->a->cache, x->b->cache);
+        break;
+    case AST_UnaryOp:
+        ok = folded(x->a);
+        break;
+    case AST_Subscript:
+        ok = folded(x->a) && folded(x->b);
+        break;
+    case AST_Tuple:
+        for (uint32_t i = 0; i < x->n && ok; i++)
+            ok = folded(x->items[i]);
+        break;
+    default:
+        ok = 0;
+    }
+    if (!ok) return v; /* not folded: stays unmarked */
+    v = const_share(e, v);
+    x->cache = v;
+    if (v) x->flags |= NF_FOLD;
+    return v;
+}
+
 static val *ev(E *e, ast_node *x)
 {
     if (v_step(e->c)) return NULL;
@@ -670,6 +873,7 @@ static val *ev(E *e, ast_node *x)
     case AST_Call:
         return eval_call(e, x);
     case AST_BinOp: {
+        if (x->flags & NF_FOLD) return ev_fold(e, x);
         val *l = ev(e, x->a);
         if (!l) return NULL;
         val *r = ev(e, x->b);
@@ -681,6 +885,7 @@ static val *ev(E *e, ast_node *x)
         return v_binop(e->c, binop_of(x->op), l, r);
     }
     case AST_UnaryOp: {
+        if (x->flags & NF_FOLD) return ev_fold(e, x);
         val *o = ev(e, x->a);
         if (!o) return NULL;
         if (x->op == OPK_Not) return v_bool(!v_truthy(o));
@@ -715,6 +920,7 @@ static val *ev(E *e, ast_node *x)
         return ev(e, v_truthy(t) ? x->b : x->c);
     }
     case AST_Subscript: {
+        if (x->flags & NF_FOLD) return ev_fold(e, x);
         val *o = ev(e, x->a);
         if (!o) return NULL;
         val *k = ev(e, x->b);
@@ -730,6 +936,7 @@ static val *ev(E *e, ast_node *x)
     }
     case AST_List:
     case AST_Tuple: {
+        if (x->flags & NF_FOLD) return ev_fold(e, x);
         val **items = x->n ? v_alloc(e->c, x->n * sizeof *items) : NULL;
         if (x->n && !items) return NULL;
         for (uint32_t i = 0; i < x->n; i++) {
@@ -816,6 +1023,7 @@ void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *
     E e = {.c = c};
     e.slots = R.nslots ? v_alloc(c, (size_t)R.nslots * sizeof(val *)) : NULL;
     val *v = (R.nslots && !e.slots) ? NULL : ev(&e, root);
+    free(e.consts);
     size_t start = out->len;
     if (v) {
         strbuf_puts(out, "{\"ok\": true, ");

@@ -185,6 +185,33 @@ def comparisons():
 
 
 # ------------------------------------------------------------------ truthiness / boolean operators
+def identity():
+    # `is` between constants: CPython folds constant operations within the
+    # folder's limits (ints of 128 bits, strings of 4096 characters, tuples of
+    # 256 items), then one compilation shares each constant among its equal
+    # (same type, same value, 0.0 apart from -0.0) occurrences
+    R("'-3' is '-3'", "'abc' is 'abc'", "'ab' is 'a' + 'b'", "'' is ''", "b'x' is b'x'",
+      "(1, 2) is (1, 2)", "() is ()", "(1, (2, 3.0)) is (1, (2, 3.0))", "(1, 2) is (1, 2.0)",
+      "(0.0,) is (-0.0,)", "(1, [2]) is (1, [2])", "[1] is [1]", "{} is {}",
+      "10 ** 20 is 10 ** 20", "-2 ** 63 is -2 ** 63", "2 ** 64 is 2 ** 64", "2 ** 63 is 2 ** 63",
+      "-(2 ** 63) is -(2 ** 63)", "10 ** 20 is 100000000000000000000", "(10 ** 20,) is (10 ** 20,)",
+      "1.5 is 1.5", "0.0 is -0.0", "-0.0 is -0.0", "0.5 + 1 is 1.5", "1j is 1j", "2 + 1j is 2 + 1j",
+      "1 is True", "1 is 1.0", "True is True", "None is None", "not 1 is False",
+      "'a' * 4096 is 'a' * 4096", "'a' * 4097 is 'a' * 4097", "'ab' * 2048 is 'ab' * 2048",
+      "'ab' * 2049 is 'ab' * 2049", "b'a' * 4097 is b'a' * 4097", "(1,) * 256 is (1,) * 256",
+      "(1,) * 257 is (1,) * 257", "(1, 2) * 128 is (1, 2) * 128", "(1, 2) * 129 is (1, 2) * 129",
+      "((1,) * 4,) * 64 is ((1,) * 4,) * 64", "(((1,) * 4,) * 4,) * 64 is (((1,) * 4,) * 4,) * 64",
+      "2 ** 62 * 2 ** 62 is 2 ** 62 * 2 ** 62", "2 ** 64 * 2 ** 64 is 2 ** 64 * 2 ** 64",
+      "(2 ** 63) * (2 ** 63) * 2 is (2 ** 63) * (2 ** 63) * 2",
+      "7 ** 45 is 7 ** 45", "7 ** 46 is 7 ** 46", "3 ** 64 is 3 ** 64", "(-5) ** 40 is (-5) ** 40",
+      "'%s' % 'a' is '%s' % 'a'", "10 ** 20 % 7 is 10 ** 20 % 7", "(1, 2)[0] is (1, 2)[0]",
+      "'abc'[1] is 'abc'[1]", "(10 ** 20, 1)[0] is 10 ** 20", "'abc'[1:] is 'abc'[1:]",
+      "[x is (1, 2) for x in [(1, 2)]]", "[10 ** 20 is 10 ** 20 for i in range(3)]",
+      "[(i, 1.5) is (i, 1.5) for i in range(2)]", "[1.5 is x for x in [1.5]]",
+      "(lambda: 1) is (lambda: 1)", "len('-3') is len('-3')", "str(10 ** 20) is str(10 ** 20)",
+      "2 ** 100 is 2 ** 100")
+
+
 def booleans():
     vals = ["0", "1", "-1", "0.0", "-0.0", "0.1", "''", "' '", "'0'", "[]", "[0]", "()", "(0,)",
             "{}", "{0: 0}", "set()", "{0}", "None", "True", "False", "range(0)", "range(1)", "b''",
@@ -965,7 +992,7 @@ def write_outputs(root):
 
 
 def main():
-    for section in (literals, operators, comparisons, booleans, indexing, comprehensions, formatting,
+    for section in (literals, operators, comparisons, identity, booleans, indexing, comprehensions, formatting,
                     builtins_cases, methods, source_checks, results, session_cases, evaluation_order):
         section()
     kept, dropped = write_outputs(HERE)
