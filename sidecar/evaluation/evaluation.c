@@ -1,4 +1,5 @@
-/* sidecar/evaluation: the jail's outcomes as run statuses (evaluation.h). */
+/* sidecar/evaluation: the jail's outcomes as run statuses, condition
+ * outcomes as selections, result validation (evaluation.h). */
 #include "sidecar/evaluation/evaluation.h"
 
 #include <stdio.h>
@@ -47,4 +48,34 @@ eval_run_status evaluation_map_outcome(const sbx_outcome *out, const char **erro
     else
         snprintf(msg, msgcap, "evaluation sandbox returned an unknown outcome");
     return EVAL_RUN_FAILED;
+}
+
+static const char *jstr(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+const char *evaluation_condition_reason(const sbx_outcome *out, char *rbuf, size_t rbufcap)
+{
+    const char *d;
+    sbx_end end = sbx_outcome_end(out, &d);
+    if (end == SBX_END_LIMIT && (!strcmp(d, "slot") || !strcmp(d, "budget")))
+        return "lease_exhausted";
+    if (end != SBX_END_OK) return "condition_error";
+    if (json_is_true(json_object_get(out->json, "applicable"))) return NULL;
+    const char *rc = jstr(out->json, "reason_code");
+    snprintf(rbuf, rbufcap, "%s", rc && *rc ? rc : "condition_false");
+    return rbuf;
+}
+
+int evaluation_results_valid(const json_t *results, const char *eval_key, const char *result_kind)
+{
+    if (!json_is_array(results) || json_array_size(results) > EVALUATION_MAX_RESULTS) return 0;
+    if (eval_key == NULL || result_kind == NULL) return 0;
+    for (size_t i = 0; i < json_array_size(results); i++) {
+        const json_t *it = json_array_get(results, i);
+        const char *k = jstr(it, "result_key"), *rk = jstr(it, "result_kind");
+        if (k && rk && !strcmp(k, eval_key) && !strcmp(rk, result_kind)) return 1;
+    }
+    return 0;
 }

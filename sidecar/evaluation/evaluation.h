@@ -2,11 +2,14 @@
  * both evaluate alike. Owns the mapping from the jail's outcomes (sbx_end,
  * sandbox/jail/sbx.h) to the protocol's run statuses and error codes (SPEC
  * section 2 step 8). The jail never speaks in run statuses; this is the one
- * place that turns its terms into them. Pure functions, any thread. */
+ * place that turns its terms into them. Also the rules both apply to a
+ * condition's outcome and to an evaluator's result. Pure functions, any
+ * thread. */
 #ifndef FPS_EVALUATION_H
 #define FPS_EVALUATION_H
 #include "sandbox/jail/sbx.h"
 
+#include <jansson.h>
 #include <stddef.h>
 
 /* SPEC section 2 step 8's terminal run statuses. */
@@ -36,5 +39,21 @@ const char *evaluation_status_name(eval_run_status s);
  * and "summary" itself. */
 eval_run_status evaluation_map_outcome(const sbx_outcome *out, const char **error_code, char *msg,
                                        size_t msgcap);
+
+/* A managed condition's outcome (SPEC section 2 step 4): NULL when the
+ * definition is selected, else its skip reason: "lease_exhausted" (no slot
+ * within the lease, or cut by it), "condition_error" (its own timeout, an
+ * error, a rejected source, a crash), "condition_false", or the reason code
+ * of ConditionResult(False, code), copied into rbuf (rbufcap bytes). A
+ * cancelled outcome is the caller's to handle first. */
+const char *evaluation_condition_reason(const sbx_outcome *out, char *rbuf, size_t rbufcap);
+
+/* Result validation: 1 if `results` (an array of result items) is at most
+ * 25 items and holds the definition's primary result (result_key ==
+ * eval_key, result_kind == result_kind), else 0. */
+#define EVALUATION_MAX_RESULTS 25
+int evaluation_results_valid(const json_t *results, const char *eval_key, const char *result_kind);
+/* The message of a run whose results fail evaluation_results_valid. */
+#define EVALUATION_NO_PRIMARY "evaluation result does not contain its declared primary result"
 
 #endif

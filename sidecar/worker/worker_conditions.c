@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/timeutil.h"
 #include "sandbox/jail/sbx.h"
+#include "sidecar/evaluation/evaluation.h"
 #include "sidecar/local/local.h"
 
 #include <stdio.h>
@@ -107,17 +108,10 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                 sbx_outcome_free(&out);
                 return -1;
             }
-            const char *stage = cloud_jstr(out.json, "stage"),
-                       *etype = cloud_jstr(out.json, "error_type");
-            if (out.status == SBX_TIMEOUT &&
-                (!strcmp(out.limit, "slot") || !strcmp(out.limit, "budget"))) {
-                reason = "lease_exhausted";
-            } else if (out.status == SBX_TIMEOUT ||
-                       (out.status == SBX_OK && stage && !strcmp(stage, "limit") && etype &&
-                        !strcmp(etype, "timeout"))) {
-                reason = "condition_error";
-            } else if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok"))) {
-                reason = "condition_error";
+            reason = evaluation_condition_reason(&out, rbuf, sizeof rbuf);
+            const char *d;
+            sbx_end end = sbx_outcome_end(&out, &d);
+            if (end != SBX_END_OK && end != SBX_END_LIMIT)
                 log_warn("condition failed", LOG_S("assignment_id", x->a.assignment_id),
                          LOG_S("eval_key", key),
                          LOG_S("stage", cloud_jstr(out.json, "stage")
@@ -126,11 +120,6 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                          LOG_S("error_type", cloud_jstr(out.json, "error_type")
                                                  ? cloud_jstr(out.json, "error_type")
                                                  : ""));
-            } else if (!json_is_true(json_object_get(out.json, "applicable"))) {
-                const char *rc = cloud_jstr(out.json, "reason_code");
-                snprintf(rbuf, sizeof rbuf, "%s", rc && *rc ? rc : "condition_false");
-                reason = rbuf;
-            }
             sbx_outcome_free(&out);
         }
         if (reason)

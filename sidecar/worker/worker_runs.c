@@ -71,17 +71,6 @@ static void outcome_fail(run_outcome *o, run_status status, const char *code, co
     bound_utf8(o->error_message, MAX_ERROR_MESSAGE);
 }
 
-static int primary_present(const json_t *results, const char *key, const char *kind)
-{
-    if (key == NULL || kind == NULL) return 0;
-    for (size_t i = 0; i < json_array_size(results); i++) {
-        const json_t *it = json_array_get(results, i);
-        const char *k = cloud_jstr(it, "result_key"), *rk = cloud_jstr(it, "result_kind");
-        if (k && rk && !strcmp(k, key) && !strcmp(rk, kind)) return 1;
-    }
-    return 0;
-}
-
 double worker_run_timeout(worker *w, const wrun *r)
 {
     double t = r->run->timeout_s;
@@ -114,11 +103,9 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
     const json_t *j = out.json;
     if (out.status == SBX_OK && json_is_true(json_object_get(j, "ok"))) {
         json_t *res = json_object_get(j, "results");
-        if (!json_is_array(res) || json_array_size(res) > 25 ||
-            !primary_present(res, cloud_jstr(r->def, "eval_key"),
-                             cloud_jstr(r->def, "result_kind"))) {
-            outcome_fail(o, RUN_FAILED, "eval_error", "%s",
-                         "evaluation result does not contain its declared primary result");
+        if (!evaluation_results_valid(res, cloud_jstr(r->def, "eval_key"),
+                                      cloud_jstr(r->def, "result_kind"))) {
+            outcome_fail(o, RUN_FAILED, "eval_error", "%s", EVALUATION_NO_PRIMARY);
         } else {
             o->status = RUN_SUCCEEDED;
             json_decref(o->results);
@@ -160,9 +147,8 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
     local_dispatch(w->local, &rq, &res);
     o->status = run_status_parse(res.status);
     if (o->status == RUN_SUCCEEDED) {
-        if (!primary_present(res.results, rq.eval_key, rq.result_kind)) {
-            outcome_fail(o, RUN_FAILED, "eval_error", "%s",
-                         "evaluation result does not contain its declared primary result");
+        if (!evaluation_results_valid(res.results, rq.eval_key, rq.result_kind)) {
+            outcome_fail(o, RUN_FAILED, "eval_error", "%s", EVALUATION_NO_PRIMARY);
         } else {
             json_decref(o->results);
             o->results = json_incref(res.results);

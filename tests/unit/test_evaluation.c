@@ -95,8 +95,66 @@ static void test_outcome_to_run_status(void **state)
     assert_string_equal(evaluation_status_name(EVAL_RUN_TIMED_OUT), "timed_out");
 }
 
+static const char *cond_reason(sbx_status st, const char *limit, const char *json, char *rbuf,
+                               size_t cap)
+{
+    sbx_outcome o;
+    memset(&o, 0, sizeof o);
+    o.status = st;
+    snprintf(o.limit, sizeof o.limit, "%s", limit);
+    o.json = json ? json_loads(json, 0, NULL) : NULL;
+    const char *r = evaluation_condition_reason(&o, rbuf, cap);
+    json_decref(o.json);
+    return r;
+}
+
+static void test_condition_rules(void **state)
+{
+    (void)state;
+    char rb[136];
+    assert_null(cond_reason(SBX_OK, "", "{\"ok\": true, \"applicable\": true}", rb, sizeof rb));
+    assert_string_equal(
+        cond_reason(SBX_OK, "", "{\"ok\": true, \"applicable\": false}", rb, sizeof rb),
+        "condition_false");
+    assert_string_equal(cond_reason(SBX_OK, "",
+                                    "{\"ok\": true, \"applicable\": false, \"reason_code\": "
+                                    "\"too_short\"}",
+                                    rb, sizeof rb),
+                        "too_short");
+    assert_string_equal(cond_reason(SBX_TIMEOUT, "slot", NULL, rb, sizeof rb), "lease_exhausted");
+    assert_string_equal(cond_reason(SBX_TIMEOUT, "budget", NULL, rb, sizeof rb), "lease_exhausted");
+    assert_string_equal(cond_reason(SBX_TIMEOUT, "timeout", NULL, rb, sizeof rb),
+                        "condition_error");
+    assert_string_equal(cond_reason(SBX_OK, "",
+                                    "{\"ok\": false, \"stage\": \"runtime\", \"error_type\": "
+                                    "\"KeyError\"}",
+                                    rb, sizeof rb),
+                        "condition_error");
+    assert_string_equal(cond_reason(SBX_JAIL_FAILURE, "", NULL, rb, sizeof rb), "condition_error");
+}
+
+static void test_result_validation(void **state)
+{
+    (void)state;
+    json_t *r = json_loads("[{\"result_key\": \"q\", \"result_kind\": \"score\"}]", 0, NULL);
+    assert_int_equal(evaluation_results_valid(r, "q", "score"), 1);
+    assert_int_equal(evaluation_results_valid(r, "q", "metric"), 0);
+    assert_int_equal(evaluation_results_valid(r, "other", "score"), 0);
+    assert_int_equal(evaluation_results_valid(r, NULL, "score"), 0);
+    for (int i = 0; i < EVALUATION_MAX_RESULTS; i++)
+        json_array_append_new(r,
+                              json_pack("{s:s, s:s}", "result_key", "m", "result_kind", "metric"));
+    assert_int_equal(evaluation_results_valid(r, "q", "score"), 0); /* 26 items */
+    json_t *not_array = json_object();
+    assert_int_equal(evaluation_results_valid(not_array, "q", "score"), 0);
+    json_decref(not_array);
+    json_decref(r);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_outcome_to_run_status)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_outcome_to_run_status),
+                                       cmocka_unit_test(test_condition_rules),
+                                       cmocka_unit_test(test_result_validation)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
