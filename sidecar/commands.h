@@ -8,6 +8,7 @@ int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_check(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_backtest(int argc, char **argv);
 /* emulator/ provides emulator_main (emulator/emulator.h). */
 
 #endif

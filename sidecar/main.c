@@ -16,6 +16,7 @@ static const struct {
     {"run", cmd_run, "run the evaluation daemon against a FailproofAI server"},
     {"eval", cmd_eval, "evaluate expressions against a transcript file in the sandbox"},
     {"check", cmd_check, "compile-check expressions without running them"},
+    {"backtest", cmd_backtest, "run new definitions over stored sessions and compare"},
     {"emulator", emulator_main, "run the local Evaluator v2 cloud emulator"},
     {"demo", cmd_demo, "start the emulator, the sidecar and sample sessions"},
 };

@@ -1,0 +1,835 @@
+/* sidecar/backtest/backtest: the engine (backtest.h): reads the sessions
+ * given as paths, evaluates the candidate's and the baseline's definitions
+ * on each (one session image per session, every evaluation in the jail,
+ * mapped to run statuses by sidecar/evaluation/), writes a row per
+ * (session, eval_key) and builds the summary. */
+#include "sidecar/backtest/backtest.h"
+
+#include "common/canonjson.h"
+#include "common/strbuf.h"
+#include "sandbox/lang/simg.h"
+#include "sidecar/evaluation/evaluation.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <nettle/sha2.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char *source; /* "path" or "path:line" */
+    char *text;   /* owned transcript bytes */
+    size_t len;
+    json_t *rows; /* array of rows once evaluated; NULL: not in shard / input error */
+} bt_input;
+
+struct backtest {
+    backtest_config cfg;
+    json_t *cand, *base; /* definition arrays (owned); base NULL: none */
+    bt_input *in;
+    size_t n, cap;
+    json_t *input_errors;
+    atomic_size_t next;
+    atomic_long done;
+    atomic_int cancel;
+    pthread_mutex_t mu;
+    pthread_t th;
+    backtest_state state;
+    json_t *summary;
+};
+
+const char *backtest_state_name(backtest_state s)
+{
+    static const char *const n[] = {"queued", "running", "done", "failed", "cancelled"};
+    return n[s];
+}
+
+static void input_error(backtest *bt, const char *source, const char *msg)
+{
+    pthread_mutex_lock(&bt->mu);
+    json_array_append_new(bt->input_errors,
+                          json_pack("{s:s, s:s}", "source", source, "message", msg));
+    pthread_mutex_unlock(&bt->mu);
+}
+
+static void add_input(backtest *bt, const char *source, const char *text, size_t len)
+{
+    if (bt->n == bt->cap) {
+        bt->cap = bt->cap ? bt->cap * 2 : 64;
+        bt->in = realloc(bt->in, bt->cap * sizeof *bt->in);
+        if (bt->in == NULL) abort();
+    }
+    bt_input *it = &bt->in[bt->n++];
+    memset(it, 0, sizeof *it);
+    it->source = strdup(source);
+    it->text = malloc(len + 1);
+    if (it->source == NULL || it->text == NULL) abort();
+    memcpy(it->text, text, len);
+    it->text[len] = '\0';
+    it->len = len;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    strbuf sb;
+    strbuf_init(&sb);
+    char buf[65536];
+    size_t r;
+    while ((r = fread(buf, 1, sizeof buf, f)) > 0)
+        strbuf_put(&sb, buf, r);
+    fclose(f);
+    if (sb.data == NULL) strbuf_puts(&sb, "");
+    return strbuf_detach(&sb, len);
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static int add_path(backtest *bt, const char *path, int top, fps_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return fps_err_set(err, BT_EIO, 0, "unreadable", "--sessions %s: %s", path,
+                           strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        struct dirent **names = NULL;
+        int k = scandir(path, &names, NULL, alphasort);
+        if (k < 0)
+            return fps_err_set(err, BT_EIO, 0, "unreadable", "--sessions %s: %s", path,
+                               strerror(errno));
+        int rc = 0;
+        for (int i = 0; i < k; i++) {
+            const char *nm = names[i]->d_name;
+            if (rc == 0 && nm[0] != '.' && (ends_with(nm, ".json") || ends_with(nm, ".jsonl"))) {
+                char *p = NULL;
+                if (asprintf(&p, "%s/%s", path, nm) < 0) abort();
+                rc = add_path(bt, p, 0, err);
+                free(p);
+            }
+            free(names[i]);
+        }
+        free(names);
+        return rc;
+    }
+    size_t len = 0;
+    char *text = slurp(path, &len);
+    if (text == NULL)
+        return fps_err_set(err, BT_EIO, 0, "unreadable", "--sessions %s: %s", path,
+                           strerror(errno));
+    (void)top;
+    if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson")) {
+        size_t line = 0;
+        for (char *p = text, *end = text + len; p < end;) {
+            char *nl = memchr(p, '\n', (size_t)(end - p));
+            char *le = nl ? nl : end;
+            line++;
+            int blank = 1;
+            for (char *q = p; q < le; q++)
+                if (*q != ' ' && *q != '\t' && *q != '\r') blank = 0;
+            if (!blank) {
+                char src[1100];
+                snprintf(src, sizeof src, "%.1000s:%zu", path, line);
+                add_input(bt, src, p, (size_t)(le - p));
+            }
+            p = le + 1;
+        }
+    } else {
+        add_input(bt, path, text, len);
+    }
+    free(text);
+    return 0;
+}
+
+static int load_defs(const char *text, const char *what, json_t **out, fps_err *err)
+{
+    json_error_t je;
+    json_t *a = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!json_is_array(a)) {
+        json_decref(a);
+        return fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                           "%s: expected a JSON array of definitions (%s, line %d)", what,
+                           a ? "not an array" : je.text, je.line);
+    }
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *d = json_array_get(a, i);
+        if (!json_is_object(d) || !json_is_string(json_object_get(d, "eval_key")) ||
+            !json_is_string(json_object_get(d, "evaluator_source"))) {
+            json_decref(a);
+            return fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                               "%s[%zu] must be an object with string eval_key and "
+                               "evaluator_source",
+                               what, i);
+        }
+    }
+    *out = a;
+    return 0;
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+static json_t *outcome_new(const char *status)
+{
+    return json_pack("{s:s, s:[], s:n}", "status", status, "results", "summary");
+}
+
+/* One definition on one session, as the live worker runs it. */
+static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img)
+{
+    const char *key = jstr(d, "eval_key"), *cond = jstr(d, "condition_source");
+    const char *kind = jstr(d, "result_kind") ? jstr(d, "result_kind") : "score";
+    double t = sbx_clamp_timeout(json_number_value(json_object_get(d, "timeout_seconds")));
+    if (cond != NULL && *cond) {
+        sbx_request rq = {.kind = LANG_CONDITION,
+                          .source = cond,
+                          .source_len = strlen(cond),
+                          .eval_key = key,
+                          .timeout_s = t,
+                          .image = img,
+                          .cancel = &bt->cancel,
+                          .playground = bt->cfg.background};
+        sbx_outcome out;
+        memset(&out, 0, sizeof out);
+        sbx_eval(bt->cfg.pool, &rq, &out);
+        const char *reason = NULL;
+        char rbuf[136];
+        if (out.status == SBX_CANCELLED) {
+            sbx_outcome_free(&out);
+            return outcome_new("cancelled");
+        }
+        if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok")))
+            reason = "condition_error";
+        else if (!json_is_true(json_object_get(out.json, "applicable"))) {
+            const char *rc = jstr(out.json, "reason_code");
+            snprintf(rbuf, sizeof rbuf, "%s", rc && *rc ? rc : "condition_false");
+            reason = rbuf;
+        }
+        if (reason) {
+            json_t *o = outcome_new("skipped");
+            json_object_set_new(o, "skip_reason", json_string(reason));
+            sbx_outcome_free(&out);
+            return o;
+        }
+        sbx_outcome_free(&out);
+    }
+    const char *src = jstr(d, "evaluator_source");
+    sbx_request rq = {.kind = LANG_EVALUATOR,
+                      .source = src,
+                      .source_len = strlen(src),
+                      .eval_key = key,
+                      .timeout_s = t,
+                      .image = img,
+                      .cancel = &bt->cancel,
+                      .playground = bt->cfg.background};
+    sbx_outcome out;
+    memset(&out, 0, sizeof out);
+    sbx_eval(bt->cfg.pool, &rq, &out);
+    json_t *o = NULL;
+    const char *detail = "";
+    sbx_end end = sbx_outcome_end(&out, &detail);
+    if (end == SBX_END_OK) {
+        json_t *res = json_object_get(out.json, "results");
+        int primary = 0;
+        for (size_t i = 0; i < json_array_size(res); i++) {
+            const json_t *it = json_array_get(res, i);
+            if (jstr(it, "result_key") && jstr(it, "result_kind") &&
+                !strcmp(jstr(it, "result_key"), key) && !strcmp(jstr(it, "result_kind"), kind))
+                primary = 1;
+        }
+        if (!json_is_array(res) || json_array_size(res) > 25 || !primary) {
+            o = outcome_new("failed");
+            json_object_set_new(o, "error_type", json_string("invalid_result"));
+        } else {
+            o = outcome_new("succeeded");
+            json_object_set(o, "results", res);
+            json_t *sm = json_object_get(out.json, "summary");
+            if (json_is_string(sm)) json_object_set(o, "summary", sm);
+        }
+    } else {
+        const char *code;
+        char msg[512];
+        eval_run_status st = evaluation_map_outcome(&out, &code, msg, sizeof msg);
+        o = outcome_new(evaluation_status_name(st));
+        if (st != EVAL_RUN_CANCELLED)
+            json_object_set_new(o, "error_type",
+                                json_string(end == SBX_END_COMPILE ? "compile_error"
+                                            : end == SBX_END_CRASH ? "sandbox_error"
+                                            : detail && *detail    ? detail
+                                                                   : "eval_error"));
+    }
+    sbx_outcome_free(&out);
+    return o;
+}
+
+static const json_t *find_def(const json_t *defs, const char *key)
+{
+    for (size_t i = 0; i < json_array_size(defs); i++)
+        if (!strcmp(jstr(json_array_get(defs, i), "eval_key"), key)) return json_array_get(defs, i);
+    return NULL;
+}
+
+static int is_error(const json_t *o)
+{
+    const char *s = jstr(o, "status");
+    return o && s && (!strcmp(s, "failed") || !strcmp(s, "timed_out"));
+}
+
+static const json_t *primary_item(const json_t *o, const char *key)
+{
+    if (o == NULL || strcmp(jstr(o, "status"), "succeeded") != 0) return NULL;
+    const json_t *res = json_object_get(o, "results");
+    for (size_t i = 0; i < json_array_size(res); i++)
+        if (!strcmp(jstr(json_array_get(res, i), "result_key") ?: "", key))
+            return json_array_get(res, i);
+    return NULL;
+}
+
+/* 1 pass, 0 fail, -1 no pass value. */
+static int pass_value(const json_t *o, const char *key)
+{
+    const json_t *it = primary_item(o, key);
+    const char *k = jstr(it, "result_kind");
+    if (it == NULL || k == NULL || !strcmp(k, "metric")) return -1;
+    const json_t *b = json_object_get(it, "bool_value");
+    return json_is_boolean(b) ? json_is_true(b) : -1;
+}
+
+static int same_json(const json_t *a, const json_t *b)
+{
+    if (a == NULL || b == NULL) return a == b;
+    if (json_is_number(a) && json_is_number(b)) return json_number_value(a) == json_number_value(b);
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b)) return 0;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!same_json(json_array_get(a, i), json_array_get(b, i))) return 0;
+        return 1;
+    }
+    if (json_is_object(a) && json_is_object(b)) {
+        if (json_object_size(a) != json_object_size(b)) return 0;
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)a, k, v)
+        {
+            if (!same_json(v, json_object_get(b, k))) return 0;
+        }
+        return 1;
+    }
+    return json_equal(a, b);
+}
+
+static json_t *deltas(const json_t *b, const json_t *c)
+{
+    json_t *d = json_object();
+    if (b == NULL || strcmp(jstr(b, "status"), "succeeded") ||
+        strcmp(jstr(c, "status"), "succeeded"))
+        return d;
+    const json_t *rb = json_object_get(b, "results"), *rc = json_object_get(c, "results");
+    for (size_t i = 0; i < json_array_size(rc); i++) {
+        const json_t *ic = json_array_get(rc, i);
+        const json_t *nc = json_object_get(ic, "numeric_value");
+        if (!json_is_number(nc)) continue;
+        for (size_t j = 0; j < json_array_size(rb); j++) {
+            const json_t *ib = json_array_get(rb, j);
+            const json_t *nb = json_object_get(ib, "numeric_value");
+            if (json_is_number(nb) &&
+                !strcmp(jstr(ib, "result_key") ?: "", jstr(ic, "result_key") ?: ""))
+                json_object_set_new(d, jstr(ic, "result_key"),
+                                    json_real(json_number_value(nc) - json_number_value(nb)));
+        }
+    }
+    return d;
+}
+
+static void run_input(backtest *bt, bt_input *in)
+{
+    void *simg = NULL;
+    size_t slen = 0;
+    fps_err e;
+    if (simg_build_text(in->text, in->len, NULL, 0, &simg, &slen, &e) != 0) {
+        json_error_t je;
+        json_t *j = json_loadb(in->text, in->len, 0, &je);
+        char msg[700];
+        if (j == NULL)
+            snprintf(msg, sizeof msg, "line %d, column %d: %s", je.line, je.column, je.text);
+        else
+            snprintf(msg, sizeof msg, "%s", e.msg);
+        json_decref(j);
+        input_error(bt, in->source, msg);
+        return;
+    }
+    json_t *tj = json_loadb(in->text, in->len, 0, NULL);
+    char sid[512];
+    snprintf(sid, sizeof sid, "%s", jstr(tj, "session_id") ? jstr(tj, "session_id") : "");
+    json_decref(tj);
+    if (bt->cfg.shard_n > 1) {
+        uint8_t h[SHA256_DIGEST_SIZE];
+        struct sha256_ctx c;
+        sha256_init(&c);
+        sha256_update(&c, strlen(sid), (const uint8_t *)sid);
+        sha256_digest(&c, sizeof h, h);
+        uint64_t v = 0;
+        for (int i = 0; i < 8; i++)
+            v = v << 8 | h[i];
+        if (v % (uint64_t)bt->cfg.shard_n != (uint64_t)bt->cfg.shard_k) {
+            free(simg);
+            return;
+        }
+    }
+    sbx_image *img = sbx_image_adopt(simg, slen, &e);
+    if (img == NULL) {
+        input_error(bt, in->source, e.msg);
+        return;
+    }
+    json_t *rows = json_array();
+    for (size_t i = 0; i < json_array_size(bt->cand); i++) {
+        const json_t *d = json_array_get(bt->cand, i);
+        const char *key = jstr(d, "eval_key");
+        json_t *c = evaluate(bt, d, img);
+        const json_t *bd = bt->base ? find_def(bt->base, key) : NULL;
+        json_t *b = bd ? evaluate(bt, bd, img) : json_null();
+        int changed =
+            !json_is_null(b) &&
+            (strcmp(jstr(b, "status"), jstr(c, "status")) ||
+             !same_json(json_object_get(b, "error_type"), json_object_get(c, "error_type")) ||
+             !same_json(json_object_get(b, "summary"), json_object_get(c, "summary")) ||
+             !same_json(json_object_get(b, "results"), json_object_get(c, "results")));
+        json_array_append_new(rows,
+                              json_pack("{s:s, s:s, s:o, s:o, s:b, s:o}", "session_id", sid,
+                                        "eval_key", key, "baseline", b, "candidate", c, "changed",
+                                        changed, "deltas", deltas(json_is_null(b) ? NULL : b, c)));
+    }
+    sbx_image_release(img);
+    pthread_mutex_lock(&bt->mu);
+    in->rows = rows;
+    if (bt->cfg.rows_out) {
+        for (size_t i = 0; i < json_array_size(rows); i++) {
+            /* canonical JSON: floats as CPython's repr, as a live run's result */
+            strbuf sb;
+            strbuf_init(&sb);
+            if (canonjson_append(&sb, json_array_get(rows, i)) == 0) {
+                strbuf_putc(&sb, '\n');
+                fwrite(sb.data, 1, sb.len, bt->cfg.rows_out);
+            }
+            strbuf_free(&sb);
+        }
+    }
+    pthread_mutex_unlock(&bt->mu);
+}
+
+static void *worker_main(void *arg)
+{
+    backtest *bt = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&bt->next, 1);
+        if (i >= bt->n || atomic_load(&bt->cancel)) break;
+        run_input(bt, &bt->in[i]);
+        atomic_fetch_add(&bt->done, 1);
+        if (bt->cfg.progress) {
+            long d = atomic_load(&bt->done);
+            int w = bt->n ? (int)(40 * d / (long)bt->n) : 40;
+            fprintf(stderr, "\r[%-40.*s] %ld/%zu", w, "########################################", d,
+                    bt->n);
+            if ((size_t)d == bt->n) fputc('\n', stderr);
+        }
+    }
+    return NULL;
+}
+
+/* ---- the summary: a function of the set of rows ---- */
+
+typedef struct {
+    const char *sid;
+    int rank;
+    double delta; /* NAN: none */
+    const char *bs, *cs, *kind;
+} changed_row;
+
+static int cmp_changed(const void *a, const void *b)
+{
+    const changed_row *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank - y->rank;
+    double dx = isnan(x->delta) ? -1 : fabs(x->delta), dy = isnan(y->delta) ? -1 : fabs(y->delta);
+    if (dx != dy) return dx > dy ? -1 : 1;
+    return strcmp(x->sid, y->sid);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static json_t *top_errors(json_t *counts)
+{
+    json_t *out = json_array();
+    for (int k = 0; k < 3; k++) {
+        const char *best = NULL;
+        json_int_t bn = 0;
+        const char *t;
+        json_t *v;
+        json_object_foreach(counts, t, v)
+        {
+            json_int_t n = json_integer_value(v);
+            if (n > bn || (n == bn && best && strcmp(t, best) < 0)) {
+                best = t;
+                bn = n;
+            }
+        }
+        if (best == NULL) break;
+        json_array_append_new(out, json_pack("{s:s, s:I}", "error_type", best, "count", bn));
+        json_object_del(counts, best);
+    }
+    return out;
+}
+
+static json_t *key_summary(const char *key, json_t *const *rows, size_t n)
+{
+    long sessions = 0, evaluated = 0, skipped = 0, skipped_b = 0, no_b = 0, changed = 0, p2f = 0,
+         f2p = 0, newe = 0, fixed = 0, eb = 0, ec = 0;
+    json_t *tb = json_object(), *tc = json_object();
+    double *ad = calloc(n + 1, sizeof *ad);
+    changed_row *cr = calloc(n + 1, sizeof *cr);
+    size_t nad = 0, ncr = 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *r = rows[i], *b = json_object_get(r, "baseline"),
+                     *c = json_object_get(r, "candidate");
+        if (json_is_null(b)) b = NULL;
+        sessions++;
+        int cskip = !strcmp(jstr(c, "status"), "skipped");
+        cskip ? skipped++ : evaluated++;
+        if (b == NULL) no_b++;
+        if (b && !strcmp(jstr(b, "status"), "skipped")) skipped_b++;
+        if (is_error(b)) {
+            eb++;
+            const char *t = jstr(b, "error_type") ?: "eval_error";
+            json_object_set_new(tb, t,
+                                json_integer(json_integer_value(json_object_get(tb, t)) + 1));
+        }
+        if (is_error(c)) {
+            ec++;
+            const char *t = jstr(c, "error_type") ?: "eval_error";
+            json_object_set_new(tc, t,
+                                json_integer(json_integer_value(json_object_get(tc, t)) + 1));
+        }
+        const char *kind = "changed";
+        int rank = 2;
+        if (b && !is_error(b) && is_error(c)) newe++, kind = "new_error", rank = 0;
+        if (b && is_error(b) && !is_error(c)) fixed++, kind = "fixed_error", rank = 1;
+        int pb = pass_value(b, key), pc = pass_value(c, key);
+        if (pb == 1 && pc == 0) p2f++, kind = "pass_to_fail", rank = 0;
+        if (pb == 0 && pc == 1) f2p++, kind = "fail_to_pass", rank = 1;
+        const json_t *dv = json_object_get(json_object_get(r, "deltas"), key);
+        double delta = json_is_number(dv) ? json_number_value(dv) : NAN;
+        if (!isnan(delta)) ad[nad++] = fabs(delta);
+        if (json_is_true(json_object_get(r, "changed"))) {
+            changed++;
+            cr[ncr++] = (changed_row){jstr(r, "session_id"), rank, delta, jstr(b, "status"),
+                                      jstr(c, "status"),     kind};
+        }
+    }
+    qsort(ad, nad, sizeof *ad, cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < nad; i++)
+        sum += ad[i];
+    qsort(cr, ncr, sizeof *cr, cmp_changed);
+    json_t *top = json_array();
+    for (size_t i = 0; i < ncr && i < 10; i++)
+        json_array_append_new(
+            top, json_pack("{s:s, s:s?, s:s, s:s, s:o}", "session_id", cr[i].sid, "baseline_status",
+                           cr[i].bs, "candidate_status", cr[i].cs, "kind", cr[i].kind, "delta",
+                           isnan(cr[i].delta) ? json_null() : json_real(cr[i].delta)));
+    json_t *o = json_pack(
+        "{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:{s:i, s:i}, s:{s:o, s:o}, "
+        "s:o, s:o, s:o}",
+        "eval_key", key, "sessions", (int)sessions, "evaluated", (int)evaluated, "skipped",
+        (int)skipped, "skipped_baseline", (int)skipped_b, "no_baseline", (int)no_b, "changed",
+        (int)changed, "pass_to_fail", (int)p2f, "fail_to_pass", (int)f2p, "new_errors", (int)newe,
+        "fixed_errors", (int)fixed, "errors", "baseline", (int)eb, "candidate", (int)ec,
+        "top_errors", "baseline", top_errors(tb), "candidate", top_errors(tc), "mean_abs_delta",
+        nad ? json_real(sum / (double)nad) : json_null(), "max_abs_delta",
+        nad ? json_real(ad[nad - 1]) : json_null(), "top_changed", top);
+    json_decref(tb);
+    json_decref(tc);
+    free(ad);
+    free(cr);
+    return o;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* rows: every row (borrowed); keys from the rows themselves. */
+static json_t *summarize(const json_t *rows, long sessions, const json_t *input_errors)
+{
+    size_t n = json_array_size(rows);
+    const char **keys = calloc(n + 1, sizeof *keys);
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *k = jstr(json_array_get(rows, i), "eval_key");
+        size_t j = 0;
+        while (j < nk && strcmp(keys[j], k))
+            j++;
+        if (j == nk) keys[nk++] = k;
+    }
+    qsort(keys, nk, sizeof *keys, cmp_str);
+    json_t *arr = json_array();
+    json_t **sel = calloc(n + 1, sizeof *sel);
+    for (size_t k = 0; k < nk; k++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(jstr(json_array_get(rows, i), "eval_key"), keys[k]))
+                sel[m++] = json_array_get(rows, i);
+        json_array_append_new(arr, key_summary(keys[k], sel, m));
+    }
+    free(sel);
+    free(keys);
+    return json_pack("{s:i, s:O, s:o}", "sessions", (int)sessions, "input_errors", input_errors,
+                     "eval_keys", arr);
+}
+
+static void *main_thread(void *arg)
+{
+    backtest *bt = arg;
+    int jobs = bt->cfg.jobs > 0 ? bt->cfg.jobs : 1;
+    if (jobs > 64) jobs = 64;
+    pthread_t th[64];
+    int started = 0;
+    pthread_mutex_lock(&bt->mu);
+    bt->state = BT_RUNNING;
+    pthread_mutex_unlock(&bt->mu);
+    for (int i = 0; i < jobs; i++)
+        if (pthread_create(&th[started], NULL, worker_main, bt) == 0) started++;
+    if (started == 0) worker_main(bt);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    json_t *all = json_array();
+    long sessions = 0;
+    for (size_t i = 0; i < bt->n; i++)
+        if (bt->in[i].rows) {
+            sessions++;
+            json_array_extend(all, bt->in[i].rows);
+        }
+    json_t *s = atomic_load(&bt->cancel) ? NULL : summarize(all, sessions, bt->input_errors);
+    json_decref(all);
+    pthread_mutex_lock(&bt->mu);
+    bt->summary = s;
+    bt->state = s ? BT_DONE : BT_CANCELLED;
+    pthread_mutex_unlock(&bt->mu);
+    return NULL;
+}
+
+backtest *backtest_start(const backtest_config *cfg, fps_err *err)
+{
+    backtest *bt = calloc(1, sizeof *bt);
+    if (bt == NULL) abort();
+    bt->cfg = *cfg;
+    bt->cfg.paths = NULL;
+    bt->input_errors = json_array();
+    pthread_mutex_init(&bt->mu, NULL);
+    if (cfg->pool == NULL || cfg->definitions == NULL) {
+        fps_err_set(err, BT_EINVALID, 0, "invalid_request", "a pool and definitions are required");
+        goto fail;
+    }
+    if (cfg->shard_n > 1 && (cfg->shard_k < 0 || cfg->shard_k >= cfg->shard_n)) {
+        fps_err_set(err, BT_EINVALID, 0, "invalid_request", "shard K/N needs 0 <= K < N");
+        goto fail;
+    }
+    if (load_defs(cfg->definitions, "definitions", &bt->cand, err) != 0) goto fail;
+    if (cfg->baseline && !strcmp(cfg->baseline, "production")) {
+        fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                    "--baseline production needs the archive, not read by this version yet");
+        goto fail;
+    }
+    if (cfg->baseline && load_defs(cfg->baseline, "baseline", &bt->base, err) != 0) goto fail;
+    if (cfg->npaths == 0) {
+        fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                    "give --sessions (the archive is not read by this version yet)");
+        goto fail;
+    }
+    for (size_t i = 0; i < cfg->npaths; i++)
+        if (add_path(bt, cfg->paths[i], 1, err) != 0) goto fail;
+    if (pthread_create(&bt->th, NULL, main_thread, bt) != 0) {
+        fps_err_set(err, BT_EIO, 0, "cannot_start", "cannot start a thread");
+        goto fail;
+    }
+    return bt;
+fail:
+    json_decref(bt->cand);
+    json_decref(bt->base);
+    json_decref(bt->input_errors);
+    for (size_t i = 0; i < bt->n; i++) {
+        free(bt->in[i].source);
+        free(bt->in[i].text);
+    }
+    free(bt->in);
+    pthread_mutex_destroy(&bt->mu);
+    free(bt);
+    return NULL;
+}
+
+void backtest_progress(backtest *bt, long *done, long *total)
+{
+    *done = atomic_load(&bt->done);
+    *total = (long)bt->n;
+}
+
+backtest_state backtest_get_state(backtest *bt)
+{
+    pthread_mutex_lock(&bt->mu);
+    backtest_state s = bt->state;
+    pthread_mutex_unlock(&bt->mu);
+    return s;
+}
+
+void backtest_cancel(backtest *bt)
+{
+    atomic_store(&bt->cancel, 1);
+}
+
+backtest_state backtest_wait(backtest *bt, fps_err *err)
+{
+    if (bt->th) {
+        pthread_join(bt->th, NULL);
+        bt->th = 0;
+    }
+    return backtest_get_state(bt);
+}
+
+json_t *backtest_summary(backtest *bt)
+{
+    pthread_mutex_lock(&bt->mu);
+    json_t *s = json_incref(bt->summary);
+    pthread_mutex_unlock(&bt->mu);
+    return s;
+}
+
+json_t *backtest_rows(backtest *bt, int changed_only, const char *eval_key, size_t offset,
+                      size_t limit, size_t *total)
+{
+    json_t *out = json_array();
+    size_t m = 0;
+    if (backtest_get_state(bt) == BT_DONE)
+        for (size_t i = 0; i < bt->n; i++)
+            for (size_t j = 0; j < json_array_size(bt->in[i].rows); j++) {
+                json_t *r = json_array_get(bt->in[i].rows, j);
+                if (changed_only && !json_is_true(json_object_get(r, "changed"))) continue;
+                if (eval_key && strcmp(jstr(r, "eval_key"), eval_key)) continue;
+                if (m >= offset && json_array_size(out) < limit) json_array_append(out, r);
+                m++;
+            }
+    if (total) *total = m;
+    return out;
+}
+
+void backtest_free(backtest *bt)
+{
+    if (bt == NULL) return;
+    backtest_cancel(bt);
+    backtest_wait(bt, NULL);
+    json_decref(bt->cand);
+    json_decref(bt->base);
+    json_decref(bt->input_errors);
+    json_decref(bt->summary);
+    for (size_t i = 0; i < bt->n; i++) {
+        free(bt->in[i].source);
+        free(bt->in[i].text);
+        json_decref(bt->in[i].rows);
+    }
+    free(bt->in);
+    pthread_mutex_destroy(&bt->mu);
+    free(bt);
+}
+
+int backtest_regressed(const json_t *summary)
+{
+    const json_t *ks = json_object_get(summary, "eval_keys");
+    for (size_t i = 0; i < json_array_size(ks); i++) {
+        const json_t *k = json_array_get(ks, i);
+        if (json_integer_value(json_object_get(k, "pass_to_fail")) > 0 ||
+            json_integer_value(json_object_get(k, "new_errors")) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+void backtest_print_table(const json_t *summary, FILE *out)
+{
+    fprintf(out, "%-24s %8s %9s %7s %7s %9s %7s %9s %9s %7s %6s %10s %10s\n", "eval_key",
+            "sessions", "evaluated", "skipped", "changed", "pass>fail", "fail>pass", "new_err",
+            "fixed", "err_b", "err_c", "mean|d|", "max|d|");
+    const json_t *ks = json_object_get(summary, "eval_keys");
+    for (size_t i = 0; i < json_array_size(ks); i++) {
+        const json_t *k = json_array_get(ks, i);
+#define I(f) (long)json_integer_value(json_object_get(k, f))
+        const json_t *e = json_object_get(k, "errors");
+        fprintf(out, "%-24s %8ld %9ld %7ld %7ld %9ld %7ld %9ld %9ld %7ld %6ld %10.4g %10.4g\n",
+                jstr(k, "eval_key"), I("sessions"), I("evaluated"), I("skipped"), I("changed"),
+                I("pass_to_fail"), I("fail_to_pass"), I("new_errors"), I("fixed_errors"),
+                (long)json_integer_value(json_object_get(e, "baseline")),
+                (long)json_integer_value(json_object_get(e, "candidate")),
+                json_number_value(json_object_get(k, "mean_abs_delta")),
+                json_number_value(json_object_get(k, "max_abs_delta")));
+#undef I
+    }
+    const json_t *ie = json_object_get(summary, "input_errors");
+    for (size_t i = 0; i < json_array_size(ie); i++)
+        fprintf(out, "input error: %s: %s\n", jstr(json_array_get(ie, i), "source"),
+                jstr(json_array_get(ie, i), "message"));
+}
+
+json_t *backtest_merge(const char *const *paths, size_t npaths, fps_err *err)
+{
+    json_t *all = json_array(), *ie = json_array(), *sids = json_object();
+    for (size_t p = 0; p < npaths; p++) {
+        size_t len = 0;
+        char *text = slurp(paths[p], &len);
+        if (text == NULL) {
+            fps_err_set(err, BT_EIO, 0, "unreadable", "--merge %s: %s", paths[p], strerror(errno));
+            goto fail;
+        }
+        size_t line = 0;
+        for (char *s = text, *end = text + len; s < end;) {
+            char *nl = memchr(s, '\n', (size_t)(end - s));
+            char *le = nl ? nl : end;
+            line++;
+            if (le > s) {
+                json_t *r = json_loadb(s, (size_t)(le - s), 0, NULL);
+                if (!json_is_object(r) || !jstr(r, "session_id") || !jstr(r, "eval_key") ||
+                    !json_is_object(json_object_get(r, "candidate"))) {
+                    json_decref(r);
+                    fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                                "--merge %s:%zu: not a backtest row", paths[p], line);
+                    free(text);
+                    goto fail;
+                }
+                json_object_set_new(sids, jstr(r, "session_id"), json_true());
+                json_array_append_new(all, r);
+            }
+            s = le + 1;
+        }
+        free(text);
+    }
+    json_t *s = summarize(all, (long)json_object_size(sids), ie);
+    json_decref(all);
+    json_decref(ie);
+    json_decref(sids);
+    return s;
+fail:
+    json_decref(all);
+    json_decref(ie);
+    json_decref(sids);
+    return NULL;
+}

@@ -1,0 +1,213 @@
+"""`failproofai-sidecar backtest` against known differences: a v1 and a v2
+of four definitions that differ on a known set of sessions (a threshold
+change, a new KeyError, a fixed error, a changed condition). The test
+computes what each session's outcome must be itself, from the sessions it
+generated, and checks the summary's counts, the rows, --fail-on-regression,
+and that three shards' rows merge to the unsharded summary."""
+
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
+
+V1 = [
+    # passes when there are at least 3 tool calls
+    {"eval_key": "enough_tools", "eval_version": "1", "result_kind": "score",
+     "evaluator_source": "EvalResult(score=Score(session.count('tool_use') / 10, "
+                         "passed=session.count('tool_use') >= 3))"},
+    # v1 is fine; v2 reads a payload key that only some sessions have
+    {"eval_key": "has_flag", "eval_version": "1", "result_kind": "assertion",
+     "evaluator_source": "EvalResult(assertions={'has_flag': Assertion(session.count('user_message') > 0)})"},
+    # v1 raises KeyError on sessions without 'region'; v2 fixes it
+    {"eval_key": "region_ok", "eval_version": "1", "result_kind": "assertion",
+     "evaluator_source": "EvalResult(assertions={'region_ok': Assertion("
+                         "session.events_of_type('user_message')[0].payload['region'] == 'eu')})"},
+    # v2 selects only sessions with a tool call
+    {"eval_key": "msg_count", "eval_version": "1", "result_kind": "metric",
+     "evaluator_source": "EvalResult(metrics={'msg_count': Metric(session.count('user_message'))})"},
+]
+V2 = json.loads(json.dumps(V1))
+V2[0]["evaluator_source"] = V2[0]["evaluator_source"].replace(">= 3", ">= 5")
+V2[1]["evaluator_source"] = ("EvalResult(assertions={'has_flag': Assertion("
+                             "session.events_of_type('user_message')[0].payload['flag'])})")
+V2[2]["evaluator_source"] = ("EvalResult(assertions={'region_ok': Assertion("
+                             "session.events_of_type('user_message')[0].payload.get('region') == 'eu')})")
+V2[3]["condition_source"] = "session.count('tool_use') > 0"
+
+
+def transcript(i, tools, flag, region):
+    payload = {"text": "hello"}
+    if flag is not None:
+        payload["flag"] = flag
+    if region is not None:
+        payload["region"] = region
+    events = [{"id": "u%d" % i, "ts": "2026-01-01T00:00:00.000000Z", "event_type": "user_message",
+               "payload": payload}]
+    for t in range(tools):
+        events.append({"id": "t%d_%d" % (i, t), "ts": "2026-01-01T00:00:01.000000Z",
+                       "event_type": "tool_use", "payload": {"tool_name": "x"}})
+    return {"schema_version": "2", "assignment_id": "a%d" % i, "session_id": "s%03d" % i,
+            "session_revision_id": "r%d" % i, "agent_id": "agent", "environment": "test",
+            "started_at": "2026-01-01T00:00:00.000000Z", "ended_at": "2026-01-01T00:01:00.000000Z",
+            "event_count": len(events), "events": events}
+
+
+SESSIONS = []
+for i in range(24):
+    SESSIONS.append(dict(tools=i % 7, flag=(None if i % 3 == 0 else i % 2 == 0),
+                         region=(None if i % 4 == 0 else ("eu" if i % 5 else "us"))))
+
+
+def expected():
+    """Per key: what the summary must count, computed from the sessions."""
+    e = {k: dict(sessions=0, evaluated=0, skipped=0, changed=0, pass_to_fail=0, fail_to_pass=0,
+                 new_errors=0, fixed_errors=0, eb=0, ec=0)
+         for k in ("enough_tools", "has_flag", "region_ok", "msg_count")}
+    for s in SESSIONS:
+        for k in e:
+            e[k]["sessions"] += 1
+        t = s["tools"]
+        # enough_tools: threshold 3 -> 5; score value unchanged
+        c = e["enough_tools"]
+        c["evaluated"] += 1
+        if (t >= 3) != (t >= 5):
+            c["changed"] += 1
+            c["pass_to_fail"] += 1
+        # has_flag: v1 always True; v2 KeyError without flag, else the flag
+        c = e["has_flag"]
+        c["evaluated"] += 1
+        if s["flag"] is None:
+            c["changed"] += 1
+            c["new_errors"] += 1
+            c["ec"] += 1
+        elif s["flag"] is False:
+            c["changed"] += 1
+            c["pass_to_fail"] += 1
+        # region_ok: v1 KeyError without region, v2 fixes it (False)
+        c = e["region_ok"]
+        c["evaluated"] += 1
+        if s["region"] is None:
+            c["changed"] += 1
+            c["fixed_errors"] += 1
+            c["eb"] += 1
+        # msg_count: v2 skips sessions without tools
+        c = e["msg_count"]
+        if t == 0:
+            c["skipped"] += 1
+            c["changed"] += 1
+        else:
+            c["evaluated"] += 1
+    return e
+
+
+class BacktestCli(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.v1, cls.v2 = os.path.join(d, "v1.json"), os.path.join(d, "v2.json")
+        json.dump(V1, open(cls.v1, "w"))
+        json.dump(V2, open(cls.v2, "w"))
+        cls.sess_dir = os.path.join(d, "sessions")
+        os.mkdir(cls.sess_dir)
+        # half as files in a directory, half as JSON lines, plus one bad line
+        with open(os.path.join(d, "more.jsonl"), "w") as f:
+            for i, s in enumerate(SESSIONS):
+                t = transcript(i, s["tools"], s["flag"], s["region"])
+                if i % 2:
+                    json.dump(t, open(os.path.join(cls.sess_dir, "s%03d.json" % i), "w"), indent=1)
+                else:
+                    f.write(json.dumps(t) + "\n")
+            f.write("{not json\n")
+        cls.jsonl = os.path.join(d, "more.jsonl")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def run_bt(self, *args, check=True):
+        p = subprocess.run([BIN, "backtest", *args], capture_output=True, text=True, timeout=600)
+        if check:
+            self.assertIn(p.returncode, (0, 1), p.stderr)
+        return p
+
+    def summary(self, *args):
+        p = self.run_bt("--definitions", self.v2, "--baseline", self.v1, "--sessions",
+                        self.sess_dir, "--sessions", self.jsonl, "--format", "json", "--jobs", "2",
+                        *args)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return json.loads(p.stdout)
+
+    def test_counts_equal_the_independent_ones(self):
+        out = os.path.join(self.tmp.name, "rows.jsonl")
+        s = self.summary("--out", out)
+        self.assertEqual(s["sessions"], len(SESSIONS))
+        self.assertEqual(len(s["input_errors"]), 1)
+        self.assertIn("more.jsonl:%d" % (len(SESSIONS) // 2 + 1), s["input_errors"][0]["source"])
+        exp = expected()
+        got = {k["eval_key"]: k for k in s["eval_keys"]}
+        self.assertEqual(sorted(got), sorted(exp))
+        for key, e in exp.items():
+            g = got[key]
+            for f in ("sessions", "evaluated", "skipped", "changed", "pass_to_fail",
+                      "fail_to_pass", "new_errors", "fixed_errors"):
+                self.assertEqual(g[f], e[f], "%s.%s" % (key, f))
+            self.assertEqual(g["errors"], {"baseline": e["eb"], "candidate": e["ec"]}, key)
+            self.assertEqual(g["no_baseline"], 0)
+            self.assertLessEqual(len(g["top_changed"]), 10)
+        self.assertEqual(got["has_flag"]["top_errors"]["candidate"],
+                         [{"error_type": "KeyError", "count": exp["has_flag"]["ec"]}])
+        # the threshold change moves no score: deltas are 0
+        self.assertEqual(got["enough_tools"]["max_abs_delta"], 0.0)
+        rows = [json.loads(l) for l in open(out)]
+        self.assertEqual(len(rows), len(SESSIONS) * 4)
+        for r in rows:
+            self.assertEqual(set(r), {"session_id", "eval_key", "baseline", "candidate", "changed",
+                                      "deltas"})
+        n_changed = sum(r["changed"] for r in rows)
+        self.assertEqual(n_changed, sum(e["changed"] for e in exp.values()))
+
+    def test_fail_on_regression_exits_1(self):
+        p = self.run_bt("--definitions", self.v2, "--baseline", self.v1, "--sessions",
+                        self.sess_dir, "--fail-on-regression")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("enough_tools", p.stdout)  # the table
+        # the same definitions on both sides: nothing changed, exit 0
+        p = self.run_bt("--definitions", self.v1, "--baseline", self.v1, "--sessions",
+                        self.sess_dir, "--fail-on-regression", "--format", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        for k in json.loads(p.stdout)["eval_keys"]:
+            self.assertEqual(k["changed"], 0, k["eval_key"])
+
+    def test_three_shards_merge_to_the_unsharded_summary(self):
+        whole = self.summary()
+        files = []
+        for k in range(3):
+            f = os.path.join(self.tmp.name, "shard%d.jsonl" % k)
+            self.summary("--shard", "%d/3" % k, "--out", f)
+            files.append(f)
+        args = []
+        for f in files:
+            args += ["--merge", f]
+        p = self.run_bt(*args, "--format", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        merged = json.loads(p.stdout)
+        self.assertEqual(merged["eval_keys"], whole["eval_keys"])
+        self.assertEqual(merged["sessions"], whole["sessions"])
+
+    def test_usage_errors_exit_2(self):
+        for args in (["--sessions", self.sess_dir],
+                     ["--definitions", self.v2, "--sessions", self.sess_dir, "--shard", "3/3"],
+                     ["--definitions", self.v2, "--sessions", self.sess_dir, "--format", "xml"],
+                     ["--definitions", "/nonexistent", "--sessions", self.sess_dir],
+                     ["--definitions", self.jsonl, "--sessions", self.sess_dir]):
+            p = self.run_bt(*args, check=False)
+            self.assertEqual(p.returncode, 2, (args, p.stderr))
+            self.assertIn("backtest", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
