@@ -202,19 +202,12 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img)
         sbx_outcome out;
         memset(&out, 0, sizeof out);
         sbx_eval(bt->cfg.pool, &rq, &out);
-        const char *reason = NULL;
         char rbuf[136];
         if (out.status == SBX_CANCELLED) {
             sbx_outcome_free(&out);
             return outcome_new("cancelled");
         }
-        if (out.status != SBX_OK || !json_is_true(json_object_get(out.json, "ok")))
-            reason = "condition_error";
-        else if (!json_is_true(json_object_get(out.json, "applicable"))) {
-            const char *rc = jstr(out.json, "reason_code");
-            snprintf(rbuf, sizeof rbuf, "%s", rc && *rc ? rc : "condition_false");
-            reason = rbuf;
-        }
+        const char *reason = evaluation_condition_reason(&out, rbuf, sizeof rbuf);
         if (reason) {
             json_t *o = outcome_new("skipped");
             json_object_set_new(o, "skip_reason", json_string(reason));
@@ -240,14 +233,7 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img)
     sbx_end end = sbx_outcome_end(&out, &detail);
     if (end == SBX_END_OK) {
         json_t *res = json_object_get(out.json, "results");
-        int primary = 0;
-        for (size_t i = 0; i < json_array_size(res); i++) {
-            const json_t *it = json_array_get(res, i);
-            if (jstr(it, "result_key") && jstr(it, "result_kind") &&
-                !strcmp(jstr(it, "result_key"), key) && !strcmp(jstr(it, "result_kind"), kind))
-                primary = 1;
-        }
-        if (!json_is_array(res) || json_array_size(res) > 25 || !primary) {
+        if (!evaluation_results_valid(res, key, kind)) {
             o = outcome_new("failed");
             json_object_set_new(o, "error_type", json_string("invalid_result"));
         } else {
