@@ -174,7 +174,11 @@ int cmd_backtest(int argc, char **argv)
     backtest_config bc = {.pool = pool,
                           .jobs = jobs,
                           .definitions = defs,
-                          .baseline = base ? base : c.baseline,
+                          /* from the archive, the default baseline is production */
+                          .baseline = base                          ? base
+                                      : c.baseline                  ? c.baseline
+                                      : c.sessions.len == 0 && c.db ? "production"
+                                                                    : NULL,
                           .paths = c.sessions.items,
                           .npaths = c.sessions.len,
                           .db_path = c.db,

@@ -7,7 +7,9 @@
 
 #include "common/canonjson.h"
 #include "common/strbuf.h"
+#include "common/timeutil.h"
 #include "sandbox/lang/simg.h"
+#include "store/archive.h"
 #include "sidecar/evaluation/evaluation.h"
 
 #include <dirent.h>
@@ -24,12 +26,15 @@ typedef struct {
     char *source; /* "path" or "path:line" */
     char *text;   /* owned transcript bytes */
     size_t len;
-    json_t *rows; /* array of rows once evaluated; NULL: not in shard / input error */
+    int64_t archive_id; /* > 0: an archive entry, read when evaluated (text NULL) */
+    json_t *rows;       /* array of rows once evaluated; NULL: not in shard / input error */
 } bt_input;
 
 struct backtest {
     backtest_config cfg;
-    json_t *cand, *base; /* definition arrays (owned); base NULL: none */
+    json_t *cand, *base;    /* definition arrays (owned); base NULL: none */
+    int production;         /* the baseline is the live runs' stored results */
+    store_archive *archive; /* owned, read-only; NULL: sessions from paths */
     bt_input *in;
     size_t n, cap;
     json_t *input_errors;
@@ -337,8 +342,65 @@ static json_t *deltas(const json_t *b, const json_t *c)
     return d;
 }
 
+/* The error_type of a stored live run: what the candidate's outcome would
+ * say for the same end (the run kept only its error code and message). */
+static const char *stored_error_type(const store_archive_baseline_run *r, char *buf, size_t cap)
+{
+    static const char raised[] = "evaluation raised ";
+    const char *m = r->error_message ? r->error_message : "";
+    if (!strcmp(r->status, "timed_out")) return "timeout";
+    if (!strncmp(m, raised, sizeof raised - 1)) {
+        snprintf(buf, cap, "%s", m + sizeof raised - 1);
+        return buf;
+    }
+    if (!strncmp(m, "evaluator source rejected", 25)) return "compile_error";
+    if (!strcmp(m, EVALUATION_NO_PRIMARY)) return "invalid_result";
+    if (r->error_code && !strcmp(r->error_code, "sandbox_error")) return "sandbox_error";
+    return r->error_code && *r->error_code ? r->error_code : "eval_error";
+}
+
+/* eval_key -> OUTCOME of the production baseline for a session (owned). */
+static json_t *production_outcomes(backtest *bt, const char *sid)
+{
+    json_t *map = json_object();
+    store_archive_baseline_run *r = NULL;
+    size_t n = 0;
+    store_err se;
+    if (store_archive_baseline(bt->archive, sid, &r, &n, &se) != STORE_OK) return map;
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = outcome_new(r[i].status);
+        if (r[i].summary) json_object_set_new(o, "summary", json_string(r[i].summary));
+        json_t *res = r[i].results_json ? json_loads(r[i].results_json, 0, NULL) : NULL;
+        if (json_is_array(res))
+            json_object_set_new(o, "results", res);
+        else
+            json_decref(res);
+        char buf[160];
+        if (!strcmp(r[i].status, "failed") || !strcmp(r[i].status, "timed_out"))
+            json_object_set_new(o, "error_type",
+                                json_string(stored_error_type(&r[i], buf, sizeof buf)));
+        if (!strcmp(r[i].status, "skipped"))
+            json_object_set_new(o, "skip_reason",
+                                json_string(r[i].skip_reason ? r[i].skip_reason : ""));
+        json_object_set_new(map, r[i].eval_key, o);
+    }
+    store_archive_baseline_free(r, n);
+    return map;
+}
+
 static void run_input(backtest *bt, bt_input *in)
 {
+    if (in->archive_id > 0 && in->text == NULL) {
+        store_err se;
+        char *data = NULL;
+        size_t len = 0;
+        if (store_archive_read(bt->archive, in->archive_id, &data, &len, NULL, &se) != STORE_OK) {
+            input_error(bt, in->source, se.msg);
+            return;
+        }
+        in->text = data;
+        in->len = len;
+    }
     void *simg = NULL;
     size_t slen = 0;
     fps_err e;
@@ -378,12 +440,15 @@ static void run_input(backtest *bt, bt_input *in)
         return;
     }
     json_t *rows = json_array();
+    json_t *prod = bt->production ? production_outcomes(bt, sid) : NULL;
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
         const char *key = jstr(d, "eval_key");
         json_t *c = evaluate(bt, d, img);
         const json_t *bd = bt->base ? find_def(bt->base, key) : NULL;
-        json_t *b = bd ? evaluate(bt, bd, img) : json_null();
+        json_t *b = bd                           ? evaluate(bt, bd, img)
+                    : json_object_get(prod, key) ? json_incref(json_object_get(prod, key))
+                                                 : json_null();
         int changed =
             !json_is_null(b) &&
             (strcmp(jstr(b, "status"), jstr(c, "status")) ||
@@ -395,7 +460,13 @@ static void run_input(backtest *bt, bt_input *in)
                                         "eval_key", key, "baseline", b, "candidate", c, "changed",
                                         changed, "deltas", deltas(json_is_null(b) ? NULL : b, c)));
     }
+    json_decref(prod);
     sbx_image_release(img);
+    if (in->archive_id > 0) { /* read again if ever needed: keep no copy */
+        free(in->text);
+        in->text = NULL;
+        in->len = 0;
+    }
     pthread_mutex_lock(&bt->mu);
     in->rows = rows;
     if (bt->cfg.rows_out) {
@@ -634,16 +705,49 @@ backtest *backtest_start(const backtest_config *cfg, fps_err *err)
         goto fail;
     }
     if (load_defs(cfg->definitions, "definitions", &bt->cand, err) != 0) goto fail;
-    if (cfg->baseline && !strcmp(cfg->baseline, "production")) {
-        fps_err_set(err, BT_EINVALID, 0, "invalid_request",
-                    "--baseline production needs the archive, not read by this version yet");
+    bt->production = cfg->baseline && !strcmp(cfg->baseline, "production");
+    if (cfg->baseline && !bt->production &&
+        load_defs(cfg->baseline, "baseline", &bt->base, err) != 0)
         goto fail;
+    if (cfg->npaths == 0 || bt->production) {
+        char apath[4096];
+        if (cfg->db_path == NULL ||
+            store_archive_path_for(cfg->db_path, apath, sizeof apath) != 0) {
+            fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                        cfg->npaths ? "--baseline production needs --db"
+                                    : "give --sessions, or --db for the archive beside it");
+            goto fail;
+        }
+        store_archive_options ao = {.path = apath, .state_db_path = cfg->db_path};
+        store_err se;
+        if (store_archive_open(&ao, &bt->archive, &se) != STORE_OK) {
+            fps_err_set(err, BT_EIO, 0, "unreadable", "archive %s: %s", apath, se.msg);
+            goto fail;
+        }
     }
-    if (cfg->baseline && load_defs(cfg->baseline, "baseline", &bt->base, err) != 0) goto fail;
     if (cfg->npaths == 0) {
-        fps_err_set(err, BT_EINVALID, 0, "invalid_request",
-                    "give --sessions (the archive is not read by this version yet)");
-        goto fail;
+        store_archive_filter f = {.limit = cfg->limit > 0 ? (int)cfg->limit : 0};
+        if (cfg->since && time_parse_rfc3339(cfg->since, &f.since) != 0) {
+            fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                        "--since must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z");
+            goto fail;
+        }
+        store_archive_entry *ents = NULL;
+        size_t ne = 0;
+        store_err se;
+        if (store_archive_list(bt->archive, &f, &ents, &ne, &se) != STORE_OK) {
+            fps_err_set(err, BT_EIO, 0, "unreadable", "archive: %s", se.msg);
+            goto fail;
+        }
+        for (size_t i = 0; i < ne; i++) {
+            char src[64];
+            snprintf(src, sizeof src, "archive:%lld", (long long)ents[i].id);
+            add_input(bt, src, "", 0);
+            free(bt->in[bt->n - 1].text);
+            bt->in[bt->n - 1].text = NULL;
+            bt->in[bt->n - 1].archive_id = ents[i].id;
+        }
+        store_archive_entries_free(ents, ne);
     }
     for (size_t i = 0; i < cfg->npaths; i++)
         if (add_path(bt, cfg->paths[i], 1, err) != 0) goto fail;
@@ -656,6 +760,7 @@ fail:
     json_decref(bt->cand);
     json_decref(bt->base);
     json_decref(bt->input_errors);
+    store_archive_close(bt->archive);
     for (size_t i = 0; i < bt->n; i++) {
         free(bt->in[i].source);
         free(bt->in[i].text);
@@ -729,6 +834,7 @@ void backtest_free(backtest *bt)
     json_decref(bt->base);
     json_decref(bt->input_errors);
     json_decref(bt->summary);
+    store_archive_close(bt->archive);
     for (size_t i = 0; i < bt->n; i++) {
         free(bt->in[i].source);
         free(bt->in[i].text);
