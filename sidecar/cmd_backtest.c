@@ -108,6 +108,9 @@ int cmd_backtest(int argc, char **argv)
     sbx_pool *pool = NULL;
     backtest *bt = NULL;
     FILE *out = NULL;
+    secret *key = NULL;
+    char *local_keys_all[64] = {0};
+    size_t nlocal_keys = 0;
     if (rc == CLI_HELP) {
         status = 0;
         goto done;
@@ -142,8 +145,27 @@ int cmd_backtest(int argc, char **argv)
             goto done;
         }
     }
-    if (c.locals.len > 0) {
-        status = usage("--local is not supported by this version yet");
+    backtest_local locals[64];
+    char *local_keys[64] = {0};
+    if (c.locals.len > 64) {
+        status = usage("at most 64 --local");
+        goto done;
+    }
+    for (size_t i = 0; i < c.locals.len; i++) {
+        const char *eq = strchr(c.locals.items[i], '=');
+        if (eq == NULL || eq == c.locals.items[i]) {
+            for (size_t j = 0; j < i; j++)
+                free(local_keys[j]);
+            status = usage("--local takes EVAL_KEY=URL");
+            goto done;
+        }
+        local_keys[i] = strndup(c.locals.items[i], (size_t)(eq - c.locals.items[i]));
+        locals[i] = (backtest_local){local_keys[i], eq + 1};
+    }
+    nlocal_keys = c.locals.len;
+    memcpy(local_keys_all, local_keys, sizeof local_keys);
+    if (c.local_secret_file && (key = secret_from_file(c.local_secret_file, &err)) == NULL) {
+        fprintf(stderr, "failproofai-sidecar backtest: %s\n", err.msg);
         goto done;
     }
     if ((defs = read_all(c.definitions)) == NULL) {
@@ -187,6 +209,11 @@ int cmd_backtest(int argc, char **argv)
                           .shard_k = k,
                           .shard_n = n,
                           .rows_out = out,
+                          .locals = locals,
+                          .nlocals = c.locals.len,
+                          .local_concurrency = (int)c.local_concurrency,
+                          .local_timeout_s = c.local_timeout,
+                          .local_secret = key,
                           .progress = isatty(STDERR_FILENO)};
     bt = backtest_start(&bc, &err);
     if (bt == NULL) {
@@ -204,6 +231,9 @@ int cmd_backtest(int argc, char **argv)
     json_decref(s);
 done:
     backtest_free(bt);
+    secret_free(key);
+    for (size_t i = 0; i < nlocal_keys; i++)
+        free(local_keys_all[i]);
     if (out) fclose(out);
     sbx_pool_free(pool);
     free(defs);

@@ -11,6 +11,7 @@
 #include "sandbox/lang/simg.h"
 #include "store/archive.h"
 #include "sidecar/evaluation/evaluation.h"
+#include "sidecar/local/local.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,6 +36,8 @@ struct backtest {
     json_t *cand, *base;    /* definition arrays (owned); base NULL: none */
     int production;         /* the baseline is the live runs' stored results */
     store_archive *archive; /* owned, read-only; NULL: sessions from paths */
+    local_client *local;    /* owned; NULL: no --local */
+    json_t *local_urls;     /* eval_key -> URL (owned) */
     bt_input *in;
     size_t n, cap;
     json_t *input_errors;
@@ -190,7 +193,47 @@ static json_t *outcome_new(const char *status)
 }
 
 /* One definition on one session, as the live worker runs it. */
-static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img)
+static json_t *run_local(backtest *bt, const json_t *d, const char *url, const bt_input *in,
+                         const char *kind)
+{
+    const char *key = jstr(d, "eval_key");
+    double t = bt->cfg.local_timeout_s > 0
+                   ? bt->cfg.local_timeout_s
+                   : json_number_value(json_object_get(d, "timeout_seconds"));
+    local_target tg = {.endpoint = url,
+                       .name = url,
+                       .result_kind = kind,
+                       .key = bt->cfg.local_secret,
+                       .timeout_s = t};
+    local_dispatch_request rq = {.evaluation_run_id = in->source,
+                                 .eval_key = key,
+                                 .eval_version = jstr(d, "eval_version"),
+                                 .result_kind = kind,
+                                 .timeout_s = t,
+                                 .transcript = in->text,
+                                 .transcript_len = in->len,
+                                 .cancel = &bt->cancel};
+    local_dispatch_result res;
+    local_client_dispatch(bt->local, &tg, &rq, &res);
+    json_t *o = outcome_new(res.status);
+    if (!strcmp(res.status, "succeeded")) {
+        if (evaluation_results_valid(res.results, key, kind)) {
+            json_object_set(o, "results", res.results);
+            if (res.summary) json_object_set_new(o, "summary", json_string(res.summary));
+        } else {
+            json_object_set_new(o, "status", json_string("failed"));
+            json_object_set_new(o, "error_type", json_string("invalid_result"));
+        }
+    } else if (strcmp(res.status, "cancelled") != 0) {
+        json_object_set_new(o, "error_type",
+                            json_string(res.error_code[0] ? res.error_code : "eval_error"));
+    }
+    local_dispatch_result_free(&res);
+    return o;
+}
+
+static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, const bt_input *in,
+                        int candidate)
 {
     const char *key = jstr(d, "eval_key"), *cond = jstr(d, "condition_source");
     const char *kind = jstr(d, "result_kind") ? jstr(d, "result_kind") : "score";
@@ -221,6 +264,8 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img)
         }
         sbx_outcome_free(&out);
     }
+    const char *url = candidate ? json_string_value(json_object_get(bt->local_urls, key)) : NULL;
+    if (url != NULL) return run_local(bt, d, url, in, kind);
     const char *src = jstr(d, "evaluator_source");
     sbx_request rq = {.kind = LANG_EVALUATOR,
                       .source = src,
@@ -444,9 +489,9 @@ static void run_input(backtest *bt, bt_input *in)
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
         const char *key = jstr(d, "eval_key");
-        json_t *c = evaluate(bt, d, img);
+        json_t *c = evaluate(bt, d, img, in, 1);
         const json_t *bd = bt->base ? find_def(bt->base, key) : NULL;
-        json_t *b = bd                           ? evaluate(bt, bd, img)
+        json_t *b = bd                           ? evaluate(bt, bd, img, in, 0)
                     : json_object_get(prod, key) ? json_incref(json_object_get(prod, key))
                                                  : json_null();
         int changed =
@@ -705,6 +750,23 @@ backtest *backtest_start(const backtest_config *cfg, fps_err *err)
         goto fail;
     }
     if (load_defs(cfg->definitions, "definitions", &bt->cand, err) != 0) goto fail;
+    bt->local_urls = json_object();
+    for (size_t i = 0; i < cfg->nlocals; i++) {
+        const char *u = cfg->locals[i].url;
+        if (u == NULL || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))) {
+            fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                        "--local %s: the endpoint must be an http:// or https:// URL",
+                        cfg->locals[i].eval_key);
+            goto fail;
+        }
+        json_object_set_new(bt->local_urls, cfg->locals[i].eval_key, json_string(u));
+    }
+    if (cfg->nlocals > 0 &&
+        (bt->local = local_client_new(cfg->local_concurrency > 0 ? cfg->local_concurrency : 4)) ==
+            NULL) {
+        fps_err_set(err, BT_EIO, 0, "cannot_start", "cannot create the local dispatch client");
+        goto fail;
+    }
     bt->production = cfg->baseline && !strcmp(cfg->baseline, "production");
     if (cfg->baseline && !bt->production &&
         load_defs(cfg->baseline, "baseline", &bt->base, err) != 0)
@@ -761,6 +823,8 @@ fail:
     json_decref(bt->base);
     json_decref(bt->input_errors);
     store_archive_close(bt->archive);
+    local_client_free(bt->local);
+    json_decref(bt->local_urls);
     for (size_t i = 0; i < bt->n; i++) {
         free(bt->in[i].source);
         free(bt->in[i].text);
@@ -835,6 +899,8 @@ void backtest_free(backtest *bt)
     json_decref(bt->input_errors);
     json_decref(bt->summary);
     store_archive_close(bt->archive);
+    local_client_free(bt->local);
+    json_decref(bt->local_urls);
     for (size_t i = 0; i < bt->n; i++) {
         free(bt->in[i].source);
         free(bt->in[i].text);

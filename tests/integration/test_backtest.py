@@ -5,8 +5,12 @@ computes what each session's outcome must be itself, from the sessions it
 generated, and checks the summary's counts, the rows, --fail-on-regression,
 and that three shards' rows merge to the unsharded summary."""
 
+import hashlib
+import hmac
+import http.server
 import json
 import os
+import threading
 import subprocess
 import tempfile
 import unittest
@@ -197,6 +201,50 @@ class BacktestCli(unittest.TestCase):
         merged = json.loads(p.stdout)
         self.assertEqual(merged["eval_keys"], whole["eval_keys"])
         self.assertEqual(merged["sessions"], whole["sessions"])
+
+    def test_local_endpoint_gets_the_signed_dispatch(self):
+        """--local sends enough_tools to a local judge (score = tool calls /
+        20, passing from 3): the signature checks with the secret file's key,
+        and the judge's answers are the candidate's outcomes."""
+        secret = "s3cret-for-the-judge"
+        sfile = os.path.join(self.tmp.name, "secret")
+        with open(sfile, "w") as f:
+            f.write(secret + "\n")
+        seen = {"ok": 0, "bad": 0}
+
+        class Judge(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                f = dict(kv.split("=", 1) for kv in self.headers.get("X-FailproofAI-Signature", "").split(","))
+                mac = hmac.new(secret.encode(), f.get("t", "").encode() + b"." + body,
+                               hashlib.sha256).hexdigest()
+                good = hmac.compare_digest(mac, f.get("v1", ""))
+                seen["ok" if good else "bad"] += 1
+                run = json.loads(body)
+                tools = sum(e["event_type"] == "tool_use" for e in run["transcript"]["events"])
+                out = json.dumps({"score": {"value": tools / 20, "passed": tools >= 3}}).encode()
+                self.send_response(200 if good else 401)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *a):
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Judge)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.shutdown)
+        url = "http://127.0.0.1:%d/run" % srv.server_address[1]
+        s = self.summary("--local", "enough_tools=" + url, "--local-secret-file", sfile,
+                         "--local-concurrency", "2")
+        self.assertEqual(seen, {"ok": len(SESSIONS), "bad": 0})
+        k = {e["eval_key"]: e for e in s["eval_keys"]}["enough_tools"]
+        self.assertEqual(k["errors"]["candidate"], 0, k)
+        self.assertEqual(k["pass_to_fail"] + k["fail_to_pass"], 0, k)
+        # v1's score is tools / 10: every session with a tool call changed by tools / 20
+        self.assertEqual(k["changed"], sum(1 for x in SESSIONS if x["tools"] > 0))
+        self.assertAlmostEqual(k["max_abs_delta"], max(x["tools"] for x in SESSIONS) / 20)
 
     def test_usage_errors_exit_2(self):
         for args in (["--sessions", self.sess_dir],
