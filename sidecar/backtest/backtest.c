@@ -238,6 +238,11 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, const bt_
     const char *key = jstr(d, "eval_key"), *cond = jstr(d, "condition_source");
     const char *kind = jstr(d, "result_kind") ? jstr(d, "result_kind") : "score";
     double t = sbx_clamp_timeout(json_number_value(json_object_get(d, "timeout_seconds")));
+    if (cond != NULL && *cond && json_is_true(json_object_get(d, "__rejected_condition"))) {
+        json_t *o = outcome_new("skipped"); /* as live: a rejected condition is condition_error */
+        json_object_set_new(o, "skip_reason", json_string("condition_error"));
+        return o;
+    }
     if (cond != NULL && *cond) {
         sbx_request rq = {.kind = LANG_CONDITION,
                           .source = cond,
@@ -266,6 +271,11 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, const bt_
     }
     const char *url = candidate ? json_string_value(json_object_get(bt->local_urls, key)) : NULL;
     if (url != NULL) return run_local(bt, d, url, in, kind);
+    if (json_is_true(json_object_get(d, "__rejected_evaluator"))) {
+        json_t *o = outcome_new("failed"); /* reported once, never run */
+        json_object_set_new(o, "error_type", json_string("compile_error"));
+        return o;
+    }
     const char *src = jstr(d, "evaluator_source");
     sbx_request rq = {.kind = LANG_EVALUATOR,
                       .source = src,
@@ -702,9 +712,59 @@ static json_t *summarize(const json_t *rows, long sessions, const json_t *input_
                      "eval_keys", arr);
 }
 
+/* Compile-checks one source of a definition once, in the jail; 0 if it
+ * compiles, else 1 with the input error reported ("what[i] (key): line L,
+ * column C: message"). */
+static int rejected(backtest *bt, const json_t *d, const char *field, lang_kind kind,
+                    const char *what, size_t i)
+{
+    const char *src = jstr(d, field);
+    if (src == NULL || *src == '\0') return 0;
+    sbx_request rq = {.kind = kind,
+                      .source = src,
+                      .source_len = strlen(src),
+                      .eval_key = jstr(d, "eval_key"),
+                      .timeout_s = 10,
+                      .playground = bt->cfg.background};
+    sbx_outcome out;
+    memset(&out, 0, sizeof out);
+    sbx_check(bt->cfg.pool, &rq, &out);
+    int bad = out.status == SBX_OK && !json_is_true(json_object_get(out.json, "ok"));
+    if (bad) {
+        char where[300], msg[700];
+        snprintf(where, sizeof where, "%s[%zu] (%.128s).%s", what, i, jstr(d, "eval_key"), field);
+        const json_t *ln = json_object_get(out.json, "line"),
+                     *col = json_object_get(out.json, "column");
+        if (json_is_integer(ln) && json_is_integer(col))
+            snprintf(msg, sizeof msg, "line %lld, column %lld: %.500s",
+                     (long long)json_integer_value(ln), (long long)json_integer_value(col),
+                     jstr(out.json, "message") ? jstr(out.json, "message") : "rejected");
+        else
+            snprintf(msg, sizeof msg, "%.600s",
+                     jstr(out.json, "message") ? jstr(out.json, "message") : "rejected");
+        input_error(bt, where, msg);
+    }
+    sbx_outcome_free(&out);
+    return bad;
+}
+
+static void check_defs(backtest *bt, json_t *defs, const char *what)
+{
+    for (size_t i = 0; i < json_array_size(defs); i++) {
+        json_t *d = json_array_get(defs, i);
+        if (rejected(bt, d, "condition_source", LANG_CONDITION, what, i))
+            json_object_set_new(d, "__rejected_condition", json_true());
+        if (rejected(bt, d, "evaluator_source", LANG_EVALUATOR, what, i))
+            json_object_set_new(d, "__rejected_evaluator", json_true());
+    }
+}
+
 static void *main_thread(void *arg)
 {
     backtest *bt = arg;
+    /* each definition is compile-checked once, not once per session */
+    check_defs(bt, bt->cand, "definitions");
+    check_defs(bt, bt->base, "baseline");
     int jobs = bt->cfg.jobs > 0 ? bt->cfg.jobs : 1;
     if (jobs > 64) jobs = 64;
     pthread_t th[64];

@@ -246,6 +246,25 @@ class BacktestCli(unittest.TestCase):
         self.assertEqual(k["changed"], sum(1 for x in SESSIONS if x["tools"] > 0))
         self.assertAlmostEqual(k["max_abs_delta"], max(x["tools"] for x in SESSIONS) / 20)
 
+    def test_a_definition_that_does_not_compile_is_reported_once(self):
+        bad = json.loads(json.dumps(V1))
+        bad[3]["evaluator_source"] = "EvalResult(metrics={'msg_count': Metric(\n  1 +)})"
+        path = os.path.join(self.tmp.name, "bad.json")
+        json.dump(bad, open(path, "w"))
+        p = self.run_bt("--definitions", path, "--baseline", self.v1, "--sessions", self.sess_dir,
+                        "--format", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        s = json.loads(p.stdout)
+        errs = [e for e in s["input_errors"] if "definitions[3]" in e["source"]]
+        self.assertEqual(len(errs), 1, s["input_errors"])
+        self.assertRegex(errs[0]["message"], r"^line 2, column \d+: ")
+        k = {e["eval_key"]: e for e in s["eval_keys"]}
+        n = len(SESSIONS) // 2
+        self.assertEqual(k["msg_count"]["new_errors"], n)
+        self.assertEqual(k["msg_count"]["top_errors"]["candidate"],
+                         [{"error_type": "compile_error", "count": n}])
+        self.assertEqual(k["enough_tools"]["changed"], 0)
+
     def test_usage_errors_exit_2(self):
         for args in (["--sessions", self.sess_dir],
                      ["--definitions", self.v2, "--sessions", self.sess_dir, "--shard", "3/3"],
