@@ -265,6 +265,44 @@ class BacktestCli(unittest.TestCase):
                          [{"error_type": "compile_error", "count": n}])
         self.assertEqual(k["enough_tools"]["changed"], 0)
 
+    def test_the_indexed_job_manifest_runs_as_written(self):
+        """deploy/backtest-job.yaml: its shard count matches completions and
+        parallelism, and its pod's command, run here for every index over
+        these sessions, merges to the unsharded summary."""
+        import yaml
+        src = os.environ.get("FPS_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+        docs = [d for d in yaml.safe_load_all(open(os.path.join(src, "deploy", "backtest-job.yaml"))) if d]
+        cm = next(d for d in docs if d["kind"] == "ConfigMap")
+        job = next(d for d in docs if d["kind"] == "Job")
+        spec = job["spec"]
+        self.assertEqual(spec["completionMode"], "Indexed")
+        n = spec["completions"]
+        self.assertEqual(spec["parallelism"], n)
+        c = spec["template"]["spec"]["containers"][0]
+        script = c["args"][0]
+        self.assertIn('--shard "$JOB_COMPLETION_INDEX/%d"' % n, script)
+        root = os.path.join(self.tmp.name, "job")
+        for sub in ("definitions", "out"):
+            os.makedirs(os.path.join(root, sub), exist_ok=True)
+        for name, text in cm["data"].items():
+            open(os.path.join(root, "definitions", name), "w").write(text)
+        script = script.replace("/backtest/sessions", self.sess_dir).replace("/backtest", root)
+        script = script.replace("exec failproofai-sidecar", "exec " + BIN)
+        for k in range(n):
+            p = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True,
+                               env=dict(os.environ, JOB_COMPLETION_INDEX=str(k)), timeout=300)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        merge = []
+        for k in range(n):
+            merge += ["--merge", os.path.join(root, "out", "rows-%d.jsonl" % k)]
+        merged = json.loads(self.run_bt(*merge, "--format", "json").stdout)
+        whole = json.loads(self.run_bt(
+            "--definitions", os.path.join(root, "definitions", "candidate.json"), "--baseline",
+            os.path.join(root, "definitions", "baseline.json"), "--sessions", self.sess_dir,
+            "--format", "json").stdout)
+        self.assertEqual(merged["eval_keys"], whole["eval_keys"])
+        self.assertEqual(merged["sessions"], whole["sessions"])
+
     def test_usage_errors_exit_2(self):
         for args in (["--sessions", self.sess_dir],
                      ["--definitions", self.v2, "--sessions", self.sess_dir, "--shard", "3/3"],
