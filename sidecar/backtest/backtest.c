@@ -232,8 +232,8 @@ static json_t *run_local(backtest *bt, const json_t *d, const char *url, const b
     return o;
 }
 
-static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, const bt_input *in,
-                        int candidate)
+static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_session *ss,
+                        const bt_input *in, int candidate)
 {
     const char *key = jstr(d, "eval_key"), *cond = jstr(d, "condition_source");
     const char *kind = jstr(d, "result_kind") ? jstr(d, "result_kind") : "score";
@@ -254,7 +254,7 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, const bt_
                           .playground = bt->cfg.background};
         sbx_outcome out;
         memset(&out, 0, sizeof out);
-        sbx_eval(bt->cfg.pool, &rq, &out);
+        sbx_session_eval(ss, &rq, &out);
         char rbuf[136];
         if (out.status == SBX_CANCELLED) {
             sbx_outcome_free(&out);
@@ -287,7 +287,7 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, const bt_
                       .playground = bt->cfg.background};
     sbx_outcome out;
     memset(&out, 0, sizeof out);
-    sbx_eval(bt->cfg.pool, &rq, &out);
+    sbx_session_eval(ss, &rq, &out);
     json_t *o = NULL;
     const char *detail = "";
     sbx_end end = sbx_outcome_end(&out, &detail);
@@ -496,12 +496,15 @@ static void run_input(backtest *bt, bt_input *in)
     }
     json_t *rows = json_array();
     json_t *prod = bt->production ? production_outcomes(bt, sid) : NULL;
+    /* one jail session per transcript: all its evaluations, both sides */
+    sbx_session *ss = sbx_session_open(bt->cfg.pool, img);
+    if (ss == NULL) abort();
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
         const char *key = jstr(d, "eval_key");
-        json_t *c = evaluate(bt, d, img, in, 1);
+        json_t *c = evaluate(bt, d, img, ss, in, 1);
         const json_t *bd = bt->base ? find_def(bt->base, key) : NULL;
-        json_t *b = bd                           ? evaluate(bt, bd, img, in, 0)
+        json_t *b = bd                           ? evaluate(bt, bd, img, ss, in, 0)
                     : json_object_get(prod, key) ? json_incref(json_object_get(prod, key))
                                                  : json_null();
         int changed =
@@ -515,6 +518,7 @@ static void run_input(backtest *bt, bt_input *in)
                                         "eval_key", key, "baseline", b, "candidate", c, "changed",
                                         changed, "deltas", deltas(json_is_null(b) ? NULL : b, c)));
     }
+    sbx_session_close(ss);
     json_decref(prod);
     sbx_image_release(img);
     if (in->archive_id > 0) { /* read again if ever needed: keep no copy */
