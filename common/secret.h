@@ -21,7 +21,17 @@ enum { SECRET_EIO = -1, SECRET_EINVALID = -2 };
 /* Reads a secret file (a mounted Kubernetes Secret, say). Returns NULL and
  * fills err (never containing file contents) if unreadable, empty or > 4 KiB. */
 secret *secret_from_file(const char *path, fps_err *err);
-/* Borrowed view of the bytes; valid until secret_free. */
+/* Re-reads a secret file into s (a rotated Kubernetes Secret, say): 1 when
+ * the value changed, 0 when it is the same, -1 with err (never the value)
+ * when the file is unreadable, empty or > 4 KiB, s keeping its value. Safe
+ * while other threads read s; one caller at a time rotates it. */
+int secret_reload(secret *s, const char *path, fps_err *err);
+/* Borrowed view of the current bytes and (unless len is NULL) their length,
+ * read together: valid until secret_free, and for a while after a rotation
+ * replaced them (long enough for one header or comparison). */
+const char *secret_view(const secret *s, size_t *len);
+/* The same, for callers that need only the bytes (NUL-terminated) or only
+ * the length; a caller that needs both takes them from one secret_view. */
 const char *secret_expose(const secret *s);
 size_t secret_len(const secret *s);
 /* Constant-time comparison against a candidate; 1 if equal. */

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "common/secret.h"
+#include "common/secret_watch.h"
 #include "sandbox/jail/sbx.h"
 #include "store/archive.h"
 #include "store/store.h"
@@ -242,6 +243,7 @@ int daemon_run(const run_config *cfg)
     worker *w = NULL;
     store *db = NULL;
     store_archive *archive = NULL;
+    secret_watch *watch = NULL;
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
     /* Few malloc arenas: the threads are mostly idle and each arena keeps
@@ -328,6 +330,18 @@ int daemon_run(const run_config *cfg)
                                REGISTRATION_SUFFIX);
         if (admin_token == NULL || reg_token == NULL) goto done;
     }
+    /* Tokens given as files follow their rotation (a token from the
+     * environment cannot rotate; generated ones are ours and do not). */
+    watch = secret_watch_new();
+    if (watch == NULL) goto done;
+    if ((cfg->token_file && secret_watch_add(watch, token, cfg->token_file, "server", &err)) ||
+        (admin_token && cfg->admin_token_file &&
+         secret_watch_add(watch, admin_token, cfg->admin_token_file, "admin", &err)) ||
+        (reg_token && cfg->registration_token_file &&
+         secret_watch_add(watch, reg_token, cfg->registration_token_file, "registration", &err))) {
+        log_error("cannot watch the token files", LOG_S("error", err.msg));
+        goto done;
+    }
     api_deps ad = {
         .cfg = {.listen = cfg->listen,
                 .admin_hosts = &cfg->admin_hosts,
@@ -398,6 +412,7 @@ done:
     local_registry_free(local);
     sbx_pool_free(pool);
     store_close(db);
+    secret_watch_free(watch); /* before the secrets it rotates */
     secret_free(token);
     secret_free(admin_token);
     secret_free(reg_token);

@@ -375,7 +375,11 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     strbuf auth;
     strbuf_init(&auth);
     strbuf_puts(&auth, "Authorization: Bearer ");
-    if (c->token) strbuf_put(&auth, secret_expose(c->token), secret_len(c->token));
+    if (c->token) { /* the token file may rotate: bytes and length from one view */
+        size_t tlen;
+        const char *tok = secret_view(c->token, &tlen);
+        strbuf_put(&auth, tok, tlen);
+    }
     hdrs = curl_slist_append(hdrs, auth.data);
     memset(auth.data, 0, auth.len);
     strbuf_free(&auth);

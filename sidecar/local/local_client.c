@@ -127,7 +127,9 @@ static void sign(strbuf *sb, const secret *key, const char *body, size_t len)
     unsigned char mac[SHA256_DIGEST_SIZE];
     struct hmac_sha256_ctx ctx;
     snprintf(t, sizeof t, "%lld", (long long)time(NULL));
-    hmac_sha256_set_key(&ctx, secret_len(key), (const uint8_t *)secret_expose(key));
+    size_t klen;
+    const char *kb = secret_view(key, &klen);
+    hmac_sha256_set_key(&ctx, klen, (const uint8_t *)kb);
     hmac_sha256_update(&ctx, strlen(t), (const uint8_t *)t);
     hmac_sha256_update(&ctx, 1, (const uint8_t *)".");
     hmac_sha256_update(&ctx, len, (const uint8_t *)body);
