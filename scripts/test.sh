@@ -2,7 +2,23 @@
 # Installs what is needed, builds, and runs every test twice: a Release build,
 # then an AddressSanitizer + UndefinedBehaviorSanitizer build. Fails on any
 # failure. This is the README's test command and what .ci/run executes.
+#
+#   scripts/test.sh              every test once in each build
+#   scripts/test.sh --repeat N   stress mode: each test up to N times in each
+#                                build, stopping at its first failure
+#                                (ctest --repeat until-fail:N); run it on a
+#                                loaded machine to find tests that can fail
+#                                without a bug
 set -euo pipefail
+repeat=()
+case "${1:-}" in
+"") ;;
+--repeat)
+  [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/test.sh [--repeat N]" >&2; exit 2; }
+  repeat=(--repeat "until-fail:$2")
+  ;;
+*) echo "usage: scripts/test.sh [--repeat N]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/web-deps.sh
@@ -15,7 +31,7 @@ run_suite() { # name, build dir, extra cmake args...
   cmake -S . -B "$dir" "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "=== ${name}: tests ==="
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 1800)
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 1800 "${repeat[@]}")
 }
 
 run_suite release build -DCMAKE_BUILD_TYPE=Release -DFPS_SANITIZE=OFF
