@@ -12,6 +12,7 @@
 #include "common/secret.h"
 #include "common/secret_watch.h"
 #include "sandbox/jail/sbx.h"
+#include "sidecar/backtest_jobs.h"
 #include "store/archive.h"
 #include "store/store.h"
 
@@ -244,6 +245,7 @@ int daemon_run(const run_config *cfg)
     store *db = NULL;
     store_archive *archive = NULL;
     secret_watch *watch = NULL;
+    backtest_jobs *backtests = NULL;
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
     /* Few malloc arenas: the threads are mostly idle and each arena keeps
@@ -342,6 +344,10 @@ int daemon_run(const run_config *cfg)
         log_error("cannot watch the token files", LOG_S("error", err.msg));
         goto done;
     }
+    /* Backtests run over the archive, so only with it. */
+    if (archive != NULL)
+        backtests = backtest_jobs_new(pool, cfg->db_path, (int)cfg->backtest_sandboxes,
+                                      cfg->retention_hours);
     api_deps ad = {
         .cfg = {.listen = cfg->listen,
                 .admin_hosts = &cfg->admin_hosts,
@@ -354,6 +360,7 @@ int daemon_run(const run_config *cfg)
         .pool = pool,
         .worker = daemon_api_worker_ops(w),
         .local = daemon_api_local_ops(local),
+        .backtest = backtests ? backtest_jobs_ops(backtests) : (api_backtest_ops){0},
         .archive = archive};
     api = api_start(&ad, &err);
     if (api == NULL) {
@@ -407,6 +414,7 @@ int daemon_run(const run_config *cfg)
     }
 done:
     api_stop(api);
+    backtest_jobs_free(backtests);
     worker_free(w);
     store_archive_close(archive); /* after the worker: nothing submits any more */
     local_registry_free(local);
