@@ -190,6 +190,9 @@ def main():
                     help="skip the jail-capacity ceiling (tests/bench/jail/run.sh capacity)")
     ap.add_argument("--no-idle", action="store_true",
                     help="skip the 13 s idle RSS/CPU sample (for repeated A/B rounds)")
+    ap.add_argument("--archive-mb", type=int, default=0,
+                    help="run the sidecar with --archive-max-mb N (the transcript archive on;"
+                         " needs --db file); compare with 0, alternating rounds")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="fps-bench-")
     defs = os.path.join(d, "defs.json")
@@ -207,7 +210,8 @@ def main():
     wrap = os.environ.get("FPS_SIDECAR_WRAP", "").split()
     sc = subprocess.Popen(wrap + [BIN, "run", "--server", emu.base, "--listen", "127.0.0.1:0",
                            "--db", db, "--concurrency", str(a.concurrency),
-                           "--log-level", a.log_level], stderr=log, stdout=subprocess.DEVNULL, env=env)
+                           "--log-level", a.log_level, "--archive-max-mb", str(a.archive_mb)],
+                          stderr=log, stdout=subprocess.DEVNULL, env=env)
     try:
         c0 = 0  # the whole life of the sidecar, start-up and registration included
 
@@ -242,7 +246,8 @@ def main():
     idle_cpu = 100 * (i1 - i0) / CLK / (it1 - it0)
     print(f"worker benchmark: {a.sessions} sessions x {len(DEFS)} managed definitions, "
           f"concurrency {a.concurrency}, store {a.db}, {'ok' if ok else 'INCOMPLETE'}")
-    print(f"  runs committed        {runs}  in {wall:.2f} s")
+    print(f"  runs committed        {runs}  in {wall:.2f} s"
+          + (f"  (archive on: --archive-max-mb {a.archive_mb})" if a.archive_mb else ""))
     print(f"  runs/s                {rps:9.1f}   anchor: reference ~15 -> x{rps / 15:.1f};"
           f" target 500 -> {rps / 500:.2f} of target")
     per = 1000 / CLK / max(1, runs)
