@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""Benchmark (not a test): `backtest` over 300 realistic sessions (most
+50-400 KB, a few of 7 MB; tests/bench/lang/gen_transcript.py) x 6
+definitions x 2 versions (candidate and baseline definitions), printing in
+one run, as ratios:
+
+  - evaluations/s of ours with --jobs 1 and --jobs $(nproc) (start-up
+    included: the whole command's wall time);
+  - the same work in CPython in-process with no sandbox at all (json.loads,
+    tests/conformance/oracle.py's session model, eval of each source), one
+    process; ours with --jobs nproc against it (target <= 1.0x wall time);
+  - the reference SDK's managed path (source.compile_evaluator per session
+    and definition, a fresh interpreter each) when FPS_REFSDK points at
+    sdk/python, on a sample, per evaluation (target >= 100x);
+  - scaling from --jobs 1 to --jobs 2 (target >= 1.8x).
+
+The machine may be shared: figures are wall-clock and move with its load.
+
+  FPS_BIN=build/failproofai-sidecar python3 tests/bench/backtest/bench_backtest.py [--sessions 300]
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..", "..")
+sys.path.insert(0, os.path.join(ROOT, "tests", "bench", "lang"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
+import gen_transcript  # noqa: E402
+import oracle  # noqa: E402
+
+BIN = os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar"))
+
+V1 = [
+    {"eval_key": "tool_error_rate", "eval_version": "1", "result_kind": "metric",
+     "condition_source": "session.count('tool_result') > 0",
+     "evaluator_source": "EvalResult(metrics={'tool_error_rate': Metric(len([e for e in session.events_of_type('tool_result') if e.payload.get('status') == 'error']) / session.count('tool_result'))})"},
+    {"eval_key": "task_completed", "eval_version": "1", "result_kind": "assertion",
+     "evaluator_source": "EvalResult(assertions={'task_completed': Assertion(any([e.payload.get('status') == 'ok' for e in session.events_of_type('agent_end')]))})"},
+    {"eval_key": "tool_efficiency", "eval_version": "1", "result_kind": "score",
+     "condition_source": "session.count('tool_use') > 0",
+     "evaluator_source": "EvalResult(score=Score(len(set([e.payload.get('tool_name') for e in session.events_of_type('tool_use')])) / session.count('tool_use'), passed=session.count('tool_use') > 3))"},
+    {"eval_key": "tokens_out", "eval_version": "1", "result_kind": "metric",
+     "evaluator_source": "EvalResult(metrics={'tokens_out': Metric(sum([e.payload['tokens']['output'] for e in session.events_of_type('model_response')]))})"},
+    {"eval_key": "mean_latency", "eval_version": "1", "result_kind": "metric",
+     "evaluator_source": "EvalResult(metrics={'mean_latency': Metric(round(sum([e.payload.get('latency_ms', 0) for e in session.events_of_type('tool_result')]) / max(1, session.count('tool_result')), 1))})"},
+    {"eval_key": "cost_ok", "eval_version": "1", "result_kind": "score",
+     "evaluator_source": "EvalResult(score=Score(min(1.0, sum([e.payload.get('cost_usd', 0) for e in session.events_of_type('model_response')])), passed=sum([e.payload.get('cost_usd', 0) for e in session.events_of_type('model_response')]) < 5))"},
+]
+V2 = json.loads(json.dumps(V1))
+V2[2]["evaluator_source"] = V2[2]["evaluator_source"].replace("> 3", "> 20")
+V2[5]["evaluator_source"] = V2[5]["evaluator_source"].replace("< 5", "< 2")
+V2[3]["evaluator_source"] = V2[3]["evaluator_source"].replace("['tokens']['output']", "['tokens'].get('output', 0)")
+
+
+def make_sessions(d, n):
+    rnd = random.Random(11)
+    paths = []
+    for i in range(n):
+        events = 20000 if i % 100 == 7 else rnd.randint(150, 1200)  # ~7 MB, else ~50-400 KB
+        t = gen_transcript.build(events, seed=i)
+        t["session_id"] = "bench-%04d" % i
+        p = os.path.join(d, "s%04d.json" % i)
+        with open(p, "w") as f:
+            json.dump(t, f)
+        paths.append(p)
+    return paths
+
+
+def ours(sess_dir, v1, v2, jobs):
+    t0 = time.perf_counter()
+    p = subprocess.run([BIN, "backtest", "--definitions", v2, "--baseline", v1, "--sessions",
+                        sess_dir, "--jobs", str(jobs), "--format", "json"],
+                       capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit("backtest failed: " + p.stderr)
+    return wall, json.loads(p.stdout)
+
+
+def cpython(paths):
+    t0 = time.perf_counter()
+    n = 0
+    for p in paths:
+        with open(p) as f:
+            session = oracle.session_from_wire(json.load(f))
+        for defs in (V1, V2):
+            for d in defs:
+                if d.get("condition_source"):
+                    o = oracle.outcome("condition", d["condition_source"], d["eval_key"], session)
+                    n += 1
+                    if not o.get("applicable"):
+                        continue
+                oracle.outcome("evaluator", d["evaluator_source"], d["eval_key"], session)
+                n += 1
+    return time.perf_counter() - t0, n
+
+
+def reference(paths, sample):
+    sys.path.insert(0, os.environ["FPS_REFSDK"])
+    from failproofai_sdk.evaluator import protocol, source  # noqa: E402
+    t0 = time.perf_counter()
+    n = 0
+    for p in paths[:sample]:
+        with open(p) as f:
+            data = json.load(f)
+        session = protocol.SessionTranscript.from_wire(data) if hasattr(
+            protocol.SessionTranscript, "from_wire") else protocol.transcript_from_wire(data)
+        for d in V2:
+            source.compile_evaluator(d["evaluator_source"], eval_key=d["eval_key"])(session)
+            n += 1
+    return (time.perf_counter() - t0) / n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=300)
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="fps-bench-backtest-")
+    try:
+        sess = os.path.join(tmp, "sessions")
+        os.mkdir(sess)
+        paths = make_sessions(sess, a.sessions)
+        mb = sum(os.path.getsize(p) for p in paths) / 1e6
+        v1, v2 = os.path.join(tmp, "v1.json"), os.path.join(tmp, "v2.json")
+        json.dump(V1, open(v1, "w"))
+        json.dump(V2, open(v2, "w"))
+        nproc = os.cpu_count() or 1
+        print(f"{a.sessions} sessions, {mb:.1f} MB, 6 definitions x 2 versions; nproc {nproc} "
+              f"(load average {os.getloadavg()[0]:.1f}: the machine may be shared)")
+        cp_wall, n_evals = cpython(paths)
+        w1, summary = ours(sess, v1, v2, 1)
+        w2, _ = ours(sess, v1, v2, 2)
+        wn, _ = ours(sess, v1, v2, nproc) if nproc != 2 else (w2, None)
+        changed = {k["eval_key"]: k["changed"] for k in summary["eval_keys"]}
+        print(f"evaluations (conditions + evaluators, both versions): {n_evals}; changed per key: {changed}")
+        print(f"ours --jobs 1:      {w1:7.2f} s  {n_evals / w1:8.0f} evaluations/s")
+        print(f"ours --jobs 2:      {w2:7.2f} s  {n_evals / w2:8.0f} evaluations/s   scaling 1->2: {w1 / w2:.2f}x (target >= 1.8x)")
+        print(f"ours --jobs {nproc}:      {wn:7.2f} s  {n_evals / wn:8.0f} evaluations/s")
+        print(f"CPython in-process: {cp_wall:7.2f} s  {n_evals / cp_wall:8.0f} evaluations/s   "
+              f"ours --jobs {nproc} / CPython wall time: {wn / cp_wall:.2f}x (target <= 1.0x)")
+        if os.environ.get("FPS_REFSDK"):
+            per = reference(paths, 10)
+            ours_per = wn / n_evals
+            print(f"reference managed path: {per * 1000:.1f} ms per evaluation (sample of 10 sessions); "
+                  f"ours {ours_per * 1000:.2f} ms: {per / ours_per:.0f}x (target >= 100x)")
+        else:
+            print("reference managed path: FPS_REFSDK not set (skipped)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
