@@ -13,7 +13,7 @@ static int cmp_json_str(const void *a, const void *b)
     return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
 }
 
-static int cmp_entry(const void *a, const void *b)
+int catalog_entry_cmp(const void *a, const void *b)
 {
     const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
     int c = strcmp(json_string_value(json_object_get(x, "eval_key")),
@@ -85,7 +85,7 @@ json_t *catalog_normalize(const json_t *defs, fps_err *err)
             free(ls);
         }
     }
-    qsort(items, n, sizeof *items, cmp_entry);
+    qsort(items, n, sizeof *items, catalog_entry_cmp);
     for (size_t i = 0; i < n; i++) {
         json_array_append_new(out, items[i]);
         items[i] = NULL;

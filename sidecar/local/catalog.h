@@ -22,6 +22,9 @@
  * an entry lacks a field or has the wrong type, or there are more than 100. */
 enum { CATALOG_EINVALID = -1 }; /* fps_err name "invalid_catalog" */
 json_t *catalog_normalize(const json_t *defs, fps_err *err);
+/* The catalog's order, a qsort comparator over json_t * entries with string
+ * eval_key and eval_version: by eval_key, then eval_version. */
+int catalog_entry_cmp(const void *a, const void *b);
 
 /* The revision of a catalog (normalized first). out needs
  * CATALOG_REVISION_LEN + 1 bytes. Returns 0 or -1 with a message. An empty

@@ -3,6 +3,8 @@
  * worker uses. Dispatch over HTTP and EvalResult conversion are in
  * local_dispatch.c; shared declarations in local_internal.h. */
 #include "sidecar/local/local_internal.h"
+
+#include "sidecar/local/catalog.h"
 #include "common/canonjson.h"
 #include "common/log.h"
 #include "common/loopback.h"
@@ -448,16 +450,6 @@ static json_t *catalog_of(lev **evs, size_t n)
     return arr;
 }
 
-static int cmp_entry(const void *a, const void *b)
-{
-    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    int c = strcmp(json_string_value(json_object_get(x, "eval_key")),
-                   json_string_value(json_object_get(y, "eval_key")));
-    if (c) return c;
-    return strcmp(json_string_value(json_object_get(x, "eval_version")),
-                  json_string_value(json_object_get(y, "eval_version")));
-}
-
 static json_t *sorted_catalog_locked(local_registry *r)
 {
     json_t *arr = catalog_of(r->evs, r->n);
@@ -465,7 +457,7 @@ static json_t *sorted_catalog_locked(local_registry *r)
     json_t **items = n ? malloc(n * sizeof *items) : NULL;
     for (size_t i = 0; i < n; i++)
         items[i] = json_incref(json_array_get(arr, i));
-    if (n) qsort(items, n, sizeof *items, cmp_entry);
+    if (n) qsort(items, n, sizeof *items, catalog_entry_cmp);
     json_t *out = json_array();
     for (size_t i = 0; i < n; i++)
         json_array_append_new(out, items[i]);
