@@ -4,6 +4,7 @@
  * through an exact latin-1 mapping (byte b <-> code point b); the case and
  * class methods are ASCII-only as CPython's bytes. */
 #include "sandbox/lang/value_impl.h"
+#include "sandbox/lang/utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,7 @@ static val *as_latin1(vctx *c, val *b)
     if (!p) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < b->u.s.blen; i++)
-        o += (size_t)vs_encode1((unsigned char)b->u.s.s[i], p + o);
+        o += (size_t)utf8_encode((uint32_t)((unsigned char)b->u.s.s[i]), p + o);
     return vs_new_owned(c, p, o, b->u.s.blen, false);
 }
 
@@ -181,7 +182,7 @@ static val *decode(vctx *c, val *b, val *enc, val *errors)
             continue;
         }
         if (kind == 2) {
-            o += (size_t)vs_encode1(ch, out + o);
+            o += (size_t)utf8_encode((uint32_t)(ch), out + o);
             i++;
             continue;
         }
@@ -399,7 +400,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
                 if (!v_as_i64(a[0], &x) || x < 0 || x > 255)
                     return v_raise(c, "ValueError", "byte must be in range(0, 256)");
                 char tmp[2];
-                size_t k = (size_t)vs_encode1((int32_t)x, tmp);
+                size_t k = (size_t)utf8_encode((uint32_t)((int32_t)x), tmp);
                 ca[i] = v_str(c, tmp, k);
                 if (!ca[i]) return NULL;
                 continue;

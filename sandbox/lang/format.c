@@ -4,6 +4,7 @@
  * G n o s x X %) and printf-style `str % args` (%s %r %a %d %i %u %o %x %X
  * %e %E %f %F %g %G %c %%, flags, * widths, tuples and mapping keys). */
 #include "sandbox/lang/value_impl.h"
+#include "sandbox/lang/utf8.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -238,7 +239,7 @@ static val *finish(vctx *c, const fspec *f, const fparts *p, size_t ncp, char de
     char align = f->align ? f->align : default_align;
     int64_t padn = f->width > (int64_t)ncp ? f->width - (int64_t)ncp : 0;
     char fb[4];
-    int fl = vs_encode1(f->fill, fb);
+    int fl = utf8_encode((uint32_t)(f->fill), fb);
     size_t max = c->lim.max_str_bytes;
     size_t blen = p->nhead + grouped_len(p) + p->nrest + p->rest_zeros + p->ntail;
     if (blen > max || (uint64_t)padn > (max - blen) / (size_t)fl) return v_limit(c, "memory");
@@ -370,7 +371,7 @@ static val *fmt_int(vctx *c, val *v, fspec *f)
         if (!v_as_i64(v, &x) || x < 0 || x > 0x10FFFF)
             return v_raise(c, "OverflowError", "%%c arg not in range(0x110000)");
         char tmp[4];
-        int n = vs_encode1((int32_t)x, tmp);
+        int n = utf8_encode((uint32_t)((int32_t)x), tmp);
         return finish_text(c, f, tmp, (size_t)n, 1, '>');
     }
     int base = 10;
@@ -1154,7 +1155,7 @@ val *vfmt_percent(vctx *c, val *fmt, val *args)
                     goto fail;
                 }
                 char tmp[4];
-                int k = vs_encode1((int32_t)x, tmp);
+                int k = utf8_encode((uint32_t)((int32_t)x), tmp);
                 cv = v_str(c, tmp, (size_t)k);
             } else {
                 v_raise(c, "TypeError", "%%c requires int or char");

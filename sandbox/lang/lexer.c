@@ -3,6 +3,7 @@
  * lexer.h). Owns nothing: tokens and decoded strings live in the caller's
  * arena. */
 #include "sandbox/lang/lexer.h"
+#include "sandbox/lang/utf8.h"
 
 #include "sandbox/lang/unicode_names.h"
 
@@ -58,31 +59,6 @@ static lex_token *push(lexer *L, int type, int op, size_t pos, const char *text,
     t->text = text;
     t->len = (uint32_t)len;
     return t;
-}
-
-int lex_put_utf8(char *buf, uint32_t cp)
-{
-    unsigned char *b = (unsigned char *)buf;
-    if (cp < 0x80) {
-        b[0] = (unsigned char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        b[0] = (unsigned char)(0xC0 | (cp >> 6));
-        b[1] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        b[0] = (unsigned char)(0xE0 | (cp >> 12));
-        b[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-        b[2] = (unsigned char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    b[0] = (unsigned char)(0xF0 | (cp >> 18));
-    b[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
-    b[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
-    b[3] = (unsigned char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* Strict UTF-8 validation (no surrogates, no overlongs). */
@@ -798,7 +774,7 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
             if (bytes)
                 o[k++] = (char)(v & 0xFF);
             else
-                k += (size_t)lex_put_utf8(o + k, v);
+                k += (size_t)utf8_encode(v, o + k);
             break;
         }
         case 'x':
@@ -827,7 +803,7 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
                     fps_err_set(err, LEX_ESYNTAX, 0, "syntax_error", "illegal Unicode character");
                     return -1;
                 }
-                k += (size_t)lex_put_utf8(o + k, v);
+                k += (size_t)utf8_encode(v, o + k);
             }
             break;
         }
@@ -842,7 +818,7 @@ int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **
                                 "malformed \\N character escape");
                     return -1;
                 }
-                k += (size_t)lex_put_utf8(o + k, cp);
+                k += (size_t)utf8_encode(cp, o + k);
                 i = (size_t)(close - body) + 1;
                 break;
             }

@@ -121,7 +121,4 @@ int lex_tokenize(ast_arena *ar, const char *src, size_t len, lex_token **out, si
 int lex_unescape(ast_arena *ar, const char *body, size_t len, int flags, char **out, size_t *outlen,
                  fps_err *err);
 
-/* Appends code point cp as (generalised) UTF-8 to buf; returns bytes written (1..4). */
-int lex_put_utf8(char *buf, uint32_t cp);
-
 #endif

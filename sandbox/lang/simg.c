@@ -5,6 +5,7 @@
  * parser (no intermediate tree: the fast ingest path); simg_validate checks
  * an image that crossed a process boundary. Layout: simg_layout.h. */
 #include "sandbox/lang/simg.h"
+#include "sandbox/lang/utf8.h"
 
 #include "sandbox/lang/simg_layout.h"
 
@@ -508,30 +509,6 @@ static int hex4(const char *s, uint32_t *out)
     return 0;
 }
 
-static size_t enc_utf8(uint32_t cp, char *o)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 /* validates UTF-8 of [s, e); returns code point count or -1 */
 static long utf8_check(const unsigned char *s, const unsigned char *e, bool *ascii)
 {
@@ -715,7 +692,7 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
                 }
             }
             /* a lone surrogate is kept as its 3-byte form, as Python keeps it in a str */
-            o += enc_utf8(cp, p->tmp + o);
+            o += (size_t)utf8_encode(cp, p->tmp + o);
             break;
         }
         default:

@@ -4,6 +4,7 @@
  * CPython 3.11's argument rules. Case mapping: utf8proc for simple
  * mappings plus CPython's special casing (unicode_tables.c), final sigma. */
 #include "sandbox/lang/unicode_tables.h"
+#include "sandbox/lang/utf8.h"
 #include "sandbox/lang/siphash.h"
 #include "sandbox/lang/value_impl.h"
 
@@ -36,30 +37,6 @@ int32_t vs_decode1(const char *s, size_t len, size_t *adv)
     }
     *adv = 4;
     return ((c0 & 0x07) << 18) | ((p[1] & 0x3F) << 12) | ((p[2] & 0x3F) << 6) | (p[3] & 0x3F);
-}
-
-int vs_encode1(int32_t cp, char *o)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
 }
 
 /* UTF-8 by words: a code point starts at every byte that is not a
@@ -509,7 +486,7 @@ static void sb_put(sbuild *b, const char *s, size_t n, size_t ncp, bool ascii)
 static void sb_cp(sbuild *b, int32_t cp)
 {
     char tmp[4];
-    int n = vs_encode1(cp, tmp);
+    int n = utf8_encode((uint32_t)(cp), tmp);
     sb_put(b, tmp, (size_t)n, 1, cp < 128);
 }
 
@@ -1547,7 +1524,7 @@ static val *m_case(vctx *c, val *s, const char *name, val **a, size_t na, const 
             int cnt = map_full(mode == 0 ? 0 : mode == 1 ? 1 : 3, cp, out);
             for (int q = 0; q < cnt; q++) {
                 if (out[q] >= 0x80) ascii = false;
-                k += (size_t)vs_encode1(out[q], o + k);
+                k += (size_t)utf8_encode((uint32_t)(out[q]), o + k);
             }
             ncp += (size_t)cnt;
         }

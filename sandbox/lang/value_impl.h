@@ -198,7 +198,6 @@ bool vs_isspace_cp(int32_t cp);
 int vs_decimal_value(int32_t cp);
 char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen);
 int32_t vs_decode1(const char *s, size_t len, size_t *adv);
-int vs_encode1(int32_t cp, char *out);
 
 /* bytes (bytes.c) */
 int vby_repr_buf(strbuf *b, const val *v);
