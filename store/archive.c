@@ -5,6 +5,8 @@
  * writer after each insert so the WAL holds at most the last entry. */
 #include "store/archive.h"
 
+#include "store/store_int.h"
+
 #include "common/ids.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -103,38 +105,9 @@ static int aerr(store_err *err, int code, const char *fmt, ...)
     return code;
 }
 
-static int map_rc(sqlite3 *db, int rc)
-{
-    int e = db ? sqlite3_system_errno(db) : 0;
-    switch (rc & 0xff) {
-    case SQLITE_OK:
-    case SQLITE_ROW:
-    case SQLITE_DONE:
-        return STORE_OK;
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-        return STORE_BUSY;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-        return STORE_CORRUPT;
-    case SQLITE_FULL:
-        return STORE_FULL;
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-        return STORE_READONLY;
-    case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-        if (e == ENOSPC || e == EFBIG || e == EDQUOT) return STORE_FULL;
-        if (e == EROFS || e == EACCES || e == EPERM) return STORE_READONLY;
-        return STORE_ERROR;
-    default:
-        return STORE_ERROR;
-    }
-}
-
 static int sqlfail(store_err *err, sqlite3 *db, int rc, const char *op)
 {
-    return aerr(err, map_rc(db, rc), "%s: %s", op, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    return aerr(err, st_map_rc(db, rc), "%s: %s", op, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
 }
 
 static const char *failure_reason(int code)
@@ -198,7 +171,7 @@ static int exec(sqlite3 *db, const char *sql, const char *op, store_err *err)
     char *msg = NULL;
     int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
     if (rc == SQLITE_OK) return STORE_OK;
-    int code = aerr(err, map_rc(db, rc), "%s: %s", op, msg ? msg : sqlite3_errstr(rc));
+    int code = aerr(err, st_map_rc(db, rc), "%s: %s", op, msg ? msg : sqlite3_errstr(rc));
     sqlite3_free(msg);
     return code;
 }
