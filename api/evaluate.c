@@ -19,6 +19,7 @@
  * Answer: docs/LANGUAGE.md's outcome object ({"ok", "stage", ...}, with any
  * location the interpreter gives) plus "kind", "mode" and timings. */
 #include "api/internal.h"
+#include "common/canonjson.h"
 #include "common/metrics.h"
 #include "common/timeutil.h"
 #include "sandbox/lang/simg.h"
@@ -133,13 +134,14 @@ void route_evaluate(api_req *rq, api_resp *rs)
         fps_err e;
         pthread_mutex_lock(&srv->build_mu);
         if (inline_text != NULL) {
-            void *simg = NULL;
-            size_t simg_len = 0;
-            img = simg_build_text(inline_text, inline_len, NULL, 0, &simg, &simg_len, &e) == 0
-                      ? sbx_image_adopt(simg, simg_len, &e)
-                      : NULL;
-        } else {
-            img = sbx_image_new(transcript, NULL, &e);
+            img = sbx_image_new(inline_text, inline_len, NULL, 0, &e);
+        } else { /* a body whose transcript could not be carved out: its tree, as text */
+            char *text = canonjson_dumps_ordered(transcript);
+            img = text ? sbx_image_new(text, strlen(text), NULL, 0, &e) : NULL;
+            if (text == NULL)
+                fps_err_set(&e, SIMG_EINVALID, 0, "invalid_transcript",
+                            "the transcript cannot be serialized");
+            free(text);
         }
         pthread_mutex_unlock(&srv->build_mu);
         if (img == NULL && e.code == SBX_JAIL_FAILURE) {

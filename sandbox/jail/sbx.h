@@ -72,13 +72,14 @@ int sbx_pool_active(const sbx_pool *pool);
  * evaluation on it (a sealed memfd holding its session image, simg.h),
  * owned by its creator, who frees it with sbx_image_release after the
  * evaluations that borrow it have returned. sbx_image_new builds the
- * image from a parsed transcript (a request body that is already a tree);
- * sbx_image_adopt takes an image built from the transcript's bytes
+ * image from the transcript's JSON text (simg_build_text with `flags`, the
+ * one builder) and adopts it; sbx_image_adopt takes an image built from the transcript's bytes
  * (simg_build_text: the ingest path), owning and freeing `simg` also on
  * failure. NULL on failure with e filled: the image's own errors (simg.h:
  * SIMG_EINVALID, SIMG_ETOO_LARGE), or SBX_JAIL_FAILURE ("sandbox_error") when
  * the memfd cannot be made. */
-sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, fps_err *e);
+sbx_image *sbx_image_new(const char *json, size_t len, const char *assignment_id, unsigned flags,
+                         fps_err *e);
 sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e);
 void sbx_image_release(sbx_image *img);
 

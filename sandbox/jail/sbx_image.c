@@ -15,12 +15,13 @@
 
 /* ---- images ---- */
 
-sbx_image *sbx_image_new(const json_t *transcript, const char *assignment_id, fps_err *e)
+sbx_image *sbx_image_new(const char *json, size_t len, const char *assignment_id, unsigned flags,
+                         fps_err *e)
 {
     void *buf = NULL;
-    size_t len = 0;
-    if (simg_build(transcript, assignment_id, &buf, &len, e) != 0) return NULL;
-    return sbx_image_adopt(buf, len, e);
+    size_t blen = 0;
+    if (simg_build_text(json, len, assignment_id, flags, &buf, &blen, e) != 0) return NULL;
+    return sbx_image_adopt(buf, blen, e);
 }
 
 sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)

@@ -1,9 +1,8 @@
-/* sandbox/lang/simg: session images (simg.h). simg_build flattens a parsed
- * transcript (jansson) into one position-independent buffer, validating its
- * shape as the reference's SessionTranscript.from_wire does;
- * simg_build_text does the same straight from JSON text with a one-pass
- * parser (no intermediate tree: the fast ingest path); simg_validate checks
- * an image that crossed a process boundary. Layout: simg_layout.h. */
+/* sandbox/lang/simg: session images (simg.h). simg_build_text flattens a
+ * transcript's JSON text into one position-independent buffer with a
+ * one-pass parser (no intermediate tree), validating its shape as the
+ * reference's SessionTranscript.from_wire does; simg_validate checks an image
+ * that crossed a process boundary. Layout: simg_layout.h. */
 #include "sandbox/lang/simg.h"
 #include "sandbox/lang/utf8.h"
 
@@ -211,7 +210,7 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
     return 0;
 }
 
-/* Stores a string from the jansson tree (see ib_put_str). */
+/* Stores a string given as bytes, counting its code points (see ib_put_str). */
 static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
 {
     simg_str r = {0, 0, 0, 1};
@@ -228,6 +227,11 @@ static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
 
 #define NODE(b, off) ((simg_node *)((b)->p + (off)))
 
+/* The transcript's top-level string fields, in simg_hdr.fields order. */
+static const char *const g_field_names[SF__COUNT] = {
+    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
+    "started_at",    "ended_at",   "schema_version"};
+
 /* ---- errors (simg.h) ------------------------------------------------------------ */
 
 /* Fills e for a failure of kind `code` and returns code. */
@@ -241,216 +245,6 @@ __attribute__((format(printf, 3, 4))) static int fail(fps_err *e, int code, cons
     fps_err_vset(e, code, 0, name, fmt, ap);
     va_end(ap);
     return code;
-}
-
-/* ---- from jansson ------------------------------------------------------------ */
-
-/* Writes the node for v into *out. Children are built first (each subtree
- * wherever it lands), then their nodes are copied into one block: a block
- * always lies before the node that owns it (simg_validate relies on it). */
-static int put_json(ibuf *b, simg_node *out, const json_t *v, int depth)
-{
-    if (depth > SIMG_MAX_DEPTH) return -1;
-    simg_node n = {0};
-    switch (json_typeof(v)) {
-    case JSON_NULL:
-        n.tag = SN_NULL;
-        break;
-    case JSON_TRUE:
-        n.tag = SN_TRUE;
-        break;
-    case JSON_FALSE:
-        n.tag = SN_FALSE;
-        break;
-    case JSON_INTEGER:
-        n.tag = SN_INT;
-        n.b = (uint64_t)(int64_t)json_integer_value(v);
-        break;
-    case JSON_REAL: {
-        n.tag = SN_FLOAT;
-        double d = json_real_value(v);
-        memcpy(&n.b, &d, 8);
-        break;
-    }
-    case JSON_STRING: {
-        simg_str s = ib_str(b, json_string_value(v), json_string_length(v), SIMG_INTERN_VALUE);
-        if (b->oom) return -1;
-        n.tag = SN_STR;
-        n.flags = (uint8_t)s.ascii;
-        n.a = s.blen;
-        n.b = (uint64_t)s.off | ((uint64_t)s.clen << 32);
-        break;
-    }
-    case JSON_ARRAY:
-    case JSON_OBJECT: {
-        bool obj = json_is_object(v);
-        size_t cnt = obj ? json_object_size(v) : json_array_size(v);
-        size_t m = obj ? 2 * cnt : cnt;
-        simg_node *kids = malloc((m ? m : 1) * sizeof *kids);
-        if (!kids) {
-            b->oom = true;
-            return -1;
-        }
-        if (obj) {
-            size_t i = 0;
-            const char *k;
-            json_t *x;
-            json_object_foreach((json_t *)v, k, x)
-            {
-                simg_str s = ib_str(b, k, strlen(k), SIMG_INTERN_KEY);
-                if (b->oom) {
-                    free(kids);
-                    return -1;
-                }
-                kids[2 * i] = (simg_node){SN_STR, (uint8_t)s.ascii, 0, s.blen,
-                                          (uint64_t)s.off | ((uint64_t)s.clen << 32)};
-                if (put_json(b, &kids[2 * i + 1], x, depth + 1)) {
-                    free(kids);
-                    return -1;
-                }
-                i++;
-            }
-        } else {
-            for (size_t i = 0; i < cnt; i++)
-                if (put_json(b, &kids[i], json_array_get(v, i), depth + 1)) {
-                    free(kids);
-                    return -1;
-                }
-        }
-        size_t blk = ib_reserve(b, m * sizeof(simg_node));
-        if (b->oom) {
-            free(kids);
-            return -1;
-        }
-        if (m) memcpy(b->p + blk, kids, m * sizeof(simg_node));
-        free(kids);
-        n.tag = obj ? SN_OBJ : SN_ARR;
-        n.a = (uint32_t)cnt;
-        n.b = blk;
-        break;
-    }
-    }
-    *out = n;
-    return 0;
-}
-
-static const char *const g_field_names[SF__COUNT] = {
-    "assignment_id", "session_id", "session_revision_id", "agent_id", "environment",
-    "started_at",    "ended_at",   "schema_version"};
-
-int simg_build(const json_t *t, const char *assignment_id, void **out, size_t *out_len,
-               fps_err *err)
-{
-    int rc = 0;
-    ibuf b = {0};
-    if (!json_is_object(t)) return fail(err, SIMG_EINVALID, "transcript must be an object");
-    size_t hdr = ib_reserve(&b, sizeof(simg_hdr));
-    (void)hdr;
-    const json_t *sv = json_object_get(t, "schema_version");
-    if (!json_is_string(sv)) {
-        rc = fail(err, SIMG_EINVALID, "schema_version must be a string");
-        goto fail;
-    }
-    if (strcmp(json_string_value(sv), "2") != 0) {
-        rc = fail(err, SIMG_EINVALID, "unsupported transcript schema version '%.64s'",
-                  json_string_value(sv));
-        goto fail;
-    }
-    const json_t *evs = json_object_get(t, "events");
-    if (!json_is_array(evs)) {
-        rc = fail(err, SIMG_EINVALID, "events must be an array");
-        goto fail;
-    }
-    size_t ne = json_array_size(evs);
-    for (size_t i = 0; i < ne; i++) {
-        const json_t *e = json_array_get(evs, i);
-        if (!json_is_object(e)) {
-            rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", i);
-            goto fail;
-        }
-        if (!json_is_object(json_object_get(e, "payload"))) {
-            rc = fail(err, SIMG_EINVALID, "payload must be an object");
-            goto fail;
-        }
-        static const char *const ef[] = {"id", "ts", "event_type"};
-        for (int k = 0; k < 3; k++) {
-            if (!json_is_string(json_object_get(e, ef[k]))) {
-                rc = fail(err, SIMG_EINVALID, "%s must be a string", ef[k]);
-                goto fail;
-            }
-        }
-    }
-    const json_t *ec = json_object_get(t, "event_count");
-    if (!json_is_integer(ec)) {
-        rc = fail(err, SIMG_EINVALID, "event_count must be an integer");
-        goto fail;
-    }
-    if (json_integer_value(ec) < 0) {
-        rc = fail(err, SIMG_EINVALID, "event_count must not be negative");
-        goto fail;
-    }
-    if ((size_t)json_integer_value(ec) != ne) {
-        rc = fail(err, SIMG_EINVALID, "event_count is %lld, but transcript contains %zu events",
-                  (long long)json_integer_value(ec), ne);
-        goto fail;
-    }
-    simg_str fields[SF__COUNT];
-    for (int k = 0; k < SF__COUNT; k++) {
-        const json_t *f = json_object_get(t, g_field_names[k]);
-        if (k == SF_ASSIGNMENT_ID && assignment_id) {
-            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
-            continue;
-        }
-        if (!json_is_string(f)) {
-            rc = fail(err, SIMG_EINVALID, "%s must be a string", g_field_names[k]);
-            goto fail;
-        }
-        fields[k] = ib_str(&b, json_string_value(f), json_string_length(f), 0);
-    }
-    simg_event *recs = calloc(ne ? ne : 1, sizeof *recs);
-    if (!recs) goto oom;
-    for (size_t i = 0; i < ne; i++) {
-        const json_t *e = json_array_get(evs, i);
-        simg_event ev = {0};
-        const json_t *x = json_object_get(e, "id");
-        ev.id = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_VALUE);
-        x = json_object_get(e, "ts");
-        ev.ts = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_VALUE);
-        x = json_object_get(e, "event_type");
-        ev.type = ib_str(&b, json_string_value(x), json_string_length(x), SIMG_INTERN_KEY);
-        if (put_json(&b, &ev.payload, json_object_get(e, "payload"), 0)) {
-            free(recs);
-            if (b.oom) goto oom;
-            rc = fail(err, SIMG_EINVALID, "payload nesting too deep");
-            goto fail;
-        }
-        recs[i] = ev;
-    }
-    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
-    if (!b.oom && ne) memcpy(b.p + evoff, recs, ne * sizeof(simg_event));
-    free(recs);
-    if (b.oom) goto oom;
-    simg_hdr h = {0};
-    memcpy(h.magic, SIMG_MAGIC, 8);
-    h.version = SIMG_VERSION;
-    h.total_len = (uint32_t)b.len;
-    h.nevents = (uint32_t)ne;
-    h.events_off = (uint32_t)evoff;
-    h.event_count = (int64_t)ne;
-    memcpy(h.fields, fields, sizeof fields);
-    memcpy(b.p, &h, sizeof h);
-    free(b.itab);
-    free(b.vcache);
-    *out = b.p;
-    *out_len = b.len;
-    return 0;
-oom:
-    rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
-fail:
-    free(b.itab);
-    free(b.vcache);
-    free(b.p);
-    return rc;
 }
 
 /* ---- from JSON text (one pass, no tree) ----------------------------------- */

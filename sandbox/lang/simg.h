@@ -7,7 +7,6 @@
 #define FPS_SIMG_H
 #include "common/err.h"
 
-#include <jansson.h>
 #include <stddef.h>
 
 /* Errors (common/err.h): the status returned and fps_err.code, with its
@@ -16,21 +15,15 @@
  * hold, or out of memory), SIMG_ECORRUPT "invalid_image" (simg_validate). */
 enum { SIMG_EINVALID = -1, SIMG_ETOO_LARGE = -2, SIMG_ECORRUPT = -3 };
 
-/* Builds the image of a transcript (a JSON object as the protocol's
- * transcript_response; `assignment_id` overrides the transcript's own when
- * not NULL; simg_build_text still requires the transcript's to be a string).
- * On success returns 0 and sets *out (malloc'd, caller frees) and *out_len.
- * On a transcript that is not the expected shape returns SIMG_EINVALID with a
- * precise message in e. */
-int simg_build(const json_t *transcript, const char *assignment_id, void **out, size_t *out_len,
-               fps_err *e);
-
-/* Same as simg_build, straight from the transcript's JSON text (one pass,
- * no intermediate tree): the ingest path. By default Python json semantics:
- * big ints kept exactly, NaN/Infinity accepted, duplicate keys keep the first
- * position and the last value. SIMG_STRICT (a server's response, validated
- * as the protocol's strict JSON) makes duplicate keys and NaN/Infinity
- * errors instead. */
+/* Builds the image of a transcript from its JSON text (a JSON object as the
+ * protocol's transcript_response), in one pass with no intermediate tree:
+ * the one builder. `assignment_id` overrides the transcript's own when not
+ * NULL (which must still be a string). On success returns 0 and sets *out
+ * (malloc'd, caller frees) and *out_len. On a transcript that is not the
+ * expected shape returns SIMG_EINVALID with a precise message in e. By default Python json
+ * semantics: big ints kept exactly, NaN/Infinity accepted, duplicate keys keep the first position
+ * and the last value. SIMG_STRICT (a server's response, validated as the protocol's strict JSON)
+ * makes duplicate keys and NaN/Infinity errors instead. */
 enum { SIMG_STRICT = 1u };
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
                     void **out, size_t *out_len, fps_err *e);

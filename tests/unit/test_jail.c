@@ -231,14 +231,17 @@ static void test_request_and_image_hand_off(void **state)
     fps_err err;
     void *raw;
     size_t raw_len;
-    int built = simg_build(t, "a-1", &raw, &raw_len, &err);
-    if (built != 0) fprintf(stderr, "simg_build: %s\n", err.msg);
+    char *text = json_dumps(t, JSON_COMPACT);
+    assert_non_null(text);
+    int built = simg_build_text(text, strlen(text), "a-1", 0, &raw, &raw_len, &err);
+    if (built != 0) fprintf(stderr, "simg_build_text: %s\n", err.msg);
     assert_int_equal(built, 0);
     unsigned long sum = 0;
     for (size_t i = 0; i < raw_len; i++)
         sum += ((unsigned char *)raw)[i];
     free(raw);
-    sbx_image *img = sbx_image_new(t, "a-1", &err);
+    sbx_image *img = sbx_image_new(text, strlen(text), "a-1", 0, &err);
+    free(text);
     json_decref(t);
     assert_non_null(img);
     for (int i = 0; i < 3; i++) {
@@ -714,7 +717,10 @@ static void test_batch_contains_bombs(void **state)
                   "2026-08-28T12:00:01.000000Z", "event_count", 1, "events", "id", "e1", "ts",
                   "2026-08-28T12:00:00.000000Z", "event_type", "tool_use", "payload", "k", "v");
     fps_err err;
-    sbx_image *img = sbx_image_new(t, "a-b", &err);
+    char *text = json_dumps(t, JSON_COMPACT);
+    assert_non_null(text);
+    sbx_image *img = sbx_image_new(text, strlen(text), "a-b", 0, &err);
+    free(text);
     json_decref(t);
     assert_non_null(img);
     const char *plain[] = {"len(session.events)", "{str(i): i for i in range(1000)}['7']",

@@ -153,18 +153,25 @@ int main(int argc, char **argv)
         return 2;
     }
     fps_err err;
-    json_error_t jerr;
     double t0 = now_ms();
-    json_t *t = json_load_file(argv[2], 0, &jerr);
-    if (t == NULL) {
-        fprintf(stderr, "transcript: %s\n", jerr.text);
+    FILE *f = fopen(argv[2], "rb");
+    char *text = NULL;
+    long tlen = -1;
+    if (f != NULL && fseek(f, 0, SEEK_END) == 0 && (tlen = ftell(f)) >= 0 &&
+        fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)tlen + 1)) != NULL &&
+        fread(text, 1, (size_t)tlen, f) != (size_t)tlen)
+        tlen = -1;
+    if (f != NULL) fclose(f);
+    if (text == NULL || tlen < 0) {
+        fprintf(stderr, "transcript: cannot read %s\n", argv[2]);
+        free(text);
         return 1;
     }
     double t_load = now_ms() - t0;
     t0 = now_ms();
-    sbx_image *img = sbx_image_new(t, NULL, &err);
+    sbx_image *img = sbx_image_new(text, (size_t)tlen, NULL, 0, &err);
     double t_image = now_ms() - t0;
-    json_decref(t);
+    free(text);
     if (img == NULL) {
         fprintf(stderr, "image: %s\n", err.msg);
         return 1;
