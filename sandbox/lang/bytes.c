@@ -399,7 +399,7 @@ val *vby_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkw
                 int64_t x;
                 if (!v_as_i64(a[0], &x) || x < 0 || x > 255)
                     return v_raise(c, "ValueError", "byte must be in range(0, 256)");
-                char tmp[2];
+                char tmp[4]; /* x < 256: two bytes, but utf8_encode may write four */
                 size_t k = (size_t)utf8_encode((uint32_t)((int32_t)x), tmp);
                 ca[i] = v_str(c, tmp, k);
                 if (!ca[i]) return NULL;
