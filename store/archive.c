@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,22 +87,9 @@ struct store_archive {
 
 /* ------------------------------------------------------------------ errors */
 
-static int aerr(store_err *err, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int aerr(store_err *err, int code, const char *fmt, ...)
-{
-    if (err) {
-        va_list ap;
-        va_start(ap, fmt);
-        err->code = code;
-        err->http_status = 0;
-        snprintf(err->name, sizeof err->name, "%s", store_status_name(code));
-        int n = snprintf(err->msg, sizeof err->msg, "store: archive: ");
-        vsnprintf(err->msg + n, sizeof err->msg - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
+/* The store's error convention (st_errf), each message marked as the
+ * archive's: "store: archive: <what>". fmt is the first argument, a literal. */
+#define aerr(err, code, ...) st_errf(err, code, "archive: " __VA_ARGS__)
 
 static int sqlfail(store_err *err, sqlite3 *db, int rc, const char *op)
 {
