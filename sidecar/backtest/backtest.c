@@ -232,6 +232,23 @@ static json_t *run_local(backtest *bt, const json_t *d, const char *url, const b
     return o;
 }
 
+/* One evaluation of `src` (borrowed) in the session's jail, with the
+ * backtest's cancel flag and slot priority; fills *out (caller frees). */
+static void session_eval(backtest *bt, sbx_session *ss, sbx_image *img, lang_kind kind,
+                         const char *src, const char *key, double timeout_s, sbx_outcome *out)
+{
+    sbx_request rq = {.kind = kind,
+                      .source = src,
+                      .source_len = strlen(src),
+                      .eval_key = key,
+                      .timeout_s = timeout_s,
+                      .image = img,
+                      .cancel = &bt->cancel,
+                      .playground = bt->cfg.background};
+    memset(out, 0, sizeof *out);
+    sbx_session_eval(ss, &rq, out);
+}
+
 static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_session *ss,
                         const bt_input *in, int candidate)
 {
@@ -244,17 +261,8 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_sessi
         return o;
     }
     if (cond != NULL && *cond) {
-        sbx_request rq = {.kind = LANG_CONDITION,
-                          .source = cond,
-                          .source_len = strlen(cond),
-                          .eval_key = key,
-                          .timeout_s = t,
-                          .image = img,
-                          .cancel = &bt->cancel,
-                          .playground = bt->cfg.background};
         sbx_outcome out;
-        memset(&out, 0, sizeof out);
-        sbx_session_eval(ss, &rq, &out);
+        session_eval(bt, ss, img, LANG_CONDITION, cond, key, t, &out);
         char rbuf[136];
         if (out.status == SBX_CANCELLED) {
             sbx_outcome_free(&out);
@@ -276,18 +284,8 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_sessi
         json_object_set_new(o, "error_type", json_string("compile_error"));
         return o;
     }
-    const char *src = jstr(d, "evaluator_source");
-    sbx_request rq = {.kind = LANG_EVALUATOR,
-                      .source = src,
-                      .source_len = strlen(src),
-                      .eval_key = key,
-                      .timeout_s = t,
-                      .image = img,
-                      .cancel = &bt->cancel,
-                      .playground = bt->cfg.background};
     sbx_outcome out;
-    memset(&out, 0, sizeof out);
-    sbx_session_eval(ss, &rq, &out);
+    session_eval(bt, ss, img, LANG_EVALUATOR, jstr(d, "evaluator_source"), key, t, &out);
     json_t *o = NULL;
     const char *detail = "";
     sbx_end end = sbx_outcome_end(&out, &detail);
