@@ -1,7 +1,9 @@
-/* api/internal: shared between the admin server's files (api.c: server,
- * hardening, routing; routes.c: read routes and evaluator routes;
- * evaluate.c: POST /v1/evaluate; cache.c: the list routes' response cache).
- * Not a public interface. */
+/* api/internal: shared between the admin server's files (api.c: start and
+ * stop; request.c: one request's way through; route_table.c: the routes;
+ * gate.c: the header checks; respond.c: handlers' request and response
+ * helpers; slow.c: the slow-client sweeper; body.c: the JSON budget scan;
+ * routes.c: read routes and evaluator routes; evaluate.c: POST /v1/evaluate;
+ * cache.c: the list routes' response cache). Not a public interface. */
 #ifndef FPS_API_INTERNAL_H
 #define FPS_API_INTERNAL_H
 #include "api/api.h"
@@ -193,6 +195,50 @@ void route_backtests(api_req *rq, api_resp *rs);
 void route_backtest_get(api_req *rq, api_resp *rs);
 void route_backtest_results(api_req *rq, api_resp *rs);
 void route_backtest_cancel(api_req *rq, api_resp *rs);
+
+/* route_table.c: every route, and the matcher of a path against a pattern
+ * ("{}" matches one non-empty segment, copied into param). */
+typedef struct {
+    const char *method;  /* GET routes also answer HEAD */
+    const char *pattern; /* "{}" matches one non-empty path segment */
+    void (*fn)(api_req *, api_resp *);
+    size_t body_cap;
+    int async;     /* run on a job thread (connection suspended) */
+    api_auth auth; /* what the caller must present */
+} api_route;
+extern const api_route api_routes[];
+extern const size_t api_nroutes;
+int api_path_match(const char *pattern, const char *path, char *param, size_t cap);
+
+/* gate.c: the header checks (1 = passes). */
+int api_is_state_changing(const char *method);
+/* common/loopback's rule, plus the absolute name "localhost.". */
+int api_name_is_loopback(const char *h);
+/* The Host header names this sidecar (loopback, --listen's host, --admin-host). */
+int api_host_allowed(api_server *srv, const char *hostval);
+/* Origin is absent or http(s)://<the request's Host>. */
+int api_origin_ok(const char *origin, const char *hostval);
+/* A state-changing request's body is JSON (Content-Type application/json,
+ * charset, if any, UTF-8), or it has no body and carries Authorization. */
+int api_json_rule_ok(struct MHD_Connection *conn);
+/* The request's bearer token (borrowed from MHD), or NULL. */
+const char *api_bearer(struct MHD_Connection *conn);
+
+/* request.c: MHD's request and completion callbacks (cls: the api_server). */
+enum MHD_Result api_on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                               const char *method, const char *version, const char *upload_data,
+                               size_t *upload_data_size, void **con_cls);
+void api_on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe);
+
+/* slow.c: the connection's tracking record (NULL if untracked), MHD's
+ * connection callback that keeps the list, the sweeper thread (arg: the
+ * api_server; runs until srv->stopping) and the connection slots to ask for. */
+api_conn *api_conn_of(struct MHD_Connection *conn);
+void api_on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code);
+void *api_sweep_main(void *arg);
+unsigned api_connection_limit(void);
 
 /* evaluate.c: runs POST /v1/evaluate synchronously (called on a job thread). */
 void route_evaluate(api_req *rq, api_resp *rs);
