@@ -2,7 +2,7 @@
  * (mode "check") or runs (mode "run", the default) one expression or
  * condition against a posted transcript, always in a jailed child through
  * sbx_eval; nothing is submitted anywhere. Runs on a job thread while the
- * connection is suspended (see api.c), so a 60 s evaluation never blocks the
+ * connection is suspended (see request.c), so a 60 s evaluation never blocks the
  * server's event loops.
  *
  * Compile-checks go through the jail as well (sbx_check).

@@ -45,7 +45,7 @@ void api_cache_put(api_cache *c, const char *key, size_t klen, uint64_t version,
 /* Hits and misses since the previous call (for the /metrics counters). */
 void api_cache_counts(api_cache *c, unsigned long long *new_hits, unsigned long long *new_misses);
 
-/* api.c: a connection as the slow-client sweeper sees it (one per TCP
+/* slow.c: a connection as the slow-client sweeper sees it (one per TCP
  * connection, linked in api_server.conns while MHD holds the socket). */
 typedef struct api_conn api_conn;
 struct api_conn {
@@ -123,7 +123,7 @@ typedef struct {
     api_caller caller; /* who the gate let through */
 } api_req;
 
-/* What a route needs of its caller (the gate in api.c checks it before any
+/* What a route needs of its caller (the gate in request.c checks it before any
  * body is read). Every route in the table declares one. */
 typedef enum {
     API_AUTH_OPEN,         /* anyone on loopback (read-only routes, the page) */
