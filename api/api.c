@@ -1,8 +1,9 @@
 /* api/api: the admin server's life cycle: libmicrohttpd setup (internal
  * thread pool over epoll, connection limit and idle timeout, the listen
- * address and its loopback rule), the threads beside it (slow-client sweeper,
- * counter flushing) and the orderly stop. A request's own way through lives
- * in request.c. */
+ * address and its loopback rule), the slow-client sweeper beside it and the
+ * orderly stop. A request's own way through lives in request.c. The metric
+ * counters the API shows are persisted by the store, on the daemon's
+ * schedule; the API only reads them. */
 #include "api/internal.h"
 #include "common/log.h"
 #include "common/timeutil.h"
@@ -25,26 +26,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == ' '))
         msg[--n] = '\0';
     log_debug("admin http", LOG_S("detail", msg));
-}
-
-/* ------------------------------------------------------- counter flushing */
-
-static void *flush_main(void *arg)
-{
-    api_server *srv = arg;
-    pthread_mutex_lock(&srv->flush_mu);
-    while (!atomic_load(&srv->stopping)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 10;
-        pthread_cond_timedwait(&srv->flush_cv, &srv->flush_mu, &ts);
-        if (atomic_load(&srv->stopping)) break;
-        pthread_mutex_unlock(&srv->flush_mu);
-        api_metrics_flush(srv);
-        pthread_mutex_lock(&srv->flush_mu);
-    }
-    pthread_mutex_unlock(&srv->flush_mu);
-    return NULL;
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -116,8 +97,6 @@ api_server *api_start(const api_deps *deps, fps_err *err)
     }
     srv->nice = admin_nice();
     srv->eval_max = deps->cfg.evaluate_max > 0 ? deps->cfg.evaluate_max : API_MAX_EVALUATE_JOBS;
-    pthread_mutex_init(&srv->flush_mu, NULL);
-    pthread_cond_init(&srv->flush_cv, NULL);
     pthread_mutex_init(&srv->build_mu, NULL);
     pthread_mutex_init(&srv->conns_mu, NULL);
     srv->conn_limit = api_connection_limit();
@@ -185,9 +164,6 @@ api_server *api_start(const api_deps *deps, fps_err *err)
     srv->port = info ? info->port : 0;
     freeaddrinfo(ai);
     ai = NULL;
-    api_metrics_seed(srv);
-    if (deps->db != NULL && pthread_create(&srv->flush_thread, NULL, flush_main, srv) == 0)
-        srv->flush_started = 1;
     if (pthread_create(&srv->sweep_thread, NULL, api_sweep_main, srv) == 0) srv->sweep_started = 1;
     log_info("admin API listening", LOG_S("listen", listen), LOG_I("port", srv->port),
              LOG_B("admin_token", srv->admin_token != NULL),
@@ -197,8 +173,6 @@ api_server *api_start(const api_deps *deps, fps_err *err)
 fail:
     if (ai) freeaddrinfo(ai);
     api_cache_free(srv->cache);
-    pthread_mutex_destroy(&srv->flush_mu);
-    pthread_cond_destroy(&srv->flush_cv);
     pthread_mutex_destroy(&srv->build_mu);
     pthread_mutex_destroy(&srv->conns_mu);
     free(srv);
@@ -215,10 +189,6 @@ void api_stop(api_server *srv)
     if (srv == NULL) return;
     atomic_store(&srv->stopping, 1);
     atomic_store(&srv->eval_cancel, 1);
-    pthread_mutex_lock(&srv->flush_mu);
-    pthread_cond_broadcast(&srv->flush_cv);
-    pthread_mutex_unlock(&srv->flush_mu);
-    if (srv->flush_started) pthread_join(srv->flush_thread, NULL);
     if (srv->sweep_started) pthread_join(srv->sweep_thread, NULL);
     /* Suspended connections must be resumed before MHD stops: wait for the
      * evaluation jobs (bounded by their deadline; the pool's cancel flag is
@@ -230,9 +200,6 @@ void api_stop(api_server *srv)
     MHD_stop_daemon(srv->mhd);
     api_cache_metrics(srv);
     api_cache_free(srv->cache);
-    api_metrics_flush(srv);
-    pthread_mutex_destroy(&srv->flush_mu);
-    pthread_cond_destroy(&srv->flush_cv);
     pthread_mutex_destroy(&srv->build_mu);
     pthread_mutex_destroy(&srv->conns_mu);
     free(srv);

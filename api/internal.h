@@ -80,11 +80,6 @@ struct api_server {
     unsigned conn_limit;
     pthread_t sweep_thread;
     int sweep_started;
-    /* counter flush thread */
-    pthread_t flush_thread;
-    int flush_started;
-    pthread_mutex_t flush_mu;
-    pthread_cond_t flush_cv;
     /* One session image built from a posted transcript at a time: while it
      * is built an image can take several times its bytes (a node for every
      * JSON value: ~10x for a body of empty objects), and the jobs would
@@ -182,9 +177,6 @@ void route_evaluator_get(api_req *rq, api_resp *rs);
 void route_evaluator_put(api_req *rq, api_resp *rs);
 void route_evaluator_delete(api_req *rq, api_resp *rs);
 void route_evaluator_heartbeat(api_req *rq, api_resp *rs);
-/* Counter persistence: seed from the store / flush to it. */
-void api_metrics_seed(api_server *srv);
-void api_metrics_flush(api_server *srv);
 /* Adds the response cache's hits and misses since the last call to the
  * counters failproofai_sidecar_admin_cache_{hits,misses}_total. */
 void api_cache_metrics(api_server *srv);

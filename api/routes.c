@@ -1,8 +1,8 @@
 /* api/routes: the admin API's read routes (health, readiness, metrics,
- * status, assignments, runs, stats), drain, the local evaluator routes, and
- * the persistence of metric counters through the store. Handlers only read
- * snapshots (worker status, store read connections) and never block the
- * worker loop. The list routes go through the response cache (cache.c). */
+ * status, assignments, runs, stats), drain and the local evaluator routes.
+ * Handlers only read snapshots (worker status, store read connections, the
+ * metric counters) and never block the worker loop. The list routes go
+ * through the response cache (cache.c). */
 #include "api/internal.h"
 #include "common/canonjson.h"
 #include "common/log.h"
@@ -751,79 +751,4 @@ void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
         local_failure(rs, &e);
     else
         api_json(rs, st, out);
-}
-
-/* ------------------------------------------------ counter persistence */
-
-void api_metrics_seed(api_server *srv)
-{
-    if (srv->deps.db == NULL) return;
-    store_metric *m = NULL;
-    size_t n = 0;
-    store_err e = {0};
-    if (store_metrics_load(srv->deps.db, &m, &n, &e) != STORE_OK) {
-        log_warn("could not load metric counters", LOG_S("error", e.msg));
-        return;
-    }
-    size_t seeded = 0;
-    for (size_t i = 0; i < n; i++) {
-        char key[1024];
-        if (m[i].labels != NULL && m[i].labels[0] != '\0')
-            snprintf(key, sizeof key, "%s{%s}", m[i].name, m[i].labels);
-        else
-            snprintf(key, sizeof key, "%s", m[i].name);
-        if (metrics_counter_seed(key, m[i].value) == 0) seeded++;
-    }
-    store_metrics_free(m, n);
-    log_debug("metric counters restored", LOG_I("series", (long long)seeded));
-}
-
-typedef struct {
-    store_metric *m;
-    size_t n, cap;
-} flush_acc;
-
-static int flush_collect(const char *key, double value, void *ud)
-{
-    flush_acc *a = ud;
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        store_metric *m = realloc(a->m, cap * sizeof *m);
-        if (m == NULL) return -1;
-        a->m = m;
-        a->cap = cap;
-    }
-    const char *brace = strchr(key, '{');
-    store_metric *x = &a->m[a->n];
-    if (brace == NULL) {
-        x->name = strdup(key);
-        x->labels = strdup("");
-    } else {
-        x->name = strndup(key, (size_t)(brace - key));
-        size_t ln = strlen(brace + 1);
-        x->labels = strndup(brace + 1, ln > 0 ? ln - 1 : 0);
-    }
-    x->value = value;
-    if (x->name == NULL || x->labels == NULL) {
-        free(x->name);
-        free(x->labels);
-        return -1;
-    }
-    a->n++;
-    return 0;
-}
-
-void api_metrics_flush(api_server *srv)
-{
-    if (srv->deps.db == NULL) return;
-    flush_acc a = {0};
-    metrics_counters_foreach(flush_collect, &a);
-    store_err e = {0};
-    if (a.n > 0 && store_metrics_save(srv->deps.db, a.m, a.n, &e) != STORE_OK)
-        log_warn("could not save metric counters", LOG_S("error", e.msg));
-    for (size_t i = 0; i < a.n; i++) {
-        free(a.m[i].name);
-        free(a.m[i].labels);
-    }
-    free(a.m);
 }

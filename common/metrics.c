@@ -595,6 +595,31 @@ int metrics_counters_foreach(metrics_counter_fn fn, void *ud)
     return rc;
 }
 
+int metrics_key_split(const char *key, size_t *name_len, const char **labels, size_t *labels_len)
+{
+    size_t n = strlen(key), name = strcspn(key, "{");
+    if (name == 0) return -1;
+    if (name == n) {
+        *labels = key + n;
+        *labels_len = 0;
+    } else {
+        if (key[n - 1] != '}' || n - name < 2) return -1;
+        *labels = key + name + 1;
+        *labels_len = n - name - 2;
+    }
+    *name_len = name;
+    return 0;
+}
+
+int metrics_key_join(char *out, size_t cap, const char *name, const char *labels)
+{
+    int n = labels != NULL && labels[0] != '\0' ? snprintf(out, cap, "%s{%s}", name, labels)
+                                                : snprintf(out, cap, "%s", name);
+    if (n >= 0 && (size_t)n < cap) return 0;
+    if (cap > 0) out[0] = '\0';
+    return -1;
+}
+
 /* Parses a canonical key into name + label pairs (allocated into `arena`,
  * pointers into it stored in labels[]). Returns 0 or -1. */
 static int parse_key(const char *key, char *arena, size_t cap, char **name, const char **labels)

@@ -14,11 +14,13 @@
  * is ignored and logged once: metrics never fail their caller. The number of
  * series is capped (METRICS_MAX_SERIES); beyond it new series are dropped.
  *
- * Persistence: counters survive restarts. At start the daemon seeds them from
- * the store (metrics_counter_seed with the series key saved earlier); it
- * flushes them periodically and at exit by iterating metrics_counters_foreach
- * and saving (key, value) pairs. The key is the canonical series text
- * `name{a="x",b="y"}` (labels sorted by name; `name` alone when unlabelled).
+ * Persistence: counters survive restarts. The store keeps them
+ * (store_metrics_restore seeds the registry through metrics_counter_seed;
+ * store_metrics_persist saves what metrics_counters_foreach reports) and the
+ * daemon calls those at start, periodically and at exit. The key is the
+ * canonical series text `name{a="x",b="y"}` (labels sorted by name; `name`
+ * alone when unlabelled); metrics_key_split and metrics_key_join convert it
+ * to and from the (name, label text) pair the store's rows hold.
  *
  * Thread-safe (one mutex; updates are a hash lookup and an add). No
  * allocation is owned by callers; all strings passed in are copied. */
@@ -146,6 +148,15 @@ int metrics_counters_foreach(metrics_counter_fn fn, void *ud);
 /* Sets a counter series from a saved canonical key (creating it); returns 0,
  * or -1 if the key does not parse or names a gauge/histogram family. */
 int metrics_counter_seed(const char *key, double value);
+
+/* A canonical key's family name and label text (between the braces, "" when
+ * unlabelled), as spans into key (borrowed). Returns 0, or -1 if key is
+ * empty, starts with a brace or opens one it does not close at its end. */
+int metrics_key_split(const char *key, size_t *name_len, const char **labels, size_t *labels_len);
+/* Writes the canonical key of name and label text ("name{labels}", or "name"
+ * when labels is NULL or "") into out. Returns 0, or -1 if it does not fit
+ * in cap bytes (out is then ""). */
+int metrics_key_join(char *out, size_t cap, const char *name, const char *labels);
 
 /* Clears every series (tests). Families stay declared. */
 void metrics_reset(void);

@@ -5,7 +5,10 @@
  * daemon also owns the admin API's two tokens: read from the configured
  * files or generated at first start beside the database (for a ":memory:"
  * database, which has no directory, into a private temporary directory
- * that lives as long as the process). */
+ * that lives as long as the process), and the schedule of the metric
+ * counters' persistence: restored from the store at start, saved every
+ * COUNTERS_PERSIST_MS on its periodic thread (periodic.h) and once more
+ * after every part that moves them has stopped. */
 #include "sidecar/daemon.h"
 
 #include "common/log.h"
@@ -13,6 +16,7 @@
 #include "common/secret_watch.h"
 #include "sandbox/jail/sbx.h"
 #include "sidecar/backtest_jobs.h"
+#include "sidecar/periodic.h"
 #include "store/archive.h"
 #include "store/store.h"
 
@@ -24,6 +28,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* How often the metric counters are saved while running (and once more at
+ * exit): a crash loses at most this much of their increments. */
+#define COUNTERS_PERSIST_MS 10000
+
+/* periodic job (ud: the store, borrowed) */
+static void persist_counters(void *ud)
+{
+    store_err e = {0};
+    if (store_metrics_persist(ud, &e) != STORE_OK)
+        log_warn("could not save metric counters", LOG_S("error", e.msg));
+}
 
 static pthread_t g_main;
 static volatile sig_atomic_t g_have_main;
@@ -246,6 +262,7 @@ int daemon_run(const run_config *cfg)
     store_archive *archive = NULL;
     secret_watch *watch = NULL;
     backtest_jobs *backtests = NULL;
+    periodic *timers = NULL;
     log_level lvl;
     if (log_parse_level(cfg->log_level, &lvl) == 0) log_set_level(lvl);
     /* Few malloc arenas: the threads are mostly idle and each arena keeps
@@ -279,6 +296,19 @@ int daemon_run(const run_config *cfg)
     if (store_open(&so, &db, &se) != STORE_OK) {
         /* Refuse to run without durability. */
         log_error("cannot open the store", LOG_S("path", cfg->db_path), LOG_S("error", se.msg));
+        goto done;
+    }
+    /* Counters continue from where the previous run saved them, before
+     * anything moves one. */
+    size_t restored = 0;
+    if (store_metrics_restore(db, &restored, &se) != STORE_OK)
+        log_warn("could not load metric counters", LOG_S("error", se.msg));
+    else
+        log_debug("metric counters restored", LOG_I("series", (long long)restored));
+    periodic_job jobs[] = {{"metric counters", COUNTERS_PERSIST_MS, persist_counters, db}};
+    timers = periodic_start(jobs, sizeof jobs / sizeof jobs[0], &err);
+    if (timers == NULL) {
+        log_error("cannot start the daemon's periodic jobs", LOG_S("error", err.msg));
         goto done;
     }
     archive = open_archive(cfg);
@@ -413,12 +443,14 @@ int daemon_run(const run_config *cfg)
         status = 0;
     }
 done:
+    periodic_stop(timers);
     api_stop(api);
     backtest_jobs_free(backtests);
     worker_free(w);
     store_archive_close(archive); /* after the worker: nothing submits any more */
     local_registry_free(local);
     sbx_pool_free(pool);
+    if (db != NULL) persist_counters(db); /* every producer has stopped */
     store_close(db);
     secret_watch_free(watch); /* before the secrets it rotates */
     secret_free(token);

@@ -516,12 +516,19 @@ typedef struct {
 
 /* Adds delta to a counter (created at 0), in its own transaction. */
 int store_metric_add(store *st, const char *name, const char *labels, double delta, store_err *err);
-/* Sets absolute values of several counters in ONE transaction (the metrics
- * module's periodic flush). names/labels borrowed from the array. */
+/* Sets absolute values of several counters in ONE transaction (what
+ * store_metrics_persist writes). names/labels borrowed from the array. */
 int store_metrics_save(store *st, const store_metric *m, size_t n, store_err *err);
 /* All counters; owned array, release with store_metrics_free. */
 int store_metrics_load(store *st, store_metric **out, size_t *n, store_err *err);
 void store_metrics_free(store_metric *m, size_t n);
+/* The process's counters (common/metrics) against the table: restore seeds
+ * the registry with every saved counter it takes (*seeded, if given: how
+ * many); persist saves every counter series the registry holds, in one
+ * transaction (the daemon calls it periodically and once at exit, after
+ * the last counter moved). */
+int store_metrics_restore(store *st, size_t *seeded, store_err *err);
+int store_metrics_persist(store *st, store_err *err);
 
 /* ----------------------------------------------- admin queries (JSON out) */
 

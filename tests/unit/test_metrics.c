@@ -1,5 +1,6 @@
 /* Unit tests for common/metrics: counters with labels, gauges, histograms,
- * the text exposition, seeding/flushing of counters, bad input. */
+ * the text exposition, seeding/flushing of counters and their keys' split
+ * into the store's (name, labels) pair, bad input. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,6 +135,57 @@ static void test_label_escaping_and_seed_roundtrip(void **state)
     assert_true(metrics_value(METRIC_SUBMISSIONS, METRICS_LABELS_("outcome", "committed")) == 42.0);
 }
 
+/* The (name, label text) pair the store keeps, to and from the key. */
+static void test_key_split_join(void **state)
+{
+    (void)state;
+    size_t nl = 99, ll = 99;
+    const char *labels = NULL;
+    char out[64];
+    assert_int_equal(
+        metrics_key_split("runs_total{mode=\"python\",status=\"ok\"}", &nl, &labels, &ll), 0);
+    assert_int_equal(nl, strlen("runs_total"));
+    assert_int_equal(ll, strlen("mode=\"python\",status=\"ok\""));
+    assert_memory_equal(labels, "mode=\"python\",status=\"ok\"", ll);
+    assert_int_equal(metrics_key_split("claims_total", &nl, &labels, &ll), 0);
+    assert_int_equal(nl, strlen("claims_total"));
+    assert_int_equal(ll, 0);
+    assert_string_equal(labels, "");
+    /* not canonical */
+    assert_int_equal(metrics_key_split("", &nl, &labels, &ll), -1);
+    assert_int_equal(metrics_key_split("{a=\"b\"}", &nl, &labels, &ll), -1);
+    assert_int_equal(metrics_key_split("x{a=\"b\"", &nl, &labels, &ll), -1);
+    assert_int_equal(metrics_key_split("x{", &nl, &labels, &ll), -1);
+
+    assert_int_equal(metrics_key_join(out, sizeof out, "runs_total", "status=\"ok\""), 0);
+    assert_string_equal(out, "runs_total{status=\"ok\"}");
+    assert_int_equal(metrics_key_join(out, sizeof out, "claims_total", ""), 0);
+    assert_string_equal(out, "claims_total");
+    assert_int_equal(metrics_key_join(out, sizeof out, "claims_total", NULL), 0);
+    assert_string_equal(out, "claims_total");
+    /* too long for out: nothing half-written */
+    assert_int_equal(metrics_key_join(out, 12, "claims_total", NULL), -1);
+    assert_string_equal(out, "");
+
+    /* every key the registry reports splits and joins back to itself */
+    metrics_inc(METRIC_PROTOCOL_ERRORS, "call", "claim", "code", "we{ir}d");
+    metrics_inc(METRIC_LEASES_LOST);
+    char keys[8][256];
+    double vals[8];
+    int n = 0;
+    struct collect_ctx c = {keys, vals, &n};
+    assert_int_equal(metrics_counters_foreach(collect, &c), 0);
+    assert_int_equal(n, 2);
+    for (int i = 0; i < n; i++) {
+        char name[256], lab[256], back[256];
+        assert_int_equal(metrics_key_split(keys[i], &nl, &labels, &ll), 0);
+        snprintf(name, sizeof name, "%.*s", (int)nl, keys[i]);
+        snprintf(lab, sizeof lab, "%.*s", (int)ll, labels);
+        assert_int_equal(metrics_key_join(back, sizeof back, name, lab), 0);
+        assert_string_equal(back, keys[i]);
+    }
+}
+
 static void test_bad_input_ignored(void **state)
 {
     (void)state;
@@ -244,6 +296,7 @@ int main(void)
         cmocka_unit_test_setup(test_gauge, setup),
         cmocka_unit_test_setup(test_histogram_cumulative, setup),
         cmocka_unit_test_setup(test_label_escaping_and_seed_roundtrip, setup),
+        cmocka_unit_test_setup(test_key_split_join, setup),
         cmocka_unit_test_setup(test_bad_input_ignored, setup),
         cmocka_unit_test_setup(test_series_cap, setup),
         cmocka_unit_test_setup(test_threads, setup),

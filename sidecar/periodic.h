@@ -1,0 +1,35 @@
+/* sidecar/periodic: the daemon's own timed jobs (today: persisting the
+ * metric counters), each run every so often on one thread driven by the
+ * scheduler loop (sidecar/worker/sched.h). A job runs without any lock of
+ * this module, one at a time; a job that takes long delays the others, so
+ * jobs are short (a store write). */
+#ifndef FPS_PERIODIC_H
+#define FPS_PERIODIC_H
+#include "common/err.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PERIODIC_MAX_JOBS 8
+
+/* fps_err codes of periodic_start */
+#define PERIODIC_EINVAL (-1) /* too many jobs, or one without a function or interval */
+#define PERIODIC_ESTART (-2) /* out of memory, or the thread did not start */
+
+typedef struct {
+    const char *name;      /* borrowed, static: for logs */
+    int64_t every_ms;      /* > 0: first run every_ms after the start, then every every_ms */
+    void (*run)(void *ud); /* reports its own failures (logs); never blocks for long */
+    void *ud;              /* borrowed: must outlive periodic_stop */
+} periodic_job;
+
+typedef struct periodic periodic;
+
+/* Copies the n jobs (at most PERIODIC_MAX_JOBS) and starts their thread.
+ * NULL with *err filled if a job is malformed or the thread cannot start. */
+periodic *periodic_start(const periodic_job *jobs, size_t n, fps_err *err);
+/* Stops the thread (a job running finishes first) and frees; NULL is a no-op.
+ * A job never runs after this returns. */
+void periodic_stop(periodic *p);
+
+#endif
