@@ -29,9 +29,8 @@ static const api_backtest_ops *need_engine(api_req *rq, api_resp *rs)
 
 static void engine_failure(api_resp *rs, const fps_err *e)
 {
-    int status = e->http_status ? e->http_status : 500;
-    api_error(rs, status, e->name[0] ? e->name : "backtest_failed", "%s", e->msg);
-    if (status == 429) rs->retry_after = 5;
+    api_error_from(rs, e, "backtest_failed");
+    if (rs->status == 429) rs->retry_after = 5;
 }
 
 /* The request as the engine takes it (a new object), or NULL with rs
@@ -153,24 +152,6 @@ void route_backtest_get(api_req *rq, api_resp *rs)
     api_json(rs, 200, doc);
 }
 
-/* A query integer in lo..hi; dflt when absent. -1 with rs filled. */
-static int query_long(api_req *rq, api_resp *rs, const char *name, long lo, long hi, long dflt,
-                      long *out)
-{
-    const char *s = api_query(rq, name);
-    *out = dflt;
-    if (s == NULL) return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
-        api_error(rs, 400, "invalid_request", "%s must be an integer from %ld to %ld", name, lo,
-                  hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 void route_backtest_results(api_req *rq, api_resp *rs)
 {
     const api_backtest_ops *b = need_engine(rq, rs);
@@ -188,7 +169,7 @@ void route_backtest_results(api_req *rq, api_resp *rs)
     const char *eval_key = api_query(rq, "eval_key");
     if (eval_key != NULL && eval_key[0] == '\0') eval_key = NULL;
     long limit, offset;
-    if (query_long(rq, rs, "limit", 1, ROWS_PAGE_MAX, ROWS_PAGE_DEFAULT, &limit)) return;
+    if (api_query_long(rq, rs, "limit", 1, ROWS_PAGE_MAX, ROWS_PAGE_DEFAULT, &limit)) return;
     /* the cursor is the offset of the next row, opaque to clients */
     const char *cursor = api_query(rq, "cursor");
     offset = 0;

@@ -129,10 +129,18 @@ typedef enum {
 /* Fills an error response {"error":{"code","message"}}. */
 void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Fills an error response from a part's fps_err (borrowed): its HTTP status
+ * (500 if it has none), its name (dflt_code if it has none), its message. */
+void api_error_from(api_resp *rs, const fps_err *e, const char *dflt_code);
 /* Fills a JSON response from a json_t (stolen reference). */
 void api_json(api_resp *rs, int status, json_t *v);
 /* A query argument, or NULL. */
 const char *api_query(const api_req *rq, const char *name);
+/* The query argument `name` as a decimal integer in lo..hi into *out (dflt
+ * when absent). Returns 0, or -1 with rs filled (400 "<name> must be an
+ * integer from lo to hi"). */
+int api_query_long(const api_req *rq, api_resp *rs, const char *name, long lo, long hi, long dflt,
+                   long *out);
 /* Parses the request body as a JSON object within the depth and value
  * budget below; on failure fills rs (400, or 413 over the budget) and
  * returns NULL. */

@@ -30,6 +30,12 @@ void api_error(api_resp *rs, int status, const char *code, const char *fmt, ...)
     strbuf_puts(&rs->body, "}}");
 }
 
+void api_error_from(api_resp *rs, const fps_err *e, const char *dflt_code)
+{
+    api_error(rs, e->http_status ? e->http_status : 500, e->name[0] ? e->name : dflt_code, "%s",
+              e->msg);
+}
+
 void api_json(api_resp *rs, int status, json_t *v)
 {
     strbuf_reset(&rs->body);
@@ -46,6 +52,23 @@ void api_json(api_resp *rs, int status, json_t *v)
 const char *api_query(const api_req *rq, const char *name)
 {
     return MHD_lookup_connection_value(rq->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+int api_query_long(const api_req *rq, api_resp *rs, const char *name, long lo, long hi, long dflt,
+                   long *out)
+{
+    const char *s = api_query(rq, name);
+    *out = dflt;
+    if (s == NULL) return 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < lo || v > hi) {
+        api_error(rs, 400, "invalid_request", "%s must be an integer from %ld to %ld", name, lo,
+                  hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 json_t *api_body_object_carve(const api_req *rq, api_resp *rs, const char *carve, const char **at,

@@ -375,18 +375,12 @@ void route_status(api_req *rq, api_resp *rs)
 
 /* --------------------------------------------------- assignments and runs */
 
-/* Parses ?limit= (1..500); returns 0 (default when absent) or -1 with rs filled. */
+/* Parses ?limit= (1..500; 0, the store's default, when absent). Returns 0 or
+ * -1 with rs filled. */
 static int parse_limit(api_req *rq, api_resp *rs, int *out)
 {
-    const char *s = api_query(rq, "limit");
-    *out = 0;
-    if (s == NULL) return 0;
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < 1 || v > 500) {
-        api_error(rs, 400, "invalid_request", "limit must be an integer from 1 to 500");
-        return -1;
-    }
+    long v;
+    if (api_query_long(rq, rs, "limit", 1, 500, 0, &v)) return -1;
     *out = (int)v;
     return 0;
 }
@@ -522,17 +516,8 @@ void route_run(api_req *rq, api_resp *rs)
 void route_stats(api_req *rq, api_resp *rs)
 {
     if (only_params(rq, rs, STATS_PARAMS) || need_store(rq, rs)) return;
-    int minutes = 60;
-    const char *s = api_query(rq, "minutes");
-    if (s != NULL) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (*s == '\0' || *end != '\0' || v < 1 || v > 1440) {
-            api_error(rs, 400, "invalid_request", "minutes must be an integer from 1 to 1440");
-            return;
-        }
-        minutes = (int)v;
-    }
+    long minutes;
+    if (api_query_long(rq, rs, "minutes", 1, 1440, 60, &minutes)) return;
     /* by=mode or an eval_key: from the runs (latency per mode, one key) */
     const char *key = empty_null(api_query(rq, "eval_key")), *by = api_query(rq, "by");
     if (by != NULL && strcmp(by, "mode") != 0) {
@@ -540,9 +525,10 @@ void route_stats(api_req *rq, api_resp *rs)
         return;
     }
     store_err e = {0};
-    int rc = key != NULL || by != NULL
-                 ? store_charts_runs_json(rq->srv->deps.db, time_now(), minutes, key, &rs->body, &e)
-                 : store_charts_json(rq->srv->deps.db, time_now(), minutes, &rs->body, &e);
+    int rc =
+        key != NULL || by != NULL
+            ? store_charts_runs_json(rq->srv->deps.db, time_now(), (int)minutes, key, &rs->body, &e)
+            : store_charts_json(rq->srv->deps.db, time_now(), (int)minutes, &rs->body, &e);
     if (rc != STORE_OK) store_failure(rs, rc, &e);
 }
 
@@ -652,8 +638,7 @@ void route_outbox(api_req *rq, api_resp *rs)
 void route_logs(api_req *rq, api_resp *rs)
 {
     if (only_params(rq, rs, LOGS_PARAMS)) return;
-    const char *lv = api_query(rq, "level"), *after = api_query(rq, "after"),
-               *lim = api_query(rq, "limit");
+    const char *lv = api_query(rq, "level"), *after = api_query(rq, "after");
     log_level min = LOG_WARN;
     if (lv != NULL && !strcmp(lv, "error"))
         min = LOG_ERROR;
@@ -670,15 +655,8 @@ void route_logs(api_req *rq, api_resp *rs)
             return;
         }
     }
-    long limit = 100;
-    if (lim != NULL) {
-        limit = strtol(lim, &end, 10);
-        if (*lim == '\0' || *end != '\0' || limit < 1 || limit > LOG_RING_CAP) {
-            api_error(rs, 400, "invalid_request", "limit must be an integer from 1 to %d",
-                      LOG_RING_CAP);
-            return;
-        }
-    }
+    long limit;
+    if (api_query_long(rq, rs, "limit", 1, LOG_RING_CAP, 100, &limit)) return;
     log_recent_json(&rs->body, min, a, (size_t)limit);
 }
 
@@ -689,12 +667,6 @@ static int need_local(api_req *rq, api_resp *rs)
     if (rq->srv->deps.local.ctx != NULL) return 0;
     api_error(rs, 503, "local_evaluators_unavailable", "local evaluators are not enabled");
     return -1;
-}
-
-static void local_failure(api_resp *rs, const fps_err *e)
-{
-    api_error(rs, e->http_status ? e->http_status : 500, e->name[0] ? e->name : "error", "%s",
-              e->msg);
 }
 
 void route_evaluators(api_req *rq, api_resp *rs)
@@ -724,7 +696,7 @@ void route_evaluator_put(api_req *rq, api_resp *rs)
         rq->srv->deps.local.put(rq->srv->deps.local.ctx, rq->param, body, &rq->caller, &out, &e);
     json_decref(body);
     if (out == NULL)
-        local_failure(rs, &e);
+        api_error_from(rs, &e, "error");
     else
         api_json(rs, st, out);
 }
@@ -735,7 +707,7 @@ void route_evaluator_delete(api_req *rq, api_resp *rs)
     fps_err e = {0};
     int st = rq->srv->deps.local.remove(rq->srv->deps.local.ctx, rq->param, &rq->caller, &e);
     if (st != 200)
-        local_failure(rs, &e);
+        api_error_from(rs, &e, "error");
     else
         api_json(rs, 200, json_pack("{s:s,s:b}", "name", rq->param, "deleted", 1));
 }
@@ -748,7 +720,7 @@ void route_evaluator_heartbeat(api_req *rq, api_resp *rs)
     int st =
         rq->srv->deps.local.heartbeat(rq->srv->deps.local.ctx, rq->param, &rq->caller, &out, &e);
     if (out == NULL)
-        local_failure(rs, &e);
+        api_error_from(rs, &e, "error");
     else
         api_json(rs, st, out);
 }

@@ -126,6 +126,13 @@ class AdminApiTest(unittest.TestCase):
         self.assertError(self.sc.get("/v1/runs/does-not-exist"), 404, "not_found")
         self.assertError(self.sc.get("/v1/assignments/does-not-exist"), 404, "not_found")
         self.assertError(self.sc.get("/v1/stats?minutes=0"), 400, "invalid_request")
+        # a query integer's error names the argument and its range
+        for path, msg in (("/v1/runs?limit=abc", "limit must be an integer from 1 to 500"),
+                          ("/v1/stats?minutes=1441", "minutes must be an integer from 1 to 1440"),
+                          ("/v1/logs?limit=9x", "limit must be an integer from 1 to ")):
+            r = self.sc.get(path)
+            self.assertEqual(r.status, 400, r)
+            self.assertTrue(r.message.startswith(msg), r)
 
     def test_runs_empty_list(self):
         r = self.sc.get("/v1/runs?limit=500")
