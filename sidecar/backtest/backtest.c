@@ -27,8 +27,9 @@ typedef struct {
     char *source; /* "path" or "path:line" */
     char *text;   /* owned transcript bytes */
     size_t len;
-    int64_t archive_id; /* > 0: an archive entry, read when evaluated (text NULL) */
-    json_t *rows;       /* array of rows once evaluated; NULL: not in shard / input error */
+    int64_t archive_id;  /* > 0: an archive entry, read when evaluated (text NULL) */
+    char *assignment_id; /* owned; an archive entry's assignment (its live runs), else NULL */
+    json_t *rows;        /* array of rows once evaluated; NULL: not in shard / input error */
 } bt_input;
 
 struct backtest {
@@ -511,10 +512,12 @@ static void run_input(backtest *bt, bt_input *in)
              !same_json(json_object_get(b, "error_type"), json_object_get(c, "error_type")) ||
              !same_json(json_object_get(b, "summary"), json_object_get(c, "summary")) ||
              !same_json(json_object_get(b, "results"), json_object_get(c, "results")));
-        json_array_append_new(rows,
-                              json_pack("{s:s, s:s, s:o, s:o, s:b, s:o}", "session_id", sid,
-                                        "eval_key", key, "baseline", b, "candidate", c, "changed",
-                                        changed, "deltas", deltas(json_is_null(b) ? NULL : b, c)));
+        json_t *row = json_pack("{s:s, s:s, s:o, s:o, s:b, s:o}", "session_id", sid, "eval_key",
+                                key, "baseline", b, "candidate", c, "changed", changed, "deltas",
+                                deltas(json_is_null(b) ? NULL : b, c));
+        if (in->assignment_id)
+            json_object_set_new(row, "assignment_id", json_string(in->assignment_id));
+        json_array_append_new(rows, row);
     }
     sbx_session_close(ss);
     json_decref(prod);
@@ -870,6 +873,8 @@ backtest *backtest_start(const backtest_config *cfg, fps_err *err)
             free(bt->in[bt->n - 1].text);
             bt->in[bt->n - 1].text = NULL;
             bt->in[bt->n - 1].archive_id = ents[i].id;
+            bt->in[bt->n - 1].assignment_id = ents[i].assignment_id;
+            ents[i].assignment_id = NULL;
         }
         store_archive_entries_free(ents, ne);
     }
@@ -890,6 +895,7 @@ fail:
     for (size_t i = 0; i < bt->n; i++) {
         free(bt->in[i].source);
         free(bt->in[i].text);
+        free(bt->in[i].assignment_id);
     }
     free(bt->in);
     pthread_mutex_destroy(&bt->mu);
@@ -966,6 +972,7 @@ void backtest_free(backtest *bt)
     for (size_t i = 0; i < bt->n; i++) {
         free(bt->in[i].source);
         free(bt->in[i].text);
+        free(bt->in[i].assignment_id);
         json_decref(bt->in[i].rows);
     }
     free(bt->in);

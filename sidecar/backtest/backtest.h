@@ -20,7 +20,9 @@
  *             "skip_reason": string}      (skipped only)
  *   row      {"session_id", "eval_key", "baseline": OUTCOME|null,
  *             "candidate": OUTCOME, "changed": bool,
- *             "deltas": {result_key: candidate - baseline numeric_value}}
+ *             "deltas": {result_key: candidate - baseline numeric_value},
+ *             "assignment_id"}  (sessions from the archive only: the
+ *             assignment whose live runs hold the production results)
  *   summary  {"sessions": N, "input_errors": [{"source", "message"}],
  *             "eval_keys": [{"eval_key", "sessions", "evaluated", "skipped",
  *               "skipped_baseline", "no_baseline", "changed", "pass_to_fail",

@@ -127,7 +127,7 @@
   }
 
   /* ---------- the view in the URL ---------- */
-  const view = { status: "", eval_key: "", assignment: "", run: "", asg: "", window: "60", chart_key: "" };
+  const view = { status: "", eval_key: "", assignment: "", run: "", asg: "", window: "60", chart_key: "", bt: "" };
   function readHash() {
     const q = new URLSearchParams(location.hash.slice(1));
     for (const k of Object.keys(view)) view[k] = q.get(k) || (k === "window" ? "60" : "");
@@ -605,8 +605,9 @@
     polling = true;
     try {
       if (!meta) await loadMeta().catch(() => {});
+      const status = api("/v1/status");
       const tasks = [
-        api("/v1/status").then(renderStatus),
+        status.then(renderStatus),
         api("/v1/evaluators").then(renderEvaluators),
         api(`/v1/logs?after=${logsAfter}`).then(renderLogs),
         api("/v1/outbox?limit=20").then(renderOutbox),
@@ -616,6 +617,7 @@
       pollCount++;
       if (asgState.page === 0) tasks.push(loadAssignments());
       if (runsState.page === 0) tasks.push(loadRuns());
+      for (const p of panels) tasks.push(p.poll(status));
       const results = await Promise.allSettled(tasks);
       const down = results.some((r) => r.status === "rejected" && !(r.reason && r.reason.status));
       if (!down) outage.asOf = new Date().toISOString();
@@ -633,6 +635,7 @@
     lastRendered.clear();
     if (view.run) openRun(view.run); else closeRun();
     if (view.asg) openAssignment(view.asg); else closeAssignment();
+    for (const p of panels) p.applyView();
   }
   function applyFilters(ev) {
     if (ev) ev.preventDefault();
@@ -644,6 +647,11 @@
     lastRendered.delete("runs");
     loadRuns().catch(() => {});
   }
+  /* Panels in files of their own (backtest.js) register {poll(status), applyView}
+   * here before the page loads, and use the helpers this file owns; poll
+   * gets the poll's GET /v1/status as a promise. */
+  const panels = [];
+  window.FpsApp = { h, api, adminCall, when, short, cls, changed, labelCells, view, writeHash, panels };
   document.addEventListener("DOMContentLoaded", () => {
     readHash();
     $("run-filters").addEventListener("submit", applyFilters);

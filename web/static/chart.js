@@ -1,6 +1,7 @@
-/* Tiny SVG charts for the admin page: a stacked bar chart and a line chart.
+/* Tiny SVG charts for the admin page: a stacked bar chart, a line chart and
+ * a histogram.
  *
- * Why plain SVG rather than a charting library: the page draws two small
+ * Why plain SVG rather than a charting library: the page draws a few small
  * charts (at most 96 bars or points each) that refresh every few seconds; this is
  * ~150 lines with no build step and no third-party code in the binary, and it
  * works under `Content-Security-Policy: default-src 'self'` (no inline
@@ -116,5 +117,28 @@
     container.replaceChildren(f.svg);
     legend(legendNode, series, unit, opts);
   }
-  window.FpsChart = { stackedBars, lines };
+  /* A histogram of `values` (numbers) in at most `bins` equal ranges from
+   * their minimum to their maximum; each bar carries its count in data-n and
+   * its range and count in its title. */
+  function histogram(container, values, bins, unitX) {
+    const lo = Math.min(...values), hi = Math.max(...values);
+    const n = values.length && hi > lo ? bins : 1;
+    const width = n > 1 ? (hi - lo) / n : 0;
+    const counts = new Array(n).fill(0);
+    for (const v of values) counts[width ? Math.min(n - 1, Math.floor((v - lo) / width)) : 0]++;
+    const fmt = (v) => String(Math.round(v * 1000) / 1000);
+    const labels = counts.map((_, i) => (width ? fmt(lo + width * i) : values.length ? fmt(lo) : ""));
+    const maxY = niceMax(Math.max(0, ...counts));
+    const f = frame(container, maxY, labels, "", n > 1 ? { unitX } : {});
+    const bw = Math.max(1, f.step * 0.85);
+    counts.forEach((c, i) => {
+      const hh = (f.ih * c) / maxY;
+      const r = el("rect", { x: f.pad.l + f.step * i + (f.step - bw) / 2, y: f.pad.t + f.ih - hh, width: bw,
+        height: Math.max(hh, c ? 0.5 : 0), class: "bar", "data-n": c }, f.svg);
+      const range = width ? `${fmt(lo + width * i)} to ${fmt(lo + width * (i + 1))}` : fmt(lo);
+      el("title", {}, r).textContent = `Δ ${range}: ${c} row${c === 1 ? "" : "s"}`;
+    });
+    container.replaceChildren(f.svg);
+  }
+  window.FpsChart = { stackedBars, lines, histogram };
 })();
