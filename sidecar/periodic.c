@@ -5,7 +5,7 @@
 
 #include "common/thread.h"
 #include "common/timeutil.h"
-#include "sidecar/worker/sched.h"
+#include "common/sched.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* sidecar/periodic: the daemon's own timed jobs (today: persisting the
  * metric counters), each run every so often on one thread driven by the
- * scheduler loop (sidecar/worker/sched.h). A job runs without any lock of
+ * scheduler loop (common/sched.h). A job runs without any lock of
  * this module, one at a time; a job that takes long delays the others, so
  * jobs are short (a store write). */
 #ifndef FPS_PERIODIC_H

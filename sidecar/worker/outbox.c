@@ -1,12 +1,12 @@
 /* sidecar/outbox: see outbox.h. The retry thread runs the shared scheduler
- * loop (sidecar/worker/sched.h) over the queue. */
+ * loop (common/sched.h) over the queue. */
 #include "sidecar/worker/outbox.h"
 
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/thread.h"
 #include "common/timeutil.h"
-#include "sidecar/worker/sched.h"
+#include "common/sched.h"
 #include "store/store.h"
 
 #include <pthread.h>

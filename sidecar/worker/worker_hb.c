@@ -4,12 +4,12 @@
  * cancelled; lease_lost cancels them all (their sandboxes are killed); any
  * other failure is counted and the heartbeat is sent again after a short
  * jittered backoff, always ahead of the lease's end. Runs the shared
- * scheduler loop (sidecar/worker/sched.h): no polling. */
+ * scheduler loop (common/sched.h): no polling. */
 #include "sidecar/worker/worker_internal.h"
 
 #include "common/log.h"
 #include "common/timeutil.h"
-#include "sidecar/worker/sched.h"
+#include "common/sched.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* sidecar/sched: see sched.h. */
-#include "sidecar/worker/sched.h"
+/* common/sched: see sched.h. */
+#include "common/sched.h"
 
 #include "common/timeutil.h"
 

@@ -1,9 +1,10 @@
-/* sidecar/worker/sched: the scheduler loop of the sidecar's timer threads
- * (the worker's heartbeat and outbox threads, the daemon's periodic jobs in
- * sidecar/periodic.c). Under its owner's lock it picks an item that is due,
- * serves it without the lock, and otherwise sleeps on the owner's condition
- * variable until the earliest due time or a signal: no polling. The owner
- * keeps its items and their due times; the loop only drives them. */
+/* common/sched: the one scheduler loop of the timed threads (the worker's
+ * heartbeat and outbox threads, the daemon's periodic jobs in
+ * sidecar/periodic.c); it lies in common/ so that every layer can run one.
+ * Under its owner's lock it picks an item that is due, serves it without the
+ * lock, and otherwise sleeps on the owner's condition variable until the
+ * earliest due time or a signal: no polling. The owner keeps its items and
+ * their due times; the loop only drives them. */
 #ifndef FPS_SCHED_H
 #define FPS_SCHED_H
 #include <pthread.h>
