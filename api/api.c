@@ -43,7 +43,7 @@ static unsigned pool_threads(void)
     return (unsigned)(n < 2 ? 2 : n > 8 ? 8 : n);
 }
 
-/* Nice value of the admin API's threads (FAILPROOFAI_SIDECAR_ADMIN_NICE,
+/* Nice steps the admin API's threads go below the process (FAILPROOFAI_SIDECAR_ADMIN_NICE,
  * 0..19; default 0). Measured with tests/bench/api: nice 10 barely changed the
  * worker's throughput under a wrk flood (the flood's cost is mostly wrk and
  * the kernel) but made the API's p99 ten times worse while the worker ran, so

@@ -6,6 +6,7 @@
  * response with its security headers and metrics. */
 #include "api/internal.h"
 #include "common/metrics.h"
+#include "common/thread.h"
 #include "common/timeutil.h"
 #include "web/assets.h"
 
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 /* -------------------------------------------------- per-connection state */
@@ -271,7 +271,7 @@ static void lower_thread_priority(api_server *srv)
     static _Thread_local int done;
     if (done) return;
     done = 1;
-    if (srv->nice > 0) setpriority(PRIO_PROCESS, (id_t)gettid(), srv->nice);
+    thread_nice_self(srv->nice);
 }
 
 enum MHD_Result api_on_request(void *cls, struct MHD_Connection *conn, const char *url,

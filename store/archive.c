@@ -21,9 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -508,7 +506,7 @@ static void *writer_main(void *arg)
 {
     store_archive *a = arg;
     /* Below live work: the archive takes the CPU the worker leaves. */
-    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+    thread_nice_self(10);
     pthread_mutex_lock(&a->qmu);
     for (;;) {
         while (!a->qhead && !a->qstop)
