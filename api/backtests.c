@@ -33,6 +33,96 @@ static void engine_failure(api_resp *rs, const fps_err *e)
     if (rs->status == 429) rs->retry_after = 5;
 }
 
+/* The fields of a managed definition (the emulator's --definitions format). */
+static const char *const def_fields[] = {"eval_key",         "eval_version",    "display_name",
+                                         "result_kind",      "labels",          "condition_source",
+                                         "evaluator_source", "timeout_seconds", NULL};
+
+static int def_fail(api_resp *rs, const char *what, size_t i, const json_t *d, const char *fmt,
+                    const char *arg)
+{
+    char msg[300];
+    snprintf(msg, sizeof msg, fmt, arg);
+    const char *key = json_string_value(json_object_get(d, "eval_key"));
+    if (key && *key && strlen(key) <= 128)
+        api_error(rs, 400, "invalid_request", "%s[%zu] (%.128s): %s", what, i, key, msg);
+    else
+        api_error(rs, 400, "invalid_request", "%s[%zu]: %s", what, i, msg);
+    return -1;
+}
+
+/* 0 when every entry of `defs` (an array) is a managed definition: an
+ * object of known fields only, each of its type, one per eval_key; else -1
+ * with rs filled (400 naming the entry and the field). The sources are
+ * compiled by the engine, which reports a source that does not compile in
+ * the summary's input errors. */
+static int check_definitions(const char *what, const json_t *defs, api_resp *rs)
+{
+    size_t i;
+    const json_t *d;
+    json_array_foreach(defs, i, d)
+    {
+        if (!json_is_object(d)) return def_fail(rs, what, i, d, "%s", "must be an object");
+        const char *f;
+        const json_t *v;
+        json_object_foreach((json_t *)d, f, v)
+        {
+            size_t k = 0;
+            while (def_fields[k] && strcmp(def_fields[k], f))
+                k++;
+            if (def_fields[k] == NULL)
+                return def_fail(rs, what, i, d,
+                                "unknown field '%.100s' (allowed: eval_key, eval_version,"
+                                " display_name, result_kind, labels, condition_source,"
+                                " evaluator_source, timeout_seconds)",
+                                f);
+        }
+        const char *key = json_string_value(json_object_get(d, "eval_key"));
+        if (key == NULL || key[0] == '\0' || strlen(key) > 128)
+            return def_fail(rs, what, i, d, "%s", "eval_key must be a string of 1 to 128 bytes");
+        if (!json_is_string(json_object_get(d, "evaluator_source")))
+            return def_fail(rs, what, i, d, "%s", "evaluator_source must be a string");
+        v = json_object_get(d, "condition_source");
+        if (v && !json_is_null(v) && !json_is_string(v))
+            return def_fail(rs, what, i, d, "%s", "condition_source must be a string or null");
+        for (const char *const *sf = (const char *const[]){"eval_version", "display_name", NULL};
+             *sf; sf++) {
+            v = json_object_get(d, *sf);
+            if (v && !json_is_string(v))
+                return def_fail(rs, what, i, d, "%s must be a string", *sf);
+        }
+        v = json_object_get(d, "result_kind");
+        const char *rk = json_string_value(v);
+        if (v &&
+            !(rk && (!strcmp(rk, "score") || !strcmp(rk, "metric") || !strcmp(rk, "assertion"))))
+            return def_fail(rs, what, i, d, "%s",
+                            "result_kind must be \"score\", \"metric\" or \"assertion\"");
+        v = json_object_get(d, "timeout_seconds");
+        if (v && !json_is_null(v) && !(json_is_number(v) && json_number_value(v) > 0))
+            return def_fail(rs, what, i, d, "%s",
+                            "timeout_seconds must be a positive number or null");
+        v = json_object_get(d, "labels");
+        if (v) {
+            size_t j;
+            const json_t *l;
+            if (!json_is_array(v))
+                return def_fail(rs, what, i, d, "%s", "labels must be an array of strings");
+            json_array_foreach(v, j, l)
+            {
+                if (!json_is_string(l))
+                    return def_fail(rs, what, i, d, "%s", "labels must be an array of strings");
+            }
+        }
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(key,
+                        json_string_value(json_object_get(json_array_get(defs, j), "eval_key"))))
+                return def_fail(rs, what, i, d, "%s",
+                                "its eval_key is given twice (one definition"
+                                " per eval_key)");
+    }
+    return 0;
+}
+
 /* The request as the engine takes it (a new object), or NULL with rs
  * filled (400 naming the field). */
 static json_t *validate(json_t *body, api_resp *rs)
@@ -54,23 +144,15 @@ static json_t *validate(json_t *body, api_resp *rs)
                   "definitions must be a non-empty array of managed definitions");
         return NULL;
     }
-    size_t i;
-    json_array_foreach(defs, i, v)
-    {
-        if (!json_is_object(v) || !json_is_string(json_object_get(v, "eval_key")) ||
-            !json_is_string(json_object_get(v, "evaluator_source"))) {
-            api_error(rs, 400, "invalid_request",
-                      "definitions[%zu] must be an object with a string eval_key and"
-                      " evaluator_source",
-                      i);
-            return NULL;
-        }
-    }
+    if (check_definitions("definitions", defs, rs) != 0) return NULL;
     json_t *baseline = json_object_get(body, "baseline");
     json_t *base_out;
     if (baseline == NULL) {
         base_out = json_string("production");
-    } else if (json_is_null(baseline) || json_is_array(baseline)) {
+    } else if (json_is_null(baseline)) {
+        base_out = json_incref(baseline);
+    } else if (json_is_array(baseline)) {
+        if (check_definitions("baseline", baseline, rs) != 0) return NULL;
         base_out = json_incref(baseline);
     } else if (json_is_string(baseline) && !strcmp(json_string_value(baseline), "production")) {
         base_out = json_incref(baseline);
