@@ -39,51 +39,51 @@ const char *const worker_counter_names[WC__COUNT] = {
     "conditions_skipped",  "transcripts_too_large", "checksum_mismatches",
 };
 
-void worker_note_error(worker *w, const char *code, const char *msg)
+void worker_note_error(worker_shared *sh, const char *code, const char *msg)
 {
-    pthread_mutex_lock(&w->mu);
-    snprintf(w->last_error_code, sizeof w->last_error_code, "%s", code ? code : "");
-    snprintf(w->last_error, sizeof w->last_error, "%s", msg ? msg : "");
-    w->last_error_at = time_now();
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&sh->mu);
+    snprintf(sh->last_error_code, sizeof sh->last_error_code, "%s", code ? code : "");
+    snprintf(sh->last_error, sizeof sh->last_error, "%s", msg ? msg : "");
+    sh->last_error_at = time_now();
+    pthread_mutex_unlock(&sh->mu);
 }
 
-/* Sleeps up to ms unless stop/drain/catalog change. Locks w->mu. */
+/* Sleeps up to ms unless stop/drain/catalog change. Locks w->sh.mu. */
 static void loop_wait(worker *w, int64_t ms)
 {
     int64_t until = time_mono_ms() + ms;
-    pthread_mutex_lock(&w->mu);
-    while (!w->stopping && !w->draining && !atomic_load(&w->catalog_dirty) &&
-           time_cond_wait_until(&w->cv, &w->mu, until) == 0) {
+    pthread_mutex_lock(&w->sh.mu);
+    while (!w->sh.stopping && !w->draining && !atomic_load(&w->catalog_dirty) &&
+           time_cond_wait_until(&w->sh.cv, &w->sh.mu, until) == 0) {
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->sh.mu);
 }
 
 /* The outbox's hook (outbox.h; the outbox's lock is held, so `owner`, an
  * actx, is still attached if not NULL). */
 static void outbox_answered(void *ud, void *owner, outbox_outcome oc, const cloud_error *e)
 {
-    worker *w = ud;
+    worker_shared *sh = ((const assign_env *)ud)->sh;
     switch (oc) {
     case OUTBOX_COMMITTED:
-        wcount(w, WC_RESULTS_COMMITTED, 1);
+        wcount(sh, WC_RESULTS_COMMITTED, 1);
         return;
     case OUTBOX_REPLAYED:
-        wcount(w, WC_RESULTS_REPLAYED, 1);
+        wcount(sh, WC_RESULTS_REPLAYED, 1);
         return;
     case OUTBOX_RETRY:
-        wcount(w, WC_RESULT_RETRIES, 1);
-        if (e->err.code == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
+        wcount(sh, WC_RESULT_RETRIES, 1);
+        if (e->err.code == CLOUD_TRANSPORT) wcount(sh, WC_TRANSPORT_ERRORS, 1);
         return;
     case OUTBOX_REJECTED:
         break;
     }
-    wcount(w, WC_RESULTS_REJECTED, 1);
-    if (e->err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-    worker_note_error(w, e->err.name, e->err.msg);
+    wcount(sh, WC_RESULTS_REJECTED, 1);
+    if (e->err.code == CLOUD_PROTOCOL) wcount(sh, WC_PROTOCOL_ERRORS, 1);
+    worker_note_error(sh, e->err.name, e->err.msg);
     actx *x = owner;
     if (x != NULL && e->errc == CLOUD_ERRC_LEASE_LOST && !atomic_exchange(&x->lost, 1)) {
-        wcount(w, WC_LEASES_LOST, 1);
+        wcount(sh, WC_LEASES_LOST, 1);
         for (size_t i = 0; i < x->nruns; i++)
             atomic_store(&x->runs[i].cancel, 1);
     }
@@ -93,9 +93,9 @@ static void outbox_answered(void *ud, void *owner, outbox_outcome oc, const clou
  * when the retry budget held the retry back, at least a quarter second. */
 static int64_t outbox_retry_delay(void *ud, int attempts, const cloud_error *e)
 {
-    worker *w = ud;
+    const assign_env *env = ud;
     (void)attempts;
-    int64_t d = cloud_backoff_ms(w->cloud, CLOUD_EP_RESULT);
+    int64_t d = cloud_backoff_ms(env->cloud, CLOUD_EP_RESULT);
     if (e->errc == CLOUD_ERRC_RETRY_BUDGET_EXHAUSTED && d < 250) d = 250;
     return d;
 }
@@ -109,10 +109,13 @@ worker *worker_new(const worker_deps *d, fps_err *err)
     worker *w = calloc(1, sizeof *w);
     if (w == NULL) return NULL;
     w->cfg = d->cfg;
-    w->store = d->store;
-    w->archive = d->archive;
-    w->pool = d->pool;
-    w->local = d->local;
+    w->env.worker_id = w->worker_id;
+    w->env.sh = &w->sh;
+    w->env.hb = &w->hb;
+    w->env.store = d->store;
+    w->env.archive = d->archive;
+    w->env.pool = d->pool;
+    w->env.local = d->local;
     const char *id = d->worker_id ? d->worker_id : d->cfg.worker_id;
     /* Without an explicit id, reuse the stored one: the leases in the
      * database are fenced by it. */
@@ -136,31 +139,32 @@ worker *worker_new(const worker_deps *d, fps_err *err)
                        /* the assignment threads, the claim loop, the
                         * heartbeat and the outbox's retry thread */
                        .threads = (int)w->concurrency + 3};
-    w->cloud = cloud_new(&cc, err);
-    if (w->cloud == NULL) {
+    w->env.cloud = cloud_new(&cc, err);
+    if (w->env.cloud == NULL) {
         free(w);
         return NULL;
     }
-    outbox_hooks oh = {.ud = w, .answered = outbox_answered, .retry_delay_ms = outbox_retry_delay};
-    w->outbox = outbox_new(w->cloud, w->store, &oh);
-    w->commits = ws_group_new();
-    w->recent = recent_new();
-    if (w->outbox == NULL || w->commits == NULL || w->recent == NULL) {
+    outbox_hooks oh = {
+        .ud = &w->env, .answered = outbox_answered, .retry_delay_ms = outbox_retry_delay};
+    w->env.outbox = outbox_new(w->env.cloud, w->env.store, &oh);
+    w->env.commits = ws_group_new();
+    w->env.recent = recent_new();
+    if (w->env.outbox == NULL || w->env.commits == NULL || w->env.recent == NULL) {
         fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: out of memory");
-        outbox_free(w->outbox);
-        ws_group_free(w->commits);
-        recent_free(w->recent);
-        cloud_free(w->cloud);
+        outbox_free(w->env.outbox);
+        ws_group_free(w->env.commits);
+        recent_free(w->env.recent);
+        cloud_free(w->env.cloud);
         free(w);
         return NULL;
     }
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_mutex_init(&w->store_log_mu, NULL);
-    pthread_cond_init(&w->cv, NULL);
+    pthread_mutex_init(&w->sh.mu, NULL);
+    pthread_cond_init(&w->sh.cv, NULL);
+    pthread_mutex_init(&w->hb.mu, NULL);
+    pthread_cond_init(&w->hb.cv, NULL);
     pthread_cond_init(&w->q_cv, NULL);
-    pthread_cond_init(&w->hb_cv, NULL);
     pthread_cond_init(&w->idle_cv, NULL);
-    w->hb_interval_s = 30;
+    w->hb.interval_s = 30;
     w->lease_duration_s = 120;
     w->poll_interval_s = 10;
     w->claim_limit = w->concurrency;
@@ -174,7 +178,7 @@ worker *worker_new(const worker_deps *d, fps_err *err)
 static json_t *local_catalog(worker *w)
 {
     json_t *c = NULL;
-    if (w->local != NULL) c = local_registry_catalog(w->local, NULL);
+    if (w->env.local != NULL) c = local_registry_catalog(w->env.local, NULL);
     return c ? c : json_array();
 }
 
@@ -195,11 +199,11 @@ static int do_register(worker *w, cloud_error *e)
         return -1;
     }
     cloud_registration reg;
-    if (cloud_register(w->cloud, rev, cat, w->concurrency, FPS_VERSION, &reg, e) != 0) {
+    if (cloud_register(w->env.cloud, rev, cat, w->concurrency, FPS_VERSION, &reg, e) != 0) {
         json_decref(cat);
         return -1;
     }
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->sh.mu);
     w->registered = 1;
     snprintf(w->instance_id, sizeof w->instance_id, "%s", reg.instance_id);
     snprintf(w->evaluator_kind, sizeof w->evaluator_kind, "%s", reg.evaluator_kind);
@@ -209,15 +213,17 @@ static int do_register(worker *w, cloud_error *e)
     json_decref(w->disabled);
     w->disabled = reg.disabled;
     reg.disabled = NULL;
-    w->hb_interval_s = reg.heartbeat_interval_s;
     w->lease_duration_s = reg.lease_duration_s;
     w->poll_interval_s = reg.poll_interval_s;
     w->claim_limit = reg.claim_limit;
     w->not_ready[0] = '\0';
-    pthread_cond_broadcast(&w->hb_cv);
-    pthread_mutex_unlock(&w->mu);
-    ws_registered(w, rev, cat);
-    wcount(w, WC_REGISTRATIONS, 1);
+    pthread_mutex_lock(&w->hb.mu); /* lock order: sh.mu, then hb.mu */
+    w->hb.interval_s = reg.heartbeat_interval_s;
+    pthread_cond_broadcast(&w->hb.cv);
+    pthread_mutex_unlock(&w->hb.mu);
+    pthread_mutex_unlock(&w->sh.mu);
+    ws_registered(&w->env, rev, cat);
+    wcount(&w->sh, WC_REGISTRATIONS, 1);
     metrics_inc(METRIC_REGISTRATIONS);
     log_info("registered with the server", LOG_S("worker_id", w->worker_id),
              LOG_S("evaluator_instance_id", reg.instance_id), LOG_S("catalog_revision", rev),
@@ -232,9 +238,9 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
     __attribute__((format(printf, 2, 0)));
 static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
 {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->sh.mu);
     snprintf(w->not_ready, sizeof w->not_ready, fmt, e->err.name, e->err.msg);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->sh.mu);
 }
 
 /* Once the server has no work for us and nothing is active or unsent: gives
@@ -245,13 +251,13 @@ static void set_not_ready(worker *w, const char *fmt, const cloud_error *e)
  * nothing. A steady stream has short lulls between claims; closing the
  * connections in each of them would only make the next claims connect anew
  * (the open sockets and the API latency would swing with the lulls). Any
- * thread; locks w->mu. */
+ * thread; locks w->sh.mu. */
 static void idle_trim(worker *w)
 {
-    long depth = outbox_depth(w->outbox);
+    long depth = outbox_depth(w->env.outbox);
     int64_t now = time_mono_ms();
-    pthread_mutex_lock(&w->mu);
-    int idle = w->claim_empty && w->nactive == 0 && depth == 0;
+    pthread_mutex_lock(&w->sh.mu);
+    int idle = w->claim_empty && w->sh.nactive == 0 && depth == 0;
     if (!idle)
         w->idle_since_ms = 0;
     else if (w->idle_since_ms == 0)
@@ -260,9 +266,9 @@ static void idle_trim(worker *w)
     int close = idle && !w->closed && now - w->idle_since_ms >= WORKER_IDLE_CLOSE_MS;
     if (trim) w->trimmed = 1;
     if (close) w->closed = 1;
-    pthread_mutex_unlock(&w->mu);
-    if (close) cloud_release_idle(w->cloud);
-    if (trim) ws_release_memory(w);
+    pthread_mutex_unlock(&w->sh.mu);
+    if (close) cloud_release_idle(w->env.cloud);
+    if (trim) ws_release_memory(&w->env);
     if (trim || close) malloc_trim(0);
 }
 
@@ -271,13 +277,13 @@ static void *main_loop(void *arg)
     worker *w = arg;
     double reg_delay = 1;
     for (;;) {
-        pthread_mutex_lock(&w->mu);
+        pthread_mutex_lock(&w->sh.mu);
         /* Drained from the admin API: no claims until resumed or stopped. */
-        while (w->draining && !w->stopping && w->resumable)
-            pthread_cond_wait(&w->cv, &w->mu);
-        int stop = w->stopping || w->draining;
+        while (w->draining && !w->sh.stopping && w->resumable)
+            pthread_cond_wait(&w->sh.cv, &w->sh.mu);
+        int stop = w->sh.stopping || w->draining;
         int need_reg = !w->registered || atomic_load(&w->catalog_dirty);
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_unlock(&w->sh.mu);
         if (stop) break;
         cloud_error e;
         if (need_reg) {
@@ -286,10 +292,10 @@ static void *main_loop(void *arg)
                 continue;
             }
             if (e.err.code == CLOUD_ABORTED) break;
-            wcount(w, WC_REGISTRATION_FAILURES, 1);
-            pthread_mutex_lock(&w->mu);
+            wcount(&w->sh, WC_REGISTRATION_FAILURES, 1);
+            pthread_mutex_lock(&w->sh.mu);
             w->registered = 0;
-            pthread_mutex_unlock(&w->mu);
+            pthread_mutex_unlock(&w->sh.mu);
             set_not_ready(w, "registration failed: %s: %s", &e);
             /* Non-retryable (bad token, disabled instance, invalid
              * catalog): stay up, not ready, retry slowly. */
@@ -297,14 +303,14 @@ static void *main_loop(void *arg)
             log_error("registration failed", LOG_S("code", e.err.name), LOG_S("error", e.err.msg),
                       LOG_B("retryable", e.retryable), LOG_I("http_status", e.err.http_status),
                       LOG_S("request_id", e.request_id), LOG_D("retry_in_s", delay));
-            worker_note_error(w, e.err.name, e.err.msg);
+            worker_note_error(&w->sh, e.err.name, e.err.msg);
             reg_delay = reg_delay * 2 > 60 ? 60 : reg_delay * 2;
             atomic_store(&w->catalog_dirty, 0);
             loop_wait(w, (int64_t)(delay * 1000));
             atomic_store(&w->catalog_dirty, 1);
             continue;
         }
-        if (w->store != NULL && store_write_blocked(w->store)) {
+        if (w->env.store != NULL && store_write_blocked(w->env.store)) {
             /* No new work while the store takes no writes (disk full,
              * read-only): held leases keep their heartbeats and committed
              * results keep being sent; the store probes once a second. */
@@ -312,33 +318,33 @@ static void *main_loop(void *arg)
             continue;
         }
         /* Capacity. */
-        pthread_mutex_lock(&w->mu);
+        pthread_mutex_lock(&w->sh.mu);
         long limit = w->claim_limit < w->concurrency ? (long)w->claim_limit : w->concurrency;
         if (limit > CLOUD_MAX_CAPACITY) limit = CLOUD_MAX_CAPACITY;
-        long capacity = limit - w->nactive;
-        while ((capacity <= 0 || w->store_failing) && !w->stopping && !w->draining &&
+        long capacity = limit - w->sh.nactive;
+        while ((capacity <= 0 || w->sh.store_failing) && !w->sh.stopping && !w->draining &&
                !atomic_load(&w->catalog_dirty)) {
-            pthread_cond_wait(&w->cv, &w->mu);
-            capacity = limit - w->nactive;
+            pthread_cond_wait(&w->sh.cv, &w->sh.mu);
+            capacity = limit - w->sh.nactive;
         }
         char rev[80];
         snprintf(rev, sizeof rev, "%s", w->catalog_revision);
         int64_t poll_ms = w->poll_interval_s * 1000;
-        pthread_mutex_unlock(&w->mu);
-        if (capacity <= 0 || w->store_failing) continue;
+        pthread_mutex_unlock(&w->sh.mu);
+        if (capacity <= 0 || w->sh.store_failing) continue;
         /* While the server fails persistently, claims are slow probes. */
         long long probe_in = 0;
-        if (!cloud_claim_permit(w->cloud, &probe_in)) {
+        if (!cloud_claim_permit(w->env.cloud, &probe_in)) {
             loop_wait(w, probe_in);
             continue;
         }
         cloud_assignment *as = NULL;
         size_t n = 0, rejected = 0;
         double claimed_at = time_now();
-        if (cloud_claim(w->cloud, rev, capacity, &as, &n, &rejected, &e) != 0) {
+        if (cloud_claim(w->env.cloud, rev, capacity, &as, &n, &rejected, &e) != 0) {
             if (e.err.code == CLOUD_ABORTED) break;
-            wcount(w, WC_CLAIM_FAILURES, 1);
-            worker_note_error(w, e.err.name, e.err.msg);
+            wcount(&w->sh, WC_CLAIM_FAILURES, 1);
+            worker_note_error(&w->sh, e.err.name, e.err.msg);
             if (e.errc == CLOUD_ERRC_CATALOG_MISMATCH) {
                 log_warn("claim: catalog_mismatch; re-registering",
                          LOG_S("request_id", e.request_id));
@@ -346,7 +352,7 @@ static void *main_loop(void *arg)
                 continue;
             }
             if (e.err.code == CLOUD_PROTOCOL) {
-                wcount(w, WC_PROTOCOL_ERRORS, 1);
+                wcount(&w->sh, WC_PROTOCOL_ERRORS, 1);
                 log_error("claim: protocol error", LOG_S("code", e.err.name),
                           LOG_S("error", e.err.msg), LOG_S("request_id", e.request_id));
                 loop_wait(w, poll_ms);
@@ -354,17 +360,17 @@ static void *main_loop(void *arg)
             }
             /* Soon, as a new logical call (never a transport retry): a short
              * jittered delay that grows with consecutive claim failures. */
-            double delay = (double)cloud_backoff_ms(w->cloud, CLOUD_EP_CLAIM) / 1000;
+            double delay = (double)cloud_backoff_ms(w->env.cloud, CLOUD_EP_CLAIM) / 1000;
             if (!e.retryable) {
                 /* invalid_credentials, instance_disabled, ...: not ready,
                  * retry slowly (re-registering first). */
                 set_not_ready(w, "claim failed: %s: %s", &e);
-                pthread_mutex_lock(&w->mu);
+                pthread_mutex_lock(&w->sh.mu);
                 w->registered = 0;
-                pthread_mutex_unlock(&w->mu);
+                pthread_mutex_unlock(&w->sh.mu);
                 delay = 30;
             } else if (e.err.code == CLOUD_TRANSPORT) {
-                wcount(w, WC_TRANSPORT_ERRORS, 1);
+                wcount(&w->sh, WC_TRANSPORT_ERRORS, 1);
             }
             log_at_(e.retryable ? LOG_WARN : LOG_ERROR, "claim failed", LOG_S("code", e.err.name),
                     LOG_S("error", e.err.msg), LOG_B("retryable", e.retryable),
@@ -373,33 +379,33 @@ static void *main_loop(void *arg)
             loop_wait(w, (int64_t)(delay * 1000));
             continue;
         }
-        if (rejected) wcount(w, WC_PROTOCOL_ERRORS, (long long)rejected);
+        if (rejected) wcount(&w->sh, WC_PROTOCOL_ERRORS, (long long)rejected);
         if (n == 0) {
             free(as);
-            pthread_mutex_lock(&w->mu);
+            pthread_mutex_lock(&w->sh.mu);
             w->claim_empty = 1;
-            pthread_mutex_unlock(&w->mu);
+            pthread_mutex_unlock(&w->sh.mu);
             idle_trim(w);
             if (rejected == 0) loop_wait(w, poll_ms);
             continue;
         }
-        pthread_mutex_lock(&w->mu);
+        pthread_mutex_lock(&w->sh.mu);
         w->claim_empty = 0;
         w->trimmed = 0;
         w->closed = 0;
         w->idle_since_ms = 0;
-        pthread_mutex_unlock(&w->mu);
-        wcount(w, WC_ASSIGNMENTS_CLAIMED, (long long)n);
+        pthread_mutex_unlock(&w->sh.mu);
+        wcount(&w->sh, WC_ASSIGNMENTS_CLAIMED, (long long)n);
         actx **xs = calloc(n, sizeof *xs);
         for (size_t i = 0; i < n; i++) {
             xs[i] = calloc(1, sizeof *xs[i]);
-            xs[i]->w = w;
+            xs[i]->env = &w->env;
             xs[i]->a = as[i];
             xs[i]->claimed_at = claimed_at;
         }
         /* Durable before any further protocol step on them. */
-        ws_claimed(w, xs, n);
-        pthread_mutex_lock(&w->mu);
+        ws_claimed(&w->env, xs, n);
+        pthread_mutex_lock(&w->sh.mu);
         for (size_t i = 0; i < n; i++) {
             actx *x = xs[i];
             worker_enqueue_locked(w, x);
@@ -407,9 +413,9 @@ static void *main_loop(void *arg)
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("session_id", x->a.session_id));
         }
-        worker_gauges_locked(w);
+        worker_gauges_locked(&w->sh);
         pthread_cond_broadcast(&w->q_cv);
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_unlock(&w->sh.mu);
         metrics_add(METRIC_ASSIGNMENTS_CLAIMED, (double)n);
         free(xs);
         free(as);
@@ -421,44 +427,50 @@ static void *pool_main(void *arg)
 {
     worker *w = arg;
     for (;;) {
-        pthread_mutex_lock(&w->mu);
-        while (w->q_head == NULL && !w->stopping)
-            pthread_cond_wait(&w->q_cv, &w->mu);
+        pthread_mutex_lock(&w->sh.mu);
+        while (w->q_head == NULL && !w->sh.stopping)
+            pthread_cond_wait(&w->q_cv, &w->sh.mu);
         if (w->q_head == NULL) {
-            pthread_mutex_unlock(&w->mu);
+            pthread_mutex_unlock(&w->sh.mu);
             break;
         }
         actx *x = w->q_head;
         w->q_head = x->q_next;
         if (w->q_head == NULL) w->q_tail = NULL;
-        if (w->stopping) {
+        if (w->sh.stopping) {
             /* Dropped unstarted: the server reclaims it when the lease ends. */
-            w->nactive--;
-            pthread_mutex_unlock(&w->mu);
+            w->sh.nactive--;
+            pthread_mutex_unlock(&w->sh.mu);
             cloud_assignment_clear(&x->a);
             free(x);
             continue;
         }
         x->act_next = w->active;
         w->active = x;
-        pthread_mutex_unlock(&w->mu);
+        /* what it sees of the registration, as it is now */
+        x->catalog = json_incref(w->catalog);
+        x->disabled = json_incref(w->disabled);
+        x->lease_duration_s = w->lease_duration_s;
+        pthread_mutex_unlock(&w->sh.mu);
 
-        worker_process(w, x);
+        worker_process(x);
 
-        pthread_mutex_lock(&w->mu);
+        pthread_mutex_lock(&w->sh.mu);
         for (actx **p = &w->active; *p; p = &(*p)->act_next)
             if (*p == x) {
                 *p = x->act_next;
                 break;
             }
-        w->nactive--;
-        worker_gauges_locked(w);
-        pthread_cond_broadcast(&w->cv);
+        w->sh.nactive--;
+        worker_gauges_locked(&w->sh);
+        pthread_cond_broadcast(&w->sh.cv);
         pthread_cond_broadcast(&w->idle_cv);
-        pthread_mutex_unlock(&w->mu);
-        outbox_detach(w->outbox, x);
+        pthread_mutex_unlock(&w->sh.mu);
+        outbox_detach(w->env.outbox, x);
         cloud_assignment_clear(&x->a);
         json_decref(x->skip_runs);
+        json_decref(x->catalog);
+        json_decref(x->disabled);
         free(x->runs);
         free(x);
         idle_trim(w);
@@ -476,7 +488,7 @@ int worker_start(worker *w, fps_err *err)
     w->started_at = time_now();
     w->started_mono = time_mono_ms();
     ws_recover(w);
-    long pending = outbox_start(w->outbox, err);
+    long pending = outbox_start(w->env.outbox, err);
     if (pending < 0) return -1;
     if (pending > 0) log_info("outbox: pending results resent", LOG_I("entries", pending));
     w->npool = w->concurrency;
@@ -484,17 +496,19 @@ int worker_start(worker *w, fps_err *err)
     /* Run-pool helpers: as many as sandboxes may run at once (the
      * assignment threads run their own runs too). */
     long helpers = w->cfg.max_sandboxes > 0 ? w->cfg.max_sandboxes : 4;
-    w->run_pool = worker_run_pool_new(helpers > CLOUD_MAX_CAPACITY ? CLOUD_MAX_CAPACITY : helpers);
-    if (w->run_pool == NULL || worker_run_pool_start(w->run_pool) != 0) {
+    w->env.run_pool =
+        worker_run_pool_new(helpers > CLOUD_MAX_CAPACITY ? CLOUD_MAX_CAPACITY : helpers);
+    if (w->env.run_pool == NULL || worker_run_pool_start(w->env.run_pool) != 0) {
         fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: cannot start the run pool");
         return -1;
     }
-    if (w->local != NULL) local_registry_set_change_callback(w->local, catalog_changed_cb, w);
+    if (w->env.local != NULL)
+        local_registry_set_change_callback(w->env.local, catalog_changed_cb, w);
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setstacksize(&at, (size_t)256 * 1024);
     int rc = pthread_create(&w->main_th, &at, main_loop, w);
-    rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, w);
+    rc = rc || pthread_create(&w->hb_th, &at, worker_hb_main, &w->hb);
     for (long i = 0; rc == 0 && i < w->npool; i++)
         rc = pthread_create(&w->pool_th[i], &at, pool_main, w);
     pthread_attr_destroy(&at);
@@ -504,7 +518,7 @@ int worker_start(worker *w, fps_err *err)
     }
     w->started = 1;
     log_info("worker started", LOG_S("worker_id", w->worker_id),
-             LOG_S("server", cloud_origin(w->cloud)), LOG_I("concurrency", w->concurrency));
+             LOG_S("server", cloud_origin(w->env.cloud)), LOG_I("concurrency", w->concurrency));
     return 0;
 }
 
@@ -512,14 +526,14 @@ int worker_start(worker *w, fps_err *err)
  * it is; a drain makes any drain final. */
 static void start_draining(worker *w, int resumable)
 {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->sh.mu);
     if (!w->draining)
         log_info(resumable ? "draining on request: no new claims" : "draining: no new claims",
-                 LOG_I("active_assignments", w->nactive));
+                 LOG_I("active_assignments", w->sh.nactive));
     if (!w->draining || !resumable) w->resumable = resumable;
     w->draining = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_cond_broadcast(&w->sh.cv);
+    pthread_mutex_unlock(&w->sh.mu);
     metrics_gauge_set(METRIC_DRAINING, 1);
 }
 
@@ -535,15 +549,15 @@ void worker_pause(worker *w)
 
 int worker_resume(worker *w)
 {
-    pthread_mutex_lock(&w->mu);
-    int ok = !w->stopping && (!w->draining || w->resumable);
+    pthread_mutex_lock(&w->sh.mu);
+    int ok = !w->sh.stopping && (!w->draining || w->resumable);
     if (ok && w->draining) {
         w->draining = 0;
         w->resumable = 0;
         log_info("drain ended on request: claiming again");
     }
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_cond_broadcast(&w->sh.cv);
+    pthread_mutex_unlock(&w->sh.mu);
     if (ok) metrics_gauge_set(METRIC_DRAINING, 0);
     return ok ? 0 : -1;
 }
@@ -551,64 +565,67 @@ int worker_resume(worker *w)
 int worker_wait_drained(worker *w, double timeout_s)
 {
     int64_t until = time_mono_ms() + (int64_t)(timeout_s * 1000);
-    pthread_mutex_lock(&w->mu);
-    while (w->nactive > 0 && time_cond_wait_until(&w->idle_cv, &w->mu, until) == 0) {
+    pthread_mutex_lock(&w->sh.mu);
+    while (w->sh.nactive > 0 && time_cond_wait_until(&w->idle_cv, &w->sh.mu, until) == 0) {
     }
-    int idle = w->nactive == 0;
-    pthread_mutex_unlock(&w->mu);
+    int idle = w->sh.nactive == 0;
+    pthread_mutex_unlock(&w->sh.mu);
     /* The last results are in the outbox once no assignment is active. */
-    return idle && outbox_wait_empty(w->outbox, until);
+    return idle && outbox_wait_empty(w->env.outbox, until);
 }
 
 void worker_stop(worker *w)
 {
     if (w == NULL || !w->started) return;
-    pthread_mutex_lock(&w->mu);
-    w->stopping = 1;
+    pthread_mutex_lock(&w->sh.mu);
+    w->sh.stopping = 1;
     w->draining = 1;
     for (actx *x = w->active; x; x = x->act_next) {
         atomic_store(&x->cancel_conditions, 1);
         for (size_t i = 0; i < x->nruns; i++)
             atomic_store(&x->runs[i].cancel, 1);
     }
-    pthread_cond_broadcast(&w->cv);
+    pthread_cond_broadcast(&w->sh.cv);
     pthread_cond_broadcast(&w->q_cv);
-    pthread_cond_broadcast(&w->hb_cv);
-    pthread_mutex_unlock(&w->mu);
-    cloud_abort(w->cloud);
+    pthread_mutex_unlock(&w->sh.mu);
+    pthread_mutex_lock(&w->hb.mu);
+    w->hb.stopping = 1;
+    pthread_cond_broadcast(&w->hb.cv);
+    pthread_mutex_unlock(&w->hb.mu);
+    cloud_abort(w->env.cloud);
     pthread_join(w->main_th, NULL);
     for (long i = 0; i < w->npool; i++)
         pthread_join(w->pool_th[i], NULL);
-    worker_run_pool_stop(w->run_pool);
+    worker_run_pool_stop(w->env.run_pool);
     pthread_join(w->hb_th, NULL);
-    outbox_stop(w->outbox);
+    outbox_stop(w->env.outbox);
     w->started = 0;
-    log_info("worker stopped", LOG_I("outbox_depth", outbox_depth(w->outbox)));
+    log_info("worker stopped", LOG_I("outbox_depth", outbox_depth(w->env.outbox)));
 }
 
 void worker_free(worker *w)
 {
     if (w == NULL) return;
     worker_stop(w);
-    outbox_free(w->outbox);
+    outbox_free(w->env.outbox);
     while (w->q_head) {
         actx *x = w->q_head;
         w->q_head = x->q_next;
         cloud_assignment_clear(&x->a);
         free(x);
     }
-    recent_free(w->recent);
+    recent_free(w->env.recent);
     json_decref(w->catalog);
     json_decref(w->disabled);
-    cloud_free(w->cloud);
+    cloud_free(w->env.cloud);
     free(w->pool_th);
-    worker_run_pool_free(w->run_pool);
-    ws_group_free(w->commits);
-    pthread_mutex_destroy(&w->mu);
-    pthread_mutex_destroy(&w->store_log_mu);
-    pthread_cond_destroy(&w->cv);
+    worker_run_pool_free(w->env.run_pool);
+    ws_group_free(w->env.commits);
+    pthread_mutex_destroy(&w->sh.mu);
+    pthread_cond_destroy(&w->sh.cv);
+    pthread_mutex_destroy(&w->hb.mu);
+    pthread_cond_destroy(&w->hb.cv);
     pthread_cond_destroy(&w->q_cv);
-    pthread_cond_destroy(&w->hb_cv);
     pthread_cond_destroy(&w->idle_cv);
     free(w);
 }
@@ -617,30 +634,30 @@ void worker_catalog_changed(worker *w)
 {
     if (w == NULL) return;
     atomic_store(&w->catalog_dirty, 1);
-    pthread_mutex_lock(&w->mu);
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&w->sh.mu);
+    pthread_cond_broadcast(&w->sh.cv);
+    pthread_mutex_unlock(&w->sh.mu);
 }
 
 #define MAX_REASONS 8
 #define REASON_LEN (sizeof((worker *)0)->not_ready + 16)
 
-/* Every reason that holds now, one line each (w->mu held). */
+/* Every reason that holds now, one line each (w->sh.mu held). */
 static int not_ready_locked(worker *w, long long last_contact, const cloud_policy_stats *ps,
                             char r[][REASON_LEN], int max)
 {
     int n = 0;
-    if ((w->stopping || w->draining) && n < max) snprintf(r[n++], REASON_LEN, "draining");
+    if ((w->sh.stopping || w->draining) && n < max) snprintf(r[n++], REASON_LEN, "draining");
     if (!w->registered && n < max)
         snprintf(r[n++], REASON_LEN, "%s", w->not_ready[0] ? w->not_ready : "not registered");
     else if (w->not_ready[0] && n < max)
         snprintf(r[n++], REASON_LEN, "%s", w->not_ready);
-    int blocked = w->store != NULL ? store_write_blocked(w->store) : 0;
+    int blocked = w->env.store != NULL ? store_write_blocked(w->env.store) : 0;
     if (blocked == STORE_FULL && n < max)
         snprintf(r[n++], REASON_LEN, "disk_full: the store's disk is full; claiming paused");
     else if (blocked == STORE_READONLY && n < max)
         snprintf(r[n++], REASON_LEN, "read_only: the store is not writable; claiming paused");
-    if (w->store_failing && n < max)
+    if (w->sh.store_failing && n < max)
         snprintf(r[n++], REASON_LEN, "store failing: results cannot be made durable");
     if (ps->breaker_open && n < max)
         snprintf(r[n++], REASON_LEN,
@@ -654,15 +671,15 @@ static int not_ready_locked(worker *w, long long last_contact, const cloud_polic
     return n;
 }
 
-/* The reasons (r) and their count. Locks w->mu. */
+/* The reasons (r) and their count. Locks w->sh.mu. */
 static int not_ready(worker *w, char r[][REASON_LEN])
 {
-    long long last = cloud_last_contact_ms(w->cloud);
+    long long last = cloud_last_contact_ms(w->env.cloud);
     cloud_policy_stats ps;
-    cloud_policy_stats_get(w->cloud, &ps);
-    pthread_mutex_lock(&w->mu);
+    cloud_policy_stats_get(w->env.cloud, &ps);
+    pthread_mutex_lock(&w->sh.mu);
     int n = not_ready_locked(w, last, &ps, r, MAX_REASONS);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->sh.mu);
     return n;
 }
 
@@ -679,7 +696,7 @@ int worker_ready(worker *w, strbuf *reason)
 
 rcbuf *worker_recent_transcript(worker *w, const char *assignment_id)
 {
-    return w != NULL ? recent_get(w->recent, assignment_id) : NULL;
+    return w != NULL ? recent_get(w->env.recent, assignment_id) : NULL;
 }
 
 json_t *worker_status_json(worker *w)
@@ -687,18 +704,18 @@ json_t *worker_status_json(worker *w)
     char ts[40], reasons[MAX_REASONS][REASON_LEN];
     int nreasons = not_ready(w, reasons);
     cloud_policy_stats ps;
-    cloud_policy_stats_get(w->cloud, &ps);
-    long long last = cloud_last_contact_ms(w->cloud);
-    long depth = outbox_depth(w->outbox);
+    cloud_policy_stats_get(w->env.cloud, &ps);
+    long long last = cloud_last_contact_ms(w->env.cloud);
+    long depth = outbox_depth(w->env.outbox);
     json_t *o = json_object();
-    pthread_mutex_lock(&w->mu);
-    const char *state = w->stopping     ? "stopped"
+    pthread_mutex_lock(&w->sh.mu);
+    const char *state = w->sh.stopping  ? "stopped"
                         : w->draining   ? "draining"
                         : w->registered ? "registered"
                         : w->started    ? "unregistered"
                                         : "starting";
     json_object_set_new(o, "worker_id", json_string(w->worker_id));
-    json_object_set_new(o, "server", json_string(cloud_origin(w->cloud)));
+    json_object_set_new(o, "server", json_string(cloud_origin(w->env.cloud)));
     json_object_set_new(o, "version", json_string(FPS_VERSION));
     json_object_set_new(
         o, "uptime_seconds",
@@ -726,18 +743,21 @@ json_t *worker_status_json(worker *w)
                         w->catalog_revision[0] ? json_string(w->catalog_revision) : json_null());
     json_object_set_new(o, "catalog_definitions",
                         json_integer(w->catalog ? (json_int_t)json_array_size(w->catalog) : 0));
+    pthread_mutex_lock(&w->hb.mu); /* lock order: sh.mu, then hb.mu */
+    long long hb_interval_s = w->hb.interval_s;
+    pthread_mutex_unlock(&w->hb.mu);
     json_object_set_new(
         o, "timing",
         json_pack("{s:I, s:I, s:I, s:I, s:I, s:f, s:f}", "heartbeat_interval_seconds",
-                  (json_int_t)w->hb_interval_s, "lease_duration_seconds",
+                  (json_int_t)hb_interval_s, "lease_duration_seconds",
                   (json_int_t)w->lease_duration_s, "poll_interval_seconds",
                   (json_int_t)w->poll_interval_s, "claim_limit", (json_int_t)w->claim_limit,
                   "concurrency", (json_int_t)w->concurrency, "request_timeout_seconds",
                   w->cfg.request_timeout, "drain_timeout_seconds", w->cfg.drain_timeout));
     json_object_set(o, "disabled_definitions", w->disabled);
-    json_object_set_new(o, "active_assignments", json_integer(w->nactive));
-    json_object_set_new(o, "active_runs", json_integer(w->active_runs));
-    json_object_set_new(o, "active_sandboxes", json_integer(sbx_pool_active(w->pool)));
+    json_object_set_new(o, "active_assignments", json_integer(w->sh.nactive));
+    json_object_set_new(o, "active_runs", json_integer(w->sh.active_runs));
+    json_object_set_new(o, "active_sandboxes", json_integer(sbx_pool_active(w->env.pool)));
     json_object_set_new(o, "outbox_depth", json_integer(depth));
     if (last) {
         double at = time_now() - (time_mono_ms() - last) / 1000.0;
@@ -746,18 +766,19 @@ json_t *worker_status_json(worker *w)
     } else {
         json_object_set_new(o, "last_server_contact_at", json_null());
     }
-    if (w->last_error_at > 0)
+    if (w->sh.last_error_at > 0)
         json_object_set_new(o, "last_error",
-                            json_pack("{s:s, s:s, s:s}", "code", w->last_error_code, "message",
-                                      w->last_error, "at",
-                                      time_rfc3339(w->last_error_at, ts, sizeof ts)));
+                            json_pack("{s:s, s:s, s:s}", "code", w->sh.last_error_code, "message",
+                                      w->sh.last_error, "at",
+                                      time_rfc3339(w->sh.last_error_at, ts, sizeof ts)));
     else
         json_object_set_new(o, "last_error", json_null());
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->sh.mu);
     json_t *c = json_object();
     for (int i = 0; i < WC__COUNT; i++)
-        json_object_set_new(c, worker_counter_names[i], json_integer(atomic_load(&w->counters[i])));
+        json_object_set_new(c, worker_counter_names[i],
+                            json_integer(atomic_load(&w->sh.counters[i])));
     json_object_set_new(o, "counters", c);
-    json_object_set_new(o, "jail", sbx_pool_jail_json(w->pool));
+    json_object_set_new(o, "jail", sbx_pool_jail_json(w->env.pool));
     return o;
 }

@@ -18,24 +18,24 @@
 
 void worker_fail_assignment(actx *x, const char *code, const char *msg, const cloud_error *e)
 {
-    worker *w = x->w;
-    wcount(w, WC_ASSIGNMENTS_FAILED, 1);
-    if (e && e->err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-    if (e && e->err.code == CLOUD_TRANSPORT) wcount(w, WC_TRANSPORT_ERRORS, 1);
-    ws_finish(w, x, "failed", code, msg);
+    worker_shared *sh = x->env->sh;
+    wcount(sh, WC_ASSIGNMENTS_FAILED, 1);
+    if (e && e->err.code == CLOUD_PROTOCOL) wcount(sh, WC_PROTOCOL_ERRORS, 1);
+    if (e && e->err.code == CLOUD_TRANSPORT) wcount(sh, WC_TRANSPORT_ERRORS, 1);
+    ws_finish(x, "failed", code, msg);
     log_error("assignment failed", LOG_S("assignment_id", x->a.assignment_id), LOG_S("code", code),
               LOG_S("error", msg), LOG_S("request_id", e ? e->request_id : ""));
-    worker_note_error(w, code, msg);
+    worker_note_error(sh, code, msg);
 }
 
 static void lease_lost(actx *x, const char *where)
 {
     if (atomic_exchange(&x->lost, 1) == 0) {
-        wcount(x->w, WC_LEASES_LOST, 1);
+        wcount(x->env->sh, WC_LEASES_LOST, 1);
         metrics_inc(METRIC_LEASES_LOST);
         log_warn("lease lost", LOG_S("assignment_id", x->a.assignment_id), LOG_S("during", where),
                  LOG_I("lease_generation", x->a.lease_generation));
-        ws_finish(x->w, x, "lost", "lease_lost", where);
+        ws_finish(x, "lost", "lease_lost", where);
     }
     for (size_t i = 0; i < x->nruns; i++)
         atomic_store(&x->runs[i].cancel, 1);
@@ -55,22 +55,23 @@ static void call_failed(actx *x, const char *what, const cloud_error *e)
     worker_fail_assignment(x, e->err.name, msg, e);
 }
 
-/* The local catalog as `local` definitions (no definitions_url). */
-static json_t *local_definitions(worker *w)
+/* The local catalog (as registered when the assignment was picked up) as
+ * `local` definitions (no definitions_url). */
+static json_t *local_definitions(const actx *x)
 {
     json_t *out = json_array();
-    pthread_mutex_lock(&w->mu);
-    for (size_t i = 0; i < json_array_size(w->catalog); i++) {
-        json_t *d = json_deep_copy(json_array_get(w->catalog, i));
+    for (size_t i = 0; i < json_array_size(x->catalog); i++) {
+        json_t *d = json_deep_copy(json_array_get(x->catalog, i));
         json_object_set_new(d, "execution_mode", json_string("local"));
         json_array_append_new(out, d);
     }
-    pthread_mutex_unlock(&w->mu);
     return out;
 }
 
-void worker_process(worker *w, actx *x)
+void worker_process(actx *x)
 {
+    const assign_env *env = x->env;
+    worker_shared *sh = env->sh;
     cloud_error e;
     json_t *defs = NULL;
     rcbuf *transcript = NULL; /* the bytes as received */
@@ -83,26 +84,26 @@ void worker_process(worker *w, actx *x)
     int64_t tm[8] = {worker_mono_us()};
     void *simg = NULL;
     size_t simg_len = 0;
-    if (cloud_transcript(w->cloud, &x->a, &transcript, &simg, &simg_len, &e) != 0) {
+    if (cloud_transcript(env->cloud, &x->a, &transcript, &simg, &simg_len, &e) != 0) {
         if (e.errc == CLOUD_ERRC_TRANSCRIPT_TOO_LARGE) {
-            wcount(w, WC_TRANSCRIPTS_TOO_LARGE, 1);
+            wcount(sh, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
-            wcount(w, WC_ASSIGNMENTS_FAILED, 1);
+            wcount(sh, WC_ASSIGNMENTS_FAILED, 1);
             log_warn("transcript too large; assignment ends",
                      LOG_S("assignment_id", x->a.assignment_id), LOG_S("error", e.err.msg),
                      LOG_S("request_id", e.request_id));
-            worker_note_error(w, e.err.name, e.err.msg);
-            ws_finish(w, x, "failed", "transcript_too_large", e.err.msg);
+            worker_note_error(sh, e.err.name, e.err.msg);
+            ws_finish(x, "failed", "transcript_too_large", e.err.msg);
         } else {
             call_failed(x, "transcript", &e);
         }
         goto done;
     }
-    recent_put(w->recent, x->a.assignment_id, transcript);
-    if (w->archive != NULL && x->a.session_id != NULL) {
+    recent_put(env->recent, x->a.assignment_id, transcript);
+    if (env->archive != NULL && x->a.session_id != NULL) {
         /* queued with a reference (no copy); never waits, never fails the run */
         store_archive_meta am = {x->a.session_id, x->a.session_revision_id, x->a.assignment_id, 0};
-        (void)store_archive_submit(w->archive, &am, transcript);
+        (void)store_archive_submit(env->archive, &am, transcript);
     }
     /* one image per assignment, shared by its conditions and managed runs */
     fps_err ie;
@@ -113,17 +114,17 @@ void worker_process(worker *w, actx *x)
     }
     tm[1] = worker_mono_us();
     if (x->a.definitions_url != NULL) {
-        if (cloud_definitions(w->cloud, &x->a, &defs, &e) != 0) {
+        if (cloud_definitions(env->cloud, &x->a, &defs, &e) != 0) {
             call_failed(x, "definitions", &e);
             goto done;
         }
     } else {
-        defs = local_definitions(w);
+        defs = local_definitions(x);
     }
     tm[2] = worker_mono_us();
     if (worker_conditions(x, defs, img, &s) != 0) goto done;
     tm[3] = worker_mono_us();
-    if (cloud_plan_submit(w->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
+    if (cloud_plan_submit(env->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
         call_failed(x, "plan", &e);
         goto done;
     }
@@ -136,24 +137,24 @@ void worker_process(worker *w, actx *x)
         worker_fail_assignment(x, e.err.name, err.msg, &e);
         goto done;
     }
-    ws_planned(w, x, defs, s.selected, s.skipped, plan.obj, plan.status == CLOUD_PLAN_SKIPPED);
+    ws_planned(x, defs, s.selected, s.skipped, plan.obj, plan.status == CLOUD_PLAN_SKIPPED);
     if (x->nruns == 0) {
-        if (plan.status != CLOUD_PLAN_SKIPPED) ws_finish(w, x, "completed", NULL, NULL);
-        wcount(w, WC_ASSIGNMENTS_SKIPPED, 1);
+        if (plan.status != CLOUD_PLAN_SKIPPED) ws_finish(x, "completed", NULL, NULL);
+        wcount(sh, WC_ASSIGNMENTS_SKIPPED, 1);
         log_info("assignment skipped", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_I("skipped", (long long)json_array_size(s.skipped)));
         goto done;
     }
     if (worker_plan_verify_sources(x->runs, x->nruns, &err) != 0) {
-        wcount(w, WC_CHECKSUM_MISMATCHES, 1);
+        wcount(sh, WC_CHECKSUM_MISMATCHES, 1);
         worker_fail_assignment(x, err.name, err.msg, NULL);
         goto done;
     }
-    ws_runs_started(w, x);
-    worker_hb_add(w, x);
+    ws_runs_started(x);
+    worker_hb_add(env->hb, x);
     tm[5] = worker_mono_us();
     worker_execute_runs(x, transcript, img);
-    worker_hb_remove(w, x);
+    worker_hb_remove(env->hb, x);
     tm[6] = worker_mono_us();
     if (log_get_level() <= LOG_DEBUG)
         log_debug("assignment timing", LOG_S("assignment_id", x->a.assignment_id),
@@ -168,7 +169,7 @@ void worker_process(worker *w, actx *x)
                   LOG_D("submit_sum_ms", atomic_load(&x->tm_submit_us) / 1000.0),
                   LOG_D("since_claim_ms", (time_now() - x->claimed_at) * 1000.0));
     if (!atomic_load(&x->lost)) {
-        wcount(w, WC_ASSIGNMENTS_COMPLETED, 1);
+        wcount(sh, WC_ASSIGNMENTS_COMPLETED, 1);
         log_info("assignment runs finished", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_I("runs", (long long)x->nruns));
     }

@@ -17,32 +17,32 @@
 
 #define LEASE_MARGIN_S 5.0
 
-static int is_disabled(worker *w, const char *key)
+/* Disabled by the server (as registered when the assignment was picked up). */
+static int is_disabled(const actx *x, const char *key)
 {
     int hit = 0;
-    pthread_mutex_lock(&w->mu);
-    for (size_t i = 0; i < json_array_size(w->disabled) && !hit; i++)
-        hit = !strcmp(json_string_value(json_array_get(w->disabled, i)), key);
-    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; i < json_array_size(x->disabled) && !hit; i++)
+        hit = !strcmp(json_string_value(json_array_get(x->disabled, i)), key);
     return hit;
 }
 
-static void skip(wselection *s, const json_t *d, const char *reason, worker *w)
+static void skip(wselection *s, const json_t *d, const char *reason, worker_shared *sh)
 {
     json_array_append_new(s->skipped,
                           json_pack("{s:s, s:s, s:s}", "eval_key", cloud_jstr(d, "eval_key"),
                                     "eval_version", cloud_jstr(d, "eval_version"), "reason_code",
                                     reason));
-    wcount(w, WC_CONDITIONS_SKIPPED, 1);
+    wcount(sh, WC_CONDITIONS_SKIPPED, 1);
     metrics_inc(METRIC_CONDITIONS, "outcome", "skipped", "reason", reason);
 }
 
 int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s)
 {
-    worker *w = x->w;
+    const assign_env *env = x->env;
+    worker_shared *sh = env->sh;
     /* The claim-time lease, minus the margin, bounds the whole phase. */
     double lease_end = x->a.lease_expires_epoch;
-    double by_duration = x->claimed_at + (double)w->lease_duration_s;
+    double by_duration = x->claimed_at + (double)x->lease_duration_s;
     if (lease_end <= 0 || by_duration < lease_end) lease_end = by_duration;
     double deadline = lease_end - LEASE_MARGIN_S;
     for (size_t i = 0; i < json_array_size(defs); i++) {
@@ -50,16 +50,16 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
         const char *key = cloud_jstr(d, "eval_key"), *ver = cloud_jstr(d, "eval_version");
 
         if (atomic_load(&x->cancel_conditions)) return -1;
-        if (is_disabled(w, key)) {
-            skip(s, d, "disabled_by_server", w);
+        if (is_disabled(x, key)) {
+            skip(s, d, "disabled_by_server", sh);
             continue;
         }
         int local = cloud_definition_mode(d) == CLOUD_MODE_LOCAL;
         const char *cond = local ? NULL : cloud_jstr(d, "condition_source");
         int has_local_cond = 0;
-        if (local && w->local != NULL) {
+        if (local && env->local != NULL) {
             local_definition ld;
-            if (local_registry_definition(w->local, key, ver, &ld) == 0) {
+            if (local_registry_definition(env->local, key, ver, &ld) == 0) {
                 has_local_cond = ld.condition != NULL;
                 local_definition_free(&ld);
             }
@@ -67,13 +67,13 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
         if ((cond == NULL || *cond == '\0') && !has_local_cond) {
             json_array_append_new(s->selected,
                                   json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
-            wcount(w, WC_CONDITIONS_SELECTED, 1);
+            wcount(sh, WC_CONDITIONS_SELECTED, 1);
             metrics_inc(METRIC_CONDITIONS, "outcome", "selected", "reason", "none");
             continue;
         }
         double remaining = deadline - time_now();
         if (remaining <= 0) {
-            skip(s, d, "lease_exhausted", w);
+            skip(s, d, "lease_exhausted", sh);
             continue;
         }
         /* Its own timeout bounds the run; the lease bounds the wait for a
@@ -85,8 +85,8 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
         if (has_local_cond) {
             local_condition_outcome lo;
             memset(&lo, 0, sizeof lo);
-            local_condition(w->local, w->pool, key, ver, img, t, remaining, &x->cancel_conditions,
-                            &lo);
+            local_condition(env->local, env->pool, key, ver, img, t, remaining,
+                            &x->cancel_conditions, &lo);
             if (!lo.applicable) {
                 snprintf(rbuf, sizeof rbuf, "%s",
                          lo.reason_code[0] ? lo.reason_code : "condition_error");
@@ -103,7 +103,7 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                               .budget_s = remaining};
             sbx_outcome out;
             memset(&out, 0, sizeof out);
-            sbx_eval(w->pool, &rq, &out);
+            sbx_eval(env->pool, &rq, &out);
             if (out.status == SBX_CANCELLED) {
                 sbx_outcome_free(&out);
                 return -1;
@@ -123,11 +123,11 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
             sbx_outcome_free(&out);
         }
         if (reason)
-            skip(s, d, reason, w);
+            skip(s, d, reason, sh);
         else {
             json_array_append_new(s->selected,
                                   json_pack("{s:s, s:s}", "eval_key", key, "eval_version", ver));
-            wcount(w, WC_CONDITIONS_SELECTED, 1);
+            wcount(sh, WC_CONDITIONS_SELECTED, 1);
             metrics_inc(METRIC_CONDITIONS, "outcome", "selected", "reason", "none");
         }
     }

@@ -16,35 +16,37 @@
 /* A heartbeat is due at least this long before the lease it keeps ends. */
 #define HB_LEASE_MARGIN_S 2.0
 
-void worker_hb_add(worker *w, actx *x)
+void worker_hb_add(worker_hb *hb, actx *x)
 {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&hb->mu);
     x->next_hb_ms = time_mono_ms();
-    x->hb_next = w->hb_list;
-    w->hb_list = x;
+    x->hb_next = hb->list;
+    hb->list = x;
     x->hb_registered = 1;
-    pthread_cond_broadcast(&w->hb_cv);
-    pthread_mutex_unlock(&w->mu);
+    pthread_cond_broadcast(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
 }
 
-void worker_hb_remove(worker *w, actx *x)
+void worker_hb_remove(worker_hb *hb, actx *x)
 {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&hb->mu);
     while (x->hb_busy)
-        pthread_cond_wait(&w->hb_cv, &w->mu);
-    for (actx **p = &w->hb_list; *p; p = &(*p)->hb_next)
+        pthread_cond_wait(&hb->cv, &hb->mu);
+    for (actx **p = &hb->list; *p; p = &(*p)->hb_next)
         if (*p == x) {
             *p = x->hb_next;
             break;
         }
     x->hb_registered = 0;
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&hb->mu);
 }
 
 /* One heartbeat for x. Returns 1 if it failed and should be sent again
  * soon, else 0. */
-static int beat(worker *w, actx *x)
+static int beat(actx *x)
 {
+    const assign_env *env = x->env;
+    worker_shared *sh = env->sh;
     json_t *ids = json_array();
     for (size_t i = 0; i < x->nruns; i++)
         if (!atomic_load(&x->runs[i].done) && !atomic_load(&x->runs[i].cancel))
@@ -58,15 +60,15 @@ static int beat(worker *w, actx *x)
     char lease[64];
     cloud_error e;
     double sent_at = time_now();
-    if (cloud_heartbeat(w->cloud, x->a.lease_generation, ids, &accepted, lease, sizeof lease, &e) ==
-        0) {
-        wcount(w, WC_HEARTBEATS, 1);
+    if (cloud_heartbeat(env->cloud, x->a.lease_generation, ids, &accepted, lease, sizeof lease,
+                        &e) == 0) {
+        wcount(sh, WC_HEARTBEATS, 1);
         double exp;
         if (time_parse_rfc3339(lease, &exp) == 0) {
             x->a.lease_expires_epoch = exp;
-            ws_lease(w, x);
+            ws_lease(x);
         }
-        ws_heartbeat(w, x, sent_at, "ok", NULL);
+        ws_heartbeat(x, sent_at, "ok", NULL);
         for (size_t i = 0; i < x->nruns; i++) {
             wrun *r = &x->runs[i];
             if (atomic_load(&r->done)) continue;
@@ -82,23 +84,23 @@ static int beat(worker *w, actx *x)
         json_decref(accepted);
     } else if (e.errc == CLOUD_ERRC_LEASE_LOST) {
         if (!atomic_exchange(&x->lost, 1)) {
-            wcount(w, WC_LEASES_LOST, 1);
+            wcount(sh, WC_LEASES_LOST, 1);
             metrics_inc(METRIC_LEASES_LOST);
             log_warn("lease lost (heartbeat); cancelling runs",
                      LOG_S("assignment_id", x->a.assignment_id),
                      LOG_I("lease_generation", x->a.lease_generation),
                      LOG_S("request_id", e.request_id));
         }
-        ws_heartbeat(w, x, sent_at, "lease_lost", e.err.name[0] ? e.err.name : NULL);
+        ws_heartbeat(x, sent_at, "lease_lost", e.err.name[0] ? e.err.name : NULL);
         for (size_t i = 0; i < x->nruns; i++)
             atomic_store(&x->runs[i].cancel, 1);
         atomic_store(&x->cancel_conditions, 1);
     } else if (e.err.code != CLOUD_ABORTED) {
         again = 1;
-        wcount(w, WC_HEARTBEAT_FAILURES, 1);
+        wcount(sh, WC_HEARTBEAT_FAILURES, 1);
         metrics_inc(METRIC_HEARTBEAT_FAILURES);
-        if (e.err.code == CLOUD_PROTOCOL) wcount(w, WC_PROTOCOL_ERRORS, 1);
-        ws_heartbeat(w, x, sent_at, "failed", e.err.name[0] ? e.err.name : NULL);
+        if (e.err.code == CLOUD_PROTOCOL) wcount(sh, WC_PROTOCOL_ERRORS, 1);
+        ws_heartbeat(x, sent_at, "failed", e.err.name[0] ? e.err.name : NULL);
         log_warn("heartbeat failed; beating again soon", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_S("code", e.err.name), LOG_S("error", e.err.msg),
                  LOG_S("request_id", e.request_id));
@@ -107,11 +109,11 @@ static int beat(worker *w, actx *x)
     return again;
 }
 
-/* ---- the heartbeat thread (sched_loop callbacks, under w->mu) ---- */
+/* ---- the heartbeat thread (sched_loop callbacks, under hb->mu) ---- */
 
 static void *hb_pick(void *ud, int64_t now, int64_t *next)
 {
-    for (actx *x = ((worker *)ud)->hb_list; x; x = x->hb_next)
+    for (actx *x = ((worker_hb *)ud)->list; x; x = x->hb_next)
         if (sched_due(x->next_hb_ms, now, next)) {
             x->hb_busy = 1;
             return x;
@@ -121,18 +123,19 @@ static void *hb_pick(void *ud, int64_t now, int64_t *next)
 
 static int hb_serve(void *ud, void *item)
 {
-    worker *w = ud;
-    int again = beat(w, item);
+    (void)ud;
+    actx *x = item;
+    int again = beat(x);
     /* After a failure, the heartbeat endpoint's jittered backoff (short
      * while failures are sparse), never longer than the interval. */
-    return again ? (int)cloud_backoff_ms(w->cloud, CLOUD_EP_HEARTBEAT) : -1;
+    return again ? (int)cloud_backoff_ms(x->env->cloud, CLOUD_EP_HEARTBEAT) : -1;
 }
 
 static void hb_served(void *ud, void *item, int retry_in_ms)
 {
-    worker *w = ud;
+    worker_hb *hb = ud;
     actx *x = item;
-    int64_t interval = w->hb_interval_s * 1000;
+    int64_t interval = hb->interval_s * 1000;
     int64_t next =
         time_mono_ms() + (retry_in_ms >= 0 && retry_in_ms < interval ? retry_in_ms : interval);
     /* The next beat stays ahead of the lease it keeps (with a margin; once
@@ -142,13 +145,13 @@ static void hb_served(void *ud, void *item, int retry_in_ms)
         next = time_mono_ms() + (int64_t)(left_s * 1000);
     x->next_hb_ms = next;
     x->hb_busy = 0;
-    pthread_cond_broadcast(&w->hb_cv);
+    pthread_cond_broadcast(&hb->cv);
 }
 
 void *worker_hb_main(void *arg)
 {
-    worker *w = arg;
-    sched_loop l = {&w->mu, &w->hb_cv, &w->stopping, w, hb_pick, hb_serve, hb_served};
+    worker_hb *hb = arg;
+    sched_loop l = {&hb->mu, &hb->cv, &hb->stopping, hb, hb_pick, hb_serve, hb_served};
     sched_run(&l);
     return NULL;
 }

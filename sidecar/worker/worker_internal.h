@@ -1,9 +1,13 @@
-/* sidecar/worker_internal: state shared by the worker's modules (worker.c:
- * lifecycle, registration and the claim loop; worker_assign.c: one
- * assignment from transcript to results; worker_conditions.c: its condition
- * phase; worker_plan.c: plan matching; worker_runs.c: its runs and their
- * results; worker_hb.c: the heartbeat thread; sidecar/worker/outbox.c owns
- * result submission). Private to sidecar/. */
+/* sidecar/worker/worker_internal: state shared by the worker's modules
+ * (worker.c: lifecycle, registration and the claim loop; worker_assign.c:
+ * one assignment from transcript to results; worker_conditions.c: its
+ * condition phase; worker_plan.c: plan matching; worker_runs.c: its runs and
+ * their results; worker_hb.c: the heartbeat thread; worker_store.c: the
+ * durable state; sidecar/worker/outbox.c owns result submission). The claim
+ * loop's state (struct worker) is worker.c's alone; the per-assignment code
+ * sees only its actx and, through it, the assign_env it borrows. Each member
+ * says which lock guards it, or that it is atomic or immutable. Private to
+ * sidecar/worker/. */
 #ifndef FPS_WORKER_INTERNAL_H
 #define FPS_WORKER_INTERNAL_H
 #include "common/metrics.h"
@@ -46,23 +50,53 @@ enum {
     WC__COUNT
 };
 
-/* One assignment being processed (owned by its pool thread). */
+struct worker_shared;
+struct worker_hb;
+
+/* What an assignment's code may touch: the worker's collaborators, borrowed
+ * for the assignment's life. Filled before the worker's threads start and
+ * immutable after (the pointers; each collaborator guards itself). */
+typedef struct assign_env {
+    cloud *cloud;                  /* thread-safe                                */
+    struct store *store;           /* may be NULL (memory only); thread-safe     */
+    struct outbox *outbox;         /* thread-safe                                */
+    struct sbx_pool *pool;         /* thread-safe                                */
+    struct local_registry *local;  /* may be NULL; thread-safe                   */
+    struct store_archive *archive; /* may be NULL; thread-safe                   */
+    struct recent_ring *recent;    /* thread-safe                                */
+    struct run_pool *run_pool;     /* guarded by its own lock (worker_runs.c)    */
+    struct ws_group *commits;      /* guarded by its own locks (worker_store.c)  */
+    const char *worker_id;         /* the worker's, immutable                    */
+    struct worker_shared *sh;      /* counters, gauges, the store's state        */
+    struct worker_hb *hb;          /* the heartbeat list                         */
+} assign_env;
+
+/* One assignment being processed: the per-assignment context (owned by its
+ * pool thread; the other threads named below reach it while it is linked). */
 typedef struct actx {
-    struct worker *w;
+    const assign_env *env; /* borrowed from the worker */
+    /* Written by its pool thread before the runs start, then read by every
+     * thread that touches the assignment; lease_expires_epoch is written by
+     * the heartbeat thread alone while its runs execute. */
     cloud_assignment a;
     double claimed_at; /* wall clock */
-    wrun *runs;
+    /* As registered when the assignment was picked up (owned references,
+     * under sh->mu at that moment, then immutable): the local catalog as
+     * sent, the server's disabled eval keys, the lease duration. */
+    json_t *catalog, *disabled;
+    long long lease_duration_s;
+    wrun *runs; /* filled by its pool thread before the runs start */
     size_t nruns;
     atomic_int lost;   /* lease_lost seen */
-    json_t *skip_runs; /* resumed: run ids that already have a result */
+    json_t *skip_runs; /* resumed: run ids that already have a result (immutable) */
     int resumed;
     atomic_int cancel_conditions; /* stop: kills condition sandboxes */
-    /* heartbeat bookkeeping (under w->mu) */
+    /* heartbeat bookkeeping (under hb->mu) */
     int hb_registered, hb_busy;
     int64_t next_hb_ms;
     struct actx *hb_next;
-    struct actx *q_next;   /* claim queue */
-    struct actx *act_next; /* active list (status, stop) */
+    struct actx *q_next;   /* under sh->mu: the claim queue */
+    struct actx *act_next; /* under sh->mu: the active list (status, stop) */
     /* Runs in parallel (worker_runs.c): the assignment's thread and up to
      * runs - 1 run-pool helpers take runs by next_run; the assignment's
      * thread waits (on the run pool's lock) until runs_left == 0 and no
@@ -80,103 +114,105 @@ typedef struct actx {
     size_t npend;
     int64_t pend_since; /* time_mono_ms when the first waiting result came */
     unsigned flush_gen;
-    struct actx *help_next;  /* help queue link */
+    struct actx *help_next;  /* under the run pool's lock: help queue link */
     const rcbuf *transcript; /* borrowed while its runs execute: the bytes as received */
     struct sbx_image *img;   /* borrowed while its runs execute */
     /* step timings (microseconds; logged at debug level per assignment) */
     atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
 } actx;
 
-/* One store operation's failures with one status, for the rate-limited log
- * (worker_store.c). */
-typedef struct {
-    const char *op; /* borrowed string literal; NULL: a free slot */
-    int code;       /* store status */
-    int64_t logged_ms;
-    long long unlogged; /* failures since the last line that were not logged */
-} ws_fail_log;
-#define WS_FAIL_LOG_SLOTS 8
-
-struct worker {
-    worker_config cfg;
-    cloud *cloud;
-    struct store *store;
-    struct outbox *outbox; /* owned: result submission */
-    struct sbx_pool *pool;
-    struct local_registry *local;
-    char worker_id[129];
-    long concurrency;
-
+/* What the claim loop shares with the assignments: the worker's lock and
+ * what the assignments change under it (embedded in struct worker;
+ * assignments borrow it through their env). */
+typedef struct worker_shared {
+    /* The worker's lock: guards the members below that are not atomic, and
+     * struct worker's members marked "under sh.mu". */
     pthread_mutex_t mu;
-    pthread_cond_t cv;      /* claim loop: capacity, stop, drain, catalog */
-    pthread_cond_t q_cv;    /* pool threads: queue */
-    pthread_cond_t hb_cv;   /* heartbeat thread */
-    pthread_cond_t idle_cv; /* drain waiters */
+    pthread_cond_t cv; /* claim loop: capacity, store recovered, stop, drain, catalog */
+    int nactive;       /* under mu: assignments queued + processing */
+    int active_runs;   /* under mu: runs being evaluated */
+    int store_failing; /* under mu: results cannot be made durable; no new claims */
+    int stopping;      /* under mu: the worker is stopping */
+    atomic_llong counters[WC__COUNT]; /* atomic */
+    /* under mu: the last error (status page) */
+    char last_error_code[64];
+    char last_error[512];
+    double last_error_at;
+} worker_shared;
 
-    /* registration (under mu) */
+/* The heartbeat thread's list (worker_hb.c; embedded in struct worker). */
+typedef struct worker_hb {
+    pthread_mutex_t mu;   /* guards every member, and the hb_* members of the listed actx */
+    pthread_cond_t cv;    /* heartbeat thread: list, interval, stop; hb_remove: not busy */
+    actx *list;           /* assignments whose runs are executing */
+    long long interval_s; /* the registered heartbeat interval */
+    int stopping;
+} worker_hb;
+
+/* The claim loop's state. Assignments never see it: they get env. */
+struct worker {
+    worker_config cfg;   /* immutable after worker_new */
+    char worker_id[129]; /* immutable after worker_new */
+    long concurrency;    /* immutable after worker_new */
+    /* The collaborators, immutable after worker_start: cloud, outbox,
+     * recent, run_pool and commits are owned here; store, pool, local and
+     * archive borrowed from worker_deps. */
+    assign_env env;
+    worker_shared sh;
+    worker_hb hb;
+
+    pthread_cond_t q_cv;    /* under sh.mu: pool threads wait for the queue */
+    pthread_cond_t idle_cv; /* under sh.mu: drain waiters */
+
+    /* registration (under sh.mu) */
     int registered;
     char instance_id[256];
     char evaluator_kind[16];
     char catalog_revision[80];
     json_t *catalog;  /* normalized, as sent */
     json_t *disabled; /* array of eval keys */
-    long long hb_interval_s, lease_duration_s, poll_interval_s, claim_limit;
-    atomic_int catalog_dirty;
-    char not_ready[1024]; /* reason while not ready ("" otherwise) */
+    long long lease_duration_s, poll_interval_s, claim_limit;
+    atomic_int catalog_dirty; /* atomic */
+    char not_ready[1024];     /* reason while not ready ("" otherwise) */
 
-    /* lifecycle */
-    int started, draining, stopping;
+    /* lifecycle (under sh.mu; with sh.stopping) */
+    int started, draining;
     int resumable; /* the drain came from worker_pause (the admin API) */
+    /* threads: set by worker_start, joined by worker_stop (the caller's thread) */
     pthread_t main_th, hb_th;
     pthread_t *pool_th;
     long npool;
-    struct run_pool *run_pool; /* owned: helpers that run runs in parallel */
-    /* group commit of results (worker_store.c) */
-    struct ws_group *commits; /* owned: the group commit of results */
 
-    /* work (under mu) */
+    /* work (under sh.mu) */
     actx *q_head, *q_tail; /* claimed, not yet picked up */
     actx *active;          /* being processed */
-    int nactive;           /* queued + processing */
-    actx *hb_list;
-    int active_runs;
 
-    struct recent_ring *recent; /* owned: transcripts for the admin playground */
-    struct store_archive *archive; /* borrowed, may be NULL: the transcript archive */
-    /* idle trim (under mu): the last claim was empty; caches given back and
+    /* idle trim (under sh.mu): the last claim was empty; caches given back and
      * server connections closed since; when the current idle stretch began
      * (monotonic ms, 0 = not idle) */
     int claim_empty, trimmed, closed;
     int64_t idle_since_ms;
-    /* store failing: no new claims until results can be made durable */
-    int store_failing;
-    pthread_mutex_t store_log_mu; /* guards store_log */
-    ws_fail_log store_log[WS_FAIL_LOG_SLOTS];
 
-    /* status */
-    atomic_llong counters[WC__COUNT];
-    char last_error_code[64];
-    char last_error[512];
-    double last_error_at;
+    /* status (immutable after worker_start) */
     double started_at;
     int64_t started_mono;
 };
 
 extern const char *const worker_counter_names[WC__COUNT];
 
-static inline void wcount(struct worker *w, int c, long long n)
+static inline void wcount(worker_shared *sh, int c, long long n)
 {
-    atomic_fetch_add(&w->counters[c], n);
+    atomic_fetch_add(&sh->counters[c], n);
 }
-/* Publishes the gauges (active assignments and runs). Call with w->mu
+/* Publishes the gauges (active assignments and runs). Call with sh->mu
  * held, after changing them. */
-static inline void worker_gauges_locked(struct worker *w)
+static inline void worker_gauges_locked(worker_shared *sh)
 {
-    metrics_gauge_set(METRIC_ACTIVE_ASSIGNMENTS, w->nactive);
-    metrics_gauge_set(METRIC_ACTIVE_RUNS, w->active_runs);
+    metrics_gauge_set(METRIC_ACTIVE_ASSIGNMENTS, sh->nactive);
+    metrics_gauge_set(METRIC_ACTIVE_RUNS, sh->active_runs);
 }
 /* Appends a claimed or resumed assignment to the queue the assignment
- * threads take from, counting it active (w->mu held). */
+ * threads take from, counting it active (w->sh.mu held). */
 static inline void worker_enqueue_locked(struct worker *w, actx *x)
 {
     if (w->q_tail)
@@ -184,19 +220,19 @@ static inline void worker_enqueue_locked(struct worker *w, actx *x)
     else
         w->q_head = x;
     w->q_tail = x;
-    w->nactive++;
+    w->sh.nactive++;
 }
-/* Records the last error (status page) and logs it. */
-void worker_note_error(struct worker *w, const char *code, const char *msg);
+/* Records the last error (status page) and logs it. Locks sh->mu. */
+void worker_note_error(worker_shared *sh, const char *code, const char *msg);
 
 /* worker_store.c: the durable state (store/store.h); every function is a
  * no-op without a store. Failures are logged; ws_run_finished's decides
  * whether the result may be submitted (0) or not (-1). */
-void ws_registered(struct worker *w, const char *rev, const json_t *catalog);
-void ws_claimed(struct worker *w, actx **xs, size_t n);
-void ws_planned(struct worker *w, actx *x, const json_t *defs, const json_t *selected,
-                const json_t *skipped, const json_t *plan_response, int skipped_status);
-void ws_runs_started(struct worker *w, actx *x);
+void ws_registered(const assign_env *env, const char *rev, const json_t *catalog);
+void ws_claimed(const assign_env *env, actx **xs, size_t n);
+void ws_planned(actx *x, const json_t *defs, const json_t *selected, const json_t *skipped,
+                const json_t *plan_response, int skipped_status);
+void ws_runs_started(actx *x);
 typedef struct ws_result {
     const char *run_id, *status;
     double started, finished;
@@ -217,18 +253,19 @@ typedef struct ws_result {
  * caller that finds a commit in progress queues its results for the next
  * one, which commits everything queued at once). */
 #define WS_REFUSED (-2)
-/* The group commit's queue and lock (one per worker). */
+/* The group commit's queue and lock, and the rate-limited log of store
+ * failures with its own lock (one per worker). */
 typedef struct ws_group ws_group;
 ws_group *ws_group_new(void);
 void ws_group_free(ws_group *g);
-int ws_runs_finished(struct worker *w, actx *x, const ws_result *r, size_t n);
-void ws_finish(struct worker *w, actx *x, const char *status, const char *code, const char *msg);
-void ws_lease(struct worker *w, actx *x);
+int ws_runs_finished(actx *x, const ws_result *r, size_t n);
+void ws_finish(actx *x, const char *status, const char *code, const char *msg);
+void ws_lease(actx *x);
 /* Records one heartbeat (sent at `at`; outcome "ok", "lease_lost" or "failed"
  * with its code) in the assignment's bounded history. */
-void ws_heartbeat(struct worker *w, actx *x, double at, const char *outcome, const char *code);
+void ws_heartbeat(actx *x, double at, const char *outcome, const char *code);
 /* Idle: gives back the store's page caches. */
-void ws_release_memory(struct worker *w);
+void ws_release_memory(const assign_env *env);
 /* At start: drop expired assignments and queue the assignments whose lease
  * is still valid (the outbox loads its own pending entries). */
 void ws_recover(struct worker *w);
@@ -244,7 +281,7 @@ static inline int64_t worker_mono_us(void)
 }
 
 /* worker_assign.c: processes one claimed assignment to the end. */
-void worker_process(struct worker *w, actx *x);
+void worker_process(actx *x);
 /* worker_assign.c: ends the assignment locally with an error (logged,
  * counted, recorded); e may be NULL. */
 void worker_fail_assignment(actx *x, const char *code, const char *msg, const cloud_error *e);
@@ -271,10 +308,12 @@ void worker_run_pool_free(run_pool *p);
  * its definition's; managed runs clamped as the jail clamps them (default 30,
  * at most 60); local runs then the registered one, else
  * LOCAL_DEFAULT_TIMEOUT_S. Stored as applied. */
-double worker_run_timeout(struct worker *w, const wrun *r);
-/* worker_hb.c */
+double worker_run_timeout(struct local_registry *local, const wrun *r);
+/* worker_hb.c: the heartbeat thread (arg: its worker_hb); an assignment
+ * joins its list when its runs start and leaves it when they have ended
+ * (hb_remove waits for a heartbeat in progress). */
 void *worker_hb_main(void *arg);
-void worker_hb_add(struct worker *w, actx *x);
-void worker_hb_remove(struct worker *w, actx *x);
+void worker_hb_add(worker_hb *hb, actx *x);
+void worker_hb_remove(worker_hb *hb, actx *x);
 
 #endif

@@ -71,14 +71,14 @@ static void outcome_fail(run_outcome *o, run_status status, const char *code, co
     bound_utf8(o->error_message, MAX_ERROR_MESSAGE);
 }
 
-double worker_run_timeout(worker *w, const wrun *r)
+double worker_run_timeout(local_registry *local, const wrun *r)
 {
     double t = r->run->timeout_s;
     if (t <= 0) t = cloud_jtimeout(r->def);
     if (r->run->mode == CLOUD_MODE_PYTHON) return sbx_clamp_timeout(t);
     local_definition d;
-    if (t <= 0 && w->local != NULL &&
-        local_registry_definition(w->local, cloud_jstr(r->def, "eval_key"),
+    if (t <= 0 && local != NULL &&
+        local_registry_definition(local, cloud_jstr(r->def, "eval_key"),
                                   cloud_jstr(r->def, "eval_version"), &d) == 0) {
         t = d.timeout_s; /* as registered */
         local_definition_free(&d);
@@ -89,7 +89,7 @@ double worker_run_timeout(worker *w, const wrun *r)
 static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
 {
     const char *src = r->run->evaluator_source;
-    double t = worker_run_timeout(x->w, r);
+    double t = worker_run_timeout(x->env->local, r);
     sbx_request rq = {.kind = LANG_EVALUATOR,
                       .source = src,
                       .source_len = strlen(src),
@@ -99,7 +99,7 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
                       .cancel = &r->cancel};
     sbx_outcome out;
     memset(&out, 0, sizeof out);
-    sbx_eval(x->w->pool, &rq, &out);
+    sbx_eval(x->env->pool, &rq, &out);
     const json_t *j = out.json;
     if (out.status == SBX_OK && json_is_true(json_object_get(j, "ok"))) {
         json_t *res = json_object_get(j, "results");
@@ -128,12 +128,12 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
 
 static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
 {
-    worker *w = x->w;
-    if (w->local == NULL) {
+    local_registry *local = x->env->local;
+    if (local == NULL) {
         outcome_fail(o, RUN_FAILED, "evaluator_unavailable", "%s", "no local evaluator registry");
         return;
     }
-    double t = worker_run_timeout(w, r);
+    double t = worker_run_timeout(local, r);
     local_dispatch_request rq = {.evaluation_run_id = r->run_id,
                                  .eval_key = cloud_jstr(r->def, "eval_key"),
                                  .eval_version = cloud_jstr(r->def, "eval_version"),
@@ -144,7 +144,7 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
                                  .cancel = &r->cancel};
     local_dispatch_result res;
     memset(&res, 0, sizeof res);
-    local_dispatch(w->local, &rq, &res);
+    local_dispatch(local, &rq, &res);
     o->status = run_status_parse(res.status);
     if (o->status == RUN_SUCCEEDED) {
         if (!evaluation_results_valid(res.results, rq.eval_key, rq.result_kind)) {
@@ -201,7 +201,7 @@ static char *result_body(actx *x, const run_outcome *o, const char *submission_i
     strbuf_puts(&b, ",\"summary\":");
     if (canonjson_append(&b, o->summary ? o->summary : json_null()) != 0) goto fail;
     strbuf_puts(&b, ",\"worker_id\":");
-    strbuf_json_str(&b, x->w->worker_id);
+    strbuf_json_str(&b, x->env->worker_id);
     strbuf_putc(&b, '}');
     *results = strbuf_detach(&rs, NULL);
     return strbuf_detach(&b, len);
@@ -215,7 +215,7 @@ fail:
  * then submits them. */
 static void flush_results(actx *x, ws_result *pend, size_t *np)
 {
-    worker *w = x->w;
+    worker_shared *sh = x->env->sh;
     /* Never drop a result the store could take: while it fails, retry
      * (claiming pauses, not ready) until it takes it or the worker stops.
      * A result it refuses for good (the run already has one: a result of
@@ -224,7 +224,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
     int stored = 0, answered = 0; /* answered: the store works */
     int64_t t0 = worker_mono_us();
     for (int64_t delay = 100;; delay = delay < 5000 ? delay * 2 : 5000) {
-        int rc = ws_runs_finished(w, x, pend, *np);
+        int rc = ws_runs_finished(x, pend, *np);
         answered = rc == 0 || rc == WS_REFUSED;
         if (rc == 0) {
             stored = 1;
@@ -246,20 +246,20 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
                       LOG_S("evaluation_run_id", pend[0].run_id));
             break;
         }
-        pthread_mutex_lock(&w->mu);
-        w->store_failing = 1;
-        int stop = w->stopping;
-        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&sh->mu);
+        sh->store_failing = 1;
+        int stop = sh->stopping;
+        pthread_mutex_unlock(&sh->mu);
         if (stop) break;
         struct timespec ts = {delay / 1000, (delay % 1000) * 1000000L};
         nanosleep(&ts, NULL);
     }
-    pthread_mutex_lock(&w->mu);
-    if (w->store_failing && answered) {
-        w->store_failing = 0;
-        pthread_cond_broadcast(&w->cv);
+    pthread_mutex_lock(&sh->mu);
+    if (sh->store_failing && answered) {
+        sh->store_failing = 0;
+        pthread_cond_broadcast(&sh->cv);
     }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&sh->mu);
     int64_t t1 = worker_mono_us();
     atomic_fetch_add(&x->tm_store_us, t1 - t0);
     /* Durable (or refused): done before the first submission, so that a
@@ -270,7 +270,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
             if (x->runs[k].run_id == pend[i].run_id) atomic_store(&x->runs[k].done, 1);
     for (size_t i = 0; i < *np; i++) {
         if (stored)
-            outbox_put(w->outbox, x, pend[i].run_id, x->a.assignment_id, pend[i].submission_id,
+            outbox_put(x->env->outbox, x, pend[i].run_id, x->a.assignment_id, pend[i].submission_id,
                        x->a.lease_expires_epoch, pend[i].body, pend[i].len);
         else
             free(pend[i].body);
@@ -287,7 +287,7 @@ static void flush_results(actx *x, ws_result *pend, size_t *np)
  * ended without a result to submit (lost, cancelled, resumed). Any thread. */
 static int do_run(actx *x, size_t i, ws_result *p_out)
 {
-    worker *w = x->w;
+    worker_shared *sh = x->env->sh;
     wrun *r = &x->runs[i];
     if (atomic_load(&x->lost)) {
         atomic_store(&r->done, 1);
@@ -295,7 +295,7 @@ static int do_run(actx *x, size_t i, ws_result *p_out)
     }
     if (atomic_load(&r->cancel)) {
         atomic_store(&r->done, 1);
-        wcount(w, WC_RUNS_CANCELLED, 1);
+        wcount(sh, WC_RUNS_CANCELLED, 1);
         return 0;
     }
     int already = 0;
@@ -307,10 +307,10 @@ static int do_run(actx *x, size_t i, ws_result *p_out)
         atomic_store(&r->done, 1);
         return 0;
     }
-    pthread_mutex_lock(&w->mu);
-    w->active_runs++;
-    worker_gauges_locked(w);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&sh->mu);
+    sh->active_runs++;
+    worker_gauges_locked(sh);
+    pthread_mutex_unlock(&sh->mu);
     run_outcome o = {0};
     o.results = json_array();
     o.summary = json_null();
@@ -333,14 +333,14 @@ static int do_run(actx *x, size_t i, ws_result *p_out)
                 key_label);
     /* A run stays "not done" (heartbeats keep its lease) until its result is
      * durable: while the store takes no writes (disk full) it is retried. */
-    pthread_mutex_lock(&w->mu);
-    w->active_runs--;
-    worker_gauges_locked(w);
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_lock(&sh->mu);
+    sh->active_runs--;
+    worker_gauges_locked(sh);
+    pthread_mutex_unlock(&sh->mu);
     if (o.status == RUN_CANCELLED || atomic_load(&r->cancel)) {
         /* Not accepted by the server any more, lost, or stopping:
          * nothing is submitted. */
-        wcount(w, WC_RUNS_CANCELLED, 1);
+        wcount(sh, WC_RUNS_CANCELLED, 1);
         log_info("run cancelled", LOG_S("assignment_id", x->a.assignment_id),
                  LOG_S("evaluation_run_id", r->run_id));
         json_decref(o.results);
@@ -348,7 +348,7 @@ static int do_run(actx *x, size_t i, ws_result *p_out)
         atomic_store(&r->done, 1);
         return 0;
     }
-    wcount(w,
+    wcount(sh,
            o.status == RUN_SUCCEEDED   ? WC_RUNS_SUCCEEDED
            : o.status == RUN_TIMED_OUT ? WC_RUNS_TIMED_OUT
                                        : WC_RUNS_FAILED,
@@ -569,7 +569,7 @@ void worker_run_pool_free(run_pool *p)
  * evaluations really run at once); returns when every run has ended. */
 void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
 {
-    run_pool *p = x->w->run_pool;
+    run_pool *p = x->env->run_pool;
     x->transcript = transcript;
     x->img = img;
     atomic_store(&x->next_run, 0);
