@@ -1,6 +1,6 @@
 /* common/sched: the one scheduler loop of the timed threads (the worker's
- * heartbeat and outbox threads, the daemon's periodic jobs in
- * sidecar/periodic.c); it lies in common/ so that every layer can run one.
+ * heartbeat and outbox threads, and every thread of fixed-period jobs,
+ * common/periodic.h); it lies in common/ so that every layer can run one.
  * Under its owner's lock it picks an item that is due, serves it without the
  * lock, and otherwise sleeps on the owner's condition variable until the
  * earliest due time or a signal: no polling. The owner keeps its items and

@@ -2,7 +2,7 @@
 #include "common/secret_watch.h"
 
 #include "common/log.h"
-#include "common/thread.h"
+#include "common/periodic.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -17,10 +17,8 @@ typedef struct {
 } watched;
 
 struct secret_watch {
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* stop (CLOCK_MONOTONIC) */
-    int stopping, started;
-    pthread_t thread;
+    pthread_mutex_t mu; /* guards items and n against secret_watch_add */
+    periodic *reloader; /* owned: started with the first secret_watch_add */
     watched items[SECRET_WATCH_MAX];
     int n;
 };
@@ -45,26 +43,13 @@ static void reload_all(secret_watch *w)
     }
 }
 
-static void *watch_main(void *arg)
+/* The periodic job (ud: the watcher). */
+static void reload_job(void *ud)
 {
-    secret_watch *w = arg;
-    pthread_mutex_lock(&w->mu);
-    while (!w->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += SECRET_WATCH_PERIOD_MS / 1000;
-        ts.tv_nsec += (long)(SECRET_WATCH_PERIOD_MS % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        while (!w->stopping && pthread_cond_timedwait(&w->cv, &w->mu, &ts) == 0) {
-        }
-        if (w->stopping) break;
-        reload_all(w); /* under mu: secret_watch_add may not run meanwhile */
-    }
+    secret_watch *w = ud;
+    pthread_mutex_lock(&w->mu); /* secret_watch_add may not run meanwhile */
+    reload_all(w);
     pthread_mutex_unlock(&w->mu);
-    return NULL;
 }
 
 secret_watch *secret_watch_new(void)
@@ -72,11 +57,6 @@ secret_watch *secret_watch_new(void)
     secret_watch *w = calloc(1, sizeof *w);
     if (w == NULL) return NULL;
     pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
     return w;
 }
 
@@ -90,14 +70,16 @@ int secret_watch_add(secret_watch *w, secret *s, const char *path, const char *w
         goto done;
     }
     w->items[w->n++] = (watched){s, path, what, 0};
-    if (!w->started) {
-        if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
+    if (w->reloader == NULL) {
+        periodic_job job = {"secret files", SECRET_WATCH_PERIOD_MS, reload_job, w};
+        fps_err pe;
+        w->reloader = periodic_start("fps-secrets", &job, 1, &pe);
+        if (w->reloader == NULL) {
             w->n--;
-            fps_err_set(err, -1, 0, "cannot_start", "cannot start the secret watcher thread");
+            fps_err_set(err, -1, 0, "cannot_start", "cannot start the secret watcher thread: %s",
+                        pe.msg);
             goto done;
         }
-        pthread_setname_np(w->thread, "fps-secrets");
-        w->started = 1;
     }
     rc = 0;
 done:
@@ -108,8 +90,7 @@ done:
 void secret_watch_free(secret_watch *w)
 {
     if (w == NULL) return;
-    if (w->started) thread_stop_join(w->thread, &w->mu, &w->cv, &w->stopping);
-    pthread_cond_destroy(&w->cv);
+    periodic_stop(w->reloader); /* before mu: its job takes it */
     pthread_mutex_destroy(&w->mu);
     free(w);
 }

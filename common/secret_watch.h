@@ -2,12 +2,12 @@
  * process runs. Kubernetes updates a mounted Secret in place (kubelet writes
  * a new timestamped directory and swaps the `..data` symlink to it), and
  * operators rotate tokens that way; a watched secret follows within
- * SECRET_WATCH_PERIOD_MS. One thread re-reads every watched file at that
- * period (a few small reads a second; inotify would need a watch on each
- * directory of the symlink chain for the same result). A rotation is logged
- * with the file's path and the secret's name, never the value; an unreadable
- * or empty file keeps the old value, and the reason is logged once per
- * change of state. */
+ * SECRET_WATCH_PERIOD_MS. One periodic thread (common/periodic.h) re-reads
+ * every watched file at that period (a few small reads a second; inotify
+ * would need a watch on each directory of the symlink chain for the same
+ * result). A rotation is logged with the file's path and the secret's name,
+ * never the value; an unreadable or empty file keeps the old value, and the
+ * reason is logged once per change of state. */
 #ifndef FPS_SECRET_WATCH_H
 #define FPS_SECRET_WATCH_H
 #include "common/err.h"

@@ -7,7 +7,7 @@
  * database, which has no directory, into a private temporary directory
  * that lives as long as the process), and the schedule of the metric
  * counters' persistence: restored from the store at start, saved every
- * COUNTERS_PERSIST_MS on its periodic thread (periodic.h) and once more
+ * COUNTERS_PERSIST_MS on its periodic thread (common/periodic.h) and once more
  * after every part that moves them has stopped. */
 #include "sidecar/daemon.h"
 
@@ -16,7 +16,7 @@
 #include "common/secret_watch.h"
 #include "sandbox/jail/sbx.h"
 #include "sidecar/backtest_jobs.h"
-#include "sidecar/periodic.h"
+#include "common/periodic.h"
 #include "store/archive.h"
 #include "store/store.h"
 
@@ -306,7 +306,7 @@ int daemon_run(const run_config *cfg)
     else
         log_debug("metric counters restored", LOG_I("series", (long long)restored));
     periodic_job jobs[] = {{"metric counters", COUNTERS_PERSIST_MS, persist_counters, db}};
-    timers = periodic_start(jobs, sizeof jobs / sizeof jobs[0], &err);
+    timers = periodic_start("fps-periodic", jobs, sizeof jobs / sizeof jobs[0], &err);
     if (timers == NULL) {
         log_error("cannot start the daemon's periodic jobs", LOG_S("error", err.msg));
         goto done;

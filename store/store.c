@@ -135,8 +135,6 @@ int store_open(const store_options *opt, store **out, store_err *err)
     pthread_mutex_init(&st->rmu, NULL);
     pthread_cond_init(&st->rcv, NULL);
     pthread_mutex_init(&st->sync_mu, NULL);
-    pthread_mutex_init(&st->maint_mu, NULL);
-    pthread_cond_init(&st->maint_cv, NULL);
     pthread_mutex_init(&st->ckpt_mu, NULL);
     pthread_cond_init(&st->ckpt_cv, NULL);
     pthread_mutex_init(&st->qmu, NULL);
@@ -280,11 +278,14 @@ int store_open(const store_options *opt, store **out, store_err *err)
         st->flusher_running = 1;
     }
     if (st->opt.maintenance_interval_s > 0) {
-        if (pthread_create(&st->maint, NULL, st_maint_main, st) != 0) {
-            code = st_errf(err, STORE_ERROR, "start maintenance thread: %s", strerror(errno));
+        periodic_job job = {"store maintenance", (int64_t)st->opt.maintenance_interval_s * 1000,
+                            st_maintain, st};
+        fps_err pe;
+        st->maint = periodic_start("fps-store-maint", &job, 1, &pe);
+        if (st->maint == NULL) {
+            code = st_errf(err, STORE_ERROR, "start maintenance thread: %s", pe.msg);
             goto fail;
         }
-        st->maint_running = 1;
     }
     *out = st;
     return STORE_OK;
@@ -296,8 +297,8 @@ fail:
 void store_close(store *st)
 {
     if (!st) return;
-    if (st->maint_running)
-        thread_stop_join(st->maint, &st->maint_mu, &st->maint_cv, &st->maint_stop);
+    periodic_stop(st->maint);
+    st->maint = NULL;
     if (st->flusher_running) thread_stop_join(st->flusher, &st->qmu, &st->qcv, &st->flusher_stop);
     if (st->w.db && st->schema_version > 0) {
         store_err e = {0};
@@ -329,8 +330,6 @@ void store_close(store *st)
     pthread_mutex_destroy(&st->rmu);
     pthread_cond_destroy(&st->rcv);
     pthread_mutex_destroy(&st->sync_mu);
-    pthread_mutex_destroy(&st->maint_mu);
-    pthread_cond_destroy(&st->maint_cv);
     pthread_mutex_destroy(&st->ckpt_mu);
     pthread_cond_destroy(&st->ckpt_cv);
     pthread_mutex_destroy(&st->qmu);

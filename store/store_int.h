@@ -3,6 +3,7 @@
  * mapping, the write-transaction discipline and binding/column helpers. */
 #ifndef FPS_STORE_INT_H
 #define FPS_STORE_INT_H
+#include "common/periodic.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -49,11 +50,7 @@ struct store {
     uint64_t commit_seq; /* durable-needing commits so far (written under wmu, atomics) */
     uint64_t synced_seq; /* commits known durable (under sync_mu) */
 
-    pthread_t maint;
-    int maint_running;
-    int maint_stop;
-    pthread_mutex_t maint_mu;
-    pthread_cond_t maint_cv;
+    periodic *maint; /* owned: store_prune's thread (maintenance_interval_s > 0) */
 
     /* Checkpoints run on their own connection and thread, never inside a
      * worker's commit: the WAL hook on the writer only signals. */
@@ -282,10 +279,11 @@ int st_pragma_int(sqlite3 *db, const char *sql, int64_t *out);
 /* Brings the writer's database to the latest (or opt.schema_target) schema
  * (store_schema.c). */
 int st_migrate(store *st, store_err *err);
-/* The two threads store_open starts: the deferred-update flusher
- * (store_deferred.c) and the maintenance loop (store_prune.c). */
+/* The threads store_open starts: the deferred-update flusher
+ * (store_deferred.c), and the maintenance job (store_prune.c: pruning, then
+ * the incremental vacuum; ud the store) run on a periodic thread. */
 void *st_flusher_main(void *arg);
-void *st_maint_main(void *arg);
+void st_maintain(void *ud);
 /* Incremental vacuum and the one-time full VACUUM that turns it on
  * (store_vacuum.c). st_vacuum_at_open runs before the read pool and the
  * checkpoint connection exist; it fails only if the database could not

@@ -1,6 +1,7 @@
 /* store/store_prune: retention (finished history older than retention_hours
  * or beyond retention_runs, deleted in bounded batches) and the maintenance
- * thread that runs it every maintenance_interval_s. */
+ * job that runs it (then the incremental vacuum) every
+ * maintenance_interval_s, on the periodic thread store_open starts. */
 #include "store/store_int.h"
 
 #include "common/log.h"
@@ -116,26 +117,14 @@ done:
     return code;
 }
 
-void *st_maint_main(void *arg)
+void st_maintain(void *ud)
 {
-    store *st = arg;
-    pthread_mutex_lock(&st->maint_mu);
-    while (!st->maint_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += st->opt.maintenance_interval_s;
-        pthread_cond_timedwait(&st->maint_cv, &st->maint_mu, &ts);
-        if (st->maint_stop) break;
-        pthread_mutex_unlock(&st->maint_mu);
-        size_t rd = 0, ad = 0;
-        store_err e = {0};
-        if (store_prune(st, time_now(), &rd, &ad, &e) != STORE_OK)
-            log_warn("store pruning failed", LOG_S("error", e.msg));
-        else if (rd || ad)
-            log_info("store pruned history", LOG_I("runs", rd), LOG_I("assignments", ad));
-        st_vacuum_after_prune(st);
-        pthread_mutex_lock(&st->maint_mu);
-    }
-    pthread_mutex_unlock(&st->maint_mu);
-    return NULL;
+    store *st = ud;
+    size_t rd = 0, ad = 0;
+    store_err e = {0};
+    if (store_prune(st, time_now(), &rd, &ad, &e) != STORE_OK)
+        log_warn("store pruning failed", LOG_S("error", e.msg));
+    else if (rd || ad)
+        log_info("store pruned history", LOG_I("runs", rd), LOG_I("assignments", ad));
+    st_vacuum_after_prune(st);
 }

@@ -1,4 +1,4 @@
-/* Unit tests for sidecar/periodic: the daemon's timed jobs run again and
+/* Unit tests for common/periodic: timed jobs run again and
  * again on the scheduler loop, stop does not wait for the next due time, and
  * malformed jobs are refused with a precise error. */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "common/timeutil.h"
-#include "sidecar/periodic.h"
+#include "common/periodic.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -48,7 +48,7 @@ static void test_jobs_repeat_until_stopped(void **state)
     counter slow = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     periodic_job jobs[] = {{"fast", 2, count_run, &fast}, {"slow", 5, count_run, &slow}};
     fps_err err = {0};
-    periodic *p = periodic_start(jobs, 2, &err);
+    periodic *p = periodic_start(NULL, jobs, 2, &err);
     assert_non_null(p);
     /* both jobs come round again and again: one is never starved by the other */
     assert_true(wait_runs(&fast, 5) >= 5);
@@ -64,7 +64,7 @@ static void test_stop_does_not_wait_for_due_time(void **state)
     counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     periodic_job hourly = {"hourly", 3600 * 1000, count_run, &c};
     fps_err err = {0};
-    periodic *p = periodic_start(&hourly, 1, &err);
+    periodic *p = periodic_start(NULL, &hourly, 1, &err);
     assert_non_null(p);
     periodic_stop(p);
     assert_int_equal(c.runs, 0); /* its first run was an hour away */
@@ -76,20 +76,20 @@ static void test_malformed_jobs_refused(void **state)
     counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
     fps_err err = {0};
     periodic_job no_interval = {"idle", 0, count_run, &c};
-    assert_null(periodic_start(&no_interval, 1, &err));
+    assert_null(periodic_start(NULL, &no_interval, 1, &err));
     assert_int_equal(err.code, PERIODIC_EINVAL);
     assert_non_null(strstr(err.msg, "idle"));
     periodic_job no_fn = {"empty", 10, NULL, &c};
-    assert_null(periodic_start(&no_fn, 1, &err));
+    assert_null(periodic_start(NULL, &no_fn, 1, &err));
     assert_int_equal(err.code, PERIODIC_EINVAL);
     periodic_job many[PERIODIC_MAX_JOBS + 1];
     for (size_t i = 0; i < PERIODIC_MAX_JOBS + 1; i++)
         many[i] = (periodic_job){"one", 10, count_run, &c};
-    assert_null(periodic_start(many, PERIODIC_MAX_JOBS + 1, &err));
+    assert_null(periodic_start(NULL, many, PERIODIC_MAX_JOBS + 1, &err));
     assert_int_equal(err.code, PERIODIC_EINVAL);
     assert_int_equal(c.runs, 0);
     /* none at all is fine: a thread that only waits for stop */
-    periodic *p = periodic_start(NULL, 0, &err);
+    periodic *p = periodic_start(NULL, NULL, 0, &err);
     assert_non_null(p);
     periodic_stop(p);
 }

@@ -914,6 +914,39 @@ static int64_t count_rows(const char *path, const char *sql)
     return n;
 }
 
+/* With maintenance_interval_s the store prunes by itself, on its periodic
+ * thread: runs beyond retention_runs go without anyone calling store_prune. */
+static void test_maintenance_thread_prunes(void **state)
+{
+    (void)state;
+    char path[512];
+    make_path(path, sizeof path, "maint");
+    store_options o = {
+        .path = path, .retention_runs = 10, .maintenance_interval_s = 1, .sync_updates = 1};
+    store *st = NULL;
+    store_err e = {0};
+    assert_int_equal(store_open(&o, &st, &e), STORE_OK);
+    char aid[32];
+    for (int a = 0; a < 6; a++) { /* 30 finished runs, 10 kept */
+        snprintf(aid, sizeof aid, "m%d", a);
+        seed_assignment(st, aid, 1, 9e9, 5, NULL);
+        finish_and_commit(st, aid, 5, time_now() - 60);
+    }
+    /* wait for the condition (the first run is a second after open), with a
+     * deadline far beyond it */
+    store_stats ss = {0};
+    int64_t deadline = time_mono_ms() + 60000;
+    while (time_mono_ms() < deadline) {
+        assert_int_equal(store_stats_get(st, time_now(), &ss, &e), STORE_OK);
+        if (ss.rows_pruned >= 20) break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(ss.rows_pruned >= 20);
+    store_close(st);
+    assert_int_equal(count_rows(path, "SELECT count(*) FROM runs"), 10);
+}
+
 static void test_prune(void **state)
 {
     (void)state;
@@ -2115,6 +2148,7 @@ int main(void)
         cmocka_unit_test(test_run_filter_combinations),
         cmocka_unit_test(test_charts),
         cmocka_unit_test(test_prune),
+        cmocka_unit_test(test_maintenance_thread_prunes),
         cmocka_unit_test(test_migration_from_v1),
         cmocka_unit_test(test_corrupt_files),
         cmocka_unit_test(test_locked_database),

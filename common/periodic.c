@@ -1,7 +1,7 @@
-/* sidecar/periodic: see periodic.h. The items are a fixed array; pick takes
+/* common/periodic: see periodic.h. The items are a fixed array; pick takes
  * the first one due (marking it busy), served sets its next due time from
  * when it finished, so a slow run never makes the next one pile up. */
-#include "sidecar/periodic.h"
+#include "common/periodic.h"
 
 #include "common/thread.h"
 #include "common/timeutil.h"
@@ -69,7 +69,7 @@ static void *periodic_main(void *arg)
     return NULL;
 }
 
-periodic *periodic_start(const periodic_job *jobs, size_t n, fps_err *err)
+periodic *periodic_start(const char *thread_name, const periodic_job *jobs, size_t n, fps_err *err)
 {
     if (n > PERIODIC_MAX_JOBS) {
         fps_err_set(err, PERIODIC_EINVAL, 0, "invalid_argument", "periodic: %zu jobs (at most %d)",
@@ -101,6 +101,7 @@ periodic *periodic_start(const periodic_job *jobs, size_t n, fps_err *err)
         free(p);
         return NULL;
     }
+    if (thread_name != NULL) pthread_setname_np(p->th, thread_name);
     return p;
 }
 

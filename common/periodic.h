@@ -1,8 +1,8 @@
-/* sidecar/periodic: the daemon's own timed jobs (today: persisting the
- * metric counters), each run every so often on one thread driven by the
- * scheduler loop (common/sched.h). A job runs without any lock of
- * this module, one at a time; a job that takes long delays the others, so
- * jobs are short (a store write). */
+/* common/periodic: jobs that run every so often (the daemon's metric
+ * counters, the store's maintenance, the secret files' reload), each owner's
+ * on a thread of its own driven by the one scheduler loop (common/sched.h).
+ * A job runs without any lock of this module, one at a time; a job that
+ * takes long delays the others of its thread, so jobs are short. */
 #ifndef FPS_PERIODIC_H
 #define FPS_PERIODIC_H
 #include "common/err.h"
@@ -25,9 +25,10 @@ typedef struct {
 
 typedef struct periodic periodic;
 
-/* Copies the n jobs (at most PERIODIC_MAX_JOBS) and starts their thread.
- * NULL with *err filled if a job is malformed or the thread cannot start. */
-periodic *periodic_start(const periodic_job *jobs, size_t n, fps_err *err);
+/* Copies the n jobs (at most PERIODIC_MAX_JOBS) and starts their thread,
+ * named thread_name (borrowed; at most 15 bytes show; NULL: unnamed). NULL
+ * with *err filled if a job is malformed or the thread cannot start. */
+periodic *periodic_start(const char *thread_name, const periodic_job *jobs, size_t n, fps_err *err);
 /* Stops the thread (a job running finishes first) and frees; NULL is a no-op.
  * A job never runs after this returns. */
 void periodic_stop(periodic *p);
