@@ -9,6 +9,7 @@
 #include "common/timeutil.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -30,15 +31,28 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* ------------------------------------------------------------ lifecycle */
 
+/* An integer setting from the environment: dflt when unset; a value that is
+ * not a decimal in lo..hi is ignored with a warning that names the variable
+ * and its range. */
+static long env_setting(const char *name, long lo, long hi, long dflt)
+{
+    const char *e = getenv(name);
+    if (e == NULL) return dflt;
+    char *end;
+    errno = 0;
+    long v = strtol(e, &end, 10);
+    if (*e != '\0' && *end == '\0' && errno == 0 && v >= lo && v <= hi) return v;
+    log_warn("admin API: ignoring a setting that is not an integer in its range",
+             LOG_S("variable", name), LOG_S("value", e), LOG_I("min", lo), LOG_I("max", hi));
+    return dflt;
+}
+
 /* One event loop per core (2..8): handlers are short and CPU-bound (store
  * reads, JSON); the slow one (/v1/evaluate) runs on its own job thread. */
 static unsigned pool_threads(void)
 {
-    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_THREADS");
-    if (e != NULL) {
-        long v = strtol(e, NULL, 10);
-        if (v >= 1 && v <= 64) return (unsigned)v;
-    }
+    long v = env_setting("FAILPROOFAI_SIDECAR_ADMIN_THREADS", 1, 64, 0);
+    if (v > 0) return (unsigned)v;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return (unsigned)(n < 2 ? 2 : n > 8 ? 8 : n);
 }
@@ -50,13 +64,7 @@ static unsigned pool_threads(void)
  * it is off unless an operator wants the API to yield harder. */
 static int admin_nice(void)
 {
-    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_NICE");
-    if (e != NULL) {
-        char *end;
-        long v = strtol(e, &end, 10);
-        if (*e != '\0' && *end == '\0' && v >= 0 && v <= 19) return (int)v;
-    }
-    return 0;
+    return (int)env_setting("FAILPROOFAI_SIDECAR_ADMIN_NICE", 0, 19, 0);
 }
 
 /* The list routes' response cache (FAILPROOFAI_SIDECAR_ADMIN_CACHE=0 turns it
@@ -67,14 +75,11 @@ static int cache_enabled(void)
     return e == NULL || strcmp(e, "0") != 0;
 }
 
+/* Seconds an idle connection is kept (FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT,
+ * 1..3600; default 15). */
 static unsigned conn_timeout_s(void)
 {
-    const char *e = getenv("FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT");
-    if (e != NULL) {
-        long v = strtol(e, NULL, 10);
-        if (v >= 1 && v <= 3600) return (unsigned)v;
-    }
-    return 15;
+    return (unsigned)env_setting("FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT", 1, 3600, 15);
 }
 
 api_server *api_start(const api_deps *deps, fps_err *err)

@@ -474,6 +474,10 @@ class SchedulingKnobsTest(unittest.TestCase):
             ts = self.threads(sc.proc.pid)
             self.assertGreaterEqual(len([c for c, _ in ts if c == "MHD-worker"]), 2, ts)
             self.assertTrue(all(n == self.BASE for _, n in ts), ts)
+            # the value is refused with its variable and range, not silently
+            log = sc.log_text()
+            self.assertIn("FAILPROOFAI_SIDECAR_ADMIN_NICE", log)
+            self.assertIn('"max":19', log)
 
 
 class ListenTest(unittest.TestCase):
