@@ -10,8 +10,8 @@ those of every layer it lists):
 and inside sidecar/, whose top folder is the composition root:
 
     http <- cloud                      (the Evaluator v2 client)
-    http <- local                      (registry, catalog, dispatch)
     evaluation                         (what the worker and backtests share)
+    http, evaluation <- local          (registry, catalog, dispatch)
     cloud, local, evaluation <- worker
     local, evaluation <- backtest      (never the worker)
 
@@ -35,7 +35,8 @@ ALLOWED = {
     "emulator": {"common"},
     "sidecar/http": {"common"},
     "sidecar/cloud": {"common", "sandbox/lang", "sidecar/http"},
-    "sidecar/local": {"common", "sandbox/lang", "sandbox/jail", "store", "sidecar/http"},
+    "sidecar/local": {"common", "sandbox/lang", "sandbox/jail", "store", "sidecar/http",
+                      "sidecar/evaluation"},
     "sidecar/evaluation": {"common", "sandbox/lang", "sandbox/jail"},
     "sidecar/worker": {"common", "sandbox/lang", "sandbox/jail", "store", "sidecar/http",
                        "sidecar/cloud", "sidecar/local", "sidecar/evaluation"},

@@ -216,8 +216,8 @@ static json_t *run_local(backtest *bt, const json_t *d, const char *url, const b
                                  .cancel = &bt->cancel};
     local_dispatch_result res;
     local_client_dispatch(bt->local, &tg, &rq, &res);
-    json_t *o = outcome_new(res.status);
-    if (!strcmp(res.status, "succeeded")) {
+    json_t *o = outcome_new(evaluation_status_name(res.status));
+    if (res.status == EVAL_RUN_SUCCEEDED) {
         if (evaluation_results_valid(res.results, key, kind)) {
             json_object_set(o, "results", res.results);
             if (res.summary) json_object_set_new(o, "summary", json_string(res.summary));
@@ -225,7 +225,7 @@ static json_t *run_local(backtest *bt, const json_t *d, const char *url, const b
             json_object_set_new(o, "status", json_string("failed"));
             json_object_set_new(o, "error_type", json_string("invalid_result"));
         }
-    } else if (strcmp(res.status, "cancelled") != 0) {
+    } else if (res.status != EVAL_RUN_CANCELLED) {
         json_object_set_new(o, "error_type",
                             json_string(res.error_code[0] ? res.error_code : "eval_error"));
     }

@@ -28,6 +28,7 @@
 #include "common/err.h"
 #include "common/secret.h"
 #include "sandbox/jail/sbx.h"
+#include "sidecar/evaluation/evaluation.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -176,8 +177,7 @@ typedef struct {
 } local_dispatch_request;
 
 typedef struct {
-    /* "succeeded" | "failed" | "timed_out" | "cancelled" (static string) */
-    const char *status;
+    eval_run_status status;         /* spelled by evaluation_status_name */
     json_t *results;                /* owned: array of wire result items (empty unless succeeded) */
     char *summary;                  /* owned, may be NULL                          */
     char error_code[64];            /* "" | evaluator_unavailable | eval_error | eval_timeout */

@@ -74,9 +74,9 @@ static void handle_setup(CURL *h, void *arg)
     curl_easy_setopt(h, CURLOPT_USERAGENT, "failproofai-sidecar/" FPS_VERSION);
 }
 
-static void set_result(local_dispatch_result *out, const char *status, const char *code,
+static void set_result(local_dispatch_result *out, eval_run_status status, const char *code,
                        const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void set_result(local_dispatch_result *out, const char *status, const char *code,
+static void set_result(local_dispatch_result *out, eval_run_status status, const char *code,
                        const char *fmt, ...)
 {
     out->status = status;
@@ -189,6 +189,7 @@ void local_client_dispatch(local_client *c, const local_target *t,
                            const local_dispatch_request *req, local_dispatch_result *out)
 {
     memset(out, 0, sizeof *out);
+    out->status = EVAL_RUN_FAILED; /* until it is anything else */
     out->results = json_array();
     out->started_at = time_now();
     double timeout = t->timeout_s > 0 ? t->timeout_s : LOCAL_DEFAULT_TIMEOUT_S;
@@ -205,9 +206,9 @@ void local_client_dispatch(local_client *c, const local_target *t,
 
     if (slot_acquire(c, deadline, req->cancel) != 0) {
         if (req->cancel && atomic_load(req->cancel))
-            set_result(out, "cancelled", "", "%s", "");
+            set_result(out, EVAL_RUN_CANCELLED, "", "%s", "");
         else
-            set_result(out, "timed_out", "eval_timeout",
+            set_result(out, EVAL_RUN_TIMED_OUT, "eval_timeout",
                        "evaluation exceeded its configured timeout (waiting for a dispatch slot)");
         goto done;
     }
@@ -254,41 +255,42 @@ void local_client_dispatch(local_client *c, const local_target *t,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     out->http_status = status;
     if (x.cancelled) {
-        set_result(out, "cancelled", "", "%s", "");
+        set_result(out, EVAL_RUN_CANCELLED, "", "%s", "");
         out->error_code[0] = '\0';
         goto done;
     }
     if (x.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
-        set_result(out, "failed", "eval_error", "local evaluator '%s' answered more than %zu bytes",
-                   name, LOCAL_MAX_RESPONSE_BYTES);
+        set_result(out, EVAL_RUN_FAILED, "eval_error",
+                   "local evaluator '%s' answered more than %zu bytes", name,
+                   LOCAL_MAX_RESPONSE_BYTES);
         goto done;
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
-        set_result(out, "timed_out", "eval_timeout",
+        set_result(out, EVAL_RUN_TIMED_OUT, "eval_timeout",
                    "evaluation exceeded its configured timeout (%g s)", timeout);
         goto done;
     }
     if (rc != CURLE_OK) {
-        set_result(out, "failed", "evaluator_unavailable",
+        set_result(out, EVAL_RUN_FAILED, "evaluator_unavailable",
                    "local evaluator '%s' is unreachable: %s", name, curl_easy_strerror(rc));
         goto done;
     }
     if (status >= 300 && status < 400) {
-        set_result(out, "failed", "eval_error",
+        set_result(out, EVAL_RUN_FAILED, "eval_error",
                    "local evaluator '%s' answered a redirect (HTTP %ld); redirects are not "
                    "followed",
                    name, status);
         goto done;
     }
     if (status < 200 || status >= 300) {
-        set_result(out, "failed", "eval_error", "local evaluator '%s' answered HTTP %ld", name,
-                   status);
+        set_result(out, EVAL_RUN_FAILED, "eval_error", "local evaluator '%s' answered HTTP %ld",
+                   name, status);
         goto done;
     }
     json_error_t je;
     json_t *answer = json_loadb(x.body.data ? x.body.data : "", x.body.len, 0, &je);
     if (answer == NULL) {
-        set_result(out, "failed", "eval_error",
+        set_result(out, EVAL_RUN_FAILED, "eval_error",
                    "local evaluator '%s' answered invalid JSON (at byte %d)", name, je.position);
         goto done;
     }
@@ -297,7 +299,7 @@ void local_client_dispatch(local_client *c, const local_target *t,
     char *summary = NULL;
     if (local_result_items(answer, req->eval_key, &items, &summary, &bad) != 0) {
         json_decref(answer);
-        set_result(out, "failed", "eval_error",
+        set_result(out, EVAL_RUN_FAILED, "eval_error",
                    "local evaluator '%s' returned an invalid "
                    "EvalResult: %s",
                    name, bad.msg);
@@ -317,7 +319,7 @@ void local_client_dispatch(local_client *c, const local_target *t,
     if (!primary) {
         json_decref(items);
         free(summary);
-        set_result(out, "failed", "eval_error",
+        set_result(out, EVAL_RUN_FAILED, "eval_error",
                    "result is missing the primary result (key '%s', kind '%s')", req->eval_key,
                    t->result_kind ? t->result_kind : "");
         goto done;
@@ -325,9 +327,8 @@ void local_client_dispatch(local_client *c, const local_target *t,
     json_decref(out->results);
     out->results = items;
     out->summary = summary;
-    out->status = "succeeded";
+    out->status = EVAL_RUN_SUCCEEDED;
 done:
-    if (out->status == NULL) out->status = "failed";
     out->finished_at = time_now();
     /* before the slot: a slot's holder never waits; it unsets the header
      * list freed below */

@@ -370,7 +370,7 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
         memset(out, 0, sizeof *out);
         out->results = json_array();
         out->started_at = out->finished_at = time_now();
-        out->status = "failed";
+        out->status = EVAL_RUN_FAILED;
         snprintf(out->error_code, sizeof out->error_code, "%s", "evaluator_unavailable");
         if (ev == NULL)
             snprintf(out->error_message, sizeof out->error_message, "%s",
@@ -388,14 +388,15 @@ void local_dispatch(local_registry *r, const local_dispatch_request *req,
                           .timeout_s = timeout};
         local_client_dispatch(r->client, &t, req, out);
     }
-    metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", out->status, "reason",
+    const char *status = evaluation_status_name(out->status);
+    metrics_inc(METRIC_LOCAL_DISPATCHES, "outcome", status, "reason",
                 out->error_code[0] ? out->error_code : "none", "evaluator",
                 name ? name : "(unregistered)");
-    if (name != NULL && strcmp(out->status, "cancelled") != 0)
+    if (name != NULL && out->status != EVAL_RUN_CANCELLED)
         local_note_dispatch(r, name, out->error_code, out->error_message);
-    if (strcmp(out->status, "succeeded") != 0)
+    if (out->status != EVAL_RUN_SUCCEEDED)
         log_warn("local run failed", LOG_S("evaluation_run_id", req->evaluation_run_id),
-                 LOG_S("eval_key", req->eval_key), LOG_S("status", out->status),
+                 LOG_S("eval_key", req->eval_key), LOG_S("status", status),
                  LOG_S("error_code", out->error_code), LOG_S("error", out->error_message));
     secret_free(key);
     free(endpoint);

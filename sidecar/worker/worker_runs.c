@@ -39,17 +39,6 @@ typedef eval_run_status run_status;
 #define RUN_CANCELLED EVAL_RUN_CANCELLED
 #define run_status_name evaluation_status_name
 
-/* The local registry's status words, read once where they come in;
- * anything else is a failure. */
-static run_status run_status_parse(const char *s)
-{
-    if (s == NULL) return RUN_FAILED;
-    if (!strcmp(s, "succeeded")) return RUN_SUCCEEDED;
-    if (!strcmp(s, "timed_out")) return RUN_TIMED_OUT;
-    if (!strcmp(s, "cancelled")) return RUN_CANCELLED;
-    return RUN_FAILED;
-}
-
 typedef struct {
     run_status status;
     json_t *results; /* owned */
@@ -145,7 +134,7 @@ static void run_local(actx *x, wrun *r, const rcbuf *transcript, run_outcome *o)
     local_dispatch_result res;
     memset(&res, 0, sizeof res);
     local_dispatch(local, &rq, &res);
-    o->status = run_status_parse(res.status);
+    o->status = res.status;
     if (o->status == RUN_SUCCEEDED) {
         if (!evaluation_results_valid(res.results, rq.eval_key, rq.result_kind)) {
             outcome_fail(o, RUN_FAILED, "eval_error", "%s", EVALUATION_NO_PRIMARY);
