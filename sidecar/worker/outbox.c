@@ -1,6 +1,7 @@
 /* sidecar/outbox: see outbox.h. The retry thread runs the shared scheduler
  * loop (common/sched.h) over the queue. */
 #include "sidecar/worker/outbox.h"
+#include "sidecar/worker/outbox_schedule.h"
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -224,8 +225,7 @@ static int attempt(outbox *o, entry *e)
 static int64_t retry_delay(outbox *o, int attempts, const cloud_error *e)
 {
     if (o->hooks.retry_delay_ms != NULL) return o->hooks.retry_delay_ms(o->hooks.ud, attempts, e);
-    int shift = attempts < 6 ? attempts : 5;
-    return 1000LL << shift;
+    return outbox_default_backoff_ms(attempts);
 }
 
 /* After an attempt (o->mu held): settled entries leave, the others are
@@ -238,13 +238,11 @@ static entry *after_attempt_locked(outbox *o, entry *e, int outcome)
         unlink_locked(o, e);
         return e;
     }
-    /* Nothing was sent, so the server's backoff says nothing: a pause. */
-    int64_t delay = outcome == ATTEMPT_NOT_SENT ? 1000 : retry_delay(o, e->attempts, &e->last);
-    /* No backoff outlasts the lease the result belongs to: try again
-     * before half of what is left of it has passed. */
-    double left_ms = (e->lease_end - time_now()) * 1000;
-    if (e->lease_end > 0 && left_ms > 0 && (double)delay > left_ms / 2)
-        delay = (int64_t)(left_ms / 2);
+    /* Nothing sent: a pause; else the backoff; neither outlasts the lease
+     * (outbox_schedule.h). */
+    int sent = outcome != ATTEMPT_NOT_SENT;
+    int64_t delay = outbox_retry_delay_ms(sent, sent ? retry_delay(o, e->attempts, &e->last) : 0,
+                                          e->lease_end, time_now());
     e->next_ms = time_mono_ms() + delay;
     if (o->st != NULL) {
         free(e->body);
