@@ -230,4 +230,33 @@ enum { LOCAL_EBAD_RESULT = -2 };
 int local_result_items(const json_t *answer, const char *eval_key, json_t **items, char **summary,
                        fps_err *err);
 
+/* An evaluator's answer to one dispatched run, as received (borrowed). */
+typedef struct {
+    long http_status;
+    const char *body; /* NULL = empty */
+    size_t len;
+    int truncated; /* more than LOCAL_MAX_RESPONSE_BYTES came; the transfer was cut */
+} local_reply;
+
+/* Judges an answer to a run of eval_key whose primary result has kind
+ * result_kind (NULL: none can be primary), from the evaluator `name` (as
+ * messages call it). *out must hold an owned results array (as
+ * local_client_dispatch starts it); its status, error_code and
+ * error_message are set, and on success its results and summary replaced.
+ * The first rule broken makes it failed / eval_error with this message
+ * (the body is never quoted):
+ *   truncated, or len over LOCAL_MAX_RESPONSE_BYTES:
+ *       "local evaluator '<name>' answered more than 1048576 bytes"
+ *   HTTP 3xx: "local evaluator '<name>' answered a redirect (HTTP <n>);
+ *       redirects are not followed"
+ *   any other status outside 2xx: "local evaluator '<name>' answered HTTP <n>"
+ *   not JSON: "local evaluator '<name>' answered invalid JSON (at byte <n>)"
+ *   not an EvalResult: "local evaluator '<name>' returned an invalid
+ *       EvalResult: <the rule, as local_result_items says it>"
+ *   no primary result: "result is missing the primary result (key '<k>',
+ *       kind '<kind>')"
+ * Otherwise succeeded, with error_code and error_message "". */
+void local_reply_judge(const local_reply *rp, const char *name, const char *eval_key,
+                       const char *result_kind, local_dispatch_result *out);
+
 #endif

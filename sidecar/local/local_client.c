@@ -259,75 +259,20 @@ void local_client_dispatch(local_client *c, const local_target *t,
         out->error_code[0] = '\0';
         goto done;
     }
-    if (x.overflow || rc == CURLE_FILESIZE_EXCEEDED) {
-        set_result(out, EVAL_RUN_FAILED, "eval_error",
-                   "local evaluator '%s' answered more than %zu bytes", name,
-                   LOCAL_MAX_RESPONSE_BYTES);
-        goto done;
-    }
-    if (rc == CURLE_OPERATION_TIMEDOUT) {
+    int truncated = x.overflow || rc == CURLE_FILESIZE_EXCEEDED;
+    if (!truncated && rc == CURLE_OPERATION_TIMEDOUT) {
         set_result(out, EVAL_RUN_TIMED_OUT, "eval_timeout",
                    "evaluation exceeded its configured timeout (%g s)", timeout);
         goto done;
     }
-    if (rc != CURLE_OK) {
+    if (!truncated && rc != CURLE_OK) {
         set_result(out, EVAL_RUN_FAILED, "evaluator_unavailable",
                    "local evaluator '%s' is unreachable: %s", name, curl_easy_strerror(rc));
         goto done;
     }
-    if (status >= 300 && status < 400) {
-        set_result(out, EVAL_RUN_FAILED, "eval_error",
-                   "local evaluator '%s' answered a redirect (HTTP %ld); redirects are not "
-                   "followed",
-                   name, status);
-        goto done;
-    }
-    if (status < 200 || status >= 300) {
-        set_result(out, EVAL_RUN_FAILED, "eval_error", "local evaluator '%s' answered HTTP %ld",
-                   name, status);
-        goto done;
-    }
-    json_error_t je;
-    json_t *answer = json_loadb(x.body.data ? x.body.data : "", x.body.len, 0, &je);
-    if (answer == NULL) {
-        set_result(out, EVAL_RUN_FAILED, "eval_error",
-                   "local evaluator '%s' answered invalid JSON (at byte %d)", name, je.position);
-        goto done;
-    }
-    fps_err bad;
-    json_t *items = NULL;
-    char *summary = NULL;
-    if (local_result_items(answer, req->eval_key, &items, &summary, &bad) != 0) {
-        json_decref(answer);
-        set_result(out, EVAL_RUN_FAILED, "eval_error",
-                   "local evaluator '%s' returned an invalid "
-                   "EvalResult: %s",
-                   name, bad.msg);
-        goto done;
-    }
-    json_decref(answer);
-    int primary = 0;
-    size_t i;
-    json_t *it;
-    json_array_foreach(items, i, it)
-    {
-        if (!strcmp(json_string_value(json_object_get(it, "result_key")), req->eval_key) &&
-            t->result_kind != NULL &&
-            !strcmp(json_string_value(json_object_get(it, "result_kind")), t->result_kind))
-            primary = 1;
-    }
-    if (!primary) {
-        json_decref(items);
-        free(summary);
-        set_result(out, EVAL_RUN_FAILED, "eval_error",
-                   "result is missing the primary result (key '%s', kind '%s')", req->eval_key,
-                   t->result_kind ? t->result_kind : "");
-        goto done;
-    }
-    json_decref(out->results);
-    out->results = items;
-    out->summary = summary;
-    out->status = EVAL_RUN_SUCCEEDED;
+    /* the answer (an oversized one first, before any transfer error) */
+    local_reply rp = {status, x.body.data, x.body.len, truncated};
+    local_reply_judge(&rp, name, req->eval_key, t->result_kind, out);
 done:
     out->finished_at = time_now();
     /* before the slot: a slot's holder never waits; it unsets the header

@@ -137,7 +137,7 @@ int local_result_items(const json_t *answer, const char *eval_key, json_t **item
                    &reasoning, err) ||
         text_field(json_object_get(answer, "summary"), "summary", LOCAL_MAX_SUMMARY_BYTES, &summary,
                    err))
-        return -1;
+        return LOCAL_EBAD_RESULT;
     /* labels: unique, <= 20, each 1..64 bytes, stored sorted */
     labels = json_array();
     json_t *lv = json_object_get(answer, "labels");
@@ -342,7 +342,83 @@ bad:
     free(keys);
     json_decref(items);
     json_decref(labels);
-    return -1;
+    return LOCAL_EBAD_RESULT;
+}
+
+/* ------------------------------------------------ an answer, judged */
+
+static void reply_fail(local_dispatch_result *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void reply_fail(local_dispatch_result *out, const char *fmt, ...)
+{
+    out->status = EVAL_RUN_FAILED;
+    snprintf(out->error_code, sizeof out->error_code, "%s", "eval_error");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->error_message, sizeof out->error_message, fmt, ap);
+    va_end(ap);
+}
+
+void local_reply_judge(const local_reply *rp, const char *name, const char *eval_key,
+                       const char *result_kind, local_dispatch_result *out)
+{
+    long status = rp->http_status;
+    if (rp->truncated || rp->len > LOCAL_MAX_RESPONSE_BYTES) {
+        reply_fail(out, "local evaluator '%s' answered more than %zu bytes", name,
+                   LOCAL_MAX_RESPONSE_BYTES);
+        return;
+    }
+    if (status >= 300 && status < 400) {
+        reply_fail(out,
+                   "local evaluator '%s' answered a redirect (HTTP %ld); redirects are not "
+                   "followed",
+                   name, status);
+        return;
+    }
+    if (status < 200 || status >= 300) {
+        reply_fail(out, "local evaluator '%s' answered HTTP %ld", name, status);
+        return;
+    }
+    json_error_t je;
+    json_t *answer = json_loadb(rp->body ? rp->body : "", rp->body ? rp->len : 0, 0, &je);
+    if (answer == NULL) {
+        reply_fail(out, "local evaluator '%s' answered invalid JSON (at byte %d)", name,
+                   je.position);
+        return;
+    }
+    fps_err bad;
+    json_t *items = NULL;
+    char *summary = NULL;
+    int rc = local_result_items(answer, eval_key, &items, &summary, &bad);
+    json_decref(answer);
+    if (rc != 0) {
+        reply_fail(out, "local evaluator '%s' returned an invalid EvalResult: %s", name, bad.msg);
+        return;
+    }
+    int primary = 0;
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        if (!strcmp(json_string_value(json_object_get(it, "result_key")), eval_key) &&
+            result_kind != NULL &&
+            !strcmp(json_string_value(json_object_get(it, "result_kind")), result_kind))
+            primary = 1;
+    }
+    if (!primary) {
+        json_decref(items);
+        free(summary);
+        reply_fail(out, "result is missing the primary result (key '%s', kind '%s')", eval_key,
+                   result_kind ? result_kind : "");
+        return;
+    }
+    json_decref(out->results);
+    out->results = items;
+    free(out->summary);
+    out->summary = summary;
+    out->status = EVAL_RUN_SUCCEEDED;
+    out->error_code[0] = '\0';
+    out->error_message[0] = '\0';
 }
 
 /* ------------------------------------------------------------- dispatch */
