@@ -544,7 +544,7 @@ static void *timer_main(void *arg)
         char **gone = NULL;
         size_t ngone = 0;
         for (size_t i = 0; i < r->n;) {
-            if (r->evs[i]->expires_at > 0 && r->evs[i]->expires_at <= now) {
+            if (local_ttl_expired(r->evs[i]->expires_at, now)) {
                 log_warn("local evaluator missed its TTL; removed from the catalog",
                          LOG_S("evaluator", r->evs[i]->name), LOG_D("ttl_seconds", r->evs[i]->ttl));
                 expired_add_locked(r, r->evs[i]->name, r->evs[i]->version, now);
@@ -583,8 +583,7 @@ static void *timer_main(void *arg)
         /* sleep until the next expiry, the debounce deadline, or 1 s */
         double wait_s = 1.0;
         for (size_t i = 0; i < r->n; i++)
-            if (r->evs[i]->expires_at > 0 && r->evs[i]->expires_at - now < wait_s)
-                wait_s = r->evs[i]->expires_at - now;
+            wait_s = local_ttl_sleep_s(r->evs[i]->expires_at, now, wait_s);
         if (r->change_pending && (double)(r->change_due - mono) / 1000.0 < wait_s)
             wait_s = (double)(r->change_due - mono) / 1000.0;
         if (wait_s < 0.005) wait_s = 0.005;
@@ -607,7 +606,7 @@ static int check_against_locked(local_registry *r, const lev *ev, fps_err *e)
     for (size_t i = 0; i < r->n; i++) {
         const lev *o = r->evs[i];
         if (!strcmp(o->name, ev->name)) continue;
-        if (o->expires_at > 0 && o->expires_at <= now) continue; /* expiry released its keys */
+        if (local_ttl_expired(o->expires_at, now)) continue; /* expiry released its keys */
         total += o->ndefs;
         for (size_t j = 0; j < ev->ndefs; j++)
             for (size_t k = 0; k < o->ndefs; k++)
@@ -682,11 +681,11 @@ local_registry *local_registry_new(const local_config *cfg, fps_err *err)
             if (!json_is_object(body)) body = stored;
             fps_err le = {0};
             lev *ev = NULL;
-            if (list[i].expires_at > 0 && list[i].expires_at <= now) {
+            if (local_ttl_expired(list[i].expires_at, now)) {
                 log_info("local evaluator expired while the sidecar was down",
                          LOG_S("evaluator", list[i].name));
                 /* listed as expired for the same hour as one that expired live */
-                if (now - list[i].expires_at <= LOCAL_EXPIRED_KEEP_S)
+                if (local_ttl_listed(list[i].expires_at, now))
                     expired_add_locked(r, list[i].name,
                                        json_string_value(json_object_get(body, "version")),
                                        list[i].expires_at);
@@ -789,14 +788,14 @@ static json_t *view_locked(const lev *ev)
         json_object_set_new(o, "condition", d->condition ? json_string(d->condition) : json_null());
         json_array_append_new(defs, o);
     }
-    double remaining = ev->expires_at > 0 ? ev->expires_at - now : -1;
+    int64_t remaining_ms = local_ttl_remaining_ms(ev->expires_at, now);
     json_t *v = json_pack("{s:s,s:s,s:s,s:f}", "name", ev->name, "version", ev->version, "endpoint",
                           ev->endpoint, "ttl_seconds", ev->ttl);
     json_object_set_new(v, "registered_at", time_or_null(ev->registered_at));
     json_object_set_new(v, "last_heartbeat_at", time_or_null(ev->heartbeat_at));
     json_object_set_new(v, "expires_at", time_or_null(ev->expires_at));
     json_object_set_new(v, "ttl_remaining_seconds",
-                        remaining >= 0 ? canonjson_seconds(remaining) : json_null());
+                        remaining_ms >= 0 ? json_real((double)remaining_ms / 1000.0) : json_null());
     /* alive: within its TTL and its last dispatch (if any) succeeded */
     json_object_set_new(v, "state", json_string(ev->failing_since > 0 ? "failing" : "alive"));
     json_object_set_new(v, "alive", json_true());
@@ -840,7 +839,7 @@ static int not_owner(fps_err *e, const lev *ev)
 static lev *live_locked(local_registry *r, const char *name, size_t *idx)
 {
     lev *ev = find_locked(r, name, idx);
-    if (ev != NULL && ev->expires_at > 0 && ev->expires_at <= time_now()) return NULL;
+    if (ev != NULL && local_ttl_expired(ev->expires_at, time_now())) return NULL;
     return ev;
 }
 
@@ -864,7 +863,7 @@ int local_registry_put(local_registry *r, const char *name, const json_t *body,
     }
     double now = time_now();
     ev->registered_at = ev->heartbeat_at = now;
-    ev->expires_at = now + ev->ttl;
+    ev->expires_at = local_ttl_renew(now, ev->ttl);
     /* Registrations are changed one at a time: the owner check, the
      * persisting (outside the registry lock: SQLite may wait) and the
      * apply below see the same registration under this name. */
@@ -958,7 +957,7 @@ int local_registry_heartbeat(local_registry *r, const char *name, const local_ca
         return not_owner(err, ev);
     }
     ev->heartbeat_at = now;
-    ev->expires_at = now + ev->ttl;
+    ev->expires_at = local_ttl_renew(now, ev->ttl);
     *out = view_locked(ev);
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -1013,7 +1012,7 @@ json_t *local_registry_list(local_registry *r)
     double now = time_now();
     for (size_t i = 0; i < r->nexpired; i++) {
         const lexpired *x = &r->expired[i];
-        if (now - x->expired_at > LOCAL_EXPIRED_KEEP_S || find_locked(r, x->name, NULL)) continue;
+        if (!local_ttl_listed(x->expired_at, now) || find_locked(r, x->name, NULL)) continue;
         json_t *v = json_pack("{s:s,s:s,s:s,s:b}", "name", x->name, "version", x->version, "state",
                               "expired", "alive", 0);
         json_object_set_new(v, "expired_at", time_or_null(x->expired_at));
@@ -1052,7 +1051,7 @@ lev *local_find_def_locked(local_registry *r, const char *key, const char *versi
     double now = time_now();
     for (size_t i = 0; i < r->n; i++) {
         lev *ev = r->evs[i];
-        if (ev->expires_at > 0 && ev->expires_at <= now) continue;
+        if (local_ttl_expired(ev->expires_at, now)) continue;
         for (size_t j = 0; j < ev->ndefs; j++)
             if (!strcmp(ev->defs[j].eval_key, key) &&
                 (version == NULL || !strcmp(ev->defs[j].eval_version, version))) {

@@ -5,6 +5,7 @@
 #define FPS_LOCAL_INTERNAL_H
 #include "sidecar/http/curl_pool.h"
 #include "sidecar/local/local.h"
+#include "sidecar/local/local_ttl.h"
 
 #include <pthread.h>
 
@@ -49,7 +50,6 @@ typedef struct {
     char name[129], version[129];
     double expired_at;
 } lexpired;
-#define LOCAL_EXPIRED_KEEP_S 3600.0
 #define LOCAL_EXPIRED_MAX 64
 
 struct local_registry {
