@@ -167,6 +167,7 @@ static int at_comp_for(parser *P)
 static ast_node *expression(parser *P);
 static ast_node *disjunction(parser *P);
 static ast_node *bitwise_or(parser *P);
+static ast_node *subexpr(parser *P, int limit);
 static ast_node *named_expression(parser *P);
 static ast_node *star_named_expression(parser *P);
 static ast_node *primary(parser *P);
@@ -1092,15 +1093,8 @@ static ast_node *await_primary(parser *P)
     return x;
 }
 
-/* factor: ('+'|'-'|'~')* power; power: await_primary ['**' factor]. The
- * right-recursive chain is collected and folded from the right. */
-typedef struct {
-    uint8_t *pre; /* prefix ops per segment, flattened */
-    uint32_t *npre;
-    ast_node **prim;
-    uint32_t n, cap, npre_total, pre_cap;
-} powchain;
-
+/* The prefix operator ('+' '-' '~') at the current token, not consumed; -1
+ * when there is none. */
 static int prefix_op(parser *P)
 {
     if (at_op(P, OP_PLUS)) return OPK_UAdd;
@@ -1109,6 +1103,35 @@ static int prefix_op(parser *P)
     return -1;
 }
 
+/* Prefix operators ('+' | '-' | '~')* at the current token, consumed, into
+ * *ops (arena memory, outermost first) and *cnt. Collected iteratively, so a
+ * long chain costs no recursion; past the nesting cap it is a syntax error. */
+static int prefix_ops(parser *P, uint8_t **ops, size_t *cnt)
+{
+    size_t n = 0, cap = 16;
+    uint8_t *v = ast_arena_alloc(P->ar, cap);
+    if (!v) return poom(P), -1;
+    int o;
+    while ((o = prefix_op(P)) >= 0) {
+        P->pos++;
+        if (n + 1 >= cap) {
+            if (cap > PARSER_MAX_DEPTH) return perr(P, "too deeply nested"), -1;
+            uint8_t *v2 = ast_arena_alloc(P->ar, cap * 2);
+            if (!v2) return poom(P), -1;
+            memcpy(v2, v, n);
+            v = v2;
+            cap *= 2;
+        }
+        v[n++] = (uint8_t)o;
+    }
+    *ops = v;
+    *cnt = n;
+    return 0;
+}
+
+/* factor: ('+'|'-'|'~')* power; power: await_primary ['**' factor]: the
+ * operand of every binary operator of subexpr's table. Both chains are
+ * right-recursive; they are collected and folded from the right instead. */
 static ast_node *factor(parser *P)
 {
     /* Common case: no prefix and no '**'. */
@@ -1121,22 +1144,9 @@ static ast_node *factor(parser *P)
         if (nv_push(P, &prims, x)) return NULL;
         while (accept_op(P, OP_DOUBLESTAR)) {
             /* collect prefixes of the right operand */
-            size_t cnt = 0, capp = 16;
-            uint8_t *ops = ast_arena_alloc(P->ar, capp);
-            if (!ops) return poom(P);
-            int o;
-            while ((o = prefix_op(P)) >= 0) {
-                P->pos++;
-                if (cnt + 1 >= capp) {
-                    if (capp > PARSER_MAX_DEPTH) return perr(P, "too deeply nested");
-                    uint8_t *n2 = ast_arena_alloc(P->ar, capp * 2);
-                    if (!n2) return poom(P);
-                    memcpy(n2, ops, cnt);
-                    ops = n2;
-                    capp *= 2;
-                }
-                ops[cnt++] = (uint8_t)o;
-            }
+            uint8_t *ops;
+            size_t cnt;
+            if (prefix_ops(P, &ops, &cnt)) return NULL;
             ast_node *holder = mk(P, AST_Constant); /* carrier for the prefix list */
             if (!holder) return NULL;
             holder->ops = ops;
@@ -1158,179 +1168,129 @@ static ast_node *factor(parser *P)
         return r;
     }
     /* prefixes, then a power */
-    size_t cnt = 0, capp = 16;
-    uint8_t *ops = ast_arena_alloc(P->ar, capp);
-    if (!ops) return poom(P);
-    int o;
-    while ((o = prefix_op(P)) >= 0) {
-        P->pos++;
-        if (cnt + 1 >= capp) {
-            if (capp > PARSER_MAX_DEPTH) return perr(P, "too deeply nested");
-            uint8_t *n2 = ast_arena_alloc(P->ar, capp * 2);
-            if (!n2) return poom(P);
-            memcpy(n2, ops, cnt);
-            ops = n2;
-            capp *= 2;
-        }
-        ops[cnt++] = (uint8_t)o;
-    }
+    uint8_t *ops;
+    size_t cnt;
+    if (prefix_ops(P, &ops, &cnt)) return NULL;
     ast_node *x = factor(P); /* no prefix now: bounded recursion (one level) */
     for (size_t j = cnt; x && j-- > 0;)
         x = unary(P, AST_UnaryOp, ops[j], x);
     return x;
 }
 
-static ast_node *term(parser *P)
-{
-    ast_node *x = factor(P);
-    while (x) {
-        int op;
-        if (at_op(P, OP_STAR))
-            op = OPK_Mult;
-        else if (at_op(P, OP_SLASH))
-            op = OPK_Div;
-        else if (at_op(P, OP_DOUBLESLASH))
-            op = OPK_FloorDiv;
-        else if (at_op(P, OP_PERCENT))
-            op = OPK_Mod;
-        else if (at_op(P, OP_AT))
-            op = OPK_MatMult;
-        else
-            break;
-        P->pos++;
-        ast_node *r = factor(P);
-        if (!r) return NULL;
-        x = binop(P, x, op, r);
-    }
-    return x;
-}
+/* Priorities of Grammar/python.gram's expression levels, lowest first. An
+ * operator continues an expression whose limit is below its left priority;
+ * its right operand is parsed with its right priority as the limit (equal to
+ * the left one: every operator of the table associates to the left, or
+ * chains). 'not' is a prefix at PRI_NOT: its operand is a comparison.
+ * Above PRI_TERM, factor() parses prefix '+' '-' '~' and right-associative
+ * '**' (whose left operand binds tighter than a prefix: -2**2 == -(2**2),
+ * and whose right operand is a factor: 2**-1). */
+enum {
+    PRI_NONE,  /* a whole disjunction */
+    PRI_OR,    /* or: one BoolOp per chain */
+    PRI_AND,   /* and: likewise */
+    PRI_NOT,   /* prefix not */
+    PRI_CMP,   /* == != < <= > >= in, not in, is, is not: one Compare per chain */
+    PRI_BOR,   /* | */
+    PRI_BXOR,  /* ^ */
+    PRI_BAND,  /* & */
+    PRI_SHIFT, /* << >> */
+    PRI_SUM,   /* + - */
+    PRI_TERM,  /* * / // % @ */
+};
 
-static ast_node *sum(parser *P)
-{
-    ast_node *x = term(P);
-    while (x) {
-        int op;
-        if (at_op(P, OP_PLUS))
-            op = OPK_Add;
-        else if (at_op(P, OP_MINUS))
-            op = OPK_Sub;
-        else
-            break;
-        P->pos++;
-        ast_node *r = term(P);
-        if (!r) return NULL;
-        x = binop(P, x, op, r);
-    }
-    return x;
-}
+/* Per operator, as Lua's lparser.c has it: {left, right}; 0 = not binary. */
+static const struct {
+    uint8_t left, right;
+} priority[OPK_COUNT] = {
+    [OPK_Or] = {PRI_OR, PRI_OR},           [OPK_And] = {PRI_AND, PRI_AND},
+    [OPK_Eq] = {PRI_CMP, PRI_CMP},         [OPK_NotEq] = {PRI_CMP, PRI_CMP},
+    [OPK_Lt] = {PRI_CMP, PRI_CMP},         [OPK_LtE] = {PRI_CMP, PRI_CMP},
+    [OPK_Gt] = {PRI_CMP, PRI_CMP},         [OPK_GtE] = {PRI_CMP, PRI_CMP},
+    [OPK_In] = {PRI_CMP, PRI_CMP},         [OPK_NotIn] = {PRI_CMP, PRI_CMP},
+    [OPK_Is] = {PRI_CMP, PRI_CMP},         [OPK_IsNot] = {PRI_CMP, PRI_CMP},
+    [OPK_BitOr] = {PRI_BOR, PRI_BOR},      [OPK_BitXor] = {PRI_BXOR, PRI_BXOR},
+    [OPK_BitAnd] = {PRI_BAND, PRI_BAND},   [OPK_LShift] = {PRI_SHIFT, PRI_SHIFT},
+    [OPK_RShift] = {PRI_SHIFT, PRI_SHIFT}, [OPK_Add] = {PRI_SUM, PRI_SUM},
+    [OPK_Sub] = {PRI_SUM, PRI_SUM},        [OPK_Mult] = {PRI_TERM, PRI_TERM},
+    [OPK_Div] = {PRI_TERM, PRI_TERM},      [OPK_FloorDiv] = {PRI_TERM, PRI_TERM},
+    [OPK_Mod] = {PRI_TERM, PRI_TERM},      [OPK_MatMult] = {PRI_TERM, PRI_TERM},
+};
 
-static ast_node *shift_expr(parser *P)
-{
-    ast_node *x = sum(P);
-    while (x) {
-        int op;
-        if (at_op(P, OP_LEFTSHIFT))
-            op = OPK_LShift;
-        else if (at_op(P, OP_RIGHTSHIFT))
-            op = OPK_RShift;
-        else
-            break;
-        P->pos++;
-        ast_node *r = sum(P);
-        if (!r) return NULL;
-        x = binop(P, x, op, r);
-    }
-    return x;
-}
-
-static ast_node *bitwise_and(parser *P)
-{
-    ast_node *x = shift_expr(P);
-    while (x && at_op(P, OP_AMPER)) {
-        P->pos++;
-        ast_node *r = shift_expr(P);
-        if (!r) return NULL;
-        x = binop(P, x, OPK_BitAnd, r);
-    }
-    return x;
-}
-
-static ast_node *bitwise_xor(parser *P)
-{
-    ast_node *x = bitwise_and(P);
-    while (x && at_op(P, OP_CIRCUMFLEX)) {
-        P->pos++;
-        ast_node *r = bitwise_and(P);
-        if (!r) return NULL;
-        x = binop(P, x, OPK_BitXor, r);
-    }
-    return x;
-}
-
-static ast_node *bitwise_or(parser *P)
-{
-    ast_node *x = bitwise_xor(P);
-    while (x && at_op(P, OP_VBAR)) {
-        P->pos++;
-        ast_node *r = bitwise_xor(P);
-        if (!r) return NULL;
-        x = binop(P, x, OPK_BitOr, r);
-    }
-    return x;
-}
-
-static int compare_op(parser *P)
+/* The binary operator at the current token, not consumed: its ast_opkind
+ * and, in *ntok, how many tokens spell it ('not in', 'is not': two); -1
+ * when the token continues no expression. */
+static int binary_op(parser *P, int *ntok)
 {
     lex_token *t = cur(P);
+    *ntok = 1;
     if (t->type == TK_OP) {
-        int op;
         switch (t->op) {
+        case OP_VBAR:
+            return OPK_BitOr;
+        case OP_CIRCUMFLEX:
+            return OPK_BitXor;
+        case OP_AMPER:
+            return OPK_BitAnd;
+        case OP_LEFTSHIFT:
+            return OPK_LShift;
+        case OP_RIGHTSHIFT:
+            return OPK_RShift;
+        case OP_PLUS:
+            return OPK_Add;
+        case OP_MINUS:
+            return OPK_Sub;
+        case OP_STAR:
+            return OPK_Mult;
+        case OP_SLASH:
+            return OPK_Div;
+        case OP_DOUBLESLASH:
+            return OPK_FloorDiv;
+        case OP_PERCENT:
+            return OPK_Mod;
+        case OP_AT:
+            return OPK_MatMult;
         case OP_EQEQUAL:
-            op = OPK_Eq;
-            break;
+            return OPK_Eq;
         case OP_NOTEQUAL:
-            op = OPK_NotEq;
-            break;
+            return OPK_NotEq;
         case OP_LESS:
-            op = OPK_Lt;
-            break;
+            return OPK_Lt;
         case OP_LESSEQUAL:
-            op = OPK_LtE;
-            break;
+            return OPK_LtE;
         case OP_GREATER:
-            op = OPK_Gt;
-            break;
+            return OPK_Gt;
         case OP_GREATEREQUAL:
-            op = OPK_GtE;
-            break;
+            return OPK_GtE;
         default:
             return -1;
         }
-        P->pos++;
-        return op;
     }
-    if (is_kw(t, KW_in)) {
-        P->pos++;
+    if (t->type != TK_NAME) return -1;
+    switch (t->op) {
+    case KW_or:
+        return OPK_Or;
+    case KW_and:
+        return OPK_And;
+    case KW_in:
         return OPK_In;
-    }
-    if (is_kw(t, KW_not) && is_kw(peekn(P, 1), KW_in)) {
-        P->pos += 2;
+    case KW_not:
+        if (!is_kw(peekn(P, 1), KW_in)) return -1;
+        *ntok = 2;
         return OPK_NotIn;
+    case KW_is:
+        if (!is_kw(peekn(P, 1), KW_not)) return OPK_Is;
+        *ntok = 2;
+        return OPK_IsNot;
+    default:
+        return -1;
     }
-    if (is_kw(t, KW_is)) {
-        P->pos++;
-        if (accept_kw(P, KW_not)) return OPK_IsNot;
-        return OPK_Is;
-    }
-    return -1;
 }
 
-static ast_node *comparison(parser *P)
+/* The rest of a chain of comparisons after `left`, whose first operator
+ * `op` has been consumed: one Compare (a < b < c is not (a < b) < c). */
+static ast_node *compare_chain(parser *P, ast_node *left, int op)
 {
-    ast_node *x = bitwise_or(P);
-    if (!x) return NULL;
-    int op = compare_op(P);
-    if (op < 0) return x;
     nvec comps = {0};
     size_t nops = 0, capo = 4;
     uint8_t *ops = ast_arena_alloc(P->ar, capo);
@@ -1344,38 +1304,33 @@ static ast_node *comparison(parser *P)
             capo *= 2;
         }
         ops[nops++] = (uint8_t)op;
-        ast_node *r = bitwise_or(P);
+        ast_node *r = subexpr(P, PRI_CMP);
         if (!r || nv_push(P, &comps, r)) return NULL;
-        op = compare_op(P);
+        int ntok;
+        op = binary_op(P, &ntok);
+        if (op >= 0 && priority[op].left == PRI_CMP)
+            P->pos += ntok;
+        else
+            op = -1;
     }
     ast_node *c = mk(P, AST_Compare);
     if (!c) return NULL;
-    c->a = x;
+    c->a = left;
     c->ops = ops;
     c->items = comps.v;
     c->n = comps.n;
     return fin(P, c);
 }
 
-static ast_node *inversion(parser *P)
+/* The rest of a chain of `op` ('and' or 'or') after `first`, the keyword
+ * not yet consumed: one BoolOp over every operand. */
+static ast_node *bool_chain(parser *P, ast_node *first, int op)
 {
-    size_t n = 0;
-    while (accept_kw(P, KW_not))
-        if (++n > PARSER_MAX_DEPTH) return perr(P, "too deeply nested");
-    ast_node *x = comparison(P);
-    while (x && n--)
-        x = unary(P, AST_UnaryOp, OPK_Not, x);
-    return x;
-}
-
-static ast_node *boolop(parser *P, int kw, int op, ast_node *(*sub)(parser *))
-{
-    ast_node *x = sub(P);
-    if (!x || !at_kw(P, kw)) return x;
+    int kw = op == OPK_And ? KW_and : KW_or;
     nvec v = {0};
-    if (nv_push(P, &v, x)) return NULL;
+    if (nv_push(P, &v, first)) return NULL;
     while (accept_kw(P, kw)) {
-        ast_node *r = sub(P);
+        ast_node *r = subexpr(P, priority[op].right);
         if (!r || nv_push(P, &v, r)) return NULL;
     }
     ast_node *b = mk(P, AST_BoolOp);
@@ -1386,13 +1341,47 @@ static ast_node *boolop(parser *P, int kw, int op, ast_node *(*sub)(parser *))
     return fin(P, b);
 }
 
-static ast_node *conjunction(parser *P)
+/* An expression of binary operators whose left priority is above `limit`
+ * (Lua's subexpr): disjunction is subexpr(PRI_NONE), bitwise_or
+ * subexpr(PRI_CMP). Each recursion raises the limit, so the depth is bounded
+ * by the table; chains at one level are loops. */
+static ast_node *subexpr(parser *P, int limit)
 {
-    return boolop(P, KW_and, OPK_And, inversion);
+    ast_node *x;
+    if (limit < PRI_NOT && at_kw(P, KW_not)) {
+        size_t n = 0;
+        while (accept_kw(P, KW_not))
+            if (++n > PARSER_MAX_DEPTH) return perr(P, "too deeply nested");
+        x = subexpr(P, PRI_NOT);
+        while (x && n--)
+            x = unary(P, AST_UnaryOp, OPK_Not, x);
+    } else {
+        x = factor(P);
+    }
+    int op, ntok;
+    while (x && (op = binary_op(P, &ntok)) >= 0 && priority[op].left > limit) {
+        if (op == OPK_And || op == OPK_Or) {
+            x = bool_chain(P, x, op);
+        } else if (priority[op].left == PRI_CMP) {
+            P->pos += ntok;
+            x = compare_chain(P, x, op);
+        } else {
+            P->pos += ntok;
+            ast_node *r = subexpr(P, priority[op].right);
+            if (!r) return NULL;
+            x = binop(P, x, op, r);
+        }
+    }
+    return x;
 }
+
 static ast_node *disjunction(parser *P)
 {
-    return boolop(P, KW_or, OPK_Or, conjunction);
+    return subexpr(P, PRI_NONE);
+}
+static ast_node *bitwise_or(parser *P)
+{
+    return subexpr(P, PRI_CMP);
 }
 
 /* lambda_params per Grammar/python.gram (only validity matters: a Lambda is

@@ -114,6 +114,98 @@ static ast_node *parse(ast_arena *ar, const char *s)
     return rc == 0 ? root->a : NULL;
 }
 
+/* The operator structure of a parsed expression as text: BinOp, UnaryOp,
+ * BoolOp and Compare as (Op x y ...), a Name as itself, anything else "?". */
+static void shape(const ast_node *x, char *out, size_t cap)
+{
+    size_t n = strlen(out);
+    switch (x->kind) {
+    case AST_Name:
+        snprintf(out + n, cap - n, "%s", x->str);
+        return;
+    case AST_BinOp:
+        snprintf(out + n, cap - n, "(%s ", ast_op_name(x->op));
+        shape(x->a, out, cap);
+        strncat(out, " ", cap - strlen(out) - 1);
+        shape(x->b, out, cap);
+        break;
+    case AST_UnaryOp:
+        snprintf(out + n, cap - n, "(%s ", ast_op_name(x->op));
+        shape(x->a, out, cap);
+        break;
+    case AST_BoolOp:
+        snprintf(out + n, cap - n, "(%s", ast_op_name(x->op));
+        for (uint32_t i = 0; i < x->n; i++) {
+            strncat(out, " ", cap - strlen(out) - 1);
+            shape(x->items[i], out, cap);
+        }
+        break;
+    case AST_Compare:
+        strncat(out, "(", cap - n - 1);
+        shape(x->a, out, cap);
+        for (uint32_t i = 0; i < x->n; i++) {
+            n = strlen(out);
+            snprintf(out + n, cap - n, " %s ", ast_op_name(x->ops[i]));
+            shape(x->items[i], out, cap);
+        }
+        break;
+    default:
+        strncat(out, "?", cap - n - 1);
+        return;
+    }
+    strncat(out, ")", cap - strlen(out) - 1);
+}
+
+/* Every level of the operator ladder (docs/LANGUAGE.md: CPython 3.11's
+ * grammar), lowest first: or, and, not, comparisons (chained), |, ^, &,
+ * shifts, + -, * / // % @, prefix + - ~, and ** (right-associative, binding
+ * tighter than a prefix on its left). */
+static void test_parser_precedence(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *src, *want;
+    } cases[] = {
+        {"a or b and not c < d | e ^ f & g << h + i * -j ** k",
+         "(Or a (And b (Not (c Lt (BitOr d (BitXor e (BitAnd f (LShift g (Add h (Mult i (USub "
+         "(Pow j k))))))))))))"},
+        {"a ** -b * c + d << e & f ^ g | h == i and j or k",
+         "(Or (And ((BitOr (BitXor (BitAnd (LShift (Add (Mult (Pow a (USub b)) c) d) e) f) g) h) "
+         "Eq i) j) k)"},
+        {"a - b - c", "(Sub (Sub a b) c)"},
+        {"a * b @ c // d % e / f", "(Div (Mod (FloorDiv (MatMult (Mult a b) c) d) e) f)"},
+        {"a << b >> c", "(RShift (LShift a b) c)"},
+        {"a | b | c ^ d", "(BitOr (BitOr a b) (BitXor c d))"},
+        {"a ** b ** c", "(Pow a (Pow b c))"},
+        {"-a ** -b ** ~c", "(USub (Pow a (USub (Pow b (Invert c)))))"},
+        {"- + ~a", "(USub (UAdd (Invert a)))"},
+        {"not not a == b", "(Not (Not (a Eq b)))"},
+        {"not a and not b", "(And (Not a) (Not b))"},
+        {"a and b or c and d or e", "(Or (And a b) (And c d) e)"},
+        {"a or b and c or d", "(Or a (And b c) d)"},
+        {"a | b < c | d is not e not in f", "((BitOr a b) Lt (BitOr c d) IsNot e NotIn f)"},
+        {"(a < b) < c", "((a Lt b) Lt c)"},
+        {"a < (b < c)", "(a Lt (b Lt c))"},
+        {"a in b == c is d", "(a In b Eq c Is d)"},
+    };
+    ast_arena ar;
+    ast_arena_init(&ar, 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ast_node *x = parse(&ar, cases[i].src);
+        assert_non_null(x);
+        char got[512] = "";
+        shape(x, got, sizeof got);
+        assert_string_equal(got, cases[i].want);
+    }
+    /* a prefix 'not' is an operand only where a comparison may stand */
+    const char *bad[] = {"a < not b", "a * not b", "a | not b", "a not b", "a is not not b",
+                         "not in b",  "a +",       "a or",      "not",     "a < < b",
+                         "a ** not b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_null(parse(&ar, bad[i]));
+    ast_arena_free(&ar);
+}
+
 static void test_parser_shapes(void **state)
 {
     (void)state;
@@ -496,10 +588,10 @@ static void test_eval_outcomes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lexer_tokens),  cmocka_unit_test(test_lexer_unescape),
-        cmocka_unit_test(test_parser_shapes), cmocka_unit_test(test_checker_messages),
-        cmocka_unit_test(test_node_counting), cmocka_unit_test(test_adversarial),
-        cmocka_unit_test(test_eval_outcomes),
+        cmocka_unit_test(test_lexer_tokens),     cmocka_unit_test(test_lexer_unescape),
+        cmocka_unit_test(test_parser_shapes),    cmocka_unit_test(test_parser_precedence),
+        cmocka_unit_test(test_checker_messages), cmocka_unit_test(test_node_counting),
+        cmocka_unit_test(test_adversarial),      cmocka_unit_test(test_eval_outcomes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
