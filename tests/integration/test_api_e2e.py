@@ -2,9 +2,10 @@
 sessions with managed definitions, the sidecar evaluates and commits them,
 and the admin API's runs/assignments/status/metrics must agree with what the
 emulator recorded; /metrics is parsed with python3-prometheus-client's
-parser. Counters survive a restart."""
+parser. Counters survive a restart, and a SIGKILL once they were saved."""
 
 import os
+import sqlite3
 import tempfile
 import unittest
 
@@ -142,6 +143,34 @@ class AdminApiEndToEndTest(unittest.TestCase):
                                   "assignment_id": aid})
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.body["repr"], repr(aid))
+
+    def test_y_counters_saved_while_running(self):
+        """The periodic save, not only the one at exit: once the saved rows
+        match /metrics, a SIGKILL loses none of these counters."""
+        families = ("failproofai_sidecar_runs_total",
+                    "failproofai_sidecar_result_submissions_total",
+                    "failproofai_sidecar_assignments_claimed_total")
+        before = metrics(self.sc)
+        for name in families:
+            self.assertGreater(total(before, name), 0, name)
+
+        def saved(name):
+            con = sqlite3.connect(f"file:{self.sc.db}?mode=ro", uri=True, timeout=10)
+            try:
+                row = con.execute("SELECT sum(value) FROM metrics WHERE name = ?", (name,)).fetchone()
+            finally:
+                con.close()
+            return row[0] or 0
+
+        self.sc.wait_for(lambda: all(saved(n) == total(before, n) for n in families),
+                         timeout=60, what="the counters saved while running")
+        self.sc.proc.kill()
+        self.sc.proc.wait(10)
+        self.sc.stop()
+        self.sc.start()
+        after = metrics(self.sc)
+        for name in families:
+            self.assertEqual(total(after, name), total(before, name), name)
 
     def test_z_counters_survive_restart(self):
         before = metrics(self.sc)
