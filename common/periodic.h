@@ -1,8 +1,9 @@
 /* common/periodic: jobs that run every so often (the daemon's metric
- * counters, the store's maintenance, the secret files' reload), each owner's
- * on a thread of its own driven by the one scheduler loop (common/sched.h).
- * A job runs without any lock of this module, one at a time; a job that
- * takes long delays the others of its thread, so jobs are short. */
+ * counters and finished backtests, the store's maintenance, the secret
+ * files' reload), each owner's on a thread of its own driven by the one
+ * scheduler loop (common/sched.h). A job runs without any lock of this
+ * module, one at a time; a job that takes long delays the others of its
+ * thread, so jobs are short. */
 #ifndef FPS_PERIODIC_H
 #define FPS_PERIODIC_H
 #include "common/err.h"

@@ -33,6 +33,10 @@
  * exit): a crash loses at most this much of their increments. */
 #define COUNTERS_PERSIST_MS 10000
 
+/* How often a finished backtest of the admin API is looked for and saved in
+ * the store (it is served from memory until then). */
+#define BACKTESTS_SAVE_MS 1000
+
 /* periodic job (ud: the store, borrowed) */
 static void persist_counters(void *ud)
 {
@@ -305,12 +309,6 @@ int daemon_run(const run_config *cfg)
         log_warn("could not load metric counters", LOG_S("error", se.msg));
     else
         log_debug("metric counters restored", LOG_I("series", (long long)restored));
-    periodic_job jobs[] = {{"metric counters", COUNTERS_PERSIST_MS, persist_counters, db}};
-    timers = periodic_start("fps-periodic", jobs, sizeof jobs / sizeof jobs[0], &err);
-    if (timers == NULL) {
-        log_error("cannot start the daemon's periodic jobs", LOG_S("error", err.msg));
-        goto done;
-    }
     archive = open_archive(cfg);
     sbx_config sc;
     memset(&sc, 0, sizeof sc);
@@ -376,8 +374,20 @@ int daemon_run(const run_config *cfg)
     }
     /* Backtests run over the archive, so only with it. */
     if (archive != NULL)
-        backtests = backtest_jobs_new(pool, cfg->db_path, (int)cfg->backtest_sandboxes,
+        backtests = backtest_jobs_new(pool, db, cfg->db_path, (int)cfg->backtest_sandboxes,
                                       cfg->retention_hours);
+    {
+        periodic_job jobs[2] = {{"metric counters", COUNTERS_PERSIST_MS, persist_counters, db}};
+        size_t njobs = 1;
+        if (backtests)
+            jobs[njobs++] = (periodic_job){"finished backtests", BACKTESTS_SAVE_MS,
+                                           backtest_jobs_tick, backtests};
+        timers = periodic_start("fps-periodic", jobs, njobs, &err);
+        if (timers == NULL) {
+            log_error("cannot start the daemon's periodic jobs", LOG_S("error", err.msg));
+            goto done;
+        }
+    }
     api_deps ad = {
         .cfg = {.listen = cfg->listen,
                 .admin_hosts = &cfg->admin_hosts,

@@ -138,6 +138,8 @@ typedef struct {
     int64_t wal_max_bytes;        /* writers wait (up to ckpt_wait_ms) before letting the WAL
                                      grow past it; default 2 x wal_high_water_bytes */
     int ckpt_wait_ms;             /* bounded wait of those two; default 2000 (0 = default) */
+    int64_t backtests_max_bytes;  /* compressed rows of the saved backtests; default
+                                     STORE_BACKTESTS_MAX_BYTES (0 = default) */
 } store_options;
 
 /* Latest schema version this binary writes (PRAGMA user_version). */
@@ -637,6 +639,49 @@ int store_last_failed_run_json(store *st, strbuf *out, store_err *err);
 /* Appends {"assignments":{status:n...},"runs":{status:n...},"outbox_depth":n,
  * "db_bytes":n,"schema_version":n}: totals for status pages and gauges. */
 int store_summary_json(store *st, strbuf *out, store_err *err);
+
+/* ---------------------------------------------------------------- backtests */
+
+/* The admin API's finished backtests (store_backtests.c), kept across
+ * restarts: at most STORE_BACKTESTS_KEPT of them, and their rows at most
+ * opt.backtests_max_bytes compressed in all (the newest one is always
+ * kept, whatever its size); saving one deletes the oldest beyond either
+ * bound in the same transaction, and store_prune deletes those finished
+ * before now - retention_hours with the history. */
+#define STORE_BACKTESTS_KEPT 100
+#define STORE_BACKTESTS_MAX_BYTES ((int64_t)64 << 20)
+
+typedef struct {
+    char *id;           /* owned */
+    char *state;        /* owned: "done" | "failed" | "cancelled" */
+    double created_at;  /* seconds since the epoch */
+    double finished_at; /* seconds since the epoch */
+    int64_t done, total;
+    char *request_json; /* owned: {"definitions", "baseline", "since"?, "limit"?};
+                           NULL in store_backtest_list's items */
+    char *summary_json; /* owned, NULL: no summary (not done); NULL in list items */
+    int64_t rows_bytes; /* compressed size of its rows */
+} store_backtest;
+
+/* Saves a finished backtest (b's id, state, times, progress, request and
+ * summary; rows_bytes is ignored) with its rows, a JSON array of `len`
+ * bytes (copied, compressed), then deletes the oldest beyond the bounds.
+ * STORE_INVALID without an id, a state or a request; STORE_CONFLICT if the
+ * id is already saved. */
+int store_backtest_put(store *st, const store_backtest *b, const char *rows_json, size_t len,
+                       store_err *err);
+/* The saved backtests, newest first (request_json and summary_json NULL);
+ * free with store_backtests_free. */
+int store_backtest_list(store *st, store_backtest **out, size_t *n, store_err *err);
+/* One saved backtest into *out (zeroed by the caller; free with
+ * store_backtest_clear); STORE_NOTFOUND if none has that id. */
+int store_backtest_get(store *st, const char *id, store_backtest *out, store_err *err);
+/* Its rows, the JSON array as saved (*rows owned, NUL-terminated, *len its
+ * length); STORE_NOTFOUND if none has that id, STORE_CORRUPT if the stored
+ * bytes do not decompress to their recorded size. */
+int store_backtest_rows(store *st, const char *id, char **rows, size_t *len, store_err *err);
+void store_backtest_clear(store_backtest *b);
+void store_backtests_free(store_backtest *b, size_t n);
 
 /* ---------------------------------------------------------------- retention */
 

@@ -58,6 +58,8 @@ int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments
         " WHERE ?1 IS NOT NULL AND a.status IN " ST_TERMINAL_SQL
         " AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.assignment_id = a.id)"
         " ORDER BY a.seq LIMIT ?2)";
+    static const char backtests_by_age[] = "DELETE FROM backtests WHERE seq IN (SELECT seq FROM"
+                                           " backtests WHERE finished_at < ?1 LIMIT ?2)";
     static const char stats_old[] = "DELETE FROM minute_stats WHERE minute < ?1 AND ?2 IS NOT NULL";
     static const char latency_old[] =
         "DELETE FROM minute_latency WHERE minute < ?1 AND ?2 IS NOT NULL";
@@ -76,6 +78,9 @@ int store_prune(store *st, double now, size_t *runs_deleted, size_t *assignments
             if (code) goto done;
             ad += n;
         } while (n == PRUNE_BATCH);
+        /* finished backtests go with the history of their time */
+        code = prune_step(st, backtests_by_age, cutoff, STORE_BACKTESTS_KEPT, &n, err);
+        if (code) goto done;
     }
     if (st->opt.retention_runs > 0) {
         const char *counts[2] = {count_runs, count_assignments};

@@ -99,6 +99,18 @@ static const char *const MIGRATIONS[] = {
     " first_at REAL NOT NULL, last_at REAL NOT NULL, recent_json TEXT NOT NULL);"
     "CREATE TRIGGER assignments_delete_heartbeats AFTER DELETE ON assignments BEGIN"
     " DELETE FROM assignment_heartbeats WHERE seq = old.seq; END;",
+
+    /* v6: the admin API's finished backtests (store_backtests.c): one small
+     * row each for the list, its rows compressed in a table of their own
+     * (deleted with it). */
+    "CREATE TABLE backtests(seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+    " state TEXT NOT NULL, created_at REAL NOT NULL, finished_at REAL NOT NULL,"
+    " done INTEGER NOT NULL, total INTEGER NOT NULL, request_json TEXT NOT NULL,"
+    " summary_json TEXT, rows_bytes INTEGER NOT NULL);"
+    "CREATE TABLE backtest_rows(seq INTEGER PRIMARY KEY, raw_bytes INTEGER NOT NULL,"
+    " data BLOB NOT NULL);"
+    "CREATE TRIGGER backtests_delete_rows AFTER DELETE ON backtests BEGIN"
+    " DELETE FROM backtest_rows WHERE seq = old.seq; END;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 

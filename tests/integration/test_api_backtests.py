@@ -8,6 +8,7 @@ its rows paginated and filtered). Without the archive every route answers
 503 backtests_unavailable."""
 
 import os
+import sqlite3
 import tempfile
 import unittest
 
@@ -292,6 +293,80 @@ class BacktestApiTest(unittest.TestCase):
         k = doc["summary"]["eval_keys"][0]
         self.assertEqual(k["errors"]["candidate"], 2)
         self.assertEqual(k["top_errors"]["candidate"], [{"error_type": "compile_error", "count": 2}])
+
+
+class BacktestPersistenceTest(unittest.TestCase):
+    """Finished backtests are saved in the state database within a second
+    (a kill -9 after that loses nothing) and served from it after a
+    restart: the same document, rows and list; a backtest still running at
+    a shutdown is saved as cancelled."""
+
+    def saved_ids(self, db):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            return {r[0]: r[1] for r in con.execute("SELECT id, state FROM backtests")}
+        finally:
+            con.close()
+
+    def all_rows(self, sc, bid):
+        rows, cursor = [], None
+        while True:
+            p = sc.get(f"/v1/backtests/{bid}/results?limit=5" + (f"&cursor={cursor}" if cursor else "")).body
+            rows += p["rows"]
+            cursor = p["next_cursor"]
+            if cursor is None:
+                return rows
+
+    def test_survives_restart(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            defs = write_json(tmp, "defs.json", DEFS)
+            db = os.path.join(tmp, "sidecar.db")
+            with emulator("--sessions", str(SESSIONS), "--definitions", defs, "--poll-seconds", "1") as emu:
+                sc = Sidecar(emu.base, "--archive-max-mb", "16", db=db)
+                sc.start()
+                try:
+                    sc.wait_for(lambda: (sc.get("/v1/status").body.get("archive") or {}).get("entries")
+                                == SESSIONS and sc.get("/v1/status").body["archive"]["queued"] == 0,
+                                timeout=120, what="every session archived")
+                    r = sc.request("POST", "/v1/backtests", body={"definitions": [CHANGED, DEFS[1]]})
+                    self.assertEqual(r.status, 202, r)
+                    bid = r.body["id"]
+                    doc = sc.wait_for(lambda: (lambda b: b if b["state"] == "done" else None)(
+                        sc.get(f"/v1/backtests/{bid}").body), timeout=120, what="done")
+                    rows = self.all_rows(sc, bid)
+                    self.assertEqual(len(rows), SESSIONS * 2)
+                    listed = sc.get("/v1/backtests").body["backtests"]
+                    sc.wait_for(lambda: self.saved_ids(db).get(bid) == "done", timeout=30,
+                                what="the backtest saved in the store")
+                    sc.proc.kill()  # no shutdown path: what was saved is all there is
+                    sc.stop()
+
+                    sc.start()
+                    self.assertEqual(sc.get(f"/v1/backtests/{bid}").body, doc)
+                    self.assertEqual(self.all_rows(sc, bid), rows)
+                    ch = sc.get(f"/v1/backtests/{bid}/results?changed=true&eval_key=tools&limit=500").body
+                    self.assertEqual(ch["rows"], [x for x in rows if x["changed"] and x["eval_key"] == "tools"])
+                    self.assertEqual(sc.get("/v1/backtests").body["backtests"], listed)
+                    r = sc.request("DELETE", f"/v1/backtests/{bid}", body={})
+                    self.assertEqual((r.status, r.body["state"]), (200, "done"), r)
+
+                    # one running at a shutdown is saved as cancelled
+                    r = sc.request("POST", "/v1/backtests", body={"definitions": [SLOW]})
+                    self.assertEqual(r.status, 202, r)
+                    slow = r.body["id"]
+                    self.assertEqual(sc.stop(), 0)
+                    self.assertEqual(self.saved_ids(db).get(slow), "cancelled")
+                    sc.start()
+                    got = sc.get(f"/v1/backtests/{slow}").body
+                    self.assertEqual((got["state"], got["summary"]), ("cancelled", None))
+                    self.assertEqual([b["id"] for b in sc.get("/v1/backtests").body["backtests"]][:2],
+                                     [slow, bid])
+                    # and another can start
+                    r = sc.request("POST", "/v1/backtests", body={"definitions": [DEFS[1]], "limit": 1})
+                    self.assertEqual(r.status, 202, r)
+                finally:
+                    sc.stop()
+                    sc.tmp.cleanup()
 
 
 class BacktestApiWithoutArchiveTest(unittest.TestCase):
