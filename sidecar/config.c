@@ -63,6 +63,11 @@ static const cli_opt run_opts[] = {
     {"--archive-max-age-hours", "FAILPROOFAI_SIDECAR_ARCHIVE_MAX_AGE_HOURS", CLI_DOUBLE,
      OFF(archive_max_age_hours), "H", "archived transcripts older than this go (default 168)", 0,
      87600},
+    {"--archive-prune-seconds", "FAILPROOFAI_SIDECAR_ARCHIVE_PRUNE_SECONDS", CLI_DOUBLE,
+     OFF(archive_prune_seconds), "S",
+     "how often archived transcripts past the age bound are evicted, inserts or not"
+     " (default 60)",
+     0.1, 86400},
     {"--backtest-sandboxes", "FAILPROOFAI_SIDECAR_BACKTEST_SANDBOXES", CLI_INT,
      OFF(backtest_sandboxes), "N",
      "sandbox slots a backtest of the admin API may use while no live evaluation waits"
@@ -90,6 +95,7 @@ void config_defaults(run_config *cfg)
     cfg->retention_hours = 168;
     cfg->retention_runs = 200000;
     cfg->archive_max_age_hours = 168;
+    cfg->archive_prune_seconds = 60;
     cfg->backtest_sandboxes = 1;
     /* The token comes only from the environment or a file, never a flag (argv
      * is world-readable in /proc). */

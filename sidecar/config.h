@@ -35,6 +35,7 @@ typedef struct {
     long retention_runs;                 /* --retention-runs */
     long archive_max_mb;                 /* --archive-max-mb (0: no archive) */
     double archive_max_age_hours;        /* --archive-max-age-hours */
+    double archive_prune_seconds;        /* --archive-prune-seconds: the age bound's timer */
     long backtest_sandboxes;             /* --backtest-sandboxes */
 } run_config;
 

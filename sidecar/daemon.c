@@ -17,6 +17,7 @@
 #include "sandbox/jail/sbx.h"
 #include "sidecar/backtest_jobs.h"
 #include "common/periodic.h"
+#include "common/timeutil.h"
 #include "store/archive.h"
 #include "store/store.h"
 
@@ -36,6 +37,18 @@
 /* How often a finished backtest of the admin API is looked for and saved in
  * the store (it is served from memory until then). */
 #define BACKTESTS_SAVE_MS 1000
+
+/* periodic job (ud: the archive, borrowed): the age bound holds while no
+ * transcript arrives (an insert evicts too, but only when one comes). */
+static void prune_archive(void *ud)
+{
+    store_err e = {0};
+    size_t n = 0;
+    if (store_archive_prune(ud, time_now(), &n, &e) != STORE_OK)
+        log_warn("could not evict old archived transcripts", LOG_S("error", e.msg));
+    else if (n > 0)
+        log_debug("old archived transcripts evicted", LOG_I("entries", (long long)n));
+}
 
 /* periodic job (ud: the store, borrowed) */
 static void persist_counters(void *ud)
@@ -377,8 +390,12 @@ int daemon_run(const run_config *cfg)
         backtests = backtest_jobs_new(pool, db, cfg->db_path, (int)cfg->backtest_sandboxes,
                                       cfg->retention_hours);
     {
-        periodic_job jobs[2] = {{"metric counters", COUNTERS_PERSIST_MS, persist_counters, db}};
+        periodic_job jobs[3] = {{"metric counters", COUNTERS_PERSIST_MS, persist_counters, db}};
         size_t njobs = 1;
+        if (archive && cfg->archive_max_age_hours > 0)
+            jobs[njobs++] =
+                (periodic_job){"archive age", (int64_t)(cfg->archive_prune_seconds * 1000),
+                               prune_archive, archive};
         if (backtests)
             jobs[njobs++] = (periodic_job){"finished backtests", BACKTESTS_SAVE_MS,
                                            backtest_jobs_tick, backtests};

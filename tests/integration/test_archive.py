@@ -106,7 +106,7 @@ class ArchiveBase(unittest.TestCase):
                                    "--poll-seconds", "1", "--max-attempts", "1000")
         self.emu.start()
 
-    def start_sidecar(self, archive_mb, prefix=()):
+    def start_sidecar(self, archive_mb, prefix=(), extra=()):
         self.port = free_port()
         env = dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN=TOKEN)
         with open(self.log, "a") as log:
@@ -114,7 +114,7 @@ class ArchiveBase(unittest.TestCase):
                 [*prefix, BIN, "run", "--server", self.emu.base, "--listen",
                  f"127.0.0.1:{self.port}", "--db", self.db, "--worker-id", "archive-w",
                  "--concurrency", "4", "--request-timeout", "5", "--drain-timeout", "20",
-                 "--insecure-open-admin", "--archive-max-mb", str(archive_mb)],
+                 "--insecure-open-admin", "--archive-max-mb", str(archive_mb), *extra],
                 stdout=subprocess.DEVNULL, stderr=log, env=env)
         self.assertTrue(wait_for(lambda: self.status() is not None, 30, 0.1), self.log_tail())
 
@@ -291,6 +291,32 @@ class FullDisk(ArchiveBase):
         with open(self.log) as f:
             logged = sum('"transcript not archived' in line for line in f)
         self.assertEqual(logged, 1)
+        self.stop_sidecar()
+
+
+class AgeBoundOnATimer(ArchiveBase):
+    """The age bound holds while no transcript arrives: once every session is
+    archived and none comes any more, the entries older than
+    --archive-max-age-hours are evicted by the daemon's timer
+    (--archive-prune-seconds), not only by the next insert."""
+
+    def test_old_entries_go_without_an_insert(self):
+        sessions = 5
+        self.start_emu(sessions)
+        # 0.0005 h = 1.8 s; the timer every 0.2 s
+        self.start_sidecar(8, extra=("--archive-max-age-hours", "0.0005",
+                                     "--archive-prune-seconds", "0.2"))
+        self.assertTrue(wait_for(lambda: self.committed() >= sessions * len(WORKER_DEFS)
+                                 and self.status()["archive"]["archived"] == sessions, 60, 0.1),
+                        (self.status(), self.log_tail()))
+        # nothing arrives any more: only the timer can evict the last one
+        a = wait_for(lambda: (lambda a: a if a["entries"] == 0 else None)(self.status()["archive"]),
+                     30, 0.1)
+        self.assertTrue(a, (self.status(), self.log_tail()))
+        self.assertEqual((a["archived"], a["evictions"], a["failures"]), (sessions, sessions, 0))
+        self.assertEqual(self.entries(), [])
+        st, body = self.admin("/metrics")
+        self.assertRegex(body.decode(), rf"(?m)^failproofai_sidecar_archive_evictions_total {sessions}(\.0)?$")
         self.stop_sidecar()
 
 
