@@ -222,7 +222,7 @@ static json_t *run_local(backtest *bt, const json_t *d, const char *url, const b
             json_object_set(o, "results", res.results);
             if (res.summary) json_object_set_new(o, "summary", json_string(res.summary));
         } else {
-            json_object_set_new(o, "status", json_string("failed"));
+            json_object_set_new(o, "status", json_string(evaluation_status_name(EVAL_RUN_FAILED)));
             json_object_set_new(o, "error_type", json_string("invalid_result"));
         }
     } else if (res.status != EVAL_RUN_CANCELLED) {
@@ -267,7 +267,7 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_sessi
         char rbuf[136];
         if (out.status == SBX_CANCELLED) {
             sbx_outcome_free(&out);
-            return outcome_new("cancelled");
+            return outcome_new(evaluation_status_name(EVAL_RUN_CANCELLED));
         }
         const char *reason = evaluation_condition_reason(&out, rbuf, sizeof rbuf);
         if (reason) {
@@ -281,7 +281,8 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_sessi
     const char *url = candidate ? json_string_value(json_object_get(bt->local_urls, key)) : NULL;
     if (url != NULL) return run_local(bt, d, url, in, kind);
     if (json_is_true(json_object_get(d, "__rejected_evaluator"))) {
-        json_t *o = outcome_new("failed"); /* reported once, never run */
+        /* reported once, never run */
+        json_t *o = outcome_new(evaluation_status_name(EVAL_RUN_FAILED));
         json_object_set_new(o, "error_type", json_string("compile_error"));
         return o;
     }
@@ -293,10 +294,10 @@ static json_t *evaluate(backtest *bt, const json_t *d, sbx_image *img, sbx_sessi
     if (end == SBX_END_OK) {
         json_t *res = json_object_get(out.json, "results");
         if (!evaluation_results_valid(res, key, kind)) {
-            o = outcome_new("failed");
+            o = outcome_new(evaluation_status_name(EVAL_RUN_FAILED));
             json_object_set_new(o, "error_type", json_string("invalid_result"));
         } else {
-            o = outcome_new("succeeded");
+            o = outcome_new(evaluation_status_name(EVAL_RUN_SUCCEEDED));
             json_object_set(o, "results", res);
             json_t *sm = json_object_get(out.json, "summary");
             if (json_is_string(sm)) json_object_set(o, "summary", sm);
@@ -327,12 +328,15 @@ static const json_t *find_def(const json_t *defs, const char *key)
 static int is_error(const json_t *o)
 {
     const char *s = jstr(o, "status");
-    return o && s && (!strcmp(s, "failed") || !strcmp(s, "timed_out"));
+    return o && s &&
+           (!strcmp(s, evaluation_status_name(EVAL_RUN_FAILED)) ||
+            !strcmp(s, evaluation_status_name(EVAL_RUN_TIMED_OUT)));
 }
 
 static const json_t *primary_item(const json_t *o, const char *key)
 {
-    if (o == NULL || strcmp(jstr(o, "status"), "succeeded") != 0) return NULL;
+    if (o == NULL || strcmp(jstr(o, "status"), evaluation_status_name(EVAL_RUN_SUCCEEDED)) != 0)
+        return NULL;
     const json_t *res = json_object_get(o, "results");
     for (size_t i = 0; i < json_array_size(res); i++)
         if (!strcmp(jstr(json_array_get(res, i), "result_key") ?: "", key))
@@ -376,9 +380,8 @@ static int same_json(const json_t *a, const json_t *b)
 static json_t *deltas(const json_t *b, const json_t *c)
 {
     json_t *d = json_object();
-    if (b == NULL || strcmp(jstr(b, "status"), "succeeded") ||
-        strcmp(jstr(c, "status"), "succeeded"))
-        return d;
+    const char *ok = evaluation_status_name(EVAL_RUN_SUCCEEDED);
+    if (b == NULL || strcmp(jstr(b, "status"), ok) || strcmp(jstr(c, "status"), ok)) return d;
     const json_t *rb = json_object_get(b, "results"), *rc = json_object_get(c, "results");
     for (size_t i = 0; i < json_array_size(rc); i++) {
         const json_t *ic = json_array_get(rc, i);
@@ -402,7 +405,7 @@ static const char *stored_error_type(const store_archive_baseline_run *r, char *
 {
     static const char raised[] = "evaluation raised ";
     const char *m = r->error_message ? r->error_message : "";
-    if (!strcmp(r->status, "timed_out")) return "timeout";
+    if (!strcmp(r->status, evaluation_status_name(EVAL_RUN_TIMED_OUT))) return "timeout";
     if (!strncmp(m, raised, sizeof raised - 1)) {
         snprintf(buf, cap, "%s", m + sizeof raised - 1);
         return buf;
@@ -430,7 +433,8 @@ static json_t *production_outcomes(backtest *bt, const char *sid)
         else
             json_decref(res);
         char buf[160];
-        if (!strcmp(r[i].status, "failed") || !strcmp(r[i].status, "timed_out"))
+        if (!strcmp(r[i].status, evaluation_status_name(EVAL_RUN_FAILED)) ||
+            !strcmp(r[i].status, evaluation_status_name(EVAL_RUN_TIMED_OUT)))
             json_object_set_new(o, "error_type",
                                 json_string(stored_error_type(&r[i], buf, sizeof buf)));
         if (!strcmp(r[i].status, "skipped"))
