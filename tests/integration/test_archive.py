@@ -274,6 +274,11 @@ class FullDisk(ArchiveBase):
             return self.committed() >= runs
 
         self.assertTrue(wait_for(progress, 180, 0.2), f"{self.emu.state()}\n{self.log_tail()}")
+        # The archive takes transcripts off a queue of its own, behind the
+        # runs: every one is archived or failed once that queue is empty.
+        self.assertTrue(wait_for(lambda: (s := self.status()) and s["archive"]["queued"] == 0
+                                 and s["archive"]["archived"] + s["archive"]["failures"] >= n,
+                                 120, 0.2), f"{self.status()}\n{self.log_tail()}")
         st = self.status()
         print(f"\narchive on a full disk: {st['archive']}")
         self.assertEqual(self.committed(), runs)
