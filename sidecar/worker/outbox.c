@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One pending result. */
+/* One pending result. Its fields are under the outbox's lock, except
+ * while it is in flight: then the attempting thread alone reads and writes
+ * body, len, attempts and last (seq under the lock, as load_body learns it
+ * for others too). */
 typedef struct entry {
     char *run_id, *assignment_id, *submission_id; /* owned */
     char *body;                                   /* owned; NULL while it lives only in the store */
@@ -31,15 +34,15 @@ typedef struct entry {
 } entry;
 
 struct outbox {
-    cloud *cloud;     /* borrowed */
-    struct store *st; /* borrowed; NULL = memory only */
-    outbox_hooks hooks;
-    pthread_mutex_t mu;
+    cloud *cloud;           /* borrowed, immutable */
+    struct store *st;       /* borrowed, immutable; NULL = memory only */
+    outbox_hooks hooks;     /* immutable; called with mu held */
+    pthread_mutex_t mu;     /* guards head, depth, stopping and the entries */
     pthread_cond_t cv;      /* retry thread: entries due, stop */
     pthread_cond_t idle_cv; /* outbox_wait_empty */
-    entry *head;
+    entry *head;            /* newest first */
     long depth;
-    int started, stopping;
+    int started, stopping; /* started: the caller's thread (start, stop) */
     pthread_t th;
 };
 

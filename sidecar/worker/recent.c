@@ -10,7 +10,7 @@
 #define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
 
 struct recent_ring {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards slot and next */
     struct {
         char id[128];
         rcbuf *raw; /* one reference, or NULL */
