@@ -1,4 +1,4 @@
-/* sandbox/jail/jail: runs each evaluation in its own jailed child process.
+/* sandbox/jail/jail: runs each evaluation in a jailed process of its own.
  *
  * Internal contract between the parent side (sbx_*.c), the zygote
  * (jail_zygote.c) and the child (jail_child.c).
@@ -16,7 +16,8 @@
  * fresh exec, at a fraction of the cost (exec + dynamic linking is ~2 ms of
  * CPU on a small VM; a fork of the zygote ~0.5 ms). This is NOT a fork of the
  * multi-threaded daemon: the daemon's memory, threads, sockets and secrets
- * are never in a child. Each child still serves exactly one evaluation.
+ * are never in a child. Each evaluation still runs in a process of its own
+ * (a single-use child, or a holder's grandchild: below).
  * When no zygote is available the parent exec's each child directly:
  *
  *   argv: <exe> SBX_CHILD_ARG [--memory-mb N] [--userns] [--netns]
@@ -32,11 +33,28 @@
  * (jail_zygote_msg), fds 1 and 2 = /dev/null (2 = stderr in sanitizer
  * builds).
  *
- * The child installs every layer (capabilities dropped, rlimits,
- * no_new_privs, seccomp; namespaces come from the zygote, or are entered by
- * an exec'd child itself) BEFORE it reads its request, so a pre-started
- * child is already jailed while it waits. It evaluates exactly one request,
- * writes one outcome (JSON, at most 1 MiB) to fd 1 and exits. */
+ * The child installs its layers (capabilities dropped, rlimits,
+ * no_new_privs, the outer seccomp filter; namespaces come from the zygote,
+ * or are entered by an exec'd child itself) BEFORE it reads its first
+ * request, so a pre-started child is already jailed while it waits. The
+ * first request says what it becomes:
+ *   - a single-use child (sbx_eval, sbx_check): it adds the inner filter and
+ *     the evaluation's own limits (jail_lock_down), evaluates exactly that
+ *     request, writes one outcome (JSON, at most 1 MiB) to fd 1 and exits;
+ *   - a HOLDER (JAIL_REQ_SESSION, a session of sbx.h; jail_holder.c): it
+ *     takes the session's image and then serves each further request on fd 0
+ *     by forking one grandchild, which locks itself down exactly as a
+ *     single-use child does, evaluates, writes its outcome to fd 1 and
+ *     exits; the holder answers each request with one jail_report on fd 0
+ *     once the grandchild has ended. A holder never evaluates anything.
+ *
+ * Two seccomp filters, stacked (the kernel applies both, the stricter
+ * answer wins): the OUTER one (jail_enter) also allows what a holder needs
+ * (forking its grandchild with SIGCHLD only, wait4, reading the image fd,
+ * answering on fd 0, drawing a hash key, installing the inner filter); the
+ * INNER one (jail_lock_down) is the evaluation's allowlist: no process
+ * calls, no file, no socket but reading fd 0 and writing fds 1 and 2.
+ * RLIMIT_NPROC is 0 for every evaluating process (jail_lock_down). */
 #ifndef FPS_JAIL_H
 #define FPS_JAIL_H
 #include <stddef.h>
@@ -71,21 +89,30 @@ typedef struct {
  * built tables exist before any fork). Lives as long as the process
  * (children inherit it). */
 typedef struct {
-    void *filter;   /* owned: struct sock_filter[] */
-    size_t nfilter; /* instructions                */
+    void *filter;   /* owned: struct sock_filter[], the inner (evaluation) filter */
+    size_t nfilter; /* instructions                                            */
+    void *outer;    /* owned: the outer filter (jail_enter), a holder's         */
+    size_t nouter;
 } jail_prepared;
 
 /* Prepares `p` (0, or -1 with errno set). Call before any child layer. */
 int jail_prepare(jail_prepared *p);
-/* Installs the per-child layers (caps, rlimits, no_new_privs, seccomp from
- * `p`); records them in `got`. Returns only on success: on any failure it
- * writes the reason to fd 1 and _exits with JAIL_EXIT_SETUP (fail closed). */
+/* Installs the per-child layers (caps, rlimits, no_new_privs, the outer
+ * seccomp filter from `p`); records them in `got`. Returns only on success:
+ * on any failure it writes the reason to fd 1 and _exits with
+ * JAIL_EXIT_SETUP (fail closed). */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
+/* What an evaluating process adds before it evaluates (a single-use child,
+ * a holder's grandchild): RLIMIT_NPROC 0, RLIMIT_CPU at `cpu_seconds`
+ * (1..60), a fresh string-hash key (lang_hash_seed) and the inner filter.
+ * Returns only on success (else as jail_enter). */
+void jail_lock_down(const jail_prepared *p, uint32_t cpu_seconds);
 /* The built-in session (transcript JSON) and evaluator jail_prepare runs. */
 extern const char jail_warm_transcript[];
 extern const char jail_warm_source[];
-/* Serves the one request on fd 0 and _exits. Never returns. */
-__attribute__((noreturn)) void jail_serve(const jail_opts *o);
+/* Serves the first request on fd 0 (a single evaluation, or a session as its
+ * holder) and _exits. Never returns. */
+__attribute__((noreturn)) void jail_serve(const jail_opts *o, const jail_prepared *p);
 /* The zygote's loop (jail_zygote.c); returns the process's exit status. */
 int jail_zygote_main(const jail_opts *o);
 
@@ -125,10 +152,14 @@ typedef struct {
 #define JAIL_REQ_MAGIC 0x58535046u /* "FPSX" */
 #define JAIL_REQ_IMAGE 1u
 #define JAIL_REQ_CHECK 2u /* lang_check only */
+#define JAIL_REQ_SESSION                                                                           \
+    4u /* become the holder of a session (no source, no key):                                      \
+          the image fd (JAIL_REQ_IMAGE) comes with this one;                                       \
+          the session's requests after it carry none */
 typedef struct {
     uint32_t magic;
     uint32_t kind;        /* lang_kind */
-    uint32_t flags;       /* JAIL_REQ_IMAGE */
+    uint32_t flags;       /* JAIL_REQ_IMAGE | JAIL_REQ_CHECK | JAIL_REQ_SESSION */
     uint32_t key_len;     /* 0 = no eval_key */
     uint32_t cpu_seconds; /* RLIMIT_CPU soft limit for this evaluation */
     uint32_t reserved;
@@ -136,6 +167,60 @@ typedef struct {
     uint64_t image_len;
     uint64_t max_alloc_bytes;
 } jail_request;
+
+/* A holder's answer to each request of its session, on fd 0 once the
+ * grandchild that served it has ended (its outcome, if any, is on fd 1 by
+ * then). */
+#define JAIL_REP_MAGIC 0x52535046u /* "FPSR" */
+typedef struct {
+    uint32_t magic;
+    int32_t pid;          /* the grandchild that evaluated                       */
+    int32_t status;       /* its wait status                                     */
+    uint32_t has_stats;   /* 1: steps and alloc_bytes were reported (lang_stats) */
+    int64_t maxrss_kb;    /* its peak resident set (getrusage's ru_maxrss)       */
+    int64_t cpu_us;       /* its user + system CPU time                          */
+    uint64_t steps;       /* lang_stats                                          */
+    uint64_t alloc_bytes; /* lang_stats                                          */
+} jail_report;
+
+/* Session images from this size on stay in their memfd, mapped by each
+ * evaluating process (whose walk drops the pages behind it,
+ * LANG_IMAGE_MAPPED: a child then holds a few hundred KiB of a 25 MiB
+ * session rather than all of it); a smaller one is copied once into a
+ * holder's anonymous memory, which its grandchildren inherit with its page
+ * tables (jail_holder.c). Dropping costs about 0.3 ms per MiB walked (each
+ * page is mapped and unmapped again), more than a cheap evaluation over a
+ * small session spends, and saves at most the image's size. */
+#define JAIL_DROP_MIN_IMAGE ((uint64_t)16 << 20)
+
+/* ---- between jail_child.c and jail_holder.c ---- */
+
+/* Receives a request header and (optionally) one fd (*img_fd, else -1).
+ * 0, 1 when the parent closed the socket without sending one, -1 malformed. */
+int jail_recv_request(jail_request *req, int *img_fd);
+/* Reads the source and key that follow a header into malloc'd,
+ * NUL-terminated buffers; _exits with JAIL_EXIT_PROTO on failure. */
+void jail_recv_body(const jail_request *req, char **src, char **key);
+/* Full reads/writes (EINTR retried). 0 or -1. */
+int jail_read_all(int fd, void *buf, size_t len);
+int jail_write_all(int fd, const void *buf, size_t len);
+/* Writes "jail: <what>: <strerror>" to fd 1 and _exits JAIL_EXIT_SETUP. */
+__attribute__((noreturn)) void jail_die_setup(const char *what);
+/* Checks a session image the parent sent (simg_validate); on failure writes
+ * the reason to fd 1 and _exits JAIL_EXIT_PROTO. */
+void jail_check_image(const void *img, size_t len);
+/* Evaluates one request in this (locked-down) process: a test mode, a
+ * compile check or lang_eval over `img` (may be NULL) with `lang_flags`
+ * (LANG_IMAGE_MAPPED or 0) and `stats` (may be NULL; lang_limits.stats);
+ * writes the outcome line to fd 1 and _exits 0. */
+__attribute__((noreturn)) void jail_evaluate(const jail_opts *o, const jail_request *req,
+                                             const char *src, const char *key,
+                                             const unsigned char *img, unsigned lang_flags,
+                                             void *stats);
+/* A holder's life (jail_holder.c): takes the session's image from `first`
+ * and `img_fd`, then serves the session's requests until fd 0 closes. */
+__attribute__((noreturn)) void jail_hold(const jail_opts *o, const jail_prepared *p,
+                                         const jail_request *first, int img_fd);
 
 /* Largest source the parent will hand to a child (the language's own limit
  * is 128 KiB; anything past this is rejected by the parent outright). */

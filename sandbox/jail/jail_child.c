@@ -1,11 +1,14 @@
-/* sandbox/jail/jail_child: the child side of one jailed evaluation (see jail.h
- * for the fd/argv contract). jail_prepare compiles the seccomp allowlist once
- * per image (in the zygote, or in an exec'd child); jail_enter installs the
- * per-child layers in order (capability drop, rlimits, no_new_privs,
- * seccomp); jail_serve waits for the single request on fd 0, maps the
- * session image read-only, runs lang_eval and writes the outcome line to
- * fd 1. sbx_child_main dispatches an exec'd image to the child, the probe or
- * the zygote (jail_zygote.c).
+/* sandbox/jail/jail_child: the child side of a jailed evaluation (see jail.h
+ * for the fd/argv contract). jail_prepare compiles the two seccomp
+ * allowlists once per image (in the zygote, or in an exec'd child);
+ * jail_enter installs the per-child layers in order (capability drop,
+ * rlimits, no_new_privs, the outer filter); jail_serve waits for the first
+ * request on fd 0: a session's goes to jail_hold (jail_holder.c), a single
+ * one is served here: the session image mapped read-only, jail_lock_down
+ * (the inner filter, the evaluation's limits and hash key), lang_eval, the
+ * outcome line on fd 1 (jail_evaluate, also a holder's grandchild's).
+ * sbx_child_main dispatches an exec'd image to the child, the probe or the
+ * zygote (jail_zygote.c).
  *
  * The `--test-*` modes exist for the jail's own tests (tests/unit/test_jail*):
  * they are selected only by argv, which only the parent's sbx_config.test_mode
@@ -37,16 +40,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Session images from this size on have their pages dropped behind a walk
- * (LANG_IMAGE_MAPPED, jail_serve): a child then holds a few hundred KiB of
- * a 25 MiB session rather than all of it. Dropping costs about 0.3 ms per
- * MiB walked (each page is mapped and unmapped again), which is more than
- * a cheap evaluation over a small session spends, and saves at most the
- * image's size: a smaller image stays mapped as it is read. */
-#define JAIL_DROP_MIN_IMAGE ((uint64_t)16 << 20)
-
-static int write_all(int fd, const char *buf, size_t len)
+int jail_write_all(int fd, const void *data, size_t len)
 {
+    const char *buf = data;
     while (len > 0) {
         ssize_t n = write(fd, buf, len);
         if (n < 0) {
@@ -59,7 +55,7 @@ static int write_all(int fd, const char *buf, size_t len)
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t len)
+int jail_read_all(int fd, void *buf, size_t len)
 {
     char *p = buf;
     while (len > 0) {
@@ -73,13 +69,16 @@ static int read_all(int fd, void *buf, size_t len)
 }
 
 /* Reports a setup failure to the parent (fd 1, plain text) and exits. */
-static void die_setup(const char *what)
+void jail_die_setup(const char *what)
 {
     char line[256];
     int n = snprintf(line, sizeof line, "jail: %s: %s", what, strerror(errno));
-    if (n > 0) (void)write_all(1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    if (n > 0) (void)jail_write_all(1, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
     _exit(JAIL_EXIT_SETUP);
 }
+#define die_setup jail_die_setup
+#define write_all jail_write_all
+#define read_all jail_read_all
 
 static int set_limit(int res, rlim_t soft, rlim_t hard)
 {
@@ -130,11 +129,12 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 }
 #endif
 
-/* The allowlist, compiled by libseccomp into a BPF program (p->filter) that
- * each child loads with one seccomp(2) call. Everything else kills the
- * process (traps in sanitizer builds, which then exit with
- * JAIL_EXIT_SIGSYS). */
-static int compile_seccomp(jail_prepared *p)
+/* The allowlist, compiled by libseccomp into a BPF program that a child
+ * loads with one prctl call: the inner filter (`outer` 0, *prog = p->filter)
+ * or the outer one (`outer` 1: the inner allowlist plus a holder's calls,
+ * see jail.h). Everything else kills the process (traps in sanitizer
+ * builds, which then exit with JAIL_EXIT_SIGSYS). */
+static int compile_filter(int outer, void **prog, size_t *nprog)
 {
 #ifdef FPS_SANITIZE
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
@@ -190,6 +190,24 @@ static int compile_seccomp(jail_prepared *p)
     ALLOW1(prlimit64, SCMP_A2(SCMP_CMP_EQ, 0));
     ALLOW(getrlimit);
 #endif
+    if (outer) {
+        /* A holder: its end reports on fd 0, the image copied from its memfd,
+         * one grandchild at a time (fork's flags only: no thread, no shared
+         * memory or namespace tricks), waited for; and what a grandchild
+         * does before its inner filter is in place (jail_lock_down; the
+         * parent-death signal). */
+        ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 0));
+        ALLOW(pread64);
+        ALLOW1(clone, SCMP_A0(SCMP_CMP_EQ, SIGCHLD));
+        ALLOW(wait4);
+        ALLOW(getppid);
+        ALLOW(getpid);
+        ALLOW(getrandom);
+        ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));
+        ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
+        rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
+                               SCMP_A1(SCMP_CMP_EQ, RLIMIT_NPROC));
+    }
 #undef ALLOW
 #undef ALLOW1
     /* Export the program through a memfd and keep it in memory. */
@@ -200,22 +218,22 @@ static int compile_seccomp(jail_prepared *p)
     if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 || size > (1 << 20) ||
         lseek(fd, 0, SEEK_SET) != 0)
         goto fail;
-    p->filter = malloc((size_t)size);
-    if (p->filter == NULL || read_all(fd, p->filter, (size_t)size) != 0) goto fail;
-    p->nfilter = (size_t)size / sizeof(struct sock_filter);
+    *prog = malloc((size_t)size);
+    if (*prog == NULL || read_all(fd, *prog, (size_t)size) != 0) goto fail;
+    *nprog = (size_t)size / sizeof(struct sock_filter);
     close(fd);
     seccomp_release(ctx);
     return 0;
 fail:
-    free(p->filter);
-    p->filter = NULL;
+    free(*prog);
+    *prog = NULL;
     if (fd >= 0) close(fd);
     seccomp_release(ctx);
     if (errno == 0) errno = EINVAL;
     return -1;
 }
 
-static int load_seccomp(const jail_prepared *p)
+static int load_seccomp(const void *filter, size_t nfilter)
 {
 #ifdef FPS_SANITIZE
     struct sigaction sa;
@@ -224,8 +242,8 @@ static int load_seccomp(const jail_prepared *p)
     sa.sa_flags = SA_SIGINFO;
     if (sigaction(SIGSYS, &sa, NULL) != 0) return -1;
 #endif
-    struct sock_fprog prog = {(unsigned short)p->nfilter, (struct sock_filter *)p->filter};
-    if (p->filter == NULL || p->nfilter == 0 || p->nfilter > 0xffff) {
+    struct sock_fprog prog = {(unsigned short)nfilter, (struct sock_filter *)filter};
+    if (filter == NULL || nfilter == 0 || nfilter > 0xffff) {
         errno = EINVAL;
         return -1;
     }
@@ -299,7 +317,8 @@ int jail_prepare(jail_prepared *p)
      * trimmed as usual, so a big buffer freed before the peak is not part
      * of it (the values themselves live in the collector's mappings). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    return compile_seccomp(p);
+    if (compile_filter(0, &p->filter, &p->nfilter) != 0) return -1;
+    return compile_filter(1, &p->outer, &p->nouter);
 }
 
 /* A child populates nothing up front: it faults in the pages an evaluation
@@ -328,22 +347,30 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
     if (set_limit(RLIMIT_FSIZE, 0, 0) != 0) die_setup("RLIMIT_FSIZE");
     /* fds 0..2 plus the one image memfd received over the socket. */
     if (set_limit(RLIMIT_NOFILE, 4, 4) != 0) die_setup("RLIMIT_NOFILE");
-    if (set_limit(RLIMIT_NPROC, 0, 0) != 0) die_setup("RLIMIT_NPROC");
+    /* RLIMIT_NPROC: a holder forks; every evaluating process sets it to 0
+     * (jail_lock_down). */
     if (set_limit(RLIMIT_CORE, 0, 0) != 0) die_setup("RLIMIT_CORE");
     got->rlimits = 1;
 
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1)
         die_setup("PR_SET_NO_NEW_PRIVS");
     got->nnp = 1;
-    /* Each child its own string-hash key (getrandom: before the filter). */
-    (void)lang_hash_seed();
-    if (load_seccomp(p) != 0) die_setup("seccomp");
+    if (load_seccomp(p->outer, p->nouter) != 0) die_setup("seccomp");
     got->seccomp = 1;
 }
 
-/* Receives the request header and (optionally) the image fd. Returns 0, or
- * 1 when the parent closed the socket without sending one (shutdown). */
-static int recv_request(jail_request *req, int *img_fd)
+void jail_lock_down(const jail_prepared *p, uint32_t cpu_seconds)
+{
+    if (set_limit(RLIMIT_NPROC, 0, 0) != 0) die_setup("RLIMIT_NPROC");
+    rlim_t cpu = cpu_seconds >= 1 && cpu_seconds <= 60 ? cpu_seconds : 60;
+    if (set_limit(RLIMIT_CPU, cpu, cpu + 1) != 0) die_setup("RLIMIT_CPU");
+    /* Each evaluation its own string-hash key (getrandom: before the inner
+     * filter, which does not allow it). */
+    (void)lang_hash_seed();
+    if (load_seccomp(p->filter, p->nfilter) != 0) die_setup("seccomp");
+}
+
+int jail_recv_request(jail_request *req, int *img_fd)
 {
     int nfds;
     *img_fd = -1;
@@ -357,6 +384,28 @@ static int recv_request(jail_request *req, int *img_fd)
         return -1;
     if ((req->flags & JAIL_REQ_IMAGE) && (*img_fd < 0 || req->image_len == 0)) return -1;
     return 0;
+}
+
+void jail_recv_body(const jail_request *req, char **src, char **key)
+{
+    *src = malloc(req->source_len + 1);
+    *key = malloc(req->key_len + 1);
+    if (*src == NULL || *key == NULL) _exit(JAIL_EXIT_PROTO);
+    if (read_all(0, *src, req->source_len) != 0 || read_all(0, *key, req->key_len) != 0)
+        _exit(JAIL_EXIT_PROTO);
+    (*src)[req->source_len] = '\0';
+    (*key)[req->key_len] = '\0';
+}
+
+void jail_check_image(const void *img, size_t len)
+{
+    fps_err err;
+    if (simg_validate(img, len, &err) != 0) {
+        char line[256];
+        int n = snprintf(line, sizeof line, "jail: invalid session image: %s", err.msg);
+        if (n > 0) (void)write_all(1, line, strlen(line));
+        _exit(JAIL_EXIT_PROTO);
+    }
 }
 
 /* Writes the outcome line in one write (the parent may act on its newline
@@ -551,26 +600,20 @@ int sbx_child_main(int argc, char **argv)
         if (n > 0) write_outcome(line);
         _exit(0);
     }
-    jail_serve(&o);
+    jail_serve(&o, &prep);
 }
 
-void jail_serve(const jail_opts *o)
+void jail_serve(const jail_opts *o, const jail_prepared *p)
 {
     jail_request req;
     int img_fd;
-    int rc = recv_request(&req, &img_fd);
+    int rc = jail_recv_request(&req, &img_fd);
     if (rc == 1) _exit(0); /* pool shut down before we were needed */
     if (rc != 0) _exit(JAIL_EXIT_PROTO);
-    rlim_t cpu = req.cpu_seconds >= 1 && req.cpu_seconds <= 60 ? req.cpu_seconds : 60;
-    if (set_limit(RLIMIT_CPU, cpu, cpu + 1) != 0) die_setup("RLIMIT_CPU");
+    if (req.flags & JAIL_REQ_SESSION) jail_hold(o, p, &req, img_fd);
 
-    char *src = malloc(req.source_len + 1), *key = malloc(req.key_len + 1);
-    if (src == NULL || key == NULL) _exit(JAIL_EXIT_PROTO);
-    if (read_all(0, src, req.source_len) != 0 || read_all(0, key, req.key_len) != 0)
-        _exit(JAIL_EXIT_PROTO);
-    src[req.source_len] = '\0';
-    key[req.key_len] = '\0';
-
+    char *src, *key;
+    jail_recv_body(&req, &src, &key);
     const unsigned char *img = NULL;
     if (req.flags & JAIL_REQ_IMAGE) {
         /* Mapped lazily: a read fault maps the pages around it too (the
@@ -580,33 +623,32 @@ void jail_serve(const jail_opts *o)
         void *m = mmap(NULL, req.image_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
         if (m == MAP_FAILED) die_setup("mapping the session image");
         img = m;
-        fps_err err;
-        if (simg_validate(img, req.image_len, &err) != 0) {
-            char line[256];
-            int n = snprintf(line, sizeof line, "jail: invalid session image: %s", err.msg);
-            if (n > 0) (void)write_all(1, line, strlen(line));
-            _exit(JAIL_EXIT_PROTO);
-        }
+        jail_check_image(img, req.image_len);
         /* The validation read every event record: a walk faults them in
          * again as it reaches them and drops them behind it. */
         if (req.image_len >= JAIL_DROP_MIN_IMAGE) (void)madvise(m, req.image_len, MADV_DONTNEED);
     }
     if (img_fd >= 0) close(img_fd);
+    jail_lock_down(p, req.cpu_seconds);
+    /* The image is a private read-only mapping: a walk over it may drop the
+     * pages behind it (see JAIL_DROP_MIN_IMAGE). */
+    unsigned flags = img && req.image_len >= JAIL_DROP_MIN_IMAGE ? LANG_IMAGE_MAPPED : 0;
+    jail_evaluate(o, &req, src, key, img, flags, NULL);
+}
 
-    if (o->test != NULL) run_test_mode(o->test, &req, src, key, img);
-
-    if (req.flags & JAIL_REQ_CHECK) {
-        char *line = lang_check_line((lang_kind)req.kind, src, req.source_len);
+void jail_evaluate(const jail_opts *o, const jail_request *req, const char *src, const char *key,
+                   const unsigned char *img, unsigned lang_flags, void *stats)
+{
+    if (o->test != NULL) run_test_mode(o->test, req, src, key, img);
+    if (req->flags & JAIL_REQ_CHECK) {
+        char *line = lang_check_line((lang_kind)req->kind, src, req->source_len);
         if (line == NULL) _exit(JAIL_EXIT_PROTO);
         write_outcome(line);
         _exit(0);
     }
-    /* The image is a private read-only mapping: a walk over it may drop the
-     * pages behind it (see JAIL_DROP_MIN_IMAGE). */
-    unsigned flags = img && req.image_len >= JAIL_DROP_MIN_IMAGE ? LANG_IMAGE_MAPPED : 0;
-    lang_limits limits = {0, (size_t)req.max_alloc_bytes, flags};
-    char *out = lang_eval((lang_kind)req.kind, src, req.source_len, req.key_len ? key : NULL, img,
-                          img ? (size_t)req.image_len : 0, &limits);
+    lang_limits limits = {0, (size_t)req->max_alloc_bytes, lang_flags, stats};
+    char *out = lang_eval((lang_kind)req->kind, src, req->source_len, req->key_len ? key : NULL,
+                          img, img ? (size_t)req->image_len : 0, &limits);
     write_outcome(out ? out : "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
     /* _exit: no atexit handlers (nothing to flush; keeps LeakSanitizer's
      * exit-time scan, which needs ptrace, out of the jail). */

@@ -120,6 +120,14 @@ typedef struct {
     char *line; /* owned: SBX_OK only, the child's outcome text
                    exactly as the interpreter wrote it (no
                    newline); json is its parse               */
+    /* What the evaluating process used, when known (a session's
+     * evaluations, from its holder's report; else 0): */
+    int pid;                               /* the process that evaluated                  */
+    int has_stats;                         /* steps and alloc_bytes are set (lang_stats)  */
+    unsigned long long steps, alloc_bytes; /* interpreter steps; bytes
+                                              allocated from its heap        */
+    long peak_rss_kb;                      /* its peak resident set                       */
+    long cpu_us;                           /* its CPU time, user + system                 */
 } sbx_outcome;
 
 /* Runs one evaluation in a fresh jailed child. Always fills `out` (the
@@ -170,7 +178,11 @@ char *sbx_outcome_line(const sbx_outcome *out);
 
 /* A session serves the evaluations of one transcript (one assignment, one
  * backtested session, the lines of `eval --batch` on one transcript) one
- * after another. Each evaluation gets exactly the outcome, budgets (steps,
+ * after another, through one jailed child of its own, its holder (jail.h),
+ * which takes the session's image once (a small one copied into its own
+ * memory, so that nothing is faulted in per evaluation) and forks each
+ * evaluation a fresh grandchild that evaluates and exits; the holder
+ * itself never evaluates. Each evaluation gets exactly the outcome, budgets (steps,
  * memory, its own wall clock, enforced by the parent) and fresh state it
  * would get from sbx_eval alone: no value, interned string, cache or
  * string-hash key of one is visible to the next. A limit or a crash in one
@@ -178,22 +190,25 @@ char *sbx_outcome_line(const sbx_outcome *out);
  * by a fresh child. Two sessions never share a child, and a child never
  * holds the image of another session.
  *
+ * Each evaluation waits for a slot (max_sandboxes) as sbx_eval does; a
+ * holder between evaluations holds no slot. A deadline, cancellation,
+ * output overflow or anything the holder did not report cleanly kills the
+ * holder with its grandchild; the next evaluation gets a fresh holder.
+ *
  * `image` is borrowed (may be NULL: no session data) and must outlive the
  * session; a request's own `image` field is ignored (the session's is
  * used). Not thread-safe: one thread drives a session. sbx_session_open
- * returns NULL only when out of memory; a child is taken at the first
- * evaluation, and a failure to get one is that evaluation's
- * SBX_JAIL_FAILURE outcome.
- *
- * So far (sbx_session.c) each evaluation of a session is still served by a
- * fresh child of its own, as sbx_eval does: the guarantees above hold, and
- * callers can move to this interface before its children are shared. */
+ * returns NULL only when out of memory; it hands the image to a pre-started
+ * child when one is idle, else a child is taken at the first evaluation; a
+ * failure to get one is that evaluation's SBX_JAIL_FAILURE outcome. */
 typedef struct sbx_session sbx_session;
 sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image);
 /* One evaluation of the session (sbx_eval's contract: always fills `out`). */
 void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out);
 /* Ends the session (its child, if any, is killed and reaped). NULL: no-op. */
 void sbx_session_close(sbx_session *s);
+/* The session's holder's pid right now, or -1 when it has none (tests). */
+int sbx_session_pid(const sbx_session *s);
 /* The n requests on one image, in order, as one session: outs[i] is what
  * sbx_eval(reqs[i]) gives alone. The caller frees each outs[i]. */
 void sbx_eval_batch(sbx_pool *pool, sbx_image *image, const sbx_request *reqs, size_t n,
@@ -207,6 +222,7 @@ typedef struct {
     unsigned long started; /* evaluations handed to a child                */
     unsigned long reaped;  /* children waited for                          */
     unsigned long idle;    /* pre-started children waiting right now       */
+    unsigned long holders; /* of the children, those that held a session   */
 } sbx_stats;
 sbx_stats sbx_pool_stats(sbx_pool *pool);
 

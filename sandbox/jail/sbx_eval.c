@@ -8,6 +8,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <sys/wait.h>
 
 double sbx_clamp_timeout(double t)
 {
@@ -17,9 +18,7 @@ double sbx_clamp_timeout(double t)
 
 /* ---- one evaluation ---- */
 
-static void set_status(sbx_outcome *out, sbx_status st, const char *limit, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void set_status(sbx_outcome *out, sbx_status st, const char *limit, const char *fmt, ...)
+void sbx_set_status(sbx_outcome *out, sbx_status st, const char *limit, const char *fmt, ...)
 {
     out->status = st;
     snprintf(out->limit, sizeof out->limit, "%s", limit ? limit : "");
@@ -28,6 +27,7 @@ static void set_status(sbx_outcome *out, sbx_status st, const char *limit, const
     vsnprintf(out->detail, sizeof out->detail, fmt, ap);
     va_end(ap);
 }
+#define set_status sbx_set_status
 
 /* Waits for a slot until the deadline. 0 = got one, -2 deadline, -3 cancel.
  * A playground request also needs its own budget (playground_max) and no
@@ -75,23 +75,28 @@ static void release_slot(sbx_pool *pool, int playground)
     pthread_mutex_unlock(&pool->mu);
 }
 
-/* Takes a pre-started child, or spawns one now. */
-static int take_child(sbx_pool *pool, child_t *c, fps_err *err)
+int sbx_take_idle(sbx_pool *pool, child_t *c)
 {
+    int rc = -1;
     pthread_mutex_lock(&pool->mu);
     if (pool->nidle > 0) {
         *c = pool->idle[0];
         memmove(pool->idle, pool->idle + 1, (size_t)(pool->nidle - 1) * sizeof *pool->idle);
         pool->nidle--;
         pthread_cond_signal(&pool->refill_cv);
-        pthread_mutex_unlock(&pool->mu);
-        return 0;
+        rc = 0;
     }
     pthread_mutex_unlock(&pool->mu);
+    return rc;
+}
+
+int sbx_take_child(sbx_pool *pool, child_t *c, fps_err *err)
+{
+    if (sbx_take_idle(pool, c) == 0) return 0;
     return sbx_new_child(pool, c, err);
 }
 
-static void track_running(sbx_pool *pool, pid_t pid, int on)
+void sbx_track_running(sbx_pool *pool, pid_t pid, int on)
 {
     pthread_mutex_lock(&pool->mu);
     for (int i = 0; i < pool->cfg.max_sandboxes; i++) {
@@ -112,21 +117,22 @@ static const char *lang_field(lang_kind k)
     return k == LANG_CONDITION ? "condition_source" : "evaluator_source";
 }
 
-static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out)
+int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_run *r,
+                  sbx_outcome *out)
 {
     memset(out, 0, sizeof *out);
-    double t0 = now_ms();
-    double budget_ms = sbx_clamp_timeout(req->timeout_s) * 1e3;
-    double deadline = t0 + budget_ms;
+    memset(r, 0, sizeof *r);
+    r->t0 = now_ms();
+    r->budget_ms = sbx_clamp_timeout(req->timeout_s) * 1e3;
+    r->deadline = r->t0 + r->budget_ms;
     /* with a lease budget, the wait is bounded by the lease, not the timeout */
-    double wait_deadline = req->budget_s > 0 ? t0 + req->budget_s * 1e3 : deadline;
-    const char *cut = "timeout"; /* which bound a deadline kill means */
-    int playground = req->playground != 0;
-    char *buf = NULL;
-    const char *src = req->source ? req->source : "";
+    r->wait_deadline = req->budget_s > 0 ? r->t0 + req->budget_s * 1e3 : r->deadline;
+    r->cut = "timeout"; /* which bound a deadline kill means */
+    r->playground = req->playground != 0;
+    r->src = req->source ? req->source : "";
     size_t src_len = req->source ? req->source_len : 0;
-    const char *key = req->eval_key ? req->eval_key : "";
-    size_t key_len = strlen(key);
+    r->key = req->eval_key ? req->eval_key : "";
+    size_t key_len = strlen(r->key);
 
     if (src_len > JAIL_MAX_SOURCE) {
         /* Far past the language's own limits: no need for a child. */
@@ -140,79 +146,172 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
             set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
         else
             out->status = SBX_OK;
-        return;
+        return 1;
     }
     if (key_len > JAIL_MAX_KEY) {
         set_status(out, SBX_JAIL_FAILURE, NULL, "eval_key longer than %u bytes", JAIL_MAX_KEY);
-        return;
+        return 1;
     }
 
-    int r = acquire_slot(pool, wait_deadline, req->cancel, playground);
-    out->wait_ms = now_ms() - t0;
-    if (r == -3) {
+    int rc = acquire_slot(pool, r->wait_deadline, req->cancel, r->playground);
+    out->wait_ms = now_ms() - r->t0;
+    if (rc == -3) {
         set_status(out, SBX_CANCELLED, NULL, "cancelled while waiting for a sandbox slot");
-        return;
+        return 1;
     }
-    if (r == -2) {
+    if (rc == -2) {
         set_status(out, SBX_TIMEOUT, req->budget_s > 0 ? "slot" : "timeout",
                    "deadline passed while waiting for a sandbox slot");
-        return;
+        return 1;
     }
     atomic_fetch_add(&pool->active, 1);
-    child_t c = {-1, -1, -1};
-    int have_child = 0, handed = 0;
-    fps_err err;
-    double t_run = now_ms();
+    r->t_run = now_ms();
     if (req->budget_s > 0) { /* the run gets its own timeout, within the budget */
-        deadline = t_run + budget_ms;
-        if (wait_deadline < deadline) {
-            deadline = wait_deadline;
-            cut = "budget";
+        r->deadline = r->t_run + r->budget_ms;
+        if (r->wait_deadline < r->deadline) {
+            r->deadline = r->wait_deadline;
+            r->cut = "budget";
         }
     }
-    if (t_run >= deadline) {
+    if (r->t_run >= r->deadline) {
         /* Never start a child after its deadline. */
         set_status(out, SBX_TIMEOUT, req->budget_s > 0 ? "slot" : "timeout",
                    "deadline passed while waiting for a sandbox slot");
-        goto done;
+        sbx_run_end(pool, r, out);
+        return 1;
     }
 
-    jail_request hdr;
-    memset(&hdr, 0, sizeof hdr);
-    hdr.magic = JAIL_REQ_MAGIC;
-    hdr.kind = (uint32_t)req->kind;
-    hdr.flags = check_only ? JAIL_REQ_CHECK : req->image ? JAIL_REQ_IMAGE : 0;
-    hdr.key_len = (uint32_t)key_len;
-    double left_s = (deadline - t_run) / 1e3;
-    hdr.cpu_seconds = (uint32_t)ceil(left_s);
-    if (hdr.cpu_seconds < 1) hdr.cpu_seconds = 1;
-    if (hdr.cpu_seconds > 60) hdr.cpu_seconds = 60;
-    hdr.source_len = src_len;
-    hdr.image_len = (hdr.flags & JAIL_REQ_IMAGE) ? req->image->len : 0;
+    jail_request *hdr = &r->hdr;
+    hdr->magic = JAIL_REQ_MAGIC;
+    hdr->kind = (uint32_t)req->kind;
+    hdr->flags = check_only ? JAIL_REQ_CHECK : req->image ? JAIL_REQ_IMAGE : 0;
+    hdr->key_len = (uint32_t)key_len;
+    double left_s = (r->deadline - r->t_run) / 1e3;
+    hdr->cpu_seconds = (uint32_t)ceil(left_s);
+    if (hdr->cpu_seconds < 1) hdr->cpu_seconds = 1;
+    if (hdr->cpu_seconds > 60) hdr->cpu_seconds = 60;
+    hdr->source_len = src_len;
+    hdr->image_len = (hdr->flags & JAIL_REQ_IMAGE) ? req->image->len : 0;
     /* The interpreter's live-heap budget: the address-space limit less the
      * mapped session image and a reserve for the child's code, stacks and
      * scratch buffers (the kernel's RLIMIT_AS stays the backstop). */
     size_t as_bytes = (size_t)pool->cfg.memory_mb << 20, reserve = as_bytes / 16;
     if (reserve < ((size_t)24 << 20)) reserve = (size_t)24 << 20;
-    hdr.max_alloc_bytes = as_bytes > hdr.image_len + 2 * reserve
-                              ? as_bytes - (size_t)hdr.image_len - reserve
-                              : as_bytes / 4;
+    hdr->max_alloc_bytes = as_bytes > hdr->image_len + 2 * reserve
+                               ? as_bytes - (size_t)hdr->image_len - reserve
+                               : as_bytes / 4;
+    r->running = 1;
+    return 0;
+}
+
+void sbx_run_end(sbx_pool *pool, sbx_run *r, sbx_outcome *out)
+{
+    if (r->handed && out->run_ms == 0) out->run_ms = now_ms() - r->t_run;
+    atomic_fetch_sub(&pool->active, 1);
+    release_slot(pool, r->playground);
+}
+
+int sbx_outcome_parse(sbx_outcome *out, const char *buf, size_t len)
+{
+    json_error_t jerr;
+    if (out->json == NULL && len > 0) out->json = json_loadb(buf, len, 0, &jerr);
+    if (out->json != NULL && json_is_object(out->json) &&
+        json_is_boolean(json_object_get(out->json, "ok"))) {
+        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+            len--;
+        out->line = strndup(buf, len);
+        if (out->line == NULL) {
+            json_decref(out->json);
+            out->json = NULL;
+            set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
+            return 1;
+        }
+        out->status = SBX_OK;
+        return 1;
+    }
+    json_decref(out->json);
+    out->json = NULL;
+    return 0;
+}
+
+void sbx_outcome_from_read(sbx_outcome *out, read_end end, const sbx_run *r)
+{
+    switch (end) {
+    case RD_DEADLINE:
+        set_status(out, SBX_TIMEOUT, r->cut, "killed at the deadline (%.0f ms budget)",
+                   r->deadline - r->t_run);
+        break;
+    case RD_CANCEL:
+        set_status(out, SBX_CANCELLED, NULL, "cancelled while running");
+        break;
+    case RD_OVERFLOW:
+        set_status(out, SBX_OUTPUT, "output", "the outcome exceeded %u bytes", JAIL_MAX_OUTCOME);
+        break;
+    default:
+        set_status(out, SBX_JAIL_FAILURE, NULL, "reading the outcome failed");
+        break;
+    }
+}
+
+void sbx_outcome_from_exit(sbx_outcome *out, int st, char *buf, size_t len)
+{
+    if (st == -1) {
+        set_status(out, SBX_JAIL_FAILURE, NULL,
+                   "the sandbox child wrote no usable outcome and did not exit");
+        return;
+    }
+    if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        if (sig == SIGXCPU || sig == SIGKILL)
+            set_status(out, SBX_TIMEOUT, "timeout", "killed by the CPU limit (signal %d)", sig);
+        else if (sig == SIGSYS)
+            set_status(out, SBX_JAIL_FAILURE, NULL, "killed by seccomp: blocked system call");
+        else
+            set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child died (signal %d)", sig);
+        return;
+    }
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (code == JAIL_EXIT_SIGSYS) {
+        set_status(out, SBX_JAIL_FAILURE, NULL, "killed by seccomp: blocked system call");
+    } else if (code != 0) {
+        buf[len < 160 ? len : 160] = '\0';
+        for (char *p = buf; *p; p++)
+            if ((unsigned char)*p < 0x20) *p = ' ';
+        set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child failed (exit %d)%s%s", code,
+                   len ? ": " : "", len ? buf : "");
+    } else {
+        set_status(out, SBX_JAIL_FAILURE, NULL,
+                   len ? "the sandbox child wrote a malformed outcome"
+                       : "the sandbox child ended without an outcome");
+    }
+}
+
+static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out)
+{
+    sbx_run run;
+    if (sbx_run_begin(pool, req, check_only, &run, out) != 0) return;
+    char *buf = NULL;
+    child_t c = {-1, -1, -1};
+    int have_child = 0;
+    fps_err err;
+    const jail_request *hdr = &run.hdr;
+    double deadline = run.deadline;
 
     /* A pre-started child may have died while idle (killed from outside):
      * then try once more with a fresh one. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (take_child(pool, &c, &err) != 0) {
+        if (sbx_take_child(pool, &c, &err) != 0) {
             set_status(out, SBX_JAIL_FAILURE, NULL, "%s", err.msg);
             goto done;
         }
         have_child = 1;
-        handed = 1;
-        track_running(pool, c.pid, 1);
+        run.handed = 1;
+        sbx_track_running(pool, c.pid, 1);
         atomic_fetch_add(&pool->started, 1);
-        int img_fd = (hdr.flags & JAIL_REQ_IMAGE) && req->image != NULL ? req->image->fd : -1;
-        int s = sbx_send_request(&c, &hdr, img_fd, src, key, deadline, req->cancel);
+        int img_fd = (hdr->flags & JAIL_REQ_IMAGE) && req->image != NULL ? req->image->fd : -1;
+        int s = sbx_send_request(&c, hdr, img_fd, run.src, run.key, deadline, req->cancel);
         if (s == 0) break;
-        track_running(pool, c.pid, 0);
+        sbx_track_running(pool, c.pid, 0);
         sbx_reap_later(pool, &c, 1);
         have_child = 0;
         if (s == -2) {
@@ -251,93 +350,33 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
             end = sbx_read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 0);
         }
     }
-    track_running(pool, c.pid, 0);
-    out->run_ms = now_ms() - t_run;
+    sbx_track_running(pool, c.pid, 0);
+    out->run_ms = now_ms() - run.t_run;
     if (end != RD_EOF) {
         /* Killed: its exit status adds nothing; reap in the background. */
         sbx_reap_later(pool, &c, 1);
         have_child = 0;
-        switch (end) {
-        case RD_DEADLINE:
-            set_status(out, SBX_TIMEOUT, cut, "killed at the deadline (%.0f ms budget)",
-                       deadline - t_run);
-            break;
-        case RD_CANCEL:
-            set_status(out, SBX_CANCELLED, NULL, "cancelled while running");
-            break;
-        case RD_OVERFLOW:
-            set_status(out, SBX_OUTPUT, "output", "the outcome exceeded %u bytes",
-                       JAIL_MAX_OUTCOME);
-            break;
-        default:
-            set_status(out, SBX_JAIL_FAILURE, NULL, "reading the outcome failed");
-            break;
-        }
+        sbx_outcome_from_read(out, end, &run);
         goto done;
     }
     /* EOF with a well-formed outcome: the evaluation is complete (the child
      * closes its end before exiting), so it is reaped in the background. */
-    json_error_t jerr;
-    if (out->json == NULL && len > 0) out->json = json_loadb(buf, len, 0, &jerr);
-    if (out->json != NULL && json_is_object(out->json) &&
-        json_is_boolean(json_object_get(out->json, "ok"))) {
+    if (sbx_outcome_parse(out, buf, len)) {
         sbx_reap_later(pool, &c, 1);
         have_child = 0;
-        while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-            len--;
-        out->line = strndup(buf, len);
-        if (out->line == NULL) {
-            json_decref(out->json);
-            out->json = NULL;
-            set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
-            goto done;
-        }
-        out->status = SBX_OK;
         goto done;
     }
-    json_decref(out->json);
-    out->json = NULL;
     /* No usable outcome: the exit status says why. */
     int st = sbx_reap_child(pool, &c, 0, 2000);
     have_child = 0;
-    if (st == -1) {
-        set_status(out, SBX_JAIL_FAILURE, NULL,
-                   "the sandbox child wrote no usable outcome and did not exit");
-        goto done;
-    }
-    if (WIFSIGNALED(st)) {
-        int sig = WTERMSIG(st);
-        if (sig == SIGXCPU || sig == SIGKILL)
-            set_status(out, SBX_TIMEOUT, "timeout", "killed by the CPU limit (signal %d)", sig);
-        else if (sig == SIGSYS)
-            set_status(out, SBX_JAIL_FAILURE, NULL, "killed by seccomp: blocked system call");
-        else
-            set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child died (signal %d)", sig);
-        goto done;
-    }
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    if (code == JAIL_EXIT_SIGSYS) {
-        set_status(out, SBX_JAIL_FAILURE, NULL, "killed by seccomp: blocked system call");
-    } else if (code != 0) {
-        buf[len < 160 ? len : 160] = '\0';
-        for (char *p = buf; *p; p++)
-            if ((unsigned char)*p < 0x20) *p = ' ';
-        set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox child failed (exit %d)%s%s", code,
-                   len ? ": " : "", len ? buf : "");
-    } else {
-        set_status(out, SBX_JAIL_FAILURE, NULL,
-                   len ? "the sandbox child wrote a malformed outcome"
-                       : "the sandbox child ended without an outcome");
-    }
+    sbx_outcome_from_exit(out, st, buf, len);
 done:
     if (have_child) {
-        track_running(pool, c.pid, 0);
+        sbx_track_running(pool, c.pid, 0);
         sbx_reap_later(pool, &c, 1);
     }
-    if (handed && out->run_ms == 0) out->run_ms = now_ms() - t_run;
     free(buf);
-    atomic_fetch_sub(&pool->active, 1);
-    release_slot(pool, playground);
+    sbx_run_end(pool, &run, out);
 }
 
 void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)

@@ -8,14 +8,19 @@
  *   sbx_pool.c     the pool: probe, create, free, stats
  *   sbx_eval.c     one evaluation: slot, child, deadline, outcome
  *   sbx_outcome.c  how an outcome ended (sbx_end) and its one-line form
- *   sbx_session.c  sessions and batches: the evaluations of one transcript
+ *   sbx_session.c  sessions and batches: a holder per session (jail.h), its
+ *                  evaluations one after another, each in a grandchild
  *
  * Threading: any number of threads call sbx_eval; pool state is guarded by
  * pool->mu, the zygote's control socket by pool->zyg_mu. A refill thread
  * keeps `prestart` children forked, jailed and blocked on their request
  * socket, so an evaluation usually skips even the fork and the jail set-up.
- * A child is used for exactly one evaluation and is always reaped by the
- * thread that used it, the reaper thread, or sbx_pool_free for idle ones.
+ * A child serves one evaluation (sbx_eval) or one session (its holder,
+ * sbx_session.c) and is always reaped by the thread that used it, the
+ * reaper thread, or sbx_pool_free for idle ones. Every child leads its own
+ * process group (a holder's grandchildren are in it): a kill goes to the
+ * group and the pid, and reaping a child also reaps any of its group that
+ * were orphaned to this process (as pid 1 of a container, or a subreaper).
  * If the zygote is unavailable (disabled, or it died and cannot be
  * restarted) children are exec'd one by one, which is slower but the same
  * jail. */
@@ -88,7 +93,7 @@ struct sbx_pool {
     int reaper_started;
 
     atomic_int active;
-    atomic_ulong spawned, forked, started, reaped, zygotes;
+    atomic_ulong spawned, forked, started, reaped, zygotes, holders;
 };
 
 static inline double now_ms(void)
@@ -110,6 +115,48 @@ static inline struct timespec abs_after_ms(double ms)
 
 typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
 
+/* ---- sbx_eval.c: the steps of one evaluation (sbx_session.c runs them too) ---- */
+
+/* One evaluation's clock, slot and request header. */
+typedef struct {
+    double t0, t_run;       /* called, started running (slot held)          */
+    double deadline;        /* the run's end                                 */
+    double wait_deadline;   /* the slot wait's end                           */
+    double budget_ms;       /* the clamped timeout                           */
+    const char *cut;        /* which bound a deadline kill means             */
+    int playground, handed; /* handed: a child was given the request         */
+    int running;            /* a slot is held (sbx_run_end releases it)      */
+    const char *src, *key;  /* borrowed from the request, never NULL         */
+    jail_request hdr;       /* its header; for a session, flags and image_len
+                               from the session's image                      */
+} sbx_run;
+
+/* Checks the request (sizes), waits for a slot and fills r. 0: the slot is
+ * held and the request is ready to send; 1: *out is final (nothing held).
+ * *out is cleared first. */
+int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_run *r,
+                  sbx_outcome *out);
+/* Releases the slot sbx_run_begin took (after 0); sets out->run_ms if unset. */
+void sbx_run_end(sbx_pool *pool, sbx_run *r, sbx_outcome *out);
+/* Takes a pre-started child, or spawns one now. */
+int sbx_take_child(sbx_pool *pool, child_t *c, fps_err *err);
+/* Takes a pre-started child if one is idle: 0, else -1. */
+int sbx_take_idle(sbx_pool *pool, child_t *c);
+/* Lists (on) or unlists a pid in pool->running. */
+void sbx_track_running(sbx_pool *pool, pid_t pid, int on);
+void sbx_set_status(sbx_outcome *out, sbx_status st, const char *limit, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* 1 if buf[0..len) (or out->json, when already parsed from it) is a
+ * well-formed outcome: then out->line is set and the status SBX_OK (or an
+ * out-of-memory failure); 0 if not (out->json is cleared). */
+int sbx_outcome_parse(sbx_outcome *out, const char *buf, size_t len);
+/* The outcome of a read that ended otherwise than by EOF or a report. */
+void sbx_outcome_from_read(sbx_outcome *out, read_end end, const sbx_run *r);
+/* No usable outcome: what the wait status `st` (-1: it had to be killed
+ * for not exiting) and the output buf[0..len) (len < the buffer's size;
+ * altered) say. */
+void sbx_outcome_from_exit(sbx_outcome *out, int st, char *buf, size_t len);
+
 /* ---- sbx_spawn.c ---- */
 
 /* Reaps the queued children in batches: woken by the first one queued, it
@@ -117,6 +164,9 @@ typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } 
  * for those. Under load that is one wake-up per batch instead of one or two
  * per evaluation; a zombie lingers about REAP_BATCH_MS. */
 void *sbx_reaper_main(void *arg);
+
+/* SIGKILL to a child's process group and to the child (still unreaped). */
+void sbx_kill_child(pid_t pid);
 
 /* exec's one child directly (no zygote). */
 int sbx_exec_child(sbx_pool *pool, char **argv, child_t *c, fps_err *err);

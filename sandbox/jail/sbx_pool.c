@@ -265,6 +265,7 @@ sbx_stats sbx_pool_stats(sbx_pool *pool)
     s.zygotes = atomic_load(&pool->zygotes);
     s.started = atomic_load(&pool->started);
     s.reaped = atomic_load(&pool->reaped);
+    s.holders = atomic_load(&pool->holders);
     pthread_mutex_lock(&pool->mu);
     s.idle = (unsigned long)pool->nidle;
     pthread_mutex_unlock(&pool->mu);

@@ -1,17 +1,146 @@
 /* sandbox/jail/sbx_session: sessions and batches (sbx.h): the evaluations of
- * one transcript, in order, on one image. Each evaluation goes through
- * sbx_eval (its own slot wait, child, deadline and outcome), so outcomes,
- * budgets and state are those of an evaluation alone and a limit or crash
- * in one cannot touch the next. Shared structures: sbx_int.h. */
+ * one transcript, in order, on one image, through one holder (jail.h,
+ * jail_holder.c): a jailed child that takes the image once and forks each
+ * evaluation a grandchild. The parent side here hands the holder each
+ * request, enforces the evaluation's wall clock (waiting for a slot, the
+ * deadline, cancellation and the output bound are sbx_eval's: sbx_run_begin
+ * and the outcome mapping of sbx_eval.c), and reads back the grandchild's
+ * outcome (fd 1) and the holder's report of how it ended (fd 0). Anything
+ * but a clean end (a well-formed outcome, reported) retires the holder and
+ * its grandchild (killed as one process group); the session's next
+ * evaluation gets a fresh holder. Shared structures: sbx_int.h. */
 #include "sandbox/jail/sbx_int.h"
 
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* How long a holder may take to report a grandchild whose outcome line is
+ * already in, past the evaluation's deadline. */
+#define REPORT_GRACE_MS 1000
 
 struct sbx_session {
     sbx_pool *pool;   /* borrowed */
     sbx_image *image; /* borrowed; may be NULL */
+    child_t h;        /* the holder, when `have` */
+    int have;
+    char *buf; /* owned: the outcome buffer, kept across evaluations */
+    size_t cap;
 };
+
+/* Kills the holder and its grandchild; reaped in the background. */
+static void holder_drop(sbx_session *s)
+{
+    if (!s->have) return;
+    sbx_reap_later(s->pool, &s->h, 1);
+    s->have = 0;
+}
+
+/* Makes a child the session's holder: hands it the session (its image fd
+ * attached). `spawn` 0: only a pre-started child, none is no error but -1.
+ * 0, or -1 with err filled. */
+static int holder_start(sbx_session *s, int spawn, fps_err *err)
+{
+    child_t c;
+    if (spawn) {
+        if (sbx_take_child(s->pool, &c, err) != 0) return -1;
+    } else if (sbx_take_idle(s->pool, &c) != 0) {
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_error", "no idle sandbox child");
+        return -1;
+    }
+    jail_request hdr;
+    memset(&hdr, 0, sizeof hdr);
+    hdr.magic = JAIL_REQ_MAGIC;
+    hdr.flags = JAIL_REQ_SESSION | (s->image != NULL ? JAIL_REQ_IMAGE : 0);
+    hdr.image_len = s->image != NULL ? s->image->len : 0;
+    /* The header alone: an empty socket buffer takes it at once. */
+    if (sbx_send_request(&c, &hdr, s->image != NULL ? s->image->fd : -1, "", "", now_ms() + 5000,
+                         NULL) != 0) {
+        sbx_reap_later(s->pool, &c, 1);
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_error",
+                    "the sandbox child died before its session");
+        return -1;
+    }
+    s->h = c;
+    s->have = 1;
+    atomic_fetch_add(&s->pool->holders, 1);
+    return 0;
+}
+
+/* One read of the outcome pipe into s->buf at *len: 1 read (or nothing to
+ * read now), 0 EOF, -1 error, -2 more than JAIL_MAX_OUTCOME in all. */
+static int read_pipe(sbx_session *s, size_t *len)
+{
+    if (*len == s->cap) {
+        size_t ncap = s->cap * 2 < JAIL_MAX_OUTCOME + 1 ? s->cap * 2 : JAIL_MAX_OUTCOME + 1;
+        char *nb = realloc(s->buf, ncap);
+        if (nb == NULL) return -1;
+        s->buf = nb;
+        s->cap = ncap;
+    }
+    ssize_t n = read(s->h.out, s->buf + *len, s->cap - *len);
+    if (n < 0) return errno == EINTR || errno == EAGAIN ? 1 : -1;
+    if (n == 0) return 0;
+    *len += (size_t)n;
+    return *len > JAIL_MAX_OUTCOME ? -2 : 1;
+}
+
+/* Reads the evaluation's outcome (s->buf, *len) and the holder's report
+ * (*rep) until both are in, the deadline, cancellation or the output bound.
+ * RD_EOF: done, with *reported 1 (the report is in and the pipe drained:
+ * the grandchild has exited, so everything it wrote is there) or 0 (the
+ * holder closed its socket: it is gone). */
+static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel, size_t *len,
+                             jail_report *rep, int *reported)
+{
+    size_t got = 0;
+    int pipe_open = 1, extended = 0;
+    *reported = 0;
+    for (;;) {
+        if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
+        double left = deadline - now_ms();
+        if (left <= 0) {
+            /* The outcome is in; the grandchild is exiting. */
+            if (!extended && *len > 0 && s->buf[*len - 1] == '\n') {
+                deadline = now_ms() + REPORT_GRACE_MS;
+                extended = 1;
+                continue;
+            }
+            return RD_DEADLINE;
+        }
+        int wait = left > CANCEL_TICK_MS && cancel != NULL ? CANCEL_TICK_MS : (int)ceil(left);
+        struct pollfd p[2] = {{pipe_open ? s->h.out : -1, POLLIN, 0}, {s->h.sock, POLLIN, 0}};
+        int r = poll(p, 2, wait);
+        if (r < 0 && errno != EINTR) return RD_ERROR;
+        if (r <= 0) continue;
+        if (p[0].revents != 0) {
+            int rc = read_pipe(s, len);
+            if (rc == -2) return RD_OVERFLOW;
+            if (rc == -1) return RD_ERROR;
+            if (rc == 0) pipe_open = 0;
+        }
+        if (p[1].revents == 0) continue;
+        ssize_t n = read(s->h.sock, (char *)rep + got, sizeof *rep - got);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n < 0 && errno != ECONNRESET) return RD_ERROR;
+        if (n > 0) got += (size_t)n;
+        if (n > 0 && got < sizeof *rep) continue;
+        /* The report is in, or the holder is gone: take what the pipe has. */
+        for (;;) {
+            struct pollfd q = {s->h.out, POLLIN, 0};
+            if (!pipe_open || poll(&q, 1, 0) <= 0) break;
+            int rc = read_pipe(s, len);
+            if (rc == -2) return RD_OVERFLOW;
+            if (rc <= 0) break;
+        }
+        *reported = got == sizeof *rep;
+        return RD_EOF;
+    }
+}
 
 sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image)
 {
@@ -19,25 +148,125 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image)
     if (s == NULL) return NULL;
     s->pool = pool;
     s->image = image;
+    s->cap = OUTCOME_BUF_MIN;
+    s->buf = malloc(s->cap);
+    if (s->buf == NULL) {
+        free(s);
+        return NULL;
+    }
+    /* A pre-started child, if one is idle, takes the image now, while the
+     * caller prepares its first request. */
+    fps_err err;
+    (void)holder_start(s, 0, &err);
     return s;
 }
 
 void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
 {
+    sbx_pool *pool = s->pool;
     sbx_request r = *req;
     r.image = s->image;
-    sbx_eval(s->pool, &r, out);
+    sbx_run run;
+    if (sbx_run_begin(pool, &r, 0, &run, out) != 0) return;
+    /* The holder has the image: the request carries none. */
+    run.hdr.flags &= ~JAIL_REQ_IMAGE;
+    fps_err err;
+    /* A holder may have died while it waited (killed from outside): then try
+     * once more with a fresh one. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!s->have && holder_start(s, 1, &err) != 0) {
+            sbx_set_status(out, SBX_JAIL_FAILURE, NULL, "%s", err.msg);
+            goto done;
+        }
+        run.handed = 1;
+        sbx_track_running(pool, s->h.pid, 1);
+        atomic_fetch_add(&pool->started, 1);
+        int rc = sbx_send_request(&s->h, &run.hdr, -1, run.src, run.key, run.deadline, r.cancel);
+        if (rc == 0) break;
+        sbx_track_running(pool, s->h.pid, 0);
+        holder_drop(s);
+        if (rc == -2) {
+            sbx_set_status(out, SBX_TIMEOUT, "timeout",
+                           "deadline passed while sending the request");
+            goto done;
+        }
+        if (rc == -3) {
+            sbx_set_status(out, SBX_CANCELLED, NULL, "cancelled");
+            goto done;
+        }
+        if (attempt == 1) {
+            sbx_set_status(out, SBX_JAIL_FAILURE, NULL,
+                           "the sandbox child died before its request");
+            goto done;
+        }
+    }
+
+    size_t len = 0;
+    jail_report rep;
+    int reported = 0;
+    read_end end = read_session(s, run.deadline, r.cancel, &len, &rep, &reported);
+    sbx_track_running(pool, s->h.pid, 0);
+    out->run_ms = now_ms() - run.t_run;
+    if (end != RD_EOF) {
+        holder_drop(s);
+        sbx_outcome_from_read(out, end, &run);
+        goto done;
+    }
+    if (!reported) {
+        /* The holder ended (its set-up failed, or it was killed): its own
+         * exit status says why. */
+        sbx_kill_child(s->h.pid);
+        int st = sbx_reap_child(pool, &s->h, 0, 2000);
+        s->have = 0;
+        if (!sbx_outcome_parse(out, s->buf, len)) sbx_outcome_from_exit(out, st, s->buf, len);
+        goto done;
+    }
+    if (rep.magic != JAIL_REP_MAGIC || rep.pid <= 0) {
+        holder_drop(s);
+        sbx_set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox holder answered garbage");
+        goto done;
+    }
+    out->pid = rep.pid;
+    out->has_stats = rep.has_stats != 0;
+    out->steps = rep.steps;
+    out->alloc_bytes = rep.alloc_bytes;
+    out->peak_rss_kb = (long)rep.maxrss_kb;
+    out->cpu_us = (long)rep.cpu_us;
+    if (sbx_outcome_parse(out, s->buf, len)) goto done;
+    /* No usable outcome: the grandchild's exit status says why, and the
+     * rest of the session is served by a fresh holder. */
+    sbx_outcome_from_exit(out, rep.status, s->buf, len);
+    holder_drop(s);
+done:
+    sbx_run_end(pool, &run, out);
 }
 
 void sbx_session_close(sbx_session *s)
 {
+    if (s == NULL) return;
+    holder_drop(s);
+    free(s->buf);
     free(s);
+}
+
+int sbx_session_pid(const sbx_session *s)
+{
+    return s->have ? (int)s->h.pid : -1;
 }
 
 void sbx_eval_batch(sbx_pool *pool, sbx_image *image, const sbx_request *reqs, size_t n,
                     sbx_outcome *outs)
 {
-    sbx_session s = {pool, image};
-    for (size_t i = 0; i < n; i++)
-        sbx_session_eval(&s, &reqs[i], &outs[i]);
+    sbx_session *s = sbx_session_open(pool, image);
+    for (size_t i = 0; i < n; i++) {
+        if (s != NULL) {
+            sbx_session_eval(s, &reqs[i], &outs[i]);
+        } else {
+            /* Out of memory for the session: one child each, as alone. */
+            sbx_request r = reqs[i];
+            r.image = image;
+            sbx_eval(pool, &r, &outs[i]);
+        }
+    }
+    sbx_session_close(s);
 }

@@ -26,6 +26,29 @@ static void close_child(child_t *c)
     c->sock = c->out = -1;
 }
 
+/* SIGKILL to a child's process group (a holder and its grandchild) and to
+ * the child itself (it may not have made its group yet). Only while the
+ * child is unreaped: its pid, and so its group's id, cannot be reused. */
+void sbx_kill_child(pid_t pid)
+{
+    kill(-pid, SIGKILL);
+    kill(pid, SIGKILL);
+}
+
+/* After a child is reaped: members of its group that were orphaned to this
+ * process (a killed holder's grandchild, when this process is a container's
+ * pid 1 or a subreaper) are reaped too. Returns at once when there are none
+ * (ECHILD); they were killed with the group, or die with their holder
+ * (PR_SET_PDEATHSIG). */
+static void reap_orphans(pid_t pgid)
+{
+    for (;;) {
+        pid_t r = waitpid(-pgid, NULL, 0);
+        if (r > 0 || (r < 0 && errno == EINTR)) continue;
+        break;
+    }
+}
+
 /* Kills (if asked) and reaps one child; returns its wait status, or -1 if
  * it had to be killed for outliving `grace_ms`: without kill_it, a child
  * still running that long after its request socket is closed (a child
@@ -34,7 +57,7 @@ int sbx_reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
 {
     int lingered = 0;
     int st = 0;
-    if (kill_it) kill(c->pid, SIGKILL);
+    if (kill_it) sbx_kill_child(c->pid);
     close_child(c);
     double until = now_ms() + grace_ms;
     for (;;) {
@@ -42,7 +65,7 @@ int sbx_reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
         if (r == c->pid || (r < 0 && errno != EINTR)) break;
         if (r == 0) {
             if (now_ms() >= until) {
-                kill(c->pid, SIGKILL);
+                sbx_kill_child(c->pid);
                 kill_it = lingered = 1;
                 continue;
             }
@@ -50,6 +73,7 @@ int sbx_reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
             nanosleep(&ts, NULL);
         }
     }
+    reap_orphans(c->pid);
     atomic_fetch_add(&pool->reaped, 1);
     return lingered ? -1 : st;
 }
@@ -58,7 +82,7 @@ int sbx_reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
  * first if asked). Falls back to reaping here if the queue cannot grow. */
 void sbx_reap_later(sbx_pool *pool, child_t *c, int kill_it)
 {
-    if (kill_it) kill(c->pid, SIGKILL);
+    if (kill_it) sbx_kill_child(c->pid);
     close_child(c);
     pthread_mutex_lock(&pool->mu);
     if (pool->reaper_started && pool->reap_len == pool->reap_cap) {
@@ -104,6 +128,7 @@ void *sbx_reaper_main(void *arg)
             pthread_mutex_unlock(&pool->mu);
             while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
             }
+            reap_orphans(pid);
             atomic_fetch_add(&pool->reaped, 1);
             pthread_mutex_lock(&pool->mu);
         }

@@ -228,6 +228,11 @@ size_t v_live_bytes(void)
     return GC_get_memory_use();
 }
 
+uint64_t v_total_alloc_bytes(void)
+{
+    return (uint64_t)GC_get_total_bytes();
+}
+
 /* Up to here (in bytes, whole granules) a block comes from a shared heap
  * block of same-sized blocks (the collector's small objects); above, from
  * whole heap blocks of its own. */

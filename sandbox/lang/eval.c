@@ -1020,6 +1020,7 @@ void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *
         return;
     }
     if (limits && (limits->flags & LANG_IMAGE_MAPPED)) v_session_image_mapped(c);
+    uint64_t alloc0 = v_total_alloc_bytes();
     E e = {.c = c};
     e.slots = R.nslots ? v_alloc(c, (size_t)R.nslots * sizeof(val *)) : NULL;
     val *v = (R.nslots && !e.slots) ? NULL : ev(&e, root);
@@ -1058,6 +1059,10 @@ void eval_run(lang_kind kind, ast_node *root, const char *eval_key, const void *
         out->len = start;
         out->data[start] = 0;
         strbuf_puts(out, "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"output\"}");
+    }
+    if (limits && limits->stats) {
+        limits->stats->steps = ((struct vctx_hot *)c)->steps;
+        limits->stats->alloc_bytes = v_total_alloc_bytes() - alloc0;
     }
     vctx_free(c);
 }

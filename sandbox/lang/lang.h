@@ -19,11 +19,20 @@ typedef enum { LANG_RAW = 0, LANG_CONDITION, LANG_EVALUATOR } lang_kind;
 /* Parses "raw" | "condition" | "evaluator"; returns 0 or -1. */
 int lang_kind_parse(const char *s, lang_kind *out);
 
+/* What one evaluation used: the steps it counted and the bytes it allocated
+ * from the collected heap (all of them, freed or not). */
+typedef struct {
+    uint64_t steps;
+    uint64_t alloc_bytes;
+} lang_stats;
+
 /* Deterministic in-interpreter bounds; zero fields mean the defaults. */
 typedef struct {
     uint64_t max_steps;     /* evaluation steps before a "steps" limit   */
     size_t max_alloc_bytes; /* live bytes allocated before a "memory" limit */
     unsigned flags;         /* LANG_IMAGE_MAPPED */
+    lang_stats *stats;      /* borrowed, may be NULL: filled by lang_eval once the
+                               evaluation has run (left alone by a compile error) */
 } lang_limits;
 
 /* lang_limits.flags: the session image is a read-only private mapping of a

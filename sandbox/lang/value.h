@@ -211,6 +211,8 @@ void v_build_free(vbuild *b);
 int v_root(vctx *c, val *v);
 /* Bytes in use in the collected heap (live, plus garbage not yet swept). */
 size_t v_live_bytes(void);
+/* Bytes allocated from the collected heap since the process started. */
+uint64_t v_total_alloc_bytes(void);
 
 /* Steps: the evaluator calls v_step once per node evaluated (and runtime
  * loops charge themselves). Returns 0, or -1 with the "steps" limit set. */

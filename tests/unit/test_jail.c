@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -258,6 +259,33 @@ static void test_request_and_image_hand_off(void **state)
                          i == 2 ? 0 : (json_int_t)sum);
         sbx_outcome_free(&o);
     }
+    /* And through a session's holder, which copied the image into its own
+     * memory: the same bytes reach each grandchild. */
+    for (int with_image = 0; with_image < 2; with_image++) {
+        sbx_session *s = sbx_session_open(p, with_image ? img : NULL);
+        assert_non_null(s);
+        for (int i = 0; i < 3; i++) {
+            sbx_request req;
+            memset(&req, 0, sizeof req);
+            req.kind = LANG_EVALUATOR;
+            req.source = i == 1 ? "" : "x";
+            req.source_len = strlen(req.source);
+            req.eval_key = "k";
+            req.timeout_s = 10;
+            sbx_outcome o;
+            sbx_session_eval(s, &req, &o);
+            assert_int_equal(o.status, SBX_OK);
+            assert_string_equal(json_string_value(json_object_get(o.json, "source")), req.source);
+            assert_string_equal(json_string_value(json_object_get(o.json, "eval_key")), "k");
+            assert_int_equal(json_integer_value(json_object_get(o.json, "image_len")),
+                             with_image ? (json_int_t)raw_len : 0);
+            assert_int_equal(json_integer_value(json_object_get(o.json, "image_sum")),
+                             with_image ? (json_int_t)sum : 0);
+            assert_true(o.pid > 0);
+            sbx_outcome_free(&o);
+        }
+        sbx_session_close(s);
+    }
     sbx_image_release(img);
     sbx_pool_free(p);
 }
@@ -297,6 +325,13 @@ static int start_sleeper(sbx_pool *p, eval_thread_arg *a, atomic_int *cancel, pt
     for (int i = 0; i < 300 && status_field(path, "Seccomp") != 2; i++)
         usleep(10000);
     assert_int_equal(status_field(path, "Seccomp"), 2);
+    /* Both filters: the outer one of every child, and the inner one an
+     * evaluating process adds with its own limits (where the kernel
+     * reports the count). */
+    for (int i = 0; i < 300 && status_field(path, "Seccomp_filters") == 1; i++)
+        usleep(10000);
+    long nf = status_field(path, "Seccomp_filters");
+    assert_true(nf == -1 || nf == 2);
     return pid;
 }
 
@@ -704,7 +739,10 @@ static int count_dir(const char *path)
  * allows, and the pool survives losing it. */
 /* A batch (sbx_eval_batch) on one image: a memory bomb (2nd of 5) or a CPU
  * bomb (3rd of 5) ends with its limit, and every other evaluation has the
- * outcome it has alone. */
+ * outcome it has alone. Each ran in a process of its own; the memory bomb
+ * (refused by the interpreter, a clean outcome) left its holder in place,
+ * the CPU bomb (killed at its deadline) took its holder with it and the
+ * evaluations after it ran under a fresh one. */
 static void test_batch_contains_bombs(void **state)
 {
     (void)state;
@@ -739,7 +777,15 @@ static void test_batch_contains_bombs(void **state)
             reqs[i].source_len = strlen(reqs[i].source);
             reqs[i].timeout_s = i == at ? 1 : 10;
         }
+        unsigned long holders0 = sbx_pool_stats(p).holders;
         sbx_eval_batch(p, img, reqs, 5, outs);
+        assert_int_equal(sbx_pool_stats(p).holders - holders0, b == 0 ? 1 : 2);
+        for (int i = 0; i < 5; i++) {
+            if (i == at && b == 1) continue; /* killed: no report */
+            assert_true(outs[i].pid > 0);
+            for (int j = 0; j < i; j++)
+                assert_int_not_equal(outs[i].pid, outs[j].pid);
+        }
         for (int i = 0; i < 5; i++) {
             char *line = sbx_outcome_line(&outs[i]);
             assert_non_null(line);
@@ -752,6 +798,7 @@ static void test_batch_contains_bombs(void **state)
                 r.image = img;
                 sbx_eval(p, &r, &alone);
                 char *want = sbx_outcome_line(&alone);
+                if (outs[i].status != SBX_OK) fprintf(stderr, "batch %d/%d: %s\n", b, i, line);
                 assert_int_equal(outs[i].status, SBX_OK);
                 assert_string_equal(line, want);
                 free(want);
@@ -763,6 +810,374 @@ static void test_batch_contains_bombs(void **state)
     }
     sbx_image_release(img);
     sbx_pool_free(p);
+}
+
+/* ---- sessions: one holder per session, a grandchild per evaluation ---- */
+
+/* A session image of `n` events (every third a message, the rest tool_use
+ * with payload {"k": "v", "n": i}). */
+static sbx_image *make_image(int n, const char *id)
+{
+    json_t *events = json_array();
+    for (int i = 0; i < n; i++) {
+        char eid[32];
+        snprintf(eid, sizeof eid, "e%d", i);
+        json_array_append_new(events, json_pack("{s:s, s:s, s:s, s:{s:s, s:i}}", "id", eid, "ts",
+                                                "2026-08-28T12:00:00.000000Z", "event_type",
+                                                i % 3 ? "tool_use" : "message", "payload", "k", "v",
+                                                "n", i));
+    }
+    json_t *t =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:o}", "schema_version", "2",
+                  "assignment_id", id, "session_id", id, "session_revision_id", "r", "agent_id",
+                  "agent", "environment", "test", "started_at", "2026-08-28T12:00:00.000000Z",
+                  "ended_at", "2026-08-28T12:00:01.000000Z", "event_count", n, "events", events);
+    char *text = json_dumps(t, JSON_COMPACT);
+    json_decref(t);
+    assert_non_null(text);
+    fps_err err;
+    sbx_image *img = sbx_image_new(text, strlen(text), id, 0, &err);
+    free(text);
+    assert_non_null(img);
+    return img;
+}
+
+static sbx_request raw_req(const char *src, double timeout, atomic_int *cancel)
+{
+    sbx_request r;
+    memset(&r, 0, sizeof r);
+    r.kind = LANG_RAW;
+    r.source = src;
+    r.source_len = strlen(src);
+    r.timeout_s = timeout;
+    r.cancel = cancel;
+    return r;
+}
+
+static void sess_raw(sbx_session *s, const char *src, double timeout, sbx_outcome *out)
+{
+    sbx_request r = raw_req(src, timeout, NULL);
+    sbx_session_eval(s, &r, out);
+}
+
+/* `src` as the first evaluation of a session of its own. */
+static void first_of_session(sbx_pool *p, sbx_image *img, const char *src, sbx_outcome *out)
+{
+    sbx_session *s = sbx_session_open(p, img);
+    assert_non_null(s);
+    sess_raw(s, src, 30, out);
+    sbx_session_close(s);
+}
+
+/* One process's field `n` (1-based, after the command) of /proc/<pid>/stat. */
+static long stat_field(int pid, int n)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    size_t r = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[r] = '\0';
+    char *p = strrchr(buf, ')');
+    if (p == NULL) return -1;
+    p += 2;
+    /* p is field 3 (state) */
+    for (int i = 3; i < n && p != NULL; i++) {
+        p = strchr(p, ' ');
+        if (p != NULL) p++;
+    }
+    return p != NULL ? strtol(p, NULL, 10) : -1;
+}
+
+/* The first process whose parent is `ppid`, or 0. */
+static int child_of(int ppid)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = 0;
+    while (d != NULL && found == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+        int pid = atoi(e->d_name);
+        if (stat_field(pid, 4) == ppid) found = pid;
+    }
+    if (d != NULL) closedir(d);
+    return found;
+}
+
+/* 1 if /proc/<pid>/maps or /proc/<pid>/fd shows a session image (memfd). */
+static int holds_session_image(int pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", pid);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    int found = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, "fps-session-image")) found = 1;
+    fclose(f);
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char link[300], target[256];
+        if (e->d_name[0] == '.') continue;
+        snprintf(link, sizeof link, "/proc/%d/fd/%s", pid, e->d_name);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            if (strstr(target, "fps-session-image")) found = 1;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+/* In one session, an evaluation that builds a huge dict and interns many
+ * strings leaves nothing behind: the evaluations after it have the
+ * outcome, step count and bytes allocated they have as the first of a
+ * session (and the outcome they have alone, through sbx_eval), and in the
+ * plain build their peak RSS within 10 %. */
+static void test_session_state_isolation(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, 1, NULL);
+    sbx_image *img = make_image(300, "a-iso");
+    const char *bomb = "len({str(i) * 3: [i, str(i), {'k': str(i)}] for i in range(200000)}) + "
+                       "len(set([str(i % 7919) + 'x' for i in range(200000)]))";
+    const char *after[] = {"len([e for e in session.events if e.event_type == 'tool_use'])",
+                           "{str(i): i for i in range(2000)}['77']",
+                           "sorted([e.payload['n'] for e in session.events if "
+                           "e.event_type == 'tool_use'])[-3:]",
+                           "'-'.join([str(i) for i in range(300)])[-20:]"};
+    enum { N = sizeof after / sizeof after[0] };
+    sbx_session *s = sbx_session_open(p, img);
+    assert_non_null(s);
+    sbx_outcome b, o[N];
+    sess_raw(s, bomb, 60, &b);
+    if (b.status != SBX_OK) fail_msg("the bomb: %s", b.detail);
+    assert_string_equal(b.line, "{\"ok\": true, \"repr\": \"207919\"}");
+    assert_true(b.has_stats);
+    assert_true(b.alloc_bytes > ((unsigned long long)20 << 20));
+    int holder = sbx_session_pid(s);
+    assert_true(holder > 0);
+    for (int i = 0; i < N; i++) {
+        sess_raw(s, after[i], 30, &o[i]);
+        assert_int_equal(o[i].status, SBX_OK);
+        assert_true(o[i].pid > 0 && o[i].pid != b.pid && o[i].pid != holder);
+    }
+    /* All served by the one holder. */
+    assert_int_equal(sbx_session_pid(s), holder);
+    sbx_session_close(s);
+    for (int i = 0; i < N; i++) {
+        sbx_outcome alone, single;
+        first_of_session(p, img, after[i], &alone);
+        assert_int_equal(alone.status, SBX_OK);
+        sbx_request r = raw_req(after[i], 30, NULL);
+        r.image = img;
+        sbx_eval(p, &r, &single);
+        assert_int_equal(single.status, SBX_OK);
+        fprintf(stderr,
+                "after the bomb: %s steps %llu alloc %llu rss %ld kB; alone: steps %llu "
+                "alloc %llu rss %ld kB (the bomb: rss %ld kB)\n",
+                o[i].line, o[i].steps, o[i].alloc_bytes, o[i].peak_rss_kb, alone.steps,
+                alone.alloc_bytes, alone.peak_rss_kb, b.peak_rss_kb);
+        assert_string_equal(o[i].line, alone.line);
+        assert_string_equal(o[i].line, single.line);
+        assert_true(o[i].has_stats && alone.has_stats);
+        assert_true(o[i].steps > 0);
+        assert_true(o[i].steps == alone.steps);
+        assert_true(o[i].alloc_bytes == alone.alloc_bytes);
+        assert_true(o[i].peak_rss_kb > 0 && alone.peak_rss_kb > 0);
+        /* The measure is the evaluating process's own: the bomb's is far
+         * larger. */
+        assert_true(o[i].peak_rss_kb * 2 < b.peak_rss_kb);
+#ifndef FPS_SANITIZE
+        assert_true(labs(o[i].peak_rss_kb - alone.peak_rss_kb) * 10 <= alone.peak_rss_kb);
+#endif
+        sbx_outcome_free(&o[i]);
+        sbx_outcome_free(&alone);
+        sbx_outcome_free(&single);
+    }
+    sbx_outcome_free(&b);
+    sbx_image_release(img);
+    sbx_pool_free(p);
+}
+
+/* Each evaluation of a session draws its own string-hash key, as separate
+ * children do: the iteration order of a set of strings differs. */
+static void test_session_fresh_hash_key(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, 1, NULL);
+    const char *src = "str(list({'alpha', 'beta', 'gamma', 'delta', 'eps', 'zeta', 'eta', "
+                      "'theta', 'iota', 'kappa', 'lam', 'mu'}))";
+    enum { N = 4 };
+    char *lines[N];
+    sbx_session *s = sbx_session_open(p, NULL);
+    assert_non_null(s);
+    for (int i = 0; i < N; i++) {
+        sbx_outcome o;
+        sess_raw(s, src, 10, &o);
+        assert_int_equal(o.status, SBX_OK);
+        lines[i] = strdup(o.line);
+        sbx_outcome_free(&o);
+    }
+    sbx_session_close(s);
+    for (int i = 0; i < N; i++)
+        for (int j = i + 1; j < N; j++)
+            assert_string_not_equal(lines[i], lines[j]);
+    /* As between separate children. */
+    sbx_outcome x, y;
+    eval_raw(p, src, &x);
+    eval_raw(p, src, &y);
+    assert_int_equal(x.status, SBX_OK);
+    assert_string_not_equal(x.line, y.line);
+    sbx_outcome_free(&x);
+    sbx_outcome_free(&y);
+    for (int i = 0; i < N; i++)
+        free(lines[i]);
+    sbx_pool_free(p);
+}
+
+typedef struct {
+    sbx_session *s;
+    const char *src;
+    atomic_int *cancel;
+    sbx_outcome out;
+} sess_thread_arg;
+
+static void *sess_thread(void *arg)
+{
+    sess_thread_arg *a = arg;
+    sbx_request r = raw_req(a->src, 30, a->cancel);
+    sbx_session_eval(a->s, &r, &a->out);
+    return NULL;
+}
+
+/* Two sessions open at once: two holders, no pid shared, neither holding a
+ * session image's memfd (each copied its own); a holder never evaluates
+ * (one seccomp filter, its memory and CPU flat across an evaluation), its
+ * grandchild has both filters and RLIMIT_NPROC 0; cancelling kills both,
+ * the grandchild is reaped (this process is a subreaper here, as a
+ * container's pid 1 is), and the session goes on in a fresh holder. */
+static void test_sessions_observed_from_outside(void **state)
+{
+    (void)state;
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+    sbx_pool *p = make_pool(2, 2, NULL);
+    sbx_image *ia = make_image(50, "a-1"), *ib = make_image(60, "a-2");
+    sbx_session *a = sbx_session_open(p, ia), *b = sbx_session_open(p, ib);
+    assert_non_null(a);
+    assert_non_null(b);
+    int pids[4];
+    for (int i = 0; i < 2; i++) {
+        sbx_outcome oa, ob;
+        sess_raw(a, "len(session.events)", 10, &oa);
+        sess_raw(b, "len(session.events)", 10, &ob);
+        assert_string_equal(oa.line, "{\"ok\": true, \"repr\": \"50\"}");
+        assert_string_equal(ob.line, "{\"ok\": true, \"repr\": \"60\"}");
+        pids[2 * i] = oa.pid;
+        pids[2 * i + 1] = ob.pid;
+        sbx_outcome_free(&oa);
+        sbx_outcome_free(&ob);
+    }
+    int ha = sbx_session_pid(a), hb = sbx_session_pid(b);
+    assert_true(ha > 0 && hb > 0 && ha != hb);
+    assert_int_equal(stat_field(ha, 4), getpid());
+    assert_int_equal(stat_field(hb, 4), getpid());
+    for (int i = 0; i < 4; i++) {
+        assert_true(pids[i] > 0 && pids[i] != ha && pids[i] != hb);
+        for (int j = i + 1; j < 4; j++)
+            assert_int_not_equal(pids[i], pids[j]);
+    }
+    int holders[2] = {ha, hb};
+    for (int i = 0; i < 2; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/status", holders[i]);
+        assert_int_equal(status_field(path, "NoNewPrivs"), 1);
+        long nf = status_field(path, "Seccomp_filters");
+        assert_true(nf == -1 || nf == 1);
+        assert_false(holds_session_image(holders[i]));
+        snprintf(path, sizeof path, "/proc/%d/fd", holders[i]);
+        assert_int_equal(count_dir(path), 3);
+    }
+
+    /* The holder never evaluates: its memory and CPU stay flat while its
+     * grandchild allocates and computes. */
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", ha);
+    long rss0 = status_field(path, "VmRSS");
+    long cpu0 = stat_field(ha, 14) + stat_field(ha, 15);
+    sbx_outcome big;
+    sess_raw(a, "sum([len(str(i) * 4) for i in range(2000000)])", 60, &big);
+    assert_int_equal(big.status, SBX_OK);
+    assert_int_equal(sbx_session_pid(a), ha);
+    long rss1 = status_field(path, "VmRSS");
+    long cpu1 = stat_field(ha, 14) + stat_field(ha, 15);
+    long hz = sysconf(_SC_CLK_TCK);
+    fprintf(stderr,
+            "holder: rss %ld -> %ld kB, cpu %ld ticks; its grandchild: cpu %ld us, rss %ld kB\n",
+            rss0, rss1, cpu1 - cpu0, big.cpu_us, big.peak_rss_kb);
+    assert_true(rss1 - rss0 < 2048);
+    assert_true(big.peak_rss_kb > rss1 + 20 * 1024);
+    assert_true((cpu1 - cpu0) * 1000000 / hz * 4 < big.cpu_us + 20000);
+    sbx_outcome_free(&big);
+
+    /* A running grandchild, seen from outside, then cancelled. */
+    atomic_int cancel = 0;
+    sess_thread_arg t = {a, "len([0 for i in range(10 ** 12) if i < 0])", &cancel, {0}};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, sess_thread, &t), 0);
+    int gc = 0;
+    for (int i = 0; i < 1000 && gc == 0; i++)
+        if ((gc = child_of(ha)) == 0) usleep(5000);
+    assert_true(gc > 0);
+    snprintf(path, sizeof path, "/proc/%d/status", gc);
+    for (int i = 0; i < 300 && status_field(path, "Seccomp_filters") == 1; i++)
+        usleep(10000);
+    long nf = status_field(path, "Seccomp_filters");
+    assert_true(nf == -1 || nf == 2);
+    assert_int_equal(status_field(path, "Seccomp"), 2);
+    assert_int_equal(status_field(path, "NoNewPrivs"), 1);
+    assert_false(holds_session_image(gc));
+    snprintf(path, sizeof path, "/proc/%d/limits", gc);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[256];
+    int nproc_zero = 0;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Max processes", 13)) {
+            char soft[32];
+            nproc_zero = sscanf(line + 26, "%31s", soft) == 1 && !strcmp(soft, "0");
+        }
+    fclose(f);
+    assert_true(nproc_zero);
+    atomic_store(&cancel, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(t.out.status, SBX_CANCELLED);
+    sbx_outcome_free(&t.out);
+    assert_int_equal(sbx_session_pid(a), -1);
+    /* Both gone, reaped (the grandchild orphaned to this subreaper too). */
+    for (int i = 0; i < 500 && (kill(gc, 0) == 0 || kill(ha, 0) == 0); i++)
+        usleep(10000);
+    assert_int_equal(kill(gc, 0), -1);
+    assert_int_equal(kill(ha, 0), -1);
+    sbx_outcome again;
+    sess_raw(a, "len(session.events)", 10, &again);
+    assert_string_equal(again.line, "{\"ok\": true, \"repr\": \"50\"}");
+    assert_true(sbx_session_pid(a) > 0 && sbx_session_pid(a) != ha);
+    sbx_outcome_free(&again);
+    sbx_session_close(a);
+    sbx_session_close(b);
+    sbx_image_release(ia);
+    sbx_image_release(ib);
+    sbx_pool_free(p);
+    for (int i = 0; i < 500 && count_zombies() > 0; i++)
+        usleep(10000);
+    assert_int_equal(count_zombies(), 0);
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
 }
 
 static void test_zygote(void **state)
@@ -980,6 +1395,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_fallback_child_image),
         cmocka_unit_test(test_zygote),
         cmocka_unit_test(test_batch_contains_bombs),
+        cmocka_unit_test(test_session_state_isolation),
+        cmocka_unit_test(test_session_fresh_hash_key),
+        cmocka_unit_test(test_sessions_observed_from_outside),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -695,7 +695,7 @@ static void test_session_image_mapped(void **state)
         "for i in range(4000)])",
         "sorted(set([e.payload['text'][-4:] for e in session.events]))[:3]",
     };
-    lang_limits mapped = {0, 0, LANG_IMAGE_MAPPED}, plain = {0};
+    lang_limits mapped = {.flags = LANG_IMAGE_MAPPED}, plain = {0};
     for (size_t k = 0; k < sizeof srcs / sizeof srcs[0]; k++) {
         char *want = lang_eval(LANG_RAW, srcs[k], strlen(srcs[k]), "q", img, len, &plain);
         assert_non_null(want);
