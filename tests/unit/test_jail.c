@@ -1180,6 +1180,59 @@ static void test_sessions_observed_from_outside(void **state)
     assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
 }
 
+/* A session's grandchildren are held to the bounds and the allowlist of a
+ * single-use child: forbidden calls (forking included) kill them, and a
+ * spin, an output flood, an allocation past RLIMIT_AS and a silent exit
+ * end as they do alone; after each, the session goes on. */
+static void test_session_bounds(void **state)
+{
+    (void)state;
+    const char *forbidden[] = {"fork",   "clone", "exec",   "open",
+                               "socket", "prctl", "rlimit", "sendto"};
+    for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++) {
+        sbx_pool *p = make_pool(1, -1, forbidden[i]);
+        sbx_session *s = sbx_session_open(p, NULL);
+        for (int k = 0; k < 2; k++) {
+            sbx_outcome o;
+            sess_raw(s, "1", 10, &o);
+            if (o.status != SBX_JAIL_FAILURE || !strstr(o.detail, "seccomp"))
+                fail_msg("mode %s: status %d detail %s", forbidden[i], o.status, o.detail);
+            sbx_outcome_free(&o);
+        }
+        sbx_session_close(s);
+        sbx_pool_free(p);
+    }
+    struct {
+        const char *mode;
+        double timeout;
+        sbx_status status;
+        const char *limit;
+    } cases[] = {{"spin", 0.5, SBX_TIMEOUT, "timeout"},
+                 {"flood", 10, SBX_OUTPUT, "output"},
+                 {"alloc", 20, SBX_OK, NULL},
+                 {"silent", 10, SBX_JAIL_FAILURE, NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sbx_pool *p = make_pool(1, -1, cases[i].mode);
+        sbx_session *s = sbx_session_open(p, NULL);
+        for (int k = 0; k < 2; k++) {
+            sbx_outcome o;
+            double t = now_ms();
+            sess_raw(s, "1", cases[i].timeout, &o);
+            assert_int_equal(o.status, cases[i].status);
+            if (cases[i].limit != NULL) assert_string_equal(o.limit, cases[i].limit);
+            if (cases[i].status == SBX_OK) {
+                const char *d;
+                assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_LIMIT);
+                assert_string_equal(d, "memory");
+            }
+            assert_true(now_ms() - t < cases[i].timeout * 1e3 + 5000);
+            sbx_outcome_free(&o);
+        }
+        sbx_session_close(s);
+        sbx_pool_free(p);
+    }
+}
+
 static void test_zygote(void **state)
 {
     (void)state;
@@ -1398,6 +1451,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_session_state_isolation),
         cmocka_unit_test(test_session_fresh_hash_key),
         cmocka_unit_test(test_sessions_observed_from_outside),
+        cmocka_unit_test(test_session_bounds),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
