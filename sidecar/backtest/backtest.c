@@ -57,12 +57,33 @@ const char *backtest_state_name(backtest_state s)
     return n[s];
 }
 
+/* Writes one JSON value and a newline to rows_out (mu held). */
+static void out_line(backtest *bt, const json_t *v)
+{
+    /* canonical JSON: floats as CPython's repr, as a live run's result */
+    strbuf sb;
+    strbuf_init(&sb);
+    if (canonjson_append(&sb, v) == 0) {
+        strbuf_putc(&sb, '\n');
+        fwrite(sb.data, 1, sb.len, bt->cfg.rows_out);
+    }
+    strbuf_free(&sb);
+}
+
+/* Records an input error; rows_out gets it as an {"input_error": ...} line,
+ * so that backtest_merge reports the shards' input errors. */
 static void input_error(backtest *bt, const char *source, const char *msg)
 {
+    json_t *e = json_pack("{s:s, s:s}", "source", source, "message", msg);
     pthread_mutex_lock(&bt->mu);
-    json_array_append_new(bt->input_errors,
-                          json_pack("{s:s, s:s}", "source", source, "message", msg));
+    json_array_append(bt->input_errors, e);
+    if (bt->cfg.rows_out) {
+        json_t *line = json_pack("{s:O}", "input_error", e);
+        out_line(bt, line);
+        json_decref(line);
+    }
     pthread_mutex_unlock(&bt->mu);
+    json_decref(e);
 }
 
 static void add_input(backtest *bt, const char *source, const char *text, size_t len)
@@ -534,16 +555,8 @@ static void run_input(backtest *bt, bt_input *in)
     pthread_mutex_lock(&bt->mu);
     in->rows = rows;
     if (bt->cfg.rows_out) {
-        for (size_t i = 0; i < json_array_size(rows); i++) {
-            /* canonical JSON: floats as CPython's repr, as a live run's result */
-            strbuf sb;
-            strbuf_init(&sb);
-            if (canonjson_append(&sb, json_array_get(rows, i)) == 0) {
-                strbuf_putc(&sb, '\n');
-                fwrite(sb.data, 1, sb.len, bt->cfg.rows_out);
-            }
-            strbuf_free(&sb);
-        }
+        for (size_t i = 0; i < json_array_size(rows); i++)
+            out_line(bt, json_array_get(rows, i));
     }
     pthread_mutex_unlock(&bt->mu);
 }
@@ -1023,7 +1036,9 @@ void backtest_print_table(const json_t *summary, FILE *out)
 
 json_t *backtest_merge(const char *const *paths, size_t npaths, fps_err *err)
 {
-    json_t *all = json_array(), *ie = json_array(), *sids = json_object();
+    /* seen: the input errors already taken ("source\nmessage"): every shard
+     * reports the same compile errors and unreadable transcripts */
+    json_t *all = json_array(), *ie = json_array(), *sids = json_object(), *seen = json_object();
     for (size_t p = 0; p < npaths; p++) {
         size_t len = 0;
         char *text = slurp(paths[p], &len);
@@ -1038,6 +1053,21 @@ json_t *backtest_merge(const char *const *paths, size_t npaths, fps_err *err)
             line++;
             if (le > s) {
                 json_t *r = json_loadb(s, (size_t)(le - s), 0, NULL);
+                json_t *e = json_object_get(r, "input_error");
+                if (e != NULL && jstr(e, "source") && jstr(e, "message")) {
+                    char *k = NULL;
+                    if (asprintf(&k, "%s\n%s", jstr(e, "source"), jstr(e, "message")) < 0) abort();
+                    if (json_object_get(seen, k) == NULL) {
+                        json_object_set_new(seen, k, json_true());
+                        json_array_append_new(ie,
+                                              json_pack("{s:s, s:s}", "source", jstr(e, "source"),
+                                                        "message", jstr(e, "message")));
+                    }
+                    free(k);
+                    json_decref(r);
+                    s = le + 1;
+                    continue;
+                }
                 if (!json_is_object(r) || !jstr(r, "session_id") || !jstr(r, "eval_key") ||
                     !json_is_object(json_object_get(r, "candidate"))) {
                     json_decref(r);
@@ -1057,10 +1087,12 @@ json_t *backtest_merge(const char *const *paths, size_t npaths, fps_err *err)
     json_decref(all);
     json_decref(ie);
     json_decref(sids);
+    json_decref(seen);
     return s;
 fail:
     json_decref(all);
     json_decref(ie);
     json_decref(sids);
+    json_decref(seen);
     return NULL;
 }

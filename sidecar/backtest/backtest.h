@@ -127,7 +127,9 @@ typedef struct {
     double local_timeout_s;     /* <= 0: the definition's, else 300        */
     const secret *local_secret; /* borrowed; signs the dispatches; NULL: unsigned */
     FILE *rows_out;             /* borrowed; NULL: none. One row per line,
-                                   written as each session finishes        */
+                                   written as each session finishes, and
+                                   one {"input_error": {"source",
+                                   "message"}} line per input error        */
     int keep_rows;              /* 1: keep the rows for backtest_rows      */
     int progress;               /* 1: a progress bar on stderr             */
 } backtest_config;
@@ -173,9 +175,11 @@ void backtest_free(backtest *bt);
 
 /* The summary of rows read back from `paths` (JSON-lines files of rows, as
  * cfg.rows_out writes them; the shards of one backtest): what the unsharded
- * run prints, but for input_errors, which each shard reports itself. A new
- * reference, or NULL with err filled (a line that is not a row is named by
- * file and line). */
+ * run prints, its input_errors those of every shard (their input_error
+ * lines, each (source, message) once: every shard reports the same
+ * definitions that do not compile and the same unreadable transcripts). A
+ * new reference, or NULL with err filled (a line that is neither a row nor
+ * an input error is named by file and line). */
 json_t *backtest_merge(const char *const *paths, size_t npaths, fps_err *err);
 
 /* The summary as the CLI's table (what `--format table` prints). */

@@ -166,7 +166,11 @@ class BacktestCli(unittest.TestCase):
                          [{"error_type": "KeyError", "count": exp["has_flag"]["ec"]}])
         # the threshold change moves no score: deltas are 0
         self.assertEqual(got["enough_tools"]["max_abs_delta"], 0.0)
-        rows = [json.loads(l) for l in open(out)]
+        lines = [json.loads(l) for l in open(out)]
+        # the input errors are lines of their own, for --merge
+        self.assertEqual([l for l in lines if "input_error" in l],
+                         [{"input_error": e} for e in s["input_errors"]])
+        rows = [l for l in lines if "input_error" not in l]
         self.assertEqual(len(rows), len(SESSIONS) * 4)
         for r in rows:
             self.assertEqual(set(r), {"session_id", "eval_key", "baseline", "candidate", "changed",
@@ -201,6 +205,55 @@ class BacktestCli(unittest.TestCase):
         merged = json.loads(p.stdout)
         self.assertEqual(merged["eval_keys"], whole["eval_keys"])
         self.assertEqual(merged["sessions"], whole["sessions"])
+        # the malformed transcript: every shard reads it (it has no session id
+        # to shard by) and reports it; the merge reports it once, as the
+        # unsharded run does
+        self.assertEqual(len(whole["input_errors"]), 1)
+        per_shard = [sum("input_error" in json.loads(l) for l in open(f)) for f in files]
+        self.assertEqual(per_shard, [1, 1, 1])
+        self.assertEqual(merged["input_errors"], whole["input_errors"])
+
+    def test_merge_keeps_every_shards_input_errors(self):
+        """Input errors only some shards saw, and one all saw (a definition
+        that does not compile), merge into the unsharded list, each once."""
+        broken = json.loads(json.dumps(V2)) + [
+            {"eval_key": "broken", "eval_version": "1", "result_kind": "score",
+             "evaluator_source": "EvalResult(score=Score("}]
+        defs = os.path.join(self.tmp.name, "v2_broken.json")
+        with open(defs, "w") as f:
+            json.dump(broken, f)
+        bad = os.path.join(self.tmp.name, "bad")
+        os.makedirs(bad, exist_ok=True)
+        for i in range(4):
+            with open(os.path.join(bad, "bad%d.json" % i), "w") as f:
+                f.write('{"schema_version": "2", "events": [' if i % 2 else "not json %d" % i)
+
+        def run(*extra):
+            p = self.run_bt("--definitions", defs, "--baseline", self.v1, "--sessions",
+                            self.sess_dir, "--sessions", bad, "--format", "json", *extra)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            return json.loads(p.stdout)
+
+        whole = run()
+        self.assertEqual(len(whole["input_errors"]), 5, whole["input_errors"])
+        files = []
+        for k in range(3):
+            f = os.path.join(self.tmp.name, "bshard%d.jsonl" % k)
+            run("--shard", "%d/3" % k, "--out", f)
+            files.append(f)
+        args = []
+        for f in files:
+            args += ["--merge", f]
+        p = self.run_bt(*args, "--format", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        merged = json.loads(p.stdout)
+        key = lambda e: (e["source"], e["message"])
+        self.assertEqual(sorted(merged["input_errors"], key=key),
+                         sorted(whole["input_errors"], key=key))
+        self.assertEqual(merged["eval_keys"], whole["eval_keys"])
+        # a shard's rows file alone keeps its input errors too
+        one = json.loads(self.run_bt("--merge", files[0], "--format", "json").stdout)
+        self.assertEqual(sorted(one["input_errors"], key=key), sorted(whole["input_errors"], key=key))
 
     def test_local_endpoint_gets_the_signed_dispatch(self):
         """--local sends enough_tools to a local judge (score = tool calls /
