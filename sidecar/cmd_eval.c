@@ -1,8 +1,11 @@
 /* sidecar/cmd_eval: `eval` and `check` (docs/LANGUAGE.md, last section). Every
- * evaluation, and every compile check, of the given source runs in its own
- * jailed sandbox child (sandbox/jail/sbx.h). `--batch` evaluates its lines
- * concurrently, up to the sandbox slot count, and prints the outcome lines
- * in input order. */
+ * evaluation, and every compile check, runs in the jail (sandbox/jail/sbx.h).
+ * `--batch` owns the grouping of its lines into jail sessions: consecutive
+ * lines on the same transcript (the same `transcript` text, or both on the
+ * command's) share one session, up to --session-size lines each; sessions
+ * run concurrently, up to the sandbox slot count, and the outcome lines are
+ * printed in input order. Each distinct transcript is read and its session
+ * image built once. */
 #include "common/cli.h"
 #include "common/log.h"
 #include "sandbox/jail/sbx.h"
@@ -25,7 +28,7 @@
 typedef struct {
     const char *transcript, *expr, *file, *batch, *kind, *eval_key;
     double timeout;
-    long sandboxes, repeat, memory_mb;
+    long sandboxes, repeat, memory_mb, session_size;
     int strict;
 } eval_config;
 
@@ -68,6 +71,13 @@ typedef struct {
         "--sandbox-memory-mb", "FAILPROOFAI_SIDECAR_SANDBOX_MEMORY_MB", CLI_INT, OFF(memory_mb),   \
             "N", "address-space limit per sandbox in MiB (default 512)", 32, 65536                 \
     }
+#define OPT_SESSION                                                                                \
+    {                                                                                              \
+        "--session-size", NULL, CLI_INT, OFF(session_size), "N",                                   \
+            "with --batch, at most N consecutive lines on one transcript share a sandbox "         \
+            "session (default 64; 1 = each line in a child of its own)",                           \
+            1, 1000000                                                                             \
+    }
 #define OPT_REPEAT                                                                                 \
     {                                                                                              \
         "--repeat", NULL, CLI_INT, OFF(repeat), "N", "evaluate each input N times (benchmarks)",   \
@@ -87,6 +97,7 @@ static const cli_opt eval_opts[] = {
     OPT_TIMEOUT,
     OPT_SANDBOXES,
     OPT_MEMORY,
+    OPT_SESSION,
     OPT_REPEAT,
 };
 /* check runs only the source checks: no transcript, no eval key. */
@@ -108,6 +119,16 @@ static const char exit_codes_help[] =
     "  --batch         0 once every line is evaluated, whatever the outcomes;\n"
     "                  with --strict, 1 if any outcome is not ok\n"
     "  2               usage error: bad flags, unreadable files, malformed batch lines\n";
+/* eval's batch lines and their sessions (check has neither). */
+static const char eval_batch_help[] =
+    "batch lines: {\"kind\", \"source\", \"eval_key\"?, \"transcript\"?}. \"transcript\" is a\n"
+    "transcript file's path (relative to the current directory) for that line;\n"
+    "without it (or null) the line uses --transcript. Lines are on the same\n"
+    "transcript when their \"transcript\" strings are identical byte for byte (both\n"
+    "absent counts as the same): consecutive such lines share one sandbox session\n"
+    "(one child, the image mapped once, each evaluation with its own budgets and\n"
+    "fresh state), at most N lines each (N: --session-size). Blank and malformed\n"
+    "lines do not break a run. How lines are grouped never changes an outcome.\n";
 
 /* The empty session `eval` uses without --transcript: no events. */
 static const char empty_session[] =
@@ -116,20 +137,39 @@ static const char empty_session[] =
     "\"environment\": \"\", \"started_at\": \"1970-01-01T00:00:00.000000Z\", "
     "\"ended_at\": \"1970-01-01T00:00:00.000000Z\", \"event_count\": 0, \"events\": []}";
 
-/* One input: owned strings. `line` is the outcome once evaluated. */
+/* One input: owned strings. `line` is the outcome once evaluated;
+ * `transcript` the line's own transcript path (NULL: the command's). */
 typedef struct {
-    char *source, *eval_key, *line;
+    char *source, *eval_key, *line, *transcript;
     size_t source_len;
+    size_t image;  /* index into the batch's images once resolved */
+    size_t lineno; /* the --batch line it came from (1-based; 0 without --batch) */
     lang_kind kind;
     int done, ok;
 } eval_item;
 
+/* One transcript's session image, built once for the whole batch: `path`
+ * NULL for the command's own (--transcript or the empty session); `error`
+ * (owned) instead of `img` when it could not be built. */
+typedef struct {
+    const char *path; /* borrowed from the first item naming it */
+    sbx_image *img;   /* owned */
+    char *error;
+} eval_image;
+
+/* Consecutive items [start, end) evaluated in one jail session. */
+typedef struct {
+    size_t start, end, image;
+} eval_group;
+
 typedef struct {
     sbx_pool *pool;
-    sbx_image *image; /* borrowed */
+    eval_image *images; /* borrowed */
     eval_item *items;
     size_t n;
-    atomic_size_t next;
+    eval_group *groups;
+    size_t ngroups;
+    atomic_size_t next; /* the next group to take */
     double timeout;
     int check_only;
     long repeat;
@@ -249,11 +289,13 @@ static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_
             }
             eval_item *it = &items[n++];
             memset(it, 0, sizeof *it);
+            it->lineno = lineno;
             json_error_t jerr;
             json_t *o = json_loadb(p, ll, 0, &jerr);
             const char *kind = NULL, *key = def_key;
             json_t *src = json_object_get(o, "source");
             json_t *jk = json_object_get(o, "kind"), *jkey = json_object_get(o, "eval_key");
+            json_t *jt = json_object_get(o, "transcript");
             if (!json_is_object(o)) {
                 it->line = input_error_line(lineno, "not a JSON object");
             } else if (!json_is_string(src)) {
@@ -262,6 +304,13 @@ static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_
                 it->line = input_error_line(lineno, "\"kind\" must be a string");
             } else if (jkey != NULL && !json_is_null(jkey) && !json_is_string(jkey)) {
                 it->line = input_error_line(lineno, "\"eval_key\" must be a string");
+            } else if (jt != NULL && !json_is_null(jt) &&
+                       (!json_is_string(jt) || json_string_length(jt) == 0 ||
+                        strlen(json_string_value(jt)) != json_string_length(jt))) {
+                it->line = input_error_line(lineno, "\"transcript\" must be a file path");
+            } else if (json_is_string(jt) && !strcmp(json_string_value(jt), "-")) {
+                it->line = input_error_line(
+                    lineno, "\"transcript\" cannot be standard input (\"-\"): name a file");
             } else {
                 kind = jk ? json_string_value(jk) : "evaluator";
                 if (lang_kind_parse(kind, &it->kind) != 0) {
@@ -273,6 +322,7 @@ static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_
                     it->source = malloc(it->source_len + 1);
                     it->eval_key = strdup(key);
                     if (it->source) memcpy(it->source, json_string_value(src), it->source_len + 1);
+                    if (json_is_string(jt)) it->transcript = strdup(json_string_value(jt));
                 }
             }
             if (it->line != NULL) {
@@ -287,29 +337,8 @@ static eval_item *parse_batch(char *text, size_t len, const char *def_key, size_
     return items;
 }
 
-static void eval_one(eval_job *job, eval_item *it)
+static void item_done(eval_job *job, eval_item *it, char *line, int ok)
 {
-    sbx_request req;
-    memset(&req, 0, sizeof req);
-    req.kind = it->kind;
-    req.source = it->source ? it->source : "";
-    req.source_len = it->source ? it->source_len : 0;
-    req.eval_key = it->eval_key;
-    req.timeout_s = job->timeout;
-    req.image = job->image;
-    char *line = NULL;
-    int ok = 0;
-    for (long r = 0; r < job->repeat; r++) {
-        sbx_outcome out;
-        if (job->check_only)
-            sbx_check(job->pool, &req, &out);
-        else
-            sbx_eval(job->pool, &req, &out);
-        free(line);
-        line = sbx_outcome_line(&out);
-        ok = out.status == SBX_OK && json_is_true(json_object_get(out.json, "ok"));
-        sbx_outcome_free(&out);
-    }
     pthread_mutex_lock(&job->mu);
     it->line = line
                    ? line
@@ -320,25 +349,65 @@ static void eval_one(eval_job *job, eval_item *it)
     pthread_mutex_unlock(&job->mu);
 }
 
+/* Evaluates the group's items in order (each --repeat times): in one jail
+ * session when there is more than one evaluation, else alone (sbx_eval);
+ * compile checks each on their own (sbx_check). */
+static void eval_group_run(eval_job *job, const eval_group *g)
+{
+    sbx_image *img = job->images[g->image].img;
+    size_t evals = (g->end - g->start) * (size_t)job->repeat;
+    sbx_session *ss = NULL;
+    if (!job->check_only && evals > 1) ss = sbx_session_open(job->pool, img);
+    for (size_t i = g->start; i < g->end; i++) {
+        eval_item *it = &job->items[i];
+        if (it->done) continue;
+        sbx_request req;
+        memset(&req, 0, sizeof req);
+        req.kind = it->kind;
+        req.source = it->source ? it->source : "";
+        req.source_len = it->source ? it->source_len : 0;
+        req.eval_key = it->eval_key;
+        req.timeout_s = job->timeout;
+        req.image = img;
+        char *line = NULL;
+        int ok = 0;
+        for (long r = 0; r < job->repeat; r++) {
+            sbx_outcome out;
+            if (job->check_only)
+                sbx_check(job->pool, &req, &out);
+            else if (ss != NULL)
+                sbx_session_eval(ss, &req, &out);
+            else
+                sbx_eval(job->pool, &req, &out); /* alone, or no memory for a session */
+            free(line);
+            line = sbx_outcome_line(&out);
+            ok = out.status == SBX_OK && json_is_true(json_object_get(out.json, "ok"));
+            sbx_outcome_free(&out);
+        }
+        item_done(job, it, line, ok);
+    }
+    sbx_session_close(ss);
+}
+
 static void *eval_worker(void *arg)
 {
     eval_job *job = arg;
     for (;;) {
         size_t i = atomic_fetch_add(&job->next, 1);
-        if (i >= job->n) break;
-        if (!job->items[i].done) eval_one(job, &job->items[i]);
+        if (i >= job->ngroups) break;
+        eval_group_run(job, &job->groups[i]);
     }
     return NULL;
 }
 
-/* Evaluates every item with `nthreads` workers; prints outcomes in order as
- * they become available. */
+/* Evaluates every group with `nthreads` workers; prints outcomes in order
+ * as they become available. */
 static void run_items(eval_job *job, int nthreads)
 {
     pthread_t th[64];
     int started = 0;
     if (nthreads > 64) nthreads = 64;
-    if ((size_t)nthreads > job->n) nthreads = (int)job->n;
+    if ((size_t)nthreads > job->ngroups) nthreads = (int)job->ngroups;
     for (int i = 0; i < nthreads; i++)
         if (pthread_create(&th[started], NULL, eval_worker, job) == 0) started++;
     if (started == 0) eval_worker(job);
@@ -356,6 +425,69 @@ static void run_items(eval_job *job, int nthreads)
     fflush(stdout);
 }
 
+/* The image of transcript `path` (NULL: the command's, images[0]): found
+ * among those built so far or built now and appended. Returns its index. */
+static size_t image_for(eval_image *images, size_t *nimages, const char *path)
+{
+    if (path == NULL) return 0;
+    for (size_t k = 1; k < *nimages; k++)
+        if (!strcmp(images[k].path, path)) return k;
+    eval_image *im = &images[(*nimages)++];
+    memset(im, 0, sizeof *im);
+    im->path = path;
+    void *simg = NULL;
+    size_t simg_len = 0;
+    fps_err e;
+    if (build_image(path, &simg, &simg_len, &e) == 0) im->img = sbx_image_adopt(simg, simg_len, &e);
+    if (im->img == NULL) {
+        size_t cap = strlen(path) + strlen(e.msg) + 32;
+        im->error = malloc(cap);
+        if (im->error) snprintf(im->error, cap, "transcript %s: %s", path, e.msg);
+    }
+    return *nimages - 1;
+}
+
+/* Resolves every item's transcript when `resolve` (an unusable one makes
+ * that line an "input" error, *bad counting it; without `resolve`, compile
+ * checks, every item is on images[0]) and splits the items into groups:
+ * consecutive items on one image, at most `size` evaluated items each.
+ * 0, or -1 when out of memory. */
+static int plan_groups(eval_item *items, size_t n, eval_image *images, size_t *nimages, int resolve,
+                       long size, int *bad, eval_group **groups, size_t *ngroups)
+{
+    eval_group *gs = calloc(n ? n : 1, sizeof *gs);
+    if (gs == NULL) return -1;
+    size_t ng = 0, in_group = 0;
+    for (size_t i = 0; i < n; i++) {
+        eval_item *it = &items[i];
+        if (!it->done && resolve) {
+            it->image = image_for(images, nimages, it->transcript);
+            if (images[it->image].img == NULL) {
+                const char *why =
+                    images[it->image].error ? images[it->image].error : "transcript: out of memory";
+                it->line = input_error_line(it->lineno, why);
+                it->done = 1;
+                (*bad)++;
+            }
+        }
+        if (it->done) { /* not evaluated: joins whatever group is open */
+            if (ng > 0) gs[ng - 1].end = i + 1;
+            continue;
+        }
+        if (ng == 0 || gs[ng - 1].image != it->image || in_group >= (size_t)size) {
+            gs[ng].start = ng > 0 ? gs[ng - 1].end : 0;
+            gs[ng].image = it->image;
+            ng++;
+            in_group = 0;
+        }
+        gs[ng - 1].end = i + 1;
+        in_group++;
+    }
+    *groups = gs;
+    *ngroups = ng;
+    return 0;
+}
+
 static int usage_error(const char *cmd, const char *msg)
 {
     fprintf(stderr, "failproofai-sidecar %s: %s (try 'failproofai-sidecar %s --help')\n", cmd, msg,
@@ -370,11 +502,13 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
                        .timeout = 30,
                        .sandboxes = 4,
                        .repeat = 1,
-                       .memory_mb = 512};
+                       .memory_mb = 512,
+                       .session_size = 64};
     fps_err err;
     int rc = cli_parse(cmd, argc, argv, &cfg, stdout, &err);
     if (rc == CLI_HELP) {
         fputs(exit_codes_help, stdout);
+        if (!check_only) fputs(eval_batch_help, stdout);
         return 0;
     }
     if (rc != CLI_OK) {
@@ -388,13 +522,18 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
         return usage_error(cmd->name, "--kind must be raw, condition or evaluator");
 
     int status = 2;
-    sbx_image *image = NULL;
+    eval_image *images = NULL; /* [0]: the command's transcript; then the lines' own */
+    size_t nimages = 1;
+    eval_group *groups = NULL;
+    size_t ngroups = 0;
     sbx_pool *pool = NULL;
     eval_item *items = NULL;
     size_t nitems = 0;
     int bad = 0;
     char *batch_text = NULL;
 
+    images = calloc(1, sizeof *images);
+    if (images == NULL) goto done;
     if (!check_only) {
         void *simg = NULL;
         size_t simg_len = 0;
@@ -402,8 +541,8 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
         int built = cfg.transcript ? build_image(cfg.transcript, &simg, &simg_len, &e)
                                    : simg_build_text(empty_session, sizeof empty_session - 1, NULL,
                                                      0, &simg, &simg_len, &e);
-        image = built == 0 ? sbx_image_adopt(simg, simg_len, &e) : NULL;
-        if (image == NULL) {
+        images[0].img = built == 0 ? sbx_image_adopt(simg, simg_len, &e) : NULL;
+        if (images[0].img == NULL) {
             fprintf(stderr, "failproofai-sidecar %s: transcript %s: %s\n", cmd->name,
                     cfg.transcript ? cfg.transcript : "(empty session)", e.msg);
             goto done;
@@ -440,6 +579,17 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
         }
     }
 
+    if (!check_only) { /* the lines' own transcripts: room for one per item */
+        eval_image *ni = realloc(images, (nitems + 1) * sizeof *images);
+        if (ni == NULL) goto done;
+        images = ni;
+    }
+    if (plan_groups(items, nitems, images, &nimages, !check_only, check_only ? 1 : cfg.session_size,
+                    &bad, &groups, &ngroups) != 0) {
+        fprintf(stderr, "failproofai-sidecar %s: out of memory\n", cmd->name);
+        goto done;
+    }
+
     /* Outcome lines go to stdout; only problems belong on stderr. */
     if (log_get_level() < LOG_WARN) log_set_level(LOG_WARN);
     sbx_config sc;
@@ -460,9 +610,11 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     eval_job job;
     memset(&job, 0, sizeof job);
     job.pool = pool;
-    job.image = image;
+    job.images = images;
     job.items = items;
     job.n = nitems;
+    job.groups = groups;
+    job.ngroups = ngroups;
     atomic_init(&job.next, 0);
     job.timeout = cfg.timeout;
     job.check_only = check_only;
@@ -490,11 +642,17 @@ done:
         free(items[i].source);
         free(items[i].eval_key);
         free(items[i].line);
+        free(items[i].transcript);
     }
     free(items);
+    free(groups);
     free(batch_text);
     sbx_pool_free(pool);
-    sbx_image_release(image);
+    for (size_t k = 0; images != NULL && k < nimages; k++) {
+        sbx_image_release(images[k].img);
+        free(images[k].error);
+    }
+    free(images);
     return status;
 }
 

@@ -523,14 +523,18 @@ def deterministic_cases(seed, count):
     return [lines[i] for i in keep], [a[i] for i in keep]
 
 
-def run_binary(binary, lines, timeout=1800):
-    """Runs `eval --batch` over the lines; returns the outcome lines."""
+def run_binary(binary, lines, timeout=1800, session_size=None):
+    """Runs `eval --batch` over the lines (at most `session_size` consecutive
+    lines per sandbox session; None: the binary's default); returns the
+    outcome lines."""
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
         path = fh.name
     try:
-        proc = subprocess.run([binary, "eval", "--transcript", TRANSCRIPT, "--batch", path],
-                              capture_output=True, timeout=timeout)
+        cmd = [binary, "eval", "--transcript", TRANSCRIPT, "--batch", path]
+        if session_size is not None:
+            cmd += ["--session-size", str(session_size)]
+        proc = subprocess.run(cmd, capture_output=True, timeout=timeout)
     finally:
         os.unlink(path)
     if proc.returncode != 0:

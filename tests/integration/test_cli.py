@@ -182,6 +182,57 @@ class EvalExitCodeTest(unittest.TestCase):
         self.assertNotIn("line", o)
         self.assertEqual(o["message"], "evaluator_source contains disallowed syntax: Lambda")
 
+    def test_batch_lines_name_their_transcripts(self):
+        """A line's "transcript" (a file path) replaces --transcript for that
+        line; consecutive lines on one transcript share a sandbox session,
+        which never changes an outcome (--session-size 1: each alone); an
+        unusable transcript makes its line an "input" outcome and exit 2,
+        the other lines still evaluated."""
+        paths = []
+        for n in (1, 2):
+            p = os.path.join(self.tmp.name, f"t{n}.json")
+            with open(p, "w", encoding="utf-8") as f:
+                json.dump({"schema_version": "2", "assignment_id": "a", "session_id": f"s{n}",
+                           "session_revision_id": "r", "agent_id": "g", "environment": "e",
+                           "started_at": "2026-01-01T00:00:00.000000Z",
+                           "ended_at": "2026-01-01T00:00:01.000000Z", "event_count": 0,
+                           "events": []}, f)
+            paths.append(p)
+        src = "session.session_id"
+        lines = [{"kind": "raw", "source": src},
+                 {"kind": "raw", "source": src, "transcript": paths[0]},
+                 {"kind": "raw", "source": src, "transcript": paths[0]},
+                 {"kind": "raw", "source": src, "transcript": paths[1]},
+                 {"kind": "raw", "source": src, "transcript": None},
+                 {"kind": "raw", "source": src, "transcript": paths[0]}]
+        text = "".join(json.dumps(x) + "\n" for x in lines)
+        want = ["''", "'s1'", "'s1'", "'s2'", "''", "'s1'"]
+        outs = []
+        for size in ("1", "2", "64"):
+            r = run("eval", "--batch", "-", "--session-size", size, stdin=text)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual([json.loads(x)["repr"] for x in r.stdout.splitlines()], want, size)
+            outs.append(r.stdout)
+        self.assertEqual(len(set(outs)), 1)
+        # with --transcript, lines without their own use it
+        r = run("eval", "--batch", "-", "--transcript", paths[1], stdin=text)
+        self.assertEqual([json.loads(x)["repr"] for x in r.stdout.splitlines()],
+                         ["'s2'", "'s1'", "'s1'", "'s2'", "'s2'", "'s1'"])
+        bad = [{"kind": "raw", "source": "1", "transcript": os.path.join(self.tmp.name, "no.json")},
+               {"kind": "raw", "source": "2", "transcript": 7},
+               {"kind": "raw", "source": "3", "transcript": "-"},
+               {"kind": "raw", "source": "4", "transcript": paths[0]}]
+        r = run("eval", "--batch", "-", stdin="".join(json.dumps(x) + "\n" for x in bad))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        got = [json.loads(x) for x in r.stdout.splitlines()]
+        self.assertEqual([o["stage"] for o in got[:3]], ["input"] * 3)
+        self.assertIn("batch line 1: transcript", got[0]["message"])
+        self.assertIn("cannot read", got[0]["message"])
+        self.assertEqual(got[1]["message"], 'batch line 2: "transcript" must be a file path')
+        self.assertIn("standard input", got[2]["message"])
+        self.assertEqual(got[3], {"ok": True, "repr": "4"})
+        self.assertIn("3 malformed batch lines", r.stderr)
+
     def test_example_transcript_and_batch(self):
         r = run("eval", "--transcript", os.path.join(EXAMPLES, "transcript.json"), "--batch",
                 os.path.join(EXAMPLES, "checks.jsonl"), "--strict")

@@ -2,7 +2,11 @@
 
 Runs every line of tests/conformance/corpus.jsonl through
 `failproofai-sidecar eval --transcript tests/conformance/transcript.json
---batch FILE` (each line in its own sandbox) and compares each outcome with
+--batch FILE` twice: once with each evaluation in a sandbox child of its own
+(--session-size 1) and once batched, consecutive groups of 7 lines sharing
+one sandbox session (--session-size 7). The two runs' outcome lines must be
+byte-identical (a session gives each evaluation the state and budgets it has
+alone), and the batched run's outcomes are compared with
 tests/conformance/expected.jsonl (CPython's, written by gen_corpus.py) as
 parsed JSON with exact types (1 != 1.0 != true; floats compared exactly; the
 raw `repr` strings compared as text).
@@ -46,7 +50,10 @@ def read_lines(path):
         return [ln for ln in fh.read().split("\n") if ln.strip()]
 
 
-def run_batch(lines):
+BATCHED = 7  # lines per sandbox session in the batched run
+
+
+def run_batch(lines, session_size=BATCHED):
     out = []
     for start in range(0, len(lines), CHUNK):
         part = lines[start:start + CHUNK]
@@ -54,18 +61,30 @@ def run_batch(lines):
             fh.write("\n".join(part) + "\n")
             path = fh.name
         try:
-            proc = subprocess.run([BIN, "eval", "--transcript", TRANSCRIPT, "--batch", path],
+            proc = subprocess.run([BIN, "eval", "--transcript", TRANSCRIPT, "--batch", path,
+                                   "--session-size", str(session_size)],
                                   capture_output=True, timeout=1200)
         finally:
             os.unlink(path)
         if proc.returncode != 0:
             raise AssertionError(f"eval --batch exited {proc.returncode} on lines {start}..: "
                                  f"{proc.stderr.decode(errors='replace')[-2000:]}")
-        got = proc.stdout.decode("utf-8", errors="replace").split("\n")[:-1]
+        got = proc.stdout.split(b"\n")[:-1]
         if len(got) != len(part):
             raise AssertionError(f"eval --batch wrote {len(got)} lines for {len(part)} inputs (from line {start})")
         out.extend(got)
     return out
+
+
+def first_differences(alone, batched, inputs, limit=10):
+    """The lines where two runs' outcome bytes differ, for a failure message."""
+    text = []
+    for i, (a, b) in enumerate(zip(alone, batched)):
+        if a != b:
+            text.append(f"  line {i + 1}: {inputs[i][:200]}\n    alone   {a[:300]!r}\n    batched {b[:300]!r}")
+            if len(text) == limit:
+                break
+    return "\n".join(text)
 
 
 def without_position(outcome):
@@ -102,14 +121,29 @@ def describe(bad, limit=20):
 
 
 class ConformanceTest(unittest.TestCase):
-    def test_corpus_matches_cpython(self):
+    @classmethod
+    def setUpClass(cls):
         lines = read_lines(os.path.join(CONF, "corpus.jsonl"))
         expected = read_lines(os.path.join(CONF, "expected.jsonl"))
-        self.assertGreaterEqual(len(lines), 2000)
-        self.assertEqual(len(lines), len(expected))
         if sanitized(BIN):
             lines, expected = lines[::4], expected[::4]
-        actual = run_batch(lines)
+        cls.lines, cls.expected = lines, expected
+        cls.alone = run_batch(lines, 1)
+        cls.batched = run_batch(lines, BATCHED)
+
+    def test_batched_outcomes_equal_alone(self):
+        self.assertEqual(len(self.alone), len(self.batched))
+        same = sum(a == b for a, b in zip(self.alone, self.batched))
+        self.assertEqual(same, len(self.lines),
+                         f"{len(self.lines) - same} of {len(self.lines)} outcomes differ between "
+                         f"one child per evaluation and sessions of {BATCHED}:\n"
+                         + first_differences(self.alone, self.batched, self.lines))
+
+    def test_corpus_matches_cpython(self):
+        lines, expected = self.lines, self.expected
+        self.assertGreaterEqual(len(read_lines(os.path.join(CONF, "corpus.jsonl"))), 2000)
+        self.assertEqual(len(lines), len(expected))
+        actual = [ln.decode("utf-8", errors="replace") for ln in self.batched]
         bad = disagreements(lines, expected, actual)
         known = set(read_lines(os.path.join(CONF, "known-failures.jsonl"))) & set(lines)
         failing = {inp for inp, _, _ in bad}

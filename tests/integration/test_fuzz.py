@@ -1,7 +1,10 @@
 """Differential fuzzing of the managed-evaluation language against CPython:
 5,000 random well-typed expressions (fixed seed) from
 tests/conformance/fuzz.py, evaluated by CPython through the oracle and by
-`failproofai-sidecar eval --batch`; every outcome must agree. Cases listed
+`failproofai-sidecar eval --batch`; every outcome must agree. The binary
+runs them twice, each evaluation in a sandbox child of its own and batched
+in consecutive sessions of 7, and the two runs' outcome lines must be
+byte-identical. Cases listed
 in tests/conformance/fuzz-known-failures.jsonl are the only disagreements
 allowed and must still disagree (the list can only shrink). Long runs:
 `tests/conformance/fuzz.py --long --bin build/failproofai-sidecar`.
@@ -19,6 +22,7 @@ from test_conformance import sanitized  # noqa: E402
 BIN = os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar"))
 SEED = 20261129
 COUNT = 5000
+BATCHED = 7  # lines per sandbox session in the batched run
 
 
 class FuzzTest(unittest.TestCase):
@@ -27,8 +31,15 @@ class FuzzTest(unittest.TestCase):
         count = COUNT // 4 if sanitized(BIN) else COUNT
         lines, expected = fuzz.deterministic_cases(SEED, count)
         self.assertGreaterEqual(len(lines), count * 0.95)
-        actual = fuzz.run_binary(BIN, lines)
+        alone = fuzz.run_binary(BIN, lines, session_size=1)
+        actual = fuzz.run_binary(BIN, lines, session_size=BATCHED)
         self.assertEqual(len(actual), len(lines), "one outcome line per input line")
+        differ = [i for i, (a, b) in enumerate(zip(alone, actual)) if a != b]
+        self.assertEqual(len(alone), len(actual))
+        self.assertEqual(differ, [], f"{len(differ)} outcomes differ between one child per evaluation "
+                         f"and sessions of {BATCHED}:\n"
+                         + "\n".join(f"  {lines[i][:200]}\n    alone   {alone[i][:300]}\n"
+                                     f"    batched {actual[i][:300]}" for i in differ[:10]))
         bad = fuzz.compare(lines, expected, actual)
         known_path = os.path.join(CONF, "fuzz-known-failures.jsonl")
         known = set()

@@ -28,6 +28,7 @@ import oracle  # noqa: E402
 from test_conformance import sanitized  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar"))
+BATCHED = 7  # lines per sandbox session in the batched run
 OUT_OF_TIME = ({"ok": False, "stage": "limit", "error_type": "timeout"},
                {"ok": False, "stage": "limit", "error_type": "steps"})
 
@@ -44,17 +45,18 @@ def agrees(expected, actual):
 
 
 class ScaleCorpusTest(unittest.TestCase):
-    def run_group(self, cases, transcript, timeout, tmp):
+    def run_group(self, cases, transcript, timeout, tmp, session_size):
         path = os.path.join(tmp, "batch.jsonl")
         with open(path, "w", encoding="utf-8") as fh:
             fh.writelines(json.dumps({"kind": c["kind"], "source": c["source"]}) + "\n" for c in cases)
-        cmd = [BIN, "eval", "--batch", path, "--timeout", str(timeout), "--max-sandboxes", "2"]
+        cmd = [BIN, "eval", "--batch", path, "--timeout", str(timeout), "--max-sandboxes", "2",
+               "--session-size", str(session_size)]
         if transcript:
             cmd += ["--transcript", transcript]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         lines = proc.stdout.split("\n")[:-1]
         self.assertEqual(len(lines), len(cases), proc.stderr[-2000:])
-        return [json.loads(ln) for ln in lines]
+        return lines
 
     def test_scale_corpus_agrees_with_cpython(self):
         cases = read_jsonl(os.path.join(CONF, "scale-corpus.jsonl"))
@@ -71,13 +73,22 @@ class ScaleCorpusTest(unittest.TestCase):
             for i in picked:
                 c = cases[i]
                 groups.setdefault((c["session"], c["timeout"]), []).append(i)
-            bad = []
+            bad, differ = [], []
             for (session, timeout), idx in sorted(groups.items()):
-                got = self.run_group([cases[i] for i in idx], text if session == "text" else None, timeout, tmp)
+                group = [cases[i] for i in idx]
+                transcript = text if session == "text" else None
+                alone = self.run_group(group, transcript, timeout, tmp, 1)
+                batched = self.run_group(group, transcript, timeout, tmp, BATCHED)
+                for i, a, b in zip(idx, alone, batched):
+                    if a != b and not (json.loads(a) in OUT_OF_TIME and json.loads(b) in OUT_OF_TIME):
+                        differ.append(f"  {cases[i]['source'][:160]!r}\n    alone   {a[:300]}\n    batched {b[:300]}")
+                got = [json.loads(ln) for ln in batched]
                 for i, act in zip(idx, got):
                     if not agrees(expected[i], act):
                         bad.append(f"  {cases[i]['source'][:160]!r}\n    expected {json.dumps(expected[i])[:300]}"
                                    f"\n    actual   {json.dumps(act)[:300]}")
+        self.assertEqual(differ, [], f"{len(differ)} of {len(picked)} scale cases differ between one child "
+                         f"per evaluation and sessions of {BATCHED}:\n" + "\n".join(differ[:20]))
         if bad:
             self.fail(f"{len(bad)} of {len(picked)} scale cases disagree with CPython:\n" + "\n".join(bad))
 
