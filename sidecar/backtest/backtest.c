@@ -518,11 +518,16 @@ static void run_input(backtest *bt, bt_input *in)
         input_error(bt, in->source, e.msg);
         return;
     }
+    /* one jail session per transcript: all its evaluations (conditions and
+     * evaluators, candidate and baseline), one child serving them in turn */
+    sbx_session *ss = sbx_session_open(bt->cfg.pool, img);
+    if (ss == NULL) {
+        input_error(bt, in->source, "out of memory");
+        sbx_image_release(img);
+        return;
+    }
     json_t *rows = json_array();
     json_t *prod = bt->production ? production_outcomes(bt, sid) : NULL;
-    /* one jail session per transcript: all its evaluations, both sides */
-    sbx_session *ss = sbx_session_open(bt->cfg.pool, img);
-    if (ss == NULL) abort();
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
         const char *key = jstr(d, "eval_key");
