@@ -126,24 +126,10 @@ val *vf_parse(vctx *c, const char *s0, size_t len0)
 
 static val *fparse_core(vctx *c, const char *s0, size_t len0)
 {
-    const char *s = s0;
-    size_t len = len0;
-    while (len) {
-        size_t adv;
-        int32_t cp = vs_decode1(s, len, &adv);
-        if (!vs_isspace_cp(cp)) break;
-        s += adv;
-        len -= adv;
-    }
-    while (len) {
-        size_t k = len - 1;
-        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
-            k--;
-        size_t adv;
-        int32_t cp = vs_decode1(s + k, len - k, &adv);
-        if (!vs_isspace_cp(cp)) break;
-        len = k;
-    }
+    size_t lo, hi;
+    vs_trim_space(s0, len0, &lo, &hi);
+    const char *s = s0 + lo;
+    size_t len = hi - lo;
     if (len == 0 || len > 100000) return parse_error(c, s0, len0);
     char *buf = malloc(len + 1);
     if (!buf) return v_limit(c, "memory");

@@ -388,24 +388,10 @@ static val *parse_core(vctx *c, const char *s, size_t len, int base, bool litera
 {
     const char *orig = s;
     size_t olen = len;
-    /* strip Unicode whitespace */
-    while (len) {
-        size_t adv;
-        int32_t cp = vs_decode1(s, len, &adv);
-        if (!vs_isspace_cp(cp)) break;
-        s += adv;
-        len -= adv;
-    }
-    while (len) {
-        /* find last code point */
-        size_t k = len - 1;
-        while (k > 0 && ((unsigned char)s[k] & 0xC0) == 0x80)
-            k--;
-        size_t adv;
-        int32_t cp = vs_decode1(s + k, len - k, &adv);
-        if (!vs_isspace_cp(cp)) break;
-        len = k;
-    }
+    size_t lo, hi;
+    vs_trim_space(orig, olen, &lo, &hi);
+    s = orig + lo;
+    len = hi - lo;
     bool neg = false;
     size_t i = 0;
     if (i < len && (s[i] == '+' || s[i] == '-')) {

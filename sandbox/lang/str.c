@@ -258,6 +258,15 @@ int vs_decimal_value(int32_t cp)
     return -1;
 }
 
+int32_t vs_decode_before(const char *s, size_t lo, size_t end, size_t *start)
+{
+    size_t k = end - 1, adv;
+    while (k > lo && ((unsigned char)s[k] & 0xC0) == 0x80)
+        k--;
+    *start = k;
+    return vs_decode1(s + k, end - k, &adv);
+}
+
 /* int()/float() input: Unicode decimal digits become ASCII digits and
  * Unicode white space a space, as CPython's
  * _PyUnicode_TransformDecimalAndSpaceToASCII. Returns malloc'd text. */
@@ -1014,6 +1023,41 @@ static val *m_startsends(vctx *c, val *s, const char *name, val **a, size_t na, 
     return v_false();
 }
 
+/* Whether strip() removes cp: one of cs[0, ncs), or white space when cs is
+ * NULL. */
+static bool strip_hit(int32_t cp, const int32_t *cs, size_t ncs)
+{
+    if (!cs) return vs_isspace_cp(cp);
+    for (size_t k = 0; k < ncs; k++)
+        if (cs[k] == cp) return true;
+    return false;
+}
+
+/* The span [*lo, *hi) of p[0, n) without the code points strip_hit removes
+ * at the ends `which` names (1 the left, 2 the right, 3 both). */
+static void strip_span(const char *p, size_t n, int which, const int32_t *cs, size_t ncs,
+                       size_t *lo, size_t *hi)
+{
+    size_t l = 0, h = n;
+    while (l < h && (which & 1)) {
+        size_t adv;
+        if (!strip_hit(vs_decode1(p + l, h - l, &adv), cs, ncs)) break;
+        l += adv;
+    }
+    while (h > l && (which & 2)) {
+        size_t k0;
+        if (!strip_hit(vs_decode_before(p, l, h, &k0), cs, ncs)) break;
+        h = k0;
+    }
+    *lo = l;
+    *hi = h;
+}
+
+void vs_trim_space(const char *s, size_t len, size_t *lo, size_t *hi)
+{
+    strip_span(s, len, 3, NULL, 0, lo, hi);
+}
+
 /* strip: which 1 left, 2 right, 3 both */
 static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
                     size_t nkw, int which)
@@ -1032,34 +1076,8 @@ static val *m_strip(vctx *c, val *s, const char *name, val **a, size_t na, const
         ncs = chars->u.s.clen;
     }
     const char *p0 = s->u.s.s;
-    size_t lo = 0, hi = s->u.s.blen;
-    while (lo < hi && (which & 1)) {
-        size_t adv;
-        int32_t cp = vs_decode1(p0 + lo, hi - lo, &adv);
-        bool hit = false;
-        if (cs) {
-            for (size_t k = 0; k < ncs; k++)
-                if (cs[k] == cp) hit = true;
-        } else
-            hit = vs_isspace_cp(cp);
-        if (!hit) break;
-        lo += adv;
-    }
-    while (hi > lo && (which & 2)) {
-        size_t k0 = hi - 1;
-        while (k0 > lo && ((unsigned char)p0[k0] & 0xC0) == 0x80)
-            k0--;
-        size_t adv;
-        int32_t cp = vs_decode1(p0 + k0, hi - k0, &adv);
-        bool hit = false;
-        if (cs) {
-            for (size_t k = 0; k < ncs; k++)
-                if (cs[k] == cp) hit = true;
-        } else
-            hit = vs_isspace_cp(cp);
-        if (!hit) break;
-        hi = k0;
-    }
+    size_t lo, hi;
+    strip_span(p0, s->u.s.blen, which, cs, ncs, &lo, &hi);
     if (lo == 0 && hi == s->u.s.blen) return s;
     return str_bytes(c, p0 + lo, hi - lo);
 }
@@ -1209,13 +1227,10 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
     } else {
         size_t e = n;
         while (e > 0) {
-            size_t adv;
             /* skip trailing spaces */
             while (e > 0) {
-                size_t k0 = e - 1;
-                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80)
-                    k0--;
-                if (!vs_isspace_cp(vs_decode1(b + k0, e - k0, &adv))) break;
+                size_t k0;
+                if (!vs_isspace_cp(vs_decode_before(b, 0, e, &k0))) break;
                 e = k0;
             }
             if (e == 0) break;
@@ -1226,10 +1241,8 @@ static val *m_split(vctx *c, val *s, const char *name, val **a, size_t na, const
             }
             size_t st = e;
             while (st > 0) {
-                size_t k0 = st - 1;
-                while (k0 > 0 && ((unsigned char)b[k0] & 0xC0) == 0x80)
-                    k0--;
-                if (vs_isspace_cp(vs_decode1(b + k0, st - k0, &adv))) break;
+                size_t k0;
+                if (vs_isspace_cp(vs_decode_before(b, 0, st, &k0))) break;
                 st = k0;
             }
             if (lb_push(c, &l, vs_substr_bytes(c, s, b + st, e - st))) return NULL;

@@ -198,6 +198,12 @@ bool vs_isspace_cp(int32_t cp);
 int vs_decimal_value(int32_t cp);
 char *vs_to_ascii_number(const char *s, size_t len, size_t *outlen);
 int32_t vs_decode1(const char *s, size_t len, size_t *adv);
+/* The code point that ends at byte `end` of s and starts no earlier than
+ * byte lo (lo < end): its value, and in *start the byte where it begins. */
+int32_t vs_decode_before(const char *s, size_t lo, size_t end, size_t *start);
+/* The span [*lo, *hi) of s[0, len) without the Unicode white space
+ * (vs_isspace_cp) at either end: what str.strip(), int() and float() read. */
+void vs_trim_space(const char *s, size_t len, size_t *lo, size_t *hi);
 
 /* bytes (bytes.c) */
 int vby_repr_buf(strbuf *b, const val *v);
