@@ -124,6 +124,30 @@ val *vf_parse(vctx *c, const char *s0, size_t len0)
     return r;
 }
 
+/* Copies the run of digits at s[*i, len) to buf at *n, dropping its
+ * underscores, each of which must stand between two digits: returns how many
+ * digits, -1 on a misplaced underscore. */
+static int digit_run(const char *s, size_t len, size_t *i, char *buf, size_t *n)
+{
+    int digits = 0;
+    bool prev_digit = false;
+    size_t k = *i, m = *n;
+    while (k < len && (isdigit((unsigned char)s[k]) || s[k] == '_')) {
+        if (s[k] == '_') {
+            if (!prev_digit || k + 1 >= len || !isdigit((unsigned char)s[k + 1])) return -1;
+            k++;
+            prev_digit = false;
+            continue;
+        }
+        buf[m++] = s[k++];
+        digits++;
+        prev_digit = true;
+    }
+    *i = k;
+    *n = m;
+    return digits;
+}
+
 static val *fparse_core(vctx *c, const char *s0, size_t len0)
 {
     size_t lo, hi;
@@ -152,52 +176,18 @@ static val *fparse_core(vctx *c, const char *s0, size_t len0)
         goto ok;
     }
     /* digits [. digits] [e [sign] digits], underscores only between digits */
-    int state_digits = 0, frac_digits = 0;
-    bool prev_digit = false;
-    while (i < len && (isdigit((unsigned char)s[i]) || s[i] == '_')) {
-        if (s[i] == '_') {
-            if (!prev_digit || i + 1 >= len || !isdigit((unsigned char)s[i + 1])) goto bad;
-            i++;
-            prev_digit = false;
-            continue;
-        }
-        buf[n++] = s[i++];
-        state_digits++;
-        prev_digit = true;
-    }
+    int int_digits = digit_run(s, len, &i, buf, &n), frac_digits = 0;
+    if (int_digits < 0) goto bad;
     if (i < len && s[i] == '.') {
         buf[n++] = s[i++];
-        prev_digit = false;
-        while (i < len && (isdigit((unsigned char)s[i]) || s[i] == '_')) {
-            if (s[i] == '_') {
-                if (!prev_digit || i + 1 >= len || !isdigit((unsigned char)s[i + 1])) goto bad;
-                i++;
-                prev_digit = false;
-                continue;
-            }
-            buf[n++] = s[i++];
-            frac_digits++;
-            prev_digit = true;
-        }
+        frac_digits = digit_run(s, len, &i, buf, &n);
+        if (frac_digits < 0) goto bad;
     }
-    if (state_digits + frac_digits == 0) goto bad;
+    if (int_digits + frac_digits == 0) goto bad;
     if (i < len && (s[i] == 'e' || s[i] == 'E')) {
         buf[n++] = s[i++];
         if (i < len && (s[i] == '+' || s[i] == '-')) buf[n++] = s[i++];
-        int ed = 0;
-        prev_digit = false;
-        while (i < len && (isdigit((unsigned char)s[i]) || s[i] == '_')) {
-            if (s[i] == '_') {
-                if (!prev_digit || i + 1 >= len || !isdigit((unsigned char)s[i + 1])) goto bad;
-                i++;
-                prev_digit = false;
-                continue;
-            }
-            buf[n++] = s[i++];
-            ed++;
-            prev_digit = true;
-        }
-        if (ed == 0) goto bad;
+        if (digit_run(s, len, &i, buf, &n) <= 0) goto bad;
     }
     if (i != len) goto bad;
     buf[n] = 0;
