@@ -1915,6 +1915,24 @@ val *vs_encode(vctx *c, val *s, val *enc, val *errors)
     return v;
 }
 
+/* ljust (which 0), rjust (1) and center (2): s padded with the fill
+ * character to the width, s itself when it is as wide already (also any
+ * negative width). center's odd column goes left when both the margin and
+ * the width are odd, as CPython's unicode_center has it. */
+static val *m_justify(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw,
+                      size_t nkw, int which)
+{
+    int64_t w;
+    int32_t f;
+    const char *fp;
+    size_t fl;
+    if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
+    if (w <= (int64_t)s->u.s.clen) return s;
+    int64_t marg = w - (int64_t)s->u.s.clen;
+    int64_t left = which == 0 ? 0 : which == 1 ? marg : marg / 2 + (marg & w & 1);
+    return pad(c, s, left, marg - left, fp, fl);
+}
+
 val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwarg *kw, size_t nkw,
                bool *found)
 {
@@ -1924,17 +1942,7 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
         if (!strcmp(name, "count")) return m_count_find(c, s, name, a, na, kw, nkw, 0);
         if (!strcmp(name, "capitalize")) return m_case(c, s, name, a, na, kw, nkw, 5);
         if (!strcmp(name, "casefold")) return m_case(c, s, name, a, na, kw, nkw, 2);
-        if (!strcmp(name, "center")) {
-            int64_t w;
-            int32_t f;
-            const char *fp;
-            size_t fl;
-            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
-            if (w <= (int64_t)s->u.s.clen) return s; /* also any negative width */
-            int64_t marg = w - (int64_t)s->u.s.clen;
-            int64_t left = marg / 2 + (marg & w & 1);
-            return pad(c, s, left, marg - left, fp, fl);
-        }
+        if (!strcmp(name, "center")) return m_justify(c, s, name, a, na, kw, nkw, 2);
         break;
     case 'e':
         if (!strcmp(name, "endswith")) return m_startsends(c, s, name, a, na, kw, nkw, true);
@@ -1966,15 +1974,7 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
     case 'l':
         if (!strcmp(name, "lower")) return m_case(c, s, name, a, na, kw, nkw, 1);
         if (!strcmp(name, "lstrip")) return m_strip(c, s, name, a, na, kw, nkw, 1);
-        if (!strcmp(name, "ljust")) {
-            int64_t w;
-            int32_t f;
-            const char *fp;
-            size_t fl;
-            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
-            if (w <= (int64_t)s->u.s.clen) return s;
-            return pad(c, s, 0, w - (int64_t)s->u.s.clen, fp, fl);
-        }
+        if (!strcmp(name, "ljust")) return m_justify(c, s, name, a, na, kw, nkw, 0);
         break;
     case 'p':
         if (!strcmp(name, "partition")) return m_partition(c, s, name, a, na, kw, nkw, false);
@@ -1985,15 +1985,7 @@ val *vs_method(vctx *c, val *s, const char *name, val **a, size_t na, const vkwa
         if (!strcmp(name, "replace")) return m_replace(c, s, a, na, kw, nkw);
         if (!strcmp(name, "rfind")) return m_count_find(c, s, name, a, na, kw, nkw, 2);
         if (!strcmp(name, "rpartition")) return m_partition(c, s, name, a, na, kw, nkw, true);
-        if (!strcmp(name, "rjust")) {
-            int64_t w;
-            int32_t f;
-            const char *fp;
-            size_t fl;
-            if (get_width_fill(c, name, a, na, kw, nkw, &w, &f, &fp, &fl, true)) return NULL;
-            if (w <= (int64_t)s->u.s.clen) return s;
-            return pad(c, s, w - (int64_t)s->u.s.clen, 0, fp, fl);
-        }
+        if (!strcmp(name, "rjust")) return m_justify(c, s, name, a, na, kw, nkw, 1);
         if (!strcmp(name, "removeprefix") || !strcmp(name, "removesuffix")) {
             static const char *const names[] = {"prefix"};
             val *p[1];
