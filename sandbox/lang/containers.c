@@ -500,17 +500,14 @@ static int set_merge(vctx *c, val *so, val *other)
     }
     if (so->u.t.fill == 0) {
         so->u.t.fill = so->u.t.len = other->u.t.len;
-        for (size_t i = 0; i <= other->u.t.mask; i++) {
-            vsentry *e = &other->u.t.sentries[i];
-            if (e->key && e->key != &v_dummy_key)
-                insert_clean(so->u.t.sentries, so->u.t.mask, e->key, e->hash);
-        }
+        vsentry *e;
+        for (size_t i = 0; (e = vset_next(other, &i)) != NULL;)
+            insert_clean(so->u.t.sentries, so->u.t.mask, e->key, e->hash);
         return 0;
     }
-    for (size_t i = 0; i <= other->u.t.mask; i++) {
-        vsentry *e = &other->u.t.sentries[i];
-        if (e->key && e->key != &v_dummy_key && set_add_entry(c, so, e->key, e->hash)) return -1;
-    }
+    vsentry *e;
+    for (size_t i = 0; (e = vset_next(other, &i)) != NULL;)
+        if (set_add_entry(c, so, e->key, e->hash)) return -1;
     return 0;
 }
 
@@ -552,9 +549,8 @@ val *vset_from_iterable(vctx *c, val *it)
 static int set_issubset(vctx *c, val *a, val *b)
 {
     if (a->u.t.len > b->u.t.len) return 0;
-    for (size_t i = 0; i <= a->u.t.mask; i++) {
-        vsentry *e = &a->u.t.sentries[i];
-        if (!e->key || e->key == &v_dummy_key) continue;
+    vsentry *e;
+    for (size_t i = 0; (e = vset_next(a, &i)) != NULL;) {
         int r = set_contains_entry(c, b, e->key, e->hash);
         if (r <= 0) return r;
     }
@@ -599,9 +595,8 @@ static val *set_intersection(vctx *c, val *so, val *other)
             so = other;
             other = t;
         }
-        for (size_t i = 0; i <= other->u.t.mask; i++) {
-            vsentry *e = &other->u.t.sentries[i];
-            if (!e->key || e->key == &v_dummy_key) continue;
+        vsentry *e;
+        for (size_t i = 0; (e = vset_next(other, &i)) != NULL;) {
             int r = set_contains_entry(c, so, e->key, e->hash);
             if (r < 0) return NULL;
             if (r && set_add_entry(c, res, e->key, e->hash)) return NULL;
@@ -624,9 +619,8 @@ static val *set_intersection(vctx *c, val *so, val *other)
 static int set_difference_update(vctx *c, val *so, val *other)
 {
     if (v_type(other) == VT_SET) {
-        for (size_t i = 0; i <= other->u.t.mask; i++) {
-            vsentry *e = &other->u.t.sentries[i];
-            if (!e->key || e->key == &v_dummy_key) continue;
+        vsentry *e;
+        for (size_t i = 0; (e = vset_next(other, &i)) != NULL;) {
             if (set_discard_entry(c, so, e->key, e->hash) < 0) return -1;
         }
         return 0;
@@ -671,9 +665,8 @@ static val *set_difference(vctx *c, val *so, val *other)
     }
     val *res = v_set_new(c, 0);
     if (!res) return NULL;
-    for (size_t i = 0; i <= so->u.t.mask; i++) {
-        vsentry *e = &so->u.t.sentries[i];
-        if (!e->key || e->key == &v_dummy_key) continue;
+    vsentry *e;
+    for (size_t i = 0; (e = vset_next(so, &i)) != NULL;) {
         int r = in_other(c, other, e->key, e->hash);
         if (r < 0) return NULL;
         if (!r && set_add_entry(c, res, e->key, e->hash)) return NULL;
@@ -686,9 +679,8 @@ static val *set_symmetric_difference(vctx *c, val *so, val *other)
     val *res = vset_from_iterable(c, other);
     if (!res) return NULL;
     /* symmetric_difference_update(res, so) */
-    for (size_t i = 0; i <= so->u.t.mask; i++) {
-        vsentry *e = &so->u.t.sentries[i];
-        if (!e->key || e->key == &v_dummy_key) continue;
+    vsentry *e;
+    for (size_t i = 0; (e = vset_next(so, &i)) != NULL;) {
         int r = set_discard_entry(c, res, e->key, e->hash);
         if (r < 0) return NULL;
         if (r == 0 && set_add_entry(c, res, e->key, e->hash)) return NULL;
@@ -772,9 +764,8 @@ static val *set_method(vctx *c, val *s, const char *name, val **a, size_t na, co
             small = o;
             big = s;
         }
-        for (size_t i = 0; i <= small->u.t.mask; i++) {
-            vsentry *e = &small->u.t.sentries[i];
-            if (!e->key || e->key == &v_dummy_key) continue;
+        vsentry *e;
+        for (size_t i = 0; (e = vset_next(small, &i)) != NULL;) {
             int r = set_contains_entry(c, big, e->key, e->hash);
             if (r < 0) return NULL;
             if (r) return v_false();
@@ -1013,9 +1004,8 @@ val *v_set_from_constants(vctx *c, val **items, size_t n)
      * iteration order (merge_consts_recursive), then SET_UPDATE copies it */
     val *f2 = v_set_new(c, n);
     if (!f2) return NULL;
-    for (size_t i = 0; i <= s->u.t.mask; i++) {
-        vsentry *e = &s->u.t.sentries[i];
-        if (e->key && e->key != &v_dummy_key && set_add_entry(c, f2, e->key, e->hash)) return NULL;
-    }
+    vsentry *e;
+    for (size_t i = 0; (e = vset_next(s, &i)) != NULL;)
+        if (set_add_entry(c, f2, e->key, e->hash)) return NULL;
     return vset_copy(c, f2);
 }

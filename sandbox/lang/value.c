@@ -1403,12 +1403,11 @@ int v_repr_buf(vctx *c, strbuf *b, val *v)
         strbuf_putc(b, '{');
         {
             bool first = true;
-            for (size_t i = 0; i <= v->u.t.mask && rc == 0; i++) {
-                val *k = v->u.t.sentries[i].key;
-                if (!k || k == &v_dummy_key) continue;
+            vsentry *e;
+            for (size_t i = 0; rc == 0 && (e = vset_next(v, &i)) != NULL;) {
                 if (!first) strbuf_put(b, ", ", 2);
                 first = false;
-                rc = v_repr_buf(c, b, k);
+                rc = v_repr_buf(c, b, e->key);
             }
         }
         strbuf_putc(b, '}');

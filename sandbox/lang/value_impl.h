@@ -235,6 +235,21 @@ int vset_discard(vctx *c, val *set, val *key);
 int v_int_index(vctx *c, val *v, int64_t *out, const char *what); /* __index__ of int/bool */
 int vseq_index_norm(int64_t *i, int64_t len);
 extern val v_dummy_key;
+/* The next live entry (neither empty nor a deleted key's dummy) of set s at
+ * slot *pos or after, *pos then the slot past it; NULL after the last. As
+ * CPython's set_next: for (size_t i = 0; (e = vset_next(s, &i)) != NULL;) */
+static inline vsentry *vset_next(const val *s, size_t *pos)
+{
+    for (size_t i = *pos; i <= s->u.t.mask; i++) {
+        vsentry *e = &s->u.t.sentries[i];
+        if (e->key && e->key != &v_dummy_key) {
+            *pos = i + 1;
+            return e;
+        }
+    }
+    *pos = s->u.t.mask + 1;
+    return NULL;
+}
 
 /* formatting (format.c) */
 val *vfmt_format(vctx *c, val *v, const char *spec, size_t speclen);
