@@ -170,16 +170,10 @@ static void sp_exec(store *st, const char *sql)
     }
 }
 
-void st_drain_deferred(store *st)
+/* Applies o and the ops after it, each in its own savepoint: a refused one is
+ * rolled back alone and dropped, the others are appended at *tail. */
+static void apply_each(store *st, st_op *o, st_op ***tail)
 {
-    pthread_mutex_lock(&st->qmu);
-    st_op *o = st->qhead;
-    st->qhead = st->qtail = NULL;
-    st->qlen = 0;
-    pthread_mutex_unlock(&st->qmu);
-    st_op **tail = &st->inflight;
-    while (*tail)
-        tail = &(*tail)->next;
     while (o) {
         st_op *next = o->next;
         o->next = NULL;
@@ -194,11 +188,46 @@ void st_drain_deferred(store *st)
             op_free(o);
         } else {
             sp_exec(st, SQL_SP_RELEASE);
-            *tail = o; /* kept until the transaction commits */
-            tail = &o->next;
+            **tail = o; /* kept until the transaction commits */
+            *tail = &o->next;
         }
         o = next;
     }
+}
+
+/* The queue is applied under one savepoint; only when an update is refused
+ * is it rolled back and applied again one savepoint per update, so that the
+ * refused one alone is dropped. A savepoint per update costs two statements
+ * and a copy of each page the update touches into the sub-journal. */
+void st_drain_deferred(store *st)
+{
+    pthread_mutex_lock(&st->qmu);
+    st_op *o = st->qhead;
+    st->qhead = st->qtail = NULL;
+    st->qlen = 0;
+    pthread_mutex_unlock(&st->qmu);
+    if (!o) return;
+    st_op **tail = &st->inflight;
+    while (*tail)
+        tail = &(*tail)->next;
+    if (o->next == NULL) {
+        apply_each(st, o, &tail);
+        return;
+    }
+    sp_exec(st, SQL_SP);
+    int code = STORE_OK;
+    for (st_op *p = o; p && code >= 0; p = p->next) {
+        store_err e = {0};
+        code = apply_op(st, p, &e);
+    }
+    if (code < 0) {
+        sp_exec(st, SQL_SP_ROLLBACK);
+        sp_exec(st, SQL_SP_RELEASE);
+        apply_each(st, o, &tail);
+        return;
+    }
+    sp_exec(st, SQL_SP_RELEASE);
+    *tail = o; /* kept until the transaction commits */
 }
 
 void st_deferred_done(store *st, int committed)
