@@ -616,6 +616,15 @@ static val *set_intersection(vctx *c, val *so, val *other)
     return v_failed(c) ? NULL : res;
 }
 
+/* After difference_update's discards: a table more than a quarter dummies
+ * is rebuilt without them, as CPython's set_difference_update_internal does
+ * (which decides the result's iteration order). */
+static int set_shed_dummies(vctx *c, val *so)
+{
+    if (so->u.t.fill - so->u.t.len <= so->u.t.mask / 4) return 0;
+    return set_resize(c, so, so->u.t.len > 50000 ? so->u.t.len * 2 : so->u.t.len * 4);
+}
+
 static int set_difference_update(vctx *c, val *so, val *other)
 {
     if (v_type(other) == VT_SET) {
@@ -623,14 +632,14 @@ static int set_difference_update(vctx *c, val *so, val *other)
         for (size_t i = 0; (e = vset_next(other, &i)) != NULL;) {
             if (set_discard_entry(c, so, e->key, e->hash) < 0) return -1;
         }
-        return 0;
+        return set_shed_dummies(c, so);
     }
     viter it;
     if (v_iter_init(c, other, &it)) return -1;
     val *x;
     while ((x = v_iter_next(c, &it)) != NULL)
         if (vset_discard(c, so, x) < 0) return -1;
-    return v_failed(c) ? -1 : 0;
+    return v_failed(c) ? -1 : set_shed_dummies(c, so);
 }
 
 static int in_other(vctx *c, val *other, val *key, int64_t h)
@@ -658,7 +667,7 @@ static val *set_difference(vctx *c, val *so, val *other)
                 if (set_discard_entry(c, r, other->u.t.entries[i].key, other->u.t.entries[i].hash) <
                     0)
                     return NULL;
-            return r;
+            return set_shed_dummies(c, r) ? NULL : r;
         }
         if (set_difference_update(c, r, other)) return NULL;
         return r;
