@@ -179,6 +179,7 @@ typedef struct {
     uint32_t has_stats;   /* 1: steps and alloc_bytes were reported (lang_stats) */
     int64_t maxrss_kb;    /* its peak resident set (getrusage's ru_maxrss)       */
     int64_t cpu_us;       /* its user + system CPU time                          */
+    int64_t minflt;       /* its minor page faults                               */
     uint64_t steps;       /* lang_stats                                          */
     uint64_t alloc_bytes; /* lang_stats                                          */
 } jail_report;

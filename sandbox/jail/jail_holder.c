@@ -148,6 +148,7 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
             rep.pid = (int32_t)pid;
             rep.status = st;
             rep.maxrss_kb = ru.ru_maxrss;
+            rep.minflt = ru.ru_minflt;
             rep.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
                          (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
             /* zero when lang_eval did not run (a compile error, a test mode) */

@@ -128,6 +128,7 @@ typedef struct {
                                               allocated from its heap        */
     long peak_rss_kb;                      /* its peak resident set                       */
     long cpu_us;                           /* its CPU time, user + system                 */
+    long minflt;                           /* its minor page faults                       */
 } sbx_outcome;
 
 /* Runs one evaluation in a fresh jailed child. Always fills `out` (the

@@ -232,6 +232,7 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
     out->alloc_bytes = rep.alloc_bytes;
     out->peak_rss_kb = (long)rep.maxrss_kb;
     out->cpu_us = (long)rep.cpu_us;
+    out->minflt = (long)rep.minflt;
     if (sbx_outcome_parse(out, s->buf, len)) goto done;
     /* No usable outcome: the grandchild's exit status says why, and the
      * rest of the session is served by a fresh holder. */

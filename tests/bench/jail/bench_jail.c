@@ -1,7 +1,9 @@
 /* tests/bench/jail/bench_jail: latency of one managed evaluation through the
  * jail (sbx_eval: slot, pre-started child, request, interpreter, read-back,
- * reap), sequentially, p50/p99; and posix_spawn+wait of /bin/true as the
- * floor. Built and run by tests/bench/jail/run.sh, which also runs the
+ * reap), sequentially, p50/p99; or, with --batch B, of the evaluations of
+ * sessions of B (sbx_session_open/eval/close: one holder per session, as
+ * one assignment's managed definitions run); and posix_spawn+wait of
+ * /bin/true as the floor. Built and run by tests/bench/jail/run.sh, which also runs the
  * reference-style anchor (anchor.py) and prints the ratios.
  *
  * usage: bench_jail SIDECAR TRANSCRIPT.json N EXPR [--no-ns] [--no-prestart]
@@ -12,9 +14,11 @@
  *        [--streams K]    (capacity: K threads share the pool, each running
  *                          N/K evaluations back to back, as the worker's
  *                          threads do; the floor likewise spawns from K threads)
+ *        [--batch B]      (sessions of B evaluations each, a fresh session
+ *                          per B; N is rounded down to a multiple of B per stream)
  * prints one JSON line: {"p50_ms", "p99_ms", "mean_ms", "floor_p50_ms", ...,
- * "evals_per_s", "floor_per_s"} (the rates: N over the wall time of all
- * streams). */
+ * "evals_per_s", "floor_per_s", "batch", "sessions_per_s"} (the rates: N
+ * over the wall time of all streams; sessions_per_s: N / B over it). */
 #include "sandbox/jail/sbx.h"
 
 #include <pthread.h>
@@ -61,7 +65,7 @@ typedef struct {
     sbx_pool *pool;   /* borrowed */
     sbx_image *img;   /* borrowed */
     const char *expr; /* borrowed */
-    int from, to, pace_ms;
+    int from, to, pace_ms, batch;
     double *lat; /* borrowed: the run's latency array */
     int bad;
     char *last; /* owned: the last outcome line */
@@ -70,7 +74,13 @@ typedef struct {
 static void *eval_stream(void *arg)
 {
     stream_t *st = arg;
+    sbx_session *sess = NULL;
     for (int i = st->from; i < st->to; i++) {
+        int k = i - st->from; /* the evaluation's place in its session */
+        if (st->batch > 1 && k % st->batch == 0) {
+            sbx_session_close(sess);
+            sess = sbx_session_open(st->pool, st->img);
+        }
         sbx_request req;
         memset(&req, 0, sizeof req);
         req.kind = LANG_EVALUATOR;
@@ -85,13 +95,17 @@ static void *eval_stream(void *arg)
             nanosleep(&pace, NULL);
         }
         double s = now_ms();
-        sbx_eval(st->pool, &req, &out);
+        if (sess != NULL)
+            sbx_session_eval(sess, &req, &out);
+        else
+            sbx_eval(st->pool, &req, &out);
         st->lat[i] = now_ms() - s;
         if (out.status != SBX_OK) st->bad++;
         free(st->last);
         st->last = sbx_outcome_line(&out);
         sbx_outcome_free(&out);
     }
+    sbx_session_close(sess);
     return NULL;
 }
 
@@ -118,6 +132,8 @@ static double run_streams(stream_t *st, int k, int n, void *(*fn)(void *))
     for (int i = 0; i < k; i++) {
         st[i].from = (int)((long)n * i / k);
         st[i].to = (int)((long)n * (i + 1) / k);
+        /* whole sessions only */
+        if (st[i].batch > 1) st[i].to -= (st[i].to - st[i].from) % st[i].batch;
         if (i > 0 && pthread_create(&th[i], NULL, fn, &st[i]) != 0) fn(&st[i]);
     }
     fn(&st[0]);
@@ -133,7 +149,7 @@ int main(int argc, char **argv)
                         "[--no-zygote] [--pace-ms MS] [--test-mode M] [--streams K]\n");
         return 2;
     }
-    int n = atoi(argv[3]), pace_ms = 0, streams = 1;
+    int n = atoi(argv[3]), pace_ms = 0, streams = 1, batch = 1;
     const char *expr = argv[4];
     sbx_config cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -146,10 +162,12 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--no-zygote")) cfg.no_zygote = 1;
         if (!strcmp(argv[i], "--pace-ms") && i + 1 < argc) pace_ms = atoi(argv[++i]);
         if (!strcmp(argv[i], "--streams") && i + 1 < argc) streams = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = atoi(argv[++i]);
         if (!strcmp(argv[i], "--test-mode") && i + 1 < argc) cfg.test_mode = argv[++i];
     }
-    if (n < 1 || streams < 1 || streams > 64 || streams > n) {
-        fprintf(stderr, "bench_jail: N >= 1 and 1 <= --streams <= min(N, 64)\n");
+    if (n < 1 || streams < 1 || streams > 64 || streams > n || batch < 1 || n / streams < batch) {
+        fprintf(stderr, "bench_jail: N >= 1, 1 <= --streams <= min(N, 64), 1 <= --batch <= "
+                        "N / streams\n");
         return 2;
     }
     fps_err err;
@@ -187,9 +205,21 @@ int main(int argc, char **argv)
     stream_t st[64];
     memset(st, 0, sizeof st);
     for (int i = 0; i < streams; i++)
-        st[i] = (stream_t){pool, img, expr, 0, 0, pace_ms, lat, 0, NULL};
+        st[i] = (stream_t){pool, img, expr, 0, 0, pace_ms, batch, lat, 0, NULL};
     double c0 = cpu_ms();
     double wall = run_streams(st, streams, n, eval_stream);
+    /* The evaluations run: whole sessions of each stream. */
+    int ran = 0;
+    for (int i = 0; i < streams; i++)
+        ran += st[i].to - st[i].from;
+    if (ran < n) {
+        /* the latencies of the ones not run sort last: drop them */
+        int w = 0;
+        for (int i = 0; i < streams; i++)
+            for (int j = st[i].from; j < st[i].to; j++)
+                lat[w++] = lat[j];
+        n = ran;
+    }
     int bad = 0;
     char *last = st[0].last;
     for (int i = 0; i < streams; i++) {
@@ -206,8 +236,10 @@ int main(int argc, char **argv)
 
     /* The floor: posix_spawn of /bin/true and wait for it. */
     double *fl = calloc((size_t)n, sizeof *fl);
-    for (int i = 0; i < streams; i++)
+    for (int i = 0; i < streams; i++) {
         st[i].lat = fl;
+        st[i].batch = 1;
+    }
     c0 = cpu_ms();
     double floor_wall = run_streams(st, streams, n, spawn_stream);
     double cpu_floor = (cpu_ms() - c0) / n;
@@ -215,10 +247,11 @@ int main(int argc, char **argv)
     printf("{\"n\": %d, \"failures\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"mean_ms\": %.3f, "
            "\"floor_p50_ms\": %.3f, \"floor_p99_ms\": %.3f, \"cpu_ms\": %.3f, \"floor_cpu_ms\": "
            "%.3f, \"load_ms\": %.1f, \"image_ms\": %.1f, \"streams\": %d, "
-           "\"evals_per_s\": %.1f, \"floor_per_s\": %.1f, \"last\": %s}\n",
+           "\"evals_per_s\": %.1f, \"floor_per_s\": %.1f, \"batch\": %d, \"sessions_per_s\": %.1f, "
+           "\"last\": %s}\n",
            n, bad, pct(lat, n, 0.5), pct(lat, n, 0.99), sum / n, pct(fl, n, 0.5), pct(fl, n, 0.99),
            cpu_eval, cpu_floor, t_load, t_image, streams, n * 1e3 / wall, n * 1e3 / floor_wall,
-           last ? last : "null");
+           batch, n * 1e3 / wall / batch, last ? last : "null");
     free(last);
     free(lat);
     free(fl);
