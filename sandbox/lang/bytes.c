@@ -13,25 +13,14 @@ int vby_repr_buf(strbuf *b, const val *v)
 {
     const unsigned char *p = (const unsigned char *)v->u.s.s;
     size_t n = v->u.s.blen;
-    bool sq = memchr(p, '\'', n) != NULL, dq = memchr(p, '"', n) != NULL;
-    char q = (sq && !dq) ? '"' : '\'';
+    char q = vs_repr_quote((const char *)p, n);
     strbuf_putc(b, 'b');
     strbuf_putc(b, q);
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = p[i];
-        if (ch == (unsigned char)q || ch == '\\') {
-            strbuf_putc(b, '\\');
-            strbuf_putc(b, (char)ch);
-        } else if (ch == '\t')
-            strbuf_put(b, "\\t", 2);
-        else if (ch == '\n')
-            strbuf_put(b, "\\n", 2);
-        else if (ch == '\r')
-            strbuf_put(b, "\\r", 2);
-        else if (ch < 32 || ch >= 127)
-            strbuf_printf(b, "\\x%02x", ch);
+        if (p[i] >= 128)
+            strbuf_printf(b, "\\x%02x", p[i]);
         else
-            strbuf_putc(b, (char)ch);
+            vs_repr_ascii(b, p[i], q);
     }
     strbuf_putc(b, q);
     return 0;

@@ -527,26 +527,13 @@ int vs_repr_buf(strbuf *b, const val *s)
 {
     const char *p = s->u.s.s;
     size_t n = s->u.s.blen;
-    bool sq = memchr(p, '\'', n) != NULL, dq = memchr(p, '"', n) != NULL;
-    char q = (sq && !dq) ? '"' : '\'';
+    char q = vs_repr_quote(p, n);
     strbuf_putc(b, q);
     size_t i = 0;
     while (i < n) {
         unsigned char ch = (unsigned char)p[i];
         if (ch < 128) {
-            if (ch == (unsigned char)q || ch == '\\') {
-                strbuf_putc(b, '\\');
-                strbuf_putc(b, (char)ch);
-            } else if (ch == '\t')
-                strbuf_put(b, "\\t", 2);
-            else if (ch == '\n')
-                strbuf_put(b, "\\n", 2);
-            else if (ch == '\r')
-                strbuf_put(b, "\\r", 2);
-            else if (ch < 32 || ch == 127)
-                strbuf_printf(b, "\\x%02x", ch);
-            else
-                strbuf_putc(b, (char)ch);
+            vs_repr_ascii(b, ch, q);
             i++;
             continue;
         }

@@ -205,6 +205,31 @@ int32_t vs_decode_before(const char *s, size_t lo, size_t end, size_t *start);
  * (vs_isspace_cp) at either end: what str.strip(), int() and float() read. */
 void vs_trim_space(const char *s, size_t len, size_t *lo, size_t *hi);
 
+/* repr() of text and bytes alike: the quote put around p[0, n) (' unless
+ * the text holds ' and no "), and an ASCII byte ch (< 128) as it stands
+ * inside quote q (backslash, the quote, \t \n \r escaped, other control
+ * bytes and DEL as \xNN). */
+static inline char vs_repr_quote(const char *p, size_t n)
+{
+    return memchr(p, '\'', n) != NULL && memchr(p, '"', n) == NULL ? '"' : '\'';
+}
+static inline void vs_repr_ascii(strbuf *b, unsigned char ch, char q)
+{
+    if (ch == (unsigned char)q || ch == '\\') {
+        strbuf_putc(b, '\\');
+        strbuf_putc(b, (char)ch);
+    } else if (ch == '\t')
+        strbuf_put(b, "\\t", 2);
+    else if (ch == '\n')
+        strbuf_put(b, "\\n", 2);
+    else if (ch == '\r')
+        strbuf_put(b, "\\r", 2);
+    else if (ch < 32 || ch == 127)
+        strbuf_printf(b, "\\x%02x", ch);
+    else
+        strbuf_putc(b, (char)ch);
+}
+
 /* bytes (bytes.c) */
 int vby_repr_buf(strbuf *b, const val *v);
 val *vby_method(vctx *c, val *s, const char *name, val **args, size_t nargs, const vkwarg *kw,
