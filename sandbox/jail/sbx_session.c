@@ -19,9 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How long a holder may take to report a grandchild whose outcome line is
- * already in, past the evaluation's deadline. */
-#define REPORT_GRACE_MS 1000
+/* How long a grandchild may take to end once its outcome line is in (a
+ * single-use child's grace, sbx_eval.c), whatever the deadline: past it the
+ * holder is killed and the line, if well-formed, is the outcome. */
+#define REPORT_GRACE_MS 2000
 
 struct sbx_session {
     sbx_pool *pool;   /* borrowed */
@@ -93,25 +94,23 @@ static int read_pipe(sbx_session *s, size_t *len)
  * (*rep) until both are in, the deadline, cancellation or the output bound.
  * RD_EOF: done, with *reported 1 (the report is in and the pipe drained:
  * the grandchild has exited, so everything it wrote is there) or 0 (the
- * holder closed its socket: it is gone). */
+ * holder closed its socket: it is gone). RD_LINE: an outcome line came but
+ * no report within REPORT_GRACE_MS of it (the grandchild lingers). */
 static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel, size_t *len,
                              jail_report *rep, int *reported)
 {
     size_t got = 0;
-    int pipe_open = 1, extended = 0;
+    int pipe_open = 1, lined = 0;
     *reported = 0;
     for (;;) {
         if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
-        double left = deadline - now_ms();
-        if (left <= 0) {
+        if (!lined && *len > 0 && s->buf[*len - 1] == '\n') {
             /* The outcome is in; the grandchild is exiting. */
-            if (!extended && *len > 0 && s->buf[*len - 1] == '\n') {
-                deadline = now_ms() + REPORT_GRACE_MS;
-                extended = 1;
-                continue;
-            }
-            return RD_DEADLINE;
+            deadline = now_ms() + REPORT_GRACE_MS;
+            lined = 1;
         }
+        double left = deadline - now_ms();
+        if (left <= 0) return lined ? RD_LINE : RD_DEADLINE;
         int wait = left > CANCEL_TICK_MS && cancel != NULL ? CANCEL_TICK_MS : (int)ceil(left);
         struct pollfd p[2] = {{pipe_open ? s->h.out : -1, POLLIN, 0}, {s->h.sock, POLLIN, 0}};
         int r = poll(p, 2, wait);
@@ -207,6 +206,14 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
     read_end end = read_session(s, run.deadline, r.cancel, &len, &rep, &reported);
     sbx_track_running(pool, s->h.pid, 0);
     out->run_ms = now_ms() - run.t_run;
+    if (end == RD_LINE) {
+        /* A line, and then the grandchild neither exited nor was reported:
+         * the line is the outcome if well-formed (as sbx_eval takes it
+         * without waiting for the exit); the holder goes. */
+        holder_drop(s);
+        if (!sbx_outcome_parse(out, s->buf, len)) sbx_outcome_from_exit(out, -1, s->buf, len);
+        goto done;
+    }
     if (end != RD_EOF) {
         holder_drop(s);
         sbx_outcome_from_read(out, end, &run);

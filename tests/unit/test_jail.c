@@ -1208,6 +1208,7 @@ static void test_session_bounds(void **state)
         sbx_status status;
         const char *limit;
     } cases[] = {{"spin", 0.5, SBX_TIMEOUT, "timeout"},
+                 {"linger", 30, SBX_JAIL_FAILURE, NULL},
                  {"flood", 10, SBX_OUTPUT, "output"},
                  {"alloc", 20, SBX_OK, NULL},
                  {"silent", 10, SBX_JAIL_FAILURE, NULL}};
@@ -1225,7 +1226,10 @@ static void test_session_bounds(void **state)
                 assert_int_equal(sbx_outcome_end(&o, &d), SBX_END_LIMIT);
                 assert_string_equal(d, "memory");
             }
-            assert_true(now_ms() - t < cases[i].timeout * 1e3 + 5000);
+            assert_true(
+                now_ms() - t <
+                (cases[i].status == SBX_JAIL_FAILURE ? 15000 : cases[i].timeout * 1e3 + 5000));
+            if (!strcmp(cases[i].mode, "linger")) assert_non_null(strstr(o.detail, "did not exit"));
             sbx_outcome_free(&o);
         }
         sbx_session_close(s);
