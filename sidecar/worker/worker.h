@@ -21,25 +21,25 @@ struct store_archive;  /* store/archive.h */
 /* What the worker takes of the daemon's configuration (copied at
  * worker_new; its strings are borrowed and outlive the worker). */
 typedef struct {
-    const char *server_url;  /* the Evaluator v2 server's base URL          */
-    const char *ca_bundle;   /* NULL = the system's CA store                 */
-    const char *worker_id;   /* NULL = <hostname>-<pid>                      */
-    long concurrency;        /* assignments in flight, 1..32 (0 = 4)         */
-    long max_sandboxes;      /* the sandbox pool's size (0 = 4)              */
-    double request_timeout;  /* seconds per server request                   */
-    double drain_timeout;    /* seconds a drain waits for in-flight work     */
+    const char *server_url; /* the Evaluator v2 server's base URL          */
+    const char *ca_bundle;  /* NULL = the system's CA store                 */
+    const char *worker_id;  /* NULL = <hostname>-<pid>                      */
+    long concurrency;       /* assignments in flight, 1..32 (0 = 4)         */
+    long max_sandboxes;     /* the sandbox pool's size (0 = 4)              */
+    double request_timeout; /* seconds per server request                   */
+    double drain_timeout;   /* seconds a drain waits for in-flight work     */
 } worker_config;
 
 typedef struct {
-    worker_config cfg;            /* copied                                   */
-    const struct secret *token;   /* borrowed bearer token; never logged      */
-    struct store *store;          /* borrowed; may be NULL (memory only)      */
-    struct sbx_pool *pool;        /* borrowed; required                       */
-    struct local_registry *local; /* borrowed; may be NULL (no local evals)   */
+    worker_config cfg;             /* copied                                   */
+    const struct secret *token;    /* borrowed bearer token; never logged      */
+    struct store *store;           /* borrowed; may be NULL (memory only)      */
+    struct sbx_pool *pool;         /* borrowed; required                       */
+    struct local_registry *local;  /* borrowed; may be NULL (no local evals)   */
     struct store_archive *archive; /* borrowed; may be NULL (archive off); each
                                       received transcript is queued to it      */
-    const char *worker_id;        /* borrowed; NULL = cfg.worker_id or
-                                     <hostname>-<pid>                         */
+    const char *worker_id;         /* borrowed; NULL = cfg.worker_id or
+                                      <hostname>-<pid>                         */
 } worker_deps;
 
 /* Creates a stopped worker. NULL with a message in err on bad configuration. */
