@@ -74,8 +74,8 @@ typedef struct {
 #define OPT_SESSION                                                                                \
     {                                                                                              \
         "--session-size", NULL, CLI_INT, OFF(session_size), "N",                                   \
-            "with --batch, at most N consecutive lines on one transcript share a sandbox "         \
-            "session (default 64; 1 = each line in a child of its own)",                           \
+            "at most N consecutive --batch lines on one transcript (and their --repeat runs) "     \
+            "share a sandbox session (default 64; 1 = each evaluation in a child of its own)",     \
             1, 1000000                                                                             \
     }
 #define OPT_REPEAT                                                                                 \
@@ -173,6 +173,7 @@ typedef struct {
     double timeout;
     int check_only;
     long repeat;
+    long session_size; /* 1: every evaluation alone, --repeat's too */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 } eval_job;
@@ -350,14 +351,16 @@ static void item_done(eval_job *job, eval_item *it, char *line, int ok)
 }
 
 /* Evaluates the group's items in order (each --repeat times): in one jail
- * session when there is more than one evaluation, else alone (sbx_eval);
- * compile checks each on their own (sbx_check). */
+ * session when there is more than one evaluation (and --session-size is not
+ * 1), else each alone (sbx_eval); compile checks each on their own
+ * (sbx_check). */
 static void eval_group_run(eval_job *job, const eval_group *g)
 {
     sbx_image *img = job->images[g->image].img;
     size_t evals = (g->end - g->start) * (size_t)job->repeat;
     sbx_session *ss = NULL;
-    if (!job->check_only && evals > 1) ss = sbx_session_open(job->pool, img);
+    if (!job->check_only && evals > 1 && job->session_size > 1)
+        ss = sbx_session_open(job->pool, img);
     for (size_t i = g->start; i < g->end; i++) {
         eval_item *it = &job->items[i];
         if (it->done) continue;
@@ -619,6 +622,7 @@ static int common(const cli_command *cmd, int check_only, int argc, char **argv)
     job.timeout = cfg.timeout;
     job.check_only = check_only;
     job.repeat = cfg.repeat;
+    job.session_size = cfg.session_size;
     pthread_mutex_init(&job.mu, NULL);
     pthread_cond_init(&job.cv, NULL);
     run_items(&job, (int)cfg.sandboxes);
