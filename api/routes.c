@@ -190,6 +190,15 @@ static void refresh_gauges(api_server *srv)
         if (store_outbox_depth(srv->deps.db, &depth, NULL) == STORE_OK) od = (double)depth;
     }
     metrics_gauge_set(METRIC_OUTBOX_DEPTH, od < 0 ? 0 : od);
+    const json_t *mem = st ? json_object_get(st, "memory") : NULL;
+    double mb = mem ? jnum(mem, "budget_bytes") : -1, mt = mem ? jnum(mem, "tree_bytes") : -1;
+    double ma = mem ? jnum(mem, "accounted_bytes") : -1;
+    double mw = mem ? jnum(mem, "sandboxes_waiting") : -1;
+    metrics_gauge_set(METRIC_MEMORY_BUDGET, mb < 0 ? 0 : mb);
+    metrics_gauge_set(METRIC_MEMORY_TREE, mt < 0 ? 0 : mt);
+    metrics_gauge_set(METRIC_MEMORY_ACCOUNTED, ma < 0 ? 0 : ma);
+    metrics_gauge_set(METRIC_MEMORY_WAITING,
+                      (mw < 0 ? 0 : mw) + json_is_true(json_object_get(mem, "claims_waiting")));
     int defs = 0, evs = local_count(srv, &defs);
     metrics_gauge_set(METRIC_LOCAL_EVALUATORS, evs);
     metrics_gauge_set(METRIC_LOCAL_DEFINITIONS, defs);

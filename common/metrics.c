@@ -86,6 +86,15 @@ static const struct {
     {METRIC_ACTIVE_RUNS, M_GAUGE, "Evaluation runs in progress."},
     {METRIC_ACTIVE_SANDBOXES, M_GAUGE, "Sandbox child processes running."},
     {METRIC_OUTBOX_DEPTH, M_GAUGE, "Result submissions waiting in the outbox."},
+    {METRIC_MEMORY_BUDGET, M_GAUGE, "The process tree's memory budget (0: none)."},
+    {METRIC_MEMORY_TREE, M_GAUGE,
+     "The process tree's resident memory as the budget counts it (RssAnon + RssFile + "
+     "session images)."},
+    {METRIC_MEMORY_ACCOUNTED, M_GAUGE,
+     "Memory the budget accounts for: the base, the recent ring, assignments' and sandboxes' "
+     "reservations."},
+    {METRIC_MEMORY_WAITING, M_GAUGE,
+     "Work waiting for memory: sandbox starts, plus 1 while claims are held back."},
     {METRIC_ARCHIVE_BYTES, M_GAUGE, "Bytes the transcript archive takes on disk (file and WAL)."},
     {METRIC_ARCHIVE_ENTRIES, M_GAUGE, "Transcripts kept in the archive."},
     {METRIC_BREAKER_OPEN, M_GAUGE,

@@ -1,5 +1,6 @@
 /* sidecar/config: see config.h. */
 #include "sidecar/config.h"
+#include "common/cgroup.h"
 #include "common/loopback.h"
 
 #include <stddef.h>
@@ -73,6 +74,13 @@ static const cli_opt run_opts[] = {
      "sandbox slots a backtest of the admin API may use while no live evaluation waits"
      " (default 1)",
      1, 256},
+    {"--memory-limit-mb", "FAILPROOFAI_SIDECAR_MEMORY_LIMIT_MB", CLI_INT, OFF(memory_limit_mb), "N",
+     "memory budget of the whole process tree (default 90% of the cgroup's limit, none "
+     "without one; 0: none)",
+     0, 16777216},
+    {"--sandbox-reserve-mb", "FAILPROOFAI_SIDECAR_SANDBOX_RESERVE_MB", CLI_INT,
+     OFF(sandbox_reserve_mb), "N",
+     "memory a sandbox is admitted against within the budget (default 64)", 1, 65536},
 };
 
 static const cli_command run_command = {
@@ -97,6 +105,8 @@ void config_defaults(run_config *cfg)
     cfg->archive_max_age_hours = 168;
     cfg->archive_prune_seconds = 60;
     cfg->backtest_sandboxes = 1;
+    cfg->memory_limit_mb = -1;
+    cfg->sandbox_reserve_mb = 64;
     /* The token comes only from the environment or a file, never a flag (argv
      * is world-readable in /proc). */
     cfg->token = getenv("FAILPROOFAI_EVALUATOR_TOKEN");
@@ -215,4 +225,41 @@ void config_free(run_config *cfg)
 {
     cli_list_free(&cfg->admin_hosts);
     cli_list_free(&cfg->evaluator_hosts);
+}
+
+int config_memory_budget(const run_config *cfg, unsigned long long *bytes, char *source,
+                         size_t scap, fps_err *err)
+{
+    *bytes = 0;
+    if (cfg->memory_limit_mb >= 0) {
+        *bytes = (unsigned long long)cfg->memory_limit_mb << 20;
+        if (source)
+            snprintf(source, scap, "%s", cfg->memory_limit_mb ? "--memory-limit-mb" : "none");
+        return 0;
+    }
+    uint64_t lim = 0;
+    char file[512] = "";
+    int rc = cgroup_memory_limit("", &lim, file, sizeof file, err);
+    if (rc == CGROUP_EINVALID) return -1;
+    if (rc == CGROUP_LIMIT) {
+        *bytes = (unsigned long long)(lim / 10 * 9);
+        if (source) snprintf(source, scap, "90%% of %s", file);
+        return 0;
+    }
+    if (source) snprintf(source, scap, "none");
+    return 0;
+}
+
+int config_check_budget(const run_config *cfg, unsigned long long budget, unsigned long long base,
+                        fps_err *err)
+{
+    unsigned long long reserve = (unsigned long long)cfg->sandbox_reserve_mb << 20;
+    if (budget == 0 || budget >= base + reserve) return 0;
+    fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
+                "run: the memory budget (%llu MiB) is below the process tree at start (%llu MiB) "
+                "plus one sandbox reservation (--sandbox-reserve-mb %ld): give "
+                "--memory-limit-mb at least %llu",
+                budget >> 20, (base + (1 << 20) - 1) >> 20, cfg->sandbox_reserve_mb,
+                (base + reserve + (1 << 20) - 1) >> 20);
+    return -1;
 }

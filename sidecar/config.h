@@ -37,6 +37,8 @@ typedef struct {
     double archive_max_age_hours;        /* --archive-max-age-hours */
     double archive_prune_seconds;        /* --archive-prune-seconds: the age bound's timer */
     long backtest_sandboxes;             /* --backtest-sandboxes */
+    long memory_limit_mb;                /* --memory-limit-mb (-1: from the cgroup; 0: none) */
+    long sandbox_reserve_mb;             /* --sandbox-reserve-mb */
 } run_config;
 
 /* Fills `cfg` with the defaults. */
@@ -48,5 +50,17 @@ const cli_command *config_run_command(void);
 enum { CONFIG_EINVALID = -1 }; /* fps_err name "invalid_config" */
 int config_validate(const run_config *cfg, fps_err *err);
 void config_free(run_config *cfg);
+
+/* The memory budget of the whole process tree, in bytes (0: none):
+ * --memory-limit-mb when given (0 turns it off), else 90 % of the
+ * container's cgroup limit (common/cgroup.h), else none. `source` (may be
+ * NULL) gets where it came from: "--memory-limit-mb", the cgroup file, or
+ * "none". -1 with err when the cgroup's limit file is not a limit. */
+int config_memory_budget(const run_config *cfg, unsigned long long *bytes, char *source,
+                         size_t scap, fps_err *err);
+/* The smallest budget `run` accepts: the tree measured at start (`base`,
+ * bytes) plus one sandbox reservation. 0, or -1 with a one-line message. */
+int config_check_budget(const run_config *cfg, unsigned long long budget, unsigned long long base,
+                        fps_err *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include "sidecar/daemon.h"
 
 #include "common/log.h"
+#include "common/procmem.h"
 #include "common/secret.h"
 #include "common/secret_watch.h"
 #include "sandbox/jail/sbx.h"
@@ -285,6 +286,12 @@ int daemon_run(const run_config *cfg)
     /* Few malloc arenas: the threads are mostly idle and each arena keeps
      * its own free pages (idle RSS). */
     mallopt(M_ARENA_MAX, 1);
+    /* Large blocks (transcripts, session images) are mapped on their own and
+     * unmapped when freed, whatever sizes came before: glibc's sliding
+     * threshold would otherwise move them into the heap after the first
+     * one is freed, where freed memory stays resident (the memory budget
+     * counts resident memory). */
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
     g_main = pthread_self();
     g_have_main = 1;
     daemon_block_signals();
@@ -334,6 +341,30 @@ int daemon_run(const run_config *cfg)
         log_error("cannot create the sandbox pool", LOG_S("error", pe.msg));
         goto done;
     }
+    /* The memory budget covers the tree as it is now (the daemon, the
+     * zygote, its pre-started children) plus what work adds. */
+    unsigned long long mem_limit = 0, mem_base = 0;
+    {
+        char source[600];
+        if (config_memory_budget(cfg, &mem_limit, source, sizeof source, &err) != 0) {
+            log_error("cannot read the memory limit", LOG_S("error", err.msg));
+            goto done;
+        }
+        procmem_sample ps;
+        if (procmem_tree(getpid(), &ps) == 0) mem_base = ps.rss + ps.memfd;
+        if (config_check_budget(cfg, mem_limit, mem_base, &err) != 0) {
+            log_error("memory budget too small", LOG_S("error", err.msg));
+            fprintf(stderr, "failproofai-sidecar: %s\n", err.msg);
+            status = 2;
+            goto done;
+        }
+        if (mem_limit)
+            log_info("memory budget", LOG_I("budget_mb", (long long)(mem_limit >> 20)),
+                     LOG_S("from", source), LOG_I("base_mb", (long long)(mem_base >> 20)),
+                     LOG_I("sandbox_reserve_mb", cfg->sandbox_reserve_mb));
+        else
+            log_info("no memory budget (no --memory-limit-mb and no cgroup limit)");
+    }
     local_config lc;
     memset(&lc, 0, sizeof lc);
     lc.pool = pool;
@@ -350,7 +381,10 @@ int daemon_run(const run_config *cfg)
                               .concurrency = cfg->concurrency,
                               .max_sandboxes = cfg->max_sandboxes,
                               .request_timeout = cfg->request_timeout,
-                              .drain_timeout = cfg->drain_timeout},
+                              .drain_timeout = cfg->drain_timeout,
+                              .memory_limit = mem_limit,
+                              .memory_base = mem_base,
+                              .sandbox_reserve = (unsigned long long)cfg->sandbox_reserve_mb << 20},
                       .token = token,
                       .store = db,
                       .pool = pool,

@@ -8,12 +8,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 /* ---- images ---- */
+
+/* Bytes of a session image written into its memfd at a time. */
+#define IMAGE_STEP ((size_t)4 << 20)
 
 sbx_image *sbx_image_new(const char *json, size_t len, const char *assignment_id, unsigned flags,
                          fps_err *e)
@@ -37,8 +41,14 @@ sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)
         fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "memfd_create: %s", strerror(errno));
         goto fail;
     }
+    /* Copied in steps, each step's pages of the heap copy given back once
+     * written (the copy is freed below whatever happens): the image is
+     * resident about once while it moves into the memfd, not twice. */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), at = (uintptr_t)simg;
+    uintptr_t released = (at + page - 1) & ~(page - 1);
     for (size_t off = 0; off < len;) {
-        ssize_t n = write(fd, (char *)simg + off, len - off);
+        size_t step = len - off < IMAGE_STEP ? len - off : IMAGE_STEP;
+        ssize_t n = write(fd, (char *)simg + off, step);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "writing the session image: %s",
@@ -46,6 +56,11 @@ sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)
             goto fail;
         }
         off += (size_t)n;
+        uintptr_t upto = (at + off) & ~(page - 1);
+        if (upto > released) {
+            (void)madvise((void *)released, upto - released, MADV_DONTNEED);
+            released = upto;
+        }
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
         fps_err_set(e, SBX_JAIL_FAILURE, 0, "sandbox_error", "sealing the session image: %s",

@@ -280,13 +280,43 @@ typedef struct {
     strbuf body;
     size_t cap;
     int too_large;
+    int sized; /* the first bytes came: Content-Length looked at */
     cloud *c;
+    CURL *h;
+    const cloud_req *r;
+    char *refused; /* the size hook's message (e->err.msg), or NULL */
+    size_t rcap;
 } xfer;
+
+/* The first bytes of a body: with a Content-Length, the buffer is made
+ * that size at once (a transcript is held once, never regrown), and the
+ * request's size hook may refuse it. 0, or -1 to stop reading. */
+static int on_first_bytes(xfer *x)
+{
+    x->sized = 1;
+    curl_off_t cl = -1;
+    if (curl_easy_getinfo(x->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl) != CURLE_OK || cl < 0)
+        return 0;
+    long status = 0;
+    curl_easy_getinfo(x->h, CURLINFO_RESPONSE_CODE, &status);
+    if ((size_t)cl > x->cap) {
+        x->too_large = 1;
+        return -1;
+    }
+    if (status < 200 || status >= 300) return 0;
+    if (x->r->on_size != NULL && x->r->on_size(x->r->size_ud, (size_t)cl, x->refused, x->rcap)) {
+        x->too_large = 2;
+        return -1;
+    }
+    strbuf_reserve(&x->body, (size_t)cl);
+    return 0;
+}
 
 static size_t on_write(char *data, size_t sz, size_t nm, void *ud)
 {
     xfer *x = ud;
     size_t n = sz * nm;
+    if (!x->sized && on_first_bytes(x) != 0) return 0;
     if (x->body.len + n > x->cap) {
         x->too_large = 1;
         return 0; /* stop reading past the cap */
@@ -366,11 +396,17 @@ static void handle_setup(CURL *h, void *arg)
 /* One HTTP attempt. */
 static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out, cloud_error *e)
 {
-    xfer x = {.cap = r->cap ? r->cap : CLOUD_MAX_RESPONSE, .c = c};
+    char refused[sizeof e->err.msg] = "";
+    xfer x = {.cap = r->cap ? r->cap : CLOUD_MAX_RESPONSE,
+              .c = c,
+              .r = r,
+              .refused = refused,
+              .rcap = sizeof refused};
     strbuf_init(&x.body);
     struct curl_slist *hdrs = NULL;
     char line[512];
     CURL *h = curl_pool_get(c->handles);
+    x.h = h;
     *out = NULL;
     strbuf auth;
     strbuf_init(&auth);
@@ -411,6 +447,13 @@ static void attempt(cloud *c, const cloud_req *r, const char *rid, json_t **out,
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     e->err.http_status = status;
     e->response_bytes = x.body.len;
+    if (x.too_large == 2) {
+        /* the size hook refused it (not retried: a size does not change) */
+        cloud_set_protocol_error(e, "%s", refused);
+        snprintf(e->err.name, sizeof e->err.name, "response_too_large");
+        e->errc = CLOUD_ERRC_RESPONSE_TOO_LARGE;
+        goto done;
+    }
     if (x.too_large) {
         cloud_set_protocol_error(e, "response larger than the %zu-byte cap", x.cap);
         snprintf(e->err.name, sizeof e->err.name, "response_too_large");

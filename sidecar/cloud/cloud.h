@@ -161,6 +161,12 @@ void cloud_assignments_free(cloud_assignment *a, size_t n);
 /* Deep copy (for resuming from the store etc.). */
 int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *out, fps_err *err);
 
+/* Told a response's size (its Content-Length, within the call's cap)
+ * before its bytes are read, so that memory can be accounted for it: 0 to
+ * read it, non-zero to refuse it with a one-line reason in msg (the call
+ * then fails as too large, with that message). */
+typedef int (*cloud_size_hook)(void *ud, size_t bytes, char *msg, size_t mcap);
+
 /* ---- transcript ---- GET (capped at CLOUD_MAX_TRANSCRIPT, read no
  * further), parsed once, from its bytes straight to the session image
  * (simg.h, strict JSON), which is its validation: schema_version "2", string
@@ -170,6 +176,9 @@ int cloud_assignment_from_json(cloud *c, const json_t *obj, cloud_assignment *ou
  * and *simg / *simg_len the image (owned, with the assignment's id). */
 int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **simg,
                      size_t *simg_len, cloud_error *e);
+/* cloud_transcript with a size hook (see cloud_size_hook; NULL: none). */
+int cloud_transcript_sized(cloud *c, const cloud_assignment *a, cloud_size_hook on_size, void *ud,
+                           rcbuf **raw, void **simg, size_t *simg_len, cloud_error *e);
 
 /* ---- definitions ---- (validated array of definitions, new reference) */
 int cloud_definitions(cloud *c, const cloud_assignment *a, json_t **out, cloud_error *e);
@@ -247,6 +256,8 @@ typedef struct {
     size_t *raw_len;            /* its length (with raw_out) */
     double lease_expires_epoch; /* > 0: no retry starts after this (wall clock) */
     int again;                  /* the first attempt is already a retry */
+    cloud_size_hook on_size;    /* may be NULL: told a 2xx body's Content-Length */
+    void *size_ud;
 } cloud_req;
 /* Performs the call; on CLOUD_OK *out is the parsed JSON object (or, with
  * raw_out, the body's bytes are in *raw_out). */

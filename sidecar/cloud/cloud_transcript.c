@@ -3,7 +3,8 @@
  * session image the jail maps: strict JSON (duplicate keys, NaN/Infinity
  * refused), schema_version "2", string fields, event shapes, event_count ==
  * len(events); then the assignment's session revision. Every violation is a
- * protocol error for the assignment. The bytes are kept as received. */
+ * protocol error for the assignment. The bytes are kept as received, in
+ * one buffer of the Content-Length's size (never regrown). */
 #include "sidecar/cloud/cloud.h"
 
 #include "sandbox/lang/simg.h"
@@ -14,6 +15,12 @@
 
 int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **simg,
                      size_t *simg_len, cloud_error *e)
+{
+    return cloud_transcript_sized(c, a, NULL, NULL, raw, simg, simg_len, e);
+}
+
+int cloud_transcript_sized(cloud *c, const cloud_assignment *a, cloud_size_hook on_size, void *ud,
+                           rcbuf **raw, void **simg, size_t *simg_len, cloud_error *e)
 {
     char *body = NULL;
     size_t len = 0;
@@ -30,7 +37,9 @@ int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **si
                      .ep = CLOUD_EP_TRANSCRIPT,
                      .raw_out = &body,
                      .raw_len = &len,
-                     .lease_expires_epoch = a->lease_expires_epoch};
+                     .lease_expires_epoch = a->lease_expires_epoch,
+                     .on_size = on_size,
+                     .size_ud = ud};
     if (cloud_call(c, &req, &unused, e) != 0) {
         if (e->errc == CLOUD_ERRC_RESPONSE_TOO_LARGE) {
             e->errc = CLOUD_ERRC_TRANSCRIPT_TOO_LARGE;

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #define RECENT_N 16
-#define RECENT_MAX_BYTES ((size_t)64 * 1024 * 1024)
 
 struct recent_ring {
     pthread_mutex_t mu; /* guards slot and next */
@@ -36,7 +35,7 @@ void recent_free(recent_ring *r)
 
 void recent_put(recent_ring *r, const char *assignment_id, rcbuf *raw)
 {
-    if (raw == NULL) return;
+    if (raw == NULL || rcbuf_len(raw) > RECENT_MAX_BYTES) return;
     rcbuf *old[RECENT_N];
     int nold = 0;
     pthread_mutex_lock(&r->mu);
@@ -71,4 +70,14 @@ rcbuf *recent_get(recent_ring *r, const char *assignment_id)
             raw = rcbuf_ref(r->slot[k].raw);
     pthread_mutex_unlock(&r->mu);
     return raw;
+}
+
+size_t recent_bytes(recent_ring *r)
+{
+    size_t total = 0;
+    pthread_mutex_lock(&r->mu);
+    for (int k = 0; k < RECENT_N; k++)
+        total += r->slot[k].raw ? rcbuf_len(r->slot[k].raw) : 0;
+    pthread_mutex_unlock(&r->mu);
+    return total;
 }

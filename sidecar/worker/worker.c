@@ -160,6 +160,7 @@ worker *worker_new(const worker_deps *d, fps_err *err)
     }
     pthread_mutex_init(&w->sh.mu, NULL);
     pthread_cond_init(&w->sh.cv, NULL);
+    worker_memory_init(&w->sh, &w->cfg);
     pthread_mutex_init(&w->hb.mu, NULL);
     pthread_cond_init(&w->hb.cv, NULL);
     pthread_cond_init(&w->q_cv, NULL);
@@ -318,30 +319,48 @@ static void *main_loop(void *arg)
             continue;
         }
         /* Capacity. */
+        uint64_t each = 0;
         pthread_mutex_lock(&w->sh.mu);
         long limit = w->claim_limit < w->concurrency ? (long)w->claim_limit : w->concurrency;
         if (limit > CLOUD_MAX_CAPACITY) limit = CLOUD_MAX_CAPACITY;
         long capacity = limit - w->sh.nactive;
-        while ((capacity <= 0 || w->sh.store_failing) && !w->sh.stopping && !w->draining &&
-               !atomic_load(&w->catalog_dirty)) {
+        /* Admission is decided here, before claiming: a claim asks only for
+         * the assignments the memory budget has room for (reserved now,
+         * what the server does not send is given back). */
+        long fit = 0;
+        while (!w->sh.stopping && !w->draining && !atomic_load(&w->catalog_dirty)) {
+            if (capacity > 0 && !w->sh.store_failing) {
+                fit = worker_memory_admit_locked(&w->sh, capacity, &each);
+                if (fit > 0) break;
+            } else {
+                w->sh.claims_held = 0;
+            }
             pthread_cond_wait(&w->sh.cv, &w->sh.mu);
             capacity = limit - w->sh.nactive;
         }
+        capacity = fit;
         char rev[80];
         snprintf(rev, sizeof rev, "%s", w->catalog_revision);
         int64_t poll_ms = w->poll_interval_s * 1000;
         pthread_mutex_unlock(&w->sh.mu);
-        if (capacity <= 0 || w->sh.store_failing) continue;
+        if (capacity <= 0) continue;
         /* While the server fails persistently, claims are slow probes. */
         long long probe_in = 0;
         if (!cloud_claim_permit(w->env.cloud, &probe_in)) {
+            pthread_mutex_lock(&w->sh.mu);
+            worker_memory_unclaimed_locked(&w->sh, capacity, each);
+            pthread_mutex_unlock(&w->sh.mu);
             loop_wait(w, probe_in);
             continue;
         }
         cloud_assignment *as = NULL;
         size_t n = 0, rejected = 0;
         double claimed_at = time_now();
-        if (cloud_claim(w->env.cloud, rev, capacity, &as, &n, &rejected, &e) != 0) {
+        int claimed = cloud_claim(w->env.cloud, rev, capacity, &as, &n, &rejected, &e);
+        pthread_mutex_lock(&w->sh.mu);
+        worker_memory_unclaimed_locked(&w->sh, claimed == 0 ? capacity - (long)n : capacity, each);
+        pthread_mutex_unlock(&w->sh.mu);
+        if (claimed != 0) {
             if (e.err.code == CLOUD_ABORTED) break;
             wcount(&w->sh, WC_CLAIM_FAILURES, 1);
             worker_note_error(&w->sh, e.err.name, e.err.msg);
@@ -402,6 +421,8 @@ static void *main_loop(void *arg)
             xs[i]->env = &w->env;
             xs[i]->a = as[i];
             xs[i]->claimed_at = claimed_at;
+            xs[i]->mem_reserved = each;
+            xs[i]->mem_held = 1;
         }
         /* Durable before any further protocol step on them. */
         ws_claimed(&w->env, xs, n);
@@ -440,6 +461,7 @@ static void *pool_main(void *arg)
         if (w->sh.stopping) {
             /* Dropped unstarted: the server reclaims it when the lease ends. */
             w->sh.nactive--;
+            if (x->mem_held) budget_release(&w->sh.mem, x->mem_reserved);
             pthread_mutex_unlock(&w->sh.mu);
             cloud_assignment_clear(&x->a);
             free(x);
@@ -451,9 +473,11 @@ static void *pool_main(void *arg)
         x->catalog = json_incref(w->catalog);
         x->disabled = json_incref(w->disabled);
         x->lease_duration_s = w->lease_duration_s;
+        worker_memory_hold_locked(&w->sh, x); /* resumed ones hold none yet */
         pthread_mutex_unlock(&w->sh.mu);
 
         worker_process(x);
+        worker_memory_release(x);
 
         pthread_mutex_lock(&w->sh.mu);
         for (actx **p = &w->active; *p; p = &(*p)->act_next)
@@ -623,6 +647,7 @@ void worker_free(worker *w)
     ws_group_free(w->env.commits);
     pthread_mutex_destroy(&w->sh.mu);
     pthread_cond_destroy(&w->sh.cv);
+    worker_memory_destroy(&w->sh);
     pthread_mutex_destroy(&w->hb.mu);
     pthread_cond_destroy(&w->hb.cv);
     pthread_cond_destroy(&w->q_cv);
@@ -759,6 +784,7 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "active_runs", json_integer(w->sh.active_runs));
     json_object_set_new(o, "active_sandboxes", json_integer(sbx_pool_active(w->env.pool)));
     json_object_set_new(o, "outbox_depth", json_integer(depth));
+    json_object_set_new(o, "memory", worker_memory_json_locked(&w->sh));
     if (last) {
         double at = time_now() - (time_mono_ms() - last) / 1000.0;
         json_object_set_new(o, "last_server_contact_at",

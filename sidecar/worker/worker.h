@@ -28,6 +28,10 @@ typedef struct {
     long max_sandboxes;     /* the sandbox pool's size (0 = 4)              */
     double request_timeout; /* seconds per server request                   */
     double drain_timeout;   /* seconds a drain waits for in-flight work     */
+    /* the memory budget of the process tree (README "Memory budget") */
+    unsigned long long memory_limit;    /* bytes; 0 = no budget                  */
+    unsigned long long memory_base;     /* the tree measured at start            */
+    unsigned long long sandbox_reserve; /* bytes a sandbox is admitted against   */
 } worker_config;
 
 typedef struct {
@@ -90,7 +94,7 @@ int worker_ready(worker *w, strbuf *reason);
 void worker_catalog_changed(worker *w);
 
 /* The transcript bytes (as received) of a recently processed assignment
- * (the last 16 fetched, at most 64 MiB in all), for the admin playground: a
+ * (the last 16 fetched, at most 32 MiB in all), for the admin playground: a
  * new reference, or NULL if unknown or already evicted. */
 rcbuf *worker_recent_transcript(worker *w, const char *assignment_id);
 

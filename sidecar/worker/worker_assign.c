@@ -96,7 +96,8 @@ void worker_process(actx *x)
     int64_t tm[8] = {worker_mono_us()};
     void *simg = NULL;
     size_t simg_len = 0;
-    if (cloud_transcript(env->cloud, &x->a, &transcript, &simg, &simg_len, &e) != 0) {
+    if (cloud_transcript_sized(env->cloud, &x->a, worker_memory_sized, x, &transcript, &simg,
+                               &simg_len, &e) != 0) {
         if (e.errc == CLOUD_ERRC_TRANSCRIPT_TOO_LARGE) {
             wcount(sh, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
@@ -110,6 +111,10 @@ void worker_process(actx *x)
             call_failed(x, "transcript", &e);
         }
         goto done;
+    }
+    if (!x->mem_sized) { /* no Content-Length: its size is known now */
+        char unused[8];
+        (void)worker_memory_sized(x, rcbuf_len(transcript), unused, sizeof unused);
     }
     recent_put(env->recent, x->a.assignment_id, transcript);
     if (env->archive != NULL && x->a.session_id != NULL) {
@@ -164,6 +169,16 @@ void worker_process(actx *x)
         wcount(sh, WC_CHECKSUM_MISMATCHES, 1);
         worker_fail_assignment(x, err.name, err.msg, NULL);
         goto done;
+    }
+    /* The bytes as received serve local runs only (the ring and the
+     * archive hold their own references): without one, the image alone
+     * stays while the runs execute. */
+    int local_runs = 0;
+    for (size_t i = 0; i < x->nruns && !local_runs; i++)
+        local_runs = x->runs[i].run->mode == CLOUD_MODE_LOCAL;
+    if (!local_runs) {
+        rcbuf_release(transcript);
+        transcript = NULL;
     }
     ws_runs_started(x);
     worker_hb_add(env->hb, x);

@@ -85,8 +85,11 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
         if (has_local_cond) {
             local_condition_outcome lo;
             memset(&lo, 0, sizeof lo);
+            /* within the claim-time lease: counted, never waiting */
+            worker_memory_sandbox_enter(env, NULL, 0);
             local_condition(env->local, env->pool, key, ver, img, t, remaining,
                             &x->cancel_conditions, &lo);
+            worker_memory_sandbox_leave(env);
             if (!lo.applicable) {
                 snprintf(rbuf, sizeof rbuf, "%s",
                          lo.reason_code[0] ? lo.reason_code : "condition_error");
@@ -103,7 +106,9 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                               .budget_s = remaining};
             sbx_outcome out;
             memset(&out, 0, sizeof out);
+            worker_memory_sandbox_enter(env, NULL, 0);
             worker_managed_eval(x, &rq, &out); /* the assignment's jail session */
+            worker_memory_sandbox_leave(env);
             if (out.status == SBX_CANCELLED) {
                 sbx_outcome_free(&out);
                 return -1;

@@ -13,6 +13,7 @@
 #include "common/metrics.h"
 #include "sandbox/jail/sbx.h"
 #include "sidecar/cloud/cloud.h"
+#include "sidecar/worker/budget.h"
 #include "sidecar/worker/worker.h"
 #include "sidecar/worker/worker_plan.h"
 
@@ -127,6 +128,9 @@ typedef struct actx {
     pthread_mutex_t ss_mu;
     /* step timings (microseconds; logged at debug level per assignment) */
     atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
+    /* under sh->mu: its reservation in the memory budget (worker_memory.c) */
+    uint64_t mem_reserved;
+    int mem_held, mem_sized;
 } actx;
 
 /* What the claim loop shares with the assignments: the worker's lock and
@@ -142,6 +146,12 @@ typedef struct worker_shared {
     int store_failing; /* under mu: results cannot be made durable; no new claims */
     int stopping;      /* under mu: the worker is stopping */
     atomic_llong counters[WC__COUNT]; /* atomic */
+    /* under mu: the memory budget's account (worker_memory.c); mem_cv
+     * wakes sandbox starts waiting for room; claims_held: the last claim
+     * asked for nothing because no assignment fits */
+    budget mem;
+    pthread_cond_t mem_cv;
+    int claims_held;
     /* under mu: the last error (status page) */
     char last_error_code[64];
     char last_error[512];
@@ -287,6 +297,37 @@ static inline int64_t worker_mono_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+/* worker_memory.c: the memory budget (budget.h) as the worker uses it.
+ * The tree's bytes per transcript byte while an assignment is in flight:
+ * the received bytes (1x, kept for the recent ring, the archive and local
+ * runs), its session image (~1.8x) and the parser's work while the image
+ * is built: one 21.4 MB transcript alone peaked at 66 MB (3.1x) above the
+ * idle tree (tests/bench/worker/bench_memory.py); with a margin. */
+#define WORKER_MEMORY_FACTOR 3.25
+void worker_memory_init(worker_shared *sh, const worker_config *cfg);
+void worker_memory_destroy(worker_shared *sh);
+/* Claim admission (sh->mu held): how many of `want` to ask for, each
+ * reserved at *each; the claim gives back what the server did not send
+ * with worker_memory_unclaimed_locked. */
+long worker_memory_admit_locked(worker_shared *sh, long want, uint64_t *each);
+void worker_memory_unclaimed_locked(worker_shared *sh, long n, uint64_t each);
+/* An assignment that holds no reservation (resumed from the store) takes
+ * one at the estimate (sh->mu held); worker_memory_release gives it back
+ * when the assignment ends (locks sh->mu). */
+void worker_memory_hold_locked(worker_shared *sh, actx *x);
+void worker_memory_release(actx *x);
+/* cloud_size_hook for the transcript (ud: the actx): its Content-Length
+ * replaces the estimate, or it is refused when it can never fit. */
+int worker_memory_sized(void *ud, size_t bytes, char *msg, size_t mcap);
+/* A sandbox start: admitted against one reservation. `wait` (runs, whose
+ * heartbeats keep the lease): waits for room until it fits, `cancel` is
+ * set or the worker stops; else (conditions, within the claim-time lease)
+ * admitted at once. Always pair with worker_memory_sandbox_leave. */
+int worker_memory_sandbox_enter(const assign_env *env, const atomic_int *cancel, int wait);
+void worker_memory_sandbox_leave(const assign_env *env);
+/* The status snapshot's "memory" object (sh->mu held; samples the tree). */
+json_t *worker_memory_json_locked(worker_shared *sh);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(actx *x);

@@ -69,6 +69,32 @@ class CliTest(unittest.TestCase):
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
 
 
+    def test_memory_budget_below_base_plus_one_sandbox_is_refused(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FAILPROOFAI_")}
+        env["FAILPROOFAI_EVALUATOR_TOKEN"] = "secret-token-value"
+        # nothing listens on port 1: the check comes before any server call
+        args = ("run", "--server", "http://127.0.0.1:1", "--db", ":memory:",
+                "--listen", "127.0.0.1:0")
+        r = run(*args, "--memory-limit-mb", "40", env=env)
+        self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+        lines = [l for l in r.stderr.splitlines() if l.startswith("failproofai-sidecar: ")]
+        self.assertEqual(len(lines), 1, r.stderr[-2000:])
+        m = re.search(r"memory budget \(40 MiB\) is below the process tree at start \((\d+) MiB\)"
+                      r" plus one sandbox reservation \(--sandbox-reserve-mb 64\): give "
+                      r"--memory-limit-mb at least (\d+)", lines[0])
+        self.assertIsNotNone(m, lines[0])
+        self.assertEqual(int(m.group(2)), int(m.group(1)) + 64)
+        # the environment variable and a smaller reservation move the bound
+        env["FAILPROOFAI_SIDECAR_MEMORY_LIMIT_MB"] = "40"
+        r = run(*args, "--sandbox-reserve-mb", "100", env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("memory budget (40 MiB)", r.stderr)
+        self.assertIn("--sandbox-reserve-mb 100", r.stderr)
+        # a flag out of range is a usage error naming it
+        r = run(*args, "--sandbox-reserve-mb", "0", env=env)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--sandbox-reserve-mb", r.stderr)
+
     def test_each_command_help_lists_only_its_flags(self):
         self.assertIn("--transcript", help_flags("eval"))
         self.assertIn("--eval-key", help_flags("eval"))

@@ -174,6 +174,14 @@
     text("claim-limit", timing.claim_limit ?? "—");
     text("active-runs", st.active_runs ?? 0);
     text("sandboxes", st.active_sandboxes ?? 0);
+    const mem = st.memory || {};
+    text("memory-tree", mem.tree_bytes != null ? bytes(mem.tree_bytes) : "—");
+    text("memory-budget", mem.budget_bytes != null ? bytes(mem.budget_bytes) : "no budget");
+    const waiting = [mem.sandboxes_waiting ? `${mem.sandboxes_waiting} sandbox starts` : "", mem.claims_waiting ? "claims" : ""].filter(Boolean).join(", ");
+    text("memory-detail", mem.budget_bytes != null
+      ? `accounted ${bytes(mem.accounted_bytes ?? 0)} · ${waiting ? "waiting for memory: " + waiting : "nothing waiting"}`
+      : "process tree / budget");
+    $("memory-card").className = "card" + (waiting ? " card-warn" : "");
     const store = st.store || {};
     text("outbox", store.outbox_depth ?? st.outbox_depth ?? 0);
     text("outbox-age", store.oldest_unsent_age_seconds ? duration(store.oldest_unsent_age_seconds) : "—");

@@ -1,0 +1,75 @@
+/* sidecar/worker/budget: the arithmetic of the memory budget (docs in the
+ * README's "Memory budget"): what the process tree may hold, what it holds
+ * by account, and what may be admitted now. The account is the tree at
+ * start (`base`), the recent-transcript ring's bound, one reservation per
+ * assignment in flight (its transcript's bytes times the parent's bytes per
+ * transcript byte: the estimate until its Content-Length is known), and one
+ * reservation per sandbox running. A claim asks only for the assignments
+ * whose estimates fit beside one sandbox reservation, so a claimed
+ * assignment never waits on memory and some sandbox can always start;
+ * sandbox starts wait for room, but the first one of the tree always
+ * starts. Pure: no locks, no clock, no I/O (the worker holds its lock
+ * around every call); a budget of 0 bytes admits everything. */
+#ifndef FPS_BUDGET_H
+#define FPS_BUDGET_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* Transcript sizes kept for the percentile. */
+#define BUDGET_HISTORY 256
+/* The smallest estimate of a transcript not yet seen. */
+#define BUDGET_MIN_TRANSCRIPT ((uint64_t)1 << 20)
+
+typedef struct {
+    /* configuration (budget_init) */
+    uint64_t limit;           /* bytes; 0 = no budget                         */
+    uint64_t base;            /* the tree at start                            */
+    uint64_t ring;            /* the recent ring's bound, counted whole       */
+    uint64_t sandbox_reserve; /* per sandbox                                  */
+    double factor;            /* parent bytes per transcript byte in flight   */
+    /* the account */
+    uint64_t assigned;  /* sum of the assignments' reservations */
+    uint64_t sandboxed; /* sum of the sandboxes' reservations   */
+    long assignments;   /* assignments holding a reservation    */
+    long sandboxes;     /* sandboxes admitted                   */
+    long waiting;       /* sandbox starts waiting for room      */
+    /* transcript sizes seen (a ring) */
+    uint64_t seen[BUDGET_HISTORY];
+    size_t nseen, next;
+} budget;
+
+void budget_init(budget *b, uint64_t limit, uint64_t base, uint64_t ring, uint64_t sandbox_reserve,
+                 double factor);
+/* The 95th percentile of the transcript sizes seen (nearest rank), or 0
+ * when none was seen. */
+uint64_t budget_p95(const budget *b);
+/* What an assignment in flight holds for a transcript of `bytes`. */
+uint64_t budget_cost(const budget *b, uint64_t bytes);
+/* The reservation of an assignment claimed now: the cost of the larger of
+ * the p95 and BUDGET_MIN_TRANSCRIPT. */
+uint64_t budget_estimate(const budget *b);
+/* The bytes accounted for now (base, ring, reservations). */
+uint64_t budget_in_use(const budget *b);
+/* How many of `want` assignments a claim may ask for now (0..want): those
+ * whose estimates fit beside one sandbox reservation; before any
+ * transcript's size is known, one, and only while none is in flight. With
+ * no budget, `want`. */
+long budget_claimable(const budget *b, long want);
+/* Reserves `n` claimed assignments at the estimate; returns the
+ * reservation each one holds (to pass to budget_resize and
+ * budget_release). */
+uint64_t budget_claim(budget *b, long n);
+/* 1 if a transcript of `bytes` can never fit (with nothing else in flight
+ * but one sandbox), else 0. Never with no budget. */
+int budget_never_fits(const budget *b, uint64_t bytes);
+/* The transcript's size is known: the assignment's reservation *res
+ * becomes its cost (larger or smaller) and the size joins the history. */
+void budget_resize(budget *b, uint64_t *res, uint64_t bytes);
+/* An assignment ends: its reservation goes. */
+void budget_release(budget *b, uint64_t res);
+/* 1 if a sandbox may start now: its reservation fits, or no sandbox runs. */
+int budget_sandbox_fits(const budget *b);
+void budget_sandbox_take(budget *b);
+void budget_sandbox_put(budget *b);
+
+#endif
