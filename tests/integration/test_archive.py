@@ -145,6 +145,14 @@ class ArchiveBase(unittest.TestCase):
         except OSError:
             return ""
 
+    def archive_log_lines(self):
+        """The log's lines about archiving (its failures name their reason)."""
+        try:
+            with open(self.log, "rb") as f:
+                return b"".join(l for l in f if b"archiv" in l)[-4000:]
+        except OSError:
+            return b""
+
     def committed(self):
         return self.emu.state()["runs"]["committed"]
 
@@ -266,10 +274,15 @@ class FullDisk(ArchiveBase):
                                 f"mount -t tmpfs -o size=1m tmpfs {mnt} && exec \"$@\"", "sh"])
         runs = n * len(WORKER_DEFS)
         not_ready = []
+        seen_ready = []
 
         def progress():
+            # Not ready before the first registration is start-up, not the
+            # archive: only a fall from ready counts.
             s = self.status()
-            if s is not None and not s["ready"]:
+            if s is not None and s["ready"]:
+                seen_ready.append(True)
+            elif s is not None and seen_ready:
                 not_ready.append(s.get("ready_reason"))
             return self.committed() >= runs
 
@@ -290,7 +303,9 @@ class FullDisk(ArchiveBase):
         _, metrics = self.admin("/metrics")
         m = re.search(rb'^failproofai_sidecar_archive_failures_total\{reason="disk_full"\} (\d+)',
                       metrics, re.M)
-        self.assertIsNotNone(m, metrics[-2000:])
+        self.assertIsNotNone(m, b"\n".join(l for l in metrics.splitlines()
+                                            if l.startswith(b"failproofai_sidecar_archive"))
+                             + b"\n" + self.archive_log_lines())
         self.assertGreater(int(m.group(1)), 0)
         # logged once per interval, not once per failure
         with open(self.log) as f:
