@@ -99,10 +99,7 @@ static val *parse_error(vctx *c, const char *s, size_t len)
 {
     strbuf rb;
     strbuf_init(&rb);
-    val tmp = {.ty = VT_STR};
-    tmp.u.s.s = s;
-    tmp.u.s.blen = len;
-    vs_repr_buf(&rb, &tmp);
+    vs_repr_text(&rb, s, len);
     v_raise(c, "ValueError", "could not convert string to float: %.200s", rb.data ? rb.data : "");
     strbuf_free(&rb);
     return NULL;

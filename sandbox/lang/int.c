@@ -450,10 +450,7 @@ static val *parse_core(vctx *c, const char *s, size_t len, int base, bool litera
         if (literal) return v_raise(c, "SyntaxError", "invalid literal");
         strbuf rb;
         strbuf_init(&rb);
-        val tmp = {.ty = VT_STR};
-        tmp.u.s.s = orig;
-        tmp.u.s.blen = olen;
-        vs_repr_buf(&rb, &tmp);
+        vs_repr_text(&rb, orig, olen);
         v_raise(c, "ValueError", "invalid literal for int() with base %d: %.200s", base,
                 rb.data ? rb.data : "");
         strbuf_free(&rb);

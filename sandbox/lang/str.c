@@ -525,8 +525,11 @@ static val *sb_done(sbuild *b)
 
 int vs_repr_buf(strbuf *b, const val *s)
 {
-    const char *p = s->u.s.s;
-    size_t n = s->u.s.blen;
+    return vs_repr_text(b, s->u.s.s, s->u.s.blen);
+}
+
+int vs_repr_text(strbuf *b, const char *p, size_t n)
+{
     char q = vs_repr_quote(p, n);
     strbuf_putc(b, q);
     size_t i = 0;

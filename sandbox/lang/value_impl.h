@@ -159,6 +159,8 @@ val *vs_alloc(vctx *c, vtype t, size_t blen, char **text);
 val *vs_done(vctx *c, val *v, size_t blen, size_t clen, bool ascii);
 size_t vs_count_cps(const char *s, size_t blen, bool *ascii);
 int vs_repr_buf(strbuf *b, const val *s);
+/* repr() of the UTF-8 text p[0, n) as a str's: what vs_repr_buf writes. */
+int vs_repr_text(strbuf *b, const char *p, size_t n);
 int vs_ascii_buf(strbuf *b, const val *s);
 int64_t vs_hash(val *s);
 int vs_cmp(const val *a, const val *b); /* code point order == UTF-8 byte order */
