@@ -851,16 +851,22 @@ static void test_charts(void **state)
     store_err e = {0};
     double now = 1800000000.0; /* minute-aligned */
     seed_assignment(st, "c1", 1, 9e9, 60, NULL);
-    for (int i = 0; i < 60; i++) {
-        char rid[32], sub[32];
-        snprintf(rid, sizeof rid, "c1-r%d", i);
-        snprintf(sub, sizeof sub, "cs%d", i);
+    /* committed 7 at a time: a transaction adds up its own minute counts,
+     * over statuses, latency buckets and both minutes (results 49..55) */
+    char rid[7][32], sub[7][32];
+    store_run_result rs[7];
+    for (int i = 0, k = 0; i < 60; i++) {
+        snprintf(rid[k], sizeof rid[k], "c1-r%d", i);
+        snprintf(sub[k], sizeof sub[k], "cs%d", i);
         /* 50 in the previous minute with latencies 1..50 ms (10 of them failed), 10 in the
          * current minute at 1000 ms */
         double fin = i < 50 ? now - 30 : now + 10;
         const char *status = i < 50 ? (i % 5 == 0 ? "failed" : "succeeded") : "timed_out";
-        store_run_result r = mk_result(rid, sub, 1, status, "{}", fin, i < 50 ? i + 1 : 1000);
-        assert_int_equal(store_run_finished(st, &r, &e), STORE_OK);
+        rs[k] = mk_result(rid[k], sub[k], 1, status, "{}", fin, i < 50 ? i + 1 : 1000);
+        if (++k == 7 || i == 59) {
+            assert_int_equal(store_runs_finished(st, rs, (size_t)k, &e), STORE_OK);
+            k = 0;
+        }
     }
     strbuf b;
     strbuf_init(&b);
