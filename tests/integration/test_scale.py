@@ -58,6 +58,19 @@ class ScaleCorpusTest(unittest.TestCase):
         self.assertEqual(len(lines), len(cases), proc.stderr[-2000:])
         return lines
 
+    def retry_slow(self, cases, expected, transcript, timeout, tmp, alone, batched):
+        """A wall-clock limit is a measurement: a case CPython finishes in
+        time that ran out of time here, in either run, is run again (alone
+        and in a session of its own) with four times the time, so a loaded
+        machine (or a sanitizer build) does not pass for a difference. A case
+        that runs out of time again keeps that outcome and fails below."""
+        for k, (exp, a, b) in enumerate(zip(expected, alone, batched)):
+            if exp in OUT_OF_TIME or (json.loads(a) not in OUT_OF_TIME
+                                      and json.loads(b) not in OUT_OF_TIME):
+                continue
+            alone[k] = self.run_group([cases[k]], transcript, 4 * timeout, tmp, 1)[0]
+            batched[k] = self.run_group([cases[k]] * 2, transcript, 4 * timeout, tmp, 2)[1]
+
     def test_scale_corpus_agrees_with_cpython(self):
         cases = read_jsonl(os.path.join(CONF, "scale-corpus.jsonl"))
         expected = read_jsonl(os.path.join(CONF, "scale-expected.jsonl"))
@@ -79,6 +92,8 @@ class ScaleCorpusTest(unittest.TestCase):
                 transcript = text if session == "text" else None
                 alone = self.run_group(group, transcript, timeout, tmp, 1)
                 batched = self.run_group(group, transcript, timeout, tmp, BATCHED)
+                self.retry_slow(group, [expected[i] for i in idx], transcript, timeout, tmp,
+                                alone, batched)
                 for i, a, b in zip(idx, alone, batched):
                     if a != b and not (json.loads(a) in OUT_OF_TIME and json.loads(b) in OUT_OF_TIME):
                         differ.append(f"  {cases[i]['source'][:160]!r}\n    alone   {a[:300]}\n    batched {b[:300]}")
