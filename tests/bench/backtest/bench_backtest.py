@@ -9,14 +9,21 @@ one run, as ratios:
   - the same work in CPython in-process with no sandbox at all (json.loads,
     tests/conformance/oracle.py's session model, eval of each source), one
     process; ours with --jobs nproc against it (target <= 1.0x wall time);
-  - the reference SDK's managed path (source.compile_evaluator per session
-    and definition, a fresh interpreter each) when FPS_REFSDK points at
-    sdk/python, on a sample, per evaluation (target >= 100x);
+  - the reference SDK's managed path when FPS_REFSDK points at its
+    sdk/python (tests/interop/README.md): per session, SessionTranscript
+    .from_wire once, then for each definition of both versions its worker's
+    evaluation (source.compile_condition when there is a condition, then
+    source.compile_evaluator if it applies; each a fresh sandboxed Python),
+    the same evaluations as ours. It is timed on a sample (--ref-sample
+    sessions of the usual size and one of the large ones), and its wall
+    time for the whole set is estimated from the per-evaluation means of
+    each size class; ours --jobs nproc against it (target >= 100x);
   - scaling from --jobs 1 to --jobs 2 (target >= 1.8x).
 
 The machine may be shared: figures are wall-clock and move with its load.
 
-  FPS_BIN=build/failproofai-sidecar python3 tests/bench/backtest/bench_backtest.py [--sessions 300]
+  FPS_BIN=build/failproofai-sidecar [FPS_REFSDK=/path/to/sdk/python] \
+      /usr/bin/python3 tests/bench/backtest/bench_backtest.py [--sessions 300] [--ref-sample 6]
 """
 import argparse
 import json
@@ -32,8 +39,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "bench", "lang"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "conformance"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "interop"))
 import gen_transcript  # noqa: E402
 import oracle  # noqa: E402
+import refsdk  # noqa: E402
+
+BIG = 2_000_000  # bytes: the generator's 20,000-event transcripts are ~7 MB, the others < 0.5 MB
 
 BIN = os.environ.get("FPS_BIN", os.path.join(ROOT, "build", "failproofai-sidecar"))
 
@@ -85,9 +96,12 @@ def ours(sess_dir, v1, v2, jobs):
 
 
 def cpython(paths):
+    """The same work in CPython, in-process; returns (wall, evaluations,
+    evaluations per path)."""
     t0 = time.perf_counter()
-    n = 0
+    per_path = {}
     for p in paths:
+        n = 0
         with open(p) as f:
             session = oracle.session_from_wire(json.load(f))
         for defs in (V1, V2):
@@ -99,28 +113,51 @@ def cpython(paths):
                         continue
                 oracle.outcome("evaluator", d["evaluator_source"], d["eval_key"], session)
                 n += 1
-    return time.perf_counter() - t0, n
+        per_path[p] = n
+    return time.perf_counter() - t0, sum(per_path.values()), per_path
 
 
-def reference(paths, sample):
-    sys.path.insert(0, os.environ["FPS_REFSDK"])
+def reference(paths, per_path, sample):
+    """The reference's managed path (see the module docstring) on `sample`
+    evenly spaced usual-size sessions and one large one. Returns [(size
+    class, sessions timed, evaluations, seconds, evaluations of that class
+    in the whole set)]; its evaluations must match ours and CPython's."""
+    refsdk.activate()
     from failproofai_sdk.evaluator import protocol, source  # noqa: E402
-    t0 = time.perf_counter()
-    n = 0
-    for p in paths[:sample]:
-        with open(p) as f:
-            data = json.load(f)
-        session = protocol.SessionTranscript.from_wire(data) if hasattr(
-            protocol.SessionTranscript, "from_wire") else protocol.transcript_from_wire(data)
-        for d in V2:
-            source.compile_evaluator(d["evaluator_source"], eval_key=d["eval_key"])(session)
-            n += 1
-    return (time.perf_counter() - t0) / n
+
+    small = [p for p in paths if os.path.getsize(p) < BIG]
+    big = [p for p in paths if os.path.getsize(p) >= BIG]
+    rows = []
+    for name, group, k in (("usual", small, sample), ("large", big, 1)):
+        if not group or k <= 0:
+            continue
+        chosen = group[::max(1, len(group) // k)][:k]
+        n = 0
+        t0 = time.perf_counter()
+        for p in chosen:
+            with open(p) as f:
+                session = protocol.SessionTranscript.from_wire(json.load(f))
+            for defs in (V1, V2):
+                for d in defs:
+                    if d.get("condition_source"):
+                        n += 1
+                        if not source.compile_condition(d["condition_source"])(session):
+                            continue
+                    source.compile_evaluator(d["evaluator_source"], eval_key=d["eval_key"])(session)
+                    n += 1
+        wall = time.perf_counter() - t0
+        if n != sum(per_path[p] for p in chosen):
+            sys.exit(f"reference: {n} evaluations on the sample where CPython made "
+                     f"{sum(per_path[p] for p in chosen)}")
+        rows.append((name, len(chosen), n, wall, sum(per_path[p] for p in group)))
+    return rows
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=300)
+    ap.add_argument("--ref-sample", type=int, default=6,
+                    help="usual-size sessions the reference is timed on (plus one large one)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="fps-bench-backtest-")
     try:
@@ -134,7 +171,7 @@ def main():
         nproc = os.cpu_count() or 1
         print(f"{a.sessions} sessions, {mb:.1f} MB, 6 definitions x 2 versions; nproc {nproc} "
               f"(load average {os.getloadavg()[0]:.1f}: the machine may be shared)")
-        cp_wall, n_evals = cpython(paths)
+        cp_wall, n_evals, per_path = cpython(paths)
         w1, summary = ours(sess, v1, v2, 1)
         w2, _ = ours(sess, v1, v2, 2)
         wn, _ = ours(sess, v1, v2, nproc) if nproc != 2 else (w2, None)
@@ -145,13 +182,18 @@ def main():
         print(f"ours --jobs {nproc}:      {wn:7.2f} s  {n_evals / wn:8.0f} evaluations/s")
         print(f"CPython in-process: {cp_wall:7.2f} s  {n_evals / cp_wall:8.0f} evaluations/s   "
               f"ours --jobs {nproc} / CPython wall time: {wn / cp_wall:.2f}x (target <= 1.0x)")
-        if os.environ.get("FPS_REFSDK"):
-            per = reference(paths, 10)
-            ours_per = wn / n_evals
-            print(f"reference managed path: {per * 1000:.1f} ms per evaluation (sample of 10 sessions); "
-                  f"ours {ours_per * 1000:.2f} ms: {per / ours_per:.0f}x (target >= 100x)")
+        if refsdk.root():
+            rows = reference(paths, per_path, a.ref_sample)
+            est = 0.0
+            for name, k, n, wall, total in rows:
+                est += wall / n * total
+                print(f"reference managed path, {name} sessions: {wall:7.2f} s for {n} evaluations on {k} "
+                      f"sessions, {1000 * wall / n:7.1f} ms each; {total} such evaluations in the set")
+            print(f"reference managed path, whole set (estimated from those): {est:8.1f} s"
+                  f"  {n_evals / est:8.1f} evaluations/s   ours --jobs {nproc}: {est / wn:.0f}x"
+                  f" (target >= 100x)")
         else:
-            print("reference managed path: FPS_REFSDK not set (skipped)")
+            print("reference managed path: not measured (FPS_REFSDK not set; tests/interop/README.md)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -27,8 +27,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "interop"))
 from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
 from bench_worker import DEFS, latencies, pct, stop  # noqa: E402
+import refsdk  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 COMMON = ["--lease-seconds", "15", "--heartbeat-seconds", "5", "--max-attempts", "50"]
@@ -79,7 +81,7 @@ def row(ok, wall, st, lat):
 
 def run_reference(sessions, concurrency, flags, timeout, d):
     """The reference SDK worker on the same scenario (FPS_REFSDK)."""
-    sys.path.insert(0, os.environ["FPS_REFSDK"])
+    refsdk.activate()
     from failproofai_sdk.evaluator.authoring import Evaluator
     from failproofai_sdk.evaluator.runtime import WorkerConfig, WorkerRuntime
 
@@ -117,7 +119,7 @@ def main():
     d = tempfile.mkdtemp(prefix="fps-bench-faults-")
     with open(os.path.join(d, "defs.json"), "w") as f:
         json.dump(DEFS, f)
-    ref = bool(os.environ.get("FPS_REFSDK"))
+    ref = bool(refsdk.root())
     rows = []
     for name, flags in SCENARIOS:
         ours = run_sidecar(a.sessions, a.concurrency, flags, a.timeout, d)
