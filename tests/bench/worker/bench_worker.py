@@ -11,11 +11,21 @@ its batched assignments per second, an assignment's managed evaluations
 sharing one session, x 3 runs per assignment, with no sidecar work at all;
 target >= 0.8 of it).
 
-usage: FPS_BIN=build/failproofai-sidecar python3 tests/bench/worker/bench_worker.py
+With FPS_REFSDK pointing at the reference Python SDK's sdk/python
+(tests/interop/README.md), the reference worker (its WorkerRuntime, managed
+definitions through its source.py sandbox) then runs in the same invocation
+against a fresh emulator with the same flags, definitions and concurrency, on
+the first --ref-sessions of the same generated sessions, and its runs/s and
+CPU per run are printed beside ours, with the ratio (target >= 200x).
+
+usage: FPS_BIN=build/failproofai-sidecar [FPS_REFSDK=/path/to/sdk/python]
+       /usr/bin/python3 tests/bench/worker/bench_worker.py
        [--sessions 300] [--concurrency 4] [--db file|memory] [--no-idle] [--no-ceiling]
+       [--ref-sessions 60]
 Not run by ctest."""
 
 import argparse
+import asyncio
 import datetime
 import json
 import os
@@ -27,7 +37,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "interop"))
 from emulator_harness import EmulatorProcess, definition, wait_for  # noqa: E402
+import refsdk  # noqa: E402
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 CLK = os.sysconf("SC_CLK_TCK")
@@ -191,6 +203,48 @@ def print_ceiling(rps, evals, runs):
           f"   (target >= 0.8 of the ceiling)")
 
 
+def run_reference(sessions, concurrency, defs, timeout=1800):
+    """The reference SDK worker (FPS_REFSDK) against a fresh emulator with
+    the flags ours had: registers, claims, evaluates the managed definitions
+    through its own sandbox (a fresh Python per condition and per evaluator)
+    and submits, until every session is completed, skipped or dead. Returns
+    {ok, runs, wall, cpu_ms_per_run, load, statuses (run status -> count)}; CPU is this process's (where the
+    reference runs, with its threads) and its reaped children's (the
+    sandboxes), the emulator's excluded (it is reaped after)."""
+    refsdk.activate()
+    from failproofai_sdk.evaluator.authoring import Evaluator
+    from failproofai_sdk.evaluator.runtime import WorkerConfig, WorkerRuntime
+
+    async def main():
+        with EmulatorProcess("--definitions", defs, "--threads", "2", "--sessions", str(sessions)) as emu:
+            cfg = WorkerConfig(server_url=emu.base, credential="emulator-token", worker_id="reference",
+                               max_concurrency=concurrency, request_timeout_seconds=30,
+                               drain_timeout_seconds=30)
+            runtime = WorkerRuntime(Evaluator(name="bench", version="1.0.0"), cfg)
+            c0, t0 = os.times(), time.monotonic()
+            task = asyncio.create_task(runtime.run_forever())
+            ok = False
+            while time.monotonic() - t0 < timeout and not task.done():
+                st = emu.state()["assignments"]
+                if st["completed"] + st["skipped"] + st["dead"] >= sessions:
+                    ok = True
+                    break
+                await asyncio.sleep(0.02)
+            wall, c1 = time.monotonic() - t0, os.times()
+            runs = emu.state()["runs"]["committed"]
+            load = os.getloadavg()
+            statuses = {}
+            for r in emu.runs():
+                statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+            runtime.stop()
+            await asyncio.wait_for(task, 60)
+        cpu = sum(c1[i] - c0[i] for i in range(4))  # user, system, children's user, children's system
+        return {"ok": ok, "runs": runs, "wall": wall, "cpu_ms_per_run": 1000 * cpu / max(1, runs),
+                "load": load, "statuses": statuses}
+
+    return asyncio.run(main())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=300)
@@ -207,6 +261,9 @@ def main():
     ap.add_argument("--archive-mb", type=int, default=0,
                     help="run the sidecar with --archive-max-mb N (the transcript archive on;"
                          " needs --db file); compare with 0, alternating rounds")
+    ap.add_argument("--ref-sessions", type=int, default=60,
+                    help="with FPS_REFSDK: how many of the same sessions (the first N) the"
+                         " reference worker runs (each of its evaluations is a Python start)")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="fps-bench-")
     defs = os.path.join(d, "defs.json")
@@ -253,6 +310,8 @@ def main():
         emu.stop()
         if a.keep_log:
             print("sidecar log:", log_path)
+    ours_load = os.getloadavg()
+    ref = run_reference(min(a.ref_sessions, a.sessions), a.concurrency, defs) if refsdk.root() else None
     lat, steps = latencies(log_path)
     wall = t1 - t0
     rps = runs / wall if wall > 0 else 0
@@ -280,6 +339,17 @@ def main():
         print("  idle RSS/CPU          not sampled (--no-idle)")
     else:
         print(f"  idle CPU              {idle_cpu:9.3f} %   (10 s sample; target ~0)")
+    if ref is not None:
+        ref_rps = ref["runs"] / ref["wall"] if ref["wall"] > 0 else 0
+        print(f"  reference worker      {ref_rps:9.2f} runs/s   ({ref['runs']} runs in {ref['wall']:.1f} s,"
+              f" the first {min(a.ref_sessions, a.sessions)} of the same sessions, concurrency {a.concurrency}"
+              f"{'' if ref['ok'] else ', INCOMPLETE'}); CPU ms per run {ref['cpu_ms_per_run']:.1f};"
+              f" run statuses {ref['statuses']}")
+        print(f"                        ours / reference: {rps / max(ref_rps, 1e-9):.0f}x runs/s (target >= 200x),"
+              f" {ref['cpu_ms_per_run'] / max(cpu_ms, 1e-9):.0f}x less CPU per run; load average"
+              f" {ours_load[0]:.2f} after ours, {ref['load'][0]:.2f} after the reference's")
+    else:
+        print("  reference worker      not measured (FPS_REFSDK not set; tests/interop/README.md)")
     if not a.no_ceiling:
         print_ceiling(rps, sum(1 for d in DEFS if d["condition_source"]) + len(DEFS), len(DEFS))
     print("  load average          %.2f %.2f %.2f   (2 cores shared: figures above are"
