@@ -95,6 +95,12 @@ void budget_resize(budget *b, uint64_t *res, uint64_t bytes)
     if (b->nseen < BUDGET_HISTORY) b->nseen++;
 }
 
+void budget_set(budget *b, uint64_t *res, uint64_t bytes)
+{
+    b->assigned = b->assigned - *res + bytes;
+    *res = bytes;
+}
+
 void budget_release(budget *b, uint64_t res)
 {
     b->assigned = res <= b->assigned ? b->assigned - res : 0;

@@ -65,6 +65,10 @@ int budget_never_fits(const budget *b, uint64_t bytes);
 /* The transcript's size is known: the assignment's reservation *res
  * becomes its cost (larger or smaller) and the size joins the history. */
 void budget_resize(budget *b, uint64_t *res, uint64_t bytes);
+/* The assignment's reservation *res becomes `bytes` as measured (its
+ * transcript's peak is over: what it holds from now on is known). The
+ * history is unchanged. */
+void budget_set(budget *b, uint64_t *res, uint64_t bytes);
 /* An assignment ends: its reservation goes. */
 void budget_release(budget *b, uint64_t res);
 /* 1 if a sandbox may start now: its reservation fits, or no sandbox runs. */

@@ -732,6 +732,7 @@ json_t *worker_status_json(worker *w)
     cloud_policy_stats_get(w->env.cloud, &ps);
     long long last = cloud_last_contact_ms(w->env.cloud);
     long depth = outbox_depth(w->env.outbox);
+    long long tree = worker_memory_sample();
     json_t *o = json_object();
     pthread_mutex_lock(&w->sh.mu);
     const char *state = w->sh.stopping  ? "stopped"
@@ -784,7 +785,7 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "active_runs", json_integer(w->sh.active_runs));
     json_object_set_new(o, "active_sandboxes", json_integer(sbx_pool_active(w->env.pool)));
     json_object_set_new(o, "outbox_depth", json_integer(depth));
-    json_object_set_new(o, "memory", worker_memory_json_locked(&w->sh));
+    json_object_set_new(o, "memory", worker_memory_json_locked(&w->sh, tree));
     if (last) {
         double at = time_now() - (time_mono_ms() - last) / 1000.0;
         json_object_set_new(o, "last_server_contact_at",

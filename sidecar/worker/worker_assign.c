@@ -138,6 +138,7 @@ void worker_process(actx *x)
     }
     /* one image per assignment, shared by its conditions and managed runs */
     fps_err ie;
+    size_t image_len = simg_len;
     img = sbx_image_adopt(simg, simg_len, &ie);
     if (img == NULL) {
         worker_fail_assignment(x, ie.name, ie.msg, NULL);
@@ -195,6 +196,8 @@ void worker_process(actx *x)
     if (!local_runs) {
         rcbuf_release(transcript);
         transcript = NULL;
+        /* from now on it holds its image (and its runs' small state) */
+        worker_memory_settle(x, (uint64_t)image_len + image_len / 8);
     }
     ws_runs_started(x);
     worker_hb_add(env->hb, x);

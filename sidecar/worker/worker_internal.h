@@ -316,6 +316,10 @@ void worker_memory_unclaimed_locked(worker_shared *sh, long n, uint64_t each);
  * one at the estimate (sh->mu held); worker_memory_release gives it back
  * when the assignment ends (locks sh->mu). */
 void worker_memory_hold_locked(worker_shared *sh, actx *x);
+/* The assignment now holds `bytes` (its image alone, once the bytes as
+ * received are dropped): its reservation shrinks to that, never grows.
+ * Locks sh->mu. */
+void worker_memory_settle(actx *x, uint64_t bytes);
 void worker_memory_release(actx *x);
 /* cloud_size_hook for the transcript (ud: the actx): its Content-Length
  * replaces the estimate, or it is refused when it can never fit. */
@@ -326,8 +330,12 @@ int worker_memory_sized(void *ud, size_t bytes, char *msg, size_t mcap);
  * admitted at once. Always pair with worker_memory_sandbox_leave. */
 int worker_memory_sandbox_enter(const assign_env *env, const atomic_int *cancel, int wait);
 void worker_memory_sandbox_leave(const assign_env *env);
-/* The status snapshot's "memory" object (sh->mu held; samples the tree). */
-json_t *worker_memory_json_locked(worker_shared *sh);
+/* The tree's memory as the budget counts it (common/procmem.h), bytes, or
+ * -1; reads /proc, so never under sh->mu. */
+long long worker_memory_sample(void);
+/* The status snapshot's "memory" object (sh->mu held), with `tree` from
+ * worker_memory_sample. */
+json_t *worker_memory_json_locked(worker_shared *sh, long long tree);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(actx *x);

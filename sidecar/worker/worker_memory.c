@@ -60,6 +60,18 @@ void worker_memory_hold_locked(worker_shared *sh, actx *x)
     x->mem_held = 1;
 }
 
+void worker_memory_settle(actx *x, uint64_t bytes)
+{
+    worker_shared *sh = x->env->sh;
+    pthread_mutex_lock(&sh->mu);
+    if (x->mem_held && bytes < x->mem_reserved) {
+        budget_set(&sh->mem, &x->mem_reserved, bytes);
+        pthread_cond_broadcast(&sh->mem_cv);
+        pthread_cond_broadcast(&sh->cv);
+    }
+    pthread_mutex_unlock(&sh->mu);
+}
+
 int worker_memory_sized(void *ud, size_t bytes, char *msg, size_t mcap)
 {
     actx *x = ud;
@@ -119,15 +131,19 @@ void worker_memory_sandbox_leave(const assign_env *env)
     pthread_mutex_unlock(&sh->mu);
 }
 
-json_t *worker_memory_json_locked(worker_shared *sh)
+long long worker_memory_sample(void)
+{
+    procmem_sample ps;
+    return procmem_tree(getpid(), &ps) == 0 ? (long long)(ps.rss + ps.memfd) : -1;
+}
+
+json_t *worker_memory_json_locked(worker_shared *sh, long long tree)
 {
     const budget *b = &sh->mem;
-    procmem_sample ps = {0};
-    int sampled = procmem_tree(getpid(), &ps) == 0;
     return json_pack(
         "{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:f}", "budget_bytes",
         b->limit ? json_integer((json_int_t)b->limit) : json_null(), "tree_bytes",
-        sampled ? json_integer((json_int_t)(ps.rss + ps.memfd)) : json_null(), "accounted_bytes",
+        tree >= 0 ? json_integer((json_int_t)tree) : json_null(), "accounted_bytes",
         (json_int_t)budget_in_use(b), "base_bytes", (json_int_t)b->base, "ring_bytes",
         (json_int_t)b->ring, "assignments_reserved_bytes", (json_int_t)b->assigned,
         "assignments_reserved", (json_int_t)b->assignments, "sandboxes_reserved_bytes",

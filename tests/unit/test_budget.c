@@ -104,6 +104,10 @@ static void content_length_replaces_the_estimate(void **state)
     assert_int_equal(b.assigned, 60 * MIB);
     budget_resize(&b, &res, 5 * MIB); /* smaller gives back */
     assert_int_equal(b.assigned, 10 * MIB);
+    budget_set(&b, &res, 7 * MIB); /* what it holds once its peak is over */
+    assert_int_equal(res, 7 * MIB);
+    assert_int_equal(b.assigned, 7 * MIB);
+    assert_int_equal(budget_p95(&b), 30 * MIB); /* the history stands */
     budget_release(&b, res);
     assert_int_equal(b.assigned, 0);
     assert_int_equal(b.assignments, 0);
