@@ -77,6 +77,32 @@ class MemoryBudgetTest(unittest.TestCase):
                              "tree peak %.1f MiB over the %d MiB budget"
                              % (budgeted["peak"] / 2**20, BUDGET_MB))
 
+    def test_transcript_that_can_never_fit_ends_as_too_large(self):
+        # one ~22 MB session: its cost (3.25 bytes per byte, ~70 MiB) beside
+        # the tree at start, the recent ring (32 MiB) and one sandbox
+        # reservation (64 MiB) exceeds 150 MiB, which is itself a valid budget
+        one = tempfile.mkdtemp(prefix="fps-memory-one-")
+        try:
+            shutil.copy(os.path.join(self.dir, "s000.json"), one)
+            emu = memory_harness.emulator(one)
+            emu.start()
+            sc = None
+            try:
+                sc = memory_harness.Sidecar(emu.base, token="emulator-token", concurrency=4,
+                                            extra=["--memory-limit-mb", "150"])
+                line = sc.wait_log(lambda l: l.get("msg") == "transcript too large; "
+                                   "assignment ends", timeout=120)
+                self.assertIsNotNone(line, sc.raw_log()[-3000:])
+                self.assertIn("can never fit the memory budget (150 MiB", line["error"])
+                self.assertTrue(sc.alive())
+                self.assertEqual(emu.state()["runs"]["committed"], 0)
+            finally:
+                if sc is not None:
+                    sc.stop()
+                emu.stop()
+        finally:
+            shutil.rmtree(one, ignore_errors=True)
+
 
 if __name__ == "__main__":
     unittest.main()
