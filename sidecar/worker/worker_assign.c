@@ -78,20 +78,6 @@ static json_t *local_definitions(const actx *x)
     return out;
 }
 
-/* At most how many managed evaluations the definitions can take: each
- * managed definition's evaluator, and its condition if it has one. */
-static size_t managed_evaluations(const json_t *defs)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < json_array_size(defs); i++) {
-        const json_t *d = json_array_get(defs, i);
-        if (cloud_definition_mode(d) == CLOUD_MODE_LOCAL) continue;
-        const char *cond = cloud_jstr(d, "condition_source");
-        n += 1 + (cond != NULL && *cond != '\0');
-    }
-    return n;
-}
-
 void worker_process(actx *x)
 {
     const assign_env *env = x->env;
@@ -136,7 +122,9 @@ void worker_process(actx *x)
         store_archive_meta am = {x->a.session_id, x->a.session_revision_id, x->a.assignment_id, 0};
         (void)store_archive_submit(env->archive, &am, transcript);
     }
-    /* one image per assignment, shared by its conditions and managed runs */
+    /* one image per assignment, shared by its conditions and managed runs,
+     * and one jail session serving them all in turn (closed at the end,
+     * whichever way the assignment ends) */
     fps_err ie;
     size_t image_len = simg_len;
     img = sbx_image_adopt(simg, simg_len, &ie);
@@ -144,6 +132,7 @@ void worker_process(actx *x)
         worker_fail_assignment(x, ie.name, ie.msg, NULL);
         goto done;
     }
+    x->ss = sbx_session_open(env->pool, img); /* NULL: each evaluation alone */
     tm[1] = worker_mono_us();
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(env->cloud, &x->a, &defs, &e) != 0) {
@@ -154,11 +143,6 @@ void worker_process(actx *x)
         defs = local_definitions(x);
     }
     tm[2] = worker_mono_us();
-    /* One jail session serves its managed evaluations in turn (closed at the
-     * end, whichever way the assignment ends); with at most one, a session
-     * would only add its holder: that one runs alone. */
-    if (managed_evaluations(defs) > 1)
-        x->ss = sbx_session_open(env->pool, img); /* NULL: each evaluation alone */
     if (worker_conditions(x, defs, img, &s) != 0) goto done;
     tm[3] = worker_mono_us();
     if (cloud_plan_submit(env->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
