@@ -42,16 +42,6 @@ static void lease_lost(actx *x, const char *where)
     atomic_store(&x->cancel_conditions, 1);
 }
 
-void worker_managed_eval(actx *x, const sbx_request *req, sbx_outcome *out)
-{
-    pthread_mutex_lock(&x->ss_mu);
-    if (x->ss != NULL)
-        sbx_session_eval(x->ss, req, out);
-    else
-        sbx_eval(x->env->pool, req, out);
-    pthread_mutex_unlock(&x->ss_mu);
-}
-
 /* Call failed: lease_lost ends the assignment quietly, anything else fails it. */
 static void call_failed(actx *x, const char *what, const cloud_error *e)
 {
@@ -90,8 +80,6 @@ void worker_process(actx *x)
     cloud_plan plan;
     memset(&plan, 0, sizeof plan);
     fps_err err;
-    x->ss = NULL;
-    pthread_mutex_init(&x->ss_mu, NULL);
 
     int64_t tm[8] = {worker_mono_us()};
     void *simg = NULL;
@@ -122,9 +110,7 @@ void worker_process(actx *x)
         store_archive_meta am = {x->a.session_id, x->a.session_revision_id, x->a.assignment_id, 0};
         (void)store_archive_submit(env->archive, &am, transcript);
     }
-    /* one image per assignment, shared by its conditions and managed runs,
-     * and one jail session serving them all in turn (closed at the end,
-     * whichever way the assignment ends) */
+    /* one image per assignment, shared by its conditions and managed runs */
     fps_err ie;
     size_t image_len = simg_len;
     img = sbx_image_adopt(simg, simg_len, &ie);
@@ -132,7 +118,6 @@ void worker_process(actx *x)
         worker_fail_assignment(x, ie.name, ie.msg, NULL);
         goto done;
     }
-    x->ss = sbx_session_open(env->pool, img); /* NULL: each evaluation alone */
     tm[1] = worker_mono_us();
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(env->cloud, &x->a, &defs, &e) != 0) {
@@ -207,9 +192,6 @@ void worker_process(actx *x)
                  LOG_I("runs", (long long)x->nruns));
     }
 done:
-    sbx_session_close(x->ss); /* its child ends before the image it maps goes */
-    x->ss = NULL;
-    pthread_mutex_destroy(&x->ss_mu);
     sbx_image_release(img);
     cloud_plan_free(&plan);
     rcbuf_release(transcript);

@@ -107,7 +107,7 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
             sbx_outcome out;
             memset(&out, 0, sizeof out);
             worker_memory_sandbox_enter(env, NULL, 0);
-            worker_managed_eval(x, &rq, &out); /* the assignment's jail session */
+            sbx_eval(env->pool, &rq, &out);
             worker_memory_sandbox_leave(env);
             if (out.status == SBX_CANCELLED) {
                 sbx_outcome_free(&out);

@@ -21,14 +21,17 @@ import unittest
 from emulator_harness import EmulatorProcess, definitions_file, wait_for
 from fps_sidecar import Sidecar
 
-SLOW = "EvalResult(score=Score(float(len([i * i for i in range({n})]) % 2)))"
+# Slow enough (a few tenths of a second, little memory) that the sampler
+# below sees the children of several assignments alive at once: a child is
+# used for one evaluation, so a fast one would come and go between samples.
+SLOW = "EvalResult(score=Score(float(len([0 for i in range({n}) if i < 0]) % 2)))"
 DEFS = [
     {"eval_key": f"slow_{k}", "eval_version": "1.0", "display_name": f"Slow {k}",
      "result_kind": "score", "labels": [], "condition_source": "len(session.events) >= 0",
-     "evaluator_source": SLOW.format(n=400000 + k), "timeout_seconds": 30}
+     "evaluator_source": SLOW.format(n=4000000 + k), "timeout_seconds": 30}
     for k in range(3)
 ]
-SESSIONS = 12
+SESSIONS = 6
 
 
 def stat_fields(pid):
