@@ -15,13 +15,13 @@ With FPS_REFSDK pointing at the reference Python SDK's sdk/python
 (tests/interop/README.md), the reference worker (its WorkerRuntime, managed
 definitions through its source.py sandbox) then runs in the same invocation
 against a fresh emulator with the same flags, definitions and concurrency, on
-the first --ref-sessions of the same generated sessions, and its runs/s and
+the same generated sessions (or the first --ref-sessions), and its runs/s and
 CPU per run are printed beside ours, with the ratio (target >= 200x).
 
 usage: FPS_BIN=build/failproofai-sidecar [FPS_REFSDK=/path/to/sdk/python]
        /usr/bin/python3 tests/bench/worker/bench_worker.py
        [--sessions 300] [--concurrency 4] [--db file|memory] [--no-idle] [--no-ceiling]
-       [--ref-sessions 60]
+       [--ref-sessions N]
 Not run by ctest."""
 
 import argparse
@@ -264,9 +264,10 @@ def main():
     ap.add_argument("--archive-mb", type=int, default=0,
                     help="run the sidecar with --archive-max-mb N (the transcript archive on;"
                          " needs --db file); compare with 0, alternating rounds")
-    ap.add_argument("--ref-sessions", type=int, default=60,
-                    help="with FPS_REFSDK: how many of the same sessions (the first N) the"
-                         " reference worker runs (each of its evaluations is a Python start)")
+    ap.add_argument("--ref-sessions", type=int, default=0,
+                    help="with FPS_REFSDK: run the reference worker on only the first N of the"
+                         " same sessions (default all; each of its evaluations is a Python start,"
+                         " ~3 min for 300 sessions)")
     a = ap.parse_args()
     d = tempfile.mkdtemp(prefix="fps-bench-")
     defs = os.path.join(d, "defs.json")
@@ -314,7 +315,8 @@ def main():
         if a.keep_log:
             print("sidecar log:", log_path)
     ours_load = os.getloadavg()
-    ref = run_reference(min(a.ref_sessions, a.sessions), a.concurrency, defs) if refsdk.root() else None
+    ref_sessions = min(a.ref_sessions, a.sessions) if a.ref_sessions > 0 else a.sessions
+    ref = run_reference(ref_sessions, a.concurrency, defs) if refsdk.root() else None
     lat, steps = latencies(log_path)
     wall = t1 - t0
     rps = runs / wall if wall > 0 else 0
@@ -345,7 +347,8 @@ def main():
     if ref is not None:
         ref_rps = ref["runs"] / ref["wall"] if ref["wall"] > 0 else 0
         print(f"  reference worker      {ref_rps:9.2f} runs/s   ({ref['runs']} runs in {ref['wall']:.1f} s,"
-              f" the first {min(a.ref_sessions, a.sessions)} of the same sessions, concurrency {a.concurrency}"
+              f" {'the same' if ref_sessions == a.sessions else f'the first {ref_sessions} of the same'}"
+              f" sessions, concurrency {a.concurrency}"
               f"{'' if ref['ok'] else ', INCOMPLETE'}); CPU ms per run {ref['cpu_ms_per_run']:.1f};"
               f" run statuses {ref['statuses']}")
         print(f"                        ours / reference: {rps / max(ref_rps, 1e-9):.0f}x runs/s (target >= 200x),"
