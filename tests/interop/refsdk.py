@@ -7,7 +7,7 @@ failproofai_sdk.evaluator._sandbox_runner`, which imports the package anew
 (with only sys.path changed, each such child dies on the import, prints
 nothing, and the reference reports the run as timed out).
 
-See tests/interop/README.md for how to obtain the SDK."""
+What FPS_REFSDK must hold: tests/interop/README.md."""
 
 import os
 import sys

@@ -7,8 +7,8 @@ The SDK is not vendored here (its code is not ours to ship), so this check is
 not part of the README's test command: run it by hand where the SDK exists,
     cd tests/interop && FPS_BIN=... FPS_REFSDK=/path/to/sdk/python \
         /usr/bin/python3 -m unittest -v refsdk_check
-It fails (not skips) when the SDK cannot be imported. How to rebuild the SDK
-from its public source: tests/interop/README.md."""
+It fails (not skips) when the SDK cannot be imported. What FPS_REFSDK must
+hold: tests/interop/README.md."""
 
 import asyncio
 import os
