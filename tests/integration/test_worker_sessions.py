@@ -66,6 +66,12 @@ def descendants(root):
 MARKER = re.compile(rb"isolation-marker-(\d{4})-end")
 CHUNK = 1 << 20
 MAX_REGION = 256 << 20  # larger regions are reservations, not a session's data
+# Anonymous bytes read per process and sample, after its memfd mappings: a
+# session's data here is a few hundred bytes (in the image, or a copy of it
+# near the start of an anonymous mapping), while a sanitizer build's
+# allocator maps hundreds of MiB that reading whole would slow each sample
+# so much that no two short-lived children are ever seen at once.
+ANON_BUDGET = 16 << 20
 
 
 def held_sessions(pid):
@@ -79,15 +85,23 @@ def held_sessions(pid):
     except (FileNotFoundError, ProcessLookupError):
         return None
     found = set()
+    picked = []
+    for ln in regions:
+        parts = ln.split(None, 5)
+        name = parts[5] if len(parts) == 6 else ""
+        if parts[1][0] != "r" or (name and not name.startswith(("/memfd:", "[heap]", "[stack]"))):
+            continue
+        lo, hi = (int(x, 16) for x in parts[0].split("-"))
+        if hi - lo <= MAX_REGION:
+            picked.append((not name.startswith("/memfd:"), lo, hi))
+    anon_left = ANON_BUDGET
     with mem:
-        for ln in regions:
-            parts = ln.split(None, 5)
-            name = parts[5] if len(parts) == 6 else ""
-            if parts[1][0] != "r" or (name and not name.startswith(("/memfd:", "[heap]", "[stack]"))):
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            if hi - lo > MAX_REGION:
-                continue
+        for anon, lo, hi in sorted(picked):  # memfd mappings first
+            if anon:
+                if anon_left <= 0:
+                    break
+                hi = min(hi, lo + anon_left)
+                anon_left -= hi - lo
             tail = b""
             for off in range(lo, hi, CHUNK):
                 try:
