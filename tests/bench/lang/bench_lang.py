@@ -91,7 +91,10 @@ def timed(argv, stdin_path=None):
     return dt, proc.stdout.decode("utf-8", errors="replace")
 
 
-def ours_batch(binary, transcript, kind, source, k, runs):
+def ours_batch(binary, transcript, kind, source, k, runs, extra=()):
+    """One `eval --batch` of k copies of the expression minus the same with k
+    lines of the trivial `1` (`extra`: more eval flags for both), per line.
+    Best of runs; also returned: the first outcome and the whole batch / k."""
     with tempfile.TemporaryDirectory() as tmp:
         expr_path = os.path.join(tmp, "expr.jsonl")
         triv_path = os.path.join(tmp, "triv.jsonl")
@@ -102,8 +105,9 @@ def ours_batch(binary, transcript, kind, source, k, runs):
         best_e = best_t = math.inf
         first = None
         for _ in range(runs):
-            te, out = timed([binary, "eval", "--transcript", transcript, "--batch", expr_path])
-            tt, _ = timed([binary, "eval", "--transcript", transcript, "--batch", triv_path])
+            common = ["--transcript", transcript, *extra]
+            te, out = timed([binary, "eval", *common, "--batch", expr_path])
+            tt, _ = timed([binary, "eval", *common, "--batch", triv_path])
             best_e, best_t = min(best_e, te), min(best_t, tt)
             first = first or out.split("\n")[0]
         if best_e - best_t < 0.05 * best_t:
@@ -135,27 +139,11 @@ def ours_repeat(binary, transcript, kind, source, k, runs):
 
 
 def ours_session(binary, transcript, kind, source, k, runs):
-    """One `eval --batch` of k copies of the expression, all in one sandbox
-    session (--session-size k), minus the same with k lines of the trivial
-    `1`: what each of k definitions of one assignment costs beyond the
-    session's own start (child, image hand-off, process exit). Best of runs;
-    also returned: the first outcome and the whole batch / k."""
-    with tempfile.TemporaryDirectory() as tmp:
-        expr_path = os.path.join(tmp, "expr.jsonl")
-        triv_path = os.path.join(tmp, "triv.jsonl")
-        with open(expr_path, "w", encoding="utf-8") as fh:
-            fh.write((json.dumps({"kind": kind, "source": source}) + "\n") * k)
-        with open(triv_path, "w", encoding="utf-8") as fh:
-            fh.write((json.dumps({"kind": "raw", "source": "1"}) + "\n") * k)
-        best_e = best_t = math.inf
-        first = None
-        for _ in range(runs):
-            common = ["--transcript", transcript, "--session-size", str(k), "--max-sandboxes", "1"]
-            te, out = timed([binary, "eval", *common, "--batch", expr_path])
-            tt, _ = timed([binary, "eval", *common, "--batch", triv_path])
-            best_e, best_t = min(best_e, te), min(best_t, tt)
-            first = first or out.split("\n")[0]
-        return max(best_e - best_t, 1e-6 * k) / k, first, best_e / k
+    """ours_batch with all k lines in one sandbox session (--session-size k):
+    what each of k definitions of one assignment costs beyond the session's
+    own start (child, image hand-off, process exit)."""
+    return ours_batch(binary, transcript, kind, source, k, runs,
+                      ["--session-size", str(k), "--max-sandboxes", "1"])
 
 
 def has_sessions(binary):
