@@ -705,24 +705,6 @@ static void test_cancel_while_waiting_for_a_slot(void **state)
     sbx_pool_free(p);
 }
 
-/* The fallback child image (the sidecar itself, SBX_CHILD_ARG) works the
- * same when the small failproofai-sandbox image is not installed. */
-static int proc_ppid(int pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return -1;
-    size_t r = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[r] = '\0';
-    char *rp = strrchr(buf, ')');
-    char st;
-    int ppid = -1;
-    if (rp == NULL || sscanf(rp + 2, "%c %d", &st, &ppid) != 2) return -1;
-    return ppid;
-}
-
 static int count_dir(const char *path)
 {
     DIR *d = opendir(path);
@@ -1247,7 +1229,7 @@ static void test_zygote(void **state)
 
     /* The zygote from outside: our child, a fresh exec of the child image
      * in zygote mode, no environment, no_new_privs, fds 0-2 only. */
-    assert_int_equal(proc_ppid(zpid), getpid());
+    assert_int_equal(stat_field(zpid, 4), getpid());
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/cmdline", zpid);
     FILE *f = fopen(path, "r");
@@ -1309,7 +1291,7 @@ static void test_zygote(void **state)
     eval_thread_arg a;
     pthread_t th;
     int pid = start_sleeper(p, &a, &cancel, &th);
-    assert_int_equal(proc_ppid(pid), getpid());
+    assert_int_equal(stat_field(pid, 4), getpid());
     atomic_store(&cancel, 1);
     pthread_join(th, NULL);
     assert_int_equal(a.out.status, SBX_CANCELLED);
@@ -1330,6 +1312,8 @@ static void test_zygote(void **state)
     g_no_zygote = 0;
 }
 
+/* The fallback child image (the sidecar itself, SBX_CHILD_ARG) works the
+ * same when the small failproofai-sandbox image is not installed. */
 static void test_fallback_child_image(void **state)
 {
     (void)state;
