@@ -1,7 +1,7 @@
 /* api/: the localhost admin REST server (libmicrohttpd, SPEC §5).
  *
  * Routes: GET /healthz /readyz /metrics /v1/status /v1/assignments[/{id}]
- * /v1/runs[/{id}] /v1/evaluators[/{name}], PUT/DELETE /v1/evaluators/{name},
+ * /v1/runs[/{id}] /v1/catalog /v1/evaluators[/{name}], PUT/DELETE /v1/evaluators/{name},
  * POST /v1/evaluators/{name}/heartbeat /v1/evaluate /v1/drain, and GET / plus
  * the embedded web assets. Hardened against browsers (Host allowlist against
  * DNS rebinding, JSON-only state changes with no foreign Origin, strict

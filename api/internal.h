@@ -180,6 +180,7 @@ void route_resume(api_req *rq, api_resp *rs);
 void route_meta(api_req *rq, api_resp *rs);
 void route_logs(api_req *rq, api_resp *rs);
 void route_outbox(api_req *rq, api_resp *rs);
+void route_catalog(api_req *rq, api_resp *rs);
 void route_evaluators(api_req *rq, api_resp *rs);
 void route_evaluator_get(api_req *rq, api_resp *rs);
 void route_evaluator_put(api_req *rq, api_resp *rs);

@@ -21,6 +21,7 @@ const api_route api_routes[] = {
     {"GET", "/v1/meta", route_meta, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/logs", route_logs, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/outbox", route_outbox, 0, 0, API_AUTH_OPEN},
+    {"GET", "/v1/catalog", route_catalog, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators", route_evaluators, 0, 0, API_AUTH_OPEN},
     {"GET", "/v1/evaluators/{}", route_evaluator_get, 0, 0, API_AUTH_OPEN},
     {"PUT", "/v1/evaluators/{}", route_evaluator_put, API_BODY_CAP, 0, API_AUTH_REGISTRATION},

@@ -37,6 +37,7 @@ static const char *const ASSIGNMENTS_PARAMS[] = {"status", "limit", "cursor", NU
 static const char *const STATS_PARAMS[] = {"minutes", "eval_key", "by", NULL};
 static const char *const LOGS_PARAMS[] = {"level", "after", "limit", NULL};
 static const char *const OUTBOX_PARAMS[] = {"limit", NULL};
+static const char *const CATALOG_PARAMS[] = {"assignments", NULL};
 
 /* Shortest id prefix accepted in place of a full run or assignment id. */
 #define ID_PREFIX_MIN 8
@@ -611,9 +612,10 @@ void route_meta(api_req *rq, api_resp *rs)
     json_t *asg = string_array(store_assignment_statuses());
     json_array_insert_new(asg, 0, json_string("active"));
     json_t *params =
-        json_pack("{s:o,s:o,s:o,s:o,s:o}", "/v1/runs", string_array(RUNS_PARAMS), "/v1/assignments",
-                  string_array(ASSIGNMENTS_PARAMS), "/v1/stats", string_array(STATS_PARAMS),
-                  "/v1/logs", string_array(LOGS_PARAMS), "/v1/outbox", string_array(OUTBOX_PARAMS));
+        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "/v1/runs", string_array(RUNS_PARAMS),
+                  "/v1/assignments", string_array(ASSIGNMENTS_PARAMS), "/v1/stats",
+                  string_array(STATS_PARAMS), "/v1/logs", string_array(LOGS_PARAMS), "/v1/outbox",
+                  string_array(OUTBOX_PARAMS), "/v1/catalog", string_array(CATALOG_PARAMS));
     json_t *cm = json_array();
     for (const char *const *m = chart_minutes; *m != NULL; m++)
         json_array_append_new(cm, json_integer(atoi(*m)));
@@ -625,6 +627,22 @@ void route_meta(api_req *rq, api_resp *rs)
                        "query_parameters", params, "chart_minutes", cm, "log_levels",
                        string_array(log_levels), "id_prefix_min", ID_PREFIX_MIN, "page_limit_max",
                        500, "eval_key_label_cap", METRICS_EVAL_KEY_CAP));
+}
+
+/* --------------------------------------------------------------- catalog */
+
+/* GET /v1/catalog?assignments=N: the managed definitions the newest N
+ * (default 100) stored assignments carried, each with the evaluator source
+ * its newest stored run received (store_catalog_json). */
+void route_catalog(api_req *rq, api_resp *rs)
+{
+    long n;
+    if (only_params(rq, rs, CATALOG_PARAMS) || need_store(rq, rs) ||
+        api_query_long(rq, rs, "assignments", 1, 500, 100, &n))
+        return;
+    store_err e = {0};
+    int rc = store_catalog_json(rq->srv->deps.db, (int)n, &rs->body, &e);
+    if (rc != STORE_OK) store_failure(rs, rc, &e);
 }
 
 /* ---------------------------------------------------------------- outbox */

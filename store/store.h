@@ -594,6 +594,22 @@ int store_assignments_list_json(store *st, const store_assignment_filter *f, str
  * "plan_response":<json|null>,"run_list":[ITEM...]}. STORE_NOTFOUND if unknown. */
 int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out, store_err *err);
 
+/* The managed catalog as this worker last saw it, from the stored history:
+ * the managed (execution_mode "python") definitions the newest
+ * `assignments` (1..500) assignments carried, each eval_key once (the newest
+ * assignment's definition of it), sorted by eval_key. Appends
+ *   {"assignments_scanned":N,"definitions":[{"eval_key","eval_version",
+ *    "definition":{"eval_key","eval_version","display_name","result_kind",
+ *      "labels","condition_source","evaluator_source","timeout_seconds"}|null,
+ *    "source_checksum","assignment_id","seen_at","source_run_id",
+ *    "source_run_at"}...]}
+ * where the evaluator source is the one the newest stored managed run of
+ * that key and version received in its plan ("definition" null when no
+ * such run is stored: its condition selected nothing in the history kept,
+ * or the history was pruned); "definition" is what POST /v1/backtests
+ * takes. STORE_INVALID for `assignments` out of range. */
+int store_catalog_json(store *st, int assignments, strbuf *out, store_err *err);
+
 /* Charts over the last `minutes` minutes ending at `now` (minutes 1..1440,
  * 0 means 60). Appends
  *   {"minutes":[{"t":"<RFC 3339 minute start>","succeeded":n,"failed":n,

@@ -681,6 +681,110 @@ int store_outbox_json(store *st, double now, int limit, strbuf *out, store_err *
     return code;
 }
 
+/* ---------------------------------------------------------------- catalog */
+
+/* The managed definitions the newest ?1 assignments carried (each eval_key
+ * once: the newest assignment's definition), with the newest stored managed
+ * run of that key and version, whose descriptor (the plan's run as
+ * received) holds the evaluator source. */
+static const char CATALOG_SQL[] =
+    "WITH recent AS (SELECT a.seq, a.id, a.claimed_at, d.definitions_json AS defs"
+    "   FROM assignments a JOIN assignment_docs d ON d.seq = a.seq"
+    "   WHERE json_valid(d.definitions_json) ORDER BY a.seq DESC LIMIT ?1),"
+    " seen AS (SELECT r.seq, r.id AS assignment_id, r.claimed_at, j.value AS def,"
+    "   json_extract(j.value, '$.eval_key') AS k, json_extract(j.value, '$.eval_version') AS v"
+    "   FROM recent r, json_each(r.defs) j"
+    "   WHERE json_extract(j.value, '$.execution_mode') = 'python'"
+    "   AND json_type(j.value, '$.eval_key') = 'text'"
+    "   AND json_type(j.value, '$.eval_version') = 'text'),"
+    " newest AS (SELECT s.*, (SELECT x.seq FROM runs x WHERE x.eval_key = s.k"
+    "   AND x.eval_version = s.v AND x.execution_mode = 'python' ORDER BY x.seq DESC LIMIT 1)"
+    "   AS run_seq FROM seen s WHERE s.seq = (SELECT max(o.seq) FROM seen o WHERE o.k = s.k)"
+    "   GROUP BY s.k)"
+    " SELECT n.k, n.v, json_extract(n.def, '$.display_name'),"
+    " json_extract(n.def, '$.result_kind'),"
+    " CASE json_type(n.def, '$.labels') WHEN 'array' THEN json_extract(n.def, '$.labels')"
+    "   ELSE '[]' END,"
+    " json_extract(n.def, '$.condition_source'),"
+    " coalesce(json_extract(n.def, '$.timeout_seconds'),"
+    "   json_extract(d.descriptor_json, '$.timeout_seconds')),"
+    " n.assignment_id, n.claimed_at, x.id, x.created_at,"
+    " json_extract(d.descriptor_json, '$.evaluator_source'),"
+    " coalesce(json_extract(d.descriptor_json, '$.source_checksum'),"
+    "   json_extract(n.def, '$.source_checksum')),"
+    " (SELECT count(*) FROM recent)"
+    " FROM newest n LEFT JOIN runs x ON x.seq = n.run_seq LEFT JOIN run_docs d ON d.seq = x.seq"
+    " ORDER BY n.k";
+
+int store_catalog_json(store *st, int assignments, strbuf *out, store_err *err)
+{
+    static const char count_sql[] =
+        "SELECT count(*) FROM (SELECT 1 FROM assignments a JOIN assignment_docs d"
+        " ON d.seq = a.seq WHERE json_valid(d.definitions_json) ORDER BY a.seq DESC LIMIT ?1)";
+    if (assignments < 1 || assignments > MAX_LIMIT)
+        return st_errf(err, STORE_INVALID, "assignments must be between 1 and %d", MAX_LIMIT);
+    sconn *c = st_rget(st);
+    sqlite3_exec(c->db, "BEGIN", NULL, NULL, NULL);
+    size_t start = out->len;
+    int code = STORE_OK;
+    sqlite3_stmt *n = st_stmt(c, count_sql), *s = NULL;
+    if (n) st_bind_int(n, 1, assignments);
+    int rc = n ? sqlite3_step(n) : sqlite3_errcode(c->db);
+    if (rc != SQLITE_ROW) {
+        code = st_sqlfail(err, c->db, rc, "catalog");
+        goto done;
+    }
+    strbuf_printf(out, "{\"assignments_scanned\":%lld,\"definitions\":[",
+                  (long long)sqlite3_column_int64(n, 0));
+    s = st_stmt(c, CATALOG_SQL);
+    if (s) st_bind_int(s, 1, assignments);
+    rc = s ? sqlite3_step(s) : sqlite3_errcode(c->db);
+    for (; rc == SQLITE_ROW; rc = sqlite3_step(s)) {
+        strbuf_putc(out, '{');
+        jstr(out, "eval_key", s, 0);
+        jstr(out, "eval_version", s, 1);
+        /* what POST /v1/backtests takes, when the source is known */
+        if (sqlite3_column_type(s, 11) == SQLITE_TEXT) {
+            strbuf_puts(out, "\"definition\":{");
+            jstr(out, "eval_key", s, 0);
+            jstr(out, "eval_version", s, 1);
+            jstr(out, "display_name", s, 2);
+            jstr(out, "result_kind", s, 3);
+            jraw(out, "labels", s, 4);
+            jstr(out, "condition_source", s, 5);
+            jstr(out, "evaluator_source", s, 11);
+            jnum(out, "timeout_seconds", s, 6);
+            jclose(out, '}');
+            strbuf_putc(out, ',');
+        } else {
+            strbuf_puts(out, "\"definition\":null,");
+        }
+        jstr(out, "source_checksum", s, 12);
+        jstr(out, "assignment_id", s, 7);
+        jtime(out, "seen_at", s, 8);
+        jstr(out, "source_run_id", s, 9);
+        jtime(out, "source_run_at", s, 10);
+        jclose(out, '}');
+        strbuf_putc(out, ',');
+    }
+    if (rc != SQLITE_DONE) {
+        code = st_sqlfail(err, c->db, rc, "catalog");
+        goto done;
+    }
+    jclose(out, ']');
+    strbuf_putc(out, '}');
+done:
+    if (n) sqlite3_reset(n);
+    if (s) sqlite3_reset(s);
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code != STORE_OK) {
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    }
+    return code;
+}
+
 /* ------------------------------------------------------------- last error */
 
 /* The newest run with one status (an index lookup on runs_status). */

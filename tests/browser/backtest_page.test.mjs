@@ -26,7 +26,12 @@ const DEFS = [
     evaluator_source: 'EvalResult(score=Score(1.0), summary="plain")', timeout_seconds: 10 },
   { eval_key: "steady", eval_version: "1", display_name: "Steady", result_kind: "score", labels: [], condition_source: null,
     evaluator_source: `EvalResult(score=Score(min(1.0, ${TOOLS} / 20)))`, timeout_seconds: 10 },
+  // its condition selects no session: the catalog lists it without a source
+  { eval_key: "unseen", eval_version: "3", display_name: "Unseen", result_kind: "assertion", labels: [],
+    condition_source: 'session.count("no_such_event") > 0', evaluator_source: "EvalResult(assertions={'unseen': Assertion(True)})",
+    timeout_seconds: 5 },
 ];
+const SEEN = DEFS.filter((d) => d.condition_source === null);
 // v2: a tighter threshold, a KeyError on odd tool counts, a hostile summary, no change.
 const V2 = {
   gate: `EvalResult(score=Score(min(1.0, ${TOOLS} / 10), passed=${TOOLS} >= 5))`,
@@ -83,11 +88,22 @@ after(async () => {
 });
 
 test("the panel offers the catalog's definitions with their sources", async () => {
-  await page.waitForFunction((n) => document.querySelectorAll("#bt-from option[value^='def:']").length === n, DEFS.length);
+  // GET /v1/catalog: every definition the emulator serves, the one never selected without a source
+  const cat = (await getJSON(`${adminUrl}/v1/catalog`)).definitions;
+  assert.deepEqual(cat.map((d) => d.eval_key), DEFS.map((d) => d.eval_key).sort());
+  assert.deepEqual(cat.filter((d) => d.definition).map((d) => d.definition),
+    [...SEEN].sort((a, b) => (a.eval_key < b.eval_key ? -1 : 1)));
+  await page.waitForFunction((n) => document.querySelectorAll("#bt-from option[value^='def:']").length === n, SEEN.length);
+  const options = await page.$$eval("#bt-from option", (os) => os.map((o) => [o.value, o.textContent, o.disabled]));
+  assert.deepEqual(options, [
+    ...cat.filter((d) => d.definition).map((d) => [`def:${d.eval_key}`, `${d.eval_key} v${d.eval_version} (catalog)`, false]),
+    ["all", "every catalog definition", false],
+    ...cat.filter((d) => !d.definition).map((d) => [`unseen:${d.eval_key}`, `${d.eval_key} v${d.eval_version} (source not seen yet)`, true]),
+    ["paste", "pasted definitions", false]]);
+  // the first one fills the text area, as the catalog has it
+  assert.deepEqual(JSON.parse(await page.inputValue("#bt-defs")), [cat[0].definition]);
   await page.selectOption("#bt-from", "all");
-  const shown = JSON.parse(await page.inputValue("#bt-defs"));
-  assert.deepEqual(shown.map((d) => [d.eval_key, d.eval_version, d.evaluator_source]).sort(),
-    DEFS.map((d) => [d.eval_key, d.eval_version, d.evaluator_source]).sort());
+  assert.deepEqual(JSON.parse(await page.inputValue("#bt-defs")), cat.filter((d) => d.definition).map((d) => d.definition));
 });
 
 test("definitions that are not JSON get a precise error, and nothing starts", async () => {
@@ -113,7 +129,7 @@ test("a backtest started from the page shows what the API reports", async () => 
   btId = decodeURIComponent((await page.evaluate(() => location.hash)).slice(4));
   // the progress shows, then the summary once done
   await page.waitForSelector("#bt-progress:not([hidden])");
-  await page.waitForFunction((n) => document.querySelectorAll("#bt-summary tr").length === n, DEFS.length, { timeout: 120000 });
+  await page.waitForFunction((n) => document.querySelectorAll("#bt-summary tr").length === n, SEEN.length, { timeout: 120000 });
   await page.waitForFunction(() => document.querySelectorAll("#bt-histogram rect.bar").length > 0);
   const doc = await getJSON(`${adminUrl}/v1/backtests/${btId}`);
   assert.equal(doc.state, "done");

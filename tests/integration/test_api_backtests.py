@@ -2,10 +2,11 @@
 with the transcript archive on, fed by the emulator: the request's
 validation (every bad field gets a 400 naming it, and nothing starts), the
 gate's rules on these routes (admin token, Host allowlist, same origin,
-JSON only; the GETs open on loopback), and a backtest's lifecycle over the
+JSON only; the GETs open on loopback), a backtest's lifecycle over the
 API (202, 429 backtest_busy while one runs, cancel, done with its summary,
-its rows paginated and filtered). Without the archive every route answers
-503 backtests_unavailable."""
+its rows paginated and filtered), and GET /v1/catalog, the managed
+definitions a backtest starts from. Without the archive every backtest
+route answers 503 backtests_unavailable."""
 
 import os
 import sqlite3
@@ -23,6 +24,10 @@ DEFS = [
     {"eval_key": "steady", "eval_version": "1", "display_name": "Steady", "result_kind": "score",
      "labels": [], "condition_source": None,
      "evaluator_source": "EvalResult(score=Score(0.5), summary='steady')", "timeout_seconds": 10},
+    # its condition selects no session: no run ever receives its source
+    {"eval_key": "unseen", "eval_version": "3", "display_name": "Unseen", "result_kind": "assertion",
+     "labels": [], "condition_source": 'session.count("no_such_event") > 0',
+     "evaluator_source": "EvalResult(assertions={'unseen': Assertion(True)})", "timeout_seconds": 5},
 ]
 
 
@@ -185,6 +190,53 @@ class BacktestApiTest(unittest.TestCase):
                          "host_not_allowed")
         self.assertEqual(self.sc.request("DELETE", "/v1/backtests/nope", body={},
                                          auth=None).status, 401)
+
+    # -- the catalog ----------------------------------------------------------
+    def test_catalog(self):
+        r = self.sc.get("/v1/catalog", auth=None)  # open on loopback
+        self.assertEqual(r.status, 200, r)
+        cat = r.body
+        self.assertEqual(cat["assignments_scanned"], SESSIONS)
+        by = {d["eval_key"]: d for d in cat["definitions"]}
+        self.assertEqual([d["eval_key"] for d in cat["definitions"]], sorted(d["eval_key"] for d in DEFS))
+        asg = {a["id"]: a for a in self.sc.get("/v1/assignments?limit=100").body["assignments"]}
+        newest = max(asg.values(), key=lambda a: a["claimed_at"])
+        for d in DEFS[:2]:
+            got = by[d["eval_key"]]
+            # exactly the definition the emulator serves, its source from a stored run's plan
+            self.assertEqual(got["definition"], d)
+            self.assertEqual(got["eval_version"], d["eval_version"])
+            self.assertTrue(got["source_checksum"].startswith("sha256:"), got)
+            self.assertEqual(got["assignment_id"], newest["id"])
+            run = self.sc.get(f"/v1/runs/{got['source_run_id']}").body
+            self.assertEqual((run["eval_key"], run["eval_version"], run["execution_mode"]),
+                             (d["eval_key"], d["eval_version"], "python"))
+            self.assertEqual(run["descriptor"]["evaluator_source"], d["evaluator_source"])
+        # no run ever received the source of a definition its condition never selected
+        self.assertIsNone(by["unseen"]["definition"])
+        self.assertIsNone(by["unseen"]["source_run_id"])
+        self.assertEqual(by["unseen"]["eval_version"], "3")
+        # a narrower scan, and bad queries named
+        self.assertEqual(self.sc.get("/v1/catalog?assignments=1").body["assignments_scanned"], 1)
+        self.assertError(self.sc.get("/v1/catalog?assignments=0"), 400, "invalid_request",
+                         "assignments must be an integer from 1 to 500")
+        self.assertError(self.sc.get("/v1/catalog?limit=5"), 400, "invalid_request",
+                         "unknown query parameter 'limit' (allowed: assignments)")
+        self.assertEqual(self.sc.get("/v1/meta").body["query_parameters"]["/v1/catalog"],
+                         ["assignments"])
+
+    def test_catalog_definitions_start_a_backtest(self):
+        self.sc.wait_for(lambda: all(self.sc.get(f"/v1/backtests/{i}").body["state"]
+                                     not in ("queued", "running") for i in self.ids()),
+                         timeout=120, what="no backtest running")
+        defs = [d["definition"] for d in self.sc.get("/v1/catalog").body["definitions"]
+                if d["definition"]]
+        r = self.sc.request("POST", "/v1/backtests", body={"definitions": defs})
+        self.assertEqual(r.status, 202, r)
+        doc = self.wait_state(r.body["id"], ("done",))
+        # the catalog's own versions against production: nothing changed
+        self.assertEqual({k["eval_key"]: k["changed"] for k in doc["summary"]["eval_keys"]},
+                         {"steady": 0, "tools": 0})
 
     # -- lifecycle ------------------------------------------------------------
     def test_lifecycle(self):

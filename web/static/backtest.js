@@ -8,8 +8,9 @@
  * the session's live runs), and the list of recent backtests. The open
  * backtest is view.bt in the URL's fragment, so it can be linked.
  *
- * The catalog is read from the newest assignments: their definitions and
- * the evaluator sources of their plans (the API has no catalog route).
+ * The catalog is GET /v1/catalog: the managed definitions of the newest
+ * assignments, each with the evaluator source its newest stored run
+ * received (one whose source was never received is listed, disabled).
  * Everything from the API reaches the DOM as text (app.js's h()), never as
  * markup. Registers itself with app.js (window.FpsApp.panels). */
 "use strict";
@@ -30,29 +31,17 @@
   function fmt(v) { return v == null ? "—" : String(Math.round(v * 10000) / 10000); }
   function showError(msg) { const b = $("bt-error"); b.hidden = !msg; b.textContent = msg || ""; }
 
-  /* ---------- the catalog, from the newest assignments ---------- */
+  /* ---------- the catalog (GET /v1/catalog) ---------- */
   async function loadCatalog() {
-    const byKey = new Map();
-    const list = (await api("/v1/assignments?limit=10")).assignments || [];
-    for (const a of list) {
-      let d;
-      try { d = await api("/v1/assignments/" + encodeURIComponent(a.id)); } catch (_) { continue; }
-      const runs = ((d.plan_response || {}).runs || []).filter((r) => typeof r.evaluator_source === "string");
-      for (const def of d.definitions || []) {
-        if (byKey.has(def.eval_key)) continue;
-        const run = runs.find((r) => r.eval_key === def.eval_key && r.eval_version === def.eval_version);
-        if (!run) continue; /* a local evaluator's, or skipped by its condition here */
-        byKey.set(def.eval_key, {
-          eval_key: def.eval_key, eval_version: def.eval_version, display_name: def.display_name || def.eval_key,
-          result_kind: def.result_kind, labels: def.labels || [], condition_source: def.condition_source ?? null,
-          evaluator_source: run.evaluator_source, timeout_seconds: def.timeout_seconds ?? run.timeout_seconds,
-        });
-      }
-    }
-    catalog = [...byKey.values()].sort((x, y) => (x.eval_key < y.eval_key ? -1 : x.eval_key > y.eval_key ? 1 : 0));
+    const cat = (await api("/v1/catalog")).definitions || [];
+    catalog = cat.filter((d) => d.definition).map((d) => d.definition);
+    const unseen = cat.filter((d) => !d.definition);
     const sel = $("bt-from"), keep = sel.value;
     sel.replaceChildren(...catalog.map((d) => h("option", { value: "def:" + d.eval_key }, `${d.eval_key} v${d.eval_version} (catalog)`)),
       ...(catalog.length > 1 ? [h("option", { value: "all" }, "every catalog definition")] : []),
+      /* no stored run received its source: nothing to start from */
+      ...unseen.map((d) => h("option", { value: "unseen:" + d.eval_key, disabled: true, title: "no stored run of this version received its source" },
+        `${d.eval_key} v${d.eval_version} (source not seen yet)`)),
       h("option", { value: "paste" }, "pasted definitions"));
     if ([...sel.options].some((o) => o.value === keep) && keep !== "paste") sel.value = keep;
     else if (!$("bt-defs").value.trim() && catalog.length) { sel.value = "def:" + catalog[0].eval_key; fillFrom(); }
