@@ -113,7 +113,8 @@ typedef struct {
     int (*start)(void *ctx, const json_t *request, char **id, fps_err *e);
     /* {"id","state":"queued"|"running"|"done"|"failed"|"cancelled",
      *  "progress":{"done","total"},"summary":<the CLI's JSON>|null,
-     *  "created_at","finished_at"|null,"error"|null,"definitions","baseline"}:
+     *  "created_at","error":<why a failed one could not go on>|null,
+     *  "definitions","baseline"}:
      * a new reference, or NULL when unknown (pruned). */
     json_t *(*get)(void *ctx, const char *id);
     /* The rows (the CLI's --out rows) with changed == true when

@@ -110,6 +110,8 @@ static int save(backtest_jobs *j, job *b)
     char *summary_s = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
     json_decref(summary);
     char *request_s = json_dumps(b->request, JSON_COMPACT);
+    char why[768];
+    int failed = backtest_error(b->bt, why, sizeof why);
     store_backtest r = {.id = b->id,
                         .state = (char *)backtest_state_name(backtest_get_state(b->bt)),
                         .created_at = b->created_at,
@@ -117,7 +119,8 @@ static int save(backtest_jobs *j, job *b)
                         .done = done,
                         .total = total,
                         .request_json = request_s,
-                        .summary_json = summary_s};
+                        .summary_json = summary_s,
+                        .error = failed ? why : NULL};
     store_err e = {0};
     int code = rows_s && request_s ? store_backtest_put(j->st, &r, rows_s, strlen(rows_s), &e)
                                    : (snprintf(e.msg, sizeof e.msg, "out of memory"), STORE_ERROR);
@@ -168,20 +171,24 @@ void backtest_jobs_free(backtest_jobs *j)
     free(j);
 }
 
-static json_t *doc_new(const char *id, const char *state, long done, long total, double created)
+/* error: why a failed one failed, else NULL */
+static json_t *doc_new(const char *id, const char *state, long done, long total, double created,
+                       const char *error)
 {
     char at[64];
-    return json_pack("{s:s,s:s,s:{s:I,s:I},s:s}", "id", id, "state", state, "progress", "done",
+    return json_pack("{s:s,s:s,s:{s:I,s:I},s:s,s:s?}", "id", id, "state", state, "progress", "done",
                      (json_int_t)done, "total", (json_int_t)total, "created_at",
-                     time_rfc3339(created, at, sizeof at));
+                     time_rfc3339(created, at, sizeof at), "error", error);
 }
 
 static json_t *doc(const job *b, int full)
 {
     long done = 0, total = 0;
     backtest_progress(b->bt, &done, &total);
-    json_t *d =
-        doc_new(b->id, backtest_state_name(backtest_get_state(b->bt)), done, total, b->created_at);
+    char why[768];
+    int failed = backtest_error(b->bt, why, sizeof why);
+    json_t *d = doc_new(b->id, backtest_state_name(backtest_get_state(b->bt)), done, total,
+                        b->created_at, failed ? why : NULL);
     if (full) {
         json_t *s = backtest_summary(b->bt);
         json_object_set_new(d, "summary", s ? s : json_null());
@@ -194,7 +201,7 @@ static json_t *doc(const job *b, int full)
 /* A saved backtest's document (full: with its summary and request). */
 static json_t *saved_doc(const store_backtest *r, int full)
 {
-    json_t *d = doc_new(r->id, r->state, (long)r->done, (long)r->total, r->created_at);
+    json_t *d = doc_new(r->id, r->state, (long)r->done, (long)r->total, r->created_at, r->error);
     if (full) {
         json_t *s = r->summary_json ? json_loads(r->summary_json, 0, NULL) : NULL;
         json_object_set_new(d, "summary", s ? s : json_null());

@@ -220,7 +220,10 @@ int cmd_backtest(int argc, char **argv)
         fprintf(stderr, "failproofai-sidecar backtest: %s\n", err.msg);
         goto done;
     }
-    backtest_wait(bt, &err);
+    if (backtest_wait(bt, &err) == BT_FAILED) {
+        fprintf(stderr, "failproofai-sidecar backtest: %s\n", err.msg);
+        goto done; /* 2, as when the sessions cannot be read at the start */
+    }
     json_t *s = backtest_summary(bt);
     if (s == NULL) {
         fprintf(stderr, "failproofai-sidecar backtest: the backtest did not finish\n");

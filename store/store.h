@@ -677,10 +677,11 @@ typedef struct {
                            NULL in store_backtest_list's items */
     char *summary_json; /* owned, NULL: no summary (not done); NULL in list items */
     int64_t rows_bytes; /* compressed size of its rows */
+    char *error;        /* owned, NULL unless "failed": why it could not go on */
 } store_backtest;
 
-/* Saves a finished backtest (b's id, state, times, progress, request and
- * summary; rows_bytes is ignored) with its rows, a JSON array of `len`
+/* Saves a finished backtest (b's id, state, times, progress, request,
+ * summary and error; rows_bytes is ignored) with its rows, a JSON array of `len`
  * bytes (copied, compressed), then deletes the oldest beyond the bounds.
  * STORE_INVALID without an id, a state or a request; STORE_CONFLICT if the
  * id is already saved. */

@@ -15,7 +15,7 @@ static const st_col BT_COLS[] = {
     ST_COL(DBL, store_backtest, created_at),    ST_COL(DBL, store_backtest, finished_at),
     ST_COL(INT64, store_backtest, done),        ST_COL(INT64, store_backtest, total),
     ST_COL(TEXT, store_backtest, request_json), ST_COL(TEXT, store_backtest, summary_json),
-    ST_COL(INT64, store_backtest, rows_bytes)};
+    ST_COL(INT64, store_backtest, rows_bytes),  ST_COL(TEXT, store_backtest, error)};
 static const st_table BT = ST_TABLE(store_backtest, BT_COLS);
 
 int store_backtest_put(store *st, const store_backtest *b, const char *rows_json, size_t len,
@@ -23,7 +23,7 @@ int store_backtest_put(store *st, const store_backtest *b, const char *rows_json
 {
     static const char ins[] =
         "INSERT INTO backtests(id, state, created_at, finished_at, done, total, request_json,"
-        " summary_json, rows_bytes) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+        " summary_json, rows_bytes, error) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
     static const char ins_rows[] =
         "INSERT INTO backtest_rows(seq, raw_bytes, data) VALUES(last_insert_rowid(), ?1, ?2)";
     /* beyond the count, then beyond the bytes counted from the newest down
@@ -47,11 +47,12 @@ int store_backtest_put(store *st, const store_backtest *b, const char *rows_json
     }
     int code = st_wbegin(st, "save backtest", err);
     if (code) goto done;
-    code = st_exec(
-        st, ins, "save backtest", err,
-        ST_ARGS(ST_TEXT(b->id), ST_TEXT(b->state), ST_DBL(b->created_at), ST_DBL(b->finished_at),
-                ST_INT(b->done), ST_INT(b->total), ST_TEXT(b->request_json),
-                b->summary_json ? ST_TEXT(b->summary_json) : ST_NULL, ST_INT((int64_t)zlen)));
+    code = st_exec(st, ins, "save backtest", err,
+                   ST_ARGS(ST_TEXT(b->id), ST_TEXT(b->state), ST_DBL(b->created_at),
+                           ST_DBL(b->finished_at), ST_INT(b->done), ST_INT(b->total),
+                           ST_TEXT(b->request_json),
+                           b->summary_json ? ST_TEXT(b->summary_json) : ST_NULL,
+                           ST_INT((int64_t)zlen), b->error ? ST_TEXT(b->error) : ST_NULL));
     if (!code)
         code = st_exec(st, ins_rows, "save backtest rows", err,
                        ST_ARGS(ST_INT((int64_t)len), ST_BLOB(z, zlen)));
@@ -75,7 +76,7 @@ done:
 int store_backtest_list(store *st, store_backtest **out, size_t *n, store_err *err)
 {
     static const char sql[] = "SELECT id, state, created_at, finished_at, done, total, NULL,"
-                              " NULL, rows_bytes FROM backtests ORDER BY seq DESC";
+                              " NULL, rows_bytes, error FROM backtests ORDER BY seq DESC";
     st_vec v = {.t = &BT};
     int code = st_read_all(st, sql, "list backtests", err, &v, NULL, 0);
     *out = v.items;
@@ -86,7 +87,7 @@ int store_backtest_list(store *st, store_backtest **out, size_t *n, store_err *e
 int store_backtest_get(store *st, const char *id, store_backtest *out, store_err *err)
 {
     static const char sql[] = "SELECT id, state, created_at, finished_at, done, total,"
-                              " request_json, summary_json, rows_bytes FROM backtests"
+                              " request_json, summary_json, rows_bytes, error FROM backtests"
                               " WHERE id = ?1";
     if (!id) return st_errf(err, STORE_INVALID, "get backtest: no id");
     st_into into = {&BT, out};

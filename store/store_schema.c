@@ -111,6 +111,9 @@ static const char *const MIGRATIONS[] = {
     " data BLOB NOT NULL);"
     "CREATE TRIGGER backtests_delete_rows AFTER DELETE ON backtests BEGIN"
     " DELETE FROM backtest_rows WHERE seq = old.seq; END;",
+
+    /* v7: why a failed backtest failed (NULL for the others). */
+    "ALTER TABLE backtests ADD COLUMN error TEXT;",
 };
 #define N_MIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 

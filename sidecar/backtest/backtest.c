@@ -18,6 +18,7 @@
 #include <math.h>
 #include <nettle/sha2.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,25 +37,46 @@ struct backtest {
     backtest_config cfg;
     json_t *cand, *base;    /* definition arrays (owned); base NULL: none */
     int production;         /* the baseline is the live runs' stored results */
-    store_archive *archive; /* owned, read-only; NULL: sessions from paths */
+    char *archive_path;     /* owned; NULL: no archive needed (sessions from paths only) */
+    double since;           /* > 0: archive entries archived at or after this time */
+    store_archive *archive; /* owned, read-only (opened by the run); NULL: sessions from paths */
     local_client *local;    /* owned; NULL: no --local */
     json_t *local_urls;     /* eval_key -> URL (owned) */
     bt_input *in;
     size_t n, cap;
     json_t *input_errors;
     atomic_size_t next;
-    atomic_long done;
+    atomic_long done, total;
     atomic_int cancel;
     pthread_mutex_t mu;
     pthread_t th;
     backtest_state state;
     json_t *summary;
+    char error[768]; /* failed: why (the first reason; under mu) */
+    int failed;      /* under mu */
 };
 
 const char *backtest_state_name(backtest_state s)
 {
     static const char *const n[] = {"queued", "running", "done", "failed", "cancelled"};
     return n[s];
+}
+
+/* The run cannot go on: records why (the first reason wins) and stops the
+ * workers as a cancel does (running evaluations are killed); the backtest
+ * ends "failed". */
+__attribute__((format(printf, 2, 3))) static void fail(backtest *bt, const char *fmt, ...)
+{
+    pthread_mutex_lock(&bt->mu);
+    if (!bt->failed) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(bt->error, sizeof bt->error, fmt, ap);
+        va_end(ap);
+        bt->failed = 1;
+    }
+    pthread_mutex_unlock(&bt->mu);
+    atomic_store(&bt->cancel, 1);
 }
 
 /* Writes one JSON value and a newline to rows_out (mu held). */
@@ -444,7 +466,15 @@ static json_t *production_outcomes(backtest *bt, const char *sid)
     store_archive_baseline_run *r = NULL;
     size_t n = 0;
     store_err se;
-    if (store_archive_baseline(bt->archive, sid, &r, &n, &se) != STORE_OK) return map;
+    if (store_archive_baseline(bt->archive, sid, &r, &n, &se) != STORE_OK) {
+        /* every row would read "no baseline": a wrong answer, not a partial one */
+        fail(bt,
+             "the production baseline of session %.200s cannot be read from the state"
+             " database: %s",
+             sid, se.msg);
+        json_decref(map);
+        return NULL;
+    }
     for (size_t i = 0; i < n; i++) {
         json_t *o = outcome_new(r[i].status);
         if (r[i].summary) json_object_set_new(o, "summary", json_string(r[i].summary));
@@ -473,8 +503,25 @@ static void run_input(backtest *bt, bt_input *in)
         store_err se;
         char *data = NULL;
         size_t len = 0;
-        if (store_archive_read(bt->archive, in->archive_id, &data, &len, NULL, &se) != STORE_OK) {
-            input_error(bt, in->source, se.msg);
+        int code = store_archive_read(bt->archive, in->archive_id, &data, &len, NULL, &se);
+        if (code != STORE_OK) {
+            /* one entry evicted since the start or damaged (its SHA-256, its
+             * blob) is that session's input error; an archive that no longer
+             * answers at all stops the run */
+            store_archive_filter one = {.limit = 1};
+            store_archive_entry *e = NULL;
+            size_t n = 0;
+            store_err pe;
+            int whole = code != STORE_NOTFOUND && code != STORE_CORRUPT
+                            ? code
+                            : store_archive_list(bt->archive, &one, &e, &n, &pe);
+            store_archive_entries_free(e, n);
+            if (whole != STORE_OK)
+                fail(bt, "the transcript archive %s cannot be read (after %ld of %ld sessions): %s",
+                     bt->archive_path, (long)atomic_load(&bt->done), (long)atomic_load(&bt->total),
+                     se.msg);
+            else
+                input_error(bt, in->source, se.msg);
             return;
         }
         in->text = data;
@@ -528,6 +575,11 @@ static void run_input(backtest *bt, bt_input *in)
     }
     json_t *rows = json_array();
     json_t *prod = bt->production ? production_outcomes(bt, sid) : NULL;
+    if (bt->production && prod == NULL) {
+        sbx_session_close(ss);
+        sbx_image_release(img);
+        return;
+    }
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
         const char *key = jstr(d, "eval_key");
@@ -756,6 +808,9 @@ static int rejected(backtest *bt, const json_t *d, const char *field, lang_kind 
     sbx_outcome out;
     memset(&out, 0, sizeof out);
     sbx_check(bt->cfg.pool, &rq, &out);
+    if (out.status == SBX_JAIL_FAILURE) /* nothing could be evaluated either */
+        fail(bt, "%s[%zu] (%.128s): the jail could not run the compile check of its %s: %s", what,
+             i, jstr(d, "eval_key"), field, out.detail);
     int bad = out.status == SBX_OK && !json_is_true(json_object_get(out.json, "ok"));
     if (bad) {
         char where[300], msg[700];
@@ -786,12 +841,51 @@ static void check_defs(backtest *bt, json_t *defs, const char *what)
     }
 }
 
+/* Opens the archive (the sessions' source, or the production baseline's)
+ * and, when the sessions come from it, lists them (backtest_start, so that
+ * the total is known at once): 0, or -1 with the backtest failed (an
+ * archive removed, unreadable or not a database): it still starts, and
+ * ends "failed" at once, so that the reason stays with it. */
+static int open_archive(backtest *bt)
+{
+    if (bt->archive_path == NULL) return 0;
+    store_archive_options ao = {.path = bt->archive_path, .state_db_path = bt->cfg.db_path};
+    store_err se;
+    if (store_archive_open(&ao, &bt->archive, &se) != STORE_OK) {
+        fail(bt, "the transcript archive %s cannot be read: %s", bt->archive_path, se.msg);
+        return -1;
+    }
+    if (bt->cfg.npaths > 0) return 0;
+    store_archive_filter f = {.since = bt->since,
+                              .limit = bt->cfg.limit > 0 ? (int)bt->cfg.limit : 0};
+    store_archive_entry *ents = NULL;
+    size_t ne = 0;
+    if (store_archive_list(bt->archive, &f, &ents, &ne, &se) != STORE_OK) {
+        fail(bt, "the transcript archive %s cannot be read: %s", bt->archive_path, se.msg);
+        return -1;
+    }
+    for (size_t i = 0; i < ne; i++) {
+        char src[64];
+        snprintf(src, sizeof src, "archive:%lld", (long long)ents[i].id);
+        add_input(bt, src, "", 0);
+        free(bt->in[bt->n - 1].text);
+        bt->in[bt->n - 1].text = NULL;
+        bt->in[bt->n - 1].archive_id = ents[i].id;
+        bt->in[bt->n - 1].assignment_id = ents[i].assignment_id;
+        ents[i].assignment_id = NULL;
+    }
+    store_archive_entries_free(ents, ne);
+    atomic_store(&bt->total, (long)bt->n);
+    return 0;
+}
+
 static void *main_thread(void *arg)
 {
     backtest *bt = arg;
+    int ok = !atomic_load(&bt->cancel); /* not failed at the start, nor cancelled */
     /* each definition is compile-checked once, not once per session */
-    check_defs(bt, bt->cand, "definitions");
-    check_defs(bt, bt->base, "baseline");
+    if (ok) check_defs(bt, bt->cand, "definitions");
+    if (ok) check_defs(bt, bt->base, "baseline");
     int jobs = bt->cfg.jobs > 0 ? bt->cfg.jobs : 1;
     if (jobs > 64) jobs = 64;
     pthread_t th[64];
@@ -799,9 +893,9 @@ static void *main_thread(void *arg)
     pthread_mutex_lock(&bt->mu);
     bt->state = BT_RUNNING;
     pthread_mutex_unlock(&bt->mu);
-    for (int i = 0; i < jobs; i++)
+    for (int i = 0; i < jobs && ok && !atomic_load(&bt->cancel); i++)
         if (pthread_create(&th[started], NULL, worker_main, bt) == 0) started++;
-    if (started == 0) worker_main(bt);
+    if (started == 0 && ok && !atomic_load(&bt->cancel)) worker_main(bt);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     json_t *all = json_array();
@@ -815,7 +909,7 @@ static void *main_thread(void *arg)
     json_decref(all);
     pthread_mutex_lock(&bt->mu);
     bt->summary = s;
-    bt->state = s ? BT_DONE : BT_CANCELLED;
+    bt->state = bt->failed ? BT_FAILED : s ? BT_DONE : BT_CANCELLED;
     pthread_mutex_unlock(&bt->mu);
     return NULL;
 }
@@ -867,41 +961,17 @@ backtest *backtest_start(const backtest_config *cfg, fps_err *err)
                                     : "give --sessions, or --db for the archive beside it");
             goto fail;
         }
-        store_archive_options ao = {.path = apath, .state_db_path = cfg->db_path};
-        store_err se;
-        if (store_archive_open(&ao, &bt->archive, &se) != STORE_OK) {
-            fps_err_set(err, BT_EIO, 0, "unreadable", "archive %s: %s", apath, se.msg);
-            goto fail;
-        }
+        if ((bt->archive_path = strdup(apath)) == NULL) abort();
     }
-    if (cfg->npaths == 0) {
-        store_archive_filter f = {.limit = cfg->limit > 0 ? (int)cfg->limit : 0};
-        if (cfg->since && time_parse_rfc3339(cfg->since, &f.since) != 0) {
-            fps_err_set(err, BT_EINVALID, 0, "invalid_request",
-                        "--since must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z");
-            goto fail;
-        }
-        store_archive_entry *ents = NULL;
-        size_t ne = 0;
-        store_err se;
-        if (store_archive_list(bt->archive, &f, &ents, &ne, &se) != STORE_OK) {
-            fps_err_set(err, BT_EIO, 0, "unreadable", "archive: %s", se.msg);
-            goto fail;
-        }
-        for (size_t i = 0; i < ne; i++) {
-            char src[64];
-            snprintf(src, sizeof src, "archive:%lld", (long long)ents[i].id);
-            add_input(bt, src, "", 0);
-            free(bt->in[bt->n - 1].text);
-            bt->in[bt->n - 1].text = NULL;
-            bt->in[bt->n - 1].archive_id = ents[i].id;
-            bt->in[bt->n - 1].assignment_id = ents[i].assignment_id;
-            ents[i].assignment_id = NULL;
-        }
-        store_archive_entries_free(ents, ne);
+    if (cfg->npaths == 0 && cfg->since && time_parse_rfc3339(cfg->since, &bt->since) != 0) {
+        fps_err_set(err, BT_EINVALID, 0, "invalid_request",
+                    "--since must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z");
+        goto fail;
     }
     for (size_t i = 0; i < cfg->npaths; i++)
         if (add_path(bt, cfg->paths[i], 1, err) != 0) goto fail;
+    atomic_store(&bt->total, (long)bt->n);
+    open_archive(bt); /* one that cannot be read fails the backtest, not the start */
     if (pthread_create(&bt->th, NULL, main_thread, bt) != 0) {
         fps_err_set(err, BT_EIO, 0, "cannot_start", "cannot start a thread");
         goto fail;
@@ -911,7 +981,7 @@ fail:
     json_decref(bt->cand);
     json_decref(bt->base);
     json_decref(bt->input_errors);
-    store_archive_close(bt->archive);
+    free(bt->archive_path);
     local_client_free(bt->local);
     json_decref(bt->local_urls);
     for (size_t i = 0; i < bt->n; i++) {
@@ -928,7 +998,7 @@ fail:
 void backtest_progress(backtest *bt, long *done, long *total)
 {
     *done = atomic_load(&bt->done);
-    *total = (long)bt->n;
+    *total = atomic_load(&bt->total);
 }
 
 backtest_state backtest_get_state(backtest *bt)
@@ -950,7 +1020,22 @@ backtest_state backtest_wait(backtest *bt, fps_err *err)
         pthread_join(bt->th, NULL);
         bt->th = 0;
     }
-    return backtest_get_state(bt);
+    backtest_state s = backtest_get_state(bt);
+    if (s == BT_FAILED && err != NULL) {
+        char why[sizeof bt->error];
+        backtest_error(bt, why, sizeof why);
+        fps_err_set(err, BT_EFAILED, 0, "backtest_failed", "%s", why);
+    }
+    return s;
+}
+
+int backtest_error(backtest *bt, char *buf, size_t cap)
+{
+    pthread_mutex_lock(&bt->mu);
+    int failed = bt->state == BT_FAILED;
+    if (cap > 0) snprintf(buf, cap, "%s", failed ? bt->error : "");
+    pthread_mutex_unlock(&bt->mu);
+    return failed;
 }
 
 json_t *backtest_summary(backtest *bt)
@@ -989,6 +1074,7 @@ void backtest_free(backtest *bt)
     json_decref(bt->input_errors);
     json_decref(bt->summary);
     store_archive_close(bt->archive);
+    free(bt->archive_path);
     local_client_free(bt->local);
     json_decref(bt->local_urls);
     for (size_t i = 0; i < bt->n; i++) {

@@ -70,7 +70,14 @@
  * line L, column C: message") and its evaluations are failed with
  * error_type "compile_error" without running; a failing local endpoint
  * gives that key failed outcomes. Definitions that are not a JSON array of
- * definitions, an unreadable path or an unopenable archive fail the start.
+ * definitions or an unreadable path fail the start (nothing runs).
+ *
+ * A run that cannot go on ends "failed", with no summary and one precise
+ * reason (backtest_error): the archive cannot be opened or listed (removed,
+ * unreadable, not a database), it stops answering during the run (an
+ * entry evicted since the start or damaged is only that session's input
+ * error), the production baseline cannot be read from the state database,
+ * or the jail cannot run a definition's compile check.
  *
  * Thread-safe: the handle's functions may be called from any thread while
  * the backtest runs on its own threads. */
@@ -86,10 +93,11 @@
 
 typedef struct backtest backtest;
 
-/* fps_err codes of backtest_start / backtest_merge (names in quotes):
- * BT_EINVALID "invalid_request" (bad definitions, bad flags' values),
- * BT_EIO "unreadable" (a path or the archive cannot be read). */
-enum { BT_EINVALID = -1, BT_EIO = -2 };
+/* fps_err codes of backtest_start / backtest_merge / backtest_wait (names
+ * in quotes): BT_EINVALID "invalid_request" (bad definitions, bad flags'
+ * values), BT_EIO "unreadable" (a path cannot be read), BT_EFAILED
+ * "backtest_failed" (the run could not go on: backtest_error). */
+enum { BT_EINVALID = -1, BT_EIO = -2, BT_EFAILED = -3 };
 
 /* One --local EVAL_KEY=URL: that key's runs go to URL. */
 typedef struct {
@@ -146,7 +154,8 @@ const char *backtest_state_name(backtest_state s);
 
 /* Validates the configuration and the definitions (JSON shape only; the
  * compile checks run with the backtest), enumerates the sessions and starts
- * the backtest on its own threads. Everything in cfg is copied or only read
+ * the backtest on its own threads (an archive that cannot be read gives a
+ * backtest that ends "failed" at once, with the reason). Everything in cfg is copied or only read
  * during this call, except pool, rows_out and local_secret, which must
  * outlive the backtest. NULL with err filled on failure (nothing runs). */
 backtest *backtest_start(const backtest_config *cfg, fps_err *err);
@@ -158,8 +167,12 @@ backtest_state backtest_get_state(backtest *bt);
 /* Asks the backtest to stop: running evaluations are killed, it ends
  * "cancelled" and keeps no summary. Returns at once. */
 void backtest_cancel(backtest *bt);
-/* Waits for the end; returns the final state (failed: err filled). */
+/* Waits for the end; returns the final state (failed: err, if not NULL,
+ * filled with BT_EFAILED and the reason). */
 backtest_state backtest_wait(backtest *bt, fps_err *err);
+/* 1 when the backtest ended "failed", with why in buf (cap bytes); else 0
+ * and buf "". */
+int backtest_error(backtest *bt, char *buf, size_t cap);
 
 /* The summary document (shape above): a new reference once done, NULL
  * before. */

@@ -7,7 +7,7 @@
 // deep link, the recent list and a changed session's live runs.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ARTIFACTS, BIN, XSS, freePort, waitFor, getJSON, killAll, launchChromium, start, startEmulator } from "./harness.mjs";
@@ -39,7 +39,7 @@ const V2 = {
   hostile: `EvalResult(score=Score(1.0), summary='${XSS}')`,
 };
 
-let browser, page, adminUrl, btId;
+let browser, page, adminUrl, btId, dir;
 const consoleErrors = [], prompts = [];
 
 async function apiRows(id, changedOnly) {
@@ -59,7 +59,7 @@ async function apiRows(id, changedOnly) {
 before(async () => {
   assert.ok(BIN, "FPS_BIN must name the failproofai-sidecar binary");
   mkdirSync(ARTIFACTS, { recursive: true });
-  const dir = mkdtempSync(join(tmpdir(), "fps-backtest-page-"));
+  dir = mkdtempSync(join(tmpdir(), "fps-backtest-page-"));
   writeFileSync(join(dir, "admin.token"), ADMIN + "\n", { mode: 0o600 });
   const emuUrl = await startEmulator(start, dir, TOKEN, DEFS, ["--sessions", String(SESSIONS), "--seed", "7", "--poll-seconds", "1"]);
   const adminPort = await freePort();
@@ -224,4 +224,33 @@ test("a changed session opens its live runs", async () => {
   // the one 401 is the start before the token was asked for
   assert.deepEqual(consoleErrors.filter((e) => !/status of 401/.test(e)), []);
   assert.equal(consoleErrors.length, 1);
+});
+
+test("a backtest whose archive cannot be read shows why it failed", async () => {
+  // the archive moved away under the running sidecar (its writer keeps the files it has open)
+  const archive = join(dir, "sidecar.db.archive");
+  const moved = ["", "-wal", "-shm"].filter((ext) => existsSync(archive + ext));
+  for (const ext of moved) renameSync(archive + ext, archive + ext + ".away");
+  try {
+    await page.selectOption("#bt-from", "def:steady");
+    await page.click("#bt-start");
+    await page.waitForFunction((old) => { const id = new URLSearchParams(location.hash.slice(1)).get("bt"); return id && id !== old; }, btId);
+    const id = await page.evaluate(() => new URLSearchParams(location.hash.slice(1)).get("bt"));
+    await page.waitForSelector("#bt-failure:not([hidden])");
+    const doc = await getJSON(`${adminUrl}/v1/backtests/${id}`);
+    assert.equal(doc.state, "failed");
+    assert.equal(doc.error, `the transcript archive ${archive} cannot be read: store: archive: open: ${archive} does not exist`);
+    assert.equal(await page.textContent("#bt-failure"), `Backtest ${id.slice(0, 8)} failed: ${doc.error}`);
+    assert.match(await page.textContent("#bt-state"), /failed, 0 \/ 0 sessions/);
+    assert.ok(await page.isHidden("#bt-result"), "a failed backtest has no summary to show");
+    // the recent list says so too, the reason on hover
+    await page.waitForFunction((i) => !!document.querySelector(`#bt-list tr[data-id="${i}"]`), id);
+    assert.equal(await page.$eval(`#bt-list tr[data-id="${id}"] .st`, (e) => [e.textContent, e.title].join("|")), `failed|${doc.error}`);
+    // opening the earlier one hides the failure again
+    await page.click(`#bt-list tr[data-id="${btId}"]`);
+    await page.waitForSelector("#bt-failure", { state: "hidden" });
+    await page.waitForSelector("#bt-result:not([hidden])");
+  } finally {
+    for (const ext of moved) renameSync(archive + ext + ".away", archive + ext);
+  }
 });

@@ -421,6 +421,94 @@ class BacktestPersistenceTest(unittest.TestCase):
                     sc.tmp.cleanup()
 
 
+class BacktestFailedTest(unittest.TestCase):
+    """A backtest whose run cannot go on ends "failed" with the reason in its
+    document and no summary, is saved as such and served the same after a
+    restart, and the next one runs: the archive removed under a running
+    sidecar, then a file that is not a database in its place."""
+
+    ARCHIVE_FILES = ("", "-wal", "-shm")
+
+    def move_archive(self, archive, suffix):
+        # the daemon's archive writer keeps the files it has open; a new
+        # reader finds what is at the path
+        for ext in self.ARCHIVE_FILES:
+            if os.path.exists(archive + ext):
+                os.rename(archive + ext, archive + ext + suffix)
+
+    def restore_archive(self, archive, suffix):
+        for ext in self.ARCHIVE_FILES:
+            if os.path.exists(archive + ext + suffix):
+                os.replace(archive + ext + suffix, archive + ext)
+
+    def saved(self, db, bid):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            return con.execute("SELECT state, error, summary_json FROM backtests WHERE id = ?",
+                               (bid,)).fetchone()
+        finally:
+            con.close()
+
+    def failed(self, sc):
+        r = sc.request("POST", "/v1/backtests", body={"definitions": [CHANGED]})
+        self.assertEqual(r.status, 202, r)
+        bid = r.body["id"]
+        doc = sc.wait_for(lambda: (lambda b: b if b["state"] not in ("queued", "running") else None)(
+            sc.get(f"/v1/backtests/{bid}").body), timeout=60, what="the backtest ended")
+        self.assertEqual(doc["state"], "failed", doc)
+        self.assertIsNone(doc["summary"])
+        self.assertEqual(doc["progress"], {"done": 0, "total": 0})
+        return doc
+
+    def test_unreadable_archive_fails_the_backtest(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            defs = write_json(tmp, "defs.json", DEFS)
+            db = os.path.join(tmp, "sidecar.db")
+            archive = db + ".archive"
+            with emulator("--sessions", "3", "--definitions", defs, "--poll-seconds", "1") as emu:
+                sc = Sidecar(emu.base, "--archive-max-mb", "16", db=db)
+                sc.start()
+                try:
+                    sc.wait_for(lambda: (sc.get("/v1/status").body.get("archive") or {}).get("entries")
+                                == 3 and sc.get("/v1/status").body["archive"]["queued"] == 0,
+                                timeout=120, what="every session archived")
+                    # removed
+                    self.move_archive(archive, ".away")
+                    gone = self.failed(sc)
+                    self.assertEqual(gone["error"], f"the transcript archive {archive} cannot be read:"
+                                     f" store: archive: open: {archive} does not exist")
+                    # not a database
+                    with open(archive, "wb") as f:
+                        f.write(b"this is not an SQLite database\n" * 200)
+                    bad = self.failed(sc)
+                    self.assertEqual(bad["error"], f"the transcript archive {archive} cannot be read:"
+                                     " store: archive: read entries: file is not a database")
+                    os.unlink(archive)
+                    self.restore_archive(archive, ".away")
+                    # both saved as failed, with their reason
+                    for doc in (gone, bad):
+                        sc.wait_for(lambda: self.saved(db, doc["id"]) is not None, timeout=30,
+                                    what="the failed backtest saved")
+                        self.assertEqual(self.saved(db, doc["id"]), ("failed", doc["error"], None))
+                    listed = {b["id"]: b for b in sc.get("/v1/backtests").body["backtests"]}
+                    self.assertEqual((listed[bad["id"]]["state"], listed[bad["id"]]["error"]),
+                                     ("failed", bad["error"]))
+                    # the next one runs
+                    r = sc.request("POST", "/v1/backtests", body={"definitions": [CHANGED]})
+                    self.assertEqual(r.status, 202, r)
+                    ok = sc.wait_for(lambda: (lambda b: b if b["state"] == "done" else None)(
+                        sc.get(f"/v1/backtests/{r.body['id']}").body), timeout=120, what="done")
+                    self.assertEqual((ok["summary"]["sessions"], ok["error"]), (3, None))
+                    # the same after a restart
+                    self.assertEqual(sc.stop(), 0)
+                    sc.start()
+                    for doc in (gone, bad):
+                        self.assertEqual(sc.get(f"/v1/backtests/{doc['id']}").body, doc)
+                finally:
+                    sc.stop()
+                    sc.tmp.cleanup()
+
+
 class BacktestApiWithoutArchiveTest(unittest.TestCase):
     def test_every_route_says_why(self):
         with Sidecar(dead_server()) as sc:

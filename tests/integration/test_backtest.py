@@ -367,5 +367,21 @@ class BacktestCli(unittest.TestCase):
             self.assertIn("backtest", p.stderr)
 
 
+    def test_unreadable_archive_fails_with_its_reason(self):
+        # no archive beside --db, then a file that is not a database there
+        db = os.path.join(self.tmp.name, "none.db")
+        archive = db + ".archive"
+        p = self.run_bt("--definitions", self.v2, "--db", db, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertEqual(p.stdout, "")
+        self.assertIn(f"backtest: the transcript archive {archive} cannot be read: store: archive:"
+                      f" open: {archive} does not exist\n", p.stderr)
+        with open(archive, "wb") as f:
+            f.write(b"not a database\n" * 100)
+        p = self.run_bt("--definitions", self.v2, "--db", db, check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn(f"backtest: the transcript archive {archive} cannot be read: store: archive:"
+                      " read entries: file is not a database\n", p.stderr)
+
 if __name__ == "__main__":
     unittest.main()

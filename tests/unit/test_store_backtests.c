@@ -90,6 +90,15 @@ static void test_round_trip_and_reopen(void **state)
     assert_int_equal(put(st, "bt-1", 1000, rows), STORE_OK);
     assert_int_equal(put(st, "bt-2", 2000, "[]"), STORE_OK);
     assert_int_equal(put(st, "bt-1", 3000, "[]"), STORE_CONFLICT);
+    /* a failed one keeps its reason, and has no summary */
+    store_backtest f = {.id = "bt-f",
+                        .state = "failed",
+                        .created_at = 1500,
+                        .finished_at = 1500,
+                        .request_json = "{\"definitions\":[]}",
+                        .error = "the transcript archive x cannot be read: gone"};
+    store_err fe = {0};
+    assert_int_equal(store_backtest_put(st, &f, "[]", 2, &fe), STORE_OK);
     store_close(st);
 
     st = open_at(path, 0, 0);
@@ -97,13 +106,22 @@ static void test_round_trip_and_reopen(void **state)
     size_t n = 0;
     store_err e;
     assert_int_equal(store_backtest_list(st, &v, &n, &e), STORE_OK);
-    assert_int_equal(n, 2);
-    assert_string_equal(v[0].id, "bt-2"); /* newest first */
-    assert_string_equal(v[1].id, "bt-1");
-    assert_null(v[1].summary_json); /* the list is light */
-    assert_null(v[1].request_json);
-    assert_true(v[1].rows_bytes > 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(v[0].id, "bt-f"); /* newest first */
+    assert_string_equal(v[0].error, "the transcript archive x cannot be read: gone");
+    assert_string_equal(v[1].id, "bt-2");
+    assert_null(v[1].error);
+    assert_string_equal(v[2].id, "bt-1");
+    assert_null(v[2].summary_json); /* the list is light */
+    assert_null(v[2].request_json);
+    assert_true(v[2].rows_bytes > 0);
     store_backtests_free(v, n);
+    store_backtest fb = {0};
+    assert_int_equal(store_backtest_get(st, "bt-f", &fb, &e), STORE_OK);
+    assert_string_equal(fb.state, "failed");
+    assert_string_equal(fb.error, "the transcript archive x cannot be read: gone");
+    assert_null(fb.summary_json);
+    store_backtest_clear(&fb);
 
     store_backtest b = {0};
     assert_int_equal(store_backtest_get(st, "bt-1", &b, &e), STORE_OK);

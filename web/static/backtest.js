@@ -98,6 +98,10 @@
     $("bt-state").textContent = `${short(doc.id)}: ${doc.state}, ${p.done} / ${p.total} sessions`;
     $("bt-state").className = "sub st st-" + cls(doc.state === "done" ? "succeeded" : doc.state);
     $("bt-cancel").hidden = !ACTIVE.has(doc.state);
+    /* a run that could not go on says why, and has no summary */
+    const failure = $("bt-failure");
+    failure.hidden = doc.state !== "failed";
+    failure.textContent = doc.state === "failed" ? `Backtest ${short(doc.id)} failed: ${doc.error || "no reason was recorded"}` : "";
     const link = $("bt-link"); link.hidden = false; link.href = "#bt=" + encodeURIComponent(doc.id);
     if (first) { $("bt-result").hidden = true; rows = []; rowsOf = ""; }
     if (doc.state === "done" && doc.summary) renderSummary(doc);
@@ -218,7 +222,7 @@
     $("bt-list").replaceChildren(...list.map((b) => {
       const tr = h("tr", { "data-id": b.id, class: b.id === view.bt ? "selected" : "" },
         h("td", { class: "mono", title: b.id }, short(b.id, 13)), h("td", null, when(b.created_at)),
-        h("td", null, h("span", { class: "st st-" + cls(b.state === "done" ? "succeeded" : b.state) }, b.state)),
+        h("td", null, h("span", { class: "st st-" + cls(b.state === "done" ? "succeeded" : b.state), title: b.error || "" }, b.state)),
         h("td", null, `${(b.progress || {}).done ?? 0} / ${(b.progress || {}).total ?? 0}`));
       tr.tabIndex = 0;
       const go = () => { view.bt = b.id; writeHash(); showError(""); A.changed("bt-list", null); loadOpen().catch(() => {}); };
@@ -248,7 +252,7 @@
     await loadOpen();
   }
   function applyView() {
-    if (!view.bt) { open = null; rows = []; rowsOf = ""; $("bt-result").hidden = true; $("bt-progress").hidden = true; $("bt-state").textContent = ""; $("bt-cancel").hidden = true; $("bt-link").hidden = true; return; }
+    if (!view.bt) { open = null; rows = []; rowsOf = ""; $("bt-result").hidden = true; $("bt-progress").hidden = true; $("bt-state").textContent = ""; $("bt-cancel").hidden = true; $("bt-link").hidden = true; $("bt-failure").hidden = true; return; }
     if (open && open.id !== view.bt) open = null;
     loadOpen().catch(() => {});
   }
