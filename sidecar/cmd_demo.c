@@ -184,6 +184,34 @@ static int parse_faults(const char *spec, emulator_config *ec, fps_err *err)
     return 0;
 }
 
+/* What the banner tells (borrowed from cmd_demo's frame). */
+typedef struct {
+    const char *emulator_url;
+    long sessions;
+    int feeding;
+    const emulator_config *ec;
+} demo_banner;
+
+/* The daemon's on_listening hook: the banner goes out once the admin API
+ * listens, so the URL it prints carries the port actually bound (the
+ * kernel's, for --listen 127.0.0.1:0) and works when it is read. */
+static void print_banner(int port, void *ud)
+{
+    const demo_banner *b = ud;
+    printf(
+        "failproofai-sidecar demo\n"
+        "  emulator:  %s (%ld sessions, 6 managed definitions, results_per_call fails on some%s)\n"
+        "  faults:    5xx %g, dropped answers %g, lease loss %g, latency %ld ms\n"
+        "  admin UI:  http://127.0.0.1:%d/\n"
+        "  a local evaluator that fails some runs: python3 examples/flaky_evaluator.py "
+        "http://127.0.0.1:%d\n"
+        "  Ctrl-C to stop.\n",
+        b->emulator_url, b->sessions, b->feeding ? ", new sessions trickling in" : "",
+        b->ec->fault_5xx, b->ec->fault_drop, b->ec->fault_lease_loss, b->ec->fault_latency_ms, port,
+        port);
+    fflush(stdout);
+}
+
 int cmd_demo(int argc, char **argv)
 {
     demo_config dc = {50, 0.5, "127.0.0.1:8787", "failproofai-demo.db", 4, "warn", NULL};
@@ -247,18 +275,9 @@ int cmd_demo(int argc, char **argv)
     pthread_t ft;
     int feeding = dc.rate > 0 && pthread_create(&ft, NULL, feed_main, &f) == 0;
 
-    const char *port = strrchr(dc.listen, ':');
-    printf(
-        "failproofai-sidecar demo\n"
-        "  emulator:  %s (%ld sessions, 6 managed definitions, results_per_call fails on some%s)\n"
-        "  faults:    5xx %g, dropped answers %g, lease loss %g, latency %ld ms\n"
-        "  admin UI:  http://127.0.0.1%s/\n"
-        "  a local evaluator that fails some runs: python3 examples/flaky_evaluator.py "
-        "http://127.0.0.1%s\n"
-        "  Ctrl-C to stop.\n",
-        url, dc.sessions, feeding ? ", new sessions trickling in" : "", ec.fault_5xx, ec.fault_drop,
-        ec.fault_lease_loss, ec.fault_latency_ms, port ? port : ":8787", port ? port : ":8787");
-    fflush(stdout);
+    demo_banner banner = {url, dc.sessions, feeding, &ec};
+    cfg.on_listening = print_banner;
+    cfg.on_listening_ud = &banner;
 
     int status = daemon_run(&cfg);
 

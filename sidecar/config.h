@@ -39,6 +39,10 @@ typedef struct {
     long backtest_sandboxes;             /* --backtest-sandboxes */
     long memory_limit_mb;                /* --memory-limit-mb (-1: from the cgroup; 0: none) */
     long sandbox_reserve_mb;             /* --sandbox-reserve-mb */
+    /* Called once the admin API listens, with the port it bound (the one
+     * the kernel chose for --listen HOST:0); NULL: nobody to tell. */
+    void (*on_listening)(int port, void *ud);
+    void *on_listening_ud; /* borrowed, passed to on_listening */
 } run_config;
 
 /* Fills `cfg` with the defaults. */

@@ -459,7 +459,7 @@ int daemon_run(const run_config *cfg)
                   LOG_S("error", err.msg));
         goto done;
     }
-    log_info("admin API listening", LOG_S("listen", cfg->listen), LOG_I("port", api_port(api)));
+    if (cfg->on_listening) cfg->on_listening(api_port(api), cfg->on_listening_ud);
     {
         char lhost[256];
         const char *colon = strrchr(cfg->listen, ':');

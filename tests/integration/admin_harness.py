@@ -44,13 +44,6 @@ class Reply:
         return f"Reply({self.status}, {self.raw[:400]!r})"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class Sidecar:
     """`failproofai-sidecar run` with its admin API on 127.0.0.1:<ephemeral>."""

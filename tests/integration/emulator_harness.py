@@ -298,6 +298,26 @@ def stop_process(proc, timeout=30):
         proc.wait()
 
 
+def admin_port_in_log(path, offset=0):
+    """The port of the first "admin API listening" record in the JSON-lines
+    log at `path` past byte `offset` (a sidecar started with --listen
+    127.0.0.1:0 binds the port the kernel picks, so no other process can
+    take it between choosing and binding), or None before that line."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and rec.get("msg") == "admin API listening" and "port" in rec:
+                    return int(rec["port"])
+    except OSError:
+        pass
+    return None
+
+
 def wait_for(predicate, timeout=10.0, interval=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

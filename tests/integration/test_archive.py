@@ -25,14 +25,13 @@ import random
 import re
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import tempfile
 import time
 import unittest
 
-from emulator_harness import BIN, TOKEN, WORKER_DEFS, EmulatorProcess, wait_for
+from emulator_harness import BIN, TOKEN, WORKER_DEFS, EmulatorProcess, admin_port_in_log, wait_for
 
 _ZSTD = ctypes.CDLL(ctypes.util.find_library("zstd") or "libzstd.so.1")
 _ZSTD.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
@@ -53,10 +52,6 @@ def zstd_decompress(blob):
     return out.raw[:n]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 WORDS = ("tool call search result retrieval answer user agent error retry latency token "
@@ -107,15 +102,17 @@ class ArchiveBase(unittest.TestCase):
         self.emu.start()
 
     def start_sidecar(self, archive_mb, prefix=(), extra=()):
-        self.port = free_port()
         env = dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN=TOKEN)
+        offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 [*prefix, BIN, "run", "--server", self.emu.base, "--listen",
-                 f"127.0.0.1:{self.port}", "--db", self.db, "--worker-id", "archive-w",
+                 "127.0.0.1:0", "--db", self.db, "--worker-id", "archive-w",
                  "--concurrency", "4", "--request-timeout", "5", "--drain-timeout", "20",
                  "--insecure-open-admin", "--archive-max-mb", str(archive_mb), *extra],
                 stdout=subprocess.DEVNULL, stderr=log, env=env)
+        self.port = wait_for(lambda: admin_port_in_log(self.log, offset), 30, 0.05)
+        self.assertIsNotNone(self.port, self.log_tail())
         self.assertTrue(wait_for(lambda: self.status() is not None, 30, 0.1), self.log_tail())
 
     def stop_sidecar(self):

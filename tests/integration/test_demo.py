@@ -5,6 +5,7 @@ run beside it, fails some local runs. Real processes over loopback."""
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import time
 import unittest
 import urllib.request
 
-from admin_harness import SOURCE, free_port
+from admin_harness import SOURCE
 
 BIN = os.environ["FPS_BIN"]
 
@@ -48,16 +49,20 @@ class DemoTest(unittest.TestCase):
 
     def test_demo_shows_failures(self):
         tmp = tempfile.TemporaryDirectory()
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
         demo = subprocess.Popen([BIN, "demo", "--sessions", "8", "--rate", "2", "--listen",
-                                 f"127.0.0.1:{port}", "--db", os.path.join(tmp.name, "demo.db"),
+                                 "127.0.0.1:0", "--db", os.path.join(tmp.name, "demo.db"),
                                  "--faults", "5xx=0.2,latency-ms=5"],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         flaky = None
         try:
-            banner = demo.stdout.readline() + demo.stdout.readline() + demo.stdout.readline()
+            # the banner comes once the admin API listens, with the port the
+            # kernel chose for :0
+            banner = "".join(demo.stdout.readline() for _ in range(6))
             self.assertIn("5xx 0.2", banner)
+            m = re.search(r"admin UI:  http://127\.0\.0\.1:([0-9]+)/", banner)
+            self.assertIsNotNone(m, banner)
+            self.assertNotEqual(m.group(1), "0", banner)
+            base = f"http://127.0.0.1:{m.group(1)}"
             failed = wait_for(lambda: get(f"{base}/v1/runs?eval_key=results_per_call&status=failed")["runs"],
                               "a failed results_per_call run")
             self.assertEqual(failed[0]["error_code"], "eval_error")

@@ -20,22 +20,17 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
 import unittest
 
-from emulator_harness import BIN, TOKEN, EmulatorProcess, wait_for
+from emulator_harness import BIN, TOKEN, EmulatorProcess, admin_port_in_log, wait_for
 from test_store_recovery import RecoveryBase
 
 WAL_BOUND = 64 << 20
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def size(path):
@@ -74,11 +69,12 @@ class LoadBase(RecoveryBase):
         self.feeder = Feeder(self.emu, rate)
 
     def run_sidecar(self, argv_prefix=(), db=None):
-        self.port = free_port()
+        self.port = None
         env = dict(os.environ, FAILPROOFAI_EVALUATOR_TOKEN=TOKEN)
+        self.log_offset = os.path.getsize(self.log) if os.path.exists(self.log) else 0
         self.log_file = open(self.log, "a")
         self.proc = subprocess.Popen(
-            [*argv_prefix, BIN, "run", "--server", self.emu.base, "--listen", f"127.0.0.1:{self.port}",
+            [*argv_prefix, BIN, "run", "--server", self.emu.base, "--listen", "127.0.0.1:0",
              "--db", db or self.db, "--worker-id", "store-load-w", "--concurrency", "4",
              "--request-timeout", "5", "--log-level", "info"],
             stdout=subprocess.DEVNULL, stderr=self.log_file, env=env)
@@ -116,6 +112,10 @@ class LoadBase(RecoveryBase):
         return status, json.loads(body)
 
     def sidecar_up(self):
+        if self.port is None:
+            self.port = admin_port_in_log(self.log, self.log_offset)
+            if self.port is None:
+                return False
         try:
             return self.admin("/healthz")[0] == 200
         except OSError:

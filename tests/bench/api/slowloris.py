@@ -43,9 +43,9 @@ def main():
     ap.add_argument("--seconds", type=float, default=20)
     a = ap.parse_args()
     os.environ["FPS_BIN"] = a.bin
-    from admin_harness import Sidecar, free_port
+    from admin_harness import Sidecar, dead_port
     from test_admin_limits import Slowloris
-    with Sidecar(f"http://127.0.0.1:{free_port()}") as sc:
+    with Sidecar(f"http://127.0.0.1:{dead_port()}") as sc:
         alone = probe(sc, a.seconds)
         attack = Slowloris(sc.port, a.conns)
         attack.thread.start()

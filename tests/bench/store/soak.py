@@ -37,6 +37,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -48,7 +49,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "integration"))
 sys.path.insert(0, os.path.join(HERE, "..", "worker"))
 from emulator_harness import EmulatorProcess, wait_for  # noqa: E402
 from bench_worker import DEFS, tree_ticks, rss_kib, CLK  # noqa: E402
-from test_store_load import Feeder, free_port  # noqa: E402
+from test_store_load import Feeder  # noqa: E402
+
+
+def free_port():
+    # A benchmark's own choice (its sidecar logs at warn, so the bound port
+    # of --listen :0 is not in its log); tests bind :0 and read the log.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 BIN = os.environ.get("FPS_BIN", "failproofai-sidecar")
 MIB = 1 << 20
