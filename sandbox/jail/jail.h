@@ -42,7 +42,7 @@
  *     the evaluation's own limits (jail_lock_down), evaluates exactly that
  *     request, writes one outcome (JSON, at most 1 MiB) to fd 1 and exits;
  *   - a HOLDER (JAIL_REQ_SESSION, a session of sbx.h; jail_holder.c): it
- *     takes the session's image and then serves each further request on fd 0
+ *     maps and validates the session's image once and then serves each further request on fd 0
  *     by forking one grandchild, which locks itself down exactly as a
  *     single-use child does, evaluates, writes its outcome to fd 1 and
  *     exits; the holder answers each request with one jail_report on fd 0
@@ -50,11 +50,10 @@
  *
  * Two seccomp filters, stacked (the kernel applies both, the stricter
  * answer wins): the OUTER one (jail_enter) also allows what a holder needs
- * (forking its grandchild with SIGCHLD only, wait4, reading the image fd,
- * answering on fd 0, drawing a hash key, installing the inner filter); the
- * INNER one (jail_lock_down) is the evaluation's allowlist: no process
- * calls, no file, no socket but reading fd 0 and writing fds 1 and 2.
- * RLIMIT_NPROC is 0 for every evaluating process (jail_lock_down). */
+ * (forking its grandchild with SIGCHLD only, wait4, answering on fd 0, drawing a hash key,
+ * installing the inner filter); the INNER one (jail_lock_down) is the evaluation's allowlist: no
+ * process calls, no file, no socket but reading fd 0 and writing fds 1 and 2. RLIMIT_NPROC is 0 for
+ * every evaluating process (jail_lock_down). */
 #ifndef FPS_JAIL_H
 #define FPS_JAIL_H
 #include <stddef.h>
@@ -184,14 +183,14 @@ typedef struct {
     uint64_t alloc_bytes; /* lang_stats                                          */
 } jail_report;
 
-/* Session images from this size on stay in their memfd, mapped by each
- * evaluating process (whose walk drops the pages behind it,
- * LANG_IMAGE_MAPPED: a child then holds a few hundred KiB of a 25 MiB
- * session rather than all of it); a smaller one is copied once into a
- * holder's anonymous memory, which its grandchildren inherit with its page
- * tables (jail_holder.c). Dropping costs about 0.3 ms per MiB walked (each
- * page is mapped and unmapped again), more than a cheap evaluation over a
- * small session spends, and saves at most the image's size. */
+/* An evaluating process's walk over a session image from this size on
+ * drops the pages behind it (LANG_IMAGE_MAPPED: a child then holds a few
+ * hundred KiB of a 25 MiB session rather than all of it). Every image is
+ * a read-only mapping of its memfd, in a single-use child as in a
+ * holder's grandchildren (jail_holder.c). Dropping costs about 0.3 ms per
+ * MiB walked (each page is mapped and unmapped again), more than a cheap
+ * evaluation over a small session spends, and saves at most the image's
+ * size. */
 #define JAIL_DROP_MIN_IMAGE ((uint64_t)16 << 20)
 
 /* ---- between jail_child.c and jail_holder.c ---- */

@@ -191,13 +191,10 @@ static int compile_filter(int outer, void **prog, size_t *nprog)
     ALLOW(getrlimit);
 #endif
     if (outer) {
-        /* A holder: its end reports on fd 0, the image copied from its memfd,
-         * one grandchild at a time (fork's flags only: no thread, no shared
-         * memory or namespace tricks), waited for; and what a grandchild
-         * does before its inner filter is in place (jail_lock_down; the
-         * parent-death signal). */
+        /* A holder: its end reports on fd 0, one grandchild at a time (fork's flags only: no
+         * thread, no shared memory or namespace tricks), waited for; and what a grandchild does
+         * before its inner filter is in place (jail_lock_down; the parent-death signal). */
         ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 0));
-        ALLOW(pread64);
         ALLOW1(clone, SCMP_A0(SCMP_CMP_EQ, SIGCHLD));
         ALLOW(wait4);
         ALLOW(getppid);

@@ -1,11 +1,19 @@
 /* sandbox/jail/jail_holder: a session's holder (see jail.h). A child whose
- * first request is JAIL_REQ_SESSION takes the session's image once: a small
- * one (below JAIL_DROP_MIN_IMAGE) is copied from its memfd into anonymous
- * memory (transparent huge pages where the kernel gives them) and the memfd
- * is closed, because fork copies the page tables of anonymous memory but
- * not those of a file mapping, whose pages every grandchild would fault in
- * again; a bigger one stays in its memfd, which each grandchild maps as a
- * single-use child does. The image is validated once, here.
+ * first request is JAIL_REQ_SESSION takes the session's image once: it maps
+ * the memfd read-only (the page cache the parent wrote, shared), validates
+ * the image once for the whole session and closes the memfd; each
+ * grandchild inherits the mapping. fork copies no page tables of a file
+ * mapping, so a grandchild faults in only the pages its evaluation reads,
+ * as a single-use child does (a read fault maps the pages around it too),
+ * but skips the validation, the mapping and the child's own set-up. Copying
+ * the image into the holder's anonymous memory (huge pages), whose page
+ * tables fork does copy, cost more per session than it saved (the 12 MiB
+ * copy of the 7.4 MB transcript's image, with its huge-page zeroing, was
+ * paid per session, where a cheap evaluation reads a few hundred KiB of
+ * event records). bench_jail, CPU per evaluation of sessions of 6 / 3
+ * against a child each, same minutes: contract sample 0.97x / 1.18x
+ * copied, 0.80x / 0.95x mapped; 7.4 MB 2.05x / 2.96x copied, 0.81x / 0.90x
+ * mapped.
  *
  * Then, for each request on fd 0: one grandchild (a plain fork: SIGCHLD
  * only) that closes fd 0, dies with the holder (PR_SET_PDEATHSIG), locks
@@ -31,74 +39,39 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define HUGE_PAGE ((size_t)2 << 20)
-
-/* Copies the image into read-only anonymous memory, 2 MiB aligned so that
- * it can sit in huge pages. NULL on failure. */
-static unsigned char *copy_image(int fd, size_t len)
-{
-    size_t span = (len + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
-    size_t map_len = span + HUGE_PAGE;
-    unsigned char *m =
-        mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    unsigned char *img =
-        (unsigned char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    if (img > m) munmap(m, (size_t)(img - m));
-    size_t tail = (size_t)((m + map_len) - (img + span));
-    if (tail > 0) munmap(img + span, tail);
-    (void)madvise(img, span, MADV_HUGEPAGE);
-    for (size_t off = 0; off < len;) {
-        ssize_t n = pread(fd, img + off, len - off, (off_t)off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return NULL;
-        off += (size_t)n;
-    }
-    if (mprotect(img, span, PROT_READ) != 0) return NULL;
-    return img;
-}
-
 /* In the grandchild: never returns. */
 __attribute__((noreturn)) static void grandchild(const jail_opts *o, const jail_prepared *p,
                                                  pid_t holder, jail_request *req, const char *src,
                                                  const char *key, const unsigned char *img,
-                                                 int img_fd, lang_stats *sh)
+                                                 unsigned lang_flags, lang_stats *sh)
 {
     /* The session's channel is the holder's alone. */
     close(0);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) jail_die_setup("PR_SET_PDEATHSIG");
     if (getppid() != holder) _exit(JAIL_EXIT_SETUP); /* the holder is gone already */
-    unsigned flags = 0;
-    if (img_fd >= 0) {
-        void *m = mmap(NULL, req->image_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
-        if (m == MAP_FAILED) jail_die_setup("mapping the session image");
-        close(img_fd);
-        img = m;
-        flags = LANG_IMAGE_MAPPED;
-    }
     jail_lock_down(p, req->cpu_seconds);
-    jail_evaluate(o, req, src, key, img, flags, sh);
+    jail_evaluate(o, req, src, key, img, lang_flags, sh);
 }
 
 void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *first, int img_fd)
 {
     const unsigned char *img = NULL;
     uint64_t img_len = 0;
+    unsigned lang_flags = 0;
     if (first->source_len != 0 || first->key_len != 0) _exit(JAIL_EXIT_PROTO);
     if (first->flags & JAIL_REQ_IMAGE) {
         img_len = first->image_len;
-        if (img_len < JAIL_DROP_MIN_IMAGE) {
-            img = copy_image(img_fd, (size_t)img_len);
-            if (img == NULL) jail_die_setup("copying the session image");
-            close(img_fd);
-            img_fd = -1;
-            jail_check_image(img, (size_t)img_len);
-        } else {
-            void *m = mmap(NULL, (size_t)img_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
-            if (m == MAP_FAILED) jail_die_setup("mapping the session image");
-            jail_check_image(m, (size_t)img_len);
-            munmap(m, (size_t)img_len);
-        }
+        void *m = mmap(NULL, (size_t)img_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
+        if (m == MAP_FAILED) jail_die_setup("mapping the session image");
+        close(img_fd);
+        img_fd = -1;
+        jail_check_image(m, (size_t)img_len);
+        /* The validation read every event record: the holder keeps none of
+         * it resident (a grandchild faults in what it reads). */
+        (void)madvise(m, (size_t)img_len, MADV_DONTNEED);
+        img = m;
+        /* A walk may drop the pages behind it (see JAIL_DROP_MIN_IMAGE). */
+        if (img_len >= JAIL_DROP_MIN_IMAGE) lang_flags = LANG_IMAGE_MAPPED;
     } else if (img_fd >= 0) {
         close(img_fd);
         img_fd = -1;
@@ -118,7 +91,7 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
             _exit(JAIL_EXIT_PROTO);
         char *src, *key;
         jail_recv_body(&req, &src, &key);
-        if (img != NULL || img_fd >= 0) {
+        if (img != NULL) {
             req.flags |= JAIL_REQ_IMAGE;
             req.image_len = img_len;
         }
@@ -126,7 +99,7 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
         /* A raw clone, as the zygote's: fork's flags, and nothing of glibc's
          * fork handlers to run in a single-threaded process. */
         long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
-        if (pid == 0) grandchild(o, p, self, &req, src, key, img, img_fd, sh);
+        if (pid == 0) grandchild(o, p, self, &req, src, key, img, lang_flags, sh);
         /* The next grandchild inherits this memory: nothing of this request
          * stays in it. */
         memset(src, 0, req.source_len);

@@ -180,8 +180,8 @@ char *sbx_outcome_line(const sbx_outcome *out);
 /* A session serves the evaluations of one transcript (one assignment, one
  * backtested session, the lines of `eval --batch` on one transcript) one
  * after another, through one jailed child of its own, its holder (jail.h),
- * which takes the session's image once (a small one copied into its own
- * memory, so that nothing is faulted in per evaluation) and forks each
+ * which maps and validates the session's image once (each evaluation
+ * faults in only the pages it reads, from the memfd's page cache) and forks each
  * evaluation a fresh grandchild that evaluates and exits; the holder
  * itself never evaluates. Each evaluation gets exactly the outcome, budgets (steps,
  * memory, its own wall clock, enforced by the parent) and fresh state it

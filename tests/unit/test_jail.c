@@ -16,6 +16,7 @@
 #include "sandbox/lang/simg.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
@@ -259,8 +260,8 @@ static void test_request_and_image_hand_off(void **state)
                          i == 2 ? 0 : (json_int_t)sum);
         sbx_outcome_free(&o);
     }
-    /* And through a session's holder, which copied the image into its own
-     * memory: the same bytes reach each grandchild. */
+    /* And through a session's holder, whose mapping of the image each
+     * grandchild inherits: the same bytes reach each grandchild. */
     for (int with_image = 0; with_image < 2; with_image++) {
         sbx_session *s = sbx_session_open(p, with_image ? img : NULL);
         assert_non_null(s);
@@ -887,16 +888,22 @@ static int child_of(int ppid)
     return found;
 }
 
-/* 1 if /proc/<pid>/maps or /proc/<pid>/fd shows a session image (memfd). */
-static int holds_session_image(int pid)
+/* The inode of the one session image (memfd) that /proc/<pid>/maps and
+ * /proc/<pid>/fd show: 0 when none, -1 when more than one. */
+static long session_image_inode(int pid)
 {
     char path[64], line[512];
+    long ino = 0;
     snprintf(path, sizeof path, "/proc/%d/maps", pid);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
-    int found = 0;
-    while (fgets(line, sizeof line, f))
-        if (strstr(line, "fps-session-image")) found = 1;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "fps-session-image")) continue;
+        long i = -1;
+        assert_int_equal(sscanf(line, "%*s %*s %*s %*s %ld", &i), 1);
+        if (ino != 0 && ino != i) ino = -1;
+        if (ino == 0) ino = i;
+    }
     fclose(f);
     snprintf(path, sizeof path, "/proc/%d/fd", pid);
     DIR *d = opendir(path);
@@ -907,13 +914,15 @@ static int holds_session_image(int pid)
         if (e->d_name[0] == '.') continue;
         snprintf(link, sizeof link, "/proc/%d/fd/%s", pid, e->d_name);
         ssize_t n = readlink(link, target, sizeof target - 1);
-        if (n > 0) {
-            target[n] = '\0';
-            if (strstr(target, "fps-session-image")) found = 1;
-        }
+        struct stat st;
+        if (n <= 0) continue;
+        target[n] = '\0';
+        if (!strstr(target, "fps-session-image") || stat(link, &st) != 0) continue;
+        if (ino != 0 && ino != (long)st.st_ino) ino = -1;
+        if (ino == 0) ino = (long)st.st_ino;
     }
     closedir(d);
-    return found;
+    return ino;
 }
 
 /* In one session, an evaluation that builds a huge dict and interns many
@@ -1038,8 +1047,9 @@ static void *sess_thread(void *arg)
     return NULL;
 }
 
-/* Two sessions open at once: two holders, no pid shared, neither holding a
- * session image's memfd (each copied its own); a holder never evaluates
+/* Two sessions open at once: two holders, no pid shared, each mapping its
+ * own session's image and not the other's (its grandchild inherits that one
+ * mapping, and no open memfd); a holder never evaluates
  * (one seccomp filter, its memory and CPU flat across an evaluation), its
  * grandchild has both filters and RLIMIT_NPROC 0; cancelling kills both,
  * the grandchild is reaped (this process is a subreaper here, as a
@@ -1075,16 +1085,19 @@ static void test_sessions_observed_from_outside(void **state)
             assert_int_not_equal(pids[i], pids[j]);
     }
     int holders[2] = {ha, hb};
+    long inodes[2];
     for (int i = 0; i < 2; i++) {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/status", holders[i]);
         assert_int_equal(status_field(path, "NoNewPrivs"), 1);
         long nf = status_field(path, "Seccomp_filters");
         assert_true(nf == -1 || nf == 1);
-        assert_false(holds_session_image(holders[i]));
+        inodes[i] = session_image_inode(holders[i]);
+        assert_true(inodes[i] > 0);
         snprintf(path, sizeof path, "/proc/%d/fd", holders[i]);
         assert_int_equal(count_dir(path), 3);
     }
+    assert_int_not_equal(inodes[0], inodes[1]);
 
     /* The holder never evaluates: its memory and CPU stay flat while its
      * grandchild allocates and computes. */
@@ -1123,7 +1136,9 @@ static void test_sessions_observed_from_outside(void **state)
     assert_true(nf == -1 || nf == 2);
     assert_int_equal(status_field(path, "Seccomp"), 2);
     assert_int_equal(status_field(path, "NoNewPrivs"), 1);
-    assert_false(holds_session_image(gc));
+    assert_int_equal(session_image_inode(gc), inodes[0]);
+    snprintf(path, sizeof path, "/proc/%d/fd", gc);
+    assert_int_equal(count_dir(path), 2); /* the outcome pipe and /dev/null */
     snprintf(path, sizeof path, "/proc/%d/limits", gc);
     FILE *f = fopen(path, "r");
     assert_non_null(f);
