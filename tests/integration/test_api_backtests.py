@@ -154,8 +154,9 @@ class BacktestApiTest(unittest.TestCase):
         self.assertIn("nope", r.message)
         self.assertError(self.sc.get("/v1/backtests/nope/results"), 404, "not_found")
         self.assertError(self.sc.request("DELETE", "/v1/backtests/nope", body={}), 404, "not_found")
-        self.assertError(self.sc.get("/v1/backtests/nope/results?limit=501"), 400, "invalid_request",
-                         "limit must be an integer from 1 to 500")
+        for limit in (0, 501):
+            self.assertError(self.sc.get(f"/v1/backtests/nope/results?limit={limit}"), 400,
+                             "invalid_request", "limit must be an integer from 1 to 500")
         self.assertError(self.sc.get("/v1/backtests/nope/results?changed=maybe"), 400,
                          "invalid_request", "changed must be true or false")
         self.assertError(self.sc.get("/v1/backtests/nope/results?cursor=x1"), 400,

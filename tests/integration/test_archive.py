@@ -345,33 +345,5 @@ class AgeBoundOnATimer(ArchiveBase):
         self.stop_sidecar()
 
 
-class BacktestRoutes(ArchiveBase):
-    """The admin API's /v1/backtests routes reach the engine only with the
-    archive on, and refuse a bad query with the argument and its range."""
-
-    def test_results_query_and_unknown_id(self):
-        self.start_emu()
-        self.start_sidecar(8)
-        st, body = self.admin("/v1/backtests")
-        self.assertEqual(st, 200, body)
-        st, body = self.admin("/v1/backtests/nope/results?limit=0")
-        self.assertEqual(st, 400, body)
-        err = json.loads(body)["error"]
-        self.assertEqual(err["code"], "invalid_request")
-        self.assertEqual(err["message"], "limit must be an integer from 1 to 500")
-        st, body = self.admin("/v1/backtests/nope/results?limit=5")
-        self.assertEqual(st, 404, body)
-        self.assertEqual(json.loads(body)["error"]["code"], "not_found")
-        self.stop_sidecar()
-
-    def test_unavailable_without_archive(self):
-        self.start_emu()
-        self.start_sidecar(0)
-        st, body = self.admin("/v1/backtests/nope/results?limit=0")
-        self.assertEqual(st, 503, body)
-        self.assertEqual(json.loads(body)["error"]["code"], "backtests_unavailable")
-        self.stop_sidecar()
-
-
 if __name__ == "__main__":
     unittest.main()
