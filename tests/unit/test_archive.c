@@ -24,23 +24,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
-static char g_dir[256];
-static int g_seq;
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/fps-test-archive-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TMPDIR_NAME "archive"
+#include "tmpdir.h"
 
 static void make_path(char *out, size_t cap, const char *name)
 {

@@ -32,8 +32,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char g_dir[256];
-static int g_seq;
+#define TMPDIR_NAME "store"
+#define TMPDIR_MODE 0777 /* the child that drops its privileges writes here too */
+#include "tmpdir.h"
 
 static void make_path(char *out, size_t cap, const char *name)
 {
@@ -1708,23 +1709,6 @@ static void test_crash_loses_only_idempotent_updates(void **state)
     assert_string_equal(ob[0].body, "{\"z\":1}");
     store_outbox_free(ob, n);
     store_close(st);
-}
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/fps-test-store-XXXXXX");
-    if (!mkdtemp(g_dir)) return -1;
-    chmod(g_dir, 0777);
-    return 0;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[800];
-    snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' 2>/dev/null; rm -rf '%s'", g_dir, g_dir);
-    return system(cmd) == 0 ? 0 : -1;
 }
 
 static int64_t file_bytes(const char *path)

@@ -19,23 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static char g_dir[256];
-static int g_seq;
-
-static int setup_dir(void **state)
-{
-    (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/fps-test-store-bt-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown_dir(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
+#define TMPDIR_NAME "store-bt"
+#include "tmpdir.h"
 
 static store *open_at(const char *path, double retention_hours, int64_t max_bytes)
 {
