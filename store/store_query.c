@@ -116,6 +116,20 @@ static void jraw_(strbuf *b, const char *kq, size_t kn, sqlite3_stmt *s, int i)
     strbuf_putc(b, ',');
 }
 
+/* Ends a JSON query's read transaction and gives its connection back;
+ * when it failed (code != STORE_OK), drops what it appended to out since
+ * `start`. Returns code. */
+static int read_done(store *st, sconn *c, strbuf *out, size_t start, int code)
+{
+    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
+    st_rput(st, c);
+    if (code != STORE_OK) {
+        out->len = start;
+        if (out->data) out->data[start] = '\0';
+    }
+    return code;
+}
+
 /* ------------------------------------------------------------ validation */
 
 static const char *const RUN_STATUSES[] = {"planned",   "running",   "succeeded", "failed",
@@ -396,13 +410,7 @@ int store_run_get_json(store *st, const char *run_id, strbuf *out, store_err *er
     strbuf_puts(out, "}}");
 done:
     if (s) sqlite3_reset(s);
-    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
-    st_rput(st, c);
-    if (code != STORE_OK) {
-        out->len = start;
-        if (out->data) out->data[start] = '\0';
-    }
-    return code;
+    return read_done(st, c, out, start, code);
 }
 
 /* ------------------------------------------------------------ assignments */
@@ -579,13 +587,7 @@ int store_assignment_get_json(store *st, const char *assignment_id, strbuf *out,
 done:
     if (s) sqlite3_reset(s);
     if (r) sqlite3_reset(r);
-    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
-    st_rput(st, c);
-    if (code != STORE_OK) {
-        out->len = start;
-        if (out->data) out->data[start] = '\0';
-    }
-    return code;
+    return read_done(st, c, out, start, code);
 }
 
 /* ------------------------------------------------------------ id prefixes */
@@ -776,13 +778,7 @@ int store_catalog_json(store *st, int assignments, strbuf *out, store_err *err)
 done:
     if (n) sqlite3_reset(n);
     if (s) sqlite3_reset(s);
-    sqlite3_exec(c->db, "COMMIT", NULL, NULL, NULL);
-    st_rput(st, c);
-    if (code != STORE_OK) {
-        out->len = start;
-        if (out->data) out->data[start] = '\0';
-    }
-    return code;
+    return read_done(st, c, out, start, code);
 }
 
 /* ------------------------------------------------------------- last error */
