@@ -183,6 +183,14 @@ void route_evaluate(api_req *rq, api_resp *rs)
             json_object_set_new(o, "stage", json_string("compile"));
         break;
     case SBX_TIMEOUT:
+        if (strcmp(out.limit, "memory_budget") == 0) {
+            /* no room for its sandbox within a short wait: live work goes
+             * first, nothing ran */
+            api_error(rs, 503, "memory_budget_full",
+                      "no room in the memory budget for the evaluation's sandbox now (live work "
+                      "goes first): retry shortly");
+            goto done;
+        }
         o = json_pack("{s:b,s:s,s:s}", "ok", 0, "stage", "limit", "error_type",
                       out.limit[0] ? out.limit : "timeout");
         break;

@@ -79,6 +79,8 @@
 #define METRIC_MEMORY_TREE "failproofai_sidecar_memory_tree_bytes"
 #define METRIC_MEMORY_ACCOUNTED "failproofai_sidecar_memory_accounted_bytes"
 #define METRIC_MEMORY_WAITING "failproofai_sidecar_memory_waiting"
+#define METRIC_MEMORY_RERUNS "failproofai_sidecar_memory_reruns_total"
+#define METRIC_MEMORY_REFUSED "failproofai_sidecar_memory_refused_total"
 #define METRIC_BREAKER_OPEN "failproofai_sidecar_circuit_breaker_open"
 #define METRIC_LOCAL_EVALUATORS "failproofai_sidecar_local_evaluators"
 #define METRIC_LOCAL_DEFINITIONS "failproofai_sidecar_local_definitions"

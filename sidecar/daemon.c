@@ -237,6 +237,17 @@ static secret *load_token(const char *what, const char *file, const char *prefix
     return t;
 }
 
+/* The archive's writer asks the memory budget (ud: the worker, borrowed). */
+static int archive_hold(void *ud, int64_t bytes)
+{
+    return worker_memory_hold(ud, (unsigned long long)bytes) ? 0 : -1;
+}
+
+static void archive_unhold(void *ud, int64_t bytes)
+{
+    worker_memory_unhold(ud, (unsigned long long)bytes);
+}
+
 /* The transcript archive (--archive-max-mb > 0), "<db>.archive" beside the
  * state database. Best-effort like everything it does: a failure to open it
  * is logged and the daemon runs without it. NULL when off. */
@@ -384,7 +395,8 @@ int daemon_run(const run_config *cfg)
                               .drain_timeout = cfg->drain_timeout,
                               .memory_limit = mem_limit,
                               .memory_base = mem_base,
-                              .sandbox_reserve = (unsigned long long)cfg->sandbox_reserve_mb << 20},
+                              .sandbox_reserve = (unsigned long long)cfg->sandbox_reserve_mb << 20,
+                              .sandbox_memory = (unsigned long long)cfg->sandbox_memory_mb << 20},
                       .token = token,
                       .store = db,
                       .pool = pool,
@@ -395,6 +407,10 @@ int daemon_run(const run_config *cfg)
         log_error("cannot create the worker", LOG_S("error", err.msg));
         goto done;
     }
+    /* every sandbox of the tree, and the archive's writer, within the budget */
+    worker_gate_pool(w);
+    if (archive != NULL && mem_limit != 0)
+        store_archive_set_memory(archive, archive_hold, archive_unhold, w);
     if (cfg->insecure_open_admin) {
         log_warn("--insecure-open-admin: the admin API asks no token; any local process may "
                  "drain, run /v1/evaluate and register or replace evaluators");
@@ -507,6 +523,9 @@ done:
     periodic_stop(timers);
     api_stop(api);
     backtest_jobs_free(backtests);
+    /* nothing but the worker evaluates any more, nothing else holds memory */
+    if (archive != NULL) store_archive_set_memory(archive, NULL, NULL, NULL);
+    worker_ungate_pool(w);
     worker_free(w);
     store_archive_close(archive); /* after the worker: nothing submits any more */
     local_registry_free(local);

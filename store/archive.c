@@ -43,7 +43,8 @@ typedef struct qitem {
     struct qitem *next;
     char *session_id, *session_revision_id, *assignment_id; /* owned */
     double archived_at;
-    rcbuf *raw; /* one reference, released once written */
+    rcbuf *raw;   /* one reference, released once written */
+    int64_t held; /* bytes held in the memory budget (mem_hold), 0 if none */
 } qitem;
 
 struct store_archive {
@@ -76,6 +77,10 @@ struct store_archive {
     int qstop;
     int thread_running;
     pthread_t th;
+    /* The memory budget's hooks (under qmu; store_archive_set_memory). */
+    int (*mem_hold)(void *ud, int64_t bytes);
+    void (*mem_release)(void *ud, int64_t bytes);
+    void *mem_ud;
 
     /* Figures (atomics). */
     _Atomic int64_t entries, raw_total;
@@ -522,9 +527,11 @@ static void *writer_main(void *arg)
         store_err e;
         (void)store_archive_put(a, &m, rcbuf_data(q->raw), rcbuf_len(q->raw), NULL, &e);
         size_t len = rcbuf_len(q->raw);
+        int64_t held = q->held;
         qitem_free(q);
 
         pthread_mutex_lock(&a->qmu);
+        if (held && a->mem_release) a->mem_release(a->mem_ud, held);
         a->qlen--;
         a->qbytes -= (int64_t)len;
         a->q_finished++;
@@ -574,6 +581,19 @@ int store_archive_submit(store_archive *a, const store_archive_meta *m, rcbuf *r
         note_failure(a, "queue_full", "the archive's queue is full");
         return -1;
     }
+    /* the bytes stay referenced until written, and the writer compresses
+     * them into a buffer of their bound: both count against the budget */
+    if (a->mem_hold) {
+        int64_t need = (int64_t)len + (int64_t)ZSTD_compressBound(len);
+        if (a->mem_hold(a->mem_ud, need) != 0) {
+            pthread_mutex_unlock(&a->qmu);
+            qitem_free(q);
+            note_failure(a, "memory_budget",
+                         "no room in the memory budget to archive the transcript");
+            return -1;
+        }
+        q->held = need;
+    }
     if (a->qtail)
         a->qtail->next = q;
     else
@@ -585,6 +605,17 @@ int store_archive_submit(store_archive *a, const store_archive_meta *m, rcbuf *r
     pthread_cond_signal(&a->qcv);
     pthread_mutex_unlock(&a->qmu);
     return 0;
+}
+
+void store_archive_set_memory(store_archive *a, int (*hold)(void *ud, int64_t bytes),
+                              void (*release)(void *ud, int64_t bytes), void *ud)
+{
+    if (a == NULL) return;
+    pthread_mutex_lock(&a->qmu);
+    a->mem_hold = hold;
+    a->mem_release = release;
+    a->mem_ud = ud;
+    pthread_mutex_unlock(&a->qmu);
 }
 
 int store_archive_flush(store_archive *a, int timeout_ms)

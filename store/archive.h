@@ -85,6 +85,16 @@ typedef struct {
  * does not exist. *out is owned; store_archive_close. */
 int store_archive_open(const store_archive_options *opt, store_archive **out, store_err *err);
 
+/* Puts the writer's memory under a budget (all NULL: none): `hold(ud,
+ * bytes)` is asked before an entry is queued, for its bytes (referenced
+ * until written) and its compression buffer; non-zero drops the entry
+ * (best-effort: counted as a failure, reason "memory"); `release(ud,
+ * bytes)` gives them back once it is written. Called under the queue's
+ * lock: they must not call into the archive. `ud` is borrowed; clear the
+ * hooks before it goes. */
+void store_archive_set_memory(store_archive *a, int (*hold)(void *ud, int64_t bytes),
+                              void (*release)(void *ud, int64_t bytes), void *ud);
+
 /* Writes what is queued (bounded: the writer finishes its current entry and
  * the queue), stops the thread and closes the file. NULL is accepted. */
 void store_archive_close(store_archive *a);

@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sbx_pool sbx_pool;
 typedef struct sbx_image sbx_image;
@@ -107,6 +108,9 @@ typedef struct {
                              then says which bound ended it: "slot" (no
                              slot within the budget), "budget" (cut by
                              it while running) or "timeout" (its own)  */
+    int background;       /* 1: background work (a backtest): under a
+                             gate (sbx_pool_set_gate) it yields to live
+                             work and may be stopped and re-run        */
 } sbx_request;
 
 typedef struct {
@@ -129,6 +133,7 @@ typedef struct {
     long peak_rss_kb;                      /* its peak resident set                       */
     long cpu_us;                           /* its CPU time, user + system                 */
     long minflt;                           /* its minor page faults                       */
+    int reruns; /* times it was stopped by the gate and run again (sbx_pool_set_gate) */
 } sbx_outcome;
 
 /* Runs one evaluation in a fresh jailed child. Always fills `out` (the
@@ -215,6 +220,61 @@ int sbx_session_pid(const sbx_session *s);
 void sbx_eval_batch(sbx_pool *pool, sbx_image *image, const sbx_request *reqs, size_t n,
                     sbx_outcome *outs);
 
+/* ---- the memory budget's gate (optional; the daemon sets one) ----
+ *
+ * With a gate, every evaluation (sbx_eval, sbx_check, sbx_session_eval) is
+ * admitted by gate->enter before it waits for a slot and let go by
+ * gate->leave after its run. While its child runs, the pool asks
+ * gate->near every tick (CANCEL_TICK_MS); only while that says the tree is
+ * at or near its budget does it read the child's anonymous resident set
+ * (/proc/<pid>/statm, resident less shared; for a session, its holder's
+ * and the holder's children's) and hand it to gate->sample. A child that
+ * gate->sample (or a set ticket.stop) says to stop is killed, let go, and
+ * its evaluation is run again from the start, admitted anew with
+ * ticket.need set to what it was seen to use: the caller sees only the
+ * outcome of the run that completed (out->reruns counts the others). The
+ * class says how an evaluation may be admitted: */
+typedef enum {
+    SBX_GATE_WAIT = 0,   /* live work whose lease is kept meanwhile: waits for room */
+    SBX_GATE_NOWAIT,     /* live work bound by a lease (budget_s > 0): counted, never waits,
+                            never stopped */
+    SBX_GATE_PLAYGROUND, /* an operator's request (req->playground, not background): waits
+                            briefly, else refused */
+    SBX_GATE_BACKGROUND, /* req->background (whatever its playground slot priority): waits
+                            while live work waits, and is stopped when live work waits */
+} sbx_gate_class;
+
+typedef struct {
+    sbx_gate_class cls; /* set by the pool                                    */
+    int reruns;         /* set by the pool: how often it was stopped so far   */
+    uint64_t need;      /* set by the pool: bytes it was seen to use when last
+                           stopped (0 on the first run)                       */
+    uint64_t reserved;  /* the gate's: what it holds for this evaluation      */
+    uint64_t excess;    /* the gate's: last sample above `reserved`           */
+    atomic_int stop;    /* the gate sets it to have the child stopped now     */
+    void *link[2];      /* the gate's list links                              */
+} sbx_ticket;
+
+typedef struct {
+    void *ud;
+    /* 0: admitted; 1: refused for want of room (the evaluation ends SBX_TIMEOUT with limit
+     * "memory_budget", nothing run); -3: *cancel was set while waiting (may be NULL). */
+    int (*enter)(void *ud, sbx_ticket *t, atomic_int *cancel);
+    void (*leave)(void *ud, sbx_ticket *t);
+    /* 1 while running children's memory should be sampled */
+    int (*near)(void *ud);
+    /* the child uses `bytes`: 1 = stop it (it is run again later) */
+    int (*sample)(void *ud, sbx_ticket *t, uint64_t bytes);
+    /* > 0: the interpreter's heap is bounded as if the children's memory
+     * limit were this many bytes (when below their own): what the budget
+     * can hold of one sandbox at most */
+    uint64_t child_cap;
+} sbx_gate;
+
+/* Sets the pool's gate (copied; ud borrowed and outliving the pool's
+ * evaluations), or clears it (NULL). Call before evaluations start. */
+void sbx_pool_set_gate(sbx_pool *pool, const sbx_gate *gate);
+
 /* Counters since pool creation (tests, metrics). */
 typedef struct {
     unsigned long spawned; /* children created (pre-started or on demand)  */
@@ -224,6 +284,7 @@ typedef struct {
     unsigned long reaped;  /* children waited for                          */
     unsigned long idle;    /* pre-started children waiting right now       */
     unsigned long holders; /* of the children, those that held a session   */
+    unsigned long reruns;  /* evaluations stopped by the gate and run again */
 } sbx_stats;
 sbx_stats sbx_pool_stats(sbx_pool *pool);
 

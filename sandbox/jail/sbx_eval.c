@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 double sbx_clamp_timeout(double t)
 {
@@ -117,11 +118,74 @@ static const char *lang_field(lang_kind k)
     return k == LANG_CONDITION ? "condition_source" : "evaluator_source";
 }
 
+/* ---- the memory budget's gate ---- */
+
+static sbx_gate_class gate_class(const sbx_request *req)
+{
+    if (req->background) return SBX_GATE_BACKGROUND;
+    if (req->playground) return SBX_GATE_PLAYGROUND;
+    return req->budget_s > 0 ? SBX_GATE_NOWAIT : SBX_GATE_WAIT;
+}
+
+/* The anonymous resident bytes of pid (statm: resident less shared), plus,
+ * with `tree`, those of its children; 0 when unreadable (it is exiting). */
+static uint64_t anon_bytes(pid_t pid, int tree)
+{
+    static long page;
+    if (page == 0) page = sysconf(_SC_PAGESIZE);
+    char path[64];
+    uint64_t total = 0;
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f != NULL) {
+        unsigned long size, res, shared;
+        if (fscanf(f, "%lu %lu %lu", &size, &res, &shared) == 3 && res > shared)
+            total += (uint64_t)(res - shared) * (uint64_t)page;
+        fclose(f);
+    }
+    if (!tree) return total;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    f = fopen(path, "re");
+    if (f == NULL) return total;
+    int kid;
+    while (fscanf(f, "%d", &kid) == 1)
+        if (kid > 0) total += anon_bytes(kid, 0);
+    fclose(f);
+    return total;
+}
+
+int sbx_watch_stop(sbx_run *r)
+{
+    if (r == NULL || r->ticket == NULL || r->watch_pid <= 0) return 0;
+    const sbx_gate *g = &r->pool->gate;
+    sbx_ticket *t = r->ticket;
+    uint64_t bytes = 0;
+    int stop = atomic_load(&t->stop) != 0;
+    if (!stop && t->cls != SBX_GATE_NOWAIT && g->near != NULL && g->near(g->ud)) {
+        bytes = anon_bytes(r->watch_pid, r->watch_tree);
+        stop = g->sample != NULL && g->sample(g->ud, t, bytes);
+    }
+    if (!stop) return 0;
+    if (bytes == 0) bytes = anon_bytes(r->watch_pid, r->watch_tree);
+    if (bytes > t->need) t->need = bytes;
+    atomic_fetch_add(&r->pool->reruns, 1);
+    return 1;
+}
+
+void sbx_pool_set_gate(sbx_pool *pool, const sbx_gate *gate)
+{
+    if (gate != NULL)
+        pool->gate = *gate;
+    else
+        memset(&pool->gate, 0, sizeof pool->gate);
+}
+
 int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_run *r,
-                  sbx_outcome *out)
+                  sbx_outcome *out, sbx_ticket *ticket)
 {
     memset(out, 0, sizeof *out);
     memset(r, 0, sizeof *r);
+    r->pool = pool;
     r->t0 = now_ms();
     r->budget_ms = sbx_clamp_timeout(req->timeout_s) * 1e3;
     r->deadline = r->t0 + r->budget_ms;
@@ -153,8 +217,29 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
         return 1;
     }
 
+    if (pool->gate.enter != NULL && ticket != NULL) {
+        ticket->cls = gate_class(req);
+        atomic_store(&ticket->stop, 0);
+        int g = pool->gate.enter(pool->gate.ud, ticket, req->cancel);
+        if (g == -3) {
+            out->wait_ms = now_ms() - r->t0;
+            set_status(out, SBX_CANCELLED, NULL, "cancelled while waiting for memory");
+            return 1;
+        }
+        if (g != 0) {
+            out->wait_ms = now_ms() - r->t0;
+            set_status(out, SBX_TIMEOUT, "memory_budget",
+                       "no room in the memory budget for another sandbox");
+            return 1;
+        }
+        r->ticket = ticket;
+    }
     int rc = acquire_slot(pool, r->wait_deadline, req->cancel, r->playground);
     out->wait_ms = now_ms() - r->t0;
+    if (rc != 0 && r->ticket != NULL) {
+        pool->gate.leave(pool->gate.ud, r->ticket);
+        r->ticket = NULL;
+    }
     if (rc == -3) {
         set_status(out, SBX_CANCELLED, NULL, "cancelled while waiting for a sandbox slot");
         return 1;
@@ -195,7 +280,10 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
     /* The interpreter's live-heap budget: the address-space limit less the
      * mapped session image and a reserve for the child's code, stacks and
      * scratch buffers (the kernel's RLIMIT_AS stays the backstop). */
-    size_t as_bytes = (size_t)pool->cfg.memory_mb << 20, reserve = as_bytes / 16;
+    size_t as_bytes = (size_t)pool->cfg.memory_mb << 20, reserve;
+    if (r->ticket != NULL && pool->gate.child_cap > 0 && pool->gate.child_cap < as_bytes)
+        as_bytes = (size_t)pool->gate.child_cap;
+    reserve = as_bytes / 16;
     if (reserve < ((size_t)24 << 20)) reserve = (size_t)24 << 20;
     hdr->max_alloc_bytes = as_bytes > hdr->image_len + 2 * reserve
                                ? as_bytes - (size_t)hdr->image_len - reserve
@@ -209,6 +297,8 @@ void sbx_run_end(sbx_pool *pool, sbx_run *r, sbx_outcome *out)
     if (r->handed && out->run_ms == 0) out->run_ms = now_ms() - r->t_run;
     atomic_fetch_sub(&pool->active, 1);
     release_slot(pool, r->playground);
+    if (r->ticket != NULL) pool->gate.leave(pool->gate.ud, r->ticket);
+    r->ticket = NULL;
 }
 
 int sbx_outcome_parse(sbx_outcome *out, const char *buf, size_t len)
@@ -286,10 +376,14 @@ void sbx_outcome_from_exit(sbx_outcome *out, int st, char *buf, size_t len)
     }
 }
 
-static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out)
+/* One run; *stopped = 1 when the gate stopped it (out is then to be
+ * discarded and the evaluation run again). */
+static void eval_once(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out,
+                      sbx_ticket *ticket, int *stopped)
 {
     sbx_run run;
-    if (sbx_run_begin(pool, req, check_only, &run, out) != 0) return;
+    *stopped = 0;
+    if (sbx_run_begin(pool, req, check_only, &run, out, ticket) != 0) return;
     char *buf = NULL;
     child_t c = {-1, -1, -1};
     int have_child = 0;
@@ -306,6 +400,7 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         }
         have_child = 1;
         run.handed = 1;
+        run.watch_pid = c.pid;
         sbx_track_running(pool, c.pid, 1);
         atomic_fetch_add(&pool->started, 1);
         int img_fd = (hdr->flags & JAIL_REQ_IMAGE) && req->image != NULL ? req->image->fd : -1;
@@ -334,7 +429,7 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         set_status(out, SBX_JAIL_FAILURE, NULL, "out of memory");
         goto done;
     }
-    read_end end = sbx_read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 1);
+    read_end end = sbx_read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 1, &run);
     if (end == RD_LINE) {
         /* A complete line: done if it is a well-formed outcome (the child
          * is exiting; it is killed and reaped in the background). If not,
@@ -347,7 +442,7 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         } else {
             json_decref(out->json);
             out->json = NULL;
-            end = sbx_read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 0);
+            end = sbx_read_outcome(c.out, &buf, &cap, &len, deadline, req->cancel, 0, &run);
         }
     }
     sbx_track_running(pool, c.pid, 0);
@@ -356,7 +451,10 @@ static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sb
         /* Killed: its exit status adds nothing; reap in the background. */
         sbx_reap_later(pool, &c, 1);
         have_child = 0;
-        sbx_outcome_from_read(out, end, &run);
+        if (end == RD_STOP)
+            *stopped = 1;
+        else
+            sbx_outcome_from_read(out, end, &run);
         goto done;
     }
     /* EOF with a well-formed outcome: the evaluation is complete (the child
@@ -377,6 +475,20 @@ done:
     }
     free(buf);
     sbx_run_end(pool, &run, out);
+}
+
+static void eval_impl(sbx_pool *pool, const sbx_request *req, int check_only, sbx_outcome *out)
+{
+    sbx_ticket t;
+    memset(&t, 0, sizeof t);
+    int stopped, reruns = 0;
+    for (;;) {
+        eval_once(pool, req, check_only, out, &t, &stopped);
+        if (!stopped) break;
+        sbx_outcome_free(out);
+        t.reruns = ++reruns;
+    }
+    out->reruns = reruns;
 }
 
 void sbx_eval(sbx_pool *pool, const sbx_request *req, sbx_outcome *out)

@@ -93,7 +93,9 @@ struct sbx_pool {
     int reaper_started;
 
     atomic_int active;
-    atomic_ulong spawned, forked, started, reaped, zygotes, holders;
+    atomic_ulong spawned, forked, started, reaped, zygotes, holders, reruns;
+
+    sbx_gate gate; /* the memory budget's (sbx_pool_set_gate); gate.enter NULL: none */
 };
 
 static inline double now_ms(void)
@@ -113,7 +115,8 @@ static inline struct timespec abs_after_ms(double ms)
     return ts;
 }
 
-typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR } read_end;
+/* RD_STOP: the gate had the child stopped (sbx_watch_stop) */
+typedef enum { RD_EOF, RD_LINE, RD_DEADLINE, RD_CANCEL, RD_OVERFLOW, RD_ERROR, RD_STOP } read_end;
 
 /* ---- sbx_eval.c: the steps of one evaluation (sbx_session.c runs them too) ---- */
 
@@ -129,13 +132,28 @@ typedef struct {
     const char *src, *key;  /* borrowed from the request, never NULL         */
     jail_request hdr;       /* its header; for a session, flags and image_len
                                from the session's image                      */
+    sbx_pool *pool;         /* the pool it runs in                           */
+    sbx_ticket *ticket;     /* the gate's admission (NULL: no gate)          */
+    pid_t watch_pid;        /* the child whose memory the gate watches       */
+    int watch_tree;         /* 1: also the child's children (a holder's)     */
 } sbx_run;
 
-/* Checks the request (sizes), waits for a slot and fills r. 0: the slot is
- * held and the request is ready to send; 1: *out is final (nothing held).
- * *out is cleared first. */
+/* Checks the request (sizes), is admitted by the pool's gate (if any, with
+ * `ticket`, kept by the caller across re-runs), waits for a slot and fills
+ * r. 0: the slot is held and the request is ready to send; 1: *out is final
+ * (nothing held). *out is cleared first. */
 int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_run *r,
-                  sbx_outcome *out);
+                  sbx_outcome *out, sbx_ticket *ticket);
+/* 1 if the gate wants the run's child stopped now (its ticket's stop flag,
+ * or, while the gate says the tree is near its budget, a sample of the
+ * child's memory that gate->sample refuses); then ticket->need holds the
+ * bytes last seen. r may be NULL, or have no ticket: 0. */
+int sbx_watch_stop(sbx_run *r);
+/* 1 if the read loops must wake every CANCEL_TICK_MS for r (a gate). */
+static inline int sbx_watched(const sbx_run *r)
+{
+    return r != NULL && r->ticket != NULL;
+}
 /* Releases the slot sbx_run_begin took (after 0); sets out->run_ms if unset. */
 void sbx_run_end(sbx_pool *pool, sbx_run *r, sbx_outcome *out);
 /* Takes a pre-started child, or spawns one now. */
@@ -197,13 +215,14 @@ void *sbx_refill_main(void *arg);
 /* ---- sbx_io.c ---- */
 
 /* Reads the child's outcome until EOF, the deadline, cancellation or more
- * than JAIL_MAX_OUTCOME bytes in all, appending at *buf + *len; with `line`, also stops (RD_LINE)
+ * than JAIL_MAX_OUTCOME bytes in all (or the gate stopping it, RD_STOP: `watch`, may be NULL),
+ * appending at *buf + *len; with `line`, also stops (RD_LINE)
  * as soon as what was read ends in a newline (the child writes its outcome line in one write, then
  * exits: no need to wait for that). *buf (owned, *cap bytes, at least OUTCOME_BUF_MIN) grows as
  * it fills, to JAIL_MAX_OUTCOME + 1 bytes at most: an outcome is usually a few hundred bytes,
  * and a 1 MiB block per evaluation made malloc grow and trim the heap every time. */
 read_end sbx_read_outcome(int fd, char **buf, size_t *cap, size_t *len, double deadline,
-                          atomic_int *cancel, int line);
+                          atomic_int *cancel, int line, sbx_run *watch);
 
 /* Sends the request (header + image fd, source, key) to a child, in one
  * sendmsg when it fits the socket buffer, bounded by the deadline. Returns

@@ -20,13 +20,15 @@
  * it fills, to JAIL_MAX_OUTCOME + 1 bytes at most: an outcome is usually a few hundred bytes,
  * and a 1 MiB block per evaluation made malloc grow and trim the heap every time. */
 read_end sbx_read_outcome(int fd, char **buf, size_t *cap, size_t *len, double deadline,
-                          atomic_int *cancel, int line)
+                          atomic_int *cancel, int line, sbx_run *watch)
 {
+    int tick = cancel != NULL || sbx_watched(watch);
     for (;;) {
         if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
+        if (sbx_watch_stop(watch)) return RD_STOP;
         double left = deadline - now_ms();
         if (left <= 0) return RD_DEADLINE;
-        int wait = left > CANCEL_TICK_MS && cancel != NULL ? CANCEL_TICK_MS : (int)ceil(left);
+        int wait = left > CANCEL_TICK_MS && tick ? CANCEL_TICK_MS : (int)ceil(left);
         struct pollfd p = {fd, POLLIN, 0};
         int r = poll(&p, 1, wait);
         if (r < 0 && errno != EINTR) return RD_ERROR;

@@ -37,7 +37,7 @@ static int probe_layers(sbx_pool *pool, fps_err *err)
     size_t cap = OUTCOME_BUF_MIN, len = 0;
     char *buf = malloc(cap);
     read_end end =
-        buf ? sbx_read_outcome(c.out, &buf, &cap, &len, now_ms() + 10000, NULL, 0) : RD_ERROR;
+        buf ? sbx_read_outcome(c.out, &buf, &cap, &len, now_ms() + 10000, NULL, 0, NULL) : RD_ERROR;
     int st = sbx_reap_child(pool, &c, end != RD_EOF, 10000);
     int rc = -1;
     if (end != RD_EOF || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -266,6 +266,7 @@ sbx_stats sbx_pool_stats(sbx_pool *pool)
     s.started = atomic_load(&pool->started);
     s.reaped = atomic_load(&pool->reaped);
     s.holders = atomic_load(&pool->holders);
+    s.reruns = atomic_load(&pool->reruns);
     pthread_mutex_lock(&pool->mu);
     s.idle = (unsigned long)pool->nidle;
     pthread_mutex_unlock(&pool->mu);

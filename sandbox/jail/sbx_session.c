@@ -97,13 +97,15 @@ static int read_pipe(sbx_session *s, size_t *len)
  * holder closed its socket: it is gone). RD_LINE: an outcome line came but
  * no report within REPORT_GRACE_MS of it (the grandchild lingers). */
 static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel, size_t *len,
-                             jail_report *rep, int *reported)
+                             jail_report *rep, int *reported, sbx_run *watch)
 {
     size_t got = 0;
     int pipe_open = 1, lined = 0;
+    int tick = cancel != NULL || sbx_watched(watch);
     *reported = 0;
     for (;;) {
         if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
+        if (!lined && sbx_watch_stop(watch)) return RD_STOP;
         if (!lined && *len > 0 && s->buf[*len - 1] == '\n') {
             /* The outcome is in; the grandchild is exiting. */
             deadline = now_ms() + REPORT_GRACE_MS;
@@ -111,7 +113,7 @@ static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel
         }
         double left = deadline - now_ms();
         if (left <= 0) return lined ? RD_LINE : RD_DEADLINE;
-        int wait = left > CANCEL_TICK_MS && cancel != NULL ? CANCEL_TICK_MS : (int)ceil(left);
+        int wait = left > CANCEL_TICK_MS && tick ? CANCEL_TICK_MS : (int)ceil(left);
         struct pollfd p[2] = {{pipe_open ? s->h.out : -1, POLLIN, 0}, {s->h.sock, POLLIN, 0}};
         int r = poll(p, 2, wait);
         if (r < 0 && errno != EINTR) return RD_ERROR;
@@ -160,13 +162,17 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image)
     return s;
 }
 
-void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
+/* One run of a session's evaluation; *stopped = 1 when the gate stopped it
+ * (out is then to be discarded and the evaluation run again). */
+static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcome *out,
+                              sbx_ticket *ticket, int *stopped)
 {
     sbx_pool *pool = s->pool;
     sbx_request r = *req;
     r.image = s->image;
     sbx_run run;
-    if (sbx_run_begin(pool, &r, 0, &run, out) != 0) return;
+    *stopped = 0;
+    if (sbx_run_begin(pool, &r, 0, &run, out, ticket) != 0) return;
     /* The holder has the image: the request carries none. */
     run.hdr.flags &= ~JAIL_REQ_IMAGE;
     fps_err err;
@@ -178,6 +184,8 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
             goto done;
         }
         run.handed = 1;
+        run.watch_pid = s->h.pid;
+        run.watch_tree = 1; /* the evaluation runs in the holder's grandchild */
         sbx_track_running(pool, s->h.pid, 1);
         atomic_fetch_add(&pool->started, 1);
         int rc = sbx_send_request(&s->h, &run.hdr, -1, run.src, run.key, run.deadline, r.cancel);
@@ -203,9 +211,14 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
     size_t len = 0;
     jail_report rep;
     int reported = 0;
-    read_end end = read_session(s, run.deadline, r.cancel, &len, &rep, &reported);
+    read_end end = read_session(s, run.deadline, r.cancel, &len, &rep, &reported, &run);
     sbx_track_running(pool, s->h.pid, 0);
     out->run_ms = now_ms() - run.t_run;
+    if (end == RD_STOP) {
+        holder_drop(s);
+        *stopped = 1;
+        goto done;
+    }
     if (end == RD_LINE) {
         /* A line, and then the grandchild neither exited nor was reported:
          * the line is the outcome if well-formed (as sbx_eval takes it
@@ -247,6 +260,20 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
     holder_drop(s);
 done:
     sbx_run_end(pool, &run, out);
+}
+
+void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
+{
+    sbx_ticket t;
+    memset(&t, 0, sizeof t);
+    int stopped, reruns = 0;
+    for (;;) {
+        session_eval_once(s, req, out, &t, &stopped);
+        if (!stopped) break;
+        sbx_outcome_free(out);
+        t.reruns = ++reruns;
+    }
+    out->reruns = reruns;
 }
 
 void sbx_session_close(sbx_session *s)

@@ -281,7 +281,8 @@ static json_t *run_local(backtest *bt, const json_t *d, const char *url, const b
 static void session_eval(backtest *bt, sbx_session *ss, sbx_image *img, lang_kind kind,
                          const char *src, const char *key, double timeout_s, sbx_outcome *out)
 {
-    sbx_request rq = {.kind = kind,
+    sbx_request rq = {.background = bt->cfg.background,
+                      .kind = kind,
                       .source = src,
                       .source_len = strlen(src),
                       .eval_key = key,
@@ -799,7 +800,8 @@ static int rejected(backtest *bt, const json_t *d, const char *field, lang_kind 
 {
     const char *src = jstr(d, field);
     if (src == NULL || *src == '\0') return 0;
-    sbx_request rq = {.kind = kind,
+    sbx_request rq = {.background = bt->cfg.background,
+                      .kind = kind,
                       .source = src,
                       .source_len = strlen(src),
                       .eval_key = jstr(d, "eval_key"),

@@ -45,7 +45,7 @@ uint64_t budget_estimate(const budget *b)
 
 uint64_t budget_in_use(const budget *b)
 {
-    return b->base + b->ring + b->assigned + b->sandboxed;
+    return b->base + b->ring + b->assigned + b->sandboxed + b->other;
 }
 
 /* Room left for assignments beside one sandbox reservation (or beside the
@@ -53,7 +53,7 @@ uint64_t budget_in_use(const budget *b)
 static uint64_t room(const budget *b)
 {
     uint64_t sbx = b->sandboxed > b->sandbox_reserve ? b->sandboxed : b->sandbox_reserve;
-    uint64_t used = b->base + b->ring + b->assigned + sbx;
+    uint64_t used = b->base + b->ring + b->assigned + sbx + b->other;
     return used < b->limit ? b->limit - used : 0;
 }
 
@@ -124,4 +124,79 @@ void budget_sandbox_put(budget *b)
     if (b->sandboxes == 0) return;
     b->sandboxes--;
     b->sandboxed -= b->sandbox_reserve;
+}
+
+uint64_t budget_sandbox_need(const budget *b, uint64_t seen)
+{
+    uint64_t need = seen + seen / 8;
+    uint64_t top = b->sandbox_max > b->sandbox_reserve ? b->sandbox_max : 0;
+    if (top && need > top) need = top;
+    return need > b->sandbox_reserve ? need : b->sandbox_reserve;
+}
+
+int budget_sandbox_fits_bytes(const budget *b, uint64_t need)
+{
+    if (b->limit == 0 || b->sandboxes == 0) return 1;
+    return budget_in_use(b) + b->excess + need <= b->limit;
+}
+
+int budget_background_fits(const budget *b, uint64_t need)
+{
+    if (b->limit == 0) return 1;
+    if (b->waiting > 0) return 0;
+    return budget_in_use(b) + b->excess + need + b->sandbox_reserve <= b->limit;
+}
+
+void budget_sandbox_add(budget *b, uint64_t bytes)
+{
+    b->sandboxed += bytes;
+    b->sandboxes++;
+}
+
+void budget_sandbox_sub(budget *b, uint64_t bytes)
+{
+    if (b->sandboxes == 0) return;
+    b->sandboxes--;
+    b->sandboxed = bytes <= b->sandboxed ? b->sandboxed - bytes : 0;
+}
+
+uint64_t budget_excess(budget *b, uint64_t *slot, uint64_t reserved, uint64_t bytes)
+{
+    uint64_t ex = bytes > reserved ? bytes - reserved : 0;
+    b->excess = *slot <= b->excess ? b->excess - *slot : 0;
+    b->excess += ex;
+    *slot = ex;
+    return ex;
+}
+
+int budget_near(const budget *b)
+{
+    if (b->limit == 0 || b->sandboxes == 0) return 0;
+    if (b->waiting > 0) return 1;
+    uint64_t grow = b->sandbox_max > b->sandbox_reserve ? b->sandbox_max - b->sandbox_reserve : 0;
+    return budget_in_use(b) + grow * (uint64_t)b->sandboxes > b->limit;
+}
+
+int budget_over(const budget *b)
+{
+    return b->limit != 0 && budget_in_use(b) + b->excess > b->limit;
+}
+
+uint64_t budget_sandbox_cap(const budget *b)
+{
+    if (b->limit == 0 || b->sandbox_max == 0) return 0;
+    uint64_t room = b->limit > b->base ? b->limit - b->base : 0;
+    return room < b->sandbox_max ? room : 0;
+}
+
+int budget_other_take(budget *b, uint64_t bytes)
+{
+    if (b->limit != 0 && room(b) < bytes) return 0;
+    b->other += bytes;
+    return 1;
+}
+
+void budget_other_put(budget *b, uint64_t bytes)
+{
+    b->other = bytes <= b->other ? b->other - bytes : 0;
 }

@@ -26,13 +26,18 @@ typedef struct {
     uint64_t base;            /* the tree at start                            */
     uint64_t ring;            /* the recent ring's bound, counted whole       */
     uint64_t sandbox_reserve; /* per sandbox                                  */
+    uint64_t sandbox_max;     /* what one sandbox may reach (its limit; 0 = the
+                                 reserve): how far the running ones may grow  */
     double factor;            /* parent bytes per transcript byte in flight   */
     /* the account */
     uint64_t assigned;  /* sum of the assignments' reservations */
     uint64_t sandboxed; /* sum of the sandboxes' reservations   */
     long assignments;   /* assignments holding a reservation    */
     long sandboxes;     /* sandboxes admitted                   */
-    long waiting;       /* sandbox starts waiting for room      */
+    long waiting;       /* live sandbox starts waiting for room */
+    uint64_t excess;    /* running sandboxes' sampled bytes above their
+                           reservations (budget_excess)          */
+    uint64_t other;     /* other holders' bytes (the archive's)  */
     /* transcript sizes seen (a ring) */
     uint64_t seen[BUDGET_HISTORY];
     size_t nseen, next;
@@ -75,5 +80,37 @@ void budget_release(budget *b, uint64_t res);
 int budget_sandbox_fits(const budget *b);
 void budget_sandbox_take(budget *b);
 void budget_sandbox_put(budget *b);
+
+/* ---- sandboxes of any size, their growth, background work ---- */
+
+/* What a sandbox is admitted against: the reservation, or, for one that
+ * was stopped for outgrowing it, what it was seen to use plus an eighth
+ * (never above sandbox_max when that is larger than the reserve). */
+uint64_t budget_sandbox_need(const budget *b, uint64_t seen);
+/* 1 if a sandbox of `need` bytes fits now (beside the sampled excess), or
+ * no sandbox runs. */
+int budget_sandbox_fits_bytes(const budget *b, uint64_t need);
+/* 1 if background work's sandbox of `need` fits now: no live start is
+ * waiting, and room for one more live reservation is left beside it. */
+int budget_background_fits(const budget *b, uint64_t need);
+void budget_sandbox_add(budget *b, uint64_t bytes);
+void budget_sandbox_sub(budget *b, uint64_t bytes);
+/* A running sandbox reserved `reserved` and was sampled at `bytes`: its
+ * part of the excess (*slot, 0 at first) is updated. Returns the new part. */
+uint64_t budget_excess(budget *b, uint64_t *slot, uint64_t reserved, uint64_t bytes);
+/* 1 while running sandboxes' samples matter: a budget, sandboxes running,
+ * and either a start waits or the running ones, grown to sandbox_max,
+ * would exceed the budget. */
+int budget_near(const budget *b);
+/* 1 if the account plus the sampled excess exceeds the budget. */
+int budget_over(const budget *b);
+/* The bytes one sandbox may hold at most, when that is below sandbox_max:
+ * the budget less the base (the one exception to "outcomes never depend
+ * on the budget"); else 0 (no cap). */
+uint64_t budget_sandbox_cap(const budget *b);
+/* Other holders (the archive's compression): 1 and counted if `bytes` fit
+ * beside one sandbox reservation (never waits), else 0. */
+int budget_other_take(budget *b, uint64_t bytes);
+void budget_other_put(budget *b, uint64_t bytes);
 
 #endif

@@ -809,3 +809,26 @@ json_t *worker_status_json(worker *w)
     json_object_set_new(o, "jail", sbx_pool_jail_json(w->env.pool));
     return o;
 }
+
+void worker_gate_pool(worker *w)
+{
+    if (w->cfg.memory_limit == 0) return;
+    sbx_gate g;
+    worker_memory_gate(&w->sh, &g);
+    sbx_pool_set_gate(w->env.pool, &g);
+}
+
+void worker_ungate_pool(worker *w)
+{
+    if (w != NULL && w->cfg.memory_limit != 0) sbx_pool_set_gate(w->env.pool, NULL);
+}
+
+int worker_memory_hold(worker *w, unsigned long long bytes)
+{
+    return worker_memory_other_take(&w->sh, bytes);
+}
+
+void worker_memory_unhold(worker *w, unsigned long long bytes)
+{
+    worker_memory_other_put(&w->sh, bytes);
+}

@@ -32,6 +32,7 @@ typedef struct {
     unsigned long long memory_limit;    /* bytes; 0 = no budget                  */
     unsigned long long memory_base;     /* the tree measured at start            */
     unsigned long long sandbox_reserve; /* bytes a sandbox is admitted against   */
+    unsigned long long sandbox_memory;  /* bytes a sandbox may reach (its limit) */
 } worker_config;
 
 typedef struct {
@@ -97,5 +98,18 @@ void worker_catalog_changed(worker *w);
  * (the last 16 fetched, at most 32 MiB in all), for the admin playground: a
  * new reference, or NULL if unknown or already evicted. */
 rcbuf *worker_recent_transcript(worker *w, const char *assignment_id);
+
+/* With a memory budget, puts every sandbox of the worker's pool (its own,
+ * the admin playground's, backtests') under it: sets the pool's gate
+ * (README "Memory budget"); without one, does nothing. Call before anything
+ * evaluates, and worker_ungate_pool once nothing but the worker does
+ * (before worker_free). */
+void worker_gate_pool(worker *w);
+void worker_ungate_pool(worker *w);
+/* Memory other parts of the tree hold for a while (the archive's writer):
+ * 1 and counted if `bytes` fit the budget now (never waits), else 0; give
+ * it back with worker_memory_unhold. Thread-safe. */
+int worker_memory_hold(worker *w, unsigned long long bytes);
+void worker_memory_unhold(worker *w, unsigned long long bytes);
 
 #endif

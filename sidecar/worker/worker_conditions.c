@@ -85,11 +85,10 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
         if (has_local_cond) {
             local_condition_outcome lo;
             memset(&lo, 0, sizeof lo);
-            /* within the claim-time lease: counted, never waiting */
-            worker_memory_sandbox_enter(env, NULL, 0);
+            /* within the claim-time lease (budget_s): the pool's gate
+             * counts its sandbox and never makes it wait */
             local_condition(env->local, env->pool, key, ver, img, t, remaining,
                             &x->cancel_conditions, &lo);
-            worker_memory_sandbox_leave(env);
             if (!lo.applicable) {
                 snprintf(rbuf, sizeof rbuf, "%s",
                          lo.reason_code[0] ? lo.reason_code : "condition_error");
@@ -106,9 +105,7 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                               .budget_s = remaining};
             sbx_outcome out;
             memset(&out, 0, sizeof out);
-            worker_memory_sandbox_enter(env, NULL, 0);
-            sbx_eval(env->pool, &rq, &out);
-            worker_memory_sandbox_leave(env);
+            sbx_eval(env->pool, &rq, &out); /* counted by the gate, never waiting */
             if (out.status == SBX_CANCELLED) {
                 sbx_outcome_free(&out);
                 return -1;

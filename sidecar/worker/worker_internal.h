@@ -11,6 +11,7 @@
 #ifndef FPS_WORKER_INTERNAL_H
 #define FPS_WORKER_INTERNAL_H
 #include "common/metrics.h"
+#include "sandbox/jail/sbx.h"
 #include "sidecar/cloud/cloud.h"
 #include "sidecar/worker/budget.h"
 #include "sidecar/worker/worker.h"
@@ -144,6 +145,8 @@ typedef struct worker_shared {
     budget mem;
     pthread_cond_t mem_cv;
     int claims_held;
+    long long mem_reruns;  /* sandboxes stopped and run again (gate_sample) */
+    long long mem_refused; /* playground sandboxes refused for want of room  */
     /* under mu: the last error (status page) */
     char last_error_code[64];
     char last_error[512];
@@ -316,12 +319,15 @@ void worker_memory_release(actx *x);
 /* cloud_size_hook for the transcript (ud: the actx): its Content-Length
  * replaces the estimate, or it is refused when it can never fit. */
 int worker_memory_sized(void *ud, size_t bytes, char *msg, size_t mcap);
-/* A sandbox start: admitted against one reservation. `wait` (runs, whose
- * heartbeats keep the lease): waits for room until it fits, `cancel` is
- * set or the worker stops; else (conditions, within the claim-time lease)
- * admitted at once. Always pair with worker_memory_sandbox_leave. */
-int worker_memory_sandbox_enter(const assign_env *env, const atomic_int *cancel, int wait);
-void worker_memory_sandbox_leave(const assign_env *env);
+/* The pool's gate (sandbox/jail/sbx.h, sbx_pool_set_gate) over this
+ * account: every sandbox of the tree (the worker's runs and conditions,
+ * the playground's, backtests') is admitted by class (README "Memory
+ * budget"); g->ud is sh, which outlives the pool's evaluations. */
+void worker_memory_gate(worker_shared *sh, sbx_gate *g);
+/* Other holders of memory (the archive's writer): counted if they fit
+ * (1), else 0; never waits. */
+int worker_memory_other_take(worker_shared *sh, uint64_t bytes);
+void worker_memory_other_put(worker_shared *sh, uint64_t bytes);
 /* The tree's memory as the budget counts it (common/procmem.h), bytes, or
  * -1; reads /proc, so never under sh->mu. */
 long long worker_memory_sample(void);

@@ -88,11 +88,10 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
                       .cancel = &r->cancel};
     sbx_outcome out;
     memset(&out, 0, sizeof out);
-    /* the memory budget admits the sandbox (waiting is covered by the
-     * heartbeats); its own timeout starts once it is admitted */
-    worker_memory_sandbox_enter(x->env, &r->cancel, 1);
+    /* the pool's gate admits the sandbox against the memory budget
+     * (waiting is covered by the heartbeats; its own timeout starts once it
+     * is admitted) and runs it again if the budget had it stopped */
     sbx_eval(x->env->pool, &rq, &out);
-    worker_memory_sandbox_leave(x->env);
     const json_t *j = out.json;
     if (out.status == SBX_OK && json_is_true(json_object_get(j, "ok"))) {
         json_t *res = json_object_get(j, "results");

@@ -3,7 +3,10 @@
  * claim may ask for beside one sandbox reservation, Content-Length
  * replacing the estimate, transcripts that can never fit, sandbox
  * admission (the first always starts), and no budget admitting
- * everything. */
+ * everything; sandboxes of any size: what a stopped one is re-admitted
+ * against, their sampled growth (near, over), background work keeping room
+ * for live work, the per-sandbox cap of a budget below the base plus one
+ * sandbox limit, and other holders (the archive's writer). */
 #include "sidecar/worker/budget.h"
 
 #include <setjmp.h>
@@ -155,6 +158,116 @@ static void no_budget_admits_everything(void **state)
     }
 }
 
+static void sandbox_need_follows_what_was_seen(void **state)
+{
+    (void)state;
+    budget b;
+    budget_init(&b, 400 * MIB, 40 * MIB, 32 * MIB, 16 * MIB, 2.0);
+    b.sandbox_max = 512 * MIB;
+    assert_int_equal(budget_sandbox_need(&b, 0), 16 * MIB); /* a first run: the reserve */
+    assert_int_equal(budget_sandbox_need(&b, 8 * MIB), 16 * MIB);
+    assert_int_equal(budget_sandbox_need(&b, 200 * MIB), 225 * MIB); /* seen plus an eighth */
+    assert_int_equal(budget_sandbox_need(&b, 600 * MIB), 512 * MIB); /* never past its limit */
+    /* the first sandbox always fits, whatever its need */
+    assert_true(budget_sandbox_fits_bytes(&b, 500 * MIB));
+    budget_sandbox_add(&b, 16 * MIB);
+    assert_true(budget_sandbox_fits_bytes(&b, 300 * MIB));  /* 88 + 300 <= 400 */
+    assert_false(budget_sandbox_fits_bytes(&b, 320 * MIB)); /* 88 + 320 > 400 */
+    uint64_t slot = 0;
+    assert_int_equal(budget_excess(&b, &slot, 16 * MIB, 116 * MIB), 100 * MIB);
+    assert_false(budget_sandbox_fits_bytes(&b, 300 * MIB)); /* its growth counts */
+    assert_int_equal(budget_excess(&b, &slot, 16 * MIB, 10 * MIB), 0);
+    assert_int_equal(b.excess, 0);
+    budget_sandbox_sub(&b, 16 * MIB);
+    assert_int_equal(b.sandboxes, 0);
+    assert_int_equal(b.sandboxed, 0);
+}
+
+static void near_and_over(void **state)
+{
+    (void)state;
+    budget b;
+    /* 400 MiB: 40 base, 32 ring, sandboxes of 16 that may reach 128 */
+    budget_init(&b, 400 * MIB, 40 * MIB, 32 * MIB, 16 * MIB, 2.0);
+    b.sandbox_max = 128 * MIB;
+    assert_false(budget_near(&b)); /* nothing runs */
+    budget_sandbox_add(&b, 16 * MIB);
+    budget_sandbox_add(&b, 16 * MIB);
+    assert_false(budget_near(&b)); /* 104 + 2 x 112 <= 400: both may grow to their limit */
+    budget_sandbox_add(&b, 16 * MIB);
+    assert_true(budget_near(&b)); /* 120 + 3 x 112 > 400 */
+    uint64_t s1 = 0, s2 = 0;
+    budget_excess(&b, &s1, 16 * MIB, 128 * MIB);
+    assert_false(budget_over(&b)); /* 120 + 112 */
+    budget_excess(&b, &s2, 16 * MIB, 200 * MIB);
+    assert_true(budget_over(&b)); /* 120 + 112 + 184 */
+    budget_excess(&b, &s2, 16 * MIB, 0);
+    assert_false(budget_over(&b));
+    /* a waiting start makes every sample matter */
+    budget c;
+    budget_init(&c, 400 * MIB, 40 * MIB, 0, 16 * MIB, 2.0);
+    budget_sandbox_add(&c, 16 * MIB);
+    assert_false(budget_near(&c));
+    c.waiting = 1;
+    assert_true(budget_near(&c));
+    /* no budget: never */
+    budget d;
+    budget_init(&d, 0, 40 * MIB, 0, 16 * MIB, 2.0);
+    budget_sandbox_add(&d, 16 * MIB);
+    d.waiting = 1;
+    assert_false(budget_near(&d));
+    assert_false(budget_over(&d));
+}
+
+static void background_keeps_room_for_live_work(void **state)
+{
+    (void)state;
+    budget b;
+    budget_init(&b, 200 * MIB, 40 * MIB, 32 * MIB, 64 * MIB, 2.0);
+    /* 72 + 64 + one live 64 = 200: fits exactly */
+    assert_true(budget_background_fits(&b, 64 * MIB));
+    assert_false(budget_background_fits(&b, 65 * MIB));
+    b.waiting = 1; /* a live start waits: background keeps out */
+    assert_false(budget_background_fits(&b, 1));
+    b.waiting = 0;
+    uint64_t res = budget_claim(&b, 1); /* a claimed assignment (1 MiB x 2) */
+    assert_false(budget_background_fits(&b, 64 * MIB));
+    budget_release(&b, res);
+    budget c;
+    budget_init(&c, 0, 40 * MIB, 32 * MIB, 64 * MIB, 2.0);
+    c.waiting = 3;
+    assert_true(budget_background_fits(&c, 1 << 30)); /* no budget */
+}
+
+static void sandbox_cap_below_one_full_sandbox(void **state)
+{
+    (void)state;
+    budget b;
+    budget_init(&b, 300 * MIB, 40 * MIB, 32 * MIB, 64 * MIB, 2.0);
+    b.sandbox_max = 512 * MIB;
+    assert_int_equal(budget_sandbox_cap(&b), 260 * MIB); /* 300 - 40 < 512 */
+    b.sandbox_max = 256 * MIB;
+    assert_int_equal(budget_sandbox_cap(&b), 0); /* one full sandbox fits: no cap */
+    budget c;
+    budget_init(&c, 0, 40 * MIB, 32 * MIB, 64 * MIB, 2.0);
+    c.sandbox_max = 512 * MIB;
+    assert_int_equal(budget_sandbox_cap(&c), 0); /* no budget */
+}
+
+static void other_holders_never_wait(void **state)
+{
+    (void)state;
+    budget b;
+    budget_init(&b, 200 * MIB, 40 * MIB, 32 * MIB, 64 * MIB, 2.0);
+    assert_true(budget_other_take(&b, 64 * MIB)); /* 72 + 64 + 64 = 200 */
+    assert_int_equal(budget_in_use(&b), 136 * MIB);
+    assert_false(budget_other_take(&b, 1)); /* no room beside one sandbox */
+    assert_int_equal(budget_claimable(&b, 4), 0);
+    budget_other_put(&b, 64 * MIB);
+    assert_int_equal(b.other, 0);
+    assert_true(budget_claimable(&b, 4) > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +279,11 @@ int main(void)
         cmocka_unit_test(transcripts_that_never_fit),
         cmocka_unit_test(first_sandbox_always_starts),
         cmocka_unit_test(no_budget_admits_everything),
+        cmocka_unit_test(sandbox_need_follows_what_was_seen),
+        cmocka_unit_test(near_and_over),
+        cmocka_unit_test(background_keeps_room_for_live_work),
+        cmocka_unit_test(sandbox_cap_below_one_full_sandbox),
+        cmocka_unit_test(other_holders_never_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,124 @@
+"""Sandboxes that outgrow their reservation under a small memory budget
+(README "Memory budget"): sessions whose evaluator holds a 100 MB string for
+about a second (and 200 MB at its peak) run on a sidecar whose budget leaves room for one such
+sandbox, with --sandbox-reserve-mb 16. Sandboxes running side by side
+outgrow their reservations while the tree is at the budget: the pool stops
+them and runs their evaluations again when there is room. Every run
+commits, the outcomes equal those of the same sessions without a budget,
+and the re-runs are counted (status, metrics) and logged once each. Also
+the one exception the README states: with a budget below the base plus one
+--sandbox-memory-mb, an evaluation that needs more than fits ends as a
+memory limit (here a playground evaluation of a 350 MB string, which
+succeeds without the budget)."""
+
+import json
+import os
+import signal
+import unittest
+import urllib.request
+
+from emulator_harness import EmulatorProcess, definition, definitions_file, wait_for
+from fps_sidecar import Sidecar
+
+SESSIONS = 6
+# about a second holding 100 MB: sandboxes that run side by side overlap
+GROW = ("EvalResult(score=Score((len('x' * 100000000 + str(len([i for i in range(60000000) "
+        "if i < 0])) + str(session.event_count)) % 7) / 10))")
+DEFS = [definition("grow", "Grows", "score", GROW, timeout=60),
+        definition("events", "Events", "metric",
+                   "EvalResult(metrics={'events': Metric(session.event_count)})")]
+# needs 350 MB: more than the budget below holds for one sandbox
+NEEDS_MORE = "EvalResult(score=Score(len('y' * 350000000) / 400000000))"
+# the budget above the tree at start: room for one sandbox of GROW (~200 MB
+# at its peak) beside the rest, not two; below --sandbox-memory-mb 512
+ROOM_MB = 300
+
+
+def status(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/status", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def metrics(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        return r.read().decode()
+
+
+def playground(port, source):
+    body = json.dumps({"kind": "evaluator", "source": source, "eval_key": "q"}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/evaluate", data=body,
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+class MemoryRerunTest(unittest.TestCase):
+    def run_sidecar(self, extra):
+        path = definitions_file(DEFS)
+        emu = EmulatorProcess("--definitions", path, "--sessions", str(SESSIONS),
+                              "--poll-seconds", "1", "--lease-seconds", "60")
+        emu.start()
+        sc = None
+        try:
+            sc = Sidecar(emu.base, token="emulator-token", concurrency=4,
+                         extra=["--insecure-open-admin", "--max-sandboxes", "4",
+                                "--sandbox-memory-mb", "512", "--sandbox-reserve-mb", "16"] +
+                         extra)
+            line = sc.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
+            self.assertIsNotNone(line, sc.raw_log()[-3000:])
+            port = line["port"]
+
+            def finished():
+                a = emu.state()["assignments"]
+                return a["completed"] + a["skipped"] + a["dead"] >= SESSIONS
+            self.assertTrue(wait_for(finished, 600, 0.2), sc.raw_log()[-3000:])
+            st = emu.state()
+            self.assertEqual(st["assignments"]["completed"], SESSIONS, st)
+            self.assertEqual(st["runs"]["committed"], SESSIONS * len(DEFS), st)
+            self.assertEqual(st["lease_losses"], 0)
+            outcomes = {(r["session_id"], r["eval_key"]):
+                        (r["result"]["status"],
+                         json.dumps(r["result"].get("results"), sort_keys=True))
+                        for r in emu.runs()}
+            more = playground(port, NEEDS_MORE)
+            return {"outcomes": outcomes, "status": status(port), "metrics": metrics(port),
+                    "more": more, "log": sc.lines()}
+        finally:
+            if sc is not None:
+                self.assertEqual(sc.stop(signal.SIGTERM), 0)
+            emu.stop()
+            os.unlink(path)
+
+    def test_outgrown_sandboxes_rerun_and_change_no_outcome(self):
+        free = self.run_sidecar(["--memory-limit-mb", "0"])
+        base = free["status"]["memory"]["base_bytes"]
+        self.assertGreater(base, 0)
+        budget_mb = (base >> 20) + ROOM_MB
+        tight = self.run_sidecar(["--memory-limit-mb", str(budget_mb)])
+
+        self.assertEqual(len(free["outcomes"]), SESSIONS * len(DEFS))
+        self.assertEqual({s for s, _ in free["outcomes"].values()}, {"succeeded"})
+        self.assertEqual(tight["outcomes"], free["outcomes"])
+
+        mem = tight["status"]["memory"]
+        self.assertEqual(mem["budget_bytes"], budget_mb << 20)
+        self.assertGreaterEqual(mem["sandbox_reruns"], 1, mem)
+        self.assertEqual(mem["sandboxes_reserved"], 0, mem)
+        self.assertEqual(mem["sandboxes_excess_bytes"], 0, mem)
+        self.assertIn('failproofai_sidecar_memory_reruns_total{class="live"}', tight["metrics"])
+        stopped = [l for l in tight["log"]
+                   if l.get("msg", "").startswith("sandbox stopped to keep the memory budget")]
+        self.assertGreaterEqual(len(stopped), 1)
+        # once per evaluation: never more lines than re-runs
+        self.assertLessEqual(len(stopped), mem["sandbox_reruns"])
+        self.assertEqual(free["status"]["memory"].get("sandbox_reruns"), 0)
+
+        # the one exception: more than one sandbox can hold in this budget
+        self.assertTrue(free["more"]["ok"], free["more"])
+        self.assertFalse(tight["more"]["ok"], tight["more"])
+        self.assertEqual((tight["more"]["stage"], tight["more"]["error_type"]),
+                         ("limit", "memory"), tight["more"])
+
+
+if __name__ == "__main__":
+    unittest.main()
