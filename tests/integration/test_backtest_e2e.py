@@ -1,10 +1,12 @@
 """End to end: the sidecar with the archive on, against the emulator; then
 `backtest --db` over the archive with --baseline production. The definitions
 the live runs used show 0 changed and every session has its baseline; a
-changed definition shows exactly its known difference."""
+changed definition shows exactly its known difference; beside a state
+database that cannot be read, the run fails with why."""
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -70,6 +72,20 @@ class BacktestArchive(unittest.TestCase):
         self.assertEqual(changed["n_events"]["max_abs_delta"], 2.0)
         self.assertEqual(changed["n_events"]["mean_abs_delta"], 2.0)
         self.assertEqual(changed["has_events"]["changed"], 0)
+
+        # the same archive beside a state database that is not one: the
+        # production baseline cannot be read, and the run fails with why
+        # (rather than reporting every session as having no baseline)
+        bad = os.path.join(tmp.name, "bad.db")
+        shutil.copyfile(db + ".archive", bad + ".archive")
+        with open(bad, "wb") as f:
+            f.write(b"not a database\n" * 100)
+        p = subprocess.run([BIN, "backtest", "--definitions", v1, "--db", bad, "--format", "json"],
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual((p.returncode, p.stdout), (2, ""), p.stderr)
+        self.assertRegex(p.stderr, r"backtest: the production baseline of session \S+ cannot be"
+                         r" read from the state database: store: archive: [^\n]*file is not a"
+                         r" database\n")
 
 
 if __name__ == "__main__":
