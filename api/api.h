@@ -109,7 +109,9 @@ typedef struct {
      * "production" | array | null, "since"?: RFC 3339 string, "limit"?:
      * integer >= 1}. 202 with *id (malloc'ed, the caller frees it); 429
      * "backtest_busy" while another is queued or running; 400 for
-     * definitions the engine refuses; 503 when there is no archive. */
+     * definitions the engine refuses. An archive that cannot be read is
+     * not a refusal: that backtest starts and ends "failed" with the
+     * reason. */
     int (*start)(void *ctx, const json_t *request, char **id, fps_err *e);
     /* {"id","state":"queued"|"running"|"done"|"failed"|"cancelled",
      *  "progress":{"done","total"},"summary":<the CLI's JSON>|null,

@@ -1008,6 +1008,12 @@ fail:
     return rc;
 }
 
+const char *simg_session_id(const void *img)
+{
+    const simg_hdr *h = img;
+    return (const char *)img + h->fields[SF_SESSION_ID].off;
+}
+
 const char *simg_session_revision_id(const void *img)
 {
     const simg_hdr *h = img;

@@ -28,8 +28,9 @@ enum { SIMG_STRICT = 1u };
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
                     void **out, size_t *out_len, fps_err *e);
 
-/* The transcript's session_revision_id in a built image (borrowed from
- * the image, NUL-terminated). */
+/* The transcript's session_id and session_revision_id in a built image
+ * (borrowed from the image, NUL-terminated). */
+const char *simg_session_id(const void *img);
 const char *simg_session_revision_id(const void *img);
 
 /* Checks that `buf` is a well-formed image (magic, version, every offset in

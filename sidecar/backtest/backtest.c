@@ -39,7 +39,7 @@ struct backtest {
     int production;         /* the baseline is the live runs' stored results */
     char *archive_path;     /* owned; NULL: no archive needed (sessions from paths only) */
     double since;           /* > 0: archive entries archived at or after this time */
-    store_archive *archive; /* owned, read-only (opened by the run); NULL: sessions from paths */
+    store_archive *archive; /* owned, read-only; NULL: sessions from paths, or it failed */
     local_client *local;    /* owned; NULL: no --local */
     json_t *local_urls;     /* eval_key -> URL (owned) */
     bt_input *in;
@@ -543,10 +543,9 @@ static void run_input(backtest *bt, bt_input *in)
         input_error(bt, in->source, msg);
         return;
     }
-    json_t *tj = json_loadb(in->text, in->len, 0, NULL);
+    /* from the image: the transcript is parsed once, by its builder */
     char sid[512];
-    snprintf(sid, sizeof sid, "%s", jstr(tj, "session_id") ? jstr(tj, "session_id") : "");
-    json_decref(tj);
+    snprintf(sid, sizeof sid, "%s", simg_session_id(simg));
     if (bt->cfg.shard_n > 1) {
         uint8_t h[SHA256_DIGEST_SIZE];
         struct sha256_ctx c;
