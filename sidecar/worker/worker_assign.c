@@ -42,6 +42,16 @@ static void lease_lost(actx *x, const char *where)
     atomic_store(&x->cancel_conditions, 1);
 }
 
+void worker_managed_eval(actx *x, const sbx_request *req, sbx_outcome *out)
+{
+    pthread_mutex_lock(&x->ss_mu);
+    if (x->ss != NULL)
+        sbx_session_eval(x->ss, req, out);
+    else
+        sbx_eval(x->env->pool, req, out);
+    pthread_mutex_unlock(&x->ss_mu);
+}
+
 /* Call failed: lease_lost ends the assignment quietly, anything else fails it. */
 static void call_failed(actx *x, const char *what, const cloud_error *e)
 {
@@ -68,6 +78,20 @@ static json_t *local_definitions(const actx *x)
     return out;
 }
 
+/* At most how many managed evaluations the definitions can take: each
+ * managed definition's evaluator, and its condition if it has one. */
+static size_t managed_evaluations(const json_t *defs)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(defs); i++) {
+        const json_t *d = json_array_get(defs, i);
+        if (cloud_definition_mode(d) == CLOUD_MODE_LOCAL) continue;
+        const char *cond = cloud_jstr(d, "condition_source");
+        n += 1 + (cond != NULL && *cond != '\0');
+    }
+    return n;
+}
+
 void worker_process(actx *x)
 {
     const assign_env *env = x->env;
@@ -80,6 +104,8 @@ void worker_process(actx *x)
     cloud_plan plan;
     memset(&plan, 0, sizeof plan);
     fps_err err;
+    x->ss = NULL;
+    pthread_mutex_init(&x->ss_mu, NULL);
 
     int64_t tm[8] = {worker_mono_us()};
     void *simg = NULL;
@@ -128,6 +154,11 @@ void worker_process(actx *x)
         defs = local_definitions(x);
     }
     tm[2] = worker_mono_us();
+    /* One jail session serves its managed evaluations in turn (closed at the
+     * end, whichever way the assignment ends); with at most one, a session
+     * would only add its holder: that one runs alone. */
+    if (managed_evaluations(defs) > 1)
+        x->ss = sbx_session_open(env->pool, img); /* NULL: each evaluation alone */
     if (worker_conditions(x, defs, img, &s) != 0) goto done;
     tm[3] = worker_mono_us();
     if (cloud_plan_submit(env->cloud, &x->a, s.selected, s.skipped, &plan, &e) != 0) {
@@ -192,6 +223,9 @@ void worker_process(actx *x)
                  LOG_I("runs", (long long)x->nruns));
     }
 done:
+    sbx_session_close(x->ss); /* its child ends before the image it maps goes */
+    x->ss = NULL;
+    pthread_mutex_destroy(&x->ss_mu);
     sbx_image_release(img);
     cloud_plan_free(&plan);
     rcbuf_release(transcript);

@@ -105,7 +105,8 @@ int worker_conditions(actx *x, const json_t *defs, sbx_image *img, wselection *s
                               .budget_s = remaining};
             sbx_outcome out;
             memset(&out, 0, sizeof out);
-            sbx_eval(env->pool, &rq, &out); /* counted by the gate, never waiting */
+            /* the assignment's jail session; counted by the gate, never waiting */
+            worker_managed_eval(x, &rq, &out);
             if (out.status == SBX_CANCELLED) {
                 sbx_outcome_free(&out);
                 return -1;

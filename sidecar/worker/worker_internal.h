@@ -119,6 +119,13 @@ typedef struct actx {
     struct actx *help_next;  /* under the run pool's lock: help queue link */
     const rcbuf *transcript; /* borrowed while its runs execute: the bytes as received */
     struct sbx_image *img;   /* borrowed while its runs execute */
+    /* The jail session serving the assignment's managed evaluations (its
+     * conditions, then its runs: one child, the image mapped once), owned
+     * by worker_process from the image being ready to the assignment's end
+     * (NULL outside that, or when none could be opened: each evaluation then
+     * alone). ss_mu serializes its use by the threads running its runs. */
+    struct sbx_session *ss;
+    pthread_mutex_t ss_mu;
     /* step timings (microseconds; logged at debug level per assignment) */
     atomic_llong tm_eval_us, tm_store_us, tm_submit_us;
     /* under sh->mu: its reservation in the memory budget (worker_memory.c) */
@@ -337,6 +344,10 @@ json_t *worker_memory_json_locked(worker_shared *sh, long long tree);
 
 /* worker_assign.c: processes one claimed assignment to the end. */
 void worker_process(actx *x);
+/* worker_assign.c: one managed evaluation of the assignment, in its jail
+ * session (under ss_mu), or alone when it has none; sbx_eval's contract
+ * (always fills *out). Any of the assignment's threads. */
+void worker_managed_eval(actx *x, const sbx_request *req, sbx_outcome *out);
 /* worker_assign.c: ends the assignment locally with an error (logged,
  * counted, recorded); e may be NULL. */
 void worker_fail_assignment(actx *x, const char *code, const char *msg, const cloud_error *e);

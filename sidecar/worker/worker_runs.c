@@ -1,6 +1,7 @@
 /* sidecar/worker_runs: an assignment's runs (SPEC §2 steps 7-8), in
  * parallel on the assignment's thread and the run-pool helpers: each run
- * through the jail (managed) or the local registry, its outcome mapped to a
+ * through the jail (managed: in turn, in the assignment's one jail session)
+ * or the local registry, its outcome mapped to a
  * run status, its result serialized once, made durable together with the
  * results of concurrent runs (group commit), then handed to the outbox. */
 #include "sidecar/worker/worker_internal.h"
@@ -90,8 +91,9 @@ static void run_managed(actx *x, wrun *r, sbx_image *img, run_outcome *o)
     memset(&out, 0, sizeof out);
     /* the pool's gate admits the sandbox against the memory budget
      * (waiting is covered by the heartbeats; its own timeout starts once it
-     * is admitted) and runs it again if the budget had it stopped */
-    sbx_eval(x->env->pool, &rq, &out);
+     * is admitted) and runs it again if the budget had it stopped; in turn,
+     * in the assignment's jail session */
+    worker_managed_eval(x, &rq, &out);
     const json_t *j = out.json;
     if (out.status == SBX_OK && json_is_true(json_object_get(j, "ok"))) {
         json_t *res = json_object_get(j, "results");
@@ -556,9 +558,10 @@ void worker_run_pool_free(run_pool *p)
     free(p);
 }
 
-/* Runs the assignment's runs in parallel: this thread plus up to
- * (runs - 1) run-pool helpers (the sandbox pool bounds how many
- * evaluations really run at once); returns when every run has ended. */
+/* Runs the assignment's runs in parallel: this thread plus a run-pool
+ * helper per local run (the managed runs share the assignment's jail
+ * session, one at a time; all local: runs - 1 helpers); returns when every
+ * run has ended. */
 void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
 {
     run_pool *p = x->env->run_pool;
@@ -568,9 +571,17 @@ void worker_execute_runs(actx *x, const rcbuf *transcript, sbx_image *img)
     x->pend = x->nruns > 1 ? calloc(x->nruns, sizeof *x->pend) : NULL;
     x->npend = 0;
     x->inflight = 0;
+    /* Managed runs take turns in the assignment's jail session: helpers
+     * pay only for its local runs (each one dispatched on its own). */
+    size_t nlocal = 0;
+    for (size_t i = 0; i < x->nruns; i++)
+        nlocal += x->runs[i].run->mode != CLOUD_MODE_PYTHON;
+    size_t others = x->nruns > nlocal ? nlocal
+                    : nlocal > 0      ? nlocal - 1
+                                      : 0; /* besides this thread */
     pthread_mutex_lock(&p->mu);
     x->runs_left = x->nruns;
-    long want = x->nruns > 1 ? (long)x->nruns - 1 : 0;
+    long want = (long)others;
     if (want > p->nth) want = p->nth;
     if (want > 0 && !p->stopping) {
         x->help_queued = (int)want;

@@ -22,8 +22,9 @@ from emulator_harness import EmulatorProcess, definitions_file, wait_for
 from fps_sidecar import Sidecar
 
 # Slow enough (a few tenths of a second, little memory) that the sampler
-# below sees the children of several assignments alive at once: a child is
-# used for one evaluation, so a fast one would come and go between samples.
+# below sees a session's grandchild alive: each evaluation has a process of
+# its own, so a fast one would come and go between samples (a sanitizer
+# build's sample takes far longer).
 SLOW = "EvalResult(score=Score(float(len([0 for i in range({n}) if i < 0]) % 2)))"
 DEFS = [
     {"eval_key": f"slow_{k}", "eval_version": "1.0", "display_name": f"Slow {k}",
@@ -45,8 +46,9 @@ def stat_fields(pid):
     return int(rest[1]), int(rest[19])
 
 
-def descendants(root):
-    """{pid: start time} of every process below `root`."""
+def descendants(root, depth=None):
+    """{pid: start time} of every process below `root` (with `depth`, a
+    dict, filled with each one's depth below it: 1 for a child)."""
     parent, start = {}, {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -60,6 +62,8 @@ def descendants(root):
             p, hops = parent[p], hops + 1
         if p == root:
             out[pid] = start[pid]
+            if depth is not None:
+                depth[pid] = hops + 1
     return out
 
 
@@ -123,9 +127,13 @@ def session(i):
                         "payload": {"note": marker}}]}
 
 
-class SessionIsolation(unittest.TestCase):
+class Watched(unittest.TestCase):
+    """The emulator and a sidecar over DEFINITIONS, and a watch of its tree."""
+
+    DEFINITIONS = DEFS
+
     def setUp(self):
-        self.defs = definitions_file(DEFS)
+        self.defs = definitions_file(self.DEFINITIONS)
         self.emu = EmulatorProcess("--definitions", self.defs, "--poll-seconds", "1")
         self.emu.start()
         self.sc = Sidecar(self.emu.base, token="emulator-token", concurrency=3,
@@ -136,24 +144,29 @@ class SessionIsolation(unittest.TestCase):
         self.emu.stop()
         os.unlink(self.defs)
 
-    def test_two_assignments_never_share_a_child(self):
+    def watch_sessions(self, sessions, defs):
+        """Adds the sessions and watches the sidecar's tree until they are
+        done: ({(pid, start): markers held}, samples with two sessions held
+        at once, the deepest a sandbox process sat below the sidecar)."""
         root = self.sc.proc.pid
         self.assertTrue(wait_for(lambda: self.emu.state()["requests"] > 2, 30),
                         self.sc.raw_log()[-2000:])
         held = {}          # (pid, start) -> markers of the sessions it was seen holding
         overlap = [0]      # samples where processes of two sessions ran at once
+        deepest = [0]
         errors = []
         stop = threading.Event()
 
         def watch():
             try:
                 while not stop.is_set():
-                    now = set()
-                    for pid, start in descendants(root).items():
+                    now, depth = set(), {}
+                    for pid, start in descendants(root, depth).items():
                         marks = held_sessions(pid)
                         if marks:
                             held.setdefault((pid, start), set()).update(marks)
                             now |= marks
+                            deepest[0] = max(deepest[0], depth[pid])
                     if len(now) >= 2:
                         overlap[0] += 1
                     time.sleep(0.005)
@@ -163,22 +176,45 @@ class SessionIsolation(unittest.TestCase):
         th = threading.Thread(target=watch, daemon=True)
         th.start()
         try:
-            for i in range(SESSIONS):
+            for i in range(sessions):
                 self.assertEqual(self.emu.add_session(session(i)).status, 201)
 
             def done():
                 st = self.emu.state()
-                return st["assignments"]["completed"] == SESSIONS and st["commits"] == SESSIONS * len(DEFS)
+                return st["assignments"]["completed"] == sessions and st["commits"] == sessions * len(defs)
             self.assertTrue(wait_for(done, 300, interval=0.2), self.sc.raw_log()[-3000:])
         finally:
             stop.set()
             th.join(10)
         self.assertEqual(errors, [])
+        self.assertGreater(len(held), 0, "no sandbox process was seen holding a session")
+        return held, overlap[0], deepest[0]
+
+
+class SessionIsolation(Watched):
+    def test_two_assignments_never_share_a_child(self):
+        held, overlap, deepest = self.watch_sessions(SESSIONS, DEFS)
         shared = {k: sorted(v) for k, v in held.items() if len(v) > 1}
         self.assertEqual(shared, {}, "sandbox processes that held the data of two sessions")
-        self.assertGreater(len(held), 0, "no sandbox process was seen holding a session")
-        self.assertGreater(overlap[0], 0, "two sessions were never held at the same moment "
-                                          f"({len(held)} processes seen)")
+        self.assertGreater(overlap, 0, "two sessions were never held at the same moment "
+                                       f"({len(held)} processes seen)")
+        # several managed evaluations: a session holder (a sandbox process
+        # with a child of its own) served them
+        self.assertEqual(deepest, 2, "several managed evaluations ran without a session holder")
+
+
+class SingleEvaluation(Watched):
+    """An assignment with one managed evaluation runs it alone: no session
+    holder is made for it (SessionIsolation sees one where there are
+    several)."""
+
+    DEFINITIONS = [dict(DEFS[0], condition_source=None, evaluator_source=SLOW.format(n=3000000))]
+
+    def test_one_managed_evaluation_runs_alone(self):
+        held, _, deepest = self.watch_sessions(4, self.DEFINITIONS)
+        self.assertEqual(deepest, 1, "a sandbox process below another: a session holder was made "
+                                     "for a single evaluation")
+        self.assertEqual({k: v for k, v in held.items() if len(v) > 1}, {})
 
 if __name__ == "__main__":
     unittest.main()

@@ -201,9 +201,6 @@ def print_ceiling(rps, evals, runs):
           f" posix_spawn of /bin/true {cap['spawn_per_s']:.1f}/s")
     print(f"                        measured {rps:.1f} runs/s -> {rps / ceil:.2f} of the ceiling"
           f"   (target >= 0.8 of the ceiling)")
-    unb = cap["evals_per_s"] * runs / evals
-    print(f"                        measured {rps:.1f} runs/s -> {rps / unb:.2f} of the unbatched"
-          f" ceiling (the worker runs each managed evaluation in a child of its own)")
 
 
 def run_reference(sessions, concurrency, defs, timeout=1800):
