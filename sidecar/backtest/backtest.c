@@ -573,13 +573,13 @@ static void run_input(backtest *bt, bt_input *in)
         sbx_image_release(img);
         return;
     }
-    json_t *rows = json_array();
     json_t *prod = bt->production ? production_outcomes(bt, sid) : NULL;
-    if (bt->production && prod == NULL) {
+    if (bt->production && prod == NULL) { /* the backtest failed */
         sbx_session_close(ss);
         sbx_image_release(img);
         return;
     }
+    json_t *rows = json_array();
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
         const char *key = jstr(d, "eval_key");
