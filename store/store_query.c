@@ -755,7 +755,10 @@ int store_catalog_json(store *st, int assignments, strbuf *out, store_err *err)
             jraw(out, "labels", s, 4);
             jstr(out, "condition_source", s, 5);
             jstr(out, "evaluator_source", s, 11);
-            jnum(out, "timeout_seconds", s, 6);
+            if (sqlite3_column_type(s, 6) == SQLITE_INTEGER) /* as the server sent it */
+                jint(out, "timeout_seconds", s, 6);
+            else
+                jnum(out, "timeout_seconds", s, 6);
             jclose(out, '}');
             strbuf_putc(out, ',');
         } else {
