@@ -250,8 +250,10 @@ static int op_start(void *ctx, const json_t *req, char **id, fps_err *e)
     free(base_s);
     if (bt == NULL) {
         pthread_mutex_unlock(&j->mu);
+        /* an unreadable archive is not a refusal (that backtest ends failed);
+         * what is left: bad definitions, or no thread to run on */
         fps_err_set(e, -1, be.code == BT_EIO ? 503 : 400,
-                    be.code == BT_EIO ? "archive_unavailable" : "invalid_request", "%s", be.msg);
+                    be.code == BT_EIO ? "cannot_start" : "invalid_request", "%s", be.msg);
         return e->http_status;
     }
     job *b = &j->v[j->n++];
