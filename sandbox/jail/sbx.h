@@ -224,7 +224,8 @@ void sbx_eval_batch(sbx_pool *pool, sbx_image *image, const sbx_request *reqs, s
  *
  * With a gate, every evaluation (sbx_eval, sbx_check, sbx_session_eval) is
  * admitted by gate->enter before it waits for a slot and let go by
- * gate->leave after its run. While its child runs, the pool asks
+ * gate->leave after its run; its deadline starts once it is admitted
+ * (out->wait_ms counts both waits). While its child runs, the pool asks
  * gate->near every tick (CANCEL_TICK_MS); only while that says the tree is
  * at or near its budget does it read the child's anonymous resident set
  * (/proc/<pid>/statm, resident less shared; for a session, its holder's

@@ -217,6 +217,7 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
         return 1;
     }
 
+    double gate_ms = 0;
     if (pool->gate.enter != NULL && ticket != NULL) {
         ticket->cls = gate_class(req);
         atomic_store(&ticket->stop, 0);
@@ -233,9 +234,16 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
             return 1;
         }
         r->ticket = ticket;
+        /* the deadline starts once the budget admits it (a run waiting for
+         * memory is covered by its lease's heartbeats) */
+        double t = now_ms();
+        gate_ms = t - r->t0;
+        r->t0 = t;
+        r->deadline = t + r->budget_ms;
+        r->wait_deadline = req->budget_s > 0 ? t + req->budget_s * 1e3 : r->deadline;
     }
     int rc = acquire_slot(pool, r->wait_deadline, req->cancel, r->playground);
-    out->wait_ms = now_ms() - r->t0;
+    out->wait_ms = gate_ms + now_ms() - r->t0;
     if (rc != 0 && r->ticket != NULL) {
         pool->gate.leave(pool->gate.ud, r->ticket);
         r->ticket = NULL;
