@@ -92,6 +92,29 @@ static size_t managed_evaluations(const json_t *defs)
     return n;
 }
 
+/* 1 if a definition of `defs` runs on a local evaluator. */
+static int defs_have_local(const json_t *defs)
+{
+    size_t i;
+    const json_t *d;
+    json_array_foreach(defs, i, d)
+    {
+        if (cloud_definition_mode(d) == CLOUD_MODE_LOCAL) return 1;
+    }
+    return 0;
+}
+
+/* The assignment lets go of the bytes as received (*transcript, NULL
+ * after; a no-op when already gone): from now on it holds its image (and
+ * its runs' small state), and its reservation shrinks to that. */
+static void drop_bytes(actx *x, rcbuf **transcript, size_t image_len)
+{
+    if (*transcript == NULL) return;
+    rcbuf_release(*transcript);
+    *transcript = NULL;
+    worker_memory_settle(x, (uint64_t)image_len + image_len / 8);
+}
+
 void worker_process(actx *x)
 {
     const assign_env *env = x->env;
@@ -154,6 +177,12 @@ void worker_process(actx *x)
         defs = local_definitions(x);
     }
     tm[2] = worker_mono_us();
+    /* The bytes as received serve local runs only (the ring and the
+     * archive hold their own references). A plan's run keeps its
+     * definition's mode (worker_plan_match), so without a local definition
+     * no run needs them: only the image stays through the conditions, the
+     * plan and the runs. */
+    if (!defs_have_local(defs)) drop_bytes(x, &transcript, image_len);
     /* One jail session serves its managed evaluations in turn (closed at the
      * end, whichever way the assignment ends); with at most one, a session
      * would only add its holder: that one runs alone. */
@@ -187,18 +216,11 @@ void worker_process(actx *x)
         worker_fail_assignment(x, err.name, err.msg, NULL);
         goto done;
     }
-    /* The bytes as received serve local runs only (the ring and the
-     * archive hold their own references): without one, the image alone
-     * stays while the runs execute. */
+    /* a local definition the plan did not select: no run needs the bytes */
     int local_runs = 0;
     for (size_t i = 0; i < x->nruns && !local_runs; i++)
         local_runs = x->runs[i].run->mode == CLOUD_MODE_LOCAL;
-    if (!local_runs) {
-        rcbuf_release(transcript);
-        transcript = NULL;
-        /* from now on it holds its image (and its runs' small state) */
-        worker_memory_settle(x, (uint64_t)image_len + image_len / 8);
-    }
+    if (!local_runs) drop_bytes(x, &transcript, image_len);
     ws_runs_started(x);
     worker_hb_add(env->hb, x);
     tm[5] = worker_mono_us();
