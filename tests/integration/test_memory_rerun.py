@@ -9,12 +9,16 @@ and the re-runs are counted (status, metrics) and logged once each. Also
 the one exception the README states: with a budget below the base plus one
 --sandbox-memory-mb, an evaluation that needs more than fits ends as a
 memory limit (here a playground evaluation of a 350 MB string, which
-succeeds without the budget)."""
+succeeds without the budget). And the playground under a budget that holds
+one sandbox beside the workload: while a live run holds it, POST
+/v1/evaluate answers 503 memory_budget_full after its short wait; once the
+run is over it evaluates."""
 
 import json
 import os
 import signal
 import unittest
+import urllib.error
 import urllib.request
 
 from emulator_harness import EmulatorProcess, definition, definitions_file, wait_for
@@ -46,12 +50,24 @@ def metrics(port):
         return r.read().decode()
 
 
-def playground(port, source):
+def playground(port, source, status_code=False):
     body = json.dumps({"kind": "evaluator", "source": source, "eval_key": "q"}).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/evaluate", data=body,
                                  headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(req, timeout=120) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            out = json.loads(r.read())
+            return (r.status, out) if status_code else out
+    except urllib.error.HTTPError as e:
+        if not status_code:
+            raise
+        return e.code, json.loads(e.read())
+
+
+# a live run that holds its sandbox for several seconds
+SLOW = [definition("slow", "Slow", "score",
+                   "EvalResult(score=Score(len([i for i in range(400000000) if i < 0])))",
+                   timeout=60)]
 
 
 class MemoryRerunTest(unittest.TestCase):
@@ -121,6 +137,55 @@ class MemoryRerunTest(unittest.TestCase):
         self.assertFalse(tight["more"]["ok"], tight["more"])
         self.assertEqual((tight["more"]["stage"], tight["more"]["error_type"]),
                          ("limit", "memory"), tight["more"])
+
+    def test_playground_answers_503_when_no_room(self):
+        path = definitions_file(SLOW)
+        emu = EmulatorProcess("--definitions", path, "--sessions", "1", "--poll-seconds", "1",
+                              "--lease-seconds", "60")
+        emu.start()
+        scs = []
+        try:
+            common = ["--insecure-open-admin", "--sandbox-reserve-mb", "64"]
+
+            def start(extra):
+                sc = Sidecar(emu.base, token="emulator-token", concurrency=1,
+                             extra=common + extra)
+                scs.append(sc)
+                line = sc.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
+                self.assertIsNotNone(line, sc.raw_log()[-3000:])
+                return sc, line["port"]
+            # the tree at start, from a sidecar with no server to work for
+            probe = Sidecar("http://127.0.0.1:9", token="x", concurrency=1,
+                            extra=common + ["--memory-limit-mb", "0"])
+            scs.append(probe)
+            line = probe.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
+            self.assertIsNotNone(line, probe.raw_log()[-3000:])
+            base = status(line["port"])["memory"]["base_bytes"]
+            probe.stop()
+            # room for the ring (32), one assignment and one sandbox, not two
+            budget_mb = (base >> 20) + 32 + 64 + 40
+            sc, port = start(["--memory-limit-mb", str(budget_mb)])
+            held = wait_for(lambda: status(port)["memory"]["sandboxes_reserved"] >= 1, 60, 0.05)
+            self.assertTrue(held, sc.raw_log()[-3000:])
+            code, body = playground(port, "EvalResult(score=Score(1.0))", status_code=True)
+            self.assertEqual(code, 503, body)
+            self.assertEqual(body["error"]["code"], "memory_budget_full", body)
+            mem = status(port)["memory"]
+            self.assertGreaterEqual(mem["sandboxes_refused"], 1, mem)
+            self.assertIn("failproofai_sidecar_memory_refused_total 1", metrics(port))
+            # the run ends: the playground evaluates again
+            self.assertTrue(wait_for(lambda: emu.state()["runs"]["committed"] == 1, 300, 0.2),
+                            sc.raw_log()[-3000:])
+            self.assertTrue(wait_for(
+                lambda: status(port)["memory"]["sandboxes_reserved"] == 0, 60, 0.05))
+            code, body = playground(port, "EvalResult(score=Score(1.0))", status_code=True)
+            self.assertEqual(code, 200, body)
+            self.assertTrue(body["ok"], body)
+        finally:
+            for sc in scs:
+                sc.stop(signal.SIGKILL)
+            emu.stop()
+            os.unlink(path)
 
 
 if __name__ == "__main__":
