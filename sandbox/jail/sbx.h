@@ -273,7 +273,8 @@ typedef struct {
 } sbx_gate;
 
 /* Sets the pool's gate (copied; ud borrowed and outliving the pool's
- * evaluations), or clears it (NULL). Call before evaluations start. */
+ * evaluations), or clears it (NULL). An evaluation keeps the gate it began
+ * with: one cleared while it runs still lets it go. Thread-safe. */
 void sbx_pool_set_gate(sbx_pool *pool, const sbx_gate *gate);
 
 /* Counters since pool creation (tests, metrics). */

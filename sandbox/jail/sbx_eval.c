@@ -157,7 +157,7 @@ static uint64_t anon_bytes(pid_t pid, int tree)
 int sbx_watch_stop(sbx_run *r)
 {
     if (r == NULL || r->ticket == NULL || r->watch_pid <= 0) return 0;
-    const sbx_gate *g = &r->pool->gate;
+    const sbx_gate *g = &r->gate;
     sbx_ticket *t = r->ticket;
     uint64_t bytes = 0;
     int stop = atomic_load(&t->stop) != 0;
@@ -174,10 +174,12 @@ int sbx_watch_stop(sbx_run *r)
 
 void sbx_pool_set_gate(sbx_pool *pool, const sbx_gate *gate)
 {
+    pthread_mutex_lock(&pool->mu);
     if (gate != NULL)
         pool->gate = *gate;
     else
         memset(&pool->gate, 0, sizeof pool->gate);
+    pthread_mutex_unlock(&pool->mu);
 }
 
 int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_run *r,
@@ -218,10 +220,15 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
     }
 
     double gate_ms = 0;
-    if (pool->gate.enter != NULL && ticket != NULL) {
+    /* the run keeps the gate it was admitted by (one cleared meanwhile
+     * still lets it go) */
+    pthread_mutex_lock(&pool->mu);
+    r->gate = pool->gate;
+    pthread_mutex_unlock(&pool->mu);
+    if (r->gate.enter != NULL && ticket != NULL) {
         ticket->cls = gate_class(req);
         atomic_store(&ticket->stop, 0);
-        int g = pool->gate.enter(pool->gate.ud, ticket, req->cancel);
+        int g = r->gate.enter(r->gate.ud, ticket, req->cancel);
         if (g == -3) {
             out->wait_ms = now_ms() - r->t0;
             set_status(out, SBX_CANCELLED, NULL, "cancelled while waiting for memory");
@@ -245,7 +252,7 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
     int rc = acquire_slot(pool, r->wait_deadline, req->cancel, r->playground);
     out->wait_ms = gate_ms + now_ms() - r->t0;
     if (rc != 0 && r->ticket != NULL) {
-        pool->gate.leave(pool->gate.ud, r->ticket);
+        r->gate.leave(r->gate.ud, r->ticket);
         r->ticket = NULL;
     }
     if (rc == -3) {
@@ -289,8 +296,8 @@ int sbx_run_begin(sbx_pool *pool, const sbx_request *req, int check_only, sbx_ru
      * mapped session image and a reserve for the child's code, stacks and
      * scratch buffers (the kernel's RLIMIT_AS stays the backstop). */
     size_t as_bytes = (size_t)pool->cfg.memory_mb << 20, reserve;
-    if (r->ticket != NULL && pool->gate.child_cap > 0 && pool->gate.child_cap < as_bytes)
-        as_bytes = (size_t)pool->gate.child_cap;
+    if (r->ticket != NULL && r->gate.child_cap > 0 && r->gate.child_cap < as_bytes)
+        as_bytes = (size_t)r->gate.child_cap;
     reserve = as_bytes / 16;
     if (reserve < ((size_t)24 << 20)) reserve = (size_t)24 << 20;
     hdr->max_alloc_bytes = as_bytes > hdr->image_len + 2 * reserve
@@ -305,7 +312,7 @@ void sbx_run_end(sbx_pool *pool, sbx_run *r, sbx_outcome *out)
     if (r->handed && out->run_ms == 0) out->run_ms = now_ms() - r->t_run;
     atomic_fetch_sub(&pool->active, 1);
     release_slot(pool, r->playground);
-    if (r->ticket != NULL) pool->gate.leave(pool->gate.ud, r->ticket);
+    if (r->ticket != NULL) r->gate.leave(r->gate.ud, r->ticket);
     r->ticket = NULL;
 }
 

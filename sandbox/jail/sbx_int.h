@@ -95,7 +95,7 @@ struct sbx_pool {
     atomic_int active;
     atomic_ulong spawned, forked, started, reaped, zygotes, holders, reruns;
 
-    sbx_gate gate; /* the memory budget's (sbx_pool_set_gate); gate.enter NULL: none */
+    sbx_gate gate; /* under mu: the memory budget's (sbx_pool_set_gate); enter NULL: none */
 };
 
 static inline double now_ms(void)
@@ -133,6 +133,7 @@ typedef struct {
     jail_request hdr;       /* its header; for a session, flags and image_len
                                from the session's image                      */
     sbx_pool *pool;         /* the pool it runs in                           */
+    sbx_gate gate;          /* the pool's gate when it began (copied)        */
     sbx_ticket *ticket;     /* the gate's admission (NULL: no gate)          */
     pid_t watch_pid;        /* the child whose memory the gate watches       */
     int watch_tree;         /* 1: also the child's children (a holder's)     */
