@@ -319,13 +319,13 @@ int jail_prepare(jail_prepared *p)
 }
 
 /* A child populates nothing up front: it faults in the pages an evaluation
- * touches, copy-on-write from the zygote. Populating every page the zygote
- * had written, plus a heap reserve, plus a warm-up evaluation in each
- * pre-started child cost more CPU than the evaluation (bench_jail: 0.94 ->
- * 0.48 ms per evaluation) and did not make the evaluation faster: a fault
- * costs what populating that page does (~1.7 us on a small VM) and only the
- * pages used are faulted. A big session needs no malloc reserve either: the
- * values a walk over it allocates live in the collector's own mappings. */
+ * touches, copy-on-write from the zygote (only the collector's heap, as it
+ * grows during an evaluation, is populated a section at a time: alloc.c). Populating every page the
+ * zygote had written, plus a heap reserve, plus a warm-up evaluation in each pre-started child cost
+ * more CPU than the evaluation (bench_jail: 0.94 -> 0.48 ms per evaluation) and did not make the
+ * evaluation faster: a fault costs what populating that page does (~1.7 us on a small VM) and only
+ * the pages used are faulted. A big session needs no malloc reserve either: the values a walk over
+ * it allocates live in the collector's own mappings. */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
 {
     /* The fd contract: 0 a socket, 1 a pipe; nothing above 2 is open, and
