@@ -658,7 +658,7 @@ int store_archive_open(const store_archive_options *opt, store_archive **out, st
     a->opt.state_db_path = a->state_path;
     a->max_bytes = opt->max_bytes;
     a->level = opt->zstd_level ? opt->zstd_level : 3;
-    if (a->opt.queue_max <= 0) a->opt.queue_max = 16;
+    if (a->opt.queue_max <= 0) a->opt.queue_max = 256;
     if (a->opt.queue_max_bytes <= 0) a->opt.queue_max_bytes = 64LL << 20;
     pthread_mutex_init(&a->wmu, NULL);
     pthread_mutex_init(&a->rmu, NULL);

@@ -46,7 +46,11 @@
  * background thread (at a lower CPU priority than live work) that
  * compresses and inserts what store_archive_submit queued; the queue holds
  * references to the transcripts (no copy), at most queue_max entries and
- * queue_max_bytes bytes, and releases each as soon as it is written. Reads
+ * queue_max_bytes bytes, and releases each as soon as it is written. The
+ * bytes are the bound that matters (they are what the queue holds); the
+ * entry bound is generous, because the writer yields the CPU to live work
+ * and falls behind a burst of small sessions on a loaded machine, where a
+ * 16-entry queue dropped some of 80 sessions of 20-150 KiB. Reads
  * use their own connection and never wait for the writer (WAL).
  * Strings passed in are borrowed. Returned arrays and buffers are owned by
  * the caller and released with the matching *_free (buffers with free()).
@@ -74,7 +78,7 @@ typedef struct {
                                   0: read-only (store_archive_submit/put refuse) */
     double max_age_s;          /* entries older than this are evicted; <= 0: no age bound */
     int zstd_level;            /* 0 means 3 */
-    int queue_max;             /* transcripts waiting for the writer thread; 0 means 16 */
+    int queue_max;             /* transcripts waiting for the writer thread; 0 means 256 */
     int64_t queue_max_bytes;   /* their bytes; 0 means 64 MiB */
     int no_writer_thread;      /* tests: 1 = no thread; store_archive_submit then refuses and
                                   store_archive_put writes synchronously */

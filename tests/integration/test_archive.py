@@ -257,7 +257,7 @@ class CrashWhileArchiving(ArchiveBase):
 
 
 class FullDisk(ArchiveBase):
-    # Sessions go in waves smaller than the archive's queue (16 entries), each
+    # Sessions go in waves of a few MiB, within the archive's queue, each
     # drained before the next: on a loaded machine the writer (which yields
     # the CPU to live work) falls behind a burst, and a transcript the full
     # queue refuses is counted as queue_full, not as the full disk under test.
