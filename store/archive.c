@@ -39,6 +39,51 @@ static const char SCHEMA_SQL[] =
     "CREATE INDEX IF NOT EXISTS entries_archived ON entries(archived_at);"
     "CREATE INDEX IF NOT EXISTS entries_session ON entries(session_id, id);";
 
+/* The writer's statements, prepared once on its connection (at their first
+ * use) and reset after each use, not prepared again for every insert. */
+enum {
+    WS_BEGIN,
+    WS_COMMIT,
+    WS_LOOKUP,
+    WS_MOVE,
+    WS_DELETE,
+    WS_INSERT,
+    WS_AGED,
+    WS_EVICT_AGED,
+    WS_OLDEST,
+    WS_PAGES,
+    WS_FREE_PAGES,
+    WS_N
+};
+static const char *const WS_SQL[WS_N] = {
+    [WS_BEGIN] = "BEGIN IMMEDIATE",
+    [WS_COMMIT] = "COMMIT",
+    [WS_LOOKUP] = "SELECT id, raw_bytes FROM entries WHERE session_id = ?1 AND"
+                  " coalesce(session_revision_id, '') = coalesce(?2, '') AND sha256 = ?3"
+                  " ORDER BY id DESC LIMIT 1",
+    /* The copy is made before the evictions, which may take the old row. */
+    [WS_MOVE] = "INSERT INTO entries(session_id, session_revision_id, assignment_id, archived_at,"
+                " raw_bytes, stored_bytes, sha256, codec, data) SELECT session_id,"
+                " session_revision_id, ?2, ?3, raw_bytes, stored_bytes, sha256, codec, data"
+                " FROM entries WHERE id = ?1",
+    [WS_DELETE] = "DELETE FROM entries WHERE id = ?1",
+    [WS_INSERT] = "INSERT INTO entries(session_id, session_revision_id, assignment_id,"
+                  " archived_at, raw_bytes, stored_bytes, sha256, codec, data)"
+                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'zstd', ?8)",
+    [WS_AGED] = "SELECT count(*), total(raw_bytes) FROM entries WHERE archived_at < ?1",
+    [WS_EVICT_AGED] = "DELETE FROM entries WHERE archived_at < ?1",
+    [WS_OLDEST] = "SELECT id, raw_bytes FROM entries ORDER BY id LIMIT 1",
+    [WS_PAGES] = "PRAGMA page_count",
+    [WS_FREE_PAGES] = "PRAGMA freelist_count",
+};
+
+/* What one transaction changes in the entries kept, applied to the figures
+ * once it commits (so they follow the file without a scan of it). */
+typedef struct {
+    int64_t entries, raw;
+    size_t evicted;
+} tx_delta;
+
 typedef struct qitem {
     struct qitem *next;
     char *session_id, *session_revision_id, *assignment_id; /* owned */
@@ -58,6 +103,7 @@ struct store_archive {
     sqlite3 *w;
     ZSTD_CCtx *cctx;
     int64_t page_size;
+    sqlite3_stmt *ws[WS_N]; /* owned, prepared on first use (wstmt) */
 
     /* The read connection (under rmu) and the state database's (under smu,
      * opened at the first baseline query). */
@@ -224,6 +270,52 @@ static void close_db(sqlite3 **db)
     *db = NULL;
 }
 
+/* Writer held. The writer's statement `which`, prepared on first use; the
+ * caller resets it (wdone) when done with it. NULL on failure, with the
+ * error in *err. */
+static sqlite3_stmt *wstmt(store_archive *a, int which, store_err *err)
+{
+    if (a->ws[which] == NULL) {
+        int rc = sqlite3_prepare_v3(a->w, WS_SQL[which], -1, SQLITE_PREPARE_PERSISTENT,
+                                    &a->ws[which], NULL);
+        if (rc != SQLITE_OK) {
+            (void)sqlfail(err, a->w, rc, "prepare");
+            sqlite3_finalize(a->ws[which]);
+            a->ws[which] = NULL;
+            return NULL;
+        }
+    }
+    return a->ws[which];
+}
+
+/* Resets s and clears its bindings (the borrowed strings and blob go). */
+static void wdone(sqlite3_stmt *s)
+{
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+}
+
+/* Steps the writer's statement s (from wstmt, bound by the caller; NULL when
+ * wstmt failed) to its end: 0 on SQLITE_DONE, else the error in *err naming
+ * op. Resets it either way. */
+static int wrun(store_archive *a, sqlite3_stmt *s, const char *op, store_err *err)
+{
+    int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
+    if (s) wdone(s);
+    if (s && rc == SQLITE_DONE) return STORE_OK;
+    return s ? sqlfail(err, a->w, rc, op) : (err ? err->code : STORE_ERROR);
+}
+
+/* The single-integer result of a writer's pragma statement, or -1. */
+static int64_t wpragma(store_archive *a, int which, store_err *err)
+{
+    sqlite3_stmt *s = wstmt(a, which, err);
+    if (s == NULL) return -1;
+    int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    wdone(s);
+    return v;
+}
+
 /* A writer's archive that does not open as a database is moved aside and
  * started anew: the archive is a cache of what the worker saw, never the
  * only copy of anything the worker needs. */
@@ -266,34 +358,53 @@ static void refresh_totals(store_archive *a, sqlite3 *db)
 
 /* Writer held, transaction open. Deletes the oldest entries while the
  * entries in use plus `reserve` bytes exceed max_bytes, after those older
- * than the age bound. *n counts the deleted. */
-static int evict(store_archive *a, double now, int64_t reserve, size_t *n, store_err *err)
+ * than the age bound; counts them in *d. */
+static int evict(store_archive *a, double now, int64_t reserve, tx_delta *d, store_err *err)
 {
-    int rc;
+    int code;
     if (a->opt.max_age_s > 0) {
-        sqlite3_stmt *s = NULL;
-        rc = sqlite3_prepare_v2(a->w, "DELETE FROM entries WHERE archived_at < ?1", -1, &s, NULL);
-        if (rc == SQLITE_OK) {
-            sqlite3_bind_double(s, 1, now - a->opt.max_age_s);
-            rc = sqlite3_step(s);
+        sqlite3_stmt *s = wstmt(a, WS_AGED, err);
+        if (s == NULL) return err ? err->code : STORE_ERROR;
+        sqlite3_bind_double(s, 1, now - a->opt.max_age_s);
+        int64_t aged = 0, aged_raw = 0;
+        int rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW) {
+            aged = sqlite3_column_int64(s, 0);
+            aged_raw = (int64_t)sqlite3_column_double(s, 1);
         }
-        sqlite3_finalize(s);
-        if (rc != SQLITE_DONE) return sqlfail(err, a->w, rc, "evict by age");
-        *n += (size_t)sqlite3_changes(a->w);
+        wdone(s);
+        if (rc != SQLITE_ROW) return sqlfail(err, a->w, rc, "evict by age");
+        if (aged > 0) {
+            s = wstmt(a, WS_EVICT_AGED, err);
+            if (s) sqlite3_bind_double(s, 1, now - a->opt.max_age_s);
+            code = wrun(a, s, "evict by age", err);
+            if (code != STORE_OK) return code;
+            d->entries -= aged;
+            d->raw -= aged_raw;
+            d->evicted += (size_t)aged;
+        }
     }
     for (;;) {
-        int64_t pages = pragma_int(a->w, "PRAGMA page_count");
-        int64_t free_pages = pragma_int(a->w, "PRAGMA freelist_count");
+        int64_t pages = wpragma(a, WS_PAGES, err);
+        int64_t free_pages = pages < 0 ? -1 : wpragma(a, WS_FREE_PAGES, err);
         if (pages < 0 || free_pages < 0)
             return sqlfail(err, a->w, sqlite3_errcode(a->w), "measure pages");
         if ((pages - free_pages) * a->page_size + reserve <= a->max_bytes) return STORE_OK;
-        rc = sqlite3_exec(a->w,
-                          "DELETE FROM entries WHERE id = (SELECT id FROM entries ORDER BY id"
-                          " LIMIT 1)",
-                          NULL, NULL, NULL);
-        if (rc != SQLITE_OK) return sqlfail(err, a->w, rc, "evict oldest");
-        if (sqlite3_changes(a->w) == 0) return STORE_OK; /* empty: the entry fits alone */
-        (*n)++;
+        sqlite3_stmt *s = wstmt(a, WS_OLDEST, err);
+        if (s == NULL) return err ? err->code : STORE_ERROR;
+        int rc = sqlite3_step(s);
+        int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+        int64_t raw = rc == SQLITE_ROW ? sqlite3_column_int64(s, 1) : 0;
+        wdone(s);
+        if (rc == SQLITE_DONE) return STORE_OK; /* empty: the entry fits alone */
+        if (rc != SQLITE_ROW) return sqlfail(err, a->w, rc, "evict oldest");
+        s = wstmt(a, WS_DELETE, err);
+        if (s) sqlite3_bind_int64(s, 1, id);
+        code = wrun(a, s, "evict oldest", err);
+        if (code != STORE_OK) return code;
+        d->entries--;
+        d->raw -= raw;
+        d->evicted++;
     }
 }
 
@@ -314,77 +425,54 @@ static int64_t reserve_for(const store_archive *a, int64_t stored)
 
 /* Writer held. One transaction: evictions, then the entry (or, for bytes
  * already archived under the same session revision, the existing entry
- * moved to the new assignment and time). */
+ * moved to the new assignment and time). *d gets what it changed once it
+ * commits (left zero otherwise). */
 static int insert_tx(store_archive *a, const store_archive_meta *m, double at, const char *sha,
-                     size_t raw_len, const void *z, size_t zlen, int64_t *id, size_t *evicted,
+                     size_t raw_len, const void *z, size_t zlen, int64_t *id, tx_delta *d,
                      store_err *err)
 {
-    int code = exec(a->w, "BEGIN IMMEDIATE", "begin", err);
+    tx_delta t = {0};
+    int code = wrun(a, wstmt(a, WS_BEGIN, err), "begin", err);
     if (code != STORE_OK) return code;
-    sqlite3_stmt *s = NULL;
-    int64_t old = 0;
-    int rc = sqlite3_prepare_v2(a->w,
-                                "SELECT id, stored_bytes FROM entries WHERE session_id = ?1 AND"
-                                " coalesce(session_revision_id, '') = coalesce(?2, '') AND"
-                                " sha256 = ?3 ORDER BY id DESC LIMIT 1",
-                                -1, &s, NULL);
-    int64_t old_stored = 0;
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_text(s, 1, m->session_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, m->session_revision_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, sha, -1, SQLITE_STATIC);
-        rc = sqlite3_step(s);
-        if (rc == SQLITE_ROW) {
-            old = sqlite3_column_int64(s, 0);
-            old_stored = sqlite3_column_int64(s, 1);
-            rc = SQLITE_DONE;
-        }
+    sqlite3_stmt *s = wstmt(a, WS_LOOKUP, err);
+    if (s == NULL) {
+        code = err ? err->code : STORE_ERROR;
+        goto fail;
     }
-    sqlite3_finalize(s);
-    s = NULL;
-    if (rc != SQLITE_DONE) {
+    sqlite3_bind_text(s, 1, m->session_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, m->session_revision_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, sha, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(s);
+    int64_t old = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
+    int64_t old_raw = rc == SQLITE_ROW ? sqlite3_column_int64(s, 1) : 0;
+    wdone(s);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         code = sqlfail(err, a->w, rc, "look up entry");
         goto fail;
     }
     if (old) {
-        /* The copy is made before the evictions, which may take the old row. */
-        rc = sqlite3_prepare_v2(a->w,
-                                "INSERT INTO entries(session_id, session_revision_id,"
-                                " assignment_id, archived_at, raw_bytes, stored_bytes, sha256,"
-                                " codec, data) SELECT session_id, session_revision_id, ?2, ?3,"
-                                " raw_bytes, stored_bytes, sha256, codec, data FROM entries"
-                                " WHERE id = ?1",
-                                -1, &s, NULL);
-        if (rc == SQLITE_OK) {
+        s = wstmt(a, WS_MOVE, err);
+        if (s) {
             sqlite3_bind_int64(s, 1, old);
             sqlite3_bind_text(s, 2, m->assignment_id, -1, SQLITE_STATIC);
             sqlite3_bind_double(s, 3, at);
-            rc = sqlite3_step(s);
         }
-        sqlite3_finalize(s);
-        s = NULL;
-        if (rc != SQLITE_DONE) {
-            code = sqlfail(err, a->w, rc, "move entry");
-            goto fail;
-        }
-        int64_t nid = sqlite3_last_insert_rowid(a->w);
-        char del[96];
-        snprintf(del, sizeof del, "DELETE FROM entries WHERE id = %lld", (long long)old);
-        code = exec(a->w, del, "move entry", err);
+        code = wrun(a, s, "move entry", err);
         if (code != STORE_OK) goto fail;
-        (void)old_stored;
-        code = evict(a, time_now(), 0, evicted, err);
+        int64_t nid = sqlite3_last_insert_rowid(a->w);
+        s = wstmt(a, WS_DELETE, err);
+        if (s) sqlite3_bind_int64(s, 1, old);
+        code = wrun(a, s, "move entry", err);
+        if (code != STORE_OK) goto fail;
+        (void)old_raw; /* one row in, one out: the totals stay */
+        code = evict(a, time_now(), 0, &t, err);
         if (code != STORE_OK) goto fail;
         if (id) *id = nid;
     } else {
-        code = evict(a, time_now(), reserve_for(a, (int64_t)zlen), evicted, err);
+        code = evict(a, time_now(), reserve_for(a, (int64_t)zlen), &t, err);
         if (code != STORE_OK) goto fail;
-        rc = sqlite3_prepare_v2(a->w,
-                                "INSERT INTO entries(session_id, session_revision_id,"
-                                " assignment_id, archived_at, raw_bytes, stored_bytes, sha256,"
-                                " codec, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'zstd', ?8)",
-                                -1, &s, NULL);
-        if (rc == SQLITE_OK) {
+        s = wstmt(a, WS_INSERT, err);
+        if (s) {
             sqlite3_bind_text(s, 1, m->session_id, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 2, m->session_revision_id, -1, SQLITE_STATIC);
             sqlite3_bind_text(s, 3, m->assignment_id, -1, SQLITE_STATIC);
@@ -393,25 +481,32 @@ static int insert_tx(store_archive *a, const store_archive_meta *m, double at, c
             sqlite3_bind_int64(s, 6, (sqlite3_int64)zlen);
             sqlite3_bind_text(s, 7, sha, -1, SQLITE_STATIC);
             sqlite3_bind_blob64(s, 8, z, (sqlite3_uint64)zlen, SQLITE_STATIC);
-            rc = sqlite3_step(s);
         }
-        sqlite3_finalize(s);
-        s = NULL;
-        if (rc != SQLITE_DONE) {
-            code = sqlfail(err, a->w, rc, "insert entry");
-            goto fail;
-        }
+        code = wrun(a, s, "insert entry", err);
+        if (code != STORE_OK) goto fail;
+        t.entries++;
+        t.raw += (int64_t)raw_len;
         if (id) *id = sqlite3_last_insert_rowid(a->w);
     }
-    rc = sqlite3_exec(a->w, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK) {
-        code = sqlfail(err, a->w, rc, "commit");
-        goto fail;
-    }
+    code = wrun(a, wstmt(a, WS_COMMIT, err), "commit", err);
+    if (code != STORE_OK) goto fail;
+    *d = t;
     return STORE_OK;
 fail:
     sqlite3_exec(a->w, "ROLLBACK", NULL, NULL, NULL);
     return code;
+}
+
+/* Writer held. The figures after a transaction: its delta when it
+ * committed; a count from the file when it did not (whatever it left). */
+static void apply_delta(store_archive *a, int code, const tx_delta *d)
+{
+    if (code != STORE_OK) {
+        refresh_totals(a, a->w);
+        return;
+    }
+    atomic_fetch_add(&a->entries, d->entries);
+    atomic_fetch_add(&a->raw_total, d->raw);
 }
 
 int store_archive_put(store_archive *a, const store_archive_meta *m, const void *data, size_t len,
@@ -432,7 +527,7 @@ int store_archive_put(store_archive *a, const store_archive_meta *m, const void 
         note_failure(a, "memory", err ? err->msg : NULL);
         return code;
     }
-    size_t evicted = 0;
+    tx_delta d = {0};
     pthread_mutex_lock(&a->wmu);
     size_t zlen = ZSTD_compressCCtx(a->cctx, z, cap, data, len, a->level);
     if (ZSTD_isError(zlen)) {
@@ -442,17 +537,15 @@ int store_archive_put(store_archive *a, const store_archive_meta *m, const void 
                     "entry of %zu compressed bytes does not fit in an archive of %lld bytes", zlen,
                     (long long)a->max_bytes);
     } else {
-        code = insert_tx(a, m, at, sha, len, z, zlen, id, &evicted, err);
-        if (code == STORE_OK) {
-            refresh_totals(a, a->w);
-            checkpoint(a);
-        }
+        code = insert_tx(a, m, at, sha, len, z, zlen, id, &d, err);
+        apply_delta(a, code, &d);
+        if (code == STORE_OK) checkpoint(a);
     }
     pthread_mutex_unlock(&a->wmu);
     free(z);
-    if (evicted) {
-        atomic_fetch_add(&a->evictions, evicted);
-        metrics_add(METRIC_ARCHIVE_EVICTIONS, (double)evicted);
+    if (d.evicted) {
+        atomic_fetch_add(&a->evictions, d.evicted);
+        metrics_add(METRIC_ARCHIVE_EVICTIONS, (double)d.evicted);
     }
     if (code == STORE_OK) {
         atomic_fetch_add(&a->archived, 1);
@@ -467,25 +560,23 @@ int store_archive_put(store_archive *a, const store_archive_meta *m, const void 
 
 int store_archive_prune(store_archive *a, double now, size_t *evicted, store_err *err)
 {
-    size_t n = 0;
+    tx_delta d = {0};
     if (evicted) *evicted = 0;
     if (a == NULL || a->w == NULL) return STORE_OK;
     pthread_mutex_lock(&a->wmu);
-    int code = exec(a->w, "BEGIN IMMEDIATE", "begin", err);
+    int code = wrun(a, wstmt(a, WS_BEGIN, err), "begin", err);
     if (code == STORE_OK) {
-        code = evict(a, now, 0, &n, err);
-        if (code == STORE_OK) {
-            int rc = sqlite3_exec(a->w, "COMMIT", NULL, NULL, NULL);
-            if (rc != SQLITE_OK) code = sqlfail(err, a->w, rc, "commit");
-        }
+        code = evict(a, now, 0, &d, err);
+        if (code == STORE_OK) code = wrun(a, wstmt(a, WS_COMMIT, err), "commit", err);
         if (code != STORE_OK) {
             sqlite3_exec(a->w, "ROLLBACK", NULL, NULL, NULL);
-            n = 0;
+            d = (tx_delta){0};
         }
-        refresh_totals(a, a->w);
+        apply_delta(a, code, &d);
         checkpoint(a);
     }
     pthread_mutex_unlock(&a->wmu);
+    size_t n = d.evicted;
     if (n) {
         atomic_fetch_add(&a->evictions, n);
         metrics_add(METRIC_ARCHIVE_EVICTIONS, (double)n);
@@ -714,6 +805,8 @@ void store_archive_close(store_archive *a)
         qitem_free(q);
     }
     if (a->w) checkpoint(a);
+    for (int i = 0; i < WS_N; i++)
+        sqlite3_finalize(a->ws[i]);
     close_db(&a->w);
     close_db(&a->r);
     close_db(&a->s);

@@ -190,6 +190,7 @@ static void test_corruption_caught(void **state)
     store_archive_stats stt;
     store_archive_stats_get(a, &stt);
     assert_int_equal(stt.entries, 1);
+    assert_int_equal(stt.raw_bytes, 100000);
     store_archive_entry *v = NULL;
     size_t n = 0;
     assert_int_equal(store_archive_list(a, NULL, &v, &n, &e), STORE_OK);
@@ -295,8 +296,13 @@ static void test_bound_by_bytes(void **state)
     assert_int_equal(store_archive_list(a, NULL, &v, &n, &e), STORE_OK);
     assert_int_equal((int64_t)n, st.entries);
     assert_true(n > 5 && n < (size_t)N);
-    for (size_t i = 0; i < n; i++)
+    int64_t raw_kept = 0;
+    for (size_t i = 0; i < n; i++) {
         assert_int_equal(v[i].id, last_id - (int64_t)(n - 1 - i));
+        raw_kept += v[i].raw_bytes;
+    }
+    /* the figures follow the evictions without a scan: they match a listing */
+    assert_int_equal(st.raw_bytes, raw_kept);
     char *data = NULL;
     size_t len = 0;
     assert_int_equal(store_archive_read(a, v[0].id, &data, &len, NULL, &e), STORE_OK);
@@ -371,6 +377,7 @@ static void test_bound_by_age_and_filter(void **state)
     assert_int_equal(ev, 2);
     store_archive_stats_get(a, &st);
     assert_int_equal(st.entries, 3);
+    assert_int_equal(st.raw_bytes, 3);
     store_archive_close(a);
 }
 
