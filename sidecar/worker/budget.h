@@ -3,13 +3,15 @@
  * by account, and what may be admitted now. The account is the tree at
  * start (`base`), the recent-transcript ring's bound, one reservation per
  * assignment in flight (its transcript's bytes times the parent's bytes per
- * transcript byte: the estimate until its Content-Length is known), and one
- * reservation per sandbox running. A claim asks only for the assignments
- * whose estimates fit beside one sandbox reservation, so a claimed
- * assignment never waits on memory and some sandbox can always start;
- * sandbox starts wait for room, but the first one of the tree always
- * starts. Pure: no locks, no clock, no I/O (the worker holds its lock
- * around every call); a budget of 0 bytes admits everything. */
+ * transcript byte: the estimate until its Content-Length is known), one
+ * reservation per sandbox running (the reserve, or what a stopped one was
+ * seen to use), and other holders (the archive's writer); the running
+ * sandboxes' sampled growth beyond their reservations (`excess`) counts
+ * beside it when a start is admitted or a sandbox is to be stopped. A claim asks only for the
+ * assignments whose estimates fit beside one sandbox reservation, so a claimed assignment never
+ * waits on memory and some sandbox can always start; sandbox starts wait for room, but the first
+ * one of the tree always starts. Pure: no locks, no clock, no I/O (the worker holds its lock around
+ * every call); a budget of 0 bytes admits everything. */
 #ifndef FPS_BUDGET_H
 #define FPS_BUDGET_H
 #include <stddef.h>

@@ -2,9 +2,14 @@
  * holds the arithmetic): the claim loop's admission (reserve before a
  * claim, give back what the server did not send), a transcript's
  * Content-Length replacing its estimate (or refusing one that can never
- * fit), sandbox starts admitted against --sandbox-reserve-mb (waiting for
- * room only while heartbeats keep the lease), and the status snapshot.
- * Everything here runs under sh->mu; without a budget it only counts. */
+ * fit), the jail pool's gate through which every sandbox of the tree is
+ * admitted by class (live runs wait while heartbeats keep the lease,
+ * lease-bound conditions never wait, the playground waits briefly, and
+ * backtests keep out of live work's way and are stopped when it waits),
+ * the samples of running sandboxes that stop one outgrowing its
+ * reservation at the budget, the archive writer's holdings, and the status
+ * snapshot. The account is under sh->mu; the gate is installed only with a
+ * budget (worker_gate_pool). */
 #include "sidecar/worker/worker_internal.h"
 
 #include "common/procmem.h"
