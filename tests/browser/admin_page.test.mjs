@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdtempSync, mkdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ARTIFACTS, BIN, XSS, freePort, sleep, waitFor, getJSON, killAll, launchChromium, start, startEmulator } from "./harness.mjs";
+import { ARTIFACTS, BIN, XSS, sleep, waitFor, getJSON, killAll, launchChromium, listenPort, start, startEmulator } from "./harness.mjs";
 
 const TOKEN = "browser-test-token";
 
@@ -47,10 +47,9 @@ before(async () => {
   xssAssignment = (await r.json()).assignment_id;
   assert.ok(xssAssignment, "the emulator names the new assignment");
 
-  const adminPort = await freePort();
-  start(["run", "--server", emuUrl, "--listen", `127.0.0.1:${adminPort}`, "--db", join(dir, "sidecar.db"),
+  const sc = start(["run", "--server", emuUrl, "--listen", "127.0.0.1:0", "--db", join(dir, "sidecar.db"),
     "--worker-id", "browser-test-worker", "--insecure-open-admin"], { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
-  adminUrl = `http://127.0.0.1:${adminPort}`;
+  adminUrl = `http://127.0.0.1:${await listenPort(sc, "the sidecar's admin API")}`;
   await waitFor(async () => (await getJSON(`${adminUrl}/v1/runs?limit=500`)).runs.length >= 30, "runs in the sidecar");
 
   browser = await launchChromium();

@@ -5,15 +5,12 @@
 // against a real emulator and sidecar.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, waitFor, getJSON, launchChromium } from "./harness.mjs";
+import { BIN, waitFor, getJSON, killAll, launchChromium, listenPort, start } from "./harness.mjs";
 
-const BIN = process.env.FPS_BIN;
 const ADMIN = "admin-token-for-the-page";
-const procs = [];
 let browser, page, adminUrl;
 const prompts = [];
 let answer = ADMIN;
@@ -22,14 +19,13 @@ before(async () => {
   assert.ok(BIN, "FPS_BIN must name the failproofai-sidecar binary");
   const dir = mkdtempSync(join(tmpdir(), "fps-token-"));
   writeFileSync(join(dir, "admin.token"), ADMIN + "\n", { mode: 0o600 });
-  const emuPort = await freePort(), adminPort = await freePort();
-  const env = { PATH: process.env.PATH };
-  procs.push(spawn(BIN, ["emulator", "--listen", `127.0.0.1:${emuPort}`, "--token", "t", "--sessions", "0"], { env, stdio: "ignore" }));
-  await waitFor(() => getJSON(`http://127.0.0.1:${emuPort}/emulator/v1/state`), "the emulator");
-  procs.push(spawn(BIN, ["run", "--server", `http://127.0.0.1:${emuPort}`, "--listen", `127.0.0.1:${adminPort}`,
+  const emu = start(["emulator", "--listen", "127.0.0.1:0", "--token", "t", "--sessions", "0"], {});
+  const emuUrl = `http://127.0.0.1:${await listenPort(emu, "the emulator")}`;
+  await waitFor(() => getJSON(`${emuUrl}/emulator/v1/state`), "the emulator");
+  const sc = start(["run", "--server", emuUrl, "--listen", "127.0.0.1:0",
     "--db", join(dir, "sidecar.db"), "--admin-token-file", join(dir, "admin.token")],
-  { env: { ...env, FAILPROOFAI_EVALUATOR_TOKEN: "t" }, stdio: "ignore" }));
-  adminUrl = `http://127.0.0.1:${adminPort}`;
+  { FAILPROOFAI_EVALUATOR_TOKEN: "t" });
+  adminUrl = `http://127.0.0.1:${await listenPort(sc, "the sidecar's admin API")}`;
   await waitFor(async () => (await getJSON(`${adminUrl}/v1/status`)).ready, "a ready sidecar");
   browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
@@ -43,7 +39,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  for (const p of procs) { try { p.kill("SIGKILL"); } catch (_) { /* gone */ } }
+  killAll();
 });
 
 test("a wrong token is refused; the right one is asked for once and drains", async () => {

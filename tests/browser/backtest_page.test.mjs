@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, mkdirSync, renameSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ARTIFACTS, BIN, XSS, freePort, waitFor, getJSON, killAll, launchChromium, start, startEmulator } from "./harness.mjs";
+import { ARTIFACTS, BIN, XSS, waitFor, getJSON, killAll, launchChromium, listenPort, start, startEmulator } from "./harness.mjs";
 
 const TOKEN = "backtest-page-token";
 const ADMIN = "admin-token-of-the-backtest-page";
@@ -62,10 +62,9 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), "fps-backtest-page-"));
   writeFileSync(join(dir, "admin.token"), ADMIN + "\n", { mode: 0o600 });
   const emuUrl = await startEmulator(start, dir, TOKEN, DEFS, ["--sessions", String(SESSIONS), "--seed", "7", "--poll-seconds", "1"]);
-  const adminPort = await freePort();
-  start(["run", "--server", emuUrl, "--listen", `127.0.0.1:${adminPort}`, "--db", join(dir, "sidecar.db"),
+  const sc = start(["run", "--server", emuUrl, "--listen", "127.0.0.1:0", "--db", join(dir, "sidecar.db"),
     "--admin-token-file", join(dir, "admin.token"), "--archive-max-mb", "32"], { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
-  adminUrl = `http://127.0.0.1:${adminPort}`;
+  adminUrl = `http://127.0.0.1:${await listenPort(sc, "the sidecar's admin API")}`;
   // every session evaluated, its runs stored and its transcript archived
   await waitFor(async () => {
     const st = await getJSON(`${adminUrl}/v1/status`);

@@ -13,7 +13,7 @@ import { mkdtempSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BIN, freePort, sleep, waitFor, getJSON, killAll, launchChromium, sendJSON as send, start, startEmulator } from "./harness.mjs";
+import { BIN, sleep, waitFor, getJSON, killAll, launchChromium, sendJSON as send, listenPort, start, startEmulator } from "./harness.mjs";
 
 const TOKEN = "hostile-test-token";
 // an element, an attribute breakout, an svg handler and a script: each sets
@@ -79,11 +79,10 @@ before(async () => {
   evalServer = http.createServer((req, res) => { req.resume(); req.on("end", () => { res.writeHead(500); res.end(XSS); }); });
   await new Promise((r) => evalServer.listen(0, "127.0.0.1", r));
 
-  const adminPort = await freePort();
-  start(["run", "--server", `http://127.0.0.1:${proxy.address().port}`, "--listen", `127.0.0.1:${adminPort}`,
+  const sc = start(["run", "--server", `http://127.0.0.1:${proxy.address().port}`, "--listen", "127.0.0.1:0",
     "--db", join(dir, "sidecar.db"), "--worker-id", "hostile-test-worker", "--insecure-open-admin"],
   { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
-  adminUrl = `http://127.0.0.1:${adminPort}`;
+  adminUrl = `http://127.0.0.1:${await listenPort(sc, "the sidecar's admin API")}`;
   await waitFor(() => getJSON(`${adminUrl}/v1/status`), "the sidecar");
   const r = await send("PUT", `${adminUrl}/v1/evaluators/hostile`, { version: XSS, ttl_seconds: 600,
     endpoint: `http://127.0.0.1:${evalServer.address().port}/run?${URL_XSS}`,

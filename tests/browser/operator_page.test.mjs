@@ -9,7 +9,7 @@ import { mkdtempSync, mkdirSync } from "node:fs";
 import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ARTIFACTS, BIN, XSS, freePort, sleep, waitFor, getJSON, killAll, launchChromium, sendJSON as send, start, startEmulator } from "./harness.mjs";
+import { ARTIFACTS, BIN, XSS, sleep, waitFor, getJSON, killAll, launchChromium, sendJSON as send, listenPort, start, startEmulator } from "./harness.mjs";
 
 const TOKEN = "operator-test-token";
 
@@ -45,10 +45,9 @@ before(async () => {
   evalServer = http.createServer((req, res) => { req.resume(); req.on("end", () => setTimeout(() => { res.writeHead(500, { "Content-Type": "application/json" }); res.end("{}"); }, 2500)); });
   await new Promise((r) => evalServer.listen(0, "127.0.0.1", r));
 
-  const adminPort = await freePort();
-  sidecar = start(["run", "--server", emuUrl, "--listen", `127.0.0.1:${adminPort}`, "--db", join(dir, "sidecar.db"),
+  sidecar = start(["run", "--server", emuUrl, "--listen", "127.0.0.1:0", "--db", join(dir, "sidecar.db"),
     "--worker-id", "operator-test-worker", "--insecure-open-admin"], { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
-  adminUrl = `http://127.0.0.1:${adminPort}`;
+  adminUrl = `http://127.0.0.1:${await listenPort(sidecar, "the sidecar's admin API")}`;
   await waitFor(() => getJSON(`${adminUrl}/v1/status`), "the sidecar");
   const endpoint = `http://127.0.0.1:${evalServer.address().port}/run`;
   let r = await send("PUT", `${adminUrl}/v1/evaluators/broken-judge`, { version: "1.0", endpoint, ttl_seconds: 600,
