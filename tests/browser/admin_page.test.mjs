@@ -70,6 +70,12 @@ test("the page loads, fills its tables and logs no console error", async () => {
   await page.waitForFunction(() => document.getElementById("worker-id").textContent === "browser-test-worker");
   await page.waitForFunction(() => document.querySelector("#chart-throughput svg rect") !== null);
   assert.equal(await page.textContent("#reg-state"), "registered");
+  // the memory card: the tree as measured, and the budget /v1/status reports
+  const mem = (await getJSON(`${adminUrl}/v1/status`)).memory;
+  await page.waitForFunction(() => /\d/.test(document.getElementById("memory-tree").textContent));
+  const budget = await page.textContent("#memory-budget");
+  if (mem.budget_bytes == null) assert.equal(budget, "no budget");
+  else assert.match(budget, /^[0-9.]+ (B|KiB|MiB|GiB)$/);
   await page.screenshot({ path: join(ARTIFACTS, "admin-overview.png"), fullPage: true });
   assert.deepEqual(consoleErrors, []);
 });

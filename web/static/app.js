@@ -178,8 +178,12 @@
     text("memory-tree", mem.tree_bytes != null ? bytes(mem.tree_bytes) : "—");
     text("memory-budget", mem.budget_bytes != null ? bytes(mem.budget_bytes) : "no budget");
     const waiting = [mem.sandboxes_waiting ? `${mem.sandboxes_waiting} sandbox starts` : "", mem.claims_waiting ? "claims" : ""].filter(Boolean).join(", ");
+    // what the budget did since start: sandboxes stopped and run again, and
+    // playground evaluations refused for want of room
+    const acted = [mem.sandbox_reruns ? `${mem.sandbox_reruns} re-run to keep the budget` : "",
+      mem.sandboxes_refused ? `${mem.sandboxes_refused} refused` : ""].filter(Boolean).join(" · ");
     text("memory-detail", mem.budget_bytes != null
-      ? `accounted ${bytes(mem.accounted_bytes ?? 0)} · ${waiting ? "waiting for memory: " + waiting : "nothing waiting"}`
+      ? `accounted ${bytes(mem.accounted_bytes ?? 0)} · ${waiting ? "waiting for memory: " + waiting : "nothing waiting"}${acted ? " · " + acted : ""}`
       : "process tree / budget");
     $("memory-card").className = "card" + (waiting ? " card-warn" : "");
     const store = st.store || {};
