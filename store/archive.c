@@ -104,6 +104,7 @@ struct store_archive {
     ZSTD_CCtx *cctx;
     int64_t page_size;
     sqlite3_stmt *ws[WS_N]; /* owned, prepared on first use (wstmt) */
+    int ws_code;            /* the status of the last wstmt that failed  */
 
     /* The read connection (under rmu) and the state database's (under smu,
      * opened at the first baseline query). */
@@ -272,14 +273,15 @@ static void close_db(sqlite3 **db)
 
 /* Writer held. The writer's statement `which`, prepared on first use; the
  * caller resets it (wdone) when done with it. NULL on failure, with the
- * error in *err. */
+ * error in *err and its status in a->ws_code (callers return that, so the
+ * status does not depend on err being given). */
 static sqlite3_stmt *wstmt(store_archive *a, int which, store_err *err)
 {
     if (a->ws[which] == NULL) {
         int rc = sqlite3_prepare_v3(a->w, WS_SQL[which], -1, SQLITE_PREPARE_PERSISTENT,
                                     &a->ws[which], NULL);
         if (rc != SQLITE_OK) {
-            (void)sqlfail(err, a->w, rc, "prepare");
+            a->ws_code = sqlfail(err, a->w, rc, "prepare");
             sqlite3_finalize(a->ws[which]);
             a->ws[which] = NULL;
             return NULL;
@@ -303,7 +305,7 @@ static int wrun(store_archive *a, sqlite3_stmt *s, const char *op, store_err *er
     int rc = s ? sqlite3_step(s) : SQLITE_ERROR;
     if (s) wdone(s);
     if (s && rc == SQLITE_DONE) return STORE_OK;
-    return s ? sqlfail(err, a->w, rc, op) : (err ? err->code : STORE_ERROR);
+    return s ? sqlfail(err, a->w, rc, op) : a->ws_code;
 }
 
 /* The single-integer result of a writer's pragma statement, or -1. */
@@ -364,7 +366,7 @@ static int evict(store_archive *a, double now, int64_t reserve, tx_delta *d, sto
     int code;
     if (a->opt.max_age_s > 0) {
         sqlite3_stmt *s = wstmt(a, WS_AGED, err);
-        if (s == NULL) return err ? err->code : STORE_ERROR;
+        if (s == NULL) return a->ws_code;
         sqlite3_bind_double(s, 1, now - a->opt.max_age_s);
         int64_t aged = 0, aged_raw = 0;
         int rc = sqlite3_step(s);
@@ -391,7 +393,7 @@ static int evict(store_archive *a, double now, int64_t reserve, tx_delta *d, sto
             return sqlfail(err, a->w, sqlite3_errcode(a->w), "measure pages");
         if ((pages - free_pages) * a->page_size + reserve <= a->max_bytes) return STORE_OK;
         sqlite3_stmt *s = wstmt(a, WS_OLDEST, err);
-        if (s == NULL) return err ? err->code : STORE_ERROR;
+        if (s == NULL) return a->ws_code;
         int rc = sqlite3_step(s);
         int64_t id = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
         int64_t raw = rc == SQLITE_ROW ? sqlite3_column_int64(s, 1) : 0;
@@ -436,7 +438,7 @@ static int insert_tx(store_archive *a, const store_archive_meta *m, double at, c
     if (code != STORE_OK) return code;
     sqlite3_stmt *s = wstmt(a, WS_LOOKUP, err);
     if (s == NULL) {
-        code = err ? err->code : STORE_ERROR;
+        code = a->ws_code;
         goto fail;
     }
     sqlite3_bind_text(s, 1, m->session_id, -1, SQLITE_STATIC);

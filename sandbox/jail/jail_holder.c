@@ -70,7 +70,6 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
         void *m = mmap(NULL, (size_t)img_len, PROT_READ, MAP_PRIVATE, img_fd, 0);
         if (m == MAP_FAILED) jail_die_setup("mapping the session image");
         close(img_fd);
-        img_fd = -1;
         jail_check_image(m, (size_t)img_len);
         /* The validation read every event record: the holder keeps none of
          * it resident (a grandchild faults in what it reads). */
@@ -80,7 +79,6 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
         if (img_len >= JAIL_DROP_MIN_IMAGE) lang_flags = LANG_IMAGE_MAPPED;
     } else if (img_fd >= 0) {
         close(img_fd);
-        img_fd = -1;
     }
     /* What lang_eval counts in a grandchild (lang_limits.stats), left in one
      * shared page that is cleared before each fork. */

@@ -77,7 +77,8 @@ static int holder_start(sbx_session *s, int spawn, fps_err *err)
 static int read_pipe(sbx_session *s, size_t *len)
 {
     if (*len == s->cap) {
-        size_t ncap = s->cap * 2 < JAIL_MAX_OUTCOME + 1 ? s->cap * 2 : JAIL_MAX_OUTCOME + 1;
+        size_t want = s->cap ? s->cap * 2 : OUTCOME_BUF_MIN; /* cap is never 0 */
+        size_t ncap = want < JAIL_MAX_OUTCOME + 1 ? want : JAIL_MAX_OUTCOME + 1;
         char *nb = realloc(s->buf, ncap);
         if (nb == NULL) return -1;
         s->buf = nb;

@@ -1087,7 +1087,7 @@ static void test_sessions_observed_from_outside(void **state)
         sess_raw(b, "len(session.events)", 10, &ob);
         assert_string_equal(oa.line, "{\"ok\": true, \"repr\": \"50\"}");
         assert_string_equal(ob.line, "{\"ok\": true, \"repr\": \"60\"}");
-        pids[2 * i] = oa.pid;
+        pids[(size_t)2 * i] = oa.pid;
         pids[2 * i + 1] = ob.pid;
         sbx_outcome_free(&oa);
         sbx_outcome_free(&ob);
@@ -1133,7 +1133,7 @@ static void test_sessions_observed_from_outside(void **state)
             "holder: rss %ld -> %ld kB, cpu %ld ticks; its grandchild: cpu %ld us, rss %ld kB\n",
             rss0, rss1, cpu1 - cpu0, big.cpu_us, big.peak_rss_kb);
     assert_true(rss1 - rss0 < 2048);
-    assert_true(big.peak_rss_kb > rss1 + 20 * 1024);
+    assert_true(big.peak_rss_kb > rss1 + 20L * 1024);
     assert_true((cpu1 - cpu0) * 1000000 / hz * 4 < big.cpu_us + 20000);
     sbx_outcome_free(&big);
 

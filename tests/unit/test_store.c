@@ -946,7 +946,7 @@ static void test_maintenance_thread_prunes(void **state)
     while (time_mono_ms() < deadline) {
         assert_int_equal(store_stats_get(st, time_now(), &ss, &e), STORE_OK);
         if (ss.rows_pruned >= 20) break;
-        struct timespec ts = {0, 20 * 1000 * 1000};
+        struct timespec ts = {0, 20L * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     assert_true(ss.rows_pruned >= 20);

@@ -181,11 +181,11 @@ static void test_bytes_bound_keeps_the_newest(void **state)
     char path[300];
     new_path(path, sizeof path);
     /* each one compresses to about 100 KB: three fit in 350 KB, not four */
-    store *st = open_at(path, 0, 350 * 1000);
+    store *st = open_at(path, 0, 350L * 1000);
     for (int i = 0; i < 6; i++) {
         char id[16];
         snprintf(id, sizeof id, "bt-%d", i);
-        char *rows = noise(200 * 1000, (unsigned)i + 1);
+        char *rows = noise((size_t)200 * 1000, (unsigned)i + 1);
         assert_int_equal(put(st, id, 1000 + i, rows), STORE_OK);
         free(rows);
     }
@@ -197,12 +197,12 @@ static void test_bytes_bound_keeps_the_newest(void **state)
     int64_t sum = 0;
     for (size_t i = 0; i < n; i++)
         sum += v[i].rows_bytes;
-    assert_true(sum <= 350 * 1000);
+    assert_true(sum <= 350L * 1000);
     assert_string_equal(v[0].id, "bt-5");
     assert_string_equal(v[2].id, "bt-3");
     store_backtests_free(v, n);
     /* one bigger than the whole bound is still kept, alone */
-    char *big = noise(1000 * 1000, 99);
+    char *big = noise((size_t)1000 * 1000, 99);
     assert_int_equal(put(st, "big", 2000, big), STORE_OK);
     assert_int_equal(count(st), 1);
     char *text = NULL;
