@@ -305,6 +305,8 @@ static int do_run(actx *x, size_t i, ws_result *p_out)
     sh->active_runs++;
     worker_gauges_locked(sh);
     pthread_mutex_unlock(&sh->mu);
+    log_debug("run started", LOG_S("assignment_id", x->a.assignment_id),
+              LOG_S("evaluation_run_id", r->run_id), LOG_S("eval_key", r->run->eval_key));
     run_outcome o = {0};
     o.results = json_array();
     o.summary = json_null();

@@ -212,10 +212,14 @@ class FailClosed(Base):
 
 class LeaseLoss(Base):
     def test_lease_lost_cancels_runs(self):
-        # The first heartbeat (sent as the runs start) answers lease_lost and
+        # Once a run is evaluating, the next heartbeat answers lease_lost and
         # the server forgets the lease: the running evaluation is cancelled
-        # (its sandbox killed) and nothing is committed.
-        slow = "EvalResult(score=Score(min(1.0, sum(range(10**7)) / 10**20)))"
+        # (its sandbox killed) and nothing is committed. The evaluation runs
+        # for seconds (far longer than the 1 s heartbeat interval, more so
+        # under a sanitizer), and the loss is scripted only once the
+        # sidecar logs that the run started: a loss answered before any run
+        # began has no run to cancel.
+        slow = "EvalResult(score=Score(len([i for i in range(3 * 10**8) if i < 0])))"
         cloud = FakeCloud([managed("slow", slow, timeout=50), managed("slow2", slow, timeout=50)],
                           sessions=0, heartbeat=1, lease=10).start()
         self.cloud = cloud
@@ -225,9 +229,11 @@ class LeaseLoss(Base):
                 for a in c.assignments.values():
                     a["status"] = "lost"
             return json.dumps(FakeCloud.err("lease_lost", False)).encode()
-        cloud.script("heartbeat", 409, lost)
         self.sidecar = sc = Sidecar(cloud.url)
         cloud.add_session()
+        self.assertTrue(sc.wait_log(lambda l: l.get("msg") == "run started", 60),
+                        sc.raw_log()[-3000:])
+        cloud.script("heartbeat", 409, lost)
         self.assertTrue(sc.wait_log(lambda l: l.get("msg", "").startswith("lease lost")),
                         sc.raw_log()[-3000:])
         self.assertTrue(sc.wait_log(lambda l: l.get("msg") == "run cancelled"
