@@ -107,25 +107,6 @@ void budget_release(budget *b, uint64_t res)
     if (b->assignments > 0) b->assignments--;
 }
 
-int budget_sandbox_fits(const budget *b)
-{
-    if (b->limit == 0 || b->sandboxes == 0) return 1;
-    return budget_in_use(b) + b->sandbox_reserve <= b->limit;
-}
-
-void budget_sandbox_take(budget *b)
-{
-    b->sandboxed += b->sandbox_reserve;
-    b->sandboxes++;
-}
-
-void budget_sandbox_put(budget *b)
-{
-    if (b->sandboxes == 0) return;
-    b->sandboxes--;
-    b->sandboxed -= b->sandbox_reserve;
-}
-
 uint64_t budget_sandbox_need(const budget *b, uint64_t seen)
 {
     uint64_t need = seen + seen / 8;

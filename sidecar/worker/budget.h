@@ -78,23 +78,21 @@ void budget_resize(budget *b, uint64_t *res, uint64_t bytes);
 void budget_set(budget *b, uint64_t *res, uint64_t bytes);
 /* An assignment ends: its reservation goes. */
 void budget_release(budget *b, uint64_t res);
-/* 1 if a sandbox may start now: its reservation fits, or no sandbox runs. */
-int budget_sandbox_fits(const budget *b);
-void budget_sandbox_take(budget *b);
-void budget_sandbox_put(budget *b);
-
-/* ---- sandboxes of any size, their growth, background work ---- */
+/* ---- sandboxes: their reservations, their growth, background work ---- */
 
 /* What a sandbox is admitted against: the reservation, or, for one that
  * was stopped for outgrowing it, what it was seen to use plus an eighth
  * (never above sandbox_max when that is larger than the reserve). */
 uint64_t budget_sandbox_need(const budget *b, uint64_t seen);
-/* 1 if a sandbox of `need` bytes fits now (beside the sampled excess), or
- * no sandbox runs. */
+/* 1 if a sandbox of `need` bytes (its reservation: sandbox_reserve, or
+ * budget_sandbox_need) fits now (beside the sampled excess), or no sandbox
+ * runs. */
 int budget_sandbox_fits_bytes(const budget *b, uint64_t need);
 /* 1 if background work's sandbox of `need` fits now: no live start is
  * waiting, and room for one more live reservation is left beside it. */
 int budget_background_fits(const budget *b, uint64_t need);
+/* A sandbox admitted with a reservation of `bytes`, and let go (a sub with
+ * no sandbox counted changes nothing). */
 void budget_sandbox_add(budget *b, uint64_t bytes);
 void budget_sandbox_sub(budget *b, uint64_t bytes);
 /* A running sandbox reserved `reserved` and was sampled at `bytes`: its

@@ -67,17 +67,17 @@ static void claims_leave_room_for_one_sandbox(void **state)
     assert_int_equal(budget_claimable(&b, 32), 0);
     assert_int_equal(budget_in_use(&b), (40 + 32 + 230) * MIB);
     /* a sandbox is room the claims left */
-    assert_true(budget_sandbox_fits(&b));
-    budget_sandbox_take(&b);
+    assert_true(budget_sandbox_fits_bytes(&b, b.sandbox_reserve));
+    budget_sandbox_add(&b, b.sandbox_reserve);
     assert_int_equal(budget_claimable(&b, 32), 0);
-    assert_false(budget_sandbox_fits(&b)); /* 366 + 64 > 400 */
+    assert_false(budget_sandbox_fits_bytes(&b, b.sandbox_reserve)); /* 366 + 64 > 400 */
     /* one assignment ends: its 46 MiB come back, one more claim fits */
     budget_release(&b, each);
     assert_int_equal(b.assignments, 4);
     assert_int_equal(budget_claimable(&b, 32), 1); /* 400 - 40 - 32 - 184 - 64 = 80 */
-    budget_sandbox_take(&b);                       /* two sandboxes: 128 MiB of room */
+    budget_sandbox_add(&b, b.sandbox_reserve);     /* two sandboxes: 128 MiB of room */
     assert_int_equal(budget_claimable(&b, 32), 0);
-    budget_sandbox_put(&b);
+    budget_sandbox_sub(&b, b.sandbox_reserve);
     assert_int_equal(budget_claimable(&b, 32), 1);
 }
 
@@ -133,16 +133,16 @@ static void first_sandbox_always_starts(void **state)
     budget b;
     budget_init(&b, 100 * MIB, 20 * MIB, 0, 64 * MIB, 1.0);
     b.assigned = 70 * MIB; /* an estimate came out too small */
-    assert_true(budget_sandbox_fits(&b));
-    budget_sandbox_take(&b);
-    assert_false(budget_sandbox_fits(&b));
-    budget_sandbox_put(&b);
-    budget_sandbox_put(&b); /* an extra put changes nothing */
+    assert_true(budget_sandbox_fits_bytes(&b, b.sandbox_reserve));
+    budget_sandbox_add(&b, b.sandbox_reserve);
+    assert_false(budget_sandbox_fits_bytes(&b, b.sandbox_reserve));
+    budget_sandbox_sub(&b, b.sandbox_reserve);
+    budget_sandbox_sub(&b, b.sandbox_reserve); /* an extra put changes nothing */
     assert_int_equal(b.sandboxes, 0);
     assert_int_equal(b.sandboxed, 0);
     b.assigned = 0;
-    budget_sandbox_take(&b);
-    assert_false(budget_sandbox_fits(&b)); /* 20 + 64 + 64 > 100 */
+    budget_sandbox_add(&b, b.sandbox_reserve);
+    assert_false(budget_sandbox_fits_bytes(&b, b.sandbox_reserve)); /* 20 + 64 + 64 > 100 */
 }
 
 static void no_budget_admits_everything(void **state)
@@ -153,8 +153,8 @@ static void no_budget_admits_everything(void **state)
     assert_int_equal(budget_claimable(&b, 32), 32);
     budget_claim(&b, 32);
     for (int i = 0; i < 10; i++) {
-        assert_true(budget_sandbox_fits(&b));
-        budget_sandbox_take(&b);
+        assert_true(budget_sandbox_fits_bytes(&b, b.sandbox_reserve));
+        budget_sandbox_add(&b, b.sandbox_reserve);
     }
 }
 
