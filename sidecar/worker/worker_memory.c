@@ -120,14 +120,7 @@ static int cancelled(const atomic_int *cancel)
  * looked at that often). */
 static void mem_wait(worker_shared *sh)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&sh->mem_cv, &sh->mu, &ts);
+    (void)time_cond_wait_until(&sh->mem_cv, &sh->mu, time_mono_ms() + 100);
 }
 
 /* 1 while background work must keep out: a live start or the claim loop
