@@ -58,7 +58,7 @@ enum {
 static const char *const WS_SQL[WS_N] = {
     [WS_BEGIN] = "BEGIN IMMEDIATE",
     [WS_COMMIT] = "COMMIT",
-    [WS_LOOKUP] = "SELECT id, raw_bytes FROM entries WHERE session_id = ?1 AND"
+    [WS_LOOKUP] = "SELECT id FROM entries WHERE session_id = ?1 AND"
                   " coalesce(session_revision_id, '') = coalesce(?2, '') AND sha256 = ?3"
                   " ORDER BY id DESC LIMIT 1",
     /* The copy is made before the evictions, which may take the old row. */
@@ -446,7 +446,6 @@ static int insert_tx(store_archive *a, const store_archive_meta *m, double at, c
     sqlite3_bind_text(s, 3, sha, -1, SQLITE_STATIC);
     int rc = sqlite3_step(s);
     int64_t old = rc == SQLITE_ROW ? sqlite3_column_int64(s, 0) : 0;
-    int64_t old_raw = rc == SQLITE_ROW ? sqlite3_column_int64(s, 1) : 0;
     wdone(s);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         code = sqlfail(err, a->w, rc, "look up entry");
@@ -466,7 +465,7 @@ static int insert_tx(store_archive *a, const store_archive_meta *m, double at, c
         if (s) sqlite3_bind_int64(s, 1, old);
         code = wrun(a, s, "move entry", err);
         if (code != STORE_OK) goto fail;
-        (void)old_raw; /* one row in, one out: the totals stay */
+        /* one row in, one out: the totals stay */
         code = evict(a, time_now(), 0, &t, err);
         if (code != STORE_OK) goto fail;
         if (id) *id = nid;

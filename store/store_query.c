@@ -713,8 +713,7 @@ static const char CATALOG_SQL[] =
     " n.assignment_id, n.claimed_at, x.id, x.created_at,"
     " json_extract(d.descriptor_json, '$.evaluator_source'),"
     " coalesce(json_extract(d.descriptor_json, '$.source_checksum'),"
-    "   json_extract(n.def, '$.source_checksum')),"
-    " (SELECT count(*) FROM recent)"
+    "   json_extract(n.def, '$.source_checksum'))"
     " FROM newest n LEFT JOIN runs x ON x.seq = n.run_seq LEFT JOIN run_docs d ON d.seq = x.seq"
     " ORDER BY n.k";
 
