@@ -110,7 +110,7 @@ static int save(backtest_jobs *j, job *b)
     char *summary_s = summary ? json_dumps(summary, JSON_COMPACT) : NULL;
     json_decref(summary);
     char *request_s = json_dumps(b->request, JSON_COMPACT);
-    char why[768];
+    char why[BACKTEST_ERROR_MAX];
     int failed = backtest_error(b->bt, why, sizeof why);
     store_backtest r = {.id = b->id,
                         .state = (char *)backtest_state_name(backtest_get_state(b->bt)),
@@ -185,7 +185,7 @@ static json_t *doc(const job *b, int full)
 {
     long done = 0, total = 0;
     backtest_progress(b->bt, &done, &total);
-    char why[768];
+    char why[BACKTEST_ERROR_MAX];
     int failed = backtest_error(b->bt, why, sizeof why);
     json_t *d = doc_new(b->id, backtest_state_name(backtest_get_state(b->bt)), done, total,
                         b->created_at, failed ? why : NULL);

@@ -52,8 +52,8 @@ struct backtest {
     pthread_t th;
     backtest_state state;
     json_t *summary;
-    char error[768]; /* failed: why (the first reason; under mu) */
-    int failed;      /* under mu */
+    char error[BACKTEST_ERROR_MAX]; /* failed: why (the first reason; under mu) */
+    int failed;                     /* under mu */
 };
 
 const char *backtest_state_name(backtest_state s)
@@ -844,26 +844,26 @@ static void check_defs(backtest *bt, json_t *defs, const char *what)
 
 /* Opens the archive (the sessions' source, or the production baseline's)
  * and, when the sessions come from it, lists them (backtest_start, so that
- * the total is known at once): 0, or -1 with the backtest failed (an
- * archive removed, unreadable or not a database): it still starts, and
- * ends "failed" at once, so that the reason stays with it. */
-static int open_archive(backtest *bt)
+ * the total is known at once). An archive removed, unreadable or not a
+ * database fails the backtest (fail): it still starts, and ends "failed"
+ * at once, so that the reason stays with it. */
+static void open_archive(backtest *bt)
 {
-    if (bt->archive_path == NULL) return 0;
+    if (bt->archive_path == NULL) return;
     store_archive_options ao = {.path = bt->archive_path, .state_db_path = bt->cfg.db_path};
     store_err se;
     if (store_archive_open(&ao, &bt->archive, &se) != STORE_OK) {
         fail(bt, "the transcript archive %s cannot be read: %s", bt->archive_path, se.msg);
-        return -1;
+        return;
     }
-    if (bt->cfg.npaths > 0) return 0;
+    if (bt->cfg.npaths > 0) return;
     store_archive_filter f = {.since = bt->since,
                               .limit = bt->cfg.limit > 0 ? (int)bt->cfg.limit : 0};
     store_archive_entry *ents = NULL;
     size_t ne = 0;
     if (store_archive_list(bt->archive, &f, &ents, &ne, &se) != STORE_OK) {
         fail(bt, "the transcript archive %s cannot be read: %s", bt->archive_path, se.msg);
-        return -1;
+        return;
     }
     for (size_t i = 0; i < ne; i++) {
         char src[64];
@@ -877,7 +877,6 @@ static int open_archive(backtest *bt)
     }
     store_archive_entries_free(ents, ne);
     atomic_store(&bt->total, (long)bt->n);
-    return 0;
 }
 
 static void *main_thread(void *arg)

@@ -170,8 +170,10 @@ void backtest_cancel(backtest *bt);
 /* Waits for the end; returns the final state (failed: err, if not NULL,
  * filled with BT_EFAILED and the reason). */
 backtest_state backtest_wait(backtest *bt, fps_err *err);
-/* 1 when the backtest ended "failed", with why in buf (cap bytes); else 0
- * and buf "". */
+/* The longest reason backtest_error gives, with its NUL. */
+#define BACKTEST_ERROR_MAX 768
+/* 1 when the backtest ended "failed", with why in buf (cap bytes,
+ * BACKTEST_ERROR_MAX holds any); else 0 and buf "". */
 int backtest_error(backtest *bt, char *buf, size_t cap);
 
 /* The summary document (shape above): a new reference once done, NULL
