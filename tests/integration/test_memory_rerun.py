@@ -12,7 +12,10 @@ memory limit (here a playground evaluation of a 350 MB string, which
 succeeds without the budget). And the playground under a budget that holds
 one sandbox beside the workload: while a live run holds it, POST
 /v1/evaluate answers 503 memory_budget_full after its short wait; once the
-run is over it evaluates."""
+run is over it evaluates. And a backtest under that budget: its sandbox,
+admitted while nothing live ran, is stopped once a live session arrives and
+waits for the room; the live run commits, and the backtest's evaluation runs
+again afterwards to the outcome it has alone."""
 
 import json
 import os
@@ -70,7 +73,42 @@ SLOW = [definition("slow", "Slow", "score",
                    timeout=60)]
 
 
+# a backtest candidate that holds its sandbox until its 15 s timeout: long
+# enough that a live session added while it runs is claimed before it ends
+SPIN = definition("events", "Events", "metric",
+                  "EvalResult(metrics={'events': Metric(sum(range(10**15)))})", version="2",
+                  timeout=15)
+
+
+def api(port, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def live_session(i):
+    return {"events": [{"id": f"live{i}-{n}", "ts": "2026-08-28T12:00:00.000000Z",
+                        "event_type": kind, "payload": {"n": n}}
+                       for n, kind in enumerate(["agent_start", "tool_use", "agent_end"])]}
+
+
 class MemoryRerunTest(unittest.TestCase):
+    def base_bytes(self, common):
+        """The tree at start, from a sidecar with no server to work for."""
+        probe = Sidecar("http://127.0.0.1:9", token="x", concurrency=1,
+                        extra=common + ["--memory-limit-mb", "0"])
+        try:
+            line = probe.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
+            self.assertIsNotNone(line, probe.raw_log()[-3000:])
+            return status(line["port"])["memory"]["base_bytes"]
+        finally:
+            probe.stop(signal.SIGKILL)
+
     def run_sidecar(self, extra):
         path = definitions_file(DEFS)
         emu = EmulatorProcess("--definitions", path, "--sessions", str(SESSIONS),
@@ -154,14 +192,7 @@ class MemoryRerunTest(unittest.TestCase):
                 line = sc.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
                 self.assertIsNotNone(line, sc.raw_log()[-3000:])
                 return sc, line["port"]
-            # the tree at start, from a sidecar with no server to work for
-            probe = Sidecar("http://127.0.0.1:9", token="x", concurrency=1,
-                            extra=common + ["--memory-limit-mb", "0"])
-            scs.append(probe)
-            line = probe.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
-            self.assertIsNotNone(line, probe.raw_log()[-3000:])
-            base = status(line["port"])["memory"]["base_bytes"]
-            probe.stop()
+            base = self.base_bytes(common)
             # room for the ring (32), one assignment and one sandbox, not two
             budget_mb = (base >> 20) + 32 + 64 + 40
             sc, port = start(["--memory-limit-mb", str(budget_mb)])
@@ -183,6 +214,72 @@ class MemoryRerunTest(unittest.TestCase):
             self.assertTrue(body["ok"], body)
         finally:
             for sc in scs:
+                sc.stop(signal.SIGKILL)
+            emu.stop()
+            os.unlink(path)
+
+    def test_backtest_gives_way_to_live_work(self):
+        live = [definition("events", "Events", "metric",
+                           "EvalResult(metrics={'events': Metric(session.event_count)})")]
+        path = definitions_file(live)
+        emu = EmulatorProcess("--definitions", path, "--sessions", "1", "--poll-seconds", "1",
+                              "--lease-seconds", "60")
+        emu.start()
+        sc = None
+        try:
+            common = ["--insecure-open-admin", "--sandbox-reserve-mb", "64"]
+            # room for the ring (32), the assignments and one sandbox, not two: a backtest
+            # starts only while no sandbox runs, and a live run cannot start beside it
+            budget_mb = (self.base_bytes(common) >> 20) + 32 + 64 + 40
+            sc = Sidecar(emu.base, token="emulator-token", concurrency=1,
+                         extra=common + ["--memory-limit-mb", str(budget_mb),
+                                         "--archive-max-mb", "16"])
+            line = sc.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
+            self.assertIsNotNone(line, sc.raw_log()[-3000:])
+            port = line["port"]
+            archived = wait_for(lambda: emu.state()["runs"]["committed"] == 1 and
+                                (status(port).get("archive") or {}).get("entries") == 1, 120, 0.1)
+            self.assertTrue(archived, sc.raw_log()[-3000:])
+            self.assertTrue(wait_for(lambda: status(port)["memory"]["sandboxes_reserved"] == 0,
+                                     60, 0.05))
+
+            code, bt = api(port, "POST", "/v1/backtests", {"definitions": [SPIN], "limit": 1})
+            self.assertEqual(code, 202, bt)
+            running = wait_for(lambda: status(port)["memory"]["sandboxes_reserved"] == 1, 60, 0.02)
+            self.assertTrue(running, sc.raw_log()[-3000:])
+            self.assertEqual(emu.add_session(live_session(1)).status, 201)
+
+            # the live run gets the room: the backtest's sandbox was stopped for it
+            self.assertTrue(wait_for(lambda: emu.state()["runs"]["committed"] == 2, 300, 0.1),
+                            sc.raw_log()[-3000:])
+            mem = status(port)["memory"]
+            self.assertGreaterEqual(mem["sandbox_reruns"], 1, mem)
+            self.assertIn('failproofai_sidecar_memory_reruns_total{class="background"}',
+                          metrics(port))
+            stopped = [l for l in sc.lines()
+                       if l.get("msg", "").startswith("sandbox stopped to keep the memory budget")]
+            self.assertTrue(stopped, sc.raw_log()[-3000:])
+            self.assertEqual((stopped[0].get("class"), stopped[0].get("reason")),
+                             ("background", "live work waits for memory"), stopped[0])
+            st = emu.state()
+            self.assertEqual(st["lease_losses"], 0, st)
+            self.assertEqual({r["result"]["status"] for r in emu.runs()}, {"succeeded"})
+
+            # and the backtest's evaluation ran again, to the outcome it has alone
+            def finished():
+                return (lambda b: b if b["state"] not in ("queued", "running") else None)(
+                    api(port, "GET", f"/v1/backtests/{bt['id']}")[1])
+            doc = wait_for(finished, 300, 0.2)
+            self.assertTrue(doc, sc.raw_log()[-3000:])
+            doc = api(port, "GET", f"/v1/backtests/{bt['id']}")[1]
+            self.assertEqual(doc["state"], "done", doc)
+            (key,) = doc["summary"]["eval_keys"]
+            self.assertEqual((key["eval_key"], key["evaluated"], key["errors"]["candidate"]),
+                             ("events", 1, 1), key)
+            rows = api(port, "GET", f"/v1/backtests/{bt['id']}/results")[1]["rows"]
+            self.assertEqual([r["candidate"]["status"] for r in rows], ["timed_out"], rows)
+        finally:
+            if sc is not None:
                 sc.stop(signal.SIGKILL)
             emu.stop()
             os.unlink(path)
