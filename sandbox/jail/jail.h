@@ -51,9 +51,10 @@
  * Two seccomp filters, stacked (the kernel applies both, the stricter
  * answer wins): the OUTER one (jail_enter) also allows what a holder needs
  * (forking its grandchild with SIGCHLD only, wait4, answering on fd 0, drawing a hash key,
- * installing the inner filter); the INNER one (jail_lock_down) is the evaluation's allowlist: no
- * process calls, no file, no socket but reading fd 0 and writing fds 1 and 2. RLIMIT_NPROC is 0 for
- * every evaluating process (jail_lock_down). */
+ * installing the inner filter); the INNER one (jail_lock_down) takes exactly those back, so that
+ * the two together are the evaluation's allowlist: no process calls, no file, no socket but
+ * reading fd 0 and writing fds 1 and 2. RLIMIT_NPROC is 0 for every evaluating process
+ * (jail_lock_down). */
 #ifndef FPS_JAIL_H
 #define FPS_JAIL_H
 #include <stddef.h>
@@ -88,11 +89,21 @@ typedef struct {
  * built tables exist before any fork). Lives as long as the process
  * (children inherit it). */
 typedef struct {
-    void *filter;   /* owned: struct sock_filter[], the inner (evaluation) filter */
+    void *filter;   /* owned: struct sock_filter[], the inner filter (jail_lock_down) */
     size_t nfilter; /* instructions                                            */
     void *outer;    /* owned: the outer filter (jail_enter), a holder's         */
     size_t nouter;
 } jail_prepared;
+
+/* The seccomp programs: the OUTER filter (the evaluating allowlist plus a
+ * holder's calls), the INNER one (a short list of denials: the holder's
+ * calls, everything else allowed, so it only ever narrows the outer one),
+ * and the EVALUATING allowlist itself, which no process loads: what outer
+ * and inner stacked must amount to (tests/unit/test_jail.c compares them).
+ * Compiles `which` into a malloc'd struct sock_filter[] (*prog, *nprog
+ * instructions): 0, or -1 with errno set. */
+typedef enum { JAIL_FILTER_OUTER, JAIL_FILTER_INNER, JAIL_FILTER_EVALUATING } jail_filter;
+int jail_compile_filter(jail_filter which, void **prog, size_t *nprog);
 
 /* Prepares `p` (0, or -1 with errno set). Call before any child layer. */
 int jail_prepare(jail_prepared *p);

@@ -1,6 +1,6 @@
 /* sandbox/jail/jail_child: the child side of a jailed evaluation (see jail.h
  * for the fd/argv contract). jail_prepare compiles the two seccomp
- * allowlists once per image (in the zygote, or in an exec'd child);
+ * filters once per image (in the zygote, or in an exec'd child);
  * jail_enter installs the per-child layers in order (capability drop,
  * rlimits, no_new_privs, the outer filter); jail_serve waits for the first
  * request on fd 0: a session's goes to jail_hold (jail_holder.c), a single
@@ -38,6 +38,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int jail_write_all(int fd, const void *data, size_t len)
@@ -129,19 +130,11 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 }
 #endif
 
-/* The allowlist, compiled by libseccomp into a BPF program that a child
- * loads with one prctl call: the inner filter (`outer` 0, *prog = p->filter)
- * or the outer one (`outer` 1: the inner allowlist plus a holder's calls,
- * see jail.h). Everything else kills the process (traps in sanitizer
- * builds, which then exit with JAIL_EXIT_SIGSYS). */
-static int compile_filter(int outer, void **prog, size_t *nprog)
+/* The allowlist of an evaluating process (a single-use child, a holder's
+ * grandchild) into `ctx`, and with `holder` also what a holder needs (see
+ * jail.h). Everything else gets the context's default action. */
+static int add_allowlist(scmp_filter_ctx ctx, int holder)
 {
-#ifdef FPS_SANITIZE
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_TRAP);
-#else
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
-#endif
-    if (ctx == NULL) return -1;
     int rc = 0;
 #define ALLOW(name) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 0)
 #define ALLOW1(name, cmp) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 1, cmp)
@@ -190,7 +183,7 @@ static int compile_filter(int outer, void **prog, size_t *nprog)
     ALLOW1(prlimit64, SCMP_A2(SCMP_CMP_EQ, 0));
     ALLOW(getrlimit);
 #endif
-    if (outer) {
+    if (holder) {
         /* A holder: its end reports on fd 0, one grandchild at a time (fork's flags only: no
          * thread, no shared memory or namespace tricks), waited for; and what a grandchild does
          * before its inner filter is in place (jail_lock_down; the parent-death signal). */
@@ -207,6 +200,65 @@ static int compile_filter(int outer, void **prog, size_t *nprog)
     }
 #undef ALLOW
 #undef ALLOW1
+    return rc;
+}
+
+/* The inner filter: it takes back, from a process already under the outer
+ * one, exactly what only a holder may do (the `holder` part of
+ * add_allowlist) and allows everything else, which the outer filter still
+ * judges (the kernel runs both; the stricter answer wins). Together they
+ * are the evaluating allowlist (tests/unit/test_jail.c checks the two
+ * against it over every system call and the arguments the rules compare).
+ * Kept this short because its length is paid twice per evaluation: at
+ * attach time (the kernel checks, converts and JIT-compiles the program
+ * and, for its action cache, emulates it for every system call number)
+ * and on every system call the evaluation makes that the cache does not
+ * answer. */
+static int add_holder_denials(scmp_filter_ctx ctx, uint32_t deny)
+{
+    int rc = 0;
+#define DENY(name) rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(name), 0)
+    /* The outer filter allows writes to fds 0, 1 and 2: fd 0 is the holder's. */
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+    DENY(clone);
+    DENY(wait4);
+    DENY(getppid);
+#ifndef FPS_SANITIZE
+    DENY(getpid); /* the sanitizer runtimes may call it (add_allowlist) */
+#endif
+    DENY(getrandom);
+    DENY(prctl);
+    /* The outer filter allows prlimit64(0, RLIMIT_CPU or RLIMIT_NPROC, ...)
+     * (and, with the sanitizers, any read of a limit: new == NULL). */
+#ifdef FPS_SANITIZE
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 2, SCMP_A1(SCMP_CMP_EQ, RLIMIT_NPROC),
+                           SCMP_A2(SCMP_CMP_NE, 0));
+#else
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A1(SCMP_CMP_EQ, RLIMIT_NPROC));
+#endif
+#undef DENY
+    return rc;
+}
+
+/* One of the programs (see jail.h), compiled by libseccomp into BPF that a
+ * process loads with one prctl call. What a filter does not allow kills the
+ * process (traps in sanitizer builds, which then exit with
+ * JAIL_EXIT_SIGSYS). */
+int jail_compile_filter(jail_filter which, void **prog, size_t *nprog)
+{
+#ifdef FPS_SANITIZE
+    uint32_t deny = SCMP_ACT_TRAP;
+#else
+    uint32_t deny = SCMP_ACT_KILL_PROCESS;
+#endif
+    *prog = NULL;
+    *nprog = 0;
+    scmp_filter_ctx ctx = seccomp_init(which == JAIL_FILTER_INNER ? SCMP_ACT_ALLOW : deny);
+    if (ctx == NULL) return -1;
+    /* Another architecture's calls (x32's included) get libseccomp's
+     * bad-architecture action, in every program alike. */
+    int rc = which == JAIL_FILTER_INNER ? add_holder_denials(ctx, deny)
+                                        : add_allowlist(ctx, which == JAIL_FILTER_OUTER);
     /* Export the program through a memfd and keep it in memory. */
     int fd = -1;
     if (rc == 0) fd = memfd_create("fps-seccomp", MFD_CLOEXEC);
@@ -314,8 +366,8 @@ int jail_prepare(jail_prepared *p)
      * trimmed as usual, so a big buffer freed before the peak is not part
      * of it (the values themselves live in the collector's mappings). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    if (compile_filter(0, &p->filter, &p->nfilter) != 0) return -1;
-    return compile_filter(1, &p->outer, &p->nouter);
+    if (jail_compile_filter(JAIL_FILTER_INNER, &p->filter, &p->nfilter) != 0) return -1;
+    return jail_compile_filter(JAIL_FILTER_OUTER, &p->outer, &p->nouter);
 }
 
 /* A child populates nothing up front: it faults in the pages an evaluation
@@ -423,6 +475,37 @@ static void write_outcome(const char *s)
     close(1);
 }
 
+/* A call only a holder may make (the outer filter allows it), made by an
+ * evaluating process, which the inner filter must kill ("holder-<name>"
+ * test modes). The result when it is not killed: >= 0 succeeded. */
+static long holder_call(const char *name)
+{
+    if (!strcmp(name, "write")) return write(0, "x", 1);
+    if (!strcmp(name, "clone")) {
+        long r = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+        if (r == 0) _exit(0);
+        return r;
+    }
+    if (!strcmp(name, "wait4")) return syscall(SYS_wait4, -1, NULL, WNOHANG, NULL);
+    if (!strcmp(name, "getppid")) return syscall(SYS_getppid);
+    if (!strcmp(name, "getpid")) return syscall(SYS_getpid);
+    if (!strcmp(name, "getrandom")) {
+        char b[8];
+        return syscall(SYS_getrandom, b, sizeof b, 0);
+    }
+    if (!strcmp(name, "pdeathsig")) return prctl(PR_SET_PDEATHSIG, 0, 0, 0, 0);
+    if (!strcmp(name, "seccomp")) {
+        struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+        struct sock_fprog prog = {1, &allow};
+        return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0);
+    }
+    if (!strcmp(name, "nproc")) {
+        struct rlimit rl = {0, 0};
+        return syscall(SYS_prlimit64, 0, RLIMIT_NPROC, &rl, NULL);
+    }
+    return -1;
+}
+
 /* Test-only behaviours, run after the jail is in place (see file header). */
 static void run_test_mode(const char *mode, const jail_request *req, const char *src,
                           const char *key, const unsigned char *img)
@@ -462,9 +545,12 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
      * exactly the flags "clone" uses; set-up moves fds, drops capabilities,
      * sets limits and no_new_privs before the allowlist is loaded). */
     if (!strcmp(mode, "clone") || !strcmp(mode, "dup2") || !strcmp(mode, "sendto") ||
-        !strcmp(mode, "prctl") || !strcmp(mode, "capset") || !strcmp(mode, "rlimit")) {
+        !strcmp(mode, "prctl") || !strcmp(mode, "capset") || !strcmp(mode, "rlimit") ||
+        !strncmp(mode, "holder-", 7)) {
         long r = -1;
-        if (!strcmp(mode, "clone")) {
+        if (!strncmp(mode, "holder-", 7)) {
+            r = holder_call(mode + 7);
+        } else if (!strcmp(mode, "clone")) {
             r = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
             if (r == 0) _exit(0);
         } else if (!strcmp(mode, "dup2")) {

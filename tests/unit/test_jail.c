@@ -16,6 +16,9 @@
 #include "sandbox/lang/simg.h"
 
 #include <dirent.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/stat.h>
 #include <jansson.h>
 #include <errno.h>
@@ -25,6 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -567,8 +572,10 @@ static void test_children_are_unprivileged(void **state)
 static void test_forbidden_calls_kill_the_child(void **state)
 {
     (void)state;
-    const char *modes[] = {"open", "socket", "fork",  "exec",   "ptrace", "clone",
-                           "dup2", "sendto", "prctl", "capset", "rlimit"};
+    const char *modes[] = {"open",         "socket",       "fork",           "exec",
+                           "ptrace",       "clone",        "dup2",           "sendto",
+                           "prctl",        "capset",       "rlimit",         "holder-write",
+                           "holder-clone", "holder-wait4", "holder-seccomp", "holder-nproc"};
     /* Both kinds of child: forked by the zygote, and exec'd. */
     for (int exec_child = 0; exec_child < 2; exec_child++) {
         g_no_zygote = exec_child;
@@ -1199,8 +1206,14 @@ static void test_sessions_observed_from_outside(void **state)
 static void test_session_bounds(void **state)
 {
     (void)state;
-    const char *forbidden[] = {"fork",   "clone", "exec",   "open",
-                               "socket", "prctl", "rlimit", "sendto"};
+    const char *forbidden[] = {
+        "fork", "clone", "exec", "open", "socket", "prctl", "rlimit", "sendto",
+        /* what the holder itself may do */
+        "holder-write", "holder-clone", "holder-wait4", "holder-getppid",
+#ifndef FPS_SANITIZE
+        "holder-getpid", /* the sanitizer runtimes' */
+#endif
+        "holder-getrandom", "holder-pdeathsig", "holder-seccomp", "holder-nproc"};
     for (size_t i = 0; i < sizeof forbidden / sizeof forbidden[0]; i++) {
         sbx_pool *p = make_pool(1, -1, forbidden[i]);
         sbx_session *s = sbx_session_open(p, NULL);
@@ -1247,6 +1260,203 @@ static void test_session_bounds(void **state)
         sbx_session_close(s);
         sbx_pool_free(p);
     }
+}
+
+/* ---- the seccomp programs, run outside the kernel ---- */
+
+/* What one classic-BPF seccomp program answers for `d` (the kernel's
+ * interpreter, for the instructions libseccomp emits); *args_read gets a
+ * bit per argument the run loaded. Fails the test on anything else. */
+static uint32_t bpf_run(const struct sock_filter *f, size_t n, const struct seccomp_data *d,
+                        unsigned *args_read)
+{
+    uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {0};
+    for (size_t pc = 0; pc < n; pc++) {
+        const struct sock_filter *i = &f[pc];
+        uint32_t k = i->k;
+        switch (i->code) {
+        case BPF_LD | BPF_W | BPF_ABS:
+            if (k % 4 != 0 || k + 4 > sizeof *d) fail_msg("load at %u", k);
+            memcpy(&a, (const char *)d + k, 4);
+            if (k >= offsetof(struct seccomp_data, args))
+                *args_read |= 1u << ((k - offsetof(struct seccomp_data, args)) / 8);
+            break;
+        case BPF_LD | BPF_IMM:
+            a = k;
+            break;
+        case BPF_LDX | BPF_IMM:
+            x = k;
+            break;
+        case BPF_LD | BPF_MEM:
+            a = mem[k % BPF_MEMWORDS];
+            break;
+        case BPF_LDX | BPF_MEM:
+            x = mem[k % BPF_MEMWORDS];
+            break;
+        case BPF_ST:
+            mem[k % BPF_MEMWORDS] = a;
+            break;
+        case BPF_STX:
+            mem[k % BPF_MEMWORDS] = x;
+            break;
+        case BPF_MISC | BPF_TAX:
+            x = a;
+            break;
+        case BPF_MISC | BPF_TXA:
+            a = x;
+            break;
+        case BPF_ALU | BPF_AND | BPF_K:
+            a &= k;
+            break;
+        case BPF_ALU | BPF_OR | BPF_K:
+            a |= k;
+            break;
+        case BPF_RET | BPF_K:
+            return k;
+        case BPF_RET | BPF_A:
+            return a;
+        case BPF_JMP | BPF_JA:
+            pc += k;
+            break;
+        case BPF_JMP | BPF_JEQ | BPF_K:
+            pc += a == k ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGT | BPF_K:
+            pc += a > k ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGE | BPF_K:
+            pc += a >= k ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JSET | BPF_K:
+            pc += (a & k) ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JEQ | BPF_X:
+            pc += a == x ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGT | BPF_X:
+            pc += a > x ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGE | BPF_X:
+            pc += a >= x ? i->jt : i->jf;
+            break;
+        default:
+            fail_msg("BPF opcode 0x%x", i->code);
+        }
+    }
+    fail_msg("BPF program ran off its end");
+    return 0;
+}
+
+/* Stacked filters as the kernel combines them (seccomp_run_filters): every
+ * one runs, the lowest action (as s32) wins, the newest on a tie. */
+static uint32_t bpf_stacked(const struct sock_filter *newest, size_t nn,
+                            const struct sock_filter *oldest, size_t no,
+                            const struct seccomp_data *d, unsigned *args_read)
+{
+    uint32_t r1 = bpf_run(newest, nn, d, args_read), r2 = bpf_run(oldest, no, d, args_read);
+    return (int32_t)(r2 & SECCOMP_RET_ACTION_FULL) < (int32_t)(r1 & SECCOMP_RET_ACTION_FULL) ? r2
+                                                                                             : r1;
+}
+
+/* An evaluating process runs under the outer filter and the inner one on
+ * top: that stack answers every call exactly as the evaluating allowlist
+ * does (action and errno alike), for every system call number of every
+ * architecture the kernel may report and every argument value the rules
+ * tell apart (each constant they compare, its neighbours, its high-word
+ * variants). And the holder's own calls are among the answers that
+ * differ: the outer filter alone allows them, the stack kills them. */
+static void test_inner_filter_takes_back_only_the_holders_calls(void **state)
+{
+    (void)state;
+    void *outer, *inner, *eval;
+    size_t no, ni, ne;
+    assert_int_equal(jail_compile_filter(JAIL_FILTER_OUTER, &outer, &no), 0);
+    assert_int_equal(jail_compile_filter(JAIL_FILTER_INNER, &inner, &ni), 0);
+    assert_int_equal(jail_compile_filter(JAIL_FILTER_EVALUATING, &eval, &ne), 0);
+    print_message("seccomp programs: outer %zu, inner %zu, evaluating %zu instructions\n", no, ni,
+                  ne);
+    assert_true(ni < ne);
+    uint64_t vals[96];
+    size_t nv = 0;
+    for (uint64_t v = 0; v <= 40; v++)
+        vals[nv++] = v;
+    const uint64_t odd[] = {0xff,       0x100 | SIGCHLD, 0x7fffffff, 0x80000000,
+                            0xffffffff, 0x12345678,      1ull << 32, ~0ull};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++)
+        vals[nv++] = odd[i];
+    for (uint64_t v = 0; v <= 24; v++)
+        vals[nv++] = (1ull << 32) | v;
+    const uint32_t arches[] = {AUDIT_ARCH_X86_64, AUDIT_ARCH_I386, AUDIT_ARCH_AARCH64, 0};
+    const struct sock_filter *fo = outer, *fi = inner, *fe = eval;
+    unsigned long compared = 0, arg_dependent = 0;
+    for (size_t ai = 0; ai < sizeof arches / sizeof arches[0]; ai++) {
+        for (int64_t nr = -1; nr < 0x40000000 + 1100; nr++) {
+            if (nr == 1100) nr = 0x40000000 - 1; /* x32's numbers from here */
+            struct seccomp_data d;
+            memset(&d, 0, sizeof d);
+            d.arch = arches[ai];
+            d.nr = (int)nr;
+            unsigned read = 0;
+            uint32_t want = bpf_run(fe, ne, &d, &read);
+            uint32_t got = bpf_stacked(fi, ni, fo, no, &d, &read);
+            compared++;
+            if (got != want)
+                fail_msg("arch 0x%x nr %lld: stacked 0x%x, allowlist 0x%x", d.arch, (long long)nr,
+                         got, want);
+            if (read == 0) continue; /* nothing looked at an argument: the answer is nr's */
+            if (read & ~7u)
+                fail_msg("nr %lld: an argument past the third is compared", (long long)nr);
+            arg_dependent++;
+            for (size_t i = 0; i < nv; i++)
+                for (size_t j = 0; j < nv; j++)
+                    for (size_t k = 0; k < nv; k++) {
+                        d.args[0] = vals[i];
+                        d.args[1] = vals[j];
+                        d.args[2] = vals[k];
+                        unsigned r = 0;
+                        want = bpf_run(fe, ne, &d, &r);
+                        got = bpf_stacked(fi, ni, fo, no, &d, &r);
+                        compared++;
+                        if (got != want)
+                            fail_msg("arch 0x%x nr %lld args 0x%llx 0x%llx 0x%llx: stacked 0x%x, "
+                                     "allowlist 0x%x",
+                                     d.arch, (long long)nr, (unsigned long long)d.args[0],
+                                     (unsigned long long)d.args[1], (unsigned long long)d.args[2],
+                                     got, want);
+                    }
+        }
+    }
+    print_message("compared %lu inputs, %lu system calls with arguments compared\n", compared,
+                  arg_dependent);
+    assert_true(arg_dependent >= 8);
+    /* The holder's calls: allowed by the outer filter alone, killed by the stack. */
+    const struct {
+        int nr;
+        uint64_t a0, a1;
+    } holder[] = {{__NR_write, 0, 0},
+                  {__NR_clone, SIGCHLD, 0},
+                  {__NR_wait4, 0, 0},
+                  {__NR_getppid, 0, 0},
+                  {__NR_getrandom, 0, 0},
+                  {__NR_prctl, PR_SET_SECCOMP, 0},
+                  {__NR_prctl, PR_SET_PDEATHSIG, 0},
+                  {__NR_prlimit64, 0, RLIMIT_NPROC}};
+    for (size_t i = 0; i < sizeof holder / sizeof holder[0]; i++) {
+        struct seccomp_data d;
+        memset(&d, 0, sizeof d);
+        d.arch = AUDIT_ARCH_X86_64;
+        d.nr = holder[i].nr;
+        d.args[0] = holder[i].a0;
+        d.args[1] = holder[i].a1;
+        d.args[2] = 0x1000; /* prlimit64: a new limit */
+        unsigned r = 0;
+        assert_int_equal(bpf_run(fo, no, &d, &r), SECCOMP_RET_ALLOW);
+        if (bpf_stacked(fi, ni, fo, no, &d, &r) == SECCOMP_RET_ALLOW)
+            fail_msg("holder call %d is allowed in an evaluating process", holder[i].nr);
+    }
+    free(outer);
+    free(inner);
+    free(eval);
 }
 
 static void test_zygote(void **state)
@@ -1456,6 +1666,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_jail_observed_from_outside),
         cmocka_unit_test(test_children_are_unprivileged),
         cmocka_unit_test(test_forbidden_calls_kill_the_child),
+        cmocka_unit_test(test_inner_filter_takes_back_only_the_holders_calls),
         cmocka_unit_test(test_lingering_child_is_killed),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_more_bombs_than_slots),
