@@ -361,13 +361,20 @@ int jail_prepare(jail_prepared *p)
         errno = EINVAL;
         return -1;
     }
+    if (jail_compile_filter(JAIL_FILTER_INNER, &p->filter, &p->nfilter) != 0 ||
+        jail_compile_filter(JAIL_FILTER_OUTER, &p->outer, &p->nouter) != 0)
+        return -1;
     /* malloc'd blocks below 32 MiB (list builders, output buffers) come
      * from the heap rather than a mapping each; freed memory at its top is
      * trimmed as usual, so a big buffer freed before the peak is not part
-     * of it (the values themselves live in the collector's mappings). */
+     * of it (the values themselves live in the collector's mappings).
+     * Last, after everything prepare allocates and frees: mallopt first
+     * consolidates the heap's fastbins (the small chunks the warm-up and
+     * libseccomp freed), which every forked child would otherwise do again
+     * on its first large malloc (the lexer's arena), writing to, and so
+     * copying, the heap pages those chunks are on. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    if (jail_compile_filter(JAIL_FILTER_INNER, &p->filter, &p->nfilter) != 0) return -1;
-    return jail_compile_filter(JAIL_FILTER_OUTER, &p->outer, &p->nouter);
+    return 0;
 }
 
 /* A child populates nothing up front: it faults in the pages an evaluation
