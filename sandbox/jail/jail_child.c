@@ -257,8 +257,16 @@ int jail_compile_filter(jail_filter which, void **prog, size_t *nprog)
     if (ctx == NULL) return -1;
     /* Another architecture's calls (x32's included) get libseccomp's
      * bad-architecture action, in every program alike. */
-    int rc = which == JAIL_FILTER_INNER ? add_holder_denials(ctx, deny)
-                                        : add_allowlist(ctx, which == JAIL_FILTER_OUTER);
+    /* A binary tree over the system call numbers rather than a chain of
+     * comparisons: the kernel emulates a new filter for every number to
+     * fill its action cache, so attaching costs in proportion to the path
+     * length: the outer filter, attached by every child (a holder, a
+     * single-use child) to a process that has none, ~75 -> ~55 us of CPU
+     * on a small VM. (The inner one, on top of it, is emulated only for the
+     * numbers the outer one allows outright: no measurable change.) */
+    int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+    rc |= which == JAIL_FILTER_INNER ? add_holder_denials(ctx, deny)
+                                     : add_allowlist(ctx, which == JAIL_FILTER_OUTER);
     /* Export the program through a memfd and keep it in memory. */
     int fd = -1;
     if (rc == 0) fd = memfd_create("fps-seccomp", MFD_CLOEXEC);
