@@ -89,25 +89,28 @@ void vsess_note_read(vctx *c, const char *p, size_t n)
     if (off < c->img_len) image_read(c, off, n);
 }
 
-static val *img_str(vctx *c, const void *img, const simg_str *s)
+/* The string at `off` (simg_layout.h) as a value borrowing its bytes. */
+static val *img_str(vctx *c, const void *img, uint32_t off)
 {
-    image_read(c, s->off, s->blen);
-    return vs_new_owned(c, (char *)img + s->off, s->blen, s->clen, s->ascii != 0);
+    simg_sv s;
+    /* the bytes are not checked (a scan of every string): only that they
+     * are not a character the interpreter shares that they cannot be */
+    if (!simg_str_at(img, hdr(img)->total_len, off, &s) ||
+        (s.blen == 1 && (!s.ascii || (unsigned char)s.s[0] >= 0x80)) ||
+        (s.blen == 2 && s.clen == 1 && (unsigned char)s.s[0] < 0xC2))
+        return v_raise(c, "RuntimeError", "corrupt session image");
+    image_read(c, off, (uint64_t)(s.s - (const char *)img) - off + s.blen);
+    return vs_new_owned(c, (char *)s.s, s.blen, s.clen, s.ascii);
 }
 
 /* Nodes are bounds-checked as they are read (simg_validate checks only the
  * header and the event records, so a child does not walk the whole image):
  * every string and block lies inside the image and a block lies before the
  * node that owns it, so reads stay in bounds and recursion terminates. */
-static bool str_in(const char *img, uint64_t off, uint64_t blen)
+static bool block_ok(const char *img, const simg_node *n, uint64_t bytes)
 {
-    return off + blen < hdr(img)->total_len;
-}
-
-static bool block_ok(const char *img, const simg_node *n, uint64_t count)
-{
-    uint64_t at = (uint64_t)((const char *)n - img);
-    return (n->b & 7) == 0 && n->b + count * sizeof(simg_node) <= at;
+    uint64_t at = (uint64_t)((const char *)n - img), off = simg_off(*n);
+    return (off & 7) == 0 && off >= sizeof(simg_hdr) && off + bytes <= at;
 }
 
 static val *corrupt(vctx *c)
@@ -118,7 +121,9 @@ static val *corrupt(vctx *c)
 static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
 {
     if (depth > SIMG_MAX_DEPTH) return corrupt(c);
-    switch (n->tag) {
+    simg_node v = *n;
+    uint32_t off = simg_off(v);
+    switch (simg_tag(v)) {
     case SN_NULL:
         return v_none();
     case SN_TRUE:
@@ -126,48 +131,68 @@ static val *node_val(vctx *c, const char *img, const simg_node *n, int depth)
     case SN_FALSE:
         return v_false();
     case SN_INT:
-        return v_int64(c, (int64_t)n->b);
-    case SN_BIGINT:
-        if (!str_in(img, n->b, n->a)) return corrupt(c);
-        image_read(c, n->b, n->a);
-        return vi_parse(c, img + (uint32_t)n->b, n->a, 10, true);
+        return v_int64(c, simg_int(v));
+    case SN_INT64:
     case SN_FLOAT: {
-        double d;
-        memcpy(&d, &n->b, 8);
-        return v_float(c, d);
+        if ((uint64_t)off + 8 > hdr(img)->total_len) return corrupt(c);
+        image_read(c, off, 8);
+        if (simg_tag(v) == SN_FLOAT) {
+            double d;
+            memcpy(&d, img + off, 8);
+            return v_float(c, d);
+        }
+        int64_t i;
+        memcpy(&i, img + off, 8);
+        return v_int64(c, i);
+    }
+    case SN_BIGINT: {
+        simg_sv s;
+        if (!simg_str_at(img, hdr(img)->total_len, off, &s)) return corrupt(c);
+        image_read(c, off, (uint64_t)(s.s - img) - off + s.blen);
+        return vi_parse(c, s.s, s.blen, 10, true);
     }
     case SN_STR:
-        if (!str_in(img, (uint32_t)n->b, n->a) || (n->b >> 32) > n->a) return corrupt(c);
-        image_read(c, (uint32_t)n->b, n->a);
-        return vs_new_owned(c, (char *)img + (uint32_t)n->b, n->a, (size_t)(n->b >> 32),
-                            n->flags != 0);
+        return img_str(c, img, off);
     case SN_ARR: {
-        if (!block_ok(img, n, n->a)) return corrupt(c);
-        image_read(c, n->b, (uint64_t)n->a * sizeof(simg_node));
-        const simg_node *kids = (const simg_node *)(img + n->b);
-        val **items = v_items_alloc(c, n->a);
+        uint32_t cnt = simg_count(v);
+        if (!block_ok(img, n, (uint64_t)cnt * sizeof(simg_node))) return corrupt(c);
+        image_read(c, off, (uint64_t)cnt * sizeof(simg_node));
+        const simg_node *kids = (const simg_node *)(const void *)(img + off);
+        val **items = v_items_alloc(c, cnt);
         if (!items) return NULL;
-        for (uint32_t i = 0; i < n->a; i++) {
+        for (uint32_t i = 0; i < cnt; i++) {
             items[i] = node_val(c, img, &kids[i], depth + 1);
             if (!items[i]) return NULL;
         }
-        return v_list_take(c, items, n->a);
+        return v_list_take(c, items, cnt);
     }
     case SN_OBJ: {
-        if (!block_ok(img, n, 2 * (uint64_t)n->a)) return corrupt(c);
-        image_read(c, n->b, 2 * (uint64_t)n->a * sizeof(simg_node));
+        uint32_t cnt = simg_count(v);
+        if (!block_ok(img, n, simg_obj_bytes(cnt))) return corrupt(c);
+        image_read(c, off, simg_obj_bytes(cnt));
         /* lazy: lookups read the image; the table is built only if needed */
         val *d = v_new(c, VT_DICT);
         if (!d) return NULL;
         d->flags = VF_LAZY;
-        d->u.t.fill = n->a;
-        d->u.t.index = (int32_t *)(void *)(img + n->b);
+        d->u.t.fill = cnt;
+        d->u.t.index = (int32_t *)(void *)(img + off);
         d->u.t.mask = (size_t)(uintptr_t)img;
         return d;
     }
     default:
         return v_raise(c, "ValueError", "corrupt session image");
     }
+}
+
+/* A lazy dict's block (simg_layout.h: `n` value nodes, then their `n` key
+ * offsets) and image. */
+static const simg_node *lazy_block(const val *d, const char **img, const uint32_t **keys)
+{
+    /* a lazy dict keeps its image pointer in the integer mask field */
+    *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
+    const simg_node *vals = (const simg_node *)(const void *)d->u.t.index;
+    *keys = (const uint32_t *)(const void *)(vals + d->u.t.fill);
+    return vals;
 }
 
 val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
@@ -178,19 +203,23 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
         if (v_hash(c, key, &h)) return NULL;
         return NULL; /* JSON object keys are all str */
     }
-    /* a lazy dict keeps its image pointer in the integer mask field */
-    const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
-    const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
-    size_t n = d->u.t.fill;
+    const char *img;
+    const uint32_t *keys;
+    const simg_node *vals = lazy_block(d, &img, &keys);
+    size_t n = d->u.t.fill, len = hdr(img)->total_len;
     size_t blen = key->u.s.blen;
     for (size_t i = 0; i < n; i++) {
-        const simg_node *k = &kids[2 * i];
-        if (k->a != blen) continue; /* a key is read (and checked) only when its length matches */
-        const char *ks = img + (uint32_t)k->b;
-        if (k->tag != SN_STR || !str_in(img, (uint32_t)k->b, k->a)) return corrupt(c);
-        if (blen == 0 || (ks[0] == key->u.s.s[0] && !memcmp(ks, key->u.s.s, blen))) {
+        /* a key's first word holds its length: its bytes are read only
+         * when that matches (short keys are shared: their words are hot) */
+        uint32_t off = keys[i], w;
+        if ((uint64_t)off + 4 > len) return corrupt(c);
+        memcpy(&w, img + off, 4);
+        if (w >> 1 != blen) continue;
+        simg_sv ks;
+        if (!simg_str_at(img, len, off, &ks)) return corrupt(c);
+        if (blen == 0 || (ks.s[0] == key->u.s.s[0] && !memcmp(ks.s, key->u.s.s, blen))) {
             *found = true;
-            return node_val(c, img, &kids[2 * i + 1], 0);
+            return node_val(c, img, &vals[i], 0);
         }
     }
     return NULL;
@@ -198,15 +227,15 @@ val *vsess_lazy_get(vctx *c, val *d, val *key, bool *found)
 
 int vsess_lazy_force(vctx *c, val *d)
 {
-    /* a lazy dict keeps its image pointer in the integer mask field */
-    const char *img = (const char *)(uintptr_t)d->u.t.mask; // NOLINT(performance-no-int-to-ptr)
-    const simg_node *kids = (const simg_node *)(void *)d->u.t.index;
+    const char *img;
+    const uint32_t *keys;
+    const simg_node *vals = lazy_block(d, &img, &keys);
     size_t n = d->u.t.fill;
     val *t = v_dict_new(c, n);
     if (!t) return -1;
     for (size_t i = 0; i < n; i++) {
-        val *k = node_val(c, img, &kids[2 * i], 0);
-        val *v = k ? node_val(c, img, &kids[2 * i + 1], 0) : NULL;
+        val *k = img_str(c, img, keys[i]);
+        val *v = k ? node_val(c, img, &vals[i], 0) : NULL;
         if (!v || v_dict_set(c, t, k, v)) return -1;
     }
     d->u.t = t->u.t;
@@ -275,12 +304,12 @@ val *vsess_getattr(vctx *c, val *v, const char *name, bool *found)
         if (!strcmp(name, "events")) return events_tuple(c, v);
         if (!strcmp(name, "event_count")) return v_int64(c, h->event_count);
         for (int k = 0; k < SF__COUNT; k++)
-            if (!strcmp(name, g_sess_fields[k])) return img_str(c, v->u.sess.img, &h->fields[k]);
+            if (!strcmp(name, g_sess_fields[k])) return img_str(c, v->u.sess.img, h->fields[k]);
     } else {
         const simg_event *r = event_rec(c, v->u.ev.img, v->u.ev.index);
-        if (!strcmp(name, "id")) return img_str(c, v->u.ev.img, &r->id);
-        if (!strcmp(name, "ts")) return img_str(c, v->u.ev.img, &r->ts);
-        if (!strcmp(name, "event_type")) return img_str(c, v->u.ev.img, &r->type);
+        if (!strcmp(name, "id")) return img_str(c, v->u.ev.img, r->id);
+        if (!strcmp(name, "ts")) return img_str(c, v->u.ev.img, r->ts);
+        if (!strcmp(name, "event_type")) return img_str(c, v->u.ev.img, r->type);
         if (!strcmp(name, "payload")) return payload(c, v);
     }
     *found = false;
@@ -344,15 +373,29 @@ val *vsess_method(vctx *c, val *v, const char *name, val **a, size_t na, const v
     const void *img = v->u.sess.img;
     bool str = v_type(t) == VT_STR;
     const simg_event *r = NULL;
+    /* the answers for the last few type strings: short types are stored
+     * once per image, so a scan compares each distinct one once */
+    uint32_t memo_off[4] = {0, 0, 0, 0};
+    bool memo_eq[4] = {false, false, false, false};
+    size_t len = hdr(img)->total_len;
     for (size_t i = 0; i < n; i++, r++) {
         if (i % REC_CHUNK == 0)
             r = event_recs(c, img, (uint32_t)i, (uint32_t)(n - i < REC_CHUNK ? n - i : REC_CHUNK));
         bool eq;
         if (str) {
-            eq = r->type.blen == t->u.s.blen &&
-                 !memcmp((const char *)img + r->type.off, t->u.s.s, t->u.s.blen);
+            uint32_t off = r->type;
+            unsigned m = (off * 0x9E3779B1u) >> 30;
+            if (memo_off[m] == off) {
+                eq = memo_eq[m];
+            } else {
+                simg_sv ts;
+                if (!simg_str_at(img, len, off, &ts)) return corrupt(c);
+                eq = ts.blen == t->u.s.blen && !memcmp(ts.s, t->u.s.s, t->u.s.blen);
+                memo_off[m] = off;
+                memo_eq[m] = eq;
+            }
         } else {
-            val *ts = img_str(c, img, &r->type);
+            val *ts = img_str(c, img, r->type);
             if (!ts) return NULL;
             int e = v_eq(c, ts, t);
             if (e < 0) return NULL;
@@ -370,8 +413,8 @@ int vsess_repr_buf(vctx *c, strbuf *b, val *v)
 {
     if (v_type(v) == VT_EVENT) {
         const simg_event *r = event_rec(c, v->u.ev.img, v->u.ev.index);
-        val *f[3] = {img_str(c, v->u.ev.img, &r->id), img_str(c, v->u.ev.img, &r->ts),
-                     img_str(c, v->u.ev.img, &r->type)};
+        val *f[3] = {img_str(c, v->u.ev.img, r->id), img_str(c, v->u.ev.img, r->ts),
+                     img_str(c, v->u.ev.img, r->type)};
         val *p = payload(c, v);
         if (!f[0] || !f[1] || !f[2] || !p) return -1;
         strbuf_puts(b, "TranscriptEvent(id=");
@@ -390,7 +433,7 @@ int vsess_repr_buf(vctx *c, strbuf *b, val *v)
     for (int k = 0; k < SF_SCHEMA_VERSION; k++) {
         strbuf_puts(b, g_sess_fields[k]);
         strbuf_putc(b, '=');
-        val *s = img_str(c, v->u.sess.img, &h->fields[k]);
+        val *s = img_str(c, v->u.sess.img, h->fields[k]);
         if (!s) return -1;
         vs_repr_buf(b, s);
         strbuf_put(b, ", ", 2);
@@ -399,7 +442,7 @@ int vsess_repr_buf(vctx *c, strbuf *b, val *v)
     val *evs = events_tuple(c, v);
     if (!evs || v_repr_buf(c, b, evs)) return -1;
     strbuf_puts(b, ", schema_version=");
-    val *s = img_str(c, v->u.sess.img, &h->fields[SF_SCHEMA_VERSION]);
+    val *s = img_str(c, v->u.sess.img, h->fields[SF_SCHEMA_VERSION]);
     if (!s) return -1;
     vs_repr_buf(b, s);
     strbuf_putc(b, ')');
@@ -413,10 +456,16 @@ int vsess_eq(vctx *c, val *a, val *b)
     const simg_event *x = event_rec(c, a->u.ev.img, a->u.ev.index),
                      *y = event_rec(c, b->u.ev.img, b->u.ev.index);
     const char *ia = a->u.ev.img, *ib = b->u.ev.img;
-    const simg_str *xs[3] = {&x->id, &x->ts, &x->type}, *ys[3] = {&y->id, &y->ts, &y->type};
-    for (int k = 0; k < 3; k++)
-        if (xs[k]->blen != ys[k]->blen || memcmp(ia + xs[k]->off, ib + ys[k]->off, xs[k]->blen))
-            return 0;
+    const uint32_t xs[3] = {x->id, x->ts, x->type}, ys[3] = {y->id, y->ts, y->type};
+    for (int k = 0; k < 3; k++) {
+        simg_sv p, q;
+        if (!simg_str_at(ia, hdr(ia)->total_len, xs[k], &p) ||
+            !simg_str_at(ib, hdr(ib)->total_len, ys[k], &q)) {
+            (void)corrupt(c);
+            return -1;
+        }
+        if (p.blen != q.blen || memcmp(p.s, q.s, p.blen)) return 0;
+    }
     val *pa = payload(c, a), *pb = payload(c, b);
     if (!pa || !pb) return -1;
     return v_eq(c, pa, pb);

@@ -28,11 +28,19 @@
 #define SIMG_INTERN_KEY 32 /* SIMG_INTERN_VALUE: simg_layout.h */
 #define SIMG_VCACHE 4096
 
+/* A string stored in the image, as the builder knows it: its offset (the
+ * image's reference to it, simg_layout.h), where its bytes start, their
+ * length and code point count. */
+typedef struct {
+    uint32_t off, data, blen, clen;
+    bool ascii;
+} bstr;
+
 /* a value cache entry: the string and a copy of its bytes, so a lookup
  * never reads the image (a miss would otherwise compare against a cold
  * earlier value of the same length) */
 typedef struct {
-    simg_str s;
+    bstr s;
     char bytes[SIMG_INTERN_VALUE];
 } vslot;
 
@@ -43,14 +51,14 @@ typedef struct {
     /* short strings (keys, event types, enums) are stored once: every
      * payload's keys and every event's type then share a few hot cache
      * lines when read */
-    simg_str *itab;
+    bstr *itab;
     size_t imask, icount;
     vslot *vcache; /* SIMG_VCACHE entries, or NULL until a value is stored */
 } ibuf;
 
 /* Reserves n bytes at the next multiple of `align` (a power of two: 8 for
- * nodes, 1 for string bytes) and returns their offset; 0 with b->oom set
- * when the image cannot grow. */
+ * nodes, 1 for strings) and returns their offset; 0 with b->oom set when
+ * the image cannot grow (every offset must fit 32 bits). */
 static size_t ib_reserve_at(ibuf *b, size_t n, size_t align)
 {
     size_t at = (b->len + align - 1) & ~(align - 1);
@@ -58,7 +66,8 @@ static size_t ib_reserve_at(ibuf *b, size_t n, size_t align)
         size_t nc = b->cap ? b->cap : 4096;
         while (nc < at + n)
             nc *= 2;
-        if (nc > 0xFFFFFFF0u) {
+        if (nc > 0xFFFFFFF0u) nc = 0xFFFFFFF0u;
+        if (at + n > nc) {
             b->oom = true;
             return 0;
         }
@@ -146,10 +155,10 @@ static inline bool short_eq(const char *a, const char *b, size_t n)
 /* Stores s[0..n) (clen code points; ascii) in the image, once only when it
  * is at most `limit` bytes (then later copies share the first; for
  * SIMG_INTERN_VALUE, only while it stays in the value cache); fills out. */
-static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool ascii, simg_str *out,
+static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool ascii, bstr *out,
                       size_t limit)
 {
-    simg_str *slot = NULL;
+    bstr *slot = NULL;
     vslot *vs = NULL;
     if (n <= limit && limit == SIMG_INTERN_VALUE) {
         if (b->vcache == NULL && (b->vcache = calloc(SIMG_VCACHE, sizeof *b->vcache)) == NULL) {
@@ -164,15 +173,15 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
     } else if (n <= limit) {
         if (b->itab == NULL || (b->icount + 1) * 2 > b->imask + 1) {
             size_t size = b->itab ? (b->imask + 1) * 2 : 1024;
-            simg_str *nt = calloc(size, sizeof *nt);
+            bstr *nt = calloc(size, sizeof *nt);
             if (!nt) {
                 b->oom = true;
                 return -1;
             }
             for (size_t i = 0; b->itab && i <= b->imask; i++) {
-                simg_str *e = &b->itab[i];
+                bstr *e = &b->itab[i];
                 if (!e->off) continue;
-                size_t h = (size_t)str_hash(b->p + e->off, e->blen) & (size - 1);
+                size_t h = (size_t)str_hash(b->p + e->data, e->blen) & (size - 1);
                 while (nt[h].off)
                     h = (h + 1) & (size - 1);
                 nt[h] = *e;
@@ -183,8 +192,8 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
         }
         size_t h = (size_t)str_hash(s, n) & b->imask;
         while (b->itab[h].off) {
-            simg_str *e = &b->itab[h];
-            if (e->blen == n && short_eq(b->p + e->off, s, n)) {
+            bstr *e = &b->itab[h];
+            if (e->blen == n && short_eq(b->p + e->data, s, n)) {
                 *out = *e;
                 return 0;
             }
@@ -192,13 +201,22 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
         }
         slot = &b->itab[h];
     }
-    size_t at = ib_reserve_at(b, n + 1, 1); /* bytes: no padding */
+    if (n > 0x7FFFFFFFu) {
+        b->oom = true;
+        return -1;
+    }
+    size_t hl = ascii ? 4 : 8;
+    size_t at = ib_reserve_at(b, hl + n + 1, 1); /* strings: no padding */
     if (b->oom) return -1;
-    memcpy(b->p + at, s, n);
-    b->p[at + n] = 0;
+    uint32_t w = (uint32_t)n << 1 | (ascii ? 1u : 0u);
+    memcpy(b->p + at, &w, 4);
+    if (!ascii) memcpy(b->p + at + 4, &clen, 4);
+    memcpy(b->p + at + hl, s, n);
+    b->p[at + hl + n] = 0;
     out->off = (uint32_t)at;
+    out->data = (uint32_t)(at + hl);
     out->blen = (uint32_t)n;
-    out->clen = clen;
+    out->clen = ascii ? (uint32_t)n : clen;
     out->ascii = ascii;
     if (slot) {
         *slot = *out;
@@ -211,9 +229,9 @@ static int ib_put_str(ibuf *b, const char *s, size_t n, uint32_t clen, bool asci
 }
 
 /* Stores a string given as bytes, counting its code points (see ib_put_str). */
-static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
+static bstr ib_str(ibuf *b, const char *s, size_t n, size_t limit)
 {
-    simg_str r = {0, 0, 0, 1};
+    bstr r = {0};
     uint32_t cl = 0;
     bool ascii = true;
     for (size_t i = 0; i < n; i++) {
@@ -221,11 +239,9 @@ static simg_str ib_str(ibuf *b, const char *s, size_t n, size_t limit)
         if (ch >= 0x80) ascii = false;
         if ((ch & 0xC0) != 0x80) cl++;
     }
-    if (ib_put_str(b, s, n, cl, ascii, &r, limit)) return (simg_str){0, 0, 0, 1};
+    if (ib_put_str(b, s, n, cl, ascii, &r, limit)) return (bstr){0};
     return r;
 }
-
-#define NODE(b, off) ((simg_node *)((b)->p + (off)))
 
 /* The transcript's top-level string fields, in simg_hdr.fields order. */
 static const char *const g_field_names[SF__COUNT] = {
@@ -249,6 +265,22 @@ __attribute__((format(printf, 3, 4))) static int fail(fps_err *e, int code, cons
 
 /* ---- from JSON text (one pass, no tree) ----------------------------------- */
 
+/* A parsed child of a container being parsed: its node and, in an object,
+ * its key (a stored string). */
+typedef struct {
+    simg_node v;
+    uint32_t koff, kdata, klen;
+} kid;
+
+/* The first shape error of one "events" array of the root object (its
+ * events are checked as they are parsed; the error is reported only if
+ * that array is the transcript's events, after the checks before it). */
+enum { EV_OK, EV_NOT_OBJECT, EV_PAYLOAD, EV_ID, EV_TS, EV_TYPE };
+typedef struct {
+    int kind;
+    size_t index;
+} ev_error;
+
 typedef struct {
     const char *s, *end;
     ibuf *b;
@@ -258,16 +290,29 @@ typedef struct {
     bool strict; /* SIMG_STRICT: duplicate keys and NaN/Infinity are errors */
     /* the children of the containers being parsed, innermost last: a
      * container's nodes are copied from here into one block when it closes */
-    simg_node *stk;
+    kid *stk;
     size_t stkn, stkcap;
+    /* the records of the root's "events" array being parsed (written to
+     * the image, contiguous, when it closes), and its first shape error */
+    simg_event *ev;
+    size_t nev, evcap;
+    ev_error everr;
+    /* the first errors of the "events" arrays parsed (an EVENTS node whose
+     * offset is 0 names one by its count field) */
+    ev_error *everrs;
+    size_t neverrs;
 } jp;
 
-/* Appends a child node to the scratch stack. */
-static int push_node(jp *p, const simg_node *n)
+/* How a value is parsed: as any JSON value, as the root object, as the
+ * root's "events" array, or as one of its elements. */
+enum { R_ANY, R_ROOT, R_EVENTS, R_EVENT };
+
+/* Appends a child to the scratch stack. */
+static int push_kid(jp *p, simg_node v, const bstr *key)
 {
     if (p->stkn == p->stkcap) {
         size_t nc = p->stkcap ? p->stkcap * 2 : 256;
-        simg_node *ns = realloc(p->stk, nc * sizeof *ns);
+        kid *ns = realloc(p->stk, nc * sizeof *ns);
         if (!ns) {
             p->b->oom = true;
             return -1;
@@ -275,7 +320,11 @@ static int push_node(jp *p, const simg_node *n)
         p->stk = ns;
         p->stkcap = nc;
     }
-    p->stk[p->stkn++] = *n;
+    kid *k = &p->stk[p->stkn++];
+    k->v = v;
+    k->koff = key ? key->off : 0;
+    k->kdata = key ? key->data : 0;
+    k->klen = key ? key->blen : 0;
     return 0;
 }
 
@@ -368,7 +417,7 @@ static inline uint64_t specials8(const char *q, uint64_t *w)
 /* parses a JSON string at p->s (after the quote) into the image */
 /* limit: strings up to this many bytes are interned (SIMG_INTERN_KEY or
  * SIMG_INTERN_VALUE) */
-static int parse_string(jp *p, simg_str *out, size_t limit)
+static int parse_string(jp *p, bstr *out, size_t limit)
 {
     const char *st = p->s;
     const char *q = st;
@@ -508,7 +557,8 @@ static int parse_string(jp *p, simg_str *out, size_t limit)
     return 0;
 }
 
-static int parse_value(jp *p, int depth);
+static int parse_value(jp *p, int depth, int role, const bstr *key);
+static int put_number(jp *p, unsigned tag, const void *bytes, simg_node *n);
 
 static int parse_number(jp *p, simg_node *n)
 {
@@ -560,9 +610,7 @@ static int parse_number(jp *p, simg_node *n)
         tb[len] = 0;
         double d = strtod(tb, NULL);
         free(heap);
-        n->tag = SN_FLOAT;
-        memcpy(&n->b, &d, 8);
-        return 0;
+        return put_number(p, SN_FLOAT, &d, n);
     }
     /* integer: int64 fast path, else decimal text */
     const char *d = st;
@@ -573,60 +621,50 @@ static int parse_number(jp *p, simg_node *n)
         int64_t v = 0;
         for (const char *k = d; k < q; k++)
             v = v * 10 + (*k - '0');
-        n->tag = SN_INT;
-        n->b = (uint64_t)(neg ? -v : v);
-        return 0;
+        v = neg ? -v : v;
+        if (v >= SIMG_INT_MIN && v <= SIMG_INT_MAX) {
+            *n = (simg_node)v << 4 | SN_INT;
+            return 0;
+        }
+        return put_number(p, SN_INT64, &v, n);
     }
-    simg_str s;
-    size_t at = ib_reserve_at(p->b, len + 1, 1);
+    /* beyond int64: its decimal text, as a string */
+    bstr s = ib_str(p->b, st, len, 0);
     if (p->b->oom) return -1;
-    memcpy(p->b->p + at, st, len);
-    s.off = (uint32_t)at;
-    n->tag = SN_BIGINT;
-    n->a = (uint32_t)len;
-    n->b = s.off;
+    *n = simg_mk(SN_BIGINT, 0, s.off);
     return 0;
 }
-
-/* children are collected in a scratch stack then copied as one block */
-typedef struct {
-    simg_node *v;
-    size_t n, cap;
-} nstack;
-
 /* Duplicate keys in one object: Python's dict keeps the first position and
- * the last value. kids holds key/value node pairs; compacts in place. */
-static bool same_key(const ibuf *b, const simg_node *x, const simg_node *y)
+ * the last value. Compacts kids[0..*cnt) in place. */
+static bool same_key(const ibuf *b, const kid *x, const kid *y)
 {
-    if (x->a != y->a) return false;
+    if (x->klen != y->klen) return false;
     /* keys this short are interned: equal ones share their bytes */
-    if (x->a <= SIMG_INTERN_KEY) return (uint32_t)x->b == (uint32_t)y->b;
-    return !memcmp(b->p + (uint32_t)x->b, b->p + (uint32_t)y->b, x->a);
+    if (x->klen <= SIMG_INTERN_KEY) return x->koff == y->koff;
+    return !memcmp(b->p + x->kdata, b->p + y->kdata, x->klen);
 }
 
-static int dedup_keys(jp *p, simg_node *kids, size_t *cnt)
+static int dedup_keys(jp *p, kid *kids, size_t *cnt)
 {
     ibuf *b = p->b;
-    size_t pairs = *cnt / 2, size = 8;
+    size_t pairs = *cnt, size = 8;
     if (pairs <= 16) { /* the common object: compare each key with the kept ones */
         size_t w = 0;
         for (size_t i = 0; i < pairs; i++) {
             size_t j = 0;
-            while (j < w && !same_key(b, &kids[2 * j], &kids[2 * i]))
+            while (j < w && !same_key(b, &kids[j], &kids[i]))
                 j++;
             if (j < w) {
                 if (p->strict) {
                     p->err = "duplicate object key";
                     return -1;
                 }
-                kids[2 * j + 1] = kids[2 * i + 1];
+                kids[j].v = kids[i].v;
                 continue;
             }
-            kids[2 * w] = kids[2 * i];
-            kids[2 * w + 1] = kids[2 * i + 1];
-            w++;
+            kids[w++] = kids[i];
         }
-        *cnt = 2 * w;
+        *cnt = w;
         return 0;
     }
     while (size < pairs * 2)
@@ -639,13 +677,11 @@ static int dedup_keys(jp *p, simg_node *kids, size_t *cnt)
     memset(tab, 0xff, size * sizeof *tab);
     size_t w = 0;
     for (size_t i = 0; i < pairs; i++) {
-        simg_node *k = &kids[2 * i];
-        const char *ks = b->p + (uint32_t)k->b;
-        size_t h = (size_t)str_hash(ks, k->a) & (size - 1);
+        kid *k = &kids[i];
+        size_t h = (size_t)str_hash(b->p + k->kdata, k->klen) & (size - 1);
         int32_t found = -1;
         while (tab[h] >= 0) {
-            simg_node *o = &kids[2 * (size_t)tab[h]];
-            if (o->a == k->a && !memcmp(b->p + (uint32_t)o->b, ks, k->a)) {
+            if (same_key(b, &kids[tab[h]], k)) {
                 found = tab[h];
                 break;
             }
@@ -657,23 +693,136 @@ static int dedup_keys(jp *p, simg_node *kids, size_t *cnt)
             return -1;
         }
         if (found >= 0) {
-            kids[2 * found + 1] = kids[2 * i + 1];
+            kids[found].v = k->v;
             continue;
         }
-        kids[2 * w] = kids[2 * i];
-        kids[2 * w + 1] = kids[2 * i + 1];
+        kids[w] = *k;
         tab[h] = (int32_t)w;
         w++;
     }
     free(tab);
-    *cnt = 2 * w;
+    *cnt = w;
     return 0;
 }
 
-/* Parses one value and pushes its node on the scratch stack (built in
- * registers and stored once: returning it through memory and copying it
- * again made the copy wait for the store). */
-static int parse_value(jp *p, int depth)
+static bool key_is(const ibuf *b, const kid *k, const char *name, uint32_t len)
+{
+    return k->klen == len && !memcmp(b->p + k->kdata, name, len);
+}
+
+/* One element of the root's "events" array, parsed as `kids` (its keys
+ * unique): checked as SessionTranscript.from_wire checks an event, and its
+ * record appended, or its error noted if it is the array's first. */
+static int event_record(jp *p, const kid *kids, size_t n)
+{
+    const simg_node *f[4] = {NULL, NULL, NULL, NULL}; /* id, ts, event_type, payload */
+    for (size_t i = 0; i < n; i++) {
+        const kid *k = &kids[i];
+        if (key_is(p->b, k, "id", 2))
+            f[0] = &k->v;
+        else if (key_is(p->b, k, "ts", 2))
+            f[1] = &k->v;
+        else if (key_is(p->b, k, "event_type", 10))
+            f[2] = &k->v;
+        else if (key_is(p->b, k, "payload", 7))
+            f[3] = &k->v;
+    }
+    int kind = EV_OK;
+    if (!f[3] || simg_tag(*f[3]) != SN_OBJ)
+        kind = EV_PAYLOAD;
+    else if (!f[0] || simg_tag(*f[0]) != SN_STR)
+        kind = EV_ID;
+    else if (!f[1] || simg_tag(*f[1]) != SN_STR)
+        kind = EV_TS;
+    else if (!f[2] || simg_tag(*f[2]) != SN_STR)
+        kind = EV_TYPE;
+    if (kind != EV_OK) {
+        p->everr.kind = kind;
+        p->everr.index = p->nev;
+        return 0;
+    }
+    if (p->nev == p->evcap) {
+        size_t nc = p->evcap ? p->evcap * 2 : 1024;
+        simg_event *ne = realloc(p->ev, nc * sizeof *ne);
+        if (!ne) {
+            p->b->oom = true;
+            return -1;
+        }
+        p->ev = ne;
+        p->evcap = nc;
+    }
+    simg_event *e = &p->ev[p->nev++];
+    e->id = simg_off(*f[0]);
+    e->ts = simg_off(*f[1]);
+    e->type = simg_off(*f[2]);
+    e->pad = 0;
+    e->payload = *f[3];
+    return 0;
+}
+
+/* The root's "events" array has closed: its records go to the image in
+ * one block (or its first error is kept); *n gets its EVENTS node. */
+static int events_close(jp *p, simg_node *n)
+{
+    if (p->everr.kind != EV_OK) {
+        ev_error *ne =
+            p->neverrs < SIMG_MAX_COUNT ? realloc(p->everrs, (p->neverrs + 1) * sizeof *ne) : NULL;
+        if (!ne) {
+            p->b->oom = true;
+            return -1;
+        }
+        p->everrs = ne;
+        p->everrs[p->neverrs] = p->everr;
+        *n = simg_mk(SN_EVENTS, (uint32_t)p->neverrs++, 0);
+        return 0;
+    }
+    if (p->nev > SIMG_MAX_COUNT) {
+        p->b->oom = true;
+        return -1;
+    }
+    size_t at = ib_reserve(p->b, p->nev * sizeof(simg_event));
+    if (p->b->oom) return -1;
+    if (p->nev) memcpy(p->b->p + at, p->ev, p->nev * sizeof(simg_event));
+    *n = simg_mk(SN_EVENTS, (uint32_t)p->nev, (uint32_t)at);
+    return 0;
+}
+
+/* A closed container's children (kids[0..cnt), keys unique) as one block
+ * in the image; *n gets its node. */
+static int container_close(jp *p, bool obj, const kid *kids, size_t cnt, simg_node *n)
+{
+    if (cnt > SIMG_MAX_COUNT) {
+        p->b->oom = true;
+        return -1;
+    }
+    size_t blk = ib_reserve(p->b, obj ? simg_obj_bytes(cnt) : cnt * sizeof(simg_node));
+    if (p->b->oom) return -1;
+    simg_node *vals = (simg_node *)(void *)(p->b->p + blk);
+    for (size_t i = 0; i < cnt; i++)
+        vals[i] = kids[i].v;
+    if (obj) {
+        uint32_t *keys = (uint32_t *)(void *)(vals + cnt);
+        for (size_t i = 0; i < cnt; i++)
+            keys[i] = kids[i].koff;
+    }
+    *n = simg_mk(obj ? SN_OBJ : SN_ARR, (uint32_t)cnt, (uint32_t)blk);
+    return 0;
+}
+
+/* An out-of-line 8-byte number (INT64, FLOAT); *n gets its node. */
+static int put_number(jp *p, unsigned tag, const void *bytes, simg_node *n)
+{
+    size_t at = ib_reserve_at(p->b, 8, 1);
+    if (p->b->oom) return -1;
+    memcpy(p->b->p + at, bytes, 8);
+    *n = simg_mk(tag, 0, (uint32_t)at);
+    return 0;
+}
+
+/* Parses one value and pushes it (with `key`, in an object) on the scratch
+ * stack; as an element of the root's "events" array (R_EVENT), its record
+ * instead. */
+static int parse_value(jp *p, int depth, int role, const bstr *key)
 {
     if (depth > SIMG_MAX_DEPTH) {
         p->err = "nesting too deep";
@@ -684,17 +833,24 @@ static int parse_value(jp *p, int depth)
         p->err = "unexpected end of input";
         return -1;
     }
-    simg_node n = {0};
+    simg_node n = SN_NULL;
     char c = *p->s;
+    if (role == R_EVENT && c != '{') { /* parsed, then dropped: the transcript is invalid */
+        size_t at = p->stkn;
+        if (parse_value(p, depth, R_ANY, NULL)) return -1;
+        p->stkn = at;
+        if (p->everr.kind == EV_OK) {
+            p->everr.kind = EV_NOT_OBJECT;
+            p->everr.index = p->nev;
+        }
+        return 0;
+    }
     switch (c) {
     case '"': {
         p->s++;
-        simg_str s;
+        bstr s;
         if (parse_string(p, &s, SIMG_INTERN_VALUE)) return -1;
-        n.tag = SN_STR;
-        n.flags = (uint8_t)s.ascii;
-        n.a = s.blen;
-        n.b = (uint64_t)s.off | ((uint64_t)s.clen << 32);
+        n = simg_mk(SN_STR, 0, s.off);
         break;
     }
     case '{':
@@ -705,13 +861,21 @@ static int parse_value(jp *p, int depth)
          * image as it is parsed) and pushed on the scratch stack; when the
          * container closes its nodes are copied into one block: copying a
          * node is enough, its subtree stays where it is (offsets are
-         * absolute). */
+         * absolute). The root's "events" array keeps no nodes: each
+         * element leaves its record (event_record) instead. */
+        bool events = !obj && role == R_EVENTS;
+        int child = events ? R_EVENT : R_ANY;
+        if (events) {
+            p->nev = 0;
+            p->everr.kind = EV_OK;
+        }
         size_t base = p->stkn;
         skip_ws(p);
         if (p->s < p->end && *p->s == (obj ? '}' : ']')) {
             p->s++;
         } else {
             for (;;) {
+                bstr ks, *kp = NULL;
                 if (obj) {
                     skip_ws(p);
                     if (p->s >= p->end || *p->s != '"') {
@@ -719,11 +883,12 @@ static int parse_value(jp *p, int depth)
                         return -1;
                     }
                     p->s++;
-                    simg_str s;
-                    if (parse_string(p, &s, SIMG_INTERN_KEY)) return -1;
-                    simg_node k = {SN_STR, (uint8_t)s.ascii, 0, s.blen,
-                                   (uint64_t)s.off | ((uint64_t)s.clen << 32)};
-                    if (push_node(p, &k)) return -1;
+                    if (parse_string(p, &ks, SIMG_INTERN_KEY)) return -1;
+                    kp = &ks;
+                    child =
+                        role == R_ROOT && ks.blen == 6 && !memcmp(p->b->p + ks.data, "events", 6)
+                            ? R_EVENTS
+                            : R_ANY;
                     skip_ws(p);
                     if (p->s >= p->end || *p->s != ':') {
                         p->err = "expected ':'";
@@ -731,7 +896,7 @@ static int parse_value(jp *p, int depth)
                     }
                     p->s++;
                 }
-                if (parse_value(p, depth + 1)) return -1;
+                if (parse_value(p, depth + 1, child, kp)) return -1;
                 skip_ws(p);
                 if (p->s < p->end && *p->s == ',') {
                     p->s++;
@@ -745,22 +910,21 @@ static int parse_value(jp *p, int depth)
                 return -1;
             }
         }
-        simg_node *kids = p->stk + base;
+        kid *kids = p->stk + base;
         size_t cnt = p->stkn - base;
         p->stkn = base; /* popped: nothing is pushed again before the copy */
-        if (obj && cnt > 2 && dedup_keys(p, kids, &cnt)) return -1;
-        size_t blk = ib_reserve(p->b, cnt * sizeof(simg_node));
-        if (p->b->oom) return -1;
-        if (cnt) memcpy(p->b->p + blk, kids, cnt * sizeof(simg_node));
-        n.tag = obj ? SN_OBJ : SN_ARR;
-        n.a = (uint32_t)(obj ? cnt / 2 : cnt);
-        n.b = blk;
+        if (obj && cnt > 1 && dedup_keys(p, kids, &cnt)) return -1;
+        if (role == R_EVENT) {
+            /* an event after the array's first error needs no record */
+            return p->everr.kind == EV_OK ? event_record(p, kids, cnt) : 0;
+        }
+        if (events ? events_close(p, &n) : container_close(p, obj, kids, cnt, &n)) return -1;
         break;
     }
     case 't':
         if (p->end - p->s >= 4 && !memcmp(p->s, "true", 4)) {
             p->s += 4;
-            n.tag = SN_TRUE;
+            n = SN_TRUE;
             break;
         }
         p->err = "invalid literal";
@@ -768,7 +932,7 @@ static int parse_value(jp *p, int depth)
     case 'f':
         if (p->end - p->s >= 5 && !memcmp(p->s, "false", 5)) {
             p->s += 5;
-            n.tag = SN_FALSE;
+            n = SN_FALSE;
             break;
         }
         p->err = "invalid literal";
@@ -776,7 +940,7 @@ static int parse_value(jp *p, int depth)
     case 'n':
         if (p->end - p->s >= 4 && !memcmp(p->s, "null", 4)) {
             p->s += 4;
-            n.tag = SN_NULL;
+            n = SN_NULL;
             break;
         }
         p->err = "invalid literal";
@@ -799,16 +963,14 @@ static int parse_value(jp *p, int depth)
             p->err = "invalid literal";
             return -1;
         }
-        n.tag = SN_FLOAT;
-        memcpy(&n.b, &d, 8);
+        if (put_number(p, SN_FLOAT, &d, &n)) return -1;
         break;
     }
     default:
         if (c == '-' && !p->strict && p->end - p->s >= 9 && !memcmp(p->s, "-Infinity", 9)) {
             p->s += 9;
             double d = -INFINITY;
-            n.tag = SN_FLOAT;
-            memcpy(&n.b, &d, 8);
+            if (put_number(p, SN_FLOAT, &d, &n)) return -1;
             break;
         }
         if (c == '-' || (c >= '0' && c <= '9')) {
@@ -818,41 +980,29 @@ static int parse_value(jp *p, int depth)
         p->err = "unexpected character";
         return -1;
     }
-    return push_node(p, &n);
+    return push_kid(p, n, key);
 }
 
-static const simg_node *obj_get(const ibuf *b, const simg_node *o, const char *key)
+/* The value of `key` in the OBJ node o, or NULL. */
+static const simg_node *obj_get(const ibuf *b, simg_node o, const char *key)
 {
     size_t kl = strlen(key);
-    const simg_node *kids = (const simg_node *)(b->p + o->b);
-    for (uint32_t i = 0; i < o->a; i++) {
-        const simg_node *k = &kids[2 * (size_t)i];
-        if (k->a == kl && !memcmp(b->p + (uint32_t)k->b, key, kl)) return &kids[2 * i + 1];
+    uint32_t cnt = simg_count(o);
+    const simg_node *vals = (const simg_node *)(void *)(b->p + simg_off(o));
+    const uint32_t *keys = (const uint32_t *)(const void *)(vals + cnt);
+    for (uint32_t i = 0; i < cnt; i++) {
+        simg_sv k;
+        if (simg_str_at(b->p, b->len, keys[i], &k) && k.blen == kl && !memcmp(k.s, key, kl))
+            return &vals[i];
     }
     return NULL;
 }
 
-/* An event's id, ts, event_type and payload values (NULL when absent), in
- * one pass over its keys (they are unique by now). */
-static void event_fields(const ibuf *b, const simg_node *ev, const simg_node *f[4])
+/* The string s (a node's or a record's offset) in the image being built. */
+static simg_sv str_of(const ibuf *b, uint32_t off)
 {
-    static const char *const names[4] = {"id", "ts", "event_type", "payload"};
-    static const uint32_t lens[4] = {2, 2, 10, 7};
-    f[0] = f[1] = f[2] = f[3] = NULL;
-    const simg_node *kids = (const simg_node *)(b->p + ev->b);
-    for (uint32_t i = 0; i < ev->a; i++) {
-        const simg_node *k = &kids[2 * (size_t)i];
-        for (int j = 0; j < 4; j++)
-            if (k->a == lens[j] && !memcmp(b->p + (uint32_t)k->b, names[j], lens[j])) {
-                f[j] = &kids[2 * (size_t)i + 1];
-                break;
-            }
-    }
-}
-
-static simg_str node_str(const simg_node *n)
-{
-    simg_str s = {(uint32_t)n->b, n->a, (uint32_t)(n->b >> 32), n->flags};
+    simg_sv s = {"", 0, 0, true};
+    (void)simg_str_at(b->p, b->len, off, &s);
     return s;
 }
 
@@ -868,19 +1018,32 @@ static void hugepage_hint(void *p, size_t len)
     if (hi > lo) (void)madvise((char *)p + (lo - at), (size_t)(hi - lo), MADV_HUGEPAGE);
 }
 
+static void jp_free(jp *p)
+{
+    free(p->tmp);
+    free(p->stk);
+    free(p->ev);
+    free(p->everrs);
+}
+
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
                     void **out, size_t *out_len, fps_err *err)
 {
     int rc = 0;
     ibuf b = {0};
-    /* worst case the image is a few times the text; start near it */
-    b.cap = 2 * len + 4096;
+    /* the image is about the text's size on a realistic transcript, up to a
+     * few times it on one of tiny values; start near the first */
+    b.cap = len + len / 4 + 4096;
     b.p = malloc(b.cap);
     if (!b.p) return fail(err, SIMG_ETOO_LARGE, "out of memory");
     hugepage_hint(b.p, b.cap);
     ib_reserve(&b, sizeof(simg_hdr));
-    jp p = {json, json + len, &b, NULL, 0, NULL, (flags & SIMG_STRICT) != 0, NULL, 0, 0};
-    if (parse_value(&p, 0)) {
+    jp p = {0};
+    p.s = json;
+    p.end = json + len;
+    p.b = &b;
+    p.strict = (flags & SIMG_STRICT) != 0;
+    if (parse_value(&p, 0, R_ROOT, NULL)) {
         if (b.oom)
             rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
         else
@@ -893,105 +1056,86 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
         rc = fail(err, SIMG_EINVALID, "invalid JSON: extra data at byte %zu", (size_t)(p.s - json));
         goto fail;
     }
-    size_t root = ib_reserve(&b, sizeof(simg_node));
-    if (b.oom) goto oom;
-    *NODE(&b, root) = p.stk[0]; /* the root's node: all the stack holds */
-    const simg_node *t = NODE(&b, root);
-    if (t->tag != SN_OBJ) {
+    const simg_node t = p.stk[0].v; /* the root's node: all the stack holds */
+    if (simg_tag(t) != SN_OBJ) {
         rc = fail(err, SIMG_EINVALID, "transcript must be an object");
         goto fail;
     }
     const simg_node *sv = obj_get(&b, t, "schema_version");
-    if (!sv || sv->tag != SN_STR) {
+    if (!sv || simg_tag(*sv) != SN_STR) {
         rc = fail(err, SIMG_EINVALID, "schema_version must be a string");
         goto fail;
     }
-    if (sv->a != 1 || b.p[(uint32_t)sv->b] != '2') {
-        rc = fail(err, SIMG_EINVALID, "unsupported transcript schema version '%.64s'",
-                  b.p + (uint32_t)sv->b);
+    simg_sv svs = str_of(&b, simg_off(*sv));
+    if (svs.blen != 1 || svs.s[0] != '2') {
+        rc = fail(err, SIMG_EINVALID, "unsupported transcript schema version '%.64s'", svs.s);
         goto fail;
     }
     const simg_node *evs = obj_get(&b, t, "events");
-    if (!evs || evs->tag != SN_ARR) {
+    if (!evs || simg_tag(*evs) != SN_EVENTS) {
         rc = fail(err, SIMG_EINVALID, "events must be an array");
         goto fail;
     }
-    size_t ne = evs->a;
-    size_t evs_at = (size_t)((const char *)evs - b.p);
-    /* the event records: filled as the events are checked (reserving may
-     * move the buffer: the nodes are found again from their offsets) */
-    size_t evoff = ib_reserve(&b, ne * sizeof(simg_event));
-    if (b.oom) goto oom;
-    evs = (const simg_node *)(b.p + evs_at);
-    t = NODE(&b, root);
-    const simg_node *ev = (const simg_node *)(b.p + evs->b);
-    for (size_t i = 0; i < ne; i++) {
-        if (ev[i].tag != SN_OBJ) {
-            rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", i);
-            goto fail;
-        }
-        /* each event's key/value block was written long before and lies
-         * away from the event nodes: ask for one a few events ahead */
-        if (i + 8 < ne && ev[i + 8].tag == SN_OBJ) __builtin_prefetch(b.p + ev[i + 8].b);
-        const simg_node *f[4];
-        event_fields(&b, &ev[i], f);
-        if (!f[3] || f[3]->tag != SN_OBJ) {
+    if (simg_off(*evs) == 0) { /* the array's first event that is not one */
+        const ev_error *ee = &p.everrs[simg_count(*evs)];
+        if (ee->kind == EV_NOT_OBJECT)
+            rc = fail(err, SIMG_EINVALID, "events[%zu] must be an object", ee->index);
+        else if (ee->kind == EV_PAYLOAD)
             rc = fail(err, SIMG_EINVALID, "payload must be an object");
-            goto fail;
-        }
-        static const char *const ef[] = {"id", "ts", "event_type"};
-        for (int k = 0; k < 3; k++) {
-            if (!f[k] || f[k]->tag != SN_STR) {
-                rc = fail(err, SIMG_EINVALID, "%s must be a string", ef[k]);
-                goto fail;
-            }
-        }
-        simg_event e = {node_str(f[0]), node_str(f[1]), node_str(f[2]), *f[3]};
-        memcpy(b.p + evoff + i * sizeof(simg_event), &e, sizeof e);
+        else
+            rc = fail(err, SIMG_EINVALID, "%s must be a string",
+                      ee->kind == EV_ID   ? "id"
+                      : ee->kind == EV_TS ? "ts"
+                                          : "event_type");
+        goto fail;
     }
+    size_t ne = simg_count(*evs);
     const simg_node *ec = obj_get(&b, t, "event_count");
-    if (!ec || (ec->tag != SN_INT && ec->tag != SN_BIGINT)) {
+    unsigned ect = ec ? simg_tag(*ec) : SN_NULL;
+    if (ect != SN_INT && ect != SN_INT64 && ect != SN_BIGINT) {
         rc = fail(err, SIMG_EINVALID, "event_count must be an integer");
         goto fail;
     }
-    if (ec->tag == SN_BIGINT || (int64_t)ec->b < 0) {
-        if (ec->tag == SN_BIGINT && b.p[(uint32_t)ec->b] != '-')
-            rc =
-                fail(err, SIMG_EINVALID, "event_count is %.40s, but transcript contains %zu events",
-                     b.p + (uint32_t)ec->b, ne);
+    int64_t count = 0;
+    if (ect == SN_INT)
+        count = simg_int(*ec);
+    else if (ect == SN_INT64)
+        memcpy(&count, b.p + simg_off(*ec), 8);
+    if (ect == SN_BIGINT || count < 0) {
+        simg_sv text = ect == SN_BIGINT ? str_of(&b, simg_off(*ec)) : (simg_sv){"", 0, 0, true};
+        if (ect == SN_BIGINT && text.s[0] != '-')
+            rc = fail(err, SIMG_EINVALID,
+                      "event_count is %.40s, but transcript contains %zu events", text.s, ne);
         else
             rc = fail(err, SIMG_EINVALID, "event_count must not be negative");
         goto fail;
     }
-    if ((uint64_t)ec->b != ne) {
+    if ((uint64_t)count != ne) {
         rc = fail(err, SIMG_EINVALID, "event_count is %lld, but transcript contains %zu events",
-                  (long long)ec->b, ne);
+                  (long long)count, ne);
         goto fail;
     }
-    simg_str fields[SF__COUNT];
+    simg_hdr h = {0};
     for (int k = 0; k < SF__COUNT; k++) {
-        const simg_node *f = obj_get(&b, NODE(&b, root), g_field_names[k]);
-        if (!f || f->tag != SN_STR) {
+        const simg_node *f = obj_get(&b, t, g_field_names[k]);
+        if (!f || simg_tag(*f) != SN_STR) {
             rc = fail(err, SIMG_EINVALID, "%s must be a string", g_field_names[k]);
             goto fail;
         }
-        fields[k] = node_str(f);
+        h.fields[k] = simg_off(*f);
         if (k == SF_ASSIGNMENT_ID && assignment_id) { /* checked above, then overridden */
-            fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0);
+            h.fields[k] = ib_str(&b, assignment_id, strlen(assignment_id), 0).off;
             if (b.oom) goto oom;
         }
     }
-    simg_hdr h = {0};
     memcpy(h.magic, SIMG_MAGIC, 8);
     h.version = SIMG_VERSION;
     h.total_len = (uint32_t)b.len;
     h.nevents = (uint32_t)ne;
-    h.events_off = (uint32_t)evoff;
+    h.events_off = simg_off(*evs);
     h.event_count = (int64_t)ne;
-    memcpy(h.fields, fields, sizeof fields);
     memcpy(b.p, &h, sizeof h);
-    free(p.tmp);
-    free(p.stk);
+    jp_free(&p);
     free(b.itab);
     free(b.vcache);
     *out = b.p;
@@ -1000,8 +1144,7 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
 oom:
     rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");
 fail:
-    free(p.tmp);
-    free(p.stk);
+    jp_free(&p);
     free(b.itab);
     free(b.vcache);
     free(b.p);
@@ -1011,20 +1154,25 @@ fail:
 const char *simg_session_id(const void *img)
 {
     const simg_hdr *h = img;
-    return (const char *)img + h->fields[SF_SESSION_ID].off;
+    simg_sv s = {"", 0, 0, true};
+    (void)simg_str_at(img, h->total_len, h->fields[SF_SESSION_ID], &s);
+    return s.s;
 }
 
 const char *simg_session_revision_id(const void *img)
 {
     const simg_hdr *h = img;
-    return (const char *)img + h->fields[SF_SESSION_REVISION_ID].off;
+    simg_sv s = {"", 0, 0, true};
+    (void)simg_str_at(img, h->total_len, h->fields[SF_SESSION_REVISION_ID], &s);
+    return s.s;
 }
 
 /* ---- validation --------------------------------------------------------------- */
 
-static bool str_ok(const simg_str *s, size_t len)
+static bool str_ok(const char *img, size_t len, uint32_t off)
 {
-    return (size_t)s->off + s->blen < len && s->clen <= s->blen;
+    simg_sv s;
+    return simg_str_at(img, len, off, &s);
 }
 
 int simg_validate(const void *buf, size_t len, fps_err *err)
@@ -1036,20 +1184,22 @@ int simg_validate(const void *buf, size_t len, fps_err *err)
     if (memcmp(h->magic, SIMG_MAGIC, 8) || h->version != SIMG_VERSION || h->total_len != len)
         return fail(err, SIMG_ECORRUPT, "session image header is invalid");
     for (int k = 0; k < SF__COUNT; k++)
-        if (!str_ok(&h->fields[k], len)) goto bad;
-    if ((h->events_off & 7) ||
+        if (!str_ok(base, len, h->fields[k])) goto bad;
+    if ((h->events_off & 7) || h->events_off < sizeof(simg_hdr) ||
         (size_t)h->events_off + (size_t)h->nevents * sizeof(simg_event) > len)
         goto bad;
     if (h->event_count != (int64_t)h->nevents) goto bad;
     for (uint32_t i = 0; i < h->nevents; i++) {
         const simg_event *e =
             (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
-        if (!str_ok(&e->id, len) || !str_ok(&e->ts, len) || !str_ok(&e->type, len)) goto bad;
+        if (!str_ok(base, len, e->id) || !str_ok(base, len, e->ts) || !str_ok(base, len, e->type))
+            goto bad;
         /* payload nodes are bounds-checked when read (session.c): only the
          * top-level object here, so a child does not walk the whole image */
         size_t poff = (size_t)((const char *)&e->payload - base);
-        if (e->payload.tag != SN_OBJ || (e->payload.b & 7) ||
-            e->payload.b + 2 * (uint64_t)e->payload.a * sizeof(simg_node) > poff)
+        uint32_t at = simg_off(e->payload);
+        if (simg_tag(e->payload) != SN_OBJ || (at & 7) || at < sizeof(simg_hdr) ||
+            at + simg_obj_bytes(simg_count(e->payload)) > poff)
             goto bad;
     }
     return 0;

@@ -634,6 +634,85 @@ static void test_session_image(void **state)
     assert_string_equal(err.name, "invalid_image");
 }
 
+/* A session image with any one byte changed: simg_validate refuses it, or
+ * the session read whole (repr: every event, payload and string) ends, with
+ * its value or an exception. And images corrupt in known ways are refused:
+ * a string running past the end, a payload block after its event record,
+ * a misaligned record table, a code point count above the byte count. */
+static void test_session_image_corrupt(void **state)
+{
+    (void)state;
+    const char *t =
+        "{\"schema_version\": \"2\", \"assignment_id\": \"a1\", \"session_id\": \"s\", "
+        "\"session_revision_id\": \"r\", \"agent_id\": \"ag\", \"environment\": \"prod\", "
+        "\"started_at\": \"t0\", \"ended_at\": \"t1\", \"event_count\": 2, \"events\": ["
+        "{\"id\": \"e1\", \"ts\": \"t\", \"event_type\": \"tool_use\", \"payload\": {\"n\": 1, "
+        "\"big\": 123456789012345678901234567890, \"f\": 1e5, \"s\": \"h\\u00e9\", \"i\": "
+        "999999999999999999, \"o\": {\"k\": [1, \"x\"]}}},"
+        "{\"id\": \"e2\", \"ts\": \"t\", \"event_type\": \"msg\", \"payload\": {\"l\": [true, "
+        "null]}}]}";
+    void *img;
+    size_t len;
+    fps_err err;
+    assert_int_equal(simg_build_text(t, strlen(t), NULL, 0, &img, &len, &err), 0);
+    assert_int_equal(simg_validate(img, len, &err), 0);
+    unsigned char *b = img;
+    int refused = 0, read = 0;
+    for (size_t i = 0; i < len; i++) {
+        for (int flip = 0; flip < 2; flip++) {
+            unsigned char was = b[i];
+            b[i] = flip ? (unsigned char)(was ^ 0x80) : (unsigned char)(was + 1);
+            if (simg_validate(img, len, &err) != 0) {
+                assert_string_equal(err.name, "invalid_image");
+                refused++;
+            } else {
+                vctx *c = vctx_new(NULL, img, len);
+                val *s = v_session(c);
+                if (s != NULL) (void)v_repr(c, s);
+                vctx_free(c);
+                read++;
+            }
+            b[i] = was;
+        }
+    }
+    assert_true(refused > 0 && read > 0);
+    /* the header's first string field (assignment_id), made to run past the end */
+    uint32_t off;
+    memcpy(&off, b + 32, 4);
+    uint32_t w, huge = (uint32_t)len << 1 | 1;
+    memcpy(&w, b + off, 4);
+    memcpy(b + off, &huge, 4);
+    assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
+    memcpy(b + off, &w, 4);
+    /* the record table one byte off its alignment */
+    uint32_t evoff;
+    memcpy(&evoff, b + 20, 4);
+    evoff++;
+    memcpy(b + 20, &evoff, 4);
+    assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
+    evoff--;
+    memcpy(b + 20, &evoff, 4);
+    /* the first event's payload block moved after its record */
+    uint64_t node;
+    memcpy(&node, b + evoff + 16, 8);
+    uint64_t moved = (node & 0xFFFFFFFFu) | (uint64_t)(evoff + 8) << 32;
+    memcpy(b + evoff + 16, &moved, 8);
+    assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
+    memcpy(b + evoff + 16, &node, 8);
+    /* the first event's id given a code point count above its byte count */
+    uint32_t id;
+    memcpy(&id, b + evoff, 4);
+    memcpy(&w, b + id, 4);
+    uint32_t wide[2] = {w & ~1u, (w >> 1) + 1};
+    char saved[8];
+    memcpy(saved, b + id, 8);
+    memcpy(b + id, wide, 8);
+    assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
+    memcpy(b + id, saved, 8);
+    assert_int_equal(simg_validate(img, len, &err), 0);
+    free(img);
+}
+
 /* The shared-memory pages this process has mapped (kB): the memfd image's. */
 static long rss_shmem_kb(void)
 {
@@ -806,6 +885,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_containers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_results, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_image_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image_mapped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_siphash, setup, teardown),
