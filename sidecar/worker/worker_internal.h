@@ -303,8 +303,9 @@ static inline int64_t worker_mono_us(void)
 /* worker_memory.c: the memory budget (budget.h) as the worker uses it.
  * The tree's bytes per transcript byte while an assignment is in flight:
  * the received bytes (1x, kept for the recent ring, the archive and local
- * runs), its session image (~1.8x) and the parser's work while the image
- * is built: one 21.4 MB transcript alone peaked at 66 MB (3.1x) above the
+ * runs), its session image (~0.9x; ~1.8x when this was measured) and the
+ * parser's work while the image is built: one 21.4 MB transcript alone
+ * peaked at 66 MB (3.1x) above the
  * idle tree (tests/bench/worker/bench_memory.py); with a margin. */
 #define WORKER_MEMORY_FACTOR 3.25
 void worker_memory_init(worker_shared *sh, const worker_config *cfg);

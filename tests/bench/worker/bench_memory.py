@@ -66,7 +66,7 @@ def main():
             if budget and r["peak"] > budget * MIB:
                 print(f"     over the budget by {(r['peak'] - budget * MIB) / MIB:.1f} MiB")
         print("anchor: per assignment <= 1.2x the transcript's bytes (target); the session "
-              "image alone is ~1.8x")
+              "image alone is ~0.9x")
         print("per assignment = (parent peak - tree at start) / assignments in flight at most; "
               "'x bytes' divides it by the served transcript's size")
     finally:
