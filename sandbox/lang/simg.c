@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* ---- growable image buffer ---------------------------------------------- */
 
@@ -301,7 +302,25 @@ typedef struct {
      * offset is 0 names one by its count field) */
     ev_error *everrs;
     size_t neverrs;
+    /* SIMG_CONSUME: the text's pages before `released` are handed back
+     * (0: the text is not the parser's to hand back) */
+    uintptr_t released, page;
 } jp;
+
+/* Text handed back at a time under SIMG_CONSUME: a call per MiB parsed. */
+#define RELEASE_STEP ((uintptr_t)1 << 20)
+
+/* Under SIMG_CONSUME, hands the text's whole pages behind the parse point
+ * back to the kernel once a step of them has been parsed: every string and
+ * number before it has been copied into the image, and nothing reads the
+ * text behind the parse point again (errors name byte offsets only). */
+static void release_parsed(jp *p)
+{
+    uintptr_t upto = (uintptr_t)p->s & ~(p->page - 1);
+    if (p->released == 0 || upto < p->released + RELEASE_STEP) return;
+    (void)madvise((void *)p->released, upto - p->released, MADV_DONTNEED);
+    p->released = upto;
+}
 
 /* How a value is parsed: as any JSON value, as the root object, as the
  * root's "events" array, or as one of its elements. */
@@ -915,10 +934,12 @@ static int parse_value(jp *p, int depth, int role, const bstr *key)
         p->stkn = base; /* popped: nothing is pushed again before the copy */
         if (obj && cnt > 1 && dedup_keys(p, kids, &cnt)) return -1;
         if (role == R_EVENT) {
+            release_parsed(p);
             /* an event after the array's first error needs no record */
             return p->everr.kind == EV_OK ? event_record(p, kids, cnt) : 0;
         }
         if (events ? events_close(p, &n) : container_close(p, obj, kids, cnt, &n)) return -1;
+        release_parsed(p);
         break;
     }
     case 't':
@@ -1043,6 +1064,13 @@ int simg_build_text(const char *json, size_t len, const char *assignment_id, uns
     p.end = json + len;
     p.b = &b;
     p.strict = (flags & SIMG_STRICT) != 0;
+    /* the text's first whole page: the bytes before it may share a page
+     * with memory that is not the text's */
+    if (flags & SIMG_CONSUME) {
+        long ps = sysconf(_SC_PAGESIZE);
+        p.page = ps > 0 ? (uintptr_t)ps : 4096;
+        p.released = ((uintptr_t)json + p.page - 1) & ~(p.page - 1);
+    }
     if (parse_value(&p, 0, R_ROOT, NULL)) {
         if (b.oom)
             rc = fail(err, SIMG_ETOO_LARGE, "transcript too large for a session image");

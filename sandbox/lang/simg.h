@@ -23,8 +23,17 @@ enum { SIMG_EINVALID = -1, SIMG_ETOO_LARGE = -2, SIMG_ECORRUPT = -3 };
  * expected shape returns SIMG_EINVALID with a precise message in e. By default Python json
  * semantics: big ints kept exactly, NaN/Infinity accepted, duplicate keys keep the first position
  * and the last value. SIMG_STRICT (a server's response, validated as the protocol's strict JSON)
- * makes duplicate keys and NaN/Infinity errors instead. */
-enum { SIMG_STRICT = 1u };
+ * makes duplicate keys and NaN/Infinity errors instead.
+ *
+ * SIMG_CONSUME: the caller gives the text up. As the parse moves on, the
+ * whole pages of `json` behind it are handed back to the kernel
+ * (madvise MADV_DONTNEED: they read as zeros after), so the text and the
+ * image are not both resident while the image grows. The buffer stays the
+ * caller's, to free after the call whatever it returns; its bytes are not
+ * to be read again. Only for private anonymous memory the caller owns
+ * alone (a malloc'd buffer, an anonymous mapping), never a file mapping or
+ * a buffer that something else still reads. */
+enum { SIMG_STRICT = 1u, SIMG_CONSUME = 2u };
 int simg_build_text(const char *json, size_t len, const char *assignment_id, unsigned flags,
                     void **out, size_t *out_len, fps_err *e);
 

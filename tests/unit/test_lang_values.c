@@ -713,6 +713,65 @@ static void test_session_image_corrupt(void **state)
     free(img);
 }
 
+/* SIMG_CONSUME: the image is the one built from the text kept, the text's
+ * pages behind the parse point read as zeros after (handed back), the ones
+ * of a transcript too short to hand any back do not, and an invalid
+ * transcript fails with the same message. */
+static void test_session_image_consume(void **state)
+{
+    (void)state;
+    strbuf t;
+    strbuf_init(&t);
+    strbuf_puts(&t, "{\"schema_version\": \"2\", \"assignment_id\": \"a\", \"session_id\": \"s\", "
+                    "\"session_revision_id\": \"r\", \"agent_id\": \"g\", \"environment\": "
+                    "\"e\", \"started_at\": \"t0\", \"ended_at\": \"t1\", \"event_count\": 30000, "
+                    "\"events\": [");
+    for (int i = 0; i < 30000; i++)
+        strbuf_printf(&t,
+                      "%s{\"id\": \"e%d\", \"ts\": \"2026-08-28T12:00:00.%06dZ\", \"event_type\": "
+                      "\"tool\", \"payload\": {\"text\": \"w%d caf\\u00e9 %d\", \"n\": %d}}",
+                      i ? ", " : "", i, i, i % 97, i * 7, i);
+    strbuf_puts(&t, "]}");
+    size_t n = t.len, map = (n + 4095) & ~(size_t)4095;
+    void *img, *img2;
+    size_t len, len2;
+    fps_err err;
+    assert_int_equal(simg_build_text(t.data, n, "x", SIMG_STRICT, &img, &len, &err), 0);
+    char *text = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(text != MAP_FAILED);
+    memcpy(text, t.data, n);
+    assert_true(n > 3 * ((size_t)1 << 20));
+    assert_int_equal(simg_build_text(text, n, "x", SIMG_STRICT | SIMG_CONSUME, &img2, &len2, &err),
+                     0);
+    assert_int_equal(len2, len);
+    assert_memory_equal(img2, img, len);
+    size_t zeros = 0;
+    while (zeros < n && text[zeros] == 0)
+        zeros++;
+    assert_true(zeros >= ((size_t)2 << 20)); /* at least two steps handed back */
+    assert_true(zeros < n);                  /* and not past the parse point */
+    free(img2);
+    /* a transcript broken at its end: the same error, with the text consumed */
+    memcpy(text, t.data, n);
+    text[n - 1] = '}';
+    text[n - 2] = '}';
+    fps_err e1, e2;
+    assert_int_equal(simg_build_text(text, n, NULL, 0, &img2, &len2, &e1), SIMG_EINVALID);
+    assert_int_equal(simg_build_text(text, n, NULL, SIMG_CONSUME, &img2, &len2, &e2),
+                     SIMG_EINVALID);
+    assert_string_equal(e2.msg, e1.msg);
+    munmap(text, map);
+    /* a short one: nothing handed back */
+    const char *small = "{\"schema_version\": \"2\", \"x\": [1, 2]}";
+    char buf[64];
+    memcpy(buf, small, strlen(small));
+    assert_int_equal(simg_build_text(buf, strlen(small), NULL, SIMG_CONSUME, &img2, &len2, &e2),
+                     SIMG_EINVALID);
+    assert_memory_equal(buf, small, strlen(small));
+    free(img);
+    strbuf_free(&t);
+}
+
 /* The shared-memory pages this process has mapped (kB): the memfd image's. */
 static long rss_shmem_kb(void)
 {
@@ -886,6 +945,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_results, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image_corrupt, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_session_image_consume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_image_mapped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_siphash, setup, teardown),
