@@ -75,9 +75,9 @@ typedef struct {
     void (*drain)(void *ctx);
     /* Ends that drain; 0, or -1 when the process is shutting down. */
     int (*resume)(void *ctx);
-    /* A new reference to a recently processed assignment's transcript bytes
-     * (as received), or NULL. */
-    rcbuf *(*recent_transcript)(void *ctx, const char *assignment_id);
+    /* A new reference to a recently processed assignment's session image
+     * (the one its evaluations read), or NULL. */
+    sbx_image *(*recent_image)(void *ctx, const char *assignment_id);
 } api_worker_ops;
 
 /* The local-evaluator registry, as the admin routes see it. ctx == NULL

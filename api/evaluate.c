@@ -14,8 +14,9 @@
  * Body: {"kind": "evaluator"|"condition"|"raw", "source": "...",
  *        "eval_key": "q", "mode": "run"|"check", "timeout_seconds": 30,
  *        "transcript": {...}} -- or "assignment_id" instead of "transcript":
- *        a recently processed assignment's transcript kept by the worker
- *        (its bytes as received, built into an image the same way)
+ *        a recently processed assignment's session image kept by the
+ *        worker (the one its evaluations read: its assignment_id is the
+ *        assignment's)
  * Answer: docs/LANGUAGE.md's outcome object ({"ok", "stage", ...}, with any
  * location the interpreter gives) plus "kind", "mode" and timings. */
 #include "api/internal.h"
@@ -43,7 +44,7 @@ void route_evaluate(api_req *rq, api_resp *rs)
 {
     api_server *srv = rq->srv;
     sbx_image *img = NULL;
-    rcbuf *recent = NULL; /* one reference: a recent assignment's transcript bytes */
+    sbx_image *recent = NULL; /* one reference: a recent assignment's session image */
     sbx_outcome out = {0};
     int have_out = 0;
     const char *inline_text = NULL; /* borrowed from the request body */
@@ -115,14 +116,12 @@ void route_evaluate(api_req *rq, api_resp *rs)
             goto done;
         }
         const api_worker_ops *w = &srv->deps.worker;
-        if (w->ctx != NULL) recent = w->recent_transcript(w->ctx, json_string_value(aid));
+        if (w->ctx != NULL) recent = w->recent_image(w->ctx, json_string_value(aid));
         if (recent == NULL) {
             api_error(rs, 404, "not_found",
                       "no recent transcript for this assignment (only the last few are kept)");
             goto done;
         }
-        inline_text = rcbuf_data(recent); /* the bytes as received: the same path */
-        inline_len = rcbuf_len(recent);
     }
 
     int check = !strcmp(mode, "check");
@@ -130,7 +129,10 @@ void route_evaluate(api_req *rq, api_resp *rs)
         api_error(rs, 503, "sandbox_unavailable", "the sandbox pool is not running");
         goto done;
     }
-    if ((transcript != NULL || inline_text != NULL) && !check) {
+    if (recent != NULL && !check) {
+        img = recent; /* built when its assignment was fetched */
+        recent = NULL;
+    } else if ((transcript != NULL || inline_text != NULL) && !check) {
         fps_err e;
         pthread_mutex_lock(&srv->build_mu);
         if (inline_text != NULL) {
@@ -214,6 +216,6 @@ void route_evaluate(api_req *rq, api_resp *rs)
 done:
     if (have_out) sbx_outcome_free(&out);
     if (img) sbx_image_release(img);
-    rcbuf_release(recent);
+    sbx_image_release(recent);
     json_decref(body);
 }

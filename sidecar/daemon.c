@@ -107,9 +107,9 @@ static int api_w_resume(void *ctx)
 {
     return worker_resume(ctx);
 }
-static rcbuf *api_w_transcript(void *ctx, const char *assignment_id)
+static sbx_image *api_w_image(void *ctx, const char *assignment_id)
 {
-    return worker_recent_transcript(ctx, assignment_id);
+    return worker_recent_image(ctx, assignment_id);
 }
 static json_t *api_l_list(void *ctx)
 {
@@ -153,7 +153,7 @@ api_worker_ops daemon_api_worker_ops(worker *w)
                         .status_json = api_w_status,
                         .drain = api_w_drain,
                         .resume = api_w_resume,
-                        .recent_transcript = api_w_transcript};
+                        .recent_image = api_w_image};
     return o;
 }
 

@@ -82,6 +82,12 @@ int sbx_pool_active(const sbx_pool *pool);
 sbx_image *sbx_image_new(const char *json, size_t len, const char *assignment_id, unsigned flags,
                          fps_err *e);
 sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e);
+/* Another reference to `img` (returned), for a holder that may outlive its
+ * creator's (the recent-transcript ring): each reference is released with
+ * sbx_image_release; the memfd closes with the last. Thread-safe. */
+sbx_image *sbx_image_ref(sbx_image *img);
+/* The image's bytes (its memfd's size). */
+size_t sbx_image_len(const sbx_image *img);
 void sbx_image_release(sbx_image *img);
 
 typedef enum {

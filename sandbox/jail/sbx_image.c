@@ -74,6 +74,7 @@ sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)
     }
     img->fd = fd;
     img->len = len;
+    atomic_init(&img->refs, 1);
     free(simg);
     return img;
 fail:
@@ -82,9 +83,20 @@ fail:
     return NULL;
 }
 
+sbx_image *sbx_image_ref(sbx_image *img)
+{
+    if (img != NULL) atomic_fetch_add(&img->refs, 1);
+    return img;
+}
+
+size_t sbx_image_len(const sbx_image *img)
+{
+    return img->len;
+}
+
 void sbx_image_release(sbx_image *img)
 {
-    if (img == NULL) return;
+    if (img == NULL || atomic_fetch_sub(&img->refs, 1) != 1) return;
     close(img->fd);
     free(img);
 }

@@ -48,6 +48,7 @@
 struct sbx_image {
     int fd; /* sealed memfd holding the simg bytes */
     size_t len;
+    atomic_int refs; /* sbx_image_ref / sbx_image_release */
 };
 
 typedef struct {

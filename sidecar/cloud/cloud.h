@@ -173,7 +173,10 @@ typedef int (*cloud_size_hook)(void *ud, size_t bytes, char *msg, size_t mcap);
  * fields, event shapes, event_count == len(events); then its
  * session_revision_id must be the assignment's. On success *raw holds the
  * bytes as received (one reference, for local dispatch and the recent ring)
- * and *simg / *simg_len the image (owned, with the assignment's id). */
+ * and *simg / *simg_len the image (owned, with the assignment's id). With
+ * raw NULL the caller wants the image only: the bytes are never returned,
+ * and their pages are handed back as the image is built (SIMG_CONSUME), so
+ * the parent does not hold the bytes and the whole image at once. */
 int cloud_transcript(cloud *c, const cloud_assignment *a, rcbuf **raw, void **simg,
                      size_t *simg_len, cloud_error *e);
 /* cloud_transcript with a size hook (see cloud_size_hook; NULL: none). */

@@ -4,7 +4,8 @@
  * refused), schema_version "2", string fields, event shapes, event_count ==
  * len(events); then the assignment's session revision. Every violation is a
  * protocol error for the assignment. The bytes are kept as received, in
- * one buffer of the Content-Length's size (never regrown). */
+ * one buffer of the Content-Length's size (never regrown), when the caller
+ * asks for them; otherwise the build consumes them (SIMG_CONSUME). */
 #include "sidecar/cloud/cloud.h"
 
 #include "sandbox/lang/simg.h"
@@ -24,7 +25,7 @@ int cloud_transcript_sized(cloud *c, const cloud_assignment *a, cloud_size_hook 
 {
     char *body = NULL;
     size_t len = 0;
-    *raw = NULL;
+    if (raw != NULL) *raw = NULL;
     *simg = NULL;
     *simg_len = 0;
     json_t *unused = NULL;
@@ -48,13 +49,20 @@ int cloud_transcript_sized(cloud *c, const cloud_assignment *a, cloud_size_hook 
         return -1;
     }
     fps_err err;
-    if (simg_build_text(body, len, a->assignment_id, SIMG_STRICT, simg, simg_len, &err) != 0) {
+    /* without `raw`, nothing reads the bytes after the build: they are
+     * given up to it, handed back to the kernel as they are parsed */
+    unsigned flags = SIMG_STRICT | (raw == NULL ? SIMG_CONSUME : 0u);
+    if (simg_build_text(body, len, a->assignment_id, flags, simg, simg_len, &err) != 0) {
         cloud_set_protocol_error(e, "%s", err.msg);
         goto fail;
     }
     if (strcmp(simg_session_revision_id(*simg), a->session_revision_id) != 0) {
         cloud_set_protocol_error(e, "transcript session_revision_id does not match the assignment");
         goto fail;
+    }
+    if (raw == NULL) {
+        free(body);
+        return 0;
     }
     *raw = rcbuf_take(body, len);
     if (*raw == NULL) {

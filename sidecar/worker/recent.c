@@ -12,7 +12,7 @@ struct recent_ring {
     pthread_mutex_t mu; /* guards slot and next */
     struct {
         char id[128];
-        rcbuf *raw; /* one reference, or NULL */
+        sbx_image *img; /* one reference, or NULL */
     } slot[RECENT_N];
     int next;
 };
@@ -28,48 +28,48 @@ void recent_free(recent_ring *r)
 {
     if (r == NULL) return;
     for (int k = 0; k < RECENT_N; k++)
-        rcbuf_release(r->slot[k].raw);
+        sbx_image_release(r->slot[k].img);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
 
-void recent_put(recent_ring *r, const char *assignment_id, rcbuf *raw)
+void recent_put(recent_ring *r, const char *assignment_id, sbx_image *img)
 {
-    if (raw == NULL || rcbuf_len(raw) > RECENT_MAX_BYTES) return;
-    rcbuf *old[RECENT_N];
+    if (img == NULL || sbx_image_len(img) > RECENT_MAX_BYTES) return;
+    sbx_image *old[RECENT_N];
     int nold = 0;
     pthread_mutex_lock(&r->mu);
     int i = r->next;
     r->next = (i + 1) % RECENT_N;
-    old[nold++] = r->slot[i].raw;
+    old[nold++] = r->slot[i].img;
     snprintf(r->slot[i].id, sizeof r->slot[i].id, "%s", assignment_id);
-    r->slot[i].raw = rcbuf_ref(raw);
+    r->slot[i].img = sbx_image_ref(img);
     /* Bound the total: evict the oldest others while over budget. */
     size_t total = 0;
     for (int k = 0; k < RECENT_N; k++)
-        total += r->slot[k].raw ? rcbuf_len(r->slot[k].raw) : 0;
+        total += r->slot[k].img ? sbx_image_len(r->slot[k].img) : 0;
     for (int k = 1; k < RECENT_N && total > RECENT_MAX_BYTES; k++) {
         int j = (i + k) % RECENT_N;
-        if (r->slot[j].raw == NULL) continue;
-        total -= rcbuf_len(r->slot[j].raw);
-        old[nold++] = r->slot[j].raw;
-        r->slot[j].raw = NULL;
+        if (r->slot[j].img == NULL) continue;
+        total -= sbx_image_len(r->slot[j].img);
+        old[nold++] = r->slot[j].img;
+        r->slot[j].img = NULL;
     }
     pthread_mutex_unlock(&r->mu);
-    for (int k = 0; k < nold; k++) /* freed outside the lock (up to 25 MiB each) */
-        rcbuf_release(old[k]);
+    for (int k = 0; k < nold; k++) /* freed outside the lock (up to 32 MiB each) */
+        sbx_image_release(old[k]);
 }
 
-rcbuf *recent_get(recent_ring *r, const char *assignment_id)
+sbx_image *recent_get(recent_ring *r, const char *assignment_id)
 {
-    rcbuf *raw = NULL;
+    sbx_image *img = NULL;
     if (assignment_id == NULL) return NULL;
     pthread_mutex_lock(&r->mu);
-    for (int k = 0; k < RECENT_N && raw == NULL; k++)
-        if (r->slot[k].raw && !strcmp(r->slot[k].id, assignment_id))
-            raw = rcbuf_ref(r->slot[k].raw);
+    for (int k = 0; k < RECENT_N && img == NULL; k++)
+        if (r->slot[k].img && !strcmp(r->slot[k].id, assignment_id))
+            img = sbx_image_ref(r->slot[k].img);
     pthread_mutex_unlock(&r->mu);
-    return raw;
+    return img;
 }
 
 size_t recent_bytes(recent_ring *r)
@@ -77,7 +77,7 @@ size_t recent_bytes(recent_ring *r)
     size_t total = 0;
     pthread_mutex_lock(&r->mu);
     for (int k = 0; k < RECENT_N; k++)
-        total += r->slot[k].raw ? rcbuf_len(r->slot[k].raw) : 0;
+        total += r->slot[k].img ? sbx_image_len(r->slot[k].img) : 0;
     pthread_mutex_unlock(&r->mu);
     return total;
 }

@@ -719,7 +719,7 @@ int worker_ready(worker *w, strbuf *reason)
     return n == 0;
 }
 
-rcbuf *worker_recent_transcript(worker *w, const char *assignment_id)
+sbx_image *worker_recent_image(worker *w, const char *assignment_id)
 {
     return w != NULL ? recent_get(w->env.recent, assignment_id) : NULL;
 }

@@ -14,6 +14,7 @@
 typedef struct worker worker;
 struct store;          /* store/store.h   */
 struct sbx_pool;       /* sandbox/jail/sbx.h   */
+struct sbx_image;      /* sandbox/jail/sbx.h   */
 struct local_registry; /* sidecar/local/local.h */
 struct secret;         /* common/secret.h */
 struct store_archive;  /* store/archive.h */
@@ -94,10 +95,11 @@ int worker_ready(worker *w, strbuf *reason);
  * non-blocking; callable from any thread, including a callback. */
 void worker_catalog_changed(worker *w);
 
-/* The transcript bytes (as received) of a recently processed assignment
- * (the last 16 fetched, at most 32 MiB in all), for the admin playground: a
- * new reference, or NULL if unknown or already evicted. */
-rcbuf *worker_recent_transcript(worker *w, const char *assignment_id);
+/* The session image of a recently processed assignment (the last 16
+ * fetched, at most 32 MiB of image in all), for the admin playground: a
+ * new reference (sbx_image_release), or NULL if unknown or already
+ * evicted. */
+struct sbx_image *worker_recent_image(worker *w, const char *assignment_id);
 
 /* With a memory budget, puts every sandbox of the worker's pool (its own,
  * the admin playground's, backtests') under it: sets the pool's gate

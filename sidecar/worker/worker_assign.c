@@ -133,8 +133,15 @@ void worker_process(actx *x)
     int64_t tm[8] = {worker_mono_us()};
     void *simg = NULL;
     size_t simg_len = 0;
-    if (cloud_transcript_sized(env->cloud, &x->a, worker_memory_sized, x, &transcript, &simg,
-                               &simg_len, &e) != 0) {
+    /* The bytes as received are kept only when something may read them
+     * after the image is built: the archive, or a local run (possible only
+     * when the catalog, as registered at pickup, has a local evaluator;
+     * one registered since gets them fetched again, see below). Otherwise
+     * the build consumes them (cloud_transcript without raw): the parent
+     * does not hold the bytes and the whole image at once. */
+    int keep = env->archive != NULL || json_array_size(x->catalog) > 0;
+    if (cloud_transcript_sized(env->cloud, &x->a, worker_memory_sized, x, keep ? &transcript : NULL,
+                               &simg, &simg_len, &e) != 0) {
         if (e.errc == CLOUD_ERRC_TRANSCRIPT_TOO_LARGE) {
             wcount(sh, WC_TRANSCRIPTS_TOO_LARGE, 1);
             metrics_inc(METRIC_TRANSCRIPTS_TOO_LARGE);
@@ -149,11 +156,11 @@ void worker_process(actx *x)
         }
         goto done;
     }
-    if (!x->mem_sized) { /* no Content-Length: its size is known now */
+    if (!x->mem_sized) { /* no Content-Length: its size is known now (or the image's) */
         char unused[8];
-        (void)worker_memory_sized(x, rcbuf_len(transcript), unused, sizeof unused);
+        (void)worker_memory_sized(x, transcript ? rcbuf_len(transcript) : simg_len, unused,
+                                  sizeof unused);
     }
-    recent_put(env->recent, x->a.assignment_id, transcript);
     if (env->archive != NULL && x->a.session_id != NULL) {
         /* queued with a reference (no copy); never waits, never fails the run */
         store_archive_meta am = {x->a.session_id, x->a.session_revision_id, x->a.assignment_id, 0};
@@ -167,6 +174,9 @@ void worker_process(actx *x)
         worker_fail_assignment(x, ie.name, ie.msg, NULL);
         goto done;
     }
+    recent_put(env->recent, x->a.assignment_id, img);
+    /* with no bytes kept, the image is all the assignment holds from now */
+    if (transcript == NULL) worker_memory_settle(x, (uint64_t)image_len + image_len / 8);
     tm[1] = worker_mono_us();
     if (x->a.definitions_url != NULL) {
         if (cloud_definitions(env->cloud, &x->a, &defs, &e) != 0) {
@@ -221,6 +231,19 @@ void worker_process(actx *x)
     for (size_t i = 0; i < x->nruns && !local_runs; i++)
         local_runs = x->runs[i].run->mode == CLOUD_MODE_LOCAL;
     if (!local_runs) drop_bytes(x, &transcript, image_len);
+    if (local_runs && transcript == NULL) {
+        /* a local evaluator registered after pickup: the bytes were not
+         * kept (see above), so they are fetched again (the image too, and
+         * it is dropped: the assignment has its own) */
+        void *again = NULL;
+        size_t again_len = 0;
+        int rc = cloud_transcript(env->cloud, &x->a, &transcript, &again, &again_len, &e);
+        free(again);
+        if (rc != 0) {
+            call_failed(x, "transcript", &e);
+            goto done;
+        }
+    }
     ws_runs_started(x);
     worker_hb_add(env->hb, x);
     tm[5] = worker_mono_us();
