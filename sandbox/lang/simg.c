@@ -1220,10 +1220,11 @@ int simg_validate(const void *buf, size_t len, fps_err *err)
     for (uint32_t i = 0; i < h->nevents; i++) {
         const simg_event *e =
             (const simg_event *)(base + h->events_off + (size_t)i * sizeof(simg_event));
-        if (!str_ok(base, len, e->id) || !str_ok(base, len, e->ts) || !str_ok(base, len, e->type))
-            goto bad;
-        /* payload nodes are bounds-checked when read (session.c): only the
-         * top-level object here, so a child does not walk the whole image */
+        /* the strings and payload nodes are checked when read (session.c,
+         * simg_str_at): only the offsets and the top-level object here, so
+         * a child does not touch the whole image (the strings lie beside
+         * each event's payload, all over it) */
+        if (e->id >= len || e->ts >= len || e->type >= len) goto bad;
         size_t poff = (size_t)((const char *)&e->payload - base);
         uint32_t at = simg_off(e->payload);
         if (simg_tag(e->payload) != SN_OBJ || (at & 7) || at < sizeof(simg_hdr) ||

@@ -638,7 +638,8 @@ static void test_session_image(void **state)
  * the session read whole (repr: every event, payload and string) ends, with
  * its value or an exception. And images corrupt in known ways are refused:
  * a string running past the end, a payload block after its event record,
- * a misaligned record table, a code point count above the byte count. */
+ * a misaligned record table, an event's string past the end; an event's
+ * string with a code point count above its byte count raises when read. */
 static void test_session_image_corrupt(void **state)
 {
     (void)state;
@@ -699,15 +700,27 @@ static void test_session_image_corrupt(void **state)
     memcpy(b + evoff + 16, &moved, 8);
     assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
     memcpy(b + evoff + 16, &node, 8);
-    /* the first event's id given a code point count above its byte count */
-    uint32_t id;
+    /* the first event's id past the end */
+    uint32_t id, past = (uint32_t)len;
     memcpy(&id, b + evoff, 4);
+    memcpy(b + evoff, &past, 4);
+    assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
+    memcpy(b + evoff, &id, 4);
+    /* the first event's id given a code point count above its byte count:
+     * an event's strings are checked as they are read (the validator does
+     * not touch them all), so reading it raises */
     memcpy(&w, b + id, 4);
     uint32_t wide[2] = {w & ~1u, (w >> 1) + 1};
     char saved[8];
     memcpy(saved, b + id, 8);
     memcpy(b + id, wide, 8);
-    assert_int_equal(simg_validate(img, len, &err), SIMG_ECORRUPT);
+    assert_int_equal(simg_validate(img, len, &err), 0);
+    vctx *c = vctx_new(NULL, img, len);
+    val *evs = v_getattr(c, v_session(c), "events");
+    assert_non_null(evs);
+    assert_null(v_getattr(c, evs->u.seq.items[0], "id"));
+    assert_string_equal(v_exc_type(c), "RuntimeError");
+    vctx_free(c);
     memcpy(b + id, saved, 8);
     assert_int_equal(simg_validate(img, len, &err), 0);
     free(img);
