@@ -21,15 +21,21 @@ one run, as ratios:
   - scaling from --jobs 1 to --jobs 2 (target >= 1.8x).
 
 The machine may be shared: figures are wall-clock and move with its load.
+So the measured runs (CPython, ours --jobs 1, ours --jobs 2) are repeated
+--rounds times, each round in another order, and every ratio is taken
+within a round, between runs of the same minutes; the medians of the
+rounds' ratios are the figures to judge.
 
   FPS_BIN=build/failproofai-sidecar [FPS_REFSDK=/path/to/sdk/python] \
       /usr/bin/python3 tests/bench/backtest/bench_backtest.py [--sessions 300] [--ref-sample 6]
+      [--rounds 3]
 """
 import argparse
 import json
 import os
 import random
 import resource
+import statistics
 import shutil
 import subprocess
 import sys
@@ -167,6 +173,8 @@ def main():
     ap.add_argument("--sessions", type=int, default=300)
     ap.add_argument("--ref-sample", type=int, default=6,
                     help="usual-size sessions the reference is timed on (plus one large one)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the measured runs, each in another order (ratios per round)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="fps-bench-backtest-")
     try:
@@ -180,21 +188,45 @@ def main():
         nproc = os.cpu_count() or 1
         print(f"{a.sessions} sessions, {mb:.1f} MB, 6 definitions x 2 versions; nproc {nproc} "
               f"(load average {os.getloadavg()[0]:.1f}: the machine may be shared)")
-        cp_wall, cp_cpu, n_evals, per_path = cpython(paths)
-        w1, c1, summary = ours(sess, v1, v2, 1)
-        w2, c2, _ = ours(sess, v1, v2, 2)
-        wn, cn, _ = ours(sess, v1, v2, nproc) if nproc != 2 else (w2, c2, None)
+        jobs = sorted({1, 2, nproc})
+        runs = [("cpython", None)] + [("ours", j) for j in jobs]
+        rounds, summary, n_evals, per_path = [], None, 0, {}
+        for r in range(a.rounds):
+            got = {}
+            for kind, j in runs[r % len(runs):] + runs[:r % len(runs)]:
+                if kind == "cpython":
+                    wall, cpu, n_evals, per_path = cpython(paths)
+                else:
+                    wall, cpu, summary = ours(sess, v1, v2, j)
+                got[(kind, j)] = (wall, cpu)
+            rounds.append(got)
+            cp, j1, j2, jn = (got[("cpython", None)], got[("ours", 1)], got[("ours", 2)],
+                              got[("ours", nproc)])
+            print(f"round {r + 1}: CPython {cp[0]:6.2f} s (CPU {cp[1]:5.2f}), ours --jobs 1 "
+                  f"{j1[0]:6.2f} s (CPU {j1[1]:5.2f}), --jobs 2 {j2[0]:6.2f} s (CPU {j2[1]:5.2f})"
+                  + (f", --jobs {nproc} {jn[0]:6.2f} s" if nproc != 2 else "")
+                  + f"; scaling {j1[0] / j2[0]:.2f}x, ours/CPython {jn[0] / cp[0]:.2f}x;"
+                  f" load {os.getloadavg()[0]:.1f}")
+
+        def med(f):
+            return statistics.median(f(g) for g in rounds)
         changed = {k["eval_key"]: k["changed"] for k in summary["eval_keys"]}
         print(f"evaluations (conditions + evaluators, both versions): {n_evals}; changed per key: {changed}")
+        print(f"medians of {a.rounds} rounds:")
         # CPU seconds beside the wall time: on a shared machine the wall time
         # moves with the load, the CPU a run needs much less
-        print(f"ours --jobs 1:      {w1:7.2f} s  {n_evals / w1:8.0f} evaluations/s   CPU {c1:6.2f} s")
-        print(f"ours --jobs 2:      {w2:7.2f} s  {n_evals / w2:8.0f} evaluations/s   CPU {c2:6.2f} s"
-              f"   scaling 1->2: {w1 / w2:.2f}x (target >= 1.8x)")
-        print(f"ours --jobs {nproc}:      {wn:7.2f} s  {n_evals / wn:8.0f} evaluations/s   CPU {cn:6.2f} s")
+        for j in jobs:
+            w, c = med(lambda g: g[("ours", j)][0]), med(lambda g: g[("ours", j)][1])
+            extra = (f"   scaling 1->2: {med(lambda g: g[('ours', 1)][0] / g[('ours', 2)][0]):.2f}x"
+                     " (target >= 1.8x)") if j == 2 else ""
+            print(f"ours --jobs {j}:      {w:7.2f} s  {n_evals / w:8.0f} evaluations/s   CPU {c:6.2f} s"
+                  + extra)
+        cp_wall, cp_cpu = med(lambda g: g[("cpython", None)][0]), med(lambda g: g[("cpython", None)][1])
+        wn = med(lambda g: g[("ours", nproc)][0])
         print(f"CPython in-process: {cp_wall:7.2f} s  {n_evals / cp_wall:8.0f} evaluations/s   CPU {cp_cpu:6.2f} s"
-              f"   ours --jobs {nproc} / CPython wall time: {wn / cp_wall:.2f}x (target <= 1.0x);"
-              f" CPU {cn / cp_cpu:.2f}x")
+              f"   ours --jobs {nproc} / CPython wall time: "
+              f"{med(lambda g: g[('ours', nproc)][0] / g[('cpython', None)][0]):.2f}x (target <= 1.0x);"
+              f" CPU {med(lambda g: g[('ours', nproc)][1] / g[('cpython', None)][1]):.2f}x")
         if refsdk.root():
             rows = reference(paths, per_path, a.ref_sample)
             est = 0.0
