@@ -58,6 +58,7 @@ sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e)
         off += (size_t)n;
         uintptr_t upto = (at + off) & ~(page - 1);
         if (upto > released) {
+            // NOLINTNEXTLINE(performance-no-int-to-ptr): page arithmetic on our own copy
             (void)madvise((void *)released, upto - released, MADV_DONTNEED);
             released = upto;
         }

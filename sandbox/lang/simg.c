@@ -318,6 +318,8 @@ static void release_parsed(jp *p)
 {
     uintptr_t upto = (uintptr_t)p->s & ~(p->page - 1);
     if (p->released == 0 || upto < p->released + RELEASE_STEP) return;
+    /* page arithmetic on the caller's buffer, hence integers */
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
     (void)madvise((void *)p->released, upto - p->released, MADV_DONTNEED);
     p->released = upto;
 }

@@ -75,7 +75,7 @@ static val *M(val *recv, const char *name, int n, ...)
     va_list ap;
     va_start(ap, n);
     for (int i = 0; i < n; i++)
-        args[i] = va_arg(ap, val *);
+        args[i] = va_arg(ap, val *); // NOLINT(clang-analyzer-valist.Uninitialized): va_start above
     va_end(ap);
     return v_call_method(C, recv, name, args, (size_t)n, NULL, 0);
 }
@@ -777,7 +777,7 @@ static void test_session_image_consume(void **state)
     /* a short one: nothing handed back */
     const char *small = "{\"schema_version\": \"2\", \"x\": [1, 2]}";
     char buf[64];
-    memcpy(buf, small, strlen(small));
+    memcpy(buf, small, strlen(small) + 1);
     assert_int_equal(simg_build_text(buf, strlen(small), NULL, SIMG_CONSUME, &img2, &len2, &e2),
                      SIMG_EINVALID);
     assert_memory_equal(buf, small, strlen(small));
