@@ -81,6 +81,10 @@ static const cli_opt run_opts[] = {
     {"--sandbox-reserve-mb", "FAILPROOFAI_SIDECAR_SANDBOX_RESERVE_MB", CLI_INT,
      OFF(sandbox_reserve_mb), "N",
      "memory a sandbox is admitted against within the budget (default 64)", 1, 65536},
+    {"--recent-max-mb", "FAILPROOFAI_SIDECAR_RECENT_MAX_MB", CLI_INT, OFF(recent_max_mb), "N",
+     "session images of recent assignments kept for POST /v1/evaluate's assignment_id, at most N "
+     "MiB (default 32; 0: none)",
+     0, 4096},
 };
 
 static const cli_command run_command = {
@@ -107,6 +111,7 @@ void config_defaults(run_config *cfg)
     cfg->backtest_sandboxes = 1;
     cfg->memory_limit_mb = -1;
     cfg->sandbox_reserve_mb = 64;
+    cfg->recent_max_mb = 32;
     /* The token comes only from the environment or a file, never a flag (argv
      * is world-readable in /proc). */
     cfg->token = getenv("FAILPROOFAI_EVALUATOR_TOKEN");

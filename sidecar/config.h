@@ -39,6 +39,7 @@ typedef struct {
     long backtest_sandboxes;             /* --backtest-sandboxes */
     long memory_limit_mb;                /* --memory-limit-mb (-1: from the cgroup; 0: none) */
     long sandbox_reserve_mb;             /* --sandbox-reserve-mb */
+    long recent_max_mb;                  /* --recent-max-mb (0: no recent ring) */
     /* Called once the admin API listens, with the port it bound (the one
      * the kernel chose for --listen HOST:0); NULL: nobody to tell. */
     void (*on_listening)(int port, void *ud);

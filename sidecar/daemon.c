@@ -386,6 +386,8 @@ int daemon_run(const run_config *cfg)
         log_error("cannot create the local evaluator registry", LOG_S("error", err.msg));
         goto done;
     }
+    /* --recent-max-mb 0 is no ring (worker_config: < 0) */
+    long long recent_max = cfg->recent_max_mb > 0 ? (long long)cfg->recent_max_mb << 20 : -1;
     worker_deps wd = {.cfg = {.server_url = cfg->server_url,
                               .ca_bundle = cfg->ca_bundle,
                               .worker_id = cfg->worker_id,
@@ -396,7 +398,8 @@ int daemon_run(const run_config *cfg)
                               .memory_limit = mem_limit,
                               .memory_base = mem_base,
                               .sandbox_reserve = (unsigned long long)cfg->sandbox_reserve_mb << 20,
-                              .sandbox_memory = (unsigned long long)cfg->sandbox_memory_mb << 20},
+                              .sandbox_memory = (unsigned long long)cfg->sandbox_memory_mb << 20,
+                              .recent_max = recent_max},
                       .token = token,
                       .store = db,
                       .pool = pool,

@@ -15,12 +15,15 @@ struct recent_ring {
         sbx_image *img; /* one reference, or NULL */
     } slot[RECENT_N];
     int next;
+    size_t max; /* bytes of image it may hold; set once */
 };
 
-recent_ring *recent_new(void)
+recent_ring *recent_new(size_t max_bytes)
 {
     recent_ring *r = calloc(1, sizeof *r);
-    if (r != NULL) pthread_mutex_init(&r->mu, NULL);
+    if (r == NULL) return NULL;
+    pthread_mutex_init(&r->mu, NULL);
+    r->max = max_bytes;
     return r;
 }
 
@@ -35,7 +38,7 @@ void recent_free(recent_ring *r)
 
 void recent_put(recent_ring *r, const char *assignment_id, sbx_image *img)
 {
-    if (img == NULL || sbx_image_len(img) > RECENT_MAX_BYTES) return;
+    if (img == NULL || sbx_image_len(img) > r->max) return;
     sbx_image *old[RECENT_N];
     int nold = 0;
     pthread_mutex_lock(&r->mu);
@@ -48,7 +51,7 @@ void recent_put(recent_ring *r, const char *assignment_id, sbx_image *img)
     size_t total = 0;
     for (int k = 0; k < RECENT_N; k++)
         total += r->slot[k].img ? sbx_image_len(r->slot[k].img) : 0;
-    for (int k = 1; k < RECENT_N && total > RECENT_MAX_BYTES; k++) {
+    for (int k = 1; k < RECENT_N && total > r->max; k++) {
         int j = (i + k) % RECENT_N;
         if (r->slot[j].img == NULL) continue;
         total -= sbx_image_len(r->slot[j].img);

@@ -148,7 +148,7 @@ worker *worker_new(const worker_deps *d, fps_err *err)
         .ud = &w->env, .answered = outbox_answered, .retry_delay_ms = outbox_retry_delay};
     w->env.outbox = outbox_new(w->env.cloud, w->env.store, &oh);
     w->env.commits = ws_group_new();
-    w->env.recent = recent_new();
+    w->env.recent = recent_new(worker_recent_bound(&w->cfg));
     if (w->env.outbox == NULL || w->env.commits == NULL || w->env.recent == NULL) {
         fps_err_set(err, WORKER_ESTART, 0, "cannot_start", "worker: out of memory");
         outbox_free(w->env.outbox);

@@ -34,6 +34,9 @@ typedef struct {
     unsigned long long memory_base;     /* the tree measured at start            */
     unsigned long long sandbox_reserve; /* bytes a sandbox is admitted against   */
     unsigned long long sandbox_memory;  /* bytes a sandbox may reach (its limit) */
+    /* bytes of recent session images kept for the playground: 0 = the
+     * default (RECENT_MAX_BYTES), < 0 = none */
+    long long recent_max;
 } worker_config;
 
 typedef struct {

@@ -14,6 +14,7 @@
 #include "sandbox/jail/sbx.h"
 #include "sidecar/cloud/cloud.h"
 #include "sidecar/worker/budget.h"
+#include "sidecar/worker/recent.h"
 #include "sidecar/worker/worker.h"
 #include "sidecar/worker/worker_plan.h"
 
@@ -308,6 +309,13 @@ static inline int64_t worker_mono_us(void)
  * peaked at 66 MB (3.1x) above the
  * idle tree (tests/bench/worker/bench_memory.py); with a margin. */
 #define WORKER_MEMORY_FACTOR 3.25
+/* The recent ring's bound in bytes, as worker_config.recent_max says. */
+static inline size_t worker_recent_bound(const worker_config *cfg)
+{
+    return cfg->recent_max < 0    ? 0
+           : cfg->recent_max == 0 ? RECENT_MAX_BYTES
+                                  : (size_t)cfg->recent_max;
+}
 void worker_memory_init(worker_shared *sh, const worker_config *cfg);
 void worker_memory_destroy(worker_shared *sh);
 /* Claim admission (sh->mu held): how many of `want` to ask for, each

@@ -25,7 +25,7 @@
 void worker_memory_init(worker_shared *sh, const worker_config *cfg)
 {
     budget_init(&sh->mem, cfg->memory_limit, cfg->memory_base,
-                cfg->memory_limit ? RECENT_MAX_BYTES : 0, cfg->sandbox_reserve,
+                cfg->memory_limit ? worker_recent_bound(cfg) : 0, cfg->sandbox_reserve,
                 WORKER_MEMORY_FACTOR);
     sh->mem.sandbox_max = cfg->sandbox_memory;
     pthread_cond_init(&sh->mem_cv, NULL);

@@ -284,6 +284,38 @@ class MemoryRerunTest(unittest.TestCase):
             emu.stop()
             os.unlink(path)
 
+    def test_recent_ring_off(self):
+        """--recent-max-mb 0: no recent session image is kept or counted in
+        the budget, and the playground answers that the assignment is not
+        kept; by default the ring's bound (32 MiB) is counted."""
+        path = definitions_file(DEFS[1:])
+        emu = EmulatorProcess("--definitions", path, "--sessions", "1", "--poll-seconds", "1")
+        emu.start()
+        scs = []
+        try:
+            def start(extra):
+                sc = Sidecar(emu.base, token="emulator-token", concurrency=1,
+                             extra=["--insecure-open-admin", "--memory-limit-mb", "4096"] + extra)
+                scs.append(sc)
+                line = sc.wait_log(lambda l: l.get("msg") == "admin API listening", timeout=60)
+                self.assertIsNotNone(line, sc.raw_log()[-3000:])
+                return sc, line["port"]
+            sc, port = start(["--recent-max-mb", "0"])
+            self.assertEqual(status(port)["memory"]["ring_bytes"], 0)
+            self.assertTrue(wait_for(lambda: emu.state()["runs"]["committed"] == 1, 120, 0.1),
+                            sc.raw_log()[-3000:])
+            aid = emu.runs()[0]["assignment_id"]
+            code, body = api(port, "POST", "/v1/evaluate",
+                             {"kind": "raw", "source": "session.event_count", "assignment_id": aid})
+            self.assertEqual((code, body["error"]["code"]), (404, "not_found"), body)
+            sc.stop(signal.SIGKILL)
+            _, port = start([])
+            self.assertEqual(status(port)["memory"]["ring_bytes"], 32 << 20)
+        finally:
+            for sc in scs:
+                sc.stop(signal.SIGKILL)
+            emu.stop()
+            os.unlink(path)
 
 if __name__ == "__main__":
     unittest.main()

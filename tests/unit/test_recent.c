@@ -3,7 +3,9 @@
  * after its creator lets go, a get is another reference to the same image,
  * the seventeenth put evicts the oldest, a put under an id already kept
  * keeps both, the bytes held are the images' sizes, and freeing the ring
- * releases what it holds (ASan: no leak, no double close). */
+ * releases what it holds (ASan: no leak, no double close). Its bound in
+ * bytes is the caller's: over it the oldest others go, an image larger
+ * than it is not kept, and a bound of 0 keeps nothing. */
 #include "sandbox/jail/sbx.h"
 #include "sidecar/worker/recent.h"
 
@@ -31,7 +33,7 @@ static sbx_image *image(int i)
 static void keeps_its_own_references(void **state)
 {
     (void)state;
-    recent_ring *r = recent_new();
+    recent_ring *r = recent_new(RECENT_MAX_BYTES);
     assert_non_null(r);
     sbx_image *first = image(0);
     size_t len = sbx_image_len(first);
@@ -68,10 +70,50 @@ static void keeps_its_own_references(void **state)
     recent_free(NULL);
 }
 
+static void keeps_within_its_bound(void **state)
+{
+    (void)state;
+    sbx_image *a = image(1), *b = image(2), *c = image(3);
+    size_t len = sbx_image_len(a);
+    /* room for two images, not three */
+    recent_ring *r = recent_new(2 * len + len / 2);
+    assert_non_null(r);
+    recent_put(r, "a1", a);
+    recent_put(r, "a2", b);
+    assert_int_equal(recent_bytes(r), 2 * len);
+    recent_put(r, "a3", c);
+    assert_int_equal(recent_bytes(r), 2 * len);
+    assert_null(recent_get(r, "a1")); /* the oldest other went */
+    sbx_image *got = recent_get(r, "a3");
+    assert_ptr_equal(got, c);
+    sbx_image_release(got);
+    recent_free(r);
+
+    /* an image larger than the bound is not kept */
+    r = recent_new(len - 1);
+    assert_non_null(r);
+    recent_put(r, "a1", a);
+    assert_null(recent_get(r, "a1"));
+    assert_int_equal(recent_bytes(r), 0);
+    recent_free(r);
+
+    /* 0: the ring keeps nothing */
+    r = recent_new(0);
+    assert_non_null(r);
+    recent_put(r, "a1", a);
+    assert_null(recent_get(r, "a1"));
+    assert_int_equal(recent_bytes(r), 0);
+    recent_free(r);
+    sbx_image_release(a);
+    sbx_image_release(b);
+    sbx_image_release(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(keeps_its_own_references),
+        cmocka_unit_test(keeps_within_its_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

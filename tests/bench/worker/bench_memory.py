@@ -4,10 +4,12 @@ budget counts it (RssAnon + RssFile of every process plus the session
 images' memfds once each: tests/integration/tree_memory.py), for 40
 sessions of about 22 MB (65,000 realistic events each) against the
 emulator, at --concurrency 4 and 32, without a budget and with
---memory-limit-mb 400. Prints, per configuration, the tree and parent
+--memory-limit-mb 400, and once more each with the recent ring off
+(--recent-max-mb 0: its kept image is a fixed cost, not an assignment's).
+Prints, per configuration, the tree and parent
 peaks, the assignments in flight at most, the bytes per in-flight
 assignment ((parent peak - idle parent) / in flight, and as a ratio of the
-transcript's bytes: the anchor is 1.2x, the issue's target), and runs/s
+transcript's bytes: the anchor is 1.2x, the target), and runs/s
 beside the unbudgeted concurrency-4 run's.
 
 usage: FPS_BIN=build/failproofai-sidecar python3 tests/bench/worker/bench_memory.py
@@ -40,13 +42,19 @@ def main():
         print(f"{args.sessions} sessions, transcript file {size / MIB:.1f} MiB "
               f"({args.events} events)")
         rows, anchor = [], None
-        plan = [(int(c), b) for c in args.concurrency.split(",") for b in (None, args.budget_mb)]
+        # (concurrency, budget, ring): the recent ring keeps the last images up
+        # to its bound, a fixed cost the per-assignment figure spreads over
+        # the assignments in flight; each concurrency runs once more with it off
+        plan = [(int(c), b, True) for c in args.concurrency.split(",")
+                for b in (None, args.budget_mb)]
+        plan += [(int(c), None, False) for c in args.concurrency.split(",")]
         # the next run's emulator parses its sessions while this one runs
         loading = memory_harness.Loading(d)
-        for i, (conc, budget) in enumerate(plan):
+        for i, (conc, budget, ring) in enumerate(plan):
             emu = loading.ready()
             loading = memory_harness.Loading(d) if i + 1 < len(plan) else None
-            r = memory_harness.run_once(d, args.sessions, conc, budget_mb=budget, emu=emu)
+            r = memory_harness.run_once(d, args.sessions, conc, budget_mb=budget, emu=emu,
+                                        extra=() if ring else ("--recent-max-mb", "0"))
             m = r["memory"] or {}
             sent = m.get("transcript_p95_bytes") or size
             idle_parent = (m.get("tree_bytes") or 0)
@@ -55,11 +63,12 @@ def main():
             rps = r["runs"] / r["seconds"] if r["seconds"] else 0
             if anchor is None:
                 anchor = rps
-            rows.append((conc, budget, r, per, per / sent, rps, idle_parent))
-        print(f"{'conc':>4} {'budget':>8} {'tree peak':>10} {'parent':>8} {'in flight':>9} "
+            rows.append((conc, budget, ring, r, per, per / sent, rps, idle_parent))
+        print(f"{'conc':>4} {'budget':>8} {'ring':>4} {'tree peak':>10} {'parent':>8} {'in flight':>9} "
               f"{'per assignment':>15} {'x bytes':>8} {'runs/s':>7} {'vs c4':>6} waited")
-        for conc, budget, r, per, ratio, rps, _ in rows:
+        for conc, budget, ring, r, per, ratio, rps, _ in rows:
             print(f"{conc:>4} {('%d MiB' % budget) if budget else 'none':>8} "
+                  f"{'on' if ring else 'off':>4} "
                   f"{r['peak'] / MIB:>6.0f} MiB {r['parent_peak'] / MIB:>4.0f} MiB "
                   f"{r['max_active']:>9} {per / MIB:>11.1f} MiB {ratio:>7.2f}x {rps:>7.1f} "
                   f"{rps / anchor if anchor else 0:>5.2f}x {'yes' if r['waited'] else 'no'}")
