@@ -667,8 +667,13 @@ static void test_bounds(void **state)
     sbx_pool_free(p);
 }
 
-/* More bombs than slots: all resolve within about one budget, and no child
- * is handed an evaluation after its deadline. */
+/* More bombs than slots: the wait for a slot counts against each budget, so
+ * no child is handed an evaluation after its deadline and the ones whose
+ * deadline passed while waiting are never started (fewer children than
+ * evaluations), and each ends within its budget plus the kill and reap.
+ * The slack is for a loaded machine, where a killed child's reaping can
+ * wait seconds for a core; the pool's own bookkeeping is what is asserted
+ * exactly. */
 static void test_more_bombs_than_slots(void **state)
 {
     (void)state;
@@ -689,16 +694,15 @@ static void test_more_bombs_than_slots(void **state)
     for (int i = 0; i < N; i++) {
         assert_int_equal(a[i].out.status, SBX_TIMEOUT);
         /* Each one ended within its own budget (plus kill/reap slack). */
-        assert_true(a[i].ended - a[i].started < budget * 1e3 + 2000);
+        assert_true(a[i].ended - a[i].started < budget * 1e3 + 5000);
         if (a[i].out.run_ms > 0) {
             ran++;
             assert_true(a[i].out.wait_ms < budget * 1e3);
         }
         sbx_outcome_free(&a[i].out);
     }
-    /* About one budget (not N/slots budgets back to back), with slack for a
-     * loaded machine. */
-    assert_true(total < 2 * budget * 1e3 + 2000);
+    /* Not N/slots budgets back to back: at most one budget and the slack. */
+    assert_true(total < budget * 1e3 + 5000);
     sbx_stats s = sbx_pool_stats(p);
     assert_int_equal(s.started, (unsigned long)ran);
     assert_true(s.started >= 2 && s.started < N);
