@@ -167,6 +167,7 @@ api_server *api_start(const api_deps *deps, fps_err *err)
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : 0;
+    if (cfg->on_bound) cfg->on_bound(srv->port, cfg->on_bound_ud);
     freeaddrinfo(ai);
     ai = NULL;
     if (pthread_create(&srv->sweep_thread, NULL, api_sweep_main, srv) == 0) srv->sweep_started = 1;

@@ -49,6 +49,13 @@ typedef struct {
      * playground slot (the pool's playground_max plus the queue's depth);
      * more are refused with 429 and Retry-After. <= 0: API_MAX_EVALUATE_JOBS. */
     int evaluate_max;
+    /* Called once with the port bound (the kernel's, for port 0) before
+     * api_start logs "admin API listening", so what must know the admin
+     * API's own address (the local registry refuses it as an endpoint)
+     * knows it before anyone told of the port can send a request. May be
+     * NULL. */
+    void (*on_bound)(int port, void *ud);
+    void *on_bound_ud;
 } api_config;
 
 /* Who is asking, as the request gate established it: the registry uses it

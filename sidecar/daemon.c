@@ -248,6 +248,18 @@ static void archive_unhold(void *ud, int64_t bytes)
     worker_memory_unhold(ud, (unsigned long long)bytes);
 }
 
+/* The admin API's address as the local registry learns it (api on_bound). */
+typedef struct {
+    local_registry *local; /* borrowed */
+    char host[256];        /* --listen's host */
+} admin_addr;
+
+static void admin_bound(int port, void *ud)
+{
+    admin_addr *aa = ud;
+    if (port > 0) local_registry_set_admin_address(aa->local, aa->host, port);
+}
+
 /* The transcript archive (--archive-max-mb > 0), "<db>.archive" beside the
  * state database. Best-effort like everything it does: a failure to open it
  * is logged and the daemon runs without it. NULL when off. */
@@ -458,20 +470,33 @@ int daemon_run(const run_config *cfg)
             goto done;
         }
     }
-    api_deps ad = {
-        .cfg = {.listen = cfg->listen,
-                .admin_hosts = &cfg->admin_hosts,
-                .admin_token = admin_token,
-                .registration_token = reg_token,
-                .open_admin = cfg->insecure_open_admin,
-                .allow_remote_admin = cfg->allow_remote_admin,
-                .evaluate_max = (int)(cfg->playground_sandboxes + cfg->playground_queue)},
-        .db = db,
-        .pool = pool,
-        .worker = daemon_api_worker_ops(w),
-        .local = daemon_api_local_ops(local),
-        .backtest = backtests ? backtest_jobs_ops(backtests) : (api_backtest_ops){0},
-        .archive = archive};
+    /* The local registry refuses the admin API's own address as an endpoint:
+     * it knows a configured port before the API accepts anything, and the
+     * kernel's (--listen HOST:0) before the API says where it listens. */
+    admin_addr aa = {.local = local};
+    {
+        const char *colon = strrchr(cfg->listen, ':');
+        size_t hl = colon ? (size_t)(colon - cfg->listen) : 0;
+        if (hl >= sizeof aa.host) hl = sizeof aa.host - 1;
+        memcpy(aa.host, cfg->listen, hl);
+        aa.host[hl] = '\0';
+        if (colon != NULL) admin_bound(atoi(colon + 1), &aa);
+    }
+    api_deps ad = {.cfg = {.listen = cfg->listen,
+                           .admin_hosts = &cfg->admin_hosts,
+                           .admin_token = admin_token,
+                           .registration_token = reg_token,
+                           .open_admin = cfg->insecure_open_admin,
+                           .allow_remote_admin = cfg->allow_remote_admin,
+                           .evaluate_max = (int)(cfg->playground_sandboxes + cfg->playground_queue),
+                           .on_bound = admin_bound,
+                           .on_bound_ud = &aa},
+                   .db = db,
+                   .pool = pool,
+                   .worker = daemon_api_worker_ops(w),
+                   .local = daemon_api_local_ops(local),
+                   .backtest = backtests ? backtest_jobs_ops(backtests) : (api_backtest_ops){0},
+                   .archive = archive};
     api = api_start(&ad, &err);
     if (api == NULL) {
         log_error("cannot start the admin API", LOG_S("listen", cfg->listen),
@@ -479,15 +504,6 @@ int daemon_run(const run_config *cfg)
         goto done;
     }
     if (cfg->on_listening) cfg->on_listening(api_port(api), cfg->on_listening_ud);
-    {
-        char lhost[256];
-        const char *colon = strrchr(cfg->listen, ':');
-        size_t hl = colon ? (size_t)(colon - cfg->listen) : 0;
-        if (hl >= sizeof lhost) hl = sizeof lhost - 1;
-        memcpy(lhost, cfg->listen, hl);
-        lhost[hl] = '\0';
-        local_registry_set_admin_address(local, lhost, api_port(api));
-    }
     if (worker_start(w, &err) != 0) {
         log_error("cannot start the worker", LOG_S("error", err.msg));
         goto done;
