@@ -42,6 +42,8 @@
 #define REFILL_DEFER_MS 5
 /* How long the reaper lets finished children gather (sbx_reaper_main). */
 #define REAP_BATCH_MS 10
+/* How long a queued child that was not killed may take to exit before it is. */
+#define REAP_GRACE_MS 1000
 /* The outcome buffer's first size (sbx_read_outcome). */
 #define OUTCOME_BUF_MIN 4096
 

@@ -101,7 +101,7 @@ void sbx_reap_later(sbx_pool *pool, child_t *c, int kill_it)
         return;
     }
     pthread_mutex_unlock(&pool->mu);
-    sbx_reap_child(pool, c, 0, 1000);
+    sbx_reap_child(pool, c, 0, REAP_GRACE_MS);
 }
 
 /* Reaps the queued children in batches: woken by the first one queued, it
@@ -124,12 +124,13 @@ void *sbx_reaper_main(void *arg)
          * append, possibly moving the queue). */
         int n = pool->reap_len;
         for (int i = 0; i < n; i++) {
-            pid_t pid = pool->reapq[i];
+            /* A child queued unkilled (its socket closed, so it exits on
+             * EOF) that lingers is killed after a grace, as sbx_reap_child
+             * does: the reaper never blocks on one, which would leave
+             * every child queued after it a zombie. */
+            child_t c = {.pid = pool->reapq[i], .sock = -1, .out = -1};
             pthread_mutex_unlock(&pool->mu);
-            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-            }
-            reap_orphans(pid);
-            atomic_fetch_add(&pool->reaped, 1);
+            (void)sbx_reap_child(pool, &c, 0, REAP_GRACE_MS);
             pthread_mutex_lock(&pool->mu);
         }
         memmove(pool->reapq, pool->reapq + n, (size_t)(pool->reap_len - n) * sizeof(pid_t));
