@@ -82,6 +82,30 @@ static unsigned conn_timeout_s(void)
     return (unsigned)env_setting("FAILPROOFAI_SIDECAR_ADMIN_IDLE_TIMEOUT", 1, 3600, 15);
 }
 
+int api_listen_split(const char *listen, char *host, size_t cap, int *port, fps_err *err)
+{
+    const char *colon = listen ? strrchr(listen, ':') : NULL;
+    char *end = NULL;
+    long n = colon ? strtol(colon + 1, &end, 10) : -1;
+    if (colon == NULL || colon == listen || colon[1] == '\0' || *end != '\0' || n < 0 ||
+        n > 65535 || cap == 0) {
+        fps_err_set(err, API_ESTART, 0, "cannot_start", "admin API: --listen '%s' is not HOST:PORT",
+                    listen ? listen : "");
+        return -1;
+    }
+    const char *h = listen;
+    size_t hl = (size_t)(colon - listen);
+    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
+        h++;
+        hl -= 2;
+    }
+    if (hl >= cap) hl = cap - 1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if (port != NULL) *port = (int)n;
+    return 0;
+}
+
 api_server *api_start(const api_deps *deps, fps_err *err)
 {
     api_server *srv = calloc(1, sizeof *srv);
@@ -110,20 +134,9 @@ api_server *api_start(const api_deps *deps, fps_err *err)
     srv->reg_token = cfg->registration_token;
     /* listen address */
     const char *listen = cfg->listen ? cfg->listen : "127.0.0.1:8787";
-    const char *colon = strrchr(listen, ':');
-    if (colon == NULL || colon == listen || colon[1] == '\0') {
-        fps_err_set(err, API_ESTART, 0, "cannot_start", "admin API: --listen '%s' is not HOST:PORT",
-                    listen);
+    if (api_listen_split(listen, srv->listen_host, sizeof srv->listen_host, NULL, err) != 0)
         goto fail;
-    }
-    size_t hl = (size_t)(colon - listen);
-    if (hl >= sizeof srv->listen_host) hl = sizeof srv->listen_host - 1;
-    memcpy(srv->listen_host, listen, hl);
-    srv->listen_host[hl] = '\0';
-    if (srv->listen_host[0] == '[') {
-        memmove(srv->listen_host, srv->listen_host + 1, strlen(srv->listen_host));
-        srv->listen_host[strcspn(srv->listen_host, "]")] = '\0';
-    }
+    const char *colon = strrchr(listen, ':');
     srv->remote = !api_name_is_loopback(srv->listen_host);
     if (srv->remote && (!cfg->allow_remote_admin || srv->admin_token == NULL || cfg->open_admin)) {
         fps_err_set(err, API_ESTART, 0, "cannot_start",

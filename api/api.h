@@ -34,6 +34,13 @@
 
 typedef struct api_server api_server;
 
+/* Splits a --listen address "HOST:PORT" (HOST may be a bracketed IPv6
+ * literal) into `host` (brackets removed, truncated to cap - 1) and, when
+ * `port` is not NULL, the port's number (0 for "HOST:0": the kernel's).
+ * The one parse of --listen: api_start and the daemon both use it. 0, or
+ * -1 with err filled (API_ESTART) when it is not HOST:PORT. */
+int api_listen_split(const char *listen, char *host, size_t cap, int *port, fps_err *err);
+
 /* What the admin server needs of the daemon's configuration. */
 typedef struct {
     const char *listen;          /* HOST:PORT; NULL = 127.0.0.1:8787 */

@@ -2,6 +2,7 @@
 #include "sidecar/config.h"
 #include "common/cgroup.h"
 #include "common/loopback.h"
+#include "api/api.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -192,21 +193,12 @@ int config_validate(const run_config *cfg, fps_err *err)
                     "run: --log-level '%s' is not one of debug|info|warn|error", cfg->log_level);
         return -1;
     }
-    const char *colon = strrchr(cfg->listen, ':');
-    if (colon == NULL || colon == cfg->listen || colon[1] == '\0') {
+    char b[256];
+    fps_err perr;
+    if (api_listen_split(cfg->listen, b, sizeof b, NULL, &perr) != 0) {
         fps_err_set(err, CONFIG_EINVALID, 0, "invalid_config",
                     "run: --listen '%s' is not HOST:PORT", cfg->listen);
         return -1;
-    }
-    char lhost[256];
-    size_t hl = (size_t)(colon - cfg->listen);
-    if (hl >= sizeof lhost) hl = sizeof lhost - 1;
-    memcpy(lhost, cfg->listen, hl);
-    lhost[hl] = '\0';
-    char *b = lhost;
-    if (*b == '[') {
-        b++;
-        b[strcspn(b, "]")] = '\0';
     }
     if (!loopback_host(b)) {
         if (!cfg->allow_remote_admin) {

@@ -474,14 +474,12 @@ int daemon_run(const run_config *cfg)
      * it knows a configured port before the API accepts anything, and the
      * kernel's (--listen HOST:0) before the API says where it listens. */
     admin_addr aa = {.local = local};
-    {
-        const char *colon = strrchr(cfg->listen, ':');
-        size_t hl = colon ? (size_t)(colon - cfg->listen) : 0;
-        if (hl >= sizeof aa.host) hl = sizeof aa.host - 1;
-        memcpy(aa.host, cfg->listen, hl);
-        aa.host[hl] = '\0';
-        if (colon != NULL) admin_bound(atoi(colon + 1), &aa);
+    int configured_port = 0;
+    if (api_listen_split(cfg->listen, aa.host, sizeof aa.host, &configured_port, &err) != 0) {
+        log_error("cannot start the admin API", LOG_S("error", err.msg));
+        goto done;
     }
+    admin_bound(configured_port, &aa);
     api_deps ad = {.cfg = {.listen = cfg->listen,
                            .admin_hosts = &cfg->admin_hosts,
                            .admin_token = admin_token,

@@ -570,6 +570,79 @@ static void test_json_scan(void **state)
             fail_msg("'%s' passed the scan", bad[i]);
 }
 
+/* --listen's one parse: host (brackets off) and port, or a precise error. */
+static void test_listen_split(void **state)
+{
+    (void)state;
+    fps_err err;
+    char host[64];
+    int port = -1;
+    assert_int_equal(api_listen_split("127.0.0.1:8787", host, sizeof host, &port, &err), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 8787);
+    assert_int_equal(api_listen_split("[::1]:0", host, sizeof host, &port, &err), 0);
+    assert_string_equal(host, "::1");
+    assert_int_equal(port, 0);
+    assert_int_equal(api_listen_split("[::]:9", host, sizeof host, NULL, &err), 0);
+    assert_string_equal(host, "::");
+    assert_int_equal(api_listen_split("localhost:65535", host, 4, &port, &err), 0);
+    assert_string_equal(host, "loc"); /* truncated to the buffer */
+    static const char *const bad[] = {"",
+                                      "8787",
+                                      ":8787",
+                                      "127.0.0.1:",
+                                      "127.0.0.1:http",
+                                      "127.0.0.1:65536",
+                                      "127.0.0.1:-1",
+                                      "127.0.0.1:80x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (api_listen_split(bad[i], host, sizeof host, &port, &err) != -1)
+            fail_msg("--listen '%s' was accepted", bad[i]);
+        assert_non_null(strstr(err.msg, "is not HOST:PORT"));
+    }
+    assert_int_equal(api_listen_split(NULL, host, sizeof host, &port, &err), -1);
+}
+
+/* An allowed non-loopback host that is the admin API's own (an IPv6 literal,
+ * which --listen and an endpoint URL both write in brackets) on its port is
+ * refused; another port on that host is not. */
+static void test_own_admin_address_v6(void **state)
+{
+    (void)state;
+    fps_err err;
+    const char *hosts[] = {"[2001:db8::1]"};
+    cli_list allowed = {hosts, 1};
+    local_config lc = {.pool = pool, .allowed_hosts = &allowed, .debounce_s = 0.05};
+    local_registry *r = local_registry_new(&lc, &err);
+    assert_non_null(r);
+    char host[64];
+    int p = 0;
+    assert_int_equal(api_listen_split("[2001:db8::1]:8787", host, sizeof host, &p, &err), 0);
+    local_registry_set_admin_address(r, host, p);
+    local_caller admin = {1, NULL};
+    static const char *const ends[] = {"http://[2001:db8::1]:8787/", "http://[2001:DB8::1]:8787/",
+                                       "http://[2001:db8::1]:8788/"};
+    for (size_t i = 0; i < 3; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"version\":\"1\",\"endpoint\":\"%s\",\"definitions\":[{\"eval_key\":"
+                 "\"v6_%zu\",\"eval_version\":\"1\"}]}",
+                 ends[i], i);
+        json_t *b = json_loads(body, 0, NULL), *out = NULL;
+        assert_non_null(b);
+        int st = local_registry_put(r, "v6", b, &admin, &out, &err);
+        if (i < 2) {
+            if (st != 422 || strstr(err.msg, "own admin API") == NULL)
+                fail_msg("%s: status %d '%s'", ends[i], st, err.msg);
+        } else if (st != 201) {
+            fail_msg("%s: status %d '%s'", ends[i], st, err.msg);
+        }
+        json_decref(out);
+        json_decref(b);
+    }
+    local_registry_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -583,6 +656,8 @@ int main(void)
         cmocka_unit_test(test_registry_lifecycle),
         cmocka_unit_test(test_result_items),
         cmocka_unit_test(test_json_scan),
+        cmocka_unit_test(test_listen_split),
+        cmocka_unit_test(test_own_admin_address_v6),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
