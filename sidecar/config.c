@@ -239,7 +239,7 @@ int config_memory_budget(const run_config *cfg, unsigned long long *bytes, char 
     int rc = cgroup_memory_limit("", &lim, file, sizeof file, err);
     if (rc == CGROUP_EINVALID) return -1;
     if (rc == CGROUP_LIMIT) {
-        *bytes = (unsigned long long)(lim / 10 * 9);
+        *bytes = (unsigned long long)lim / 10 * 9;
         if (source) snprintf(source, scap, "90%% of %s", file);
         return 0;
     }
