@@ -149,12 +149,10 @@ static json_t *validate(json_t *body, api_resp *rs)
     json_t *base_out;
     if (baseline == NULL) {
         base_out = json_string("production");
-    } else if (json_is_null(baseline)) {
-        base_out = json_incref(baseline);
-    } else if (json_is_array(baseline)) {
-        if (check_definitions("baseline", baseline, rs) != 0) return NULL;
-        base_out = json_incref(baseline);
-    } else if (json_is_string(baseline) && !strcmp(json_string_value(baseline), "production")) {
+    } else if (json_is_null(baseline) || json_is_array(baseline) ||
+               (json_is_string(baseline) && !strcmp(json_string_value(baseline), "production"))) {
+        if (json_is_array(baseline) && check_definitions("baseline", baseline, rs) != 0)
+            return NULL;
         base_out = json_incref(baseline);
     } else {
         api_error(rs, 400, "invalid_request",

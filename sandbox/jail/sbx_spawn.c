@@ -288,6 +288,7 @@ int sbx_zygote_start(sbx_pool *pool, fps_err *err)
     pool->zyg_fd = sv[0];
     pool->zyg_pid = pid;
     jail_zygote_msg m;
+    memset(&m, 0, sizeof m); /* read below even when nothing came */
     if (zygote_recv(sv[0], &m, 10000) != 0 || m.op != JAIL_ZYG_HELLO || m.value != 0) {
         fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
                     "the sandbox zygote did not start%s%s", m.value < 0 ? ": " : "",
