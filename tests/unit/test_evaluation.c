@@ -87,9 +87,12 @@ static void test_outcome_to_run_status(void **state)
     o.status = SBX_JAIL_FAILURE;
     snprintf(o.detail, sizeof o.detail, "killed by seccomp");
     st = evaluation_status_name(evaluation_map_outcome(&o, &code, msg, sizeof msg));
+    assert_string_equal(st, "failed");
+    assert_string_equal(code, "sandbox_error");
     assert_string_equal(msg, "evaluation sandbox failed: killed by seccomp");
     o.status = SBX_CANCELLED;
     st = evaluation_status_name(evaluation_map_outcome(&o, &code, msg, sizeof msg));
+    assert_string_equal(st, "cancelled");
     assert_string_equal(code, "cancelled");
     assert_string_equal(msg, "evaluation was cancelled");
     assert_string_equal(evaluation_status_name(EVAL_RUN_TIMED_OUT), "timed_out");

@@ -62,7 +62,7 @@ static void test_stop_does_not_wait_for_due_time(void **state)
 {
     (void)state;
     counter c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
-    periodic_job hourly = {"hourly", 3600 * 1000, count_run, &c};
+    periodic_job hourly = {"hourly", (int64_t)3600 * 1000, count_run, &c};
     fps_err err = {0};
     periodic *p = periodic_start(NULL, &hourly, 1, &err);
     assert_non_null(p);
