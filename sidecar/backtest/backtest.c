@@ -15,6 +15,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <nettle/sha2.h>
 #include <pthread.h>
@@ -23,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     char *source; /* "path" or "path:line" */
-    char *text;   /* owned transcript bytes */
+    char *text;   /* owned transcript bytes; NULL: read when evaluated (archive_id, file) */
     size_t len;
+    int file;            /* a whole regular file: `source` is read when evaluated (text NULL) */
     int64_t archive_id;  /* > 0: an archive entry, read when evaluated (text NULL) */
     char *assignment_id; /* owned; an archive entry's assignment (its live runs), else NULL */
     json_t *rows;        /* array of rows once evaluated; NULL: not in shard / input error */
@@ -125,19 +128,40 @@ static void add_input(backtest *bt, const char *source, const char *text, size_t
     it->len = len;
 }
 
+/* A file's bytes, NUL-terminated (malloc'd; *len without the NUL), or NULL
+ * with errno set. A regular file is read into a buffer of its size at once. */
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return NULL;
-    strbuf sb;
-    strbuf_init(&sb);
-    char buf[65536];
-    size_t r;
-    while ((r = fread(buf, 1, sizeof buf, f)) > 0)
-        strbuf_put(&sb, buf, r);
-    fclose(f);
-    if (sb.data == NULL) strbuf_puts(&sb, "");
-    return strbuf_detach(&sb, len);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    size_t cap = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (size_t)st.st_size + 1 : 65536;
+    size_t n = 0;
+    char *buf = malloc(cap);
+    if (buf == NULL) abort();
+    for (;;) {
+        if (n + 1 == cap) { /* grew since the fstat, or not a regular file */
+            cap *= 2;
+            char *nb = realloc(buf, cap);
+            if (nb == NULL) abort();
+            buf = nb;
+        }
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            errno = e;
+            return NULL;
+        }
+        if (r == 0) break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
 }
 
 static int ends_with(const char *s, const char *suf)
@@ -172,13 +196,30 @@ static int add_path(backtest *bt, const char *path, int top, fps_err *err)
         free(names);
         return rc;
     }
+    (void)top;
+    int lines = ends_with(path, ".jsonl") || ends_with(path, ".ndjson");
+    if (!lines && S_ISREG(st.st_mode)) {
+        /* One session: checked readable now (an unreadable path fails the
+         * start) and read by the job that evaluates it, so that reading
+         * every file is no serial step before the jobs start and only the
+         * sessions in flight are in memory. */
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return fps_err_set(err, BT_EIO, 0, "unreadable", "--sessions %s: %s", path,
+                               strerror(errno));
+        close(fd);
+        add_input(bt, path, "", 0);
+        free(bt->in[bt->n - 1].text);
+        bt->in[bt->n - 1].text = NULL;
+        bt->in[bt->n - 1].file = 1;
+        return 0;
+    }
     size_t len = 0;
     char *text = slurp(path, &len);
     if (text == NULL)
         return fps_err_set(err, BT_EIO, 0, "unreadable", "--sessions %s: %s", path,
                            strerror(errno));
-    (void)top;
-    if (ends_with(path, ".jsonl") || ends_with(path, ".ndjson")) {
+    if (lines) {
         size_t line = 0;
         for (char *p = text, *end = text + len; p < end;) {
             char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -498,7 +539,7 @@ static json_t *production_outcomes(backtest *bt, const char *sid)
     return map;
 }
 
-static void run_input(backtest *bt, bt_input *in)
+static void run_session(backtest *bt, bt_input *in)
 {
     if (in->archive_id > 0 && in->text == NULL) {
         store_err se;
@@ -523,6 +564,18 @@ static void run_input(backtest *bt, bt_input *in)
                      se.msg);
             else
                 input_error(bt, in->source, se.msg);
+            return;
+        }
+        in->text = data;
+        in->len = len;
+    }
+    if (in->file && in->text == NULL) {
+        size_t len = 0;
+        char *data = slurp(in->source, &len);
+        if (data == NULL) { /* readable at the start: removed or changed since */
+            char msg[300];
+            snprintf(msg, sizeof msg, "unreadable: %s", strerror(errno));
+            input_error(bt, in->source, msg);
             return;
         }
         in->text = data;
@@ -604,11 +657,6 @@ static void run_input(backtest *bt, bt_input *in)
     sbx_session_close(ss);
     json_decref(prod);
     sbx_image_release(img);
-    if (in->archive_id > 0) { /* read again if ever needed: keep no copy */
-        free(in->text);
-        in->text = NULL;
-        in->len = 0;
-    }
     pthread_mutex_lock(&bt->mu);
     in->rows = rows;
     if (bt->cfg.rows_out) {
@@ -616,6 +664,16 @@ static void run_input(backtest *bt, bt_input *in)
             out_line(bt, json_array_get(rows, i));
     }
     pthread_mutex_unlock(&bt->mu);
+}
+
+static void run_input(backtest *bt, bt_input *in)
+{
+    run_session(bt, in);
+    if (in->archive_id > 0 || in->file) { /* read again if ever needed: keep no copy */
+        free(in->text);
+        in->text = NULL;
+        in->len = 0;
+    }
 }
 
 static void *worker_main(void *arg)
