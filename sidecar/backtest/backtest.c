@@ -501,19 +501,20 @@ static const char *stored_error_type(const store_archive_baseline_run *r, char *
     return r->error_code && *r->error_code ? r->error_code : "eval_error";
 }
 
-/* eval_key -> OUTCOME of the production baseline for a session (owned). */
-static json_t *production_outcomes(backtest *bt, const char *sid)
+/* eval_key -> OUTCOME of the production baseline for a session (owned),
+ * or NULL with why in err (the backtest fails: every row would read "no
+ * baseline", a wrong answer, not a partial one). */
+static json_t *production_outcomes(backtest *bt, const char *sid, char *err, size_t cap)
 {
     json_t *map = json_object();
     store_archive_baseline_run *r = NULL;
     size_t n = 0;
     store_err se;
     if (store_archive_baseline(bt->archive, sid, &r, &n, &se) != STORE_OK) {
-        /* every row would read "no baseline": a wrong answer, not a partial one */
-        fail(bt,
-             "the production baseline of session %.200s cannot be read from the state"
-             " database: %s",
-             sid, se.msg);
+        snprintf(err, cap,
+                 "the production baseline of session %.200s cannot be read from the state"
+                 " database: %s",
+                 sid, se.msg);
         json_decref(map);
         return NULL;
     }
@@ -539,8 +540,28 @@ static json_t *production_outcomes(backtest *bt, const char *sid)
     return map;
 }
 
-static void run_session(backtest *bt, bt_input *in)
+/* A session made ready for its evaluation (prepare): its transcript read,
+ * its image built and its production baseline read. What preparing found
+ * that must be reported (an input error, the run's failure) waits here for
+ * the session's turn (run_prepared), so that input errors, rows and a
+ * failure come in the order the sessions are evaluated, as if each were
+ * prepared only then. */
+typedef struct {
+    bt_input *in;     /* NULL: no session left (or cancelled) */
+    sbx_image *img;   /* owned; NULL: nothing to evaluate */
+    json_t *prod;     /* owned: the production baseline (bt->production) */
+    char sid[512];    /* the session id, from the image */
+    int skip;         /* not in this shard */
+    int archive_gone; /* the archive no longer answers: `msg` says why (fail) */
+    int failed;       /* the run fails: `msg` is the reason (fail) */
+    char msg[1024];   /* the input error, when img is NULL and none of the above */
+} bt_prep;
+
+/* Prepares `in` into *p (zeroed here). Reports nothing itself: see bt_prep. */
+static void prepare(backtest *bt, bt_input *in, bt_prep *p)
 {
+    memset(p, 0, sizeof *p);
+    p->in = in;
     if (in->archive_id > 0 && in->text == NULL) {
         store_err se;
         char *data = NULL;
@@ -558,12 +579,8 @@ static void run_session(backtest *bt, bt_input *in)
                             ? code
                             : store_archive_list(bt->archive, &one, &e, &n, &pe);
             store_archive_entries_free(e, n);
-            if (whole != STORE_OK)
-                fail(bt, "the transcript archive %s cannot be read (after %ld of %ld sessions): %s",
-                     bt->archive_path, (long)atomic_load(&bt->done), (long)atomic_load(&bt->total),
-                     se.msg);
-            else
-                input_error(bt, in->source, se.msg);
+            p->archive_gone = whole != STORE_OK;
+            snprintf(p->msg, sizeof p->msg, "%s", se.msg);
             return;
         }
         in->text = data;
@@ -573,9 +590,7 @@ static void run_session(backtest *bt, bt_input *in)
         size_t len = 0;
         char *data = slurp(in->source, &len);
         if (data == NULL) { /* readable at the start: removed or changed since */
-            char msg[300];
-            snprintf(msg, sizeof msg, "unreadable: %s", strerror(errno));
-            input_error(bt, in->source, msg);
+            snprintf(p->msg, sizeof p->msg, "unreadable: %s", strerror(errno));
             return;
         }
         in->text = data;
@@ -587,49 +602,86 @@ static void run_session(backtest *bt, bt_input *in)
     if (simg_build_text(in->text, in->len, NULL, 0, &simg, &slen, &e) != 0) {
         json_error_t je;
         json_t *j = json_loadb(in->text, in->len, 0, &je);
-        char msg[700];
         if (j == NULL)
-            snprintf(msg, sizeof msg, "line %d, column %d: %s", je.line, je.column, je.text);
+            snprintf(p->msg, sizeof p->msg, "line %d, column %d: %s", je.line, je.column, je.text);
         else
-            snprintf(msg, sizeof msg, "%s", e.msg);
+            snprintf(p->msg, sizeof p->msg, "%s", e.msg);
         json_decref(j);
-        input_error(bt, in->source, msg);
         return;
     }
     /* from the image: the transcript is parsed once, by its builder */
-    char sid[512];
-    snprintf(sid, sizeof sid, "%s", simg_session_id(simg));
+    snprintf(p->sid, sizeof p->sid, "%s", simg_session_id(simg));
     if (bt->cfg.shard_n > 1) {
         uint8_t h[SHA256_DIGEST_SIZE];
         struct sha256_ctx c;
         sha256_init(&c);
-        sha256_update(&c, strlen(sid), (const uint8_t *)sid);
+        sha256_update(&c, strlen(p->sid), (const uint8_t *)p->sid);
         sha256_digest(&c, sizeof h, h);
         uint64_t v = 0;
         for (int i = 0; i < 8; i++)
             v = v << 8 | h[i];
         if (v % (uint64_t)bt->cfg.shard_n != (uint64_t)bt->cfg.shard_k) {
             free(simg);
+            p->skip = 1;
             return;
         }
     }
-    sbx_image *img = sbx_image_adopt(simg, slen, &e);
-    if (img == NULL) {
-        input_error(bt, in->source, e.msg);
+    p->img = sbx_image_adopt(simg, slen, &e);
+    if (p->img == NULL) {
+        snprintf(p->msg, sizeof p->msg, "%s", e.msg);
         return;
     }
+    if (bt->production &&
+        (p->prod = production_outcomes(bt, p->sid, p->msg, sizeof p->msg)) == NULL) {
+        sbx_image_release(p->img);
+        p->img = NULL;
+        p->failed = 1;
+    }
+}
+
+/* Lets go of a prepared session (evaluated or not): its image, its baseline
+ * and the transcript read for it (read again if ever needed: no copy kept). */
+static void prep_release(bt_prep *p)
+{
+    sbx_image_release(p->img);
+    p->img = NULL;
+    json_decref(p->prod);
+    p->prod = NULL;
+    bt_input *in = p->in;
+    if (in != NULL && (in->archive_id > 0 || in->file)) {
+        free(in->text);
+        in->text = NULL;
+        in->len = 0;
+    }
+}
+
+/* The session's turn: reports what preparing found, or evaluates every
+ * definition on it and writes its rows. */
+static void run_prepared(backtest *bt, bt_prep *p)
+{
+    bt_input *in = p->in;
+    if (p->archive_gone) {
+        fail(bt, "the transcript archive %s cannot be read (after %ld of %ld sessions): %s",
+             bt->archive_path, (long)atomic_load(&bt->done), (long)atomic_load(&bt->total), p->msg);
+        return;
+    }
+    if (p->failed) {
+        fail(bt, "%s", p->msg);
+        return;
+    }
+    if (p->skip) return;
+    if (p->img == NULL) {
+        input_error(bt, in->source, p->msg);
+        return;
+    }
+    sbx_image *img = p->img;
+    const char *sid = p->sid;
+    json_t *prod = p->prod;
     /* one jail session per transcript: all its evaluations (conditions and
      * evaluators, candidate and baseline), one child serving them in turn */
     sbx_session *ss = sbx_session_open(bt->cfg.pool, img);
     if (ss == NULL) {
         input_error(bt, in->source, "out of memory");
-        sbx_image_release(img);
-        return;
-    }
-    json_t *prod = bt->production ? production_outcomes(bt, sid) : NULL;
-    if (bt->production && prod == NULL) { /* the backtest failed */
-        sbx_session_close(ss);
-        sbx_image_release(img);
         return;
     }
     json_t *rows = json_array();
@@ -655,8 +707,6 @@ static void run_session(backtest *bt, bt_input *in)
         json_array_append_new(rows, row);
     }
     sbx_session_close(ss);
-    json_decref(prod);
-    sbx_image_release(img);
     pthread_mutex_lock(&bt->mu);
     in->rows = rows;
     if (bt->cfg.rows_out) {
@@ -666,23 +716,84 @@ static void run_session(backtest *bt, bt_input *in)
     pthread_mutex_unlock(&bt->mu);
 }
 
-static void run_input(backtest *bt, bt_input *in)
+/* One job: a worker (worker_main) evaluates the sessions its preparer
+ * (prep_main) has made ready, one ahead of it: the next session is read,
+ * its image built and its baseline read while the jail runs this one's
+ * evaluations, so that the job's own CPU work does not sit between two
+ * sessions' evaluations. At most one prepared session (one image) waits
+ * per job, besides the one being evaluated. */
+typedef struct {
+    backtest *bt;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bt_prep next; /* under mu, when `ready`; owned by the job until taken */
+    int ready;    /* under mu */
+    int stop;     /* under mu: the worker is done; the preparer ends */
+} bt_job;
+
+/* Claims the next input and prepares it; p->in NULL when none is left or
+ * the backtest is cancelled. */
+static void prepare_next(backtest *bt, bt_prep *p)
 {
-    run_session(bt, in);
-    if (in->archive_id > 0 || in->file) { /* read again if ever needed: keep no copy */
-        free(in->text);
-        in->text = NULL;
-        in->len = 0;
+    size_t i = atomic_fetch_add(&bt->next, 1);
+    if (i >= bt->n || atomic_load(&bt->cancel)) {
+        memset(p, 0, sizeof *p);
+        return;
     }
+    prepare(bt, &bt->in[i], p);
+}
+
+static void *prep_main(void *arg)
+{
+    bt_job *j = arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        while (j->ready && !j->stop)
+            pthread_cond_wait(&j->cv, &j->mu);
+        int stop = j->stop;
+        pthread_mutex_unlock(&j->mu);
+        if (stop) break;
+        bt_prep p;
+        prepare_next(j->bt, &p);
+        pthread_mutex_lock(&j->mu);
+        j->next = p;
+        j->ready = 1;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
+        if (p.in == NULL) break;
+    }
+    return NULL;
 }
 
 static void *worker_main(void *arg)
 {
     backtest *bt = arg;
+    bt_job j = {.bt = bt};
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    pthread_t th;
+    /* without a preparer thread, the worker prepares each session itself */
+    int ahead = pthread_create(&th, NULL, prep_main, &j) == 0;
     for (;;) {
-        size_t i = atomic_fetch_add(&bt->next, 1);
-        if (i >= bt->n || atomic_load(&bt->cancel)) break;
-        run_input(bt, &bt->in[i]);
+        bt_prep p;
+        if (ahead) {
+            pthread_mutex_lock(&j.mu);
+            while (!j.ready)
+                pthread_cond_wait(&j.cv, &j.mu);
+            p = j.next;
+            j.ready = 0;
+            pthread_cond_broadcast(&j.cv);
+            pthread_mutex_unlock(&j.mu);
+        } else {
+            prepare_next(bt, &p);
+        }
+        if (p.in == NULL) break;
+        if (atomic_load(&bt->cancel)) { /* failed or cancelled meanwhile */
+            prep_release(&p);
+            break;
+        }
+        run_prepared(bt, &p);
+        prep_release(&p);
         atomic_fetch_add(&bt->done, 1);
         if (bt->cfg.progress) {
             long d = atomic_load(&bt->done);
@@ -692,6 +803,16 @@ static void *worker_main(void *arg)
             if ((size_t)d == bt->n) fputc('\n', stderr);
         }
     }
+    if (ahead) {
+        pthread_mutex_lock(&j.mu);
+        j.stop = 1;
+        pthread_cond_broadcast(&j.cv);
+        pthread_mutex_unlock(&j.mu);
+        pthread_join(th, NULL);
+        if (j.ready) prep_release(&j.next); /* prepared, never evaluated */
+    }
+    pthread_cond_destroy(&j.cv);
+    pthread_mutex_destroy(&j.mu);
     return NULL;
 }
 
