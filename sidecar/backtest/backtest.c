@@ -772,8 +772,11 @@ static void *worker_main(void *arg)
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_t th;
-    /* without a preparer thread, the worker prepares each session itself */
-    int ahead = pthread_create(&th, NULL, prep_main, &j) == 0;
+    /* A background backtest (the daemon's) prepares each session at its
+     * turn: it yields to live work, and the memory budget does not count
+     * the images in this process, so it keeps one per job as before. So
+     * does a worker without a preparer thread. */
+    int ahead = !bt->cfg.background && pthread_create(&th, NULL, prep_main, &j) == 0;
     for (;;) {
         bt_prep p;
         if (ahead) {
