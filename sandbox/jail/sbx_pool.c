@@ -124,8 +124,9 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
         const char *slash = strrchr(pool->exe, '/');
         int dir = slash ? (int)(slash - pool->exe) : 0;
         snprintf(helper, sizeof helper, "%.*s/failproofai-sandbox", dir, pool->exe);
-        if (dir > 0 && strlen(helper) < sizeof pool->exe && access(helper, X_OK) == 0)
-            snprintf(pool->exe, sizeof pool->exe, "%s", helper);
+        size_t hl = strlen(helper);
+        if (dir > 0 && hl < sizeof pool->exe && access(helper, X_OK) == 0)
+            memcpy(pool->exe, helper, hl + 1); /* fits: checked just before */
     }
     pool->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (pool->devnull < 0) {
