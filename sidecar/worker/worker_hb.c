@@ -1,8 +1,5 @@
 /* sidecar/worker_hb: the heartbeat thread. An assignment joins when its runs
- * start and beats one heartbeat interval later, or sooner when its
- * claim-time lease would end first (a beat at once only extended the lease
- * the claim had just granted: one request more for every assignment that
- * finishes within an interval, most of them), then every heartbeat interval,
+ * start (first heartbeat at once), then beats every heartbeat interval,
  * listing its unfinished runs; runs missing from accepted_run_ids are
  * cancelled; lease_lost cancels them all (their sandboxes are killed); any
  * other failure is counted and the heartbeat is sent again after a short
@@ -19,23 +16,10 @@
 /* A heartbeat is due at least this long before the lease it keeps ends. */
 #define HB_LEASE_MARGIN_S 2.0
 
-/* When x beats next, `delay_ms` from now: never later than the margin
- * before its lease ends (once inside the margin, the delay stands). */
-static int64_t next_beat_ms(const actx *x, int64_t delay_ms)
-{
-    int64_t now = time_mono_ms();
-    double left_s = x->a.lease_expires_epoch - time_now() - HB_LEASE_MARGIN_S;
-    if (left_s > 0 && left_s * 1000 < (double)delay_ms) return now + (int64_t)(left_s * 1000);
-    return now + delay_ms;
-}
-
 void worker_hb_add(worker_hb *hb, actx *x)
 {
     pthread_mutex_lock(&hb->mu);
-    /* A lease already inside the margin (conditions and the plan took most
-     * of it) is kept at once. */
-    int inside = x->a.lease_expires_epoch - time_now() <= HB_LEASE_MARGIN_S;
-    x->next_hb_ms = inside ? time_mono_ms() : next_beat_ms(x, hb->interval_s * 1000);
+    x->next_hb_ms = time_mono_ms();
     x->hb_next = hb->list;
     hb->list = x;
     x->hb_registered = 1;
@@ -152,8 +136,14 @@ static void hb_served(void *ud, void *item, int retry_in_ms)
     worker_hb *hb = ud;
     actx *x = item;
     int64_t interval = hb->interval_s * 1000;
-    x->next_hb_ms =
-        next_beat_ms(x, retry_in_ms >= 0 && retry_in_ms < interval ? retry_in_ms : interval);
+    int64_t next =
+        time_mono_ms() + (retry_in_ms >= 0 && retry_in_ms < interval ? retry_in_ms : interval);
+    /* The next beat stays ahead of the lease it keeps (with a margin; once
+     * inside the margin, the schedule above stands). */
+    double left_s = x->a.lease_expires_epoch - time_now() - HB_LEASE_MARGIN_S;
+    if (left_s > 0 && left_s * 1000 < (double)(next - time_mono_ms()))
+        next = time_mono_ms() + (int64_t)(left_s * 1000);
+    x->next_hb_ms = next;
     x->hb_busy = 0;
     pthread_cond_broadcast(&hb->cv);
 }
