@@ -211,6 +211,27 @@ class FailClosed(Base):
 
 
 class LeaseLoss(Base):
+    def test_first_heartbeat_at_once(self):
+        # An assignment heartbeats at once when its runs start (SPEC 4.7),
+        # not one interval later: with a 60 s interval, a run that evaluates
+        # for seconds is named by a heartbeat before it ends. A first beat
+        # left to the interval would come after the run had finished and so
+        # never be sent (a beat names unfinished runs only).
+        slow = "EvalResult(score=Score(len([i for i in range(3 * 10**8) if i < 0])))"
+        cloud = FakeCloud([managed("slow", slow, timeout=50)], sessions=0, heartbeat=60,
+                          lease=300).start()
+        self.cloud = cloud
+        self.sidecar = sc = Sidecar(cloud.url)
+        cloud.add_session()
+        self.assertTrue(sc.wait_log(lambda l: l.get("msg") == "run started", 60),
+                        sc.raw_log()[-3000:])
+        self.assertTrue(cloud.wait(lambda c: any(hb["runs"] for hb in c.heartbeats), 60),
+                        sc.raw_log()[-3000:])
+        with cloud.lock:
+            self.assertEqual(cloud.commits, 0, "the heartbeat came after the run ended")
+            rid = cloud.heartbeats[0]["runs"][0]["evaluation_run_id"]
+            self.assertIn(rid, cloud.runs)
+
     def test_lease_lost_cancels_runs(self):
         # Once a run is evaluating, the next heartbeat answers lease_lost and
         # the server forgets the lease: the running evaluation is cancelled
