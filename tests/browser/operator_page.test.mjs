@@ -258,9 +258,21 @@ test("400 px: stacked cards, no horizontal scroll; dark mode", async () => {
   await page.setViewportSize({ width: 400, height: 800 });
   await page.click("#runs > tr[data-id] >> nth=0");
   await page.waitForSelector("#run-detail");
-  await sleep(300);
+  // The stacked layout labels each cell with its column: wait for the first
+  // row's label rather than for a fixed time (a refresh may rebuild the rows
+  // under a slow build), then report what it was if it never came.
+  const label = () => {
+    const td = document.querySelector("#runs > tr[data-id] > td");
+    return td ? getComputedStyle(td, "::before").content : "(no row)";
+  };
+  await page
+    .waitForFunction((want) => {
+      const td = document.querySelector("#runs > tr[data-id] > td");
+      return td !== null && getComputedStyle(td, "::before").content === want;
+    }, '"run"', { timeout: 15000 })
+    .catch(() => {});
+  assert.equal(await page.evaluate(label), '"run"');
   assert.ok(await noHorizontalScroll(), "no horizontal overflow at 400 px");
-  assert.equal(await page.$eval("#runs > tr[data-id] > td", (td) => getComputedStyle(td, "::before").content), '"run"');
   await page.screenshot({ path: join(ARTIFACTS, "operator-400.png"), fullPage: true });
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: join(ARTIFACTS, "operator-400-top.png") });
