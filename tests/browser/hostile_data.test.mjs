@@ -83,14 +83,18 @@ before(async () => {
     "--db", join(dir, "sidecar.db"), "--worker-id", "hostile-test-worker", "--insecure-open-admin"],
   { FAILPROOFAI_EVALUATOR_TOKEN: TOKEN });
   adminUrl = `http://127.0.0.1:${await listenPort(sc, "the sidecar's admin API")}`;
-  await waitFor(() => getJSON(`${adminUrl}/v1/status`), "the sidecar");
+  // The catalog the server has before the local evaluator registers: once
+  // the status names another one, the server has the new catalog.
+  let before = null;
+  await waitFor(async () => (before = (await getJSON(`${adminUrl}/v1/status`)).catalog_revision), "the first registration");
   const r = await send("PUT", `${adminUrl}/v1/evaluators/hostile`, { version: XSS, ttl_seconds: 600,
     endpoint: `http://127.0.0.1:${evalServer.address().port}/run?${URL_XSS}`,
     definitions: [{ eval_key: "judged", eval_version: "1" }] });
   assert.equal(r.status, 201, JSON.stringify(r.body));
-  await waitFor(async () => (await getJSON(`${adminUrl}/v1/status`)).catalog_revision
-    && (await fetch(`${adminUrl}/readyz`)).ok, "ready with the local catalog");
-  await sleep(1500); // the catalog change reaches the server
+  await waitFor(async () => {
+    const rev = (await getJSON(`${adminUrl}/v1/status`)).catalog_revision;
+    return rev && rev !== before && (await fetch(`${adminUrl}/readyz`)).ok;
+  }, "registered with the local catalog, and ready");
   for (let i = 0; i < 2; i++) {
     const s = await fetch(`${emuUrl}/emulator/v1/sessions`, { method: "POST", headers: { "Content-Type": "application/json" },
       body: JSON.stringify(transcript(i)) });
