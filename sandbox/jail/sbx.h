@@ -219,6 +219,13 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image);
 void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out);
 /* Ends the session (its child, if any, is killed and reaped). NULL: no-op. */
 void sbx_session_close(sbx_session *s);
+/* Keeps the session's holder, and so every grandchild it forks, on CPU
+ * `cpu` only (< 0: wherever the scheduler puts them, the default): the
+ * holder it has now at once, each fresh one as it is taken, before its
+ * first request. The caller's own threads are its business. Set by this
+ * process on the child (sched_setaffinity); the jail's filters allow no
+ * new call. Best effort: a child it cannot pin runs unpinned. */
+void sbx_session_set_cpu(sbx_session *s, int cpu);
 /* The session's holder's pid right now, or -1 when it has none (tests). */
 int sbx_session_pid(const sbx_session *s);
 /* The n requests on one image, in order, as one session: outs[i] is what

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct sbx_session {
     sbx_image *image; /* borrowed; may be NULL */
     child_t h;        /* the holder, when `have` */
     int have;
+    int cpu;   /* >= 0: the CPU its holders are kept on (sbx_session_set_cpu) */
     char *buf; /* owned: the outcome buffer, kept across evaluations */
     size_t cap;
 };
@@ -39,6 +41,18 @@ static void holder_drop(sbx_session *s)
     if (!s->have) return;
     sbx_reap_later(s->pool, &s->h, 1);
     s->have = 0;
+}
+
+/* Keeps the holder on s->cpu. Set from here, the parent: the holder's
+ * filter stays without sched_setaffinity, and each grandchild it forks
+ * inherits the mask. Best effort: a holder left where it was still serves. */
+static void holder_pin(sbx_session *s)
+{
+    if (!s->have || s->cpu < 0 || s->cpu >= CPU_SETSIZE) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(s->cpu, &set);
+    (void)sched_setaffinity(s->h.pid, sizeof set, &set);
 }
 
 /* Makes a child the session's holder: hands it the session (its image fd
@@ -68,6 +82,7 @@ static int holder_start(sbx_session *s, int spawn, fps_err *err)
     }
     s->h = c;
     s->have = 1;
+    holder_pin(s);
     atomic_fetch_add(&s->pool->holders, 1);
     return 0;
 }
@@ -150,6 +165,7 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image)
     if (s == NULL) return NULL;
     s->pool = pool;
     s->image = image;
+    s->cpu = -1;
     s->cap = OUTCOME_BUF_MIN;
     s->buf = malloc(s->cap);
     if (s->buf == NULL) {
@@ -283,6 +299,12 @@ void sbx_session_close(sbx_session *s)
     holder_drop(s);
     free(s->buf);
     free(s);
+}
+
+void sbx_session_set_cpu(sbx_session *s, int cpu)
+{
+    s->cpu = cpu;
+    holder_pin(s);
 }
 
 int sbx_session_pid(const sbx_session *s)

@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1203,6 +1204,73 @@ static void test_sessions_observed_from_outside(void **state)
     assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
 }
 
+/* The one CPU pid may run on, or -1 when it may run on several (or is
+ * gone). */
+static int only_cpu(int pid)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(pid, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1) return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) return c;
+    return -1;
+}
+
+/* sbx_session_set_cpu keeps the session's holder on the CPU, the holder it
+ * has (a pre-started one) and a fresh one after a cancel, and each
+ * grandchild it forks; the outcome is what it is unpinned. */
+static void test_session_pinned_to_a_cpu(void **state)
+{
+    (void)state;
+    cpu_set_t allowed;
+    assert_int_equal(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    int cpu = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed)) cpu = c; /* the last allowed */
+    assert_true(cpu >= 0);
+    sbx_pool *p = make_pool(2, 1, NULL);
+    sbx_image *img = make_image(50, "a-pin");
+    for (int i = 0; i < 500 && sbx_pool_stats(p).idle < 1; i++)
+        usleep(10000);
+    sbx_session *s = sbx_session_open(p, img);
+    assert_non_null(s);
+    assert_true(sbx_session_pid(s) > 0); /* the pre-started child, pinned now */
+    sbx_session_set_cpu(s, cpu);
+    sbx_outcome o;
+    sess_raw(s, "len(session.events)", 10, &o);
+    assert_string_equal(o.line, "{\"ok\": true, \"repr\": \"50\"}");
+    sbx_outcome_free(&o);
+    int h = sbx_session_pid(s);
+    assert_true(h > 0);
+    assert_int_equal(only_cpu(h), cpu);
+    for (int round = 0; round < 2; round++) {
+        atomic_int cancel = 0;
+        sess_thread_arg t = {s, "len([0 for i in range(10 ** 12) if i < 0])", &cancel, {0}};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, sess_thread, &t), 0);
+        h = 0; /* the holder, as the pool lists it (thread-safe) */
+        for (int i = 0; i < 1000 && sbx_pool_running_pids(p, &h, 1) < 1; i++)
+            usleep(5000);
+        int gc = 0;
+        for (int i = 0; i < 1000 && gc == 0; i++)
+            if ((gc = child_of(h)) == 0) usleep(5000);
+        assert_true(gc > 0);
+        assert_int_equal(only_cpu(h), cpu);
+        assert_int_equal(only_cpu(gc), cpu);
+        atomic_store(&cancel, 1);
+        pthread_join(th, NULL);
+        assert_int_equal(t.out.status, SBX_CANCELLED);
+        sbx_outcome_free(&t.out);
+    }
+    sess_raw(s, "len(session.events)", 10, &o);
+    assert_string_equal(o.line, "{\"ok\": true, \"repr\": \"50\"}");
+    assert_int_equal(only_cpu(sbx_session_pid(s)), cpu);
+    sbx_outcome_free(&o);
+    sbx_session_close(s);
+    sbx_image_release(img);
+    sbx_pool_free(p);
+    assert_no_zombies("session pinned to a cpu");
+}
+
 /* A session's grandchildren are held to the bounds and the allowlist of a
  * single-use child: forbidden calls (forking included) kill them, and a
  * spin, an output flood, an allocation past RLIMIT_AS and a silent exit
@@ -1682,6 +1750,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_session_fresh_hash_key),
         cmocka_unit_test(test_sessions_observed_from_outside),
         cmocka_unit_test(test_session_bounds),
+        cmocka_unit_test(test_session_pinned_to_a_cpu),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
