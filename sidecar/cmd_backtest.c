@@ -22,7 +22,7 @@ typedef struct {
     cli_list sessions, locals, merge;
     long limit, local_concurrency, jobs;
     double local_timeout;
-    int fail_on_regression;
+    int fail_on_regression, no_pin;
 } bt_cli;
 
 #define OFF(f) offsetof(bt_cli, f)
@@ -46,6 +46,10 @@ static const cli_opt opts[] = {
     {"--local-secret-file", NULL, CLI_STR, OFF(local_secret_file), "PATH",
      "key that signs the local dispatches", 0, 0},
     {"--jobs", NULL, CLI_INT, OFF(jobs), "N", "sessions evaluated at once (default 1)", 1, 64},
+    {"--no-pin", NULL, CLI_FLAG, OFF(no_pin), NULL,
+     "do not keep each job and its sandboxes on a CPU of its own (the default when --jobs is at "
+     "most the CPUs allowed)",
+     0, 0},
     {"--shard", NULL, CLI_STR, OFF(shard), "K/N", "only this shard of the sessions", 0, 0},
     {"--merge", NULL, CLI_LIST, OFF(merge), "ROWS.jsonl",
      "print the summary of shards' rows (repeatable)", 0, 0},
@@ -214,7 +218,8 @@ int cmd_backtest(int argc, char **argv)
                           .local_concurrency = (int)c.local_concurrency,
                           .local_timeout_s = c.local_timeout,
                           .local_secret = key,
-                          .progress = isatty(STDERR_FILENO)};
+                          .progress = isatty(STDERR_FILENO),
+                          .pin = !c.no_pin};
     bt = backtest_start(&bc, &err);
     if (bt == NULL) {
         fprintf(stderr, "failproofai-sidecar backtest: %s\n", err.msg);

@@ -19,6 +19,7 @@
 #include <math.h>
 #include <nettle/sha2.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -657,7 +658,7 @@ static void prep_release(bt_prep *p)
 
 /* The session's turn: reports what preparing found, or evaluates every
  * definition on it and writes its rows. */
-static void run_prepared(backtest *bt, bt_prep *p)
+static void run_prepared(backtest *bt, bt_prep *p, int cpu)
 {
     bt_input *in = p->in;
     if (p->archive_gone) {
@@ -684,6 +685,7 @@ static void run_prepared(backtest *bt, bt_prep *p)
         input_error(bt, in->source, "out of memory");
         return;
     }
+    if (cpu >= 0) sbx_session_set_cpu(ss, cpu);
     json_t *rows = json_array();
     for (size_t i = 0; i < json_array_size(bt->cand); i++) {
         const json_t *d = json_array_get(bt->cand, i);
@@ -716,6 +718,17 @@ static void run_prepared(backtest *bt, bt_prep *p)
     pthread_mutex_unlock(&bt->mu);
 }
 
+/* Keeps the calling thread on `cpu` (>= 0). Best effort: a thread left
+ * unpinned still does its work. */
+static void pin_self(int cpu)
+{
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 /* One job: a worker (worker_main) evaluates the sessions its preparer
  * (prep_main) has made ready, one ahead of it: the next session is read,
  * its image built and its baseline read while the jail runs this one's
@@ -724,6 +737,8 @@ static void run_prepared(backtest *bt, bt_prep *p)
  * per job, besides the one being evaluated. */
 typedef struct {
     backtest *bt;
+    int cpu; /* >= 0 (cfg.pin): the CPU the job's two threads and its
+                sessions' holders are kept on; -1: not pinned */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bt_prep next; /* under mu, when `ready`; owned by the job until taken */
@@ -746,6 +761,7 @@ static void prepare_next(backtest *bt, bt_prep *p)
 static void *prep_main(void *arg)
 {
     bt_job *j = arg;
+    pin_self(j->cpu);
     for (;;) {
         pthread_mutex_lock(&j->mu);
         while (j->ready && !j->stop)
@@ -765,13 +781,22 @@ static void *prep_main(void *arg)
     return NULL;
 }
 
+/* What main_thread hands a job's worker: the backtest and the job's CPU
+ * (bt_job.cpu), chosen once for all the jobs. */
+typedef struct {
+    backtest *bt;
+    int cpu;
+} bt_worker;
+
 static void *worker_main(void *arg)
 {
-    backtest *bt = arg;
-    bt_job j = {.bt = bt};
+    const bt_worker *w = arg;
+    backtest *bt = w->bt;
+    bt_job j = {.bt = bt, .cpu = w->cpu};
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
     pthread_t th;
+    pin_self(j.cpu);
     /* A background backtest (the daemon's) prepares each session at its
      * turn: it yields to live work, and the memory budget does not count
      * the images in this process, so it keeps one per job as before. So
@@ -795,7 +820,7 @@ static void *worker_main(void *arg)
             prep_release(&p);
             break;
         }
-        run_prepared(bt, &p);
+        run_prepared(bt, &p, j.cpu);
         prep_release(&p);
         atomic_fetch_add(&bt->done, 1);
         if (bt->cfg.progress) {
@@ -1071,13 +1096,25 @@ static void *main_thread(void *arg)
     int jobs = bt->cfg.jobs > 0 ? bt->cfg.jobs : 1;
     if (jobs > 64) jobs = 64;
     pthread_t th[64];
+    bt_worker w[64];
+    /* cfg.pin: job k on the k-th CPU allowed to this process, when there
+     * are enough of them for one each; else no job is pinned. Never a
+     * background backtest: it shares the CPUs with live work. */
+    cpu_set_t allowed;
+    int pin = bt->cfg.pin && !bt->cfg.background &&
+              sched_getaffinity(0, sizeof allowed, &allowed) == 0 && jobs <= CPU_COUNT(&allowed);
+    for (int i = 0, c = 0; i < jobs; i++) {
+        while (pin && !CPU_ISSET(c, &allowed))
+            c++;
+        w[i] = (bt_worker){bt, pin ? c++ : -1};
+    }
     int started = 0;
     pthread_mutex_lock(&bt->mu);
     bt->state = BT_RUNNING;
     pthread_mutex_unlock(&bt->mu);
     for (int i = 0; i < jobs && ok && !atomic_load(&bt->cancel); i++)
-        if (pthread_create(&th[started], NULL, worker_main, bt) == 0) started++;
-    if (started == 0 && ok && !atomic_load(&bt->cancel)) worker_main(bt);
+        if (pthread_create(&th[started], NULL, worker_main, &w[started]) == 0) started++;
+    if (started == 0 && ok && !atomic_load(&bt->cancel)) worker_main(&w[0]);
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     json_t *all = json_array();

@@ -139,7 +139,13 @@ typedef struct {
                                    one {"input_error": {"source",
                                    "message"}} line per input error        */
     int keep_rows;              /* 1: keep the rows for backtest_rows      */
-    int progress;               /* 1: a progress bar on stderr             */
+    /* 1: when jobs <= the CPUs this process may run on (sched_getaffinity),
+     * job k's worker thread and its sessions' jail children run on the
+     * k-th of them only: each job's handoffs to its children stay on one
+     * CPU, no cross-CPU wake-up each (the CLI's default; never the
+     * daemon's, whose backtests share the CPUs with live work). */
+    int pin;
+    int progress; /* 1: a progress bar on stderr             */
 } backtest_config;
 
 typedef enum {

@@ -145,6 +145,21 @@ class BacktestCli(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         return json.loads(p.stdout)
 
+    def test_pinning_changes_no_outcome(self):
+        # --jobs 2 on 2 or more CPUs keeps each job and its sandboxes on a
+        # CPU of its own by default; --no-pin leaves them to the scheduler.
+        # The rows (in whatever order the jobs finish) and the summary are
+        # the same either way.
+        rows = {}
+        sums = {}
+        for name, extra in (("pinned", ()), ("unpinned", ("--no-pin",))):
+            out = os.path.join(self.tmp.name, "rows-%s.jsonl" % name)
+            sums[name] = self.summary("--out", out, *extra)
+            rows[name] = sorted(open(out).read().splitlines())
+        self.assertEqual(sums["pinned"], sums["unpinned"])
+        self.assertEqual(rows["pinned"], rows["unpinned"])
+        self.assertEqual(len(rows["pinned"]), len(SESSIONS) * 4 + 1)
+
     def test_counts_equal_the_independent_ones(self):
         out = os.path.join(self.tmp.name, "rows.jsonl")
         s = self.summary("--out", out)

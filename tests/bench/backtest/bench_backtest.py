@@ -28,13 +28,14 @@ rounds' ratios are the figures to judge.
 
   FPS_BIN=build/failproofai-sidecar [FPS_REFSDK=/path/to/sdk/python] \
       /usr/bin/python3 tests/bench/backtest/bench_backtest.py [--sessions 300] [--ref-sample 6]
-      [--rounds 3]
+      [--rounds 3] [--backtest-args=--no-pin]
 """
 import argparse
 import json
 import os
 import random
 import resource
+import shlex
 import statistics
 import shutil
 import subprocess
@@ -96,12 +97,12 @@ def child_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def ours(sess_dir, v1, v2, jobs):
+def ours(sess_dir, v1, v2, jobs, extra):
     """(wall, CPU seconds of the command and the jail children it reaped,
-    summary)"""
+    summary); `extra`: more arguments of every backtest run"""
     t0, c0 = time.perf_counter(), child_cpu()
     p = subprocess.run([BIN, "backtest", "--definitions", v2, "--baseline", v1, "--sessions",
-                        sess_dir, "--jobs", str(jobs), "--format", "json"],
+                        sess_dir, "--jobs", str(jobs), "--format", "json"] + extra,
                        capture_output=True, text=True)
     wall, cpu = time.perf_counter() - t0, child_cpu() - c0
     if p.returncode != 0:
@@ -175,6 +176,9 @@ def main():
                     help="usual-size sessions the reference is timed on (plus one large one)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the measured runs, each in another order (ratios per round)")
+    ap.add_argument("--backtest-args", default="",
+                    help="more arguments of every backtest run, one shell-quoted string "
+                         "(e.g. --backtest-args=--no-pin)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="fps-bench-backtest-")
     try:
@@ -187,7 +191,8 @@ def main():
         json.dump(V2, open(v2, "w"))
         nproc = os.cpu_count() or 1
         print(f"{a.sessions} sessions, {mb:.1f} MB, 6 definitions x 2 versions; nproc {nproc} "
-              f"(load average {os.getloadavg()[0]:.1f}: the machine may be shared)")
+              f"(load average {os.getloadavg()[0]:.1f}: the machine may be shared)"
+              + (f"; backtest {a.backtest_args}" if a.backtest_args else ""))
         jobs = sorted({1, 2, nproc})
         runs = [("cpython", None)] + [("ours", j) for j in jobs]
         rounds, summary, n_evals, per_path = [], None, 0, {}
@@ -197,7 +202,7 @@ def main():
                 if kind == "cpython":
                     wall, cpu, n_evals, per_path = cpython(paths)
                 else:
-                    wall, cpu, summary = ours(sess, v1, v2, j)
+                    wall, cpu, summary = ours(sess, v1, v2, j, shlex.split(a.backtest_args))
                 got[(kind, j)] = (wall, cpu)
             rounds.append(got)
             cp, j1, j2, jn = (got[("cpython", None)], got[("ours", 1)], got[("ours", 2)],
