@@ -66,6 +66,14 @@ long budget_claimable(const budget *b, long want)
     if (b->nseen == 0) want = 1;
     uint64_t est = budget_estimate(b);
     uint64_t n = est ? room(b) / est : (uint64_t)want;
+    /* With nothing held but the fixed part (the base, the ring, one
+     * sandbox's reservation), one is always claimed, as the tree's first
+     * sandbox always starts: its Content-Length then says whether it fits
+     * (or can never fit: budget_never_fits, the server's 413). Otherwise a
+     * valid budget whose room beside that fixed part is below one estimate
+     * would never claim anything, and say nothing. What others hold comes
+     * back, so then the claim waits. */
+    if (n == 0 && b->assignments == 0 && b->other == 0 && b->sandboxed <= b->sandbox_reserve) n = 1;
     return n < (uint64_t)want ? (long)n : want;
 }
 

@@ -59,8 +59,9 @@ uint64_t budget_estimate(const budget *b);
 uint64_t budget_in_use(const budget *b);
 /* How many of `want` assignments a claim may ask for now (0..want): those
  * whose estimates fit beside one sandbox reservation; before any
- * transcript's size is known, one, and only while none is in flight. With
- * no budget, `want`. */
+ * transcript's size is known, one, and only while none is in flight.
+ * While nothing is held beyond the base, the ring and one sandbox's
+ * reservation, at least one, whatever the room. With no budget, `want`. */
 long budget_claimable(const budget *b, long want);
 /* Reserves `n` claimed assignments at the estimate; returns the
  * reservation each one holds (to pass to budget_resize and

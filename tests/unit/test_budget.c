@@ -95,6 +95,26 @@ static void first_claim_is_one_until_a_size_is_known(void **state)
     assert_int_equal(budget_claimable(&b, 32), 5);
 }
 
+/* A budget with less room than one estimate beside the base, the ring and
+ * one sandbox still claims one assignment while none is in flight (its
+ * Content-Length then decides), and never a second beside it. */
+static void an_idle_tree_always_claims_one(void **state)
+{
+    (void)state;
+    budget b;
+    /* 150 MiB: 52 base, 32 ring, 64 for a sandbox: 2 MiB left, below the
+     * 3.25 MiB that the 1 MiB floor costs */
+    budget_init(&b, 150 * MIB, 52 * MIB, 32 * MIB, 64 * MIB, 3.25);
+    assert_int_equal(budget_claimable(&b, 32), 1);
+    uint64_t res = budget_claim(&b, 1);
+    assert_int_equal(budget_claimable(&b, 32), 0);
+    budget_resize(&b, &res, 2 * MIB); /* the size is known now: still no room for two */
+    assert_int_equal(budget_claimable(&b, 32), 0);
+    budget_release(&b, res);
+    assert_int_equal(budget_claimable(&b, 32), 1);
+    assert_true(budget_never_fits(&b, 22 * MIB));
+}
+
 static void content_length_replaces_the_estimate(void **state)
 {
     (void)state;
@@ -275,6 +295,7 @@ int main(void)
         cmocka_unit_test(estimate_has_a_floor_and_the_factor),
         cmocka_unit_test(claims_leave_room_for_one_sandbox),
         cmocka_unit_test(first_claim_is_one_until_a_size_is_known),
+        cmocka_unit_test(an_idle_tree_always_claims_one),
         cmocka_unit_test(content_length_replaces_the_estimate),
         cmocka_unit_test(transcripts_that_never_fit),
         cmocka_unit_test(first_sandbox_always_starts),
