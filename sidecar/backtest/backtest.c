@@ -112,7 +112,10 @@ static void input_error(backtest *bt, const char *source, const char *msg)
     json_decref(e);
 }
 
-static void add_input(backtest *bt, const char *source, const char *text, size_t len)
+/* Appends an input and returns it (borrowed: the next add may move it).
+ * `text` is copied; NULL: its bytes are read when it is evaluated (the
+ * caller marks it file or archive_id). */
+static bt_input *add_input(backtest *bt, const char *source, const char *text, size_t len)
 {
     if (bt->n == bt->cap) {
         bt->cap = bt->cap ? bt->cap * 2 : 64;
@@ -122,11 +125,14 @@ static void add_input(backtest *bt, const char *source, const char *text, size_t
     bt_input *it = &bt->in[bt->n++];
     memset(it, 0, sizeof *it);
     it->source = strdup(source);
+    if (it->source == NULL) abort();
+    if (text == NULL) return it;
     it->text = malloc(len + 1);
-    if (it->source == NULL || it->text == NULL) abort();
+    if (it->text == NULL) abort();
     memcpy(it->text, text, len);
     it->text[len] = '\0';
     it->len = len;
+    return it;
 }
 
 /* A file's bytes, NUL-terminated (malloc'd; *len without the NUL), or NULL
@@ -209,10 +215,7 @@ static int add_path(backtest *bt, const char *path, int top, fps_err *err)
             return fps_err_set(err, BT_EIO, 0, "unreadable", "--sessions %s: %s", path,
                                strerror(errno));
         close(fd);
-        add_input(bt, path, "", 0);
-        free(bt->in[bt->n - 1].text);
-        bt->in[bt->n - 1].text = NULL;
-        bt->in[bt->n - 1].file = 1;
+        add_input(bt, path, NULL, 0)->file = 1;
         return 0;
     }
     size_t len = 0;
@@ -781,37 +784,32 @@ static void *prep_main(void *arg)
     return NULL;
 }
 
-/* What main_thread hands a job's worker: the backtest and the job's CPU
- * (bt_job.cpu), chosen once for all the jobs. */
-typedef struct {
-    backtest *bt;
-    int cpu;
-} bt_worker;
-
+/* A job's worker. main_thread sets j->bt and j->cpu (chosen once for all
+ * the jobs) and keeps *j until the thread is joined; the rest of *j is
+ * this thread's and its preparer's. */
 static void *worker_main(void *arg)
 {
-    const bt_worker *w = arg;
-    backtest *bt = w->bt;
-    bt_job j = {.bt = bt, .cpu = w->cpu};
-    pthread_mutex_init(&j.mu, NULL);
-    pthread_cond_init(&j.cv, NULL);
+    bt_job *j = arg;
+    backtest *bt = j->bt;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
     pthread_t th;
-    pin_self(j.cpu);
+    pin_self(j->cpu);
     /* A background backtest (the daemon's) prepares each session at its
      * turn: it yields to live work, and the memory budget does not count
      * the images in this process, so it keeps one per job as before. So
      * does a worker without a preparer thread. */
-    int ahead = !bt->cfg.background && pthread_create(&th, NULL, prep_main, &j) == 0;
+    int ahead = !bt->cfg.background && pthread_create(&th, NULL, prep_main, j) == 0;
     for (;;) {
         bt_prep p;
         if (ahead) {
-            pthread_mutex_lock(&j.mu);
-            while (!j.ready)
-                pthread_cond_wait(&j.cv, &j.mu);
-            p = j.next;
-            j.ready = 0;
-            pthread_cond_broadcast(&j.cv);
-            pthread_mutex_unlock(&j.mu);
+            pthread_mutex_lock(&j->mu);
+            while (!j->ready)
+                pthread_cond_wait(&j->cv, &j->mu);
+            p = j->next;
+            j->ready = 0;
+            pthread_cond_broadcast(&j->cv);
+            pthread_mutex_unlock(&j->mu);
         } else {
             prepare_next(bt, &p);
         }
@@ -820,7 +818,7 @@ static void *worker_main(void *arg)
             prep_release(&p);
             break;
         }
-        run_prepared(bt, &p, j.cpu);
+        run_prepared(bt, &p, j->cpu);
         prep_release(&p);
         atomic_fetch_add(&bt->done, 1);
         if (bt->cfg.progress) {
@@ -832,15 +830,15 @@ static void *worker_main(void *arg)
         }
     }
     if (ahead) {
-        pthread_mutex_lock(&j.mu);
-        j.stop = 1;
-        pthread_cond_broadcast(&j.cv);
-        pthread_mutex_unlock(&j.mu);
+        pthread_mutex_lock(&j->mu);
+        j->stop = 1;
+        pthread_cond_broadcast(&j->cv);
+        pthread_mutex_unlock(&j->mu);
         pthread_join(th, NULL);
-        if (j.ready) prep_release(&j.next); /* prepared, never evaluated */
+        if (j->ready) prep_release(&j->next); /* prepared, never evaluated */
     }
-    pthread_cond_destroy(&j.cv);
-    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j->cv);
+    pthread_mutex_destroy(&j->mu);
     return NULL;
 }
 
@@ -1075,11 +1073,9 @@ static void open_archive(backtest *bt)
     for (size_t i = 0; i < ne; i++) {
         char src[64];
         snprintf(src, sizeof src, "archive:%lld", (long long)ents[i].id);
-        add_input(bt, src, "", 0);
-        free(bt->in[bt->n - 1].text);
-        bt->in[bt->n - 1].text = NULL;
-        bt->in[bt->n - 1].archive_id = ents[i].id;
-        bt->in[bt->n - 1].assignment_id = ents[i].assignment_id;
+        bt_input *it = add_input(bt, src, NULL, 0);
+        it->archive_id = ents[i].id;
+        it->assignment_id = ents[i].assignment_id;
         ents[i].assignment_id = NULL;
     }
     store_archive_entries_free(ents, ne);
@@ -1096,7 +1092,7 @@ static void *main_thread(void *arg)
     int jobs = bt->cfg.jobs > 0 ? bt->cfg.jobs : 1;
     if (jobs > 64) jobs = 64;
     pthread_t th[64];
-    bt_worker w[64];
+    bt_job w[64];
     /* cfg.pin: job k on the k-th CPU allowed to this process, when there
      * are enough of them for one each; else no job is pinned. Never a
      * background backtest: it shares the CPUs with live work. */
@@ -1106,7 +1102,7 @@ static void *main_thread(void *arg)
     for (int i = 0, c = 0; i < jobs; i++) {
         while (pin && !CPU_ISSET(c, &allowed))
             c++;
-        w[i] = (bt_worker){bt, pin ? c++ : -1};
+        w[i] = (bt_job){.bt = bt, .cpu = pin ? c++ : -1}; /* the rest: worker_main's */
     }
     int started = 0;
     pthread_mutex_lock(&bt->mu);

@@ -140,7 +140,7 @@ typedef struct {
                                    "message"}} line per input error        */
     int keep_rows;              /* 1: keep the rows for backtest_rows      */
     /* 1: when jobs <= the CPUs this process may run on (sched_getaffinity),
-     * job k's worker thread and its sessions' jail children run on the
+     * job k's two threads (worker, preparer) and its sessions' jail children run on the
      * k-th of them only: each job's handoffs to its children stay on one
      * CPU, no cross-CPU wake-up each (the CLI's default; never the
      * daemon's, whose backtests share the CPUs with live work). */
