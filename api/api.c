@@ -6,6 +6,7 @@
  * schedule; the API only reads them. */
 #include "api/internal.h"
 #include "common/log.h"
+#include "common/loopback.h"
 #include "common/timeutil.h"
 
 #include <arpa/inet.h>
@@ -93,12 +94,8 @@ int api_listen_split(const char *listen, char *host, size_t cap, int *port, fps_
                     listen ? listen : "");
         return -1;
     }
-    const char *h = listen;
     size_t hl = (size_t)(colon - listen);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') {
-        h++;
-        hl -= 2;
-    }
+    const char *h = loopback_unbracket(listen, &hl);
     if (hl >= cap) hl = cap - 1;
     memcpy(host, h, hl);
     host[hl] = '\0';

@@ -12,16 +12,26 @@ int loopback_is_name(const char *host)
     return host != NULL && strcasecmp(host, "localhost") == 0;
 }
 
+const char *loopback_unbracket(const char *host, size_t *len)
+{
+    if (*len >= 2 && host[0] == '[' && host[*len - 1] == ']') {
+        *len -= 2;
+        return host + 1;
+    }
+    return host;
+}
+
 int loopback_host(const char *host)
 {
     if (host == NULL) return 0;
     if (loopback_is_name(host)) return 1;
     char buf[64];
     size_t n = strlen(host);
-    if (n >= 2 && host[0] == '[' && host[n - 1] == ']') {
-        if (n - 2 >= sizeof buf) return 0;
-        memcpy(buf, host + 1, n - 2);
-        buf[n - 2] = '\0';
+    const char *bare = loopback_unbracket(host, &n);
+    if (bare != host) {
+        if (n >= sizeof buf) return 0;
+        memcpy(buf, bare, n);
+        buf[n] = '\0';
         host = buf;
     }
     struct in_addr a4;

@@ -9,6 +9,10 @@
 #define FPS_LOOPBACK_H
 #include <stddef.h>
 
+/* The host's first `*len` bytes without an IPv6 literal's brackets: for
+ * "[v6]" returns host + 1 with *len reduced by 2, else host, *len as is.
+ * Borrowed: points into host; not NUL-terminated where it ends early. */
+const char *loopback_unbracket(const char *host, size_t *len);
 /* 1 if host (no brackets, no port; "[::1]" is accepted too) is loopback. */
 int loopback_host(const char *host);
 /* 1 if host is the name localhost (any case), which needs pinning. */

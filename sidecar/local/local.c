@@ -175,12 +175,8 @@ int local_endpoint_check(local_registry *r, const char *url, fps_err *e)
     pthread_mutex_unlock(&r->mu);
     /* The admin host is --listen's, brackets removed; so is curl's
      * "[v6]" before they are compared. */
-    const char *bare = host;
     size_t bl = strlen(host);
-    if (bl >= 2 && host[0] == '[' && host[bl - 1] == ']') {
-        bare = host + 1;
-        bl -= 2;
-    }
+    const char *bare = loopback_unbracket(host, &bl);
     int same_host = strlen(ah) == bl && !strncasecmp(bare, ah, bl);
     if (admin_port > 0 && p == admin_port &&
         (loop || same_host || !strcmp(ah, "0.0.0.0") || !strcmp(ah, "::"))) {

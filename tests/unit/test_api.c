@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "common/loopback.h"
 #include "api/internal.h"
 #include "common/log.h"
 #include "common/strbuf.h"
@@ -601,6 +602,16 @@ static void test_listen_split(void **state)
         assert_non_null(strstr(err.msg, "is not HOST:PORT"));
     }
     assert_int_equal(api_listen_split(NULL, host, sizeof host, &port, &err), -1);
+    /* the bracket rule it shares with the loopback check and the registry */
+    static const char v6[] = "[::1]", half[] = "[::1";
+    size_t n = strlen(v6);
+    assert_ptr_equal(loopback_unbracket(v6, &n), v6 + 1);
+    assert_int_equal(n, 3);
+    n = strlen(half);
+    assert_ptr_equal(loopback_unbracket(half, &n), half);
+    assert_int_equal(n, 4);
+    assert_true(loopback_host(v6));
+    assert_false(loopback_host(half));
 }
 
 /* An allowed non-loopback host that is the admin API's own (an IPv6 literal,
