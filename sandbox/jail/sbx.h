@@ -310,4 +310,8 @@ int sbx_pool_zygote_pid(sbx_pool *pool);
  * jail from outside through /proc/<pid>). Returns how many were written. */
 int sbx_pool_running_pids(sbx_pool *pool, int *pids, int cap);
 
+/* Pids of the pre-started children waiting right now (tests). Returns how
+ * many were written. */
+int sbx_pool_idle_pids(sbx_pool *pool, int *pids, int cap);
+
 #endif

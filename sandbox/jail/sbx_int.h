@@ -38,6 +38,9 @@
 
 /* How often a waiting/running evaluation looks at its cancel flag. */
 #define CANCEL_TICK_MS 20
+/* How often the reaper thread, while nothing is queued, looks for idle
+ * children and a zygote that ended (sbx_reaper_main). */
+#define IDLE_CHECK_MS 1000
 /* Longest a pre-start waits for running evaluations (sbx_refill_main). */
 #define REFILL_DEFER_MS 5
 /* How long the reaper lets finished children gather (sbx_reaper_main). */

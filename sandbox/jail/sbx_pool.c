@@ -291,3 +291,13 @@ int sbx_pool_running_pids(sbx_pool *pool, int *pids, int cap)
     pthread_mutex_unlock(&pool->mu);
     return n;
 }
+
+int sbx_pool_idle_pids(sbx_pool *pool, int *pids, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&pool->mu);
+    for (int i = 0; i < pool->nidle && n < cap; i++)
+        pids[n++] = pool->idle[i].pid;
+    pthread_mutex_unlock(&pool->mu);
+    return n;
+}

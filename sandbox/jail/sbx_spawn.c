@@ -104,6 +104,48 @@ void sbx_reap_later(sbx_pool *pool, child_t *c, int kill_it)
     sbx_reap_child(pool, c, 0, REAP_GRACE_MS);
 }
 
+/* Pre-started children that ended while idle (killed from outside: the
+ * OOM killer, an operator) are reaped and dropped from the list (pool->mu
+ * held), so none lingers as a zombie until it is taken, and the refill
+ * thread is woken to replace them. Only the list owns an idle child, so
+ * nothing else waits for it, and it has no children of its own. */
+static void drop_dead_idle(sbx_pool *pool)
+{
+    for (int i = 0; i < pool->nidle;) {
+        child_t *c = &pool->idle[i];
+        int st = 0;
+        pid_t r = waitpid(c->pid, &st, WNOHANG);
+        if (r == 0 || (r < 0 && errno == EINTR)) {
+            i++;
+            continue;
+        }
+        log_warn("sandbox pre-started child ended while idle; replacing it", LOG_I("pid", c->pid),
+                 LOG_I("wait_status", r == c->pid ? st : -1));
+        close_child(c);
+        atomic_fetch_add(&pool->reaped, 1);
+        memmove(c, c + 1, (size_t)(pool->nidle - i - 1) * sizeof *c);
+        pool->nidle--;
+        pthread_cond_signal(&pool->refill_cv);
+    }
+}
+
+/* A zygote that ended (its control socket says so only at the next fork)
+ * is reaped now and restarted at the next fork, so it lingers as a zombie
+ * no longer than IDLE_CHECK_MS. Skipped while a fork holds zyg_mu. */
+static void drop_dead_zygote(sbx_pool *pool)
+{
+    if (pthread_mutex_trylock(&pool->zyg_mu) != 0) return;
+    int st = 0;
+    if (pool->zyg_fd >= 0 && waitpid(pool->zyg_pid, &st, WNOHANG) == pool->zyg_pid) {
+        log_warn("sandbox zygote ended; restarting it at the next fork",
+                 LOG_I("pid", pool->zyg_pid), LOG_I("wait_status", st));
+        close(pool->zyg_fd);
+        pool->zyg_fd = -1;
+        pool->zyg_pid = -1;
+    }
+    pthread_mutex_unlock(&pool->zyg_mu);
+}
+
 /* Reaps the queued children in batches: woken by the first one queued, it
  * lets REAP_BATCH_MS more gather (killed, they are gone by then), then waits
  * for those. Under load that is one wake-up per batch instead of one or two
@@ -113,8 +155,16 @@ void *sbx_reaper_main(void *arg)
     sbx_pool *pool = arg;
     pthread_mutex_lock(&pool->mu);
     for (;;) {
-        while (pool->reap_len == 0 && !pool->reap_stop)
-            pthread_cond_wait(&pool->reap_cv, &pool->mu);
+        while (pool->reap_len == 0 && !pool->reap_stop) {
+            /* Nothing queued for a while: children that ended unobserved. */
+            struct timespec idle_until = abs_after_ms(IDLE_CHECK_MS);
+            if (pthread_cond_timedwait(&pool->reap_cv, &pool->mu, &idle_until) == ETIMEDOUT) {
+                drop_dead_idle(pool);
+                pthread_mutex_unlock(&pool->mu);
+                drop_dead_zygote(pool);
+                pthread_mutex_lock(&pool->mu);
+            }
+        }
         if (pool->reap_len == 0) break;
         struct timespec until = abs_after_ms(REAP_BATCH_MS);
         while (!pool->reap_stop &&

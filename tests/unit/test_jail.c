@@ -123,7 +123,7 @@ static int zombies(int report)
     pid_t me = getpid();
     while (d != NULL && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[300], buf[512];
+        char path[300], buf[1024];
         snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
         FILE *f = fopen(path, "r");
         if (f == NULL) continue;
@@ -136,7 +136,19 @@ static int zombies(int report)
         if (rp != NULL && sscanf(rp + 2, "%c %d", &state, &ppid) == 2 && ppid == me &&
             state == 'Z') {
             n++;
-            if (report) fprintf(stderr, "zombie child: %.*s\n", (int)(rp + 1 - buf), buf);
+            if (report) {
+                /* Field 52, the wait status it left, says how it ended: by
+                 * our SIGKILL (queued for a reaper that never came) or by
+                 * its own exit (a child that died unobserved). */
+                const char *q = rp + 2;
+                for (int field = 3; field < 52 && q != NULL; field++) {
+                    q = strchr(q, ' ');
+                    if (q != NULL) q++;
+                }
+                if (q == NULL) q = "?";
+                fprintf(stderr, "zombie child: %.*s, wait status %.*s\n", (int)(rp + 1 - buf), buf,
+                        (int)strcspn(q, "\n"), q);
+            }
         }
     }
     if (d != NULL) closedir(d);
@@ -1672,6 +1684,55 @@ static void *loop_thread(void *arg)
     return NULL;
 }
 
+/* Children that end unobserved: a pre-started child and the zygote killed
+ * from outside (the OOM killer, an operator) are reaped by the pool within
+ * about a second, with no evaluation to notice them, so none lingers as a
+ * zombie; the dead idle child is replaced, and the next evaluation gets a
+ * fresh zygote. */
+static void test_children_that_end_unobserved_are_reaped(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, 2, NULL);
+    for (int i = 0; i < 1000 && sbx_pool_stats(p).idle < 2; i++)
+        usleep(10000);
+    assert_int_equal(sbx_pool_stats(p).idle, 2);
+    int idle[2];
+    assert_int_equal(sbx_pool_idle_pids(p, idle, 2), 2);
+    int zpid = sbx_pool_zygote_pid(p);
+    assert_true(zpid > 0);
+    unsigned long spawned = sbx_pool_stats(p).spawned;
+    assert_int_equal(kill(idle[0], SIGKILL), 0);
+    assert_int_equal(kill(zpid, SIGKILL), 0);
+    /* Until reaped, each stays in /proc (a zombie takes signals too). */
+    for (int i = 0; i < 3000 && (kill(idle[0], 0) == 0 || kill(zpid, 0) == 0); i++)
+        usleep(10000);
+    if (kill(idle[0], 0) == 0 || kill(zpid, 0) == 0) {
+        zombies(1);
+        fail_msg("the killed idle child %d or zygote %d not reaped after 30 s", idle[0], zpid);
+    }
+    assert_no_zombies("an idle child and the zygote killed");
+    /* The killed child's place is taken by a new one; the other is still
+     * there. */
+    for (int i = 0; i < 1000 && sbx_pool_stats(p).spawned == spawned; i++)
+        usleep(10000);
+    for (int i = 0; i < 1000 && sbx_pool_stats(p).idle < 2; i++)
+        usleep(10000);
+    int now[2];
+    assert_int_equal(sbx_pool_idle_pids(p, now, 2), 2);
+    assert_true(now[0] == idle[1] || now[1] == idle[1]);
+    assert_true(now[0] != idle[0] && now[1] != idle[0]);
+    for (int k = 0; k < 3; k++) {
+        sbx_outcome o;
+        eval_src(p, "EvalResult(score=Score(0.5))", 10, NULL, NULL, &o);
+        assert_int_equal(o.status, SBX_OK);
+        sbx_outcome_free(&o);
+    }
+    int z2 = sbx_pool_zygote_pid(p);
+    assert_true(z2 > 0 && z2 != zpid);
+    sbx_pool_free(p);
+    assert_no_zombies("after the pool");
+}
+
 /* 10,000 evaluations: no zombie, no fd growth, flat parent RSS. */
 static void test_many_evaluations_leak_nothing(void **state)
 {
@@ -1751,6 +1812,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sessions_observed_from_outside),
         cmocka_unit_test(test_session_bounds),
         cmocka_unit_test(test_session_pinned_to_a_cpu),
+        cmocka_unit_test(test_children_that_end_unobserved_are_reaped),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
