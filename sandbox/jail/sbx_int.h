@@ -92,6 +92,7 @@ struct sbx_pool {
     int refill_started;
 
     /* Background reaping of children whose exit status is not needed. */
+    pid_t lost_suspect;     /* the reaper's last sweep saw this child exited */
     pthread_cond_t reap_cv; /* a pid was queued / stop */
     pid_t *reapq;
     int reap_len, reap_cap, reap_stop;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -146,6 +147,53 @@ static void drop_dead_zygote(sbx_pool *pool)
     pthread_mutex_unlock(&pool->zyg_mu);
 }
 
+/* 1 if pid's command is the sandbox image's (what /proc/<pid>/stat names:
+ * the first 15 bytes of its file name), so a child some other part of
+ * the program started is never taken for one of ours. */
+static int runs_our_image(const sbx_pool *pool, pid_t pid)
+{
+    char path[48], buf[128];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    const char *base = strrchr(pool->exe, '/');
+    base = base ? base + 1 : pool->exe;
+    if (open == NULL || close == NULL || close <= open) return 0;
+    size_t len = (size_t)(close - open - 1), want = strlen(base) < 15 ? strlen(base) : 15;
+    return len == want && memcmp(open + 1, base, len) == 0;
+}
+
+/* A child that exited and that no one reaps: every owner waits for its
+ * child at once, and nothing has been queued to this thread for
+ * IDLE_CHECK_MS, so an exited sandbox child still unreaped at two sweeps in
+ * a row is one the pool lost track of (a fork whose reply came too late, or
+ * a path that dropped its pid). It is reaped and logged with its pid and
+ * wait status, so that it cannot pile up and the log says it happened.
+ * waitid's WNOWAIT only looks: the first exited child, left as it is. */
+static void reap_lost_child(sbx_pool *pool)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid <= 0) {
+        pool->lost_suspect = 0;
+        return;
+    }
+    pid_t pid = si.si_pid;
+    if (pid != pool->lost_suspect || !runs_our_image(pool, pid)) {
+        pool->lost_suspect = pid;
+        return;
+    }
+    pool->lost_suspect = 0;
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) != pid) return;
+    atomic_fetch_add(&pool->reaped, 1);
+    log_warn("sandbox child left unreaped; reaped it", LOG_I("pid", pid), LOG_I("wait_status", st));
+}
+
 /* Reaps the queued children in batches: woken by the first one queued, it
  * lets REAP_BATCH_MS more gather (killed, they are gone by then), then waits
  * for those. Under load that is one wake-up per batch instead of one or two
@@ -163,6 +211,7 @@ void *sbx_reaper_main(void *arg)
                 pthread_mutex_unlock(&pool->mu);
                 drop_dead_zygote(pool);
                 pthread_mutex_lock(&pool->mu);
+                if (pool->reap_len == 0) reap_lost_child(pool);
             }
         }
         if (pool->reap_len == 0) break;

@@ -21,10 +21,12 @@
 #include <linux/seccomp.h>
 #include <sys/stat.h>
 #include <jansson.h>
+#include <limits.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1685,10 +1687,10 @@ static void *loop_thread(void *arg)
 }
 
 /* Children that end unobserved: a pre-started child and the zygote killed
- * from outside (the OOM killer, an operator) are reaped by the pool within
- * about a second, with no evaluation to notice them, so none lingers as a
- * zombie; the dead idle child is replaced, and the next evaluation gets a
- * fresh zygote. */
+ * from outside (the OOM killer, an operator), and a child of the sandbox
+ * image the pool never knew of, are reaped by the pool within seconds,
+ * with no evaluation to notice them, so none lingers as a zombie; the dead
+ * idle child is replaced, and the next evaluation gets a fresh zygote. */
 static void test_children_that_end_unobserved_are_reaped(void **state)
 {
     (void)state;
@@ -1729,6 +1731,24 @@ static void test_children_that_end_unobserved_are_reaped(void **state)
     }
     int z2 = sbx_pool_zygote_pid(p);
     assert_true(z2 > 0 && z2 != zpid);
+
+    /* A child of the sandbox image the pool never knew of (a fork whose
+     * reply came too late) is reaped too; a child of another program is
+     * left to whoever started it. */
+    char image[PATH_MAX];
+    const char *bin = getenv("FPS_BIN"), *slash = strrchr(bin, '/');
+    snprintf(image, sizeof image, "%.*s/failproofai-sandbox", slash ? (int)(slash - bin) : 1,
+             slash ? bin : ".");
+    char *image_argv[] = {image, NULL}, *true_argv[] = {"true", NULL}, *no_env[] = {NULL};
+    pid_t stray, other;
+    assert_int_equal(posix_spawn(&stray, image, NULL, NULL, image_argv, no_env), 0);
+    assert_int_equal(posix_spawnp(&other, "true", NULL, NULL, true_argv, no_env), 0);
+    for (int i = 0; i < 3000 && kill(stray, 0) == 0; i++)
+        usleep(10000);
+    assert_int_equal(kill(stray, 0), -1);
+    int st = -1;
+    assert_int_equal(waitpid(other, &st, 0), other);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     sbx_pool_free(p);
     assert_no_zombies("after the pool");
 }
