@@ -12,8 +12,7 @@ typedef struct {
     pid_t pid, ppid;
 } pp;
 
-/* The parent of pid from /proc/PID/stat, or -1. */
-static pid_t parent_of(pid_t pid)
+int procmem_stat(pid_t pid, char *comm, size_t cap, pid_t *ppid)
 {
     char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
@@ -22,11 +21,22 @@ static pid_t parent_of(pid_t pid)
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';
-    const char *r = strrchr(buf, ')');
-    int ppid;
+    /* "pid (comm) state ppid ...": comm may hold ')' itself, so the last one
+     * ends it. */
+    const char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+    int pp;
     char st;
-    if (r == NULL || sscanf(r + 1, " %c %d", &st, &ppid) != 2) return -1;
-    return (pid_t)ppid;
+    if (l == NULL || r == NULL || r < l || sscanf(r + 1, " %c %d", &st, &pp) != 2) return -1;
+    if (comm != NULL && cap > 0) snprintf(comm, cap, "%.*s", (int)(r - l - 1), l + 1);
+    if (ppid != NULL) *ppid = (pid_t)pp;
+    return 0;
+}
+
+/* The parent of pid, or -1. */
+static pid_t parent_of(pid_t pid)
+{
+    pid_t ppid;
+    return procmem_stat(pid, NULL, 0, &ppid) == 0 ? ppid : -1;
 }
 
 /* RssAnon + RssFile of pid in bytes; -1 if it is gone. */

@@ -5,6 +5,7 @@
  * (a memfd's pages are shmem, in neither Rss figure). Reads /proc only. */
 #ifndef FPS_PROCMEM_H
 #define FPS_PROCMEM_H
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -13,6 +14,11 @@ typedef struct {
     uint64_t memfd; /* distinct memfd files held, bytes */
     int processes;  /* processes in the tree            */
 } procmem_sample;
+
+/* From /proc/<pid>/stat: the command name (at most 15 bytes, as the
+ * kernel keeps it) into comm[0..cap) and the parent's pid into *ppid
+ * (either may be NULL). 0, or -1 if pid is gone or the line unreadable. */
+int procmem_stat(pid_t pid, char *comm, size_t cap, pid_t *ppid);
 
 /* Samples `root` and all its descendants. 0, or -1 if root is gone. */
 int procmem_tree(pid_t root, procmem_sample *out);

@@ -5,16 +5,17 @@
 #include "sandbox/jail/sbx_int.h"
 
 #include "common/log.h"
+#include "common/procmem.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -147,24 +148,15 @@ static void drop_dead_zygote(sbx_pool *pool)
     pthread_mutex_unlock(&pool->zyg_mu);
 }
 
-/* 1 if pid's command is the sandbox image's (what /proc/<pid>/stat names:
- * the first 15 bytes of its file name), so a child some other part of
- * the program started is never taken for one of ours. */
+/* 1 if pid's command is the sandbox image's (the first 15 bytes of its
+ * file name, as the kernel keeps it), so a child some other part of the
+ * program started is never taken for one of ours. */
 static int runs_our_image(const sbx_pool *pool, pid_t pid)
 {
-    char path[48], buf[128];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (f == NULL) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+    char comm[32], want[16];
     const char *base = strrchr(pool->exe, '/');
-    base = base ? base + 1 : pool->exe;
-    if (open == NULL || close == NULL || close <= open) return 0;
-    size_t len = (size_t)(close - open - 1), want = strlen(base) < 15 ? strlen(base) : 15;
-    return len == want && memcmp(open + 1, base, len) == 0;
+    snprintf(want, sizeof want, "%.15s", base ? base + 1 : pool->exe);
+    return procmem_stat(pid, comm, sizeof comm, NULL) == 0 && strcmp(comm, want) == 0;
 }
 
 /* A child that exited and that no one reaps: every owner waits for its
