@@ -31,7 +31,29 @@ run_suite() { # name, build dir, extra cmake args...
   cmake -S . -B "$dir" "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "=== ${name}: tests ==="
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 1800 "${repeat[@]}")
+  if ! (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 1800 "${repeat[@]}"); then
+    failure_digest "$name" "$dir"
+    return 1
+  fi
+}
+
+# A failing test's full output sits mid-log, where a CI excerpt cuts it; this
+# repeats, for each failing test, the lines that say why (test framework
+# verdicts, sanitizer reports, assertion messages, or else the output's last
+# lines) at the very end.
+failure_digest() { # name, build dir
+  local log="$2/Testing/Temporary/LastTest.log" failed="$2/Testing/Temporary/LastTestsFailed.log"
+  [ -f "$log" ] && [ -f "$failed" ] || return 0
+  echo "=== ${1}: why the failing tests failed (from ${log}) ==="
+  local name out why
+  while IFS=: read -r _ name; do
+    out=$(awk -v t="$name" '$0 ~ "^[0-9]+/[0-9]+ Test: " {on = ($3 == t); next}
+                            on && /^<end of output>$/ {on = 0} on' "$log" |
+      grep -v -E '"level":"(info|debug)"' || true)
+    why=$(grep -E -B4 -A8 '^\[  (ERROR|FAILED) +\]|ERROR: [A-Za-z]+Sanitizer|runtime error:|Assertion|Traceback' <<<"$out" || true)
+    echo "--- ${name}"
+    if [ -n "$why" ]; then tail -n 60 <<<"$why"; else tail -n 30 <<<"$out"; fi
+  done <"$failed"
 }
 
 run_suite release build -DCMAKE_BUILD_TYPE=Release -DFPS_SANITIZE=OFF
