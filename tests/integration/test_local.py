@@ -3,7 +3,9 @@ the emulator, `failproofai-sidecar run`, and evaluator HTTP servers (the
 README's example evaluator, and hostile ones). Register -> sessions claimed
 -> local runs dispatched -> results committed on the emulator with the right
 values; mixed local + managed; TTL expiry and DELETE re-register; restart
-keeps registrations; hostile evaluators each give a clear failed run."""
+keeps registrations; hostile evaluators each give a clear failed run; an
+evaluator registered after an assignment's pickup gets its transcript fetched
+again (against a scripted fake server)."""
 
 import hashlib
 import hmac
@@ -19,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from admin_harness import SOURCE, Sidecar, dead_port, dead_server, emulator, sample_transcript
 from emulator_harness import catalog_revision
+from fps_fakecloud import TOKEN as FAKE_TOKEN, FakeCloud
 
 MARKER = "BODY-MARKER-7f3a"  # must never appear in an error message
 
@@ -351,6 +354,70 @@ class ExampleEvaluatorTest(LocalBase):
             ex.wait(10)
             ex.stdout.close()
             ex.stderr.close()
+
+
+class RegisteredAfterPickupTest(unittest.TestCase):
+    """A local evaluator that registers after an assignment was picked up:
+    the catalog seen at pickup had no local evaluator, so the transcript's
+    bytes were not kept (the image was built from them as they came); the
+    plan then has a local run, which needs the bytes, so the sidecar fetches
+    the transcript again and the evaluator gets it whole. A scripted fake
+    server holds the first transcript answer until the registration is in,
+    so the order is fixed, not raced."""
+
+    def test_transcript_fetched_again_for_the_local_run(self):
+        local_def = {"eval_key": "good", "display_name": "Good", "eval_version": "3",
+                     "result_kind": "score", "labels": [], "execution_mode": "local",
+                     "condition_source": None, "source_checksum": None,
+                     "timeout_seconds": None, "_source": None}
+        cloud = FakeCloud([local_def], poll=1).start()
+        self.addCleanup(cloud.stop)
+        asked, release = threading.Event(), threading.Event()
+
+        def held_transcript(c, path):
+            asked.set()
+            release.wait(60)
+            aid = path.split("/")[-2]
+            a = c.assignments[aid]
+            return json.dumps({"schema_version": "2", "assignment_id": aid,
+                               "session_id": a["session_id"],
+                               "session_revision_id": a["revision"], "agent_id": "agent",
+                               "environment": "test", "started_at": "2026-08-28T11:58:00.000000Z",
+                               "ended_at": "2026-08-28T12:00:00.000000Z",
+                               "event_count": len(a["events"]), "events": a["events"]}).encode()
+
+        cloud.script("transcript", 200, held_transcript)
+        srv = serve(Hostile)
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        Hostile.seen = []
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        sc = Sidecar(cloud.url, token=FAKE_TOKEN, db=os.path.join(tmp.name, "sidecar.db"))
+        self.addCleanup(sc.tmp.cleanup)
+        sc.start()
+        self.addCleanup(sc.stop)
+        aid = cloud.add_session()
+        self.assertTrue(asked.wait(30), "the sidecar never asked for the transcript")
+        body = {"version": "1.0", "endpoint": f"http://127.0.0.1:{srv.server_port}/run",
+                "ttl_seconds": 60, "definitions": [{"eval_key": "good", "eval_version": "3"}]}
+        r = sc.request("PUT", "/v1/evaluators/late", body=body, auth="registration")
+        self.assertEqual(r.status, 201, r)
+        release.set()
+        self.assertTrue(cloud.wait(lambda c: c.committed_runs(), 30), "".join(sc.lines)[-3000:])
+        run = cloud.committed_runs()[0]
+        self.assertEqual(run["assignment"], aid)
+        self.assertEqual(run["result"]["status"], "succeeded", run["result"])
+        events = len(cloud.assignments[aid]["events"])
+        by_key = {i["result_key"]: i for i in run["result"]["results"]}
+        self.assertEqual(by_key["good"]["numeric_value"], 0.75)
+        self.assertEqual(by_key["events"]["numeric_value"], float(events))
+        # the evaluator got the whole transcript, from the second fetch
+        self.assertEqual(len(Hostile.seen), 1)
+        self.assertEqual(Hostile.seen[0]["transcript"]["event_count"], events)
+        self.assertEqual(len(Hostile.seen[0]["transcript"]["events"]), events)
+        fetches = [p for m, p, _ in cloud.requests if m == "GET" and p.endswith(aid + "/transcript")]
+        self.assertEqual(len(fetches), 2, fetches)
 
 
 class RegistryRestartTest(unittest.TestCase):
