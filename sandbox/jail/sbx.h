@@ -300,6 +300,7 @@ typedef struct {
     unsigned long idle;    /* pre-started children waiting right now       */
     unsigned long holders; /* of the children, those that held a session   */
     unsigned long reruns;  /* evaluations stopped by the gate and run again */
+    unsigned long sweeps;  /* the reaper's idle looks for lost children     */
 } sbx_stats;
 sbx_stats sbx_pool_stats(sbx_pool *pool);
 

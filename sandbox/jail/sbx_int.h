@@ -91,6 +91,15 @@ struct sbx_pool {
     pthread_t refill;
     int refill_started;
 
+    /* Every child made (the zygote too) and not yet waited for: the
+     * reaper's sweep for lost children (sbx_spawn.c) never takes one of
+     * these, which have an owner that waits for it in its own time (a
+     * session's holder, between evaluations, until the next). own_mu is a
+     * leaf lock: nothing else is taken while it is held. */
+    pthread_mutex_t own_mu;
+    pid_t *owned;
+    int nowned, owned_cap;
+
     /* Background reaping of children whose exit status is not needed. */
     pid_t lost_suspect;     /* the reaper's last sweep saw this child exited */
     pthread_cond_t reap_cv; /* a pid was queued / stop */
@@ -100,7 +109,7 @@ struct sbx_pool {
     int reaper_started;
 
     atomic_int active;
-    atomic_ulong spawned, forked, started, reaped, zygotes, holders, reruns;
+    atomic_ulong spawned, forked, started, reaped, zygotes, holders, reruns, sweeps;
 
     sbx_gate gate; /* under mu: the memory budget's (sbx_pool_set_gate); enter NULL: none */
 };

@@ -103,6 +103,7 @@ sbx_pool *sbx_pool_new(const sbx_config *cfg, fps_err *e)
     pool->zyg_pid = -1;
     pthread_mutex_init(&pool->mu, NULL);
     pthread_mutex_init(&pool->zyg_mu, NULL);
+    pthread_mutex_init(&pool->own_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -234,6 +235,8 @@ void sbx_pool_free(sbx_pool *pool)
     pthread_cond_destroy(&pool->reap_cv);
     pthread_mutex_destroy(&pool->mu);
     pthread_mutex_destroy(&pool->zyg_mu);
+    pthread_mutex_destroy(&pool->own_mu);
+    free(pool->owned);
     free(pool);
 }
 
@@ -268,6 +271,7 @@ sbx_stats sbx_pool_stats(sbx_pool *pool)
     s.reaped = atomic_load(&pool->reaped);
     s.holders = atomic_load(&pool->holders);
     s.reruns = atomic_load(&pool->reruns);
+    s.sweeps = atomic_load(&pool->sweeps);
     pthread_mutex_lock(&pool->mu);
     s.idle = (unsigned long)pool->nidle;
     pthread_mutex_unlock(&pool->mu);

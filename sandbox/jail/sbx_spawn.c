@@ -28,6 +28,61 @@ static void close_child(child_t *c)
     c->sock = c->out = -1;
 }
 
+/* ---- the registry of children not yet waited for (sbx_int.h) ---- */
+
+/* Registers a child just made. 0, or -1 when the list cannot grow: the
+ * caller then undoes the child, since an unregistered one could be taken
+ * by the sweep for lost children while its owner still holds it. */
+static int own_add(sbx_pool *pool, pid_t pid)
+{
+    int rc = 0;
+    pthread_mutex_lock(&pool->own_mu);
+    if (pool->nowned == pool->owned_cap) {
+        int ncap = pool->owned_cap ? pool->owned_cap * 2 : 32;
+        pid_t *n = realloc(pool->owned, (size_t)ncap * sizeof *n);
+        if (n == NULL) {
+            rc = -1;
+            goto done;
+        }
+        pool->owned = n;
+        pool->owned_cap = ncap;
+    }
+    pool->owned[pool->nowned++] = pid;
+done:
+    pthread_mutex_unlock(&pool->own_mu);
+    return rc;
+}
+
+/* Unregisters a child once it has been waited for (no-op if absent). */
+static void own_drop(sbx_pool *pool, pid_t pid)
+{
+    pthread_mutex_lock(&pool->own_mu);
+    for (int i = 0; i < pool->nowned; i++) {
+        if (pool->owned[i] != pid) continue;
+        pool->owned[i] = pool->owned[--pool->nowned];
+        break;
+    }
+    pthread_mutex_unlock(&pool->own_mu);
+}
+
+static int own_has(sbx_pool *pool, pid_t pid)
+{
+    int found = 0;
+    pthread_mutex_lock(&pool->own_mu);
+    for (int i = 0; i < pool->nowned && !found; i++)
+        found = pool->owned[i] == pid;
+    pthread_mutex_unlock(&pool->own_mu);
+    return found;
+}
+
+/* A child made but not registered: killed and waited for at once. */
+static void undo_unregistered(pid_t pid)
+{
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
 /* SIGKILL to a child's process group (a holder and its grandchild) and to
  * the child itself (it may not have made its group yet). Only while the
  * child is unreaped: its pid, and so its group's id, cannot be reused. */
@@ -75,6 +130,7 @@ int sbx_reap_child(sbx_pool *pool, child_t *c, int kill_it, int grace_ms)
             nanosleep(&ts, NULL);
         }
     }
+    own_drop(pool, c->pid);
     reap_orphans(c->pid);
     atomic_fetch_add(&pool->reaped, 1);
     return lingered ? -1 : st;
@@ -123,6 +179,7 @@ static void drop_dead_idle(sbx_pool *pool)
         }
         log_warn("sandbox pre-started child ended while idle; replacing it", LOG_I("pid", c->pid),
                  LOG_I("wait_status", r == c->pid ? st : -1));
+        own_drop(pool, c->pid);
         close_child(c);
         atomic_fetch_add(&pool->reaped, 1);
         memmove(c, c + 1, (size_t)(pool->nidle - i - 1) * sizeof *c);
@@ -141,6 +198,7 @@ static void drop_dead_zygote(sbx_pool *pool)
     if (pool->zyg_fd >= 0 && waitpid(pool->zyg_pid, &st, WNOHANG) == pool->zyg_pid) {
         log_warn("sandbox zygote ended; restarting it at the next fork",
                  LOG_I("pid", pool->zyg_pid), LOG_I("wait_status", st));
+        own_drop(pool, pool->zyg_pid);
         close(pool->zyg_fd);
         pool->zyg_fd = -1;
         pool->zyg_pid = -1;
@@ -159,22 +217,29 @@ static int runs_our_image(const sbx_pool *pool, pid_t pid)
     return procmem_stat(pid, comm, sizeof comm, NULL) == 0 && strcmp(comm, want) == 0;
 }
 
-/* A child that exited and that no one reaps: every owner waits for its
- * child at once, and nothing has been queued to this thread for
- * IDLE_CHECK_MS, so an exited sandbox child still unreaped at two sweeps in
- * a row is one the pool lost track of (a fork whose reply came too late, or
- * a path that dropped its pid). It is reaped and logged with its pid and
+/* A child that exited and that no one will reap: not one the pool made
+ * and still owns (the registry: an owner waits for its child in its own
+ * time, and reuse of a pid reaped behind its back would aim that owner's
+ * kill at another process), yet of the sandbox image, and still there at
+ * two sweeps in a row, IDLE_CHECK_MS apart with nothing queued. That is a
+ * child the pool never knew of (a zygote's fork whose reply came too late:
+ * CLONE_PARENT makes it ours). It is reaped and logged with its pid and
  * wait status, so that it cannot pile up and the log says it happened.
  * waitid's WNOWAIT only looks: the first exited child, left as it is. */
 static void reap_lost_child(sbx_pool *pool)
 {
     siginfo_t si;
     memset(&si, 0, sizeof si);
+    atomic_fetch_add(&pool->sweeps, 1);
     if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid <= 0) {
         pool->lost_suspect = 0;
         return;
     }
     pid_t pid = si.si_pid;
+    if (own_has(pool, pid)) {
+        pool->lost_suspect = 0;
+        return;
+    }
     if (pid != pool->lost_suspect || !runs_our_image(pool, pid)) {
         pool->lost_suspect = pid;
         return;
@@ -323,6 +388,13 @@ int sbx_exec_child(sbx_pool *pool, char **argv, child_t *c, fps_err *err)
         close_child(c);
         return -1;
     }
+    if (own_add(pool, pid) != 0) {
+        undo_unregistered(pid);
+        close_child(c);
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "spawning the sandbox: out of memory");
+        return -1;
+    }
     atomic_fetch_add(&pool->spawned, 1);
     c->pid = pid;
     return 0;
@@ -357,6 +429,7 @@ void sbx_zygote_stop(sbx_pool *pool)
     kill(pool->zyg_pid, SIGKILL);
     while (waitpid(pool->zyg_pid, NULL, 0) < 0 && errno == EINTR) {
     }
+    own_drop(pool, pool->zyg_pid);
     pool->zyg_pid = -1;
 }
 
@@ -372,6 +445,12 @@ int sbx_zygote_start(sbx_pool *pool, fps_err *err)
     pid_t pid;
     int rc = spawn_image(pool, pool->zargv, sv[1], pool->devnull, &pid, err);
     close(sv[1]);
+    if (rc == 0 && own_add(pool, pid) != 0) {
+        undo_unregistered(pid);
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote: out of memory");
+        rc = -1;
+    }
     if (rc != 0) {
         close(sv[0]);
         return -1;
@@ -430,6 +509,12 @@ static int zygote_fork(sbx_pool *pool, child_t *c, fps_err *err)
         fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
                     "the sandbox zygote could not fork: %s",
                     strerror(m.value < 0 ? -m.value : EIO));
+        goto done;
+    }
+    if (own_add(pool, m.pid) != 0) {
+        undo_unregistered(m.pid);
+        fps_err_set(err, SBX_JAIL_FAILURE, 0, "sandbox_unavailable",
+                    "the sandbox zygote's child: out of memory");
         goto done;
     }
     c->pid = m.pid;

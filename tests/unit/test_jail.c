@@ -1762,7 +1762,8 @@ static void test_children_that_end_unobserved_are_reaped(void **state)
      * reply came too late) is reaped too; a child of another program is
      * left to whoever started it. */
     char image[PATH_MAX];
-    const char *bin = getenv("FPS_BIN"), *slash = strrchr(bin, '/');
+    const char *bin = getenv("FPS_BIN"); /* main checked it is set */
+    const char *slash = bin != NULL ? strrchr(bin, '/') : NULL;
     snprintf(image, sizeof image, "%.*s/failproofai-sandbox", slash ? (int)(slash - bin) : 1,
              slash ? bin : ".");
     char *image_argv[] = {image, NULL}, *true_argv[] = {"true", NULL}, *no_env[] = {NULL};
@@ -1777,6 +1778,62 @@ static void test_children_that_end_unobserved_are_reaped(void **state)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     sbx_pool_free(p);
     assert_no_zombies("after the pool");
+}
+
+/* One process's state letter (field 3 of /proc/<pid>/stat), or 0. */
+static char proc_state(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 0;
+    size_t r = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[r] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp != NULL && rp[1] == ' ' ? rp[2] : 0;
+}
+
+/* A session's holder that dies between evaluations has an owner, the
+ * session, which waits for it at its next evaluation: the reaper's sweep
+ * for lost children leaves it alone however many sweeps pass (reaping it
+ * behind the session's back would aim the session's later kill at
+ * whatever process reuses the pid). The next evaluation gets a fresh
+ * holder, and the dead one is reaped then. */
+static void test_holder_that_dies_is_left_to_its_session(void **state)
+{
+    (void)state;
+    sbx_pool *p = make_pool(2, 0, NULL);
+    sbx_image *img = make_image(20, "held");
+    sbx_session *s = sbx_session_open(p, img);
+    assert_non_null(s);
+    sbx_outcome o;
+    sess_raw(s, "len(session.events)", 10, &o);
+    assert_string_equal(o.line, "{\"ok\": true, \"repr\": \"20\"}");
+    sbx_outcome_free(&o);
+    int holder = sbx_session_pid(s);
+    assert_true(holder > 0);
+    assert_int_equal(kill(holder, SIGKILL), 0);
+    for (int i = 0; i < 3000 && proc_state(holder) != 'Z'; i++)
+        usleep(10000);
+    assert_int_equal(proc_state(holder), 'Z');
+    /* Three sweeps after it died: one more than the sweep needs. */
+    unsigned long sweeps = sbx_pool_stats(p).sweeps;
+    for (int i = 0; i < 3000 && sbx_pool_stats(p).sweeps < sweeps + 3; i++)
+        usleep(10000);
+    assert_true(sbx_pool_stats(p).sweeps >= sweeps + 3);
+    assert_int_equal(proc_state(holder), 'Z');
+    sess_raw(s, "len(session.events)", 10, &o);
+    assert_string_equal(o.line, "{\"ok\": true, \"repr\": \"20\"}");
+    sbx_outcome_free(&o);
+    assert_true(sbx_session_pid(s) > 0 && sbx_session_pid(s) != holder);
+    for (int i = 0; i < 3000 && proc_state(holder) != 0; i++)
+        usleep(10000);
+    assert_int_equal(proc_state(holder), 0);
+    sbx_session_close(s);
+    sbx_image_release(img);
+    sbx_pool_free(p);
+    assert_no_zombies("a holder that died between evaluations");
 }
 
 /* 10,000 evaluations: no zombie, no fd growth, flat parent RSS. */
@@ -1860,6 +1917,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_session_bounds),
         cmocka_unit_test(test_session_pinned_to_a_cpu),
         cmocka_unit_test(test_children_that_end_unobserved_are_reaped),
+        cmocka_unit_test(test_holder_that_dies_is_left_to_its_session),
         cmocka_unit_test(test_many_evaluations_leak_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
