@@ -127,18 +127,35 @@ static const char *stat_skip(const char *after_comm, int n)
     return q;
 }
 
+/* Reads /proc/<pid>/stat into buf (cap bytes) and returns the ')' that
+ * ends its command (field 2), or NULL when the process is gone. */
+static const char *stat_line(int pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return NULL;
+    size_t r = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[r] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp != NULL && rp[1] == ' ' ? rp : NULL;
+}
+
 /* One process's field `n` (1-based) of /proc/<pid>/stat, or -1. */
 static long stat_field(int pid, int n)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return -1;
-    size_t r = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[r] = '\0';
-    const char *rp = strrchr(buf, ')'), *q = rp != NULL ? stat_skip(rp, n) : NULL;
+    char buf[1024];
+    const char *rp = stat_line(pid, buf, sizeof buf), *q = rp != NULL ? stat_skip(rp, n) : NULL;
     return q != NULL ? strtol(q, NULL, 10) : -1;
+}
+
+/* One process's state letter (field 3 of /proc/<pid>/stat), or 0. */
+static char proc_state(int pid)
+{
+    char buf[1024];
+    const char *rp = stat_line(pid, buf, sizeof buf);
+    return rp != NULL ? rp[2] : 0;
 }
 
 /* Counts this process's zombie children; with `report`, names each on
@@ -154,14 +171,8 @@ static int zombies(int report)
     pid_t me = getpid();
     while (d != NULL && (e = readdir(d)) != NULL) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[300], buf[1024];
-        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
-        FILE *f = fopen(path, "r");
-        if (f == NULL) continue;
-        size_t r = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[r] = '\0';
-        char *rp = strrchr(buf, ')');
+        char buf[1024];
+        const char *rp = stat_line(atoi(e->d_name), buf, sizeof buf);
         char state;
         int ppid;
         if (rp != NULL && sscanf(rp + 2, "%c %d", &state, &ppid) == 2 && ppid == me &&
@@ -1778,20 +1789,6 @@ static void test_children_that_end_unobserved_are_reaped(void **state)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     sbx_pool_free(p);
     assert_no_zombies("after the pool");
-}
-
-/* One process's state letter (field 3 of /proc/<pid>/stat), or 0. */
-static char proc_state(int pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) return 0;
-    size_t r = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[r] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp != NULL && rp[1] == ' ' ? rp[2] : 0;
 }
 
 /* A session's holder that dies between evaluations has an owner, the
