@@ -214,6 +214,16 @@ class FakeCloud:
                 "transcript_url": f"/v1/evaluator/assignments/{a['id']}/transcript",
                 "definitions_url": f"/v1/evaluator/assignments/{a['id']}/definitions"}
 
+    @staticmethod
+    def transcript_wire(a):
+        """The transcript answer for assignment `a` (a scripted answer can
+        serve it too)."""
+        return {"schema_version": "2", "assignment_id": a["id"], "session_id": a["session_id"],
+                "session_revision_id": a["revision"], "agent_id": "agent", "environment": "test",
+                "started_at": "2026-08-28T11:58:00.000000Z",
+                "ended_at": "2026-08-28T12:00:00.000000Z",
+                "event_count": len(a["events"]), "events": a["events"]}
+
     def public_def(self, d):
         return {k: v for k, v in d.items() if not k.startswith("_")}
 
@@ -254,13 +264,7 @@ class FakeCloud:
                     return 409, self.err("lease_lost", False)
                 kind = m.group(2)
                 if kind == "transcript":
-                    return 200, {"schema_version": "2", "assignment_id": a["id"],
-                                 "session_id": a["session_id"],
-                                 "session_revision_id": a["revision"], "agent_id": "agent",
-                                 "environment": "test",
-                                 "started_at": "2026-08-28T11:58:00.000000Z",
-                                 "ended_at": "2026-08-28T12:00:00.000000Z",
-                                 "event_count": len(a["events"]), "events": a["events"]}
+                    return 200, self.transcript_wire(a)
                 if kind == "definitions":
                     return 200, {"protocol_version": "2", "assignment_id": a["id"],
                                  "catalog_revision": "sha256:x",

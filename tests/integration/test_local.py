@@ -377,14 +377,7 @@ class RegisteredAfterPickupTest(unittest.TestCase):
         def held_transcript(c, path):
             asked.set()
             release.wait(60)
-            aid = path.split("/")[-2]
-            a = c.assignments[aid]
-            return json.dumps({"schema_version": "2", "assignment_id": aid,
-                               "session_id": a["session_id"],
-                               "session_revision_id": a["revision"], "agent_id": "agent",
-                               "environment": "test", "started_at": "2026-08-28T11:58:00.000000Z",
-                               "ended_at": "2026-08-28T12:00:00.000000Z",
-                               "event_count": len(a["events"]), "events": a["events"]}).encode()
+            return json.dumps(c.transcript_wire(c.assignments[path.split("/")[-2]])).encode()
 
         cloud.script("transcript", 200, held_transcript)
         srv = serve(Hostile)
