@@ -46,9 +46,10 @@ def stat_fields(pid):
     return int(rest[1]), int(rest[19])
 
 
-def descendants(root, depth=None):
+def descendants(root, depth=None, parents=None):
     """{pid: start time} of every process below `root` (with `depth`, a
-    dict, filled with each one's depth below it: 1 for a child)."""
+    dict, filled with each one's depth below it: 1 for a child; with
+    `parents`, each one's parent pid)."""
     parent, start = {}, {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -64,6 +65,8 @@ def descendants(root, depth=None):
             out[pid] = start[pid]
             if depth is not None:
                 depth[pid] = hops + 1
+            if parents is not None:
+                parents[pid] = parent[pid]
     return out
 
 
@@ -160,8 +163,17 @@ class Watched(unittest.TestCase):
         def watch():
             try:
                 while not stop.is_set():
-                    now, depth = set(), {}
-                    for pid, start in descendants(root, depth).items():
+                    now, depth, parents = set(), {}, {}
+                    listed = descendants(root, depth, parents)
+                    # A process whose parent was seen holding a session is
+                    # that session's: its depth counts from this listing,
+                    # taken in one pass, rather than from its own memory
+                    # read, which in a sanitizer build comes too late to
+                    # find a short evaluation's process alive.
+                    for pid in listed:
+                        if (parents[pid], listed.get(parents[pid])) in held:
+                            deepest[0] = max(deepest[0], depth[pid])
+                    for pid, start in listed.items():
                         marks = held_sessions(pid)
                         if marks:
                             held.setdefault((pid, start), set()).update(marks)
