@@ -34,33 +34,37 @@ def main():
     ap.add_argument("dest")
     ap.add_argument("--verify", action="store_true", help="only check the copy in DEST")
     a = ap.parse_args()
+    files = manifest()
     bad = 0
-    for path, commit, digest in manifest():
+    for path, commit, digest in files:
         out = os.path.join(a.dest, path)
-        if not a.verify:
-            with urllib.request.urlopen(RAW.format(commit=commit, path=path), timeout=60) as r:
-                data = r.read()
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            with open(out, "wb") as fh:
-                fh.write(data)
         try:
-            with open(out, "rb") as fh:
-                got = hashlib.sha256(fh.read()).hexdigest()
+            if a.verify:
+                with open(out, "rb") as fh:
+                    data = fh.read()
+            else:
+                with urllib.request.urlopen(RAW.format(commit=commit, path=path), timeout=60) as r:
+                    data = r.read()
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                with open(out, "wb") as fh:
+                    fh.write(data)
         except OSError as e:
-            print(f"{path}: {e.strerror}", file=sys.stderr)
+            print(f"{path}: {e}", file=sys.stderr)
             bad += 1
             continue
+        got = hashlib.sha256(data).hexdigest()
         if got != digest:
             print(f"{path}: sha256 {got}, the manifest pins {digest} (commit {commit})", file=sys.stderr)
             bad += 1
     version = os.path.join(a.dest, "failproofai_sdk", "_version.py")
     if not a.verify:
+        os.makedirs(os.path.dirname(version), exist_ok=True)
         with open(version, "w", encoding="utf-8") as fh:
             fh.write(VERSION)
     elif not os.path.isfile(version):
         print("failproofai_sdk/_version.py: missing", file=sys.stderr)
         bad += 1
-    print(f"{len(manifest()) - bad} of {len(manifest())} files match the manifest" +
+    print(f"{len(files) + 1 - bad} of {len(files) + 1} files in place (the manifest's and _version.py)" +
           ("" if bad else f"; export FPS_REFSDK={os.path.abspath(a.dest)}"))
     return 1 if bad else 0
 
