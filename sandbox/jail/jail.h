@@ -17,7 +17,7 @@
  * CPU on a small VM; a fork of the zygote ~0.5 ms). This is NOT a fork of the
  * multi-threaded daemon: the daemon's memory, threads, sockets and secrets
  * are never in a child. Each evaluation still runs in a process of its own
- * (a single-use child, or a holder's grandchild: below).
+ * (a single-use child, or a holder's evaluator: below).
  * When no zygote is available the parent exec's each child directly:
  *
  *   argv: <exe> SBX_CHILD_ARG [--memory-mb N] [--userns] [--netns]
@@ -43,18 +43,20 @@
  *     request, writes one outcome (JSON, at most 1 MiB) to fd 1 and exits;
  *   - a HOLDER (JAIL_REQ_SESSION, a session of sbx.h; jail_holder.c): it
  *     maps and validates the session's image once and then serves each further request on fd 0
- *     by forking one grandchild, which locks itself down exactly as a
- *     single-use child does, evaluates, writes its outcome to fd 1 and
- *     exits; the holder answers each request with one jail_report on fd 0
- *     once the grandchild has ended. A holder never evaluates anything.
+ *     through its EVALUATOR (jail_evaluator.c), one child it forks that
+ *     locks itself down exactly as a single-use child does and evaluates
+ *     request after request (a fresh one after any that retires or ends),
+ *     each outcome on fd 1; the holder answers each request with one
+ *     jail_report on fd 0 once its evaluator says it is done or has ended.
+ *     A holder never evaluates anything.
  *
  * Two seccomp filters, stacked (the kernel applies both, the stricter
  * answer wins): the OUTER one (jail_enter) also allows what a holder needs
- * (forking its grandchild with SIGCHLD only, wait4, answering on fd 0, drawing a hash key,
- * installing the inner filter); the INNER one (jail_lock_down) takes exactly those back, so that
- * the two together are the evaluation's allowlist: no process calls, no file, no socket but
- * reading fd 0 and writing fds 1 and 2. RLIMIT_NPROC is 0 for every evaluating process
- * (jail_lock_down). */
+ * (forking its evaluator with SIGCHLD only, wait4, answering on fd 0, its socket pair to the
+ * evaluator on fd 3, drawing hash keys, installing the inner filter); the INNER one
+ * (jail_lock_down) takes exactly those back, so that the two together are the evaluation's
+ * allowlist: no process calls, no file, no socket but reading fd 0 and writing fds 1 and 2.
+ * RLIMIT_NPROC is 0 for every evaluating process (jail_lock_down). */
 #ifndef FPS_JAIL_H
 #define FPS_JAIL_H
 #include <stddef.h>
@@ -113,7 +115,7 @@ int jail_prepare(jail_prepared *p);
  * JAIL_EXIT_SETUP (fail closed). */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
 /* What an evaluating process adds before it evaluates (a single-use child,
- * a holder's grandchild): RLIMIT_NPROC 0, RLIMIT_CPU at `cpu_seconds`
+ * a holder's evaluator): RLIMIT_NPROC 0, RLIMIT_CPU at `cpu_seconds`
  * (1..60), a fresh string-hash key (lang_hash_seed) and the inner filter.
  * Returns only on success (else as jail_enter). */
 void jail_lock_down(const jail_prepared *p, uint32_t cpu_seconds);
@@ -179,13 +181,13 @@ typedef struct {
 } jail_request;
 
 /* A holder's answer to each request of its session, on fd 0 once the
- * grandchild that served it has ended (its outcome, if any, is on fd 1 by
- * then). */
+ * evaluator that served it has said it is done or has ended (its outcome,
+ * if any, is on fd 1 by then). */
 #define JAIL_REP_MAGIC 0x52535046u /* "FPSR" */
 typedef struct {
     uint32_t magic;
-    int32_t pid;          /* the grandchild that evaluated                       */
-    int32_t status;       /* its wait status                                     */
+    int32_t pid;          /* the evaluator that evaluated                        */
+    int32_t status;       /* its wait status when it ended, else 0               */
     uint32_t has_stats;   /* 1: steps and alloc_bytes were reported (lang_stats) */
     int64_t maxrss_kb;    /* its peak resident set (getrusage's ru_maxrss)       */
     int64_t cpu_us;       /* its user + system CPU time                          */
@@ -194,11 +196,40 @@ typedef struct {
     uint64_t alloc_bytes; /* lang_stats                                          */
 } jail_report;
 
+/* An evaluator's word to its holder after each evaluation (fd 2, once its
+ * outcome is written on fd 1): what it used, and whether it retires (exits
+ * now; the session's next request gets a fresh evaluator). */
+#define JAIL_DONE_MAGIC 0x44535046u /* "FPSD" */
+#define JAIL_DONE_RETIRE 1u
+typedef struct {
+    uint32_t magic;
+    uint32_t flags;     /* JAIL_DONE_RETIRE */
+    uint32_t has_stats; /* as jail_report's */
+    uint32_t reserved;
+    int64_t maxrss_kb;    /* the evaluator's peak resident set so far */
+    int64_t cpu_us;       /* CPU time since its last jail_done (or its start) */
+    int64_t minflt;       /* minor faults since then */
+    uint64_t steps;       /* lang_stats */
+    uint64_t alloc_bytes; /* lang_stats */
+} jail_done;
+
+/* An evaluator serves a session's evaluations one after another while each
+ * leaves it as it would leave a fresh one (jail_evaluator.c). It retires
+ * after an evaluation that ended at a limit or could not write its outcome,
+ * once its collector's heap has grown past JAIL_EVALUATOR_HEAP (what a
+ * later evaluation's peak memory would otherwise include), once it has used
+ * JAIL_EVALUATOR_CPU_US of CPU (so that each evaluation's RLIMIT_CPU, set
+ * on top of what it used, stays within the hard limit) and after
+ * JAIL_EVALUATOR_MAX evaluations (the hash keys it drew up front). */
+#define JAIL_EVALUATOR_MAX 64
+#define JAIL_EVALUATOR_HEAP ((size_t)32 << 20)
+#define JAIL_EVALUATOR_CPU_US 1000000
+
 /* An evaluating process's walk over a session image from this size on
  * drops the pages behind it (LANG_IMAGE_MAPPED: a child then holds a few
  * hundred KiB of a 25 MiB session rather than all of it). Every image is
  * a read-only mapping of its memfd, in a single-use child as in a
- * holder's grandchildren (jail_holder.c). Dropping costs about 0.3 ms per
+ * holder's evaluators (jail_holder.c). Dropping costs about 0.3 ms per
  * MiB walked (each page is mapped and unmapped again), more than a cheap
  * evaluation over a small session spends, and saves at most the image's
  * size. */
@@ -228,6 +259,20 @@ __attribute__((noreturn)) void jail_evaluate(const jail_opts *o, const jail_requ
                                              const char *src, const char *key,
                                              const unsigned char *img, unsigned lang_flags,
                                              void *stats);
+/* Writes an outcome line (a newline added) to fd 1 in one write: the parent
+ * may act on the newline before this process has done anything else.
+ * `last`: closes fd 1 after it (EOF for the parent, before this process's
+ * teardown). _exits 0 when the parent is gone. */
+void jail_write_outcome(const char *s, int last);
+/* A session's evaluator's life (jail_evaluator.c), in the holder's child
+ * whose fds 0 and 2 are its end of the holder's socket pair: serves the
+ * requests the holder forwards until it retires or fd 0 closes, each
+ * outcome on fd 1 and a jail_done for each on fd 2. `img` (may be NULL)
+ * is the holder's mapping of the session image, `lang_flags` as for
+ * jail_evaluate. Never returns. */
+__attribute__((noreturn)) void jail_evaluator_main(const jail_opts *o, const jail_prepared *p,
+                                                   const unsigned char *img, uint64_t img_len,
+                                                   unsigned lang_flags);
 /* A holder's life (jail_holder.c): takes the session's image from `first`
  * and `img_fd`, then serves the session's requests until fd 0 closes. */
 __attribute__((noreturn)) void jail_hold(const jail_opts *o, const jail_prepared *p,

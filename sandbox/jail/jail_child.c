@@ -144,6 +144,8 @@ static int add_allowlist(scmp_filter_ctx ctx, int holder)
     ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 1));
     ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 2));
     ALLOW(close);
+    /* What one evaluation of a session's evaluator used (its own figures). */
+    ALLOW1(getrusage, SCMP_A0(SCMP_CMP_EQ, RUSAGE_SELF));
     /* Memory management (never executable mappings). */
     ALLOW1(mmap, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
     ALLOW1(mprotect, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
@@ -184,10 +186,16 @@ static int add_allowlist(scmp_filter_ctx ctx, int holder)
     ALLOW(getrlimit);
 #endif
     if (holder) {
-        /* A holder: its end reports on fd 0, one grandchild at a time (fork's flags only: no
-         * thread, no shared memory or namespace tricks), waited for; and what a grandchild does
-         * before its inner filter is in place (jail_lock_down; the parent-death signal). */
+        /* A holder: its end reports on fd 0, one evaluator at a time (fork's flags only: no
+         * thread, no shared memory or namespace tricks), reached over a socket pair of its own
+         * (fd 3; fd 4 the evaluator's end until it is forked) and waited for; and what an
+         * evaluator does before its inner filter is in place (its end moved to fds 0 and 2,
+         * jail_lock_down, the parent-death signal). */
         ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 0));
+        ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 3));
+        ALLOW1(read, SCMP_A0(SCMP_CMP_EQ, 3));
+        ALLOW1(socketpair, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+        ALLOW1(dup3, SCMP_A0(SCMP_CMP_EQ, 4));
         ALLOW1(clone, SCMP_A0(SCMP_CMP_EQ, SIGCHLD));
         ALLOW(wait4);
         ALLOW(getppid);
@@ -220,6 +228,11 @@ static int add_holder_denials(scmp_filter_ctx ctx, uint32_t deny)
 #define DENY(name) rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(name), 0)
     /* The outer filter allows writes to fds 0, 1 and 2: fd 0 is the holder's. */
     rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, 0));
+    /* and fd 3 (read and write), the holder's end of its evaluator's socket pair */
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, 3));
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(read), 1, SCMP_A0(SCMP_CMP_EQ, 3));
+    DENY(socketpair);
+    DENY(dup3);
     DENY(clone);
     DENY(wait4);
     DENY(getppid);
@@ -418,8 +431,9 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
     if (set_limit(RLIMIT_CPU, 61, 62) != 0) die_setup("RLIMIT_CPU");
     if (set_limit(RLIMIT_AS, as, as) != 0) die_setup("RLIMIT_AS");
     if (set_limit(RLIMIT_FSIZE, 0, 0) != 0) die_setup("RLIMIT_FSIZE");
-    /* fds 0..2 plus the one image memfd received over the socket. */
-    if (set_limit(RLIMIT_NOFILE, 4, 4) != 0) die_setup("RLIMIT_NOFILE");
+    /* fds 0..2 plus the one image memfd received over the socket, or a
+     * holder's two ends of the socket pair to its evaluator (fds 3, 4). */
+    if (set_limit(RLIMIT_NOFILE, 5, 5) != 0) die_setup("RLIMIT_NOFILE");
     /* RLIMIT_NPROC: a holder forks; every evaluating process sets it to 0
      * (jail_lock_down). */
     if (set_limit(RLIMIT_CORE, 0, 0) != 0) die_setup("RLIMIT_CORE");
@@ -481,9 +495,7 @@ void jail_check_image(const void *img, size_t len)
     }
 }
 
-/* Writes the outcome line in one write (the parent may act on its newline
- * before this process has exited). */
-static void write_outcome(const char *s)
+void jail_write_outcome(const char *s, int last)
 {
     size_t len = strlen(s);
     char small[1024];
@@ -491,12 +503,19 @@ static void write_outcome(const char *s)
     if (buf != NULL) {
         memcpy(buf, s, len);
         buf[len] = '\n';
-        if (write_all(1, buf, len + 1) != 0) _exit(0);
+        int rc = write_all(1, buf, len + 1);
+        if (buf != small) free(buf);
+        if (rc != 0) _exit(0);
     } else if (write_all(1, s, len) != 0 || write_all(1, "\n", 1) != 0) {
         _exit(0);
     }
     /* EOF for the parent now, before this process's teardown. */
-    close(1);
+    if (last) close(1);
+}
+
+static void write_outcome(const char *s)
+{
+    jail_write_outcome(s, 1);
 }
 
 /* A call only a holder may make (the outer filter allows it), made by an

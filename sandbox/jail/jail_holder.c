@@ -21,15 +21,21 @@
  * against inherited: the trivial 1 52.0 / 57.4, session.count 77.6 / 75.5,
  * filter_errors 305.0 / 307.8, sum_latency 243.5 / 254.8).
  *
- * Then, for each request on fd 0: one grandchild (a plain fork: SIGCHLD
- * only) that closes fd 0, dies with the holder (PR_SET_PDEATHSIG), locks
- * itself down (jail_lock_down: RLIMIT_NPROC 0, its own RLIMIT_CPU, a fresh
- * string-hash key, the inner filter) and evaluates exactly as a single-use
- * child, its outcome on fd 1; the holder waits for it and answers with one
- * jail_report on fd 0. The holder itself never evaluates: every
- * grandchild starts from the holder's state, which no evaluation has
- * touched, so nothing of one evaluation is visible to the next. Ends when
- * the parent closes fd 0 (or kills the process group). */
+ * Then the session's evaluator (jail_evaluator.c): one child (a plain fork:
+ * SIGCHLD only), forked at the session's first request, that takes its end of a
+ * socket pair as fds 0 and 2 (so the session's channel is the holder's
+ * alone), dies with the holder (PR_SET_PDEATHSIG), locks itself down
+ * (jail_lock_down: RLIMIT_NPROC 0, a fresh string-hash key, the inner
+ * filter) and serves request after request. For each request on fd 0 the
+ * holder forwards it on fd 3, waits for the evaluator's jail_done and
+ * answers with one jail_report on fd 0. An evaluator that retires, or ends
+ * any other way (a limit, a crash: its wait status is the report), is
+ * waited for, and the next request gets a fresh one. Even a single-use
+ * evaluator forked from the holder skips the mapping, the validation and a
+ * child's set-up; one that serves several evaluations also keeps the pages
+ * they fault in (see jail_evaluator.c). The holder itself never evaluates:
+ * each evaluator starts from the holder's state, which no evaluation has
+ * touched. Ends when the parent closes fd 0 (or kills the process group). */
 #include "sandbox/jail/jail.h"
 #include "sandbox/lang/lang.h"
 
@@ -41,22 +47,61 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* In the grandchild: never returns. */
-__attribute__((noreturn)) static void grandchild(const jail_opts *o, const jail_prepared *p,
-                                                 pid_t holder, jail_request *req, const char *src,
-                                                 const char *key, const unsigned char *img,
-                                                 unsigned lang_flags, lang_stats *sh)
+/* The holder's end of its evaluator's socket pair; the evaluator's own end
+ * is EVAL_END until it is forked. */
+#define HOLDER_END 3
+#define EVAL_END 4
+
+/* Forks the session's evaluator: its pid, or -1 (no socket pair, no fork). */
+static long evaluator_start(const jail_opts *o, const jail_prepared *p, const unsigned char *img,
+                            uint64_t img_len, unsigned lang_flags)
 {
-    /* The session's channel is the holder's alone. */
-    close(0);
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) jail_die_setup("PR_SET_PDEATHSIG");
-    if (getppid() != holder) _exit(JAIL_EXIT_SETUP); /* the holder is gone already */
-    jail_lock_down(p, req->cpu_seconds);
-    jail_evaluate(o, req, src, key, img, lang_flags, sh);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return -1;
+    if (sv[0] != HOLDER_END || sv[1] != EVAL_END) _exit(JAIL_EXIT_SETUP); /* fds 0..2 only */
+    pid_t holder = getpid();
+    /* A raw clone, as the zygote's: fork's flags, and nothing of glibc's
+     * fork handlers to run in a single-threaded process. */
+    long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+    if (pid == 0) {
+        /* The session's channel (fd 0) and /dev/null (fd 2) give way to
+         * the evaluator's end of the pair. */
+        if (syscall(SYS_dup3, EVAL_END, 0, 0) != 0 || syscall(SYS_dup3, EVAL_END, 2, 0) != 2)
+            jail_die_setup("dup3");
+        close(EVAL_END);
+        close(HOLDER_END);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) jail_die_setup("PR_SET_PDEATHSIG");
+        if (getppid() != holder) _exit(JAIL_EXIT_SETUP); /* the holder is gone already */
+        jail_evaluator_main(o, p, img, img_len, lang_flags);
+    }
+    close(EVAL_END);
+    if (pid < 0) close(HOLDER_END);
+    return pid;
+}
+
+/* Waits for the evaluator, which has ended or is ending, into *rep's
+ * status and (unless `keep`: the evaluator's own figures are in) its
+ * figures. */
+static void evaluator_reap(long pid, jail_report *rep, int keep)
+{
+    int st = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4((pid_t)pid, &st, 0, &ru) < 0 && errno == EINTR) {
+    }
+    close(HOLDER_END);
+    rep->status = st;
+    if (keep) return;
+    rep->has_stats = 0;
+    rep->maxrss_kb = ru.ru_maxrss;
+    rep->minflt = ru.ru_minflt;
+    rep->cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+                  (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
 }
 
 void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *first, int img_fd)
@@ -72,7 +117,7 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
         close(img_fd);
         jail_check_image(m, (size_t)img_len);
         /* The validation read every event record: the holder keeps none of
-         * it resident (a grandchild faults in what it reads). */
+         * it resident (the evaluator faults in what it reads). */
         (void)madvise(m, (size_t)img_len, MADV_DONTNEED);
         img = m;
         /* A walk may drop the pages behind it (see JAIL_DROP_MIN_IMAGE). */
@@ -80,12 +125,10 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
     } else if (img_fd >= 0) {
         close(img_fd);
     }
-    /* What lang_eval counts in a grandchild (lang_limits.stats), left in one
-     * shared page that is cleared before each fork. */
-    lang_stats *sh =
-        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (sh == MAP_FAILED) jail_die_setup("mapping the statistics page");
-    pid_t self = getpid();
+    /* Forked at the first request, which comes after the parent has pinned
+     * this holder to its CPU (sbx_session_set_cpu), so that it inherits the
+     * mask. */
+    long ev = -1;
     for (;;) {
         jail_request req;
         int fd;
@@ -95,44 +138,48 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
             _exit(JAIL_EXIT_PROTO);
         char *src, *key;
         jail_recv_body(&req, &src, &key);
-        if (img != NULL) {
-            req.flags |= JAIL_REQ_IMAGE;
-            req.image_len = img_len;
+        if (ev < 0) ev = evaluator_start(o, p, img, img_len, lang_flags);
+        jail_report rep;
+        memset(&rep, 0, sizeof rep);
+        rep.magic = JAIL_REP_MAGIC;
+        if (ev < 0) {
+            /* No evaluator: reported as one that failed its set-up. */
+            rep.status = JAIL_EXIT_SETUP << 8;
+        } else {
+            rep.pid = (int32_t)ev;
+            /* An evaluator that died since its last request ends the
+             * write with EPIPE or SIGPIPE, which ends the holder: the
+             * parent then gives the request a fresh one. */
+            int sent = jail_write_all(HOLDER_END, &req, sizeof req) == 0 &&
+                       jail_write_all(HOLDER_END, src, req.source_len) == 0 &&
+                       jail_write_all(HOLDER_END, key, req.key_len) == 0;
+            jail_done d;
+            memset(&d, 0, sizeof d);
+            if (sent && jail_read_all(HOLDER_END, &d, sizeof d) == 0) {
+                if (d.magic != JAIL_DONE_MAGIC) _exit(JAIL_EXIT_PROTO);
+                rep.has_stats = d.has_stats != 0;
+                rep.steps = d.steps;
+                rep.alloc_bytes = d.alloc_bytes;
+                rep.maxrss_kb = d.maxrss_kb;
+                rep.cpu_us = d.cpu_us;
+                rep.minflt = d.minflt;
+                if (d.flags & JAIL_DONE_RETIRE) {
+                    evaluator_reap(ev, &rep, 1);
+                    ev = -1;
+                }
+            } else {
+                /* It ended (a limit, a crash, a test mode's exit): its
+                 * wait status says how. */
+                evaluator_reap(ev, &rep, 0);
+                ev = -1;
+            }
         }
-        memset(sh, 0, sizeof *sh);
-        /* A raw clone, as the zygote's: fork's flags, and nothing of glibc's
-         * fork handlers to run in a single-threaded process. */
-        long pid = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
-        if (pid == 0) grandchild(o, p, self, &req, src, key, img, lang_flags, sh);
-        /* The next grandchild inherits this memory: nothing of this request
-         * stays in it. */
+        /* Nothing of this request stays in the holder's memory, which the
+         * next evaluator inherits. */
         memset(src, 0, req.source_len);
         memset(key, 0, req.key_len);
         free(src);
         free(key);
-        jail_report rep;
-        memset(&rep, 0, sizeof rep);
-        rep.magic = JAIL_REP_MAGIC;
-        if (pid < 0) {
-            /* No grandchild: reported as one that failed its set-up. */
-            rep.status = JAIL_EXIT_SETUP << 8;
-        } else {
-            int st = 0;
-            struct rusage ru;
-            memset(&ru, 0, sizeof ru);
-            while (wait4((pid_t)pid, &st, 0, &ru) < 0 && errno == EINTR) {
-            }
-            rep.pid = (int32_t)pid;
-            rep.status = st;
-            rep.maxrss_kb = ru.ru_maxrss;
-            rep.minflt = ru.ru_minflt;
-            rep.cpu_us = (int64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-                         (int64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
-            /* zero when lang_eval did not run (a compile error, a test mode) */
-            rep.has_stats = sh->steps != 0 || sh->alloc_bytes != 0;
-            rep.steps = sh->steps;
-            rep.alloc_bytes = sh->alloc_bytes;
-        }
         if (jail_write_all(0, &rep, sizeof rep) != 0) _exit(0);
     }
 }

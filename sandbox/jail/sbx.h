@@ -191,21 +191,24 @@ char *sbx_outcome_line(const sbx_outcome *out);
 /* A session serves the evaluations of one transcript (one assignment, one
  * backtested session, the lines of `eval --batch` on one transcript) one
  * after another, through one jailed child of its own, its holder (jail.h),
- * which maps and validates the session's image once (each evaluation
- * faults in only the pages it reads, from the memfd's page cache) and forks each
- * evaluation a fresh grandchild that evaluates and exits; the holder
- * itself never evaluates. Each evaluation gets exactly the outcome, budgets (steps,
- * memory, its own wall clock, enforced by the parent) and fresh state it
- * would get from sbx_eval alone: no value, interned string, cache or
- * string-hash key of one is visible to the next. A limit or a crash in one
- * evaluation is that evaluation's outcome; the ones after it are served
- * by a fresh child. Two sessions never share a child, and a child never
- * holds the image of another session.
+ * which maps and validates the session's image once and forks the
+ * session's evaluator, one process that evaluates request after request
+ * and keeps what it faulted in (the image pages it read, the collector's
+ * heap); the holder itself never evaluates. Each evaluation gets exactly the outcome, budgets
+ * (steps, memory, its own wall clock, enforced by the parent) and fresh state it would get from
+ * sbx_eval alone: no value, interned string, cache or string-hash key of one is visible to the
+ * next. A limit or a crash in one evaluation is that evaluation's outcome; the ones after it are
+ * served by a fresh child. Two sessions never share a child, and a child never holds the image of
+ * another session.
  *
  * Each evaluation waits for a slot (max_sandboxes) as sbx_eval does; a
  * holder between evaluations holds no slot. A deadline, cancellation,
  * output overflow or anything the holder did not report cleanly kills the
- * holder with its grandchild; the next evaluation gets a fresh holder.
+ * holder with its evaluator; the next evaluation gets a fresh holder.
+ * out->pid is the evaluator's pid, the same for consecutive evaluations it
+ * served; out->peak_rss_kb is its peak so far (an evaluator retires once
+ * its heap has grown large: jail.h, JAIL_EVALUATOR_HEAP), out->cpu_us and
+ * out->minflt what it used since the evaluation before.
  *
  * `image` is borrowed (may be NULL: no session data) and must outlive the
  * session; a request's own `image` field is ignored (the session's is
@@ -219,7 +222,7 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image);
 void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out);
 /* Ends the session (its child, if any, is killed and reaped). NULL: no-op. */
 void sbx_session_close(sbx_session *s);
-/* Keeps the session's holder, and so every grandchild it forks, on CPU
+/* Keeps the session's holder, and so every evaluator it forks, on CPU
  * `cpu` only (< 0: wherever the scheduler puts them, the default): the
  * holder it has now at once, each fresh one as it is taken, before its
  * first request. The caller's own threads are its business. Set by this

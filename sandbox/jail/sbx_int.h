@@ -9,7 +9,7 @@
  *   sbx_eval.c     one evaluation: slot, child, deadline, outcome
  *   sbx_outcome.c  how an outcome ended (sbx_end) and its one-line form
  *   sbx_session.c  sessions and batches: a holder per session (jail.h), its
- *                  evaluations one after another, each in a grandchild
+ *                  evaluations one after another, through its evaluator
  *
  * Threading: any number of threads call sbx_eval; pool state is guarded by
  * pool->mu, the zygote's control socket by pool->zyg_mu. A refill thread

@@ -1,14 +1,14 @@
 /* sandbox/jail/sbx_session: sessions and batches (sbx.h): the evaluations of
  * one transcript, in order, on one image, through one holder (jail.h,
- * jail_holder.c): a jailed child that takes the image once and forks each
- * evaluation a grandchild. The parent side here hands the holder each
- * request, enforces the evaluation's wall clock (waiting for a slot, the
- * deadline, cancellation and the output bound are sbx_eval's: sbx_run_begin
- * and the outcome mapping of sbx_eval.c), and reads back the grandchild's
- * outcome (fd 1) and the holder's report of how it ended (fd 0). Anything
- * but a clean end (a well-formed outcome, reported) retires the holder and
- * its grandchild (killed as one process group); the session's next
- * evaluation gets a fresh holder. Shared structures: sbx_int.h. */
+ * jail_holder.c): a jailed child that takes the image once and forks the
+ * session's evaluator (jail_evaluator.c). The parent side here hands the
+ * holder each request, enforces the evaluation's wall clock (waiting for a
+ * slot, the deadline, cancellation and the output bound are sbx_eval's:
+ * sbx_run_begin and the outcome mapping of sbx_eval.c), and reads back the
+ * evaluator's outcome (fd 1) and the holder's report of how it ended (fd 0).
+ * Anything but a clean end (a well-formed outcome, reported) retires the
+ * holder and its evaluator (killed as one process group); the session's
+ * next evaluation gets a fresh holder. Shared structures: sbx_int.h. */
 #include "sandbox/jail/sbx_int.h"
 
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How long a grandchild may take to end once its outcome line is in (a
+/* How long the holder's report may take once the outcome line is in (a
  * single-use child's grace, sbx_eval.c), whatever the deadline: past it the
  * holder is killed and the line, if well-formed, is the outcome. */
 #define REPORT_GRACE_MS 2000
@@ -35,7 +35,7 @@ struct sbx_session {
     size_t cap;
 };
 
-/* Kills the holder and its grandchild; reaped in the background. */
+/* Kills the holder and its evaluator; reaped in the background. */
 static void holder_drop(sbx_session *s)
 {
     if (!s->have) return;
@@ -44,7 +44,7 @@ static void holder_drop(sbx_session *s)
 }
 
 /* Keeps the holder on s->cpu. Set from here, the parent: the holder's
- * filter stays without sched_setaffinity, and each grandchild it forks
+ * filter stays without sched_setaffinity, and each evaluator it forks
  * inherits the mask. Best effort: a holder left where it was still serves. */
 static void holder_pin(sbx_session *s)
 {
@@ -109,9 +109,10 @@ static int read_pipe(sbx_session *s, size_t *len)
 /* Reads the evaluation's outcome (s->buf, *len) and the holder's report
  * (*rep) until both are in, the deadline, cancellation or the output bound.
  * RD_EOF: done, with *reported 1 (the report is in and the pipe drained:
- * the grandchild has exited, so everything it wrote is there) or 0 (the
+ * the evaluator wrote its outcome before it told the holder it was done,
+ * or has exited, so everything it wrote is there) or 0 (the
  * holder closed its socket: it is gone). RD_LINE: an outcome line came but
- * no report within REPORT_GRACE_MS of it (the grandchild lingers). */
+ * no report within REPORT_GRACE_MS of it (the evaluator lingers). */
 static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel, size_t *len,
                              jail_report *rep, int *reported, sbx_run *watch)
 {
@@ -123,7 +124,7 @@ static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel
         if (cancel != NULL && atomic_load(cancel)) return RD_CANCEL;
         if (!lined && sbx_watch_stop(watch)) return RD_STOP;
         if (!lined && *len > 0 && s->buf[*len - 1] == '\n') {
-            /* The outcome is in; the grandchild is exiting. */
+            /* The outcome is in; the report follows. */
             deadline = now_ms() + REPORT_GRACE_MS;
             lined = 1;
         }
@@ -202,7 +203,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
         }
         run.handed = 1;
         run.watch_pid = s->h.pid;
-        run.watch_tree = 1; /* the evaluation runs in the holder's grandchild */
+        run.watch_tree = 1; /* the evaluation runs in the holder's evaluator */
         sbx_track_running(pool, s->h.pid, 1);
         atomic_fetch_add(&pool->started, 1);
         int rc = sbx_send_request(&s->h, &run.hdr, -1, run.src, run.key, run.deadline, r.cancel);
@@ -237,7 +238,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
         goto done;
     }
     if (end == RD_LINE) {
-        /* A line, and then the grandchild neither exited nor was reported:
+        /* A line, and then the evaluator neither exited nor was reported:
          * the line is the outcome if well-formed (as sbx_eval takes it
          * without waiting for the exit); the holder goes. */
         holder_drop(s);
@@ -271,7 +272,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
     out->cpu_us = (long)rep.cpu_us;
     out->minflt = (long)rep.minflt;
     if (sbx_outcome_parse(out, s->buf, len)) goto done;
-    /* No usable outcome: the grandchild's exit status says why, and the
+    /* No usable outcome: the evaluator's exit status says why, and the
      * rest of the session is served by a fresh holder. */
     sbx_outcome_from_exit(out, rep.status, s->buf, len);
     holder_drop(s);

@@ -56,8 +56,17 @@ static inline size_t gc_request(size_t size)
  * pointer costs at most a retained block. */
 static unsigned g_gmp_kind;
 
+/* The bytes this process's evaluations have asked of the collector
+ * (v_total_alloc_bytes), counted per request in whole granules as asked,
+ * not as the collector accounts them (it counts a list that
+ * GC_generic_malloc_many fills whole, at whatever length the heap's state
+ * gives it), so that an evaluation's figure is the same in a fresh process
+ * and in one that has evaluated before. */
+static uint64_t g_allocated;
+
 static void *gmp_alloc(size_t n)
 {
+    g_allocated += n;
     void *p = GC_generic_malloc(n, (int)g_gmp_kind);
     /* GMP cannot fail an allocation: past the heap cap, take the memory
      * from malloc (the kernel's RLIMIT_AS stays the backstop). The value
@@ -82,6 +91,7 @@ void vi_free_str(char *s)
 static void *gmp_realloc(void *p, size_t old, size_t n)
 {
     if (GC_base(p)) {
+        g_allocated += n;
         void *q = GC_REALLOC(p, n);
         if (q) return q;
     }
@@ -278,6 +288,17 @@ vctx *vctx_new(const vlimits *limits, const void *img, size_t img_len)
     return c;
 }
 
+void vi_recycle(void)
+{
+    memset(g_atomic_spare, 0, sizeof g_atomic_spare);
+    GC_gcollect();
+}
+
+size_t vi_heap_bytes(void)
+{
+    return GC_get_heap_size();
+}
+
 void vctx_free(vctx *c)
 {
     if (c == NULL) return;
@@ -292,7 +313,7 @@ size_t v_live_bytes(void)
 
 uint64_t v_total_alloc_bytes(void)
 {
-    return (uint64_t)GC_get_total_bytes();
+    return g_allocated;
 }
 
 /* Up to here (in bytes, whole granules) a block comes from a shared heap
@@ -324,12 +345,14 @@ __attribute__((noinline)) void *v_alloc(vctx *c, size_t size)
         }
         c->spare[g] = GC_NEXT(p);
         GC_NEXT(p) = NULL;
+        g_allocated += g * 16;
         return p;
     }
     if (size > c->lim.max_alloc_bytes) {
         v_limit(c, "memory");
         return NULL;
     }
+    g_allocated += size;
     void *p = GC_generic_malloc(gc_request(size), (int)g_value_kind);
     if (p == NULL) v_limit(c, "memory");
     return p;
@@ -354,12 +377,14 @@ void *v_alloc_bytes(vctx *c, size_t size)
         }
         g_atomic_spare[g] = GC_NEXT(p);
         p[size - 1] = 0;
+        g_allocated += g * 16;
         return p;
     }
     if (size > c->lim.max_alloc_bytes) {
         v_limit(c, "memory");
         return NULL;
     }
+    g_allocated += size;
     p = GC_MALLOC_ATOMIC(gc_request(size));
     if (p == NULL) {
         v_limit(c, "memory");
@@ -369,9 +394,15 @@ void *v_alloc_bytes(vctx *c, size_t size)
     return p;
 }
 
+/* Gives a block back at once, when it has a heap block of its own (above
+ * SMALL_MAX). A small block is left to the collector, which reclaims it
+ * once unreachable: it came from a list GC_generic_malloc_many filled, and
+ * freeing one explicitly corrupted the collector's heap in a process that
+ * evaluates again (a set's first table, freed when the set grew, then a
+ * later evaluation's collection crashed in the marker). */
 void v_free(void *p)
 {
-    if (p != NULL && GC_base(p) == p) GC_FREE(p);
+    if (p != NULL && GC_base(p) == p && GC_size(p) > SMALL_MAX) GC_FREE(p);
 }
 
 void *v_realloc(vctx *c, void *p, size_t size)
@@ -380,6 +411,7 @@ void *v_realloc(vctx *c, void *p, size_t size)
         v_limit(c, "memory");
         return NULL;
     }
+    g_allocated += size;
     void *q = GC_REALLOC(p, size ? size : 1);
     if (q == NULL) v_limit(c, "memory");
     return q;
@@ -535,6 +567,7 @@ val *v_build_list(vctx *c, vbuild *b)
         return r;
     }
     val *r = v_check_items(c, b->n) ? NULL : v_new(c, VT_LIST);
+    if (r != NULL) g_allocated += b->n * sizeof(val *);
     val **arr = r == NULL
                     ? NULL
                     : GC_generic_malloc(gc_request(b->n * sizeof(val *)), (int)g_uncleared_kind);
@@ -604,6 +637,7 @@ val **v_items_alloc_filled(vctx *c, size_t n)
         return NULL;
     }
     if (size <= SMALL_MAX) return v_alloc(c, size);
+    g_allocated += size;
     val **p = GC_generic_malloc(gc_request(size), (int)g_uncleared_kind);
     if (p == NULL) v_limit(c, "memory");
     return p;

@@ -10,6 +10,7 @@
 #include "sandbox/lang/eval.h"
 #include "sandbox/lang/parser.h"
 #include "sandbox/lang/siphash.h"
+#include "sandbox/lang/value_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,22 @@
 int lang_hash_seed(void)
 {
     return siphash_seed();
+}
+
+void lang_hash_set_key(uint64_t k0, uint64_t k1)
+{
+    siphash_set_key(k0, k1);
+}
+
+void lang_recycle(void)
+{
+    vs_recycle();
+    vi_recycle();
+}
+
+size_t lang_heap_bytes(void)
+{
+    return vi_heap_bytes();
 }
 
 int lang_kind_parse(const char *s, lang_kind *out)

@@ -47,6 +47,23 @@ enum { LANG_IMAGE_MAPPED = 1u };
  * 0, or -1 when no randomness was available. */
 int lang_hash_seed(void);
 
+/* Sets the string-hash key to k0, k1 (drawn by the caller: an evaluating
+ * process that serves several evaluations draws their keys before its
+ * filter forbids getrandom). */
+void lang_hash_set_key(uint64_t k0, uint64_t k1);
+
+/* Readies this process for another evaluation once lang_eval has returned
+ * (a session's evaluator, sandbox/jail/jail_evaluator.c): every value of the
+ * evaluations before is collected, and no cache keeps anything of them (the
+ * string cursors, the free block lists, the hashes cached on the shared
+ * strings, which were computed under the old key). The collector keeps its
+ * heap mapped, so the next evaluation allocates from pages already there.
+ * Set the next key (lang_hash_set_key) before the next lang_eval. */
+void lang_recycle(void);
+/* The collector's heap in bytes: its high-water mark in this process
+ * (collecting frees blocks, it does not give the heap back). */
+size_t lang_heap_bytes(void);
+
 /* Source checks only (docs/LANGUAGE.md table). Returns 0 if the source is
  * accepted; otherwise LANG_EREJECTED with e (common/err.h) named
  * "source_rejected" and its message (without the "evaluator source

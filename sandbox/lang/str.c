@@ -713,6 +713,15 @@ static const char g_latin1_bytes[] =
     "\xC3\xB0\xC3\xB1\xC3\xB2\xC3\xB3\xC3\xB4\xC3\xB5\xC3\xB6\xC3\xB7\xC3\xB8\xC3\xB9\xC3\xBA\xC3"
     "\xBB\xC3\xBC\xC3\xBD\xC3\xBE\xC3\xBF";
 
+void vs_recycle(void)
+{
+    memset(g_pos, 0, sizeof g_pos);
+    g_pos_next = 0;
+    if (g_shared == NULL) return;
+    for (size_t k = 0; k < VS_SHARED_COUNT; k++)
+        g_shared[k].u.s.hash = 0;
+}
+
 void vs_shared_init(val *block)
 {
     memset(block, 0, VS_SHARED_COUNT * sizeof(val));

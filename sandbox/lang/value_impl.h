@@ -103,6 +103,11 @@ void vi_free_str(char *s);
 /* The shared values (None, True, False, the shared strings), made once by
  * the first vctx_new (value.c). 0 or -1. */
 int vi_shared_init(void);
+/* Between two evaluations of one process (lang_recycle): drops the free block
+ * lists and collects everything. */
+void vi_recycle(void);
+/* The collector's heap size in bytes (lang_heap_bytes). */
+size_t vi_heap_bytes(void);
 /* frees mpz_get_str(NULL, ...)'s text (GMP's allocator) */ /* arena-tracked, initialized */
 void vi_get_mpz(const val *v, mpz_t out);                   /* out must be initialized; bool ok */
 val *vi_from_mpz_take(vctx *c, mpz_ptr z); /* normalizes; z must be from vi_mpz_new */
@@ -175,6 +180,9 @@ val *vs_empty(void); /* the shared '' */
  * up once before any context exists. */
 #define VS_SHARED_COUNT 257
 void vs_shared_init(val *block);
+/* Between two evaluations of one process (lang_recycle): forgets the string
+ * cursors and the hashes cached on the shared strings. */
+void vs_recycle(void);
 val *vs_repeat(vctx *c, val *a, int64_t n);
 /* Fills p[0..n) with copies of unit (ulen > 0 bytes), the last one cut. */
 void vs_fill_repeat(char *p, const char *unit, size_t ulen, size_t n);
