@@ -877,6 +877,43 @@ static void test_session_image_mapped(void **state)
     free(img);
 }
 
+/* One process, evaluation after evaluation with lang_recycle between (a
+ * session's evaluator): each gets the outcome, steps and bytes allocated it
+ * gets first, and a value freed in one (a set's first table, given up when
+ * the set grows) corrupts nothing the next one's collections walk. */
+static void test_evaluations_in_one_process(void **state)
+{
+    (void)state;
+    const char *srcs[] = {"set(range(8))", "sorted(set('abcdefgh'))",
+                          "sum([len(str(i)) for i in range(300000)])",
+                          "len({str(i): [i] for i in range(20000)})", "'x' in {'x': 1}"};
+    enum { N = sizeof srcs / sizeof srcs[0] };
+    char *first[N];
+    lang_stats st0[N];
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < N; k++) {
+            lang_stats st = {0, 0};
+            lang_limits lim = {0, 0, 0, &st};
+            char *out = lang_eval(LANG_RAW, srcs[k], strlen(srcs[k]), NULL, NULL, 0, &lim);
+            assert_non_null(out);
+            assert_non_null(strstr(out, "\"ok\": true"));
+            if (round == 0) {
+                first[k] = out;
+                st0[k] = st;
+            } else {
+                assert_string_equal(out, first[k]);
+                assert_int_equal(st.steps, st0[k].steps);
+                assert_int_equal(st.alloc_bytes, st0[k].alloc_bytes);
+                free(out);
+            }
+            lang_recycle();
+            lang_hash_set_key((uint64_t)round * 7 + 1, (uint64_t)k * 13 + 5);
+        }
+    }
+    for (int k = 0; k < N; k++)
+        free(first[k]);
+}
+
 static void test_limits(void **state)
 {
     (void)state;
@@ -944,6 +981,8 @@ static void test_siphash(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        /* first: in a process no other test has allocated in yet */
+        cmocka_unit_test(test_evaluations_in_one_process),
         cmocka_unit_test_setup_teardown(test_float_repr, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ints, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tagged_int_edges, setup, teardown),
