@@ -92,9 +92,9 @@ static void evaluator_reap(long pid, jail_report *rep, int keep)
     int st = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
+    close(HOLDER_END);
     while (wait4((pid_t)pid, &st, 0, &ru) < 0 && errno == EINTR) {
     }
-    close(HOLDER_END);
     rep->status = st;
     if (keep) return;
     rep->has_stats = 0;
@@ -133,7 +133,15 @@ void jail_hold(const jail_opts *o, const jail_prepared *p, const jail_request *f
         jail_request req;
         int fd;
         int rc = jail_recv_request(&req, &fd);
-        if (rc == 1) _exit(0);
+        if (rc == 1) {
+            /* The session is over: the evaluator ends on the EOF of its
+             * socket, and is waited for (its figures go to the holder's). */
+            if (ev > 0) {
+                jail_report unused;
+                evaluator_reap(ev, &unused, 1);
+            }
+            _exit(0);
+        }
         if (rc != 0 || fd >= 0 || (req.flags & (JAIL_REQ_SESSION | JAIL_REQ_IMAGE)))
             _exit(JAIL_EXIT_PROTO);
         char *src, *key;

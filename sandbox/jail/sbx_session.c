@@ -35,11 +35,15 @@ struct sbx_session {
     size_t cap;
 };
 
-/* Kills the holder and its evaluator; reaped in the background. */
-static void holder_drop(sbx_session *s)
+/* Lets the holder go, reaped in the background: `kill_it` kills it with
+ * its evaluator; else its socket closes, and it waits for its evaluator
+ * (which ends on the EOF) and exits, so that what the evaluator used is
+ * counted in its parent's children's figures (getrusage) as a single-use
+ * child's is. */
+static void holder_drop(sbx_session *s, int kill_it)
 {
     if (!s->have) return;
-    sbx_reap_later(s->pool, &s->h, 1);
+    sbx_reap_later(s->pool, &s->h, kill_it);
     s->have = 0;
 }
 
@@ -209,7 +213,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
         int rc = sbx_send_request(&s->h, &run.hdr, -1, run.src, run.key, run.deadline, r.cancel);
         if (rc == 0) break;
         sbx_track_running(pool, s->h.pid, 0);
-        holder_drop(s);
+        holder_drop(s, 1);
         if (rc == -2) {
             sbx_set_status(out, SBX_TIMEOUT, "timeout",
                            "deadline passed while sending the request");
@@ -233,7 +237,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
     sbx_track_running(pool, s->h.pid, 0);
     out->run_ms = now_ms() - run.t_run;
     if (end == RD_STOP) {
-        holder_drop(s);
+        holder_drop(s, 1);
         *stopped = 1;
         goto done;
     }
@@ -241,12 +245,12 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
         /* A line, and then the evaluator neither exited nor was reported:
          * the line is the outcome if well-formed (as sbx_eval takes it
          * without waiting for the exit); the holder goes. */
-        holder_drop(s);
+        holder_drop(s, 1);
         if (!sbx_outcome_parse(out, s->buf, len)) sbx_outcome_from_exit(out, -1, s->buf, len);
         goto done;
     }
     if (end != RD_EOF) {
-        holder_drop(s);
+        holder_drop(s, 1);
         sbx_outcome_from_read(out, end, &run);
         goto done;
     }
@@ -260,7 +264,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
         goto done;
     }
     if (rep.magic != JAIL_REP_MAGIC || rep.pid <= 0) {
-        holder_drop(s);
+        holder_drop(s, 1);
         sbx_set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox holder answered garbage");
         goto done;
     }
@@ -275,7 +279,7 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
     /* No usable outcome: the evaluator's exit status says why, and the
      * rest of the session is served by a fresh holder. */
     sbx_outcome_from_exit(out, rep.status, s->buf, len);
-    holder_drop(s);
+    holder_drop(s, 1);
 done:
     sbx_run_end(pool, &run, out);
 }
@@ -297,7 +301,7 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
 void sbx_session_close(sbx_session *s)
 {
     if (s == NULL) return;
-    holder_drop(s);
+    holder_drop(s, 0);
     free(s->buf);
     free(s);
 }

@@ -94,7 +94,7 @@ import json, sys
 size = int(sys.argv[1])
 (js, as_, jb, ab, paced, pacedb, cold, exec1, nons, bs, bb, bs3, bb3, w1, w6) = (
     json.loads(x) for x in sys.argv[2:])
-print("per-evaluation cost, batched (sessions of B: one holder each, a grandchild per evaluation) vs "
+print("per-evaluation cost, batched (sessions of B: one holder each, its evaluator serving them in turn) vs "
       "unbatched (sbx_eval: a child each), back to back; ms = wall / evaluations, CPU = sidecar + "
       "children per evaluation")
 print(f"{'transcript':<30}{'B':>3}{'unbatched ms':>13}{'batched ms':>12}{'ratio':>7}{'unbatched CPU':>15}"
