@@ -253,12 +253,12 @@ __attribute__((noreturn)) void jail_die_setup(const char *what);
 void jail_check_image(const void *img, size_t len);
 /* Evaluates one request in this (locked-down) process: a test mode, a
  * compile check or lang_eval over `img` (may be NULL) with `lang_flags`
- * (LANG_IMAGE_MAPPED or 0) and `stats` (may be NULL; lang_limits.stats);
- * writes the outcome line to fd 1 and _exits 0. */
+ * (LANG_IMAGE_MAPPED or 0); writes the outcome line to fd 1 and _exits 0. */
 __attribute__((noreturn)) void jail_evaluate(const jail_opts *o, const jail_request *req,
                                              const char *src, const char *key,
-                                             const unsigned char *img, unsigned lang_flags,
-                                             void *stats);
+                                             const unsigned char *img, unsigned lang_flags);
+/* The outcome of an evaluation whose outcome line could not be allocated. */
+#define JAIL_MEMORY_OUTCOME "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}"
 /* Writes an outcome line (a newline added) to fd 1 in one write: the parent
  * may act on the newline before this process has done anything else.
  * `last`: closes fd 1 after it (EOF for the parent, before this process's

@@ -759,11 +759,11 @@ void jail_serve(const jail_opts *o, const jail_prepared *p)
     /* The image is a private read-only mapping: a walk over it may drop the
      * pages behind it (see JAIL_DROP_MIN_IMAGE). */
     unsigned flags = img && req.image_len >= JAIL_DROP_MIN_IMAGE ? LANG_IMAGE_MAPPED : 0;
-    jail_evaluate(o, &req, src, key, img, flags, NULL);
+    jail_evaluate(o, &req, src, key, img, flags);
 }
 
 void jail_evaluate(const jail_opts *o, const jail_request *req, const char *src, const char *key,
-                   const unsigned char *img, unsigned lang_flags, void *stats)
+                   const unsigned char *img, unsigned lang_flags)
 {
     if (o->test != NULL) run_test_mode(o->test, req, src, key, img);
     if (req->flags & JAIL_REQ_CHECK) {
@@ -772,10 +772,10 @@ void jail_evaluate(const jail_opts *o, const jail_request *req, const char *src,
         write_outcome(line);
         _exit(0);
     }
-    lang_limits limits = {0, (size_t)req->max_alloc_bytes, lang_flags, stats};
+    lang_limits limits = {0, (size_t)req->max_alloc_bytes, lang_flags, NULL};
     char *out = lang_eval((lang_kind)req->kind, src, req->source_len, req->key_len ? key : NULL,
                           img, img ? (size_t)req->image_len : 0, &limits);
-    write_outcome(out ? out : "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}");
+    write_outcome(out ? out : JAIL_MEMORY_OUTCOME);
     /* _exit: no atexit handlers (nothing to flush; keeps LeakSanitizer's
      * exit-time scan, which needs ptrace, out of the jail). */
     _exit(0);

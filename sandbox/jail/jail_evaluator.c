@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #define LIMIT_PREFIX "{\"ok\": false, \"stage\": \"limit\""
-#define MEMORY_OUTCOME "{\"ok\": false, \"stage\": \"limit\", \"error_type\": \"memory\"}"
 
 static int64_t cpu_now_us(void)
 {
@@ -89,7 +88,7 @@ void jail_evaluator_main(const jail_opts *o, const jail_prepared *p, const unsig
         set_cpu_budget(req.cpu_seconds, cpu_now_us());
         /* A test mode, or a compile check, serves this request alone. */
         if (o->test != NULL || (req.flags & JAIL_REQ_CHECK))
-            jail_evaluate(o, &req, src, key, img, lang_flags, NULL);
+            jail_evaluate(o, &req, src, key, img, lang_flags);
 
         lang_stats st = {0, 0};
         lang_limits limits = {0, (size_t)req.max_alloc_bytes, lang_flags, &st};
@@ -97,7 +96,7 @@ void jail_evaluator_main(const jail_opts *o, const jail_prepared *p, const unsig
                                img, img ? (size_t)req.image_len : 0, &limits);
         free(src);
         free(key);
-        jail_write_outcome(line != NULL ? line : MEMORY_OUTCOME, 0);
+        jail_write_outcome(line != NULL ? line : JAIL_MEMORY_OUTCOME, 0);
 
         jail_done d;
         memset(&d, 0, sizeof d);
