@@ -17,7 +17,7 @@
  * CPU on a small VM; a fork of the zygote ~0.5 ms). This is NOT a fork of the
  * multi-threaded daemon: the daemon's memory, threads, sockets and secrets
  * are never in a child. Each evaluation still runs in a process of its own
- * (a single-use child, or a holder's evaluator: below).
+ * (a single-use child, or a session's evaluator: below).
  * When no zygote is available the parent exec's each child directly:
  *
  *   argv: <exe> SBX_CHILD_ARG [--memory-mb N] [--userns] [--netns]
@@ -41,22 +41,20 @@
  *   - a single-use child (sbx_eval, sbx_check): it adds the inner filter and
  *     the evaluation's own limits (jail_lock_down), evaluates exactly that
  *     request, writes one outcome (JSON, at most 1 MiB) to fd 1 and exits;
- *   - a HOLDER (JAIL_REQ_SESSION, a session of sbx.h; jail_holder.c): it
- *     maps and validates the session's image once and then serves each further request on fd 0
- *     through its EVALUATOR (jail_evaluator.c), one child it forks that
- *     locks itself down exactly as a single-use child does and evaluates
- *     request after request (a fresh one after any that retires or ends),
- *     each outcome on fd 1; the holder answers each request with one
- *     jail_report on fd 0 once its evaluator says it is done or has ended.
- *     A holder never evaluates anything.
+ *   - a session's EVALUATOR (JAIL_REQ_SESSION, a session of sbx.h;
+ *     jail_evaluator.c): it maps and validates the session's image once,
+ *     locks itself down as a single-use child does and evaluates each
+ *     further request on fd 0, one after another, each outcome on fd 1
+ *     followed by one jail_report on fd 0, until it retires (or ends at a
+ *     limit or a crash); the session's next request then gets a fresh child.
  *
  * Two seccomp filters, stacked (the kernel applies both, the stricter
- * answer wins): the OUTER one (jail_enter) also allows what a holder needs
- * (forking its evaluator with SIGCHLD only, wait4, answering on fd 0, its socket pair to the
- * evaluator on fd 3, drawing hash keys, installing the inner filter); the INNER one
- * (jail_lock_down) takes exactly those back, so that the two together are the evaluation's
- * allowlist: no process calls, no file, no socket but reading fd 0 and writing fds 1 and 2.
- * RLIMIT_NPROC is 0 for every evaluating process (jail_lock_down). */
+ * answer wins): the OUTER one (jail_enter) also allows what a child needs to
+ * lock itself down (drawing hash keys, installing the inner filter); the INNER one (jail_lock_down)
+ * takes exactly those back, so that the two together are the evaluation's allowlist: no process
+ * calls, no file, no socket but fd 0 (the request in, a session's reports out) and writing fds 1
+ * and 2. No child can ever fork: the outer filter has no clone, and RLIMIT_NPROC is 0 in every
+ * child (jail_enter). */
 #ifndef FPS_JAIL_H
 #define FPS_JAIL_H
 #include <stddef.h>
@@ -93,12 +91,12 @@ typedef struct {
 typedef struct {
     void *filter;   /* owned: struct sock_filter[], the inner filter (jail_lock_down) */
     size_t nfilter; /* instructions                                            */
-    void *outer;    /* owned: the outer filter (jail_enter), a holder's         */
+    void *outer;    /* owned: the outer filter (jail_enter)                     */
     size_t nouter;
 } jail_prepared;
 
-/* The seccomp programs: the OUTER filter (the evaluating allowlist plus a
- * holder's calls), the INNER one (a short list of denials: the holder's
+/* The seccomp programs: the OUTER filter (the evaluating allowlist plus the
+ * lock-down calls), the INNER one (a short list of denials: the lock-down
  * calls, everything else allowed, so it only ever narrows the outer one),
  * and the EVALUATING allowlist itself, which no process loads: what outer
  * and inner stacked must amount to (tests/unit/test_jail.c compares them).
@@ -115,7 +113,7 @@ int jail_prepare(jail_prepared *p);
  * JAIL_EXIT_SETUP (fail closed). */
 void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got);
 /* What an evaluating process adds before it evaluates (a single-use child,
- * a holder's evaluator): RLIMIT_NPROC 0, RLIMIT_CPU at `cpu_seconds`
+ * a session's evaluator): RLIMIT_CPU at `cpu_seconds`
  * (1..60), a fresh string-hash key (lang_hash_seed) and the inner filter.
  * Returns only on success (else as jail_enter). */
 void jail_lock_down(const jail_prepared *p, uint32_t cpu_seconds);
@@ -123,7 +121,7 @@ void jail_lock_down(const jail_prepared *p, uint32_t cpu_seconds);
 extern const char jail_warm_transcript[];
 extern const char jail_warm_source[];
 /* Serves the first request on fd 0 (a single evaluation, or a session as its
- * holder) and _exits. Never returns. */
+ * evaluator) and _exits. Never returns. */
 __attribute__((noreturn)) void jail_serve(const jail_opts *o, const jail_prepared *p);
 /* The zygote's loop (jail_zygote.c); returns the process's exit status. */
 int jail_zygote_main(const jail_opts *o);
@@ -165,7 +163,7 @@ typedef struct {
 #define JAIL_REQ_IMAGE 1u
 #define JAIL_REQ_CHECK 2u /* lang_check only */
 #define JAIL_REQ_SESSION                                                                           \
-    4u /* become the holder of a session (no source, no key):                                      \
+    4u /* become the evaluator of a session (no source, no key):                                   \
           the image fd (JAIL_REQ_IMAGE) comes with this one;                                       \
           the session's requests after it carry none */
 typedef struct {
@@ -180,38 +178,24 @@ typedef struct {
     uint64_t max_alloc_bytes;
 } jail_request;
 
-/* A holder's answer to each request of its session, on fd 0 once the
- * evaluator that served it has said it is done or has ended (its outcome,
- * if any, is on fd 1 by then). */
+/* A session's evaluator's word after each evaluation, on fd 0 once its
+ * outcome is on fd 1: what the evaluation used, and whether the evaluator
+ * retires (exits now; the session's next request gets a fresh child). An
+ * evaluator that ends without one (a limit, a crash, a test mode) leaves its
+ * exit status as the parent's word. */
 #define JAIL_REP_MAGIC 0x52535046u /* "FPSR" */
+#define JAIL_REP_RETIRE 1u
 typedef struct {
     uint32_t magic;
-    int32_t pid;          /* the evaluator that evaluated                        */
-    int32_t status;       /* its wait status when it ended, else 0               */
-    uint32_t has_stats;   /* 1: steps and alloc_bytes were reported (lang_stats) */
-    int64_t maxrss_kb;    /* its peak resident set (getrusage's ru_maxrss)       */
-    int64_t cpu_us;       /* its user + system CPU time                          */
-    int64_t minflt;       /* its minor page faults                               */
-    uint64_t steps;       /* lang_stats                                          */
-    uint64_t alloc_bytes; /* lang_stats                                          */
-} jail_report;
-
-/* An evaluator's word to its holder after each evaluation (fd 2, once its
- * outcome is written on fd 1): what it used, and whether it retires (exits
- * now; the session's next request gets a fresh evaluator). */
-#define JAIL_DONE_MAGIC 0x44535046u /* "FPSD" */
-#define JAIL_DONE_RETIRE 1u
-typedef struct {
-    uint32_t magic;
-    uint32_t flags;     /* JAIL_DONE_RETIRE */
-    uint32_t has_stats; /* as jail_report's */
+    uint32_t flags;     /* JAIL_REP_RETIRE                                        */
+    uint32_t has_stats; /* 1: steps and alloc_bytes were reported (lang_stats)    */
     uint32_t reserved;
-    int64_t maxrss_kb;    /* the evaluator's peak resident set so far */
-    int64_t cpu_us;       /* CPU time since its last jail_done (or its start) */
-    int64_t minflt;       /* minor faults since then */
-    uint64_t steps;       /* lang_stats */
-    uint64_t alloc_bytes; /* lang_stats */
-} jail_done;
+    int64_t maxrss_kb;    /* the evaluator's peak resident set so far (ru_maxrss)   */
+    int64_t cpu_us;       /* its user + system CPU time since its last report       */
+    int64_t minflt;       /* its minor page faults since then                       */
+    uint64_t steps;       /* lang_stats                                             */
+    uint64_t alloc_bytes; /* lang_stats                                             */
+} jail_report;
 
 /* An evaluator serves a session's evaluations one after another while each
  * leaves it as it would leave a fresh one (jail_evaluator.c). It retires
@@ -229,13 +213,13 @@ typedef struct {
  * drops the pages behind it (LANG_IMAGE_MAPPED: a child then holds a few
  * hundred KiB of a 25 MiB session rather than all of it). Every image is
  * a read-only mapping of its memfd, in a single-use child as in a
- * holder's evaluators (jail_holder.c). Dropping costs about 0.3 ms per
+ * session's evaluator (jail_evaluator.c). Dropping costs about 0.3 ms per
  * MiB walked (each page is mapped and unmapped again), more than a cheap
  * evaluation over a small session spends, and saves at most the image's
  * size. */
 #define JAIL_DROP_MIN_IMAGE ((uint64_t)16 << 20)
 
-/* ---- between jail_child.c and jail_holder.c ---- */
+/* ---- between jail_child.c and jail_evaluator.c ---- */
 
 /* Receives a request header and (optionally) one fd (*img_fd, else -1).
  * 0, 1 when the parent closed the socket without sending one, -1 malformed. */
@@ -264,19 +248,12 @@ __attribute__((noreturn)) void jail_evaluate(const jail_opts *o, const jail_requ
  * `last`: closes fd 1 after it (EOF for the parent, before this process's
  * teardown). _exits 0 when the parent is gone. */
 void jail_write_outcome(const char *s, int last);
-/* A session's evaluator's life (jail_evaluator.c), in the holder's child
- * whose fds 0 and 2 are its end of the holder's socket pair: serves the
- * requests the holder forwards until it retires or fd 0 closes, each
- * outcome on fd 1 and a jail_done for each on fd 2. `img` (may be NULL)
- * is the holder's mapping of the session image, `lang_flags` as for
- * jail_evaluate. Never returns. */
+/* A session's evaluator's life (jail_evaluator.c): takes the session's
+ * image from `first` and `img_fd`, locks down, then serves the session's
+ * requests on fd 0 until it retires or fd 0 closes: each outcome on fd 1,
+ * each jail_report on fd 0. Never returns. */
 __attribute__((noreturn)) void jail_evaluator_main(const jail_opts *o, const jail_prepared *p,
-                                                   const unsigned char *img, uint64_t img_len,
-                                                   unsigned lang_flags);
-/* A holder's life (jail_holder.c): takes the session's image from `first`
- * and `img_fd`, then serves the session's requests until fd 0 closes. */
-__attribute__((noreturn)) void jail_hold(const jail_opts *o, const jail_prepared *p,
-                                         const jail_request *first, int img_fd);
+                                                   const jail_request *first, int img_fd);
 
 /* Largest source the parent will hand to a child (the language's own limit
  * is 128 KiB; anything past this is rejected by the parent outright). */

@@ -3,10 +3,11 @@
  * filters once per image (in the zygote, or in an exec'd child);
  * jail_enter installs the per-child layers in order (capability drop,
  * rlimits, no_new_privs, the outer filter); jail_serve waits for the first
- * request on fd 0: a session's goes to jail_hold (jail_holder.c), a single
- * one is served here: the session image mapped read-only, jail_lock_down
- * (the inner filter, the evaluation's limits and hash key), lang_eval, the
- * outcome line on fd 1 (jail_evaluate, also a holder's grandchild's).
+ * request on fd 0: a session's makes it the session's evaluator
+ * (jail_evaluator.c), a single one is served here: the session image mapped
+ * read-only, jail_lock_down (the inner filter, the evaluation's CPU limit and
+ * hash key), lang_eval, the outcome line on fd 1 (jail_evaluate, also an
+ * evaluator's for a test mode or a compile check).
  * sbx_child_main dispatches an exec'd image to the child, the probe or the
  * zygote (jail_zygote.c).
  *
@@ -130,21 +131,24 @@ static void on_sigsys(int sig, siginfo_t *si, void *uc)
 }
 #endif
 
-/* The allowlist of an evaluating process (a single-use child, a holder's
- * grandchild) into `ctx`, and with `holder` also what a holder needs (see
- * jail.h). Everything else gets the context's default action. */
-static int add_allowlist(scmp_filter_ctx ctx, int holder)
+/* The allowlist of an evaluating process (a single-use child, a session's
+ * evaluator) into `ctx`, and with `lock_down` also the calls a child makes
+ * to lock itself down (see jail.h). Everything else gets the context's
+ * default action. */
+static int add_allowlist(scmp_filter_ctx ctx, int lock_down)
 {
     int rc = 0;
 #define ALLOW(name) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 0)
 #define ALLOW1(name, cmp) rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(name), 1, cmp)
-    /* The request (fd 0) and the outcome (fd 1); fd 2 is /dev/null. */
+    /* The requests (fd 0) and the outcome (fd 1); fd 2 is /dev/null. A
+     * session's evaluator reports on fd 0 after each outcome. */
     ALLOW1(read, SCMP_A0(SCMP_CMP_EQ, 0));
     ALLOW1(recvmsg, SCMP_A0(SCMP_CMP_EQ, 0));
+    ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 0));
     ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 1));
     ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 2));
     ALLOW(close);
-    /* What one evaluation of a session's evaluator used (its own figures). */
+    /* What each evaluation of a session's evaluator used (its report). */
     ALLOW1(getrusage, SCMP_A0(SCMP_CMP_EQ, RUSAGE_SELF));
     /* Memory management (never executable mappings). */
     ALLOW1(mmap, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0));
@@ -185,26 +189,10 @@ static int add_allowlist(scmp_filter_ctx ctx, int holder)
     ALLOW1(prlimit64, SCMP_A2(SCMP_CMP_EQ, 0));
     ALLOW(getrlimit);
 #endif
-    if (holder) {
-        /* A holder: its end reports on fd 0, one evaluator at a time (fork's flags only: no
-         * thread, no shared memory or namespace tricks), reached over a socket pair of its own
-         * (fd 3; fd 4 the evaluator's end until it is forked) and waited for; and what an
-         * evaluator does before its inner filter is in place (its end moved to fds 0 and 2,
-         * jail_lock_down, the parent-death signal). */
-        ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 0));
-        ALLOW1(write, SCMP_A0(SCMP_CMP_EQ, 3));
-        ALLOW1(read, SCMP_A0(SCMP_CMP_EQ, 3));
-        ALLOW1(socketpair, SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
-        ALLOW1(dup3, SCMP_A0(SCMP_CMP_EQ, 4));
-        ALLOW1(clone, SCMP_A0(SCMP_CMP_EQ, SIGCHLD));
-        ALLOW(wait4);
-        ALLOW(getppid);
-        ALLOW(getpid);
+    if (lock_down) {
+        /* jail_lock_down: hash keys, the inner filter. */
         ALLOW(getrandom);
         ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_SET_SECCOMP));
-        ALLOW1(prctl, SCMP_A0(SCMP_CMP_EQ, PR_SET_PDEATHSIG));
-        rc |= seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 2, SCMP_A0(SCMP_CMP_EQ, 0),
-                               SCMP_A1(SCMP_CMP_EQ, RLIMIT_NPROC));
     }
 #undef ALLOW
 #undef ALLOW1
@@ -212,44 +200,20 @@ static int add_allowlist(scmp_filter_ctx ctx, int holder)
 }
 
 /* The inner filter: it takes back, from a process already under the outer
- * one, exactly what only a holder may do (the `holder` part of
- * add_allowlist) and allows everything else, which the outer filter still
- * judges (the kernel runs both; the stricter answer wins). Together they
- * are the evaluating allowlist (tests/unit/test_jail.c checks the two
- * against it over every system call and the arguments the rules compare).
- * Kept this short because its length is paid twice per evaluation: at
- * attach time (the kernel checks, converts and JIT-compiles the program
- * and, for its action cache, emulates it for every system call number)
- * and on every system call the evaluation makes that the cache does not
- * answer. */
-static int add_holder_denials(scmp_filter_ctx ctx, uint32_t deny)
+ * one, exactly the lock-down calls (the `lock_down` part of add_allowlist)
+ * and allows everything else, which the outer filter still judges (the
+ * kernel runs both; the stricter answer wins). Together they are the
+ * evaluating allowlist (tests/unit/test_jail.c checks the two against it
+ * over every system call and the arguments the rules compare). Kept this
+ * short because its length is paid twice per evaluating process: at attach
+ * time (the kernel checks, converts and JIT-compiles the program and, for
+ * its action cache, emulates it for every system call number) and on every
+ * system call the evaluation makes that the cache does not answer. */
+static int add_lock_down_denials(scmp_filter_ctx ctx, uint32_t deny)
 {
     int rc = 0;
-#define DENY(name) rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(name), 0)
-    /* The outer filter allows writes to fds 0, 1 and 2: fd 0 is the holder's. */
-    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, 0));
-    /* and fd 3 (read and write), the holder's end of its evaluator's socket pair */
-    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(write), 1, SCMP_A0(SCMP_CMP_EQ, 3));
-    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(read), 1, SCMP_A0(SCMP_CMP_EQ, 3));
-    DENY(socketpair);
-    DENY(dup3);
-    DENY(clone);
-    DENY(wait4);
-    DENY(getppid);
-#ifndef FPS_SANITIZE
-    DENY(getpid); /* the sanitizer runtimes may call it (add_allowlist) */
-#endif
-    DENY(getrandom);
-    DENY(prctl);
-    /* The outer filter allows prlimit64(0, RLIMIT_CPU or RLIMIT_NPROC, ...)
-     * (and, with the sanitizers, any read of a limit: new == NULL). */
-#ifdef FPS_SANITIZE
-    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 2, SCMP_A1(SCMP_CMP_EQ, RLIMIT_NPROC),
-                           SCMP_A2(SCMP_CMP_NE, 0));
-#else
-    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(prlimit64), 1, SCMP_A1(SCMP_CMP_EQ, RLIMIT_NPROC));
-#endif
-#undef DENY
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(getrandom), 0);
+    rc |= seccomp_rule_add(ctx, deny, SCMP_SYS(prctl), 0);
     return rc;
 }
 
@@ -273,12 +237,12 @@ int jail_compile_filter(jail_filter which, void **prog, size_t *nprog)
     /* A binary tree over the system call numbers rather than a chain of
      * comparisons: the kernel emulates a new filter for every number to
      * fill its action cache, so attaching costs in proportion to the path
-     * length: the outer filter, attached by every child (a holder, a
-     * single-use child) to a process that has none, ~75 -> ~55 us of CPU
+     * length: the outer filter, attached by every child to a process that
+     * has none, ~75 -> ~55 us of CPU
      * on a small VM. (The inner one, on top of it, is emulated only for the
      * numbers the outer one allows outright: no measurable change.) */
     int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-    rc |= which == JAIL_FILTER_INNER ? add_holder_denials(ctx, deny)
+    rc |= which == JAIL_FILTER_INNER ? add_lock_down_denials(ctx, deny)
                                      : add_allowlist(ctx, which == JAIL_FILTER_OUTER);
     /* Export the program through a memfd and keep it in memory. */
     int fd = -1;
@@ -398,7 +362,7 @@ int jail_prepare(jail_prepared *p)
     /* The consolidated chunks wait in malloc's unsorted bin, which the first
      * malloc no exact bin serves walks chunk by chunk, writing each one's
      * links: in every forked child, a copy-on-write fault for each heap page
-     * such a chunk is on (grandchild of a holder, trivial evaluation: 65 ->
+     * such a chunk is on (a holder's forked evaluator, trivial evaluation: 65 ->
      * 60 faults). A block larger than any free chunk, allocated here once
      * and given back to the top, sorts them all into their bins now. Volatile:
      * the compiler drops an unused malloc and free pair. */
@@ -431,11 +395,10 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
     if (set_limit(RLIMIT_CPU, 61, 62) != 0) die_setup("RLIMIT_CPU");
     if (set_limit(RLIMIT_AS, as, as) != 0) die_setup("RLIMIT_AS");
     if (set_limit(RLIMIT_FSIZE, 0, 0) != 0) die_setup("RLIMIT_FSIZE");
-    /* fds 0..2 plus the one image memfd received over the socket, or a
-     * holder's two ends of the socket pair to its evaluator (fds 3, 4). */
-    if (set_limit(RLIMIT_NOFILE, 5, 5) != 0) die_setup("RLIMIT_NOFILE");
-    /* RLIMIT_NPROC: a holder forks; every evaluating process sets it to 0
-     * (jail_lock_down). */
+    /* fds 0..2 plus the one image memfd received over the socket. */
+    if (set_limit(RLIMIT_NOFILE, 4, 4) != 0) die_setup("RLIMIT_NOFILE");
+    /* No child forks (nor does the outer filter allow clone). */
+    if (set_limit(RLIMIT_NPROC, 0, 0) != 0) die_setup("RLIMIT_NPROC");
     if (set_limit(RLIMIT_CORE, 0, 0) != 0) die_setup("RLIMIT_CORE");
     got->rlimits = 1;
 
@@ -448,7 +411,6 @@ void jail_enter(const jail_opts *o, const jail_prepared *p, jail_layers *got)
 
 void jail_lock_down(const jail_prepared *p, uint32_t cpu_seconds)
 {
-    if (set_limit(RLIMIT_NPROC, 0, 0) != 0) die_setup("RLIMIT_NPROC");
     rlim_t cpu = cpu_seconds >= 1 && cpu_seconds <= 60 ? cpu_seconds : 60;
     if (set_limit(RLIMIT_CPU, cpu, cpu + 1) != 0) die_setup("RLIMIT_CPU");
     /* Each evaluation its own string-hash key (getrandom: before the inner
@@ -518,12 +480,12 @@ static void write_outcome(const char *s)
     jail_write_outcome(s, 1);
 }
 
-/* A call only a holder may make (the outer filter allows it), made by an
- * evaluating process, which the inner filter must kill ("holder-<name>"
- * test modes). The result when it is not killed: >= 0 succeeded. */
-static long holder_call(const char *name)
+/* A call an evaluating process must not make, which one of its filters
+ * kills ("call-<name>" test modes): the lock-down calls the outer filter
+ * allows and the inner one takes back, and what a process that forked would
+ * need. The result when it is not killed: >= 0 succeeded. */
+static long forbidden_call(const char *name)
 {
-    if (!strcmp(name, "write")) return write(0, "x", 1);
     if (!strcmp(name, "clone")) {
         long r = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
         if (r == 0) _exit(0);
@@ -589,10 +551,10 @@ static void run_test_mode(const char *mode, const jail_request *req, const char 
      * sets limits and no_new_privs before the allowlist is loaded). */
     if (!strcmp(mode, "clone") || !strcmp(mode, "dup2") || !strcmp(mode, "sendto") ||
         !strcmp(mode, "prctl") || !strcmp(mode, "capset") || !strcmp(mode, "rlimit") ||
-        !strncmp(mode, "holder-", 7)) {
+        !strncmp(mode, "call-", 5)) {
         long r = -1;
-        if (!strncmp(mode, "holder-", 7)) {
-            r = holder_call(mode + 7);
+        if (!strncmp(mode, "call-", 5)) {
+            r = forbidden_call(mode + 5);
         } else if (!strcmp(mode, "clone")) {
             r = syscall(SYS_clone, (unsigned long)(CLONE_PARENT | SIGCHLD), NULL, NULL, NULL, NULL);
             if (r == 0) _exit(0);
@@ -736,7 +698,7 @@ void jail_serve(const jail_opts *o, const jail_prepared *p)
     int rc = jail_recv_request(&req, &img_fd);
     if (rc == 1) _exit(0); /* pool shut down before we were needed */
     if (rc != 0) _exit(JAIL_EXIT_PROTO);
-    if (req.flags & JAIL_REQ_SESSION) jail_hold(o, p, &req, img_fd);
+    if (req.flags & JAIL_REQ_SESSION) jail_evaluator_main(o, p, &req, img_fd);
 
     char *src, *key;
     jail_recv_body(&req, &src, &key);

@@ -67,9 +67,9 @@ static int recv_fork(int fds[2])
 __attribute__((noreturn)) static void become_child(const jail_opts *o, const jail_prepared *p,
                                                    jail_layers got, int fds[2])
 {
-    /* Its own process group, so that the parent's kill of the group also
-     * ends a holder's grandchild (the parent kills the pid too, for the
-     * moment before this call). */
+    /* Its own process group, so that the parent's kill of the group would
+     * also end anything it forked, were its jail broken (the parent kills
+     * the pid too, for the moment before this call). */
     (void)setpgid(0, 0);
     if (dup2(fds[0], 0) != 0 || dup2(fds[1], 1) != 1) _exit(JAIL_EXIT_SETUP);
     if (close_range(3, ~0U, 0) != 0) {

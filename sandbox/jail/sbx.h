@@ -82,7 +82,7 @@ int sbx_pool_active(const sbx_pool *pool);
 sbx_image *sbx_image_new(const char *json, size_t len, const char *assignment_id, unsigned flags,
                          fps_err *e);
 sbx_image *sbx_image_adopt(void *simg, size_t len, fps_err *e);
-/* Another reference to `img` (returned), for a holder that may outlive its
+/* Another reference to `img` (returned), for an owner that may outlive its
  * creator's (the recent-transcript ring): each reference is released with
  * sbx_image_release; the memfd closes with the last. Thread-safe. */
 sbx_image *sbx_image_ref(sbx_image *img);
@@ -131,7 +131,7 @@ typedef struct {
                    exactly as the interpreter wrote it (no
                    newline); json is its parse               */
     /* What the evaluating process used, when known (a session's
-     * evaluations, from its holder's report; else 0): */
+     * evaluations, from its evaluator's report; else 0): */
     int pid;                               /* the process that evaluated                  */
     int has_stats;                         /* steps and alloc_bytes are set (lang_stats)  */
     unsigned long long steps, alloc_bytes; /* interpreter steps; bytes
@@ -190,25 +190,28 @@ char *sbx_outcome_line(const sbx_outcome *out);
 
 /* A session serves the evaluations of one transcript (one assignment, one
  * backtested session, the lines of `eval --batch` on one transcript) one
- * after another, through one jailed child of its own, its holder (jail.h),
- * which maps and validates the session's image once and forks the
- * session's evaluator, one process that evaluates request after request
- * and keeps what it faulted in (the image pages it read, the collector's
- * heap); the holder itself never evaluates. Each evaluation gets exactly the outcome, budgets
- * (steps, memory, its own wall clock, enforced by the parent) and fresh state it would get from
- * sbx_eval alone: no value, interned string, cache or string-hash key of one is visible to the
- * next. A limit or a crash in one evaluation is that evaluation's outcome; the ones after it are
- * served by a fresh child. Two sessions never share a child, and a child never holds the image of
+ * after another, in one jailed child of its own, its evaluator (jail.h,
+ * jail_evaluator.c), which maps and validates the session's image once and
+ * evaluates request after request, keeping what it faulted in (the image
+ * pages it read, the collector's heap). Each evaluation gets exactly the
+ * outcome, budgets (steps, memory, its own wall clock, enforced by the
+ * parent) and fresh state it would get from sbx_eval alone: no value,
+ * interned string, cache or string-hash key of one is visible to the next.
+ * A limit or a crash in one evaluation is that evaluation's outcome; the
+ * ones after it are served by a fresh child, handed the image again. Two
+ * sessions never share a child, and a child never holds the image of
  * another session.
  *
- * Each evaluation waits for a slot (max_sandboxes) as sbx_eval does; a
- * holder between evaluations holds no slot. A deadline, cancellation,
- * output overflow or anything the holder did not report cleanly kills the
- * holder with its evaluator; the next evaluation gets a fresh holder.
+ * Each evaluation waits for a slot (max_sandboxes) as sbx_eval does; an
+ * evaluator between evaluations holds no slot. A deadline, cancellation,
+ * output overflow or anything the evaluator did not report cleanly kills
+ * it; one that retires (a limit, a heap grown large: jail.h,
+ * JAIL_EVALUATOR_*) exits; either way the next evaluation gets a fresh one.
  * out->pid is the evaluator's pid, the same for consecutive evaluations it
- * served; out->peak_rss_kb is its peak so far (an evaluator retires once
- * its heap has grown large: jail.h, JAIL_EVALUATOR_HEAP), out->cpu_us and
- * out->minflt what it used since the evaluation before.
+ * served; out->peak_rss_kb the peak of this evaluation (its high-water
+ * mark is reset before each: it counts the pages the evaluator kept
+ * resident from the ones before), out->cpu_us and out->minflt what it used
+ * since the evaluation before.
  *
  * `image` is borrowed (may be NULL: no session data) and must outlive the
  * session; a request's own `image` field is ignored (the session's is
@@ -222,14 +225,13 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image);
 void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out);
 /* Ends the session (its child, if any, is killed and reaped). NULL: no-op. */
 void sbx_session_close(sbx_session *s);
-/* Keeps the session's holder, and so every evaluator it forks, on CPU
- * `cpu` only (< 0: wherever the scheduler puts them, the default): the
- * holder it has now at once, each fresh one as it is taken, before its
- * first request. The caller's own threads are its business. Set by this
- * process on the child (sched_setaffinity); the jail's filters allow no
- * new call. Best effort: a child it cannot pin runs unpinned. */
+/* Keeps the session's evaluator on CPU `cpu` only (< 0: wherever the
+ * scheduler puts it, the default): the one it has now at once, each fresh
+ * one as it is taken, before its first request. The caller's own threads are its business. Set by
+ * this process on the child (sched_setaffinity); the jail's filters allow no new call. Best effort:
+ * a child it cannot pin runs unpinned. */
 void sbx_session_set_cpu(sbx_session *s, int cpu);
-/* The session's holder's pid right now, or -1 when it has none (tests). */
+/* The session's evaluator's pid right now, or -1 when it has none (tests). */
 int sbx_session_pid(const sbx_session *s);
 /* The n requests on one image, in order, as one session: outs[i] is what
  * sbx_eval(reqs[i]) gives alone. The caller frees each outs[i]. */
@@ -244,8 +246,7 @@ void sbx_eval_batch(sbx_pool *pool, sbx_image *image, const sbx_request *reqs, s
  * (out->wait_ms counts both waits). While its child runs, the pool asks
  * gate->near every tick (CANCEL_TICK_MS); only while that says the tree is
  * at or near its budget does it read the child's anonymous resident set
- * (/proc/<pid>/statm, resident less shared; for a session, its holder's
- * and the holder's children's) and hand it to gate->sample. A child that
+ * (/proc/<pid>/statm, resident less shared) and hand it to gate->sample. A child that
  * gate->sample (or a set ticket.stop) says to stop is killed, let go, and
  * its evaluation is run again from the start, admitted anew with
  * ticket.need set to what it was seen to use: the caller sees only the
@@ -301,7 +302,7 @@ typedef struct {
     unsigned long started; /* evaluations handed to a child                */
     unsigned long reaped;  /* children waited for                          */
     unsigned long idle;    /* pre-started children waiting right now       */
-    unsigned long holders; /* of the children, those that held a session   */
+    unsigned long holders; /* of the children, those that served a session */
     unsigned long reruns;  /* evaluations stopped by the gate and run again */
     unsigned long sweeps;  /* the reaper's idle looks for lost children     */
 } sbx_stats;

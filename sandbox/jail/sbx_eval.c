@@ -127,9 +127,9 @@ static sbx_gate_class gate_class(const sbx_request *req)
     return req->budget_s > 0 ? SBX_GATE_NOWAIT : SBX_GATE_WAIT;
 }
 
-/* The anonymous resident bytes of pid (statm: resident less shared), plus,
- * with `tree`, those of its children; 0 when unreadable (it is exiting). */
-static uint64_t anon_bytes(pid_t pid, int tree)
+/* The anonymous resident bytes of pid (statm: resident less shared); 0
+ * when unreadable (it is exiting). */
+static uint64_t anon_bytes(pid_t pid)
 {
     static long page;
     if (page == 0) page = sysconf(_SC_PAGESIZE);
@@ -143,14 +143,6 @@ static uint64_t anon_bytes(pid_t pid, int tree)
             total += (uint64_t)(res - shared) * (uint64_t)page;
         fclose(f);
     }
-    if (!tree) return total;
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
-    f = fopen(path, "re");
-    if (f == NULL) return total;
-    int kid;
-    while (fscanf(f, "%d", &kid) == 1)
-        if (kid > 0) total += anon_bytes(kid, 0);
-    fclose(f);
     return total;
 }
 
@@ -162,11 +154,11 @@ int sbx_watch_stop(sbx_run *r)
     uint64_t bytes = 0;
     int stop = atomic_load(&t->stop) != 0;
     if (!stop && t->cls != SBX_GATE_NOWAIT && g->near != NULL && g->near(g->ud)) {
-        bytes = anon_bytes(r->watch_pid, r->watch_tree);
+        bytes = anon_bytes(r->watch_pid);
         stop = g->sample != NULL && g->sample(g->ud, t, bytes);
     }
     if (!stop) return 0;
-    if (bytes == 0) bytes = anon_bytes(r->watch_pid, r->watch_tree);
+    if (bytes == 0) bytes = anon_bytes(r->watch_pid);
     if (bytes > t->need) t->need = bytes;
     atomic_fetch_add(&r->pool->reruns, 1);
     return 1;

@@ -8,19 +8,20 @@
  *   sbx_pool.c     the pool: probe, create, free, stats
  *   sbx_eval.c     one evaluation: slot, child, deadline, outcome
  *   sbx_outcome.c  how an outcome ended (sbx_end) and its one-line form
- *   sbx_session.c  sessions and batches: a holder per session (jail.h), its
- *                  evaluations one after another, through its evaluator
+ *   sbx_session.c  sessions and batches: an evaluator per session (jail.h),
+ *                  its evaluations one after another
  *
  * Threading: any number of threads call sbx_eval; pool state is guarded by
  * pool->mu, the zygote's control socket by pool->zyg_mu. A refill thread
  * keeps `prestart` children forked, jailed and blocked on their request
  * socket, so an evaluation usually skips even the fork and the jail set-up.
- * A child serves one evaluation (sbx_eval) or one session (its holder,
+ * A child serves one evaluation (sbx_eval) or one session (its evaluator,
  * sbx_session.c) and is always reaped by the thread that used it, the
- * reaper thread, or sbx_pool_free for idle ones. Every child leads its own
- * process group (a holder's grandchildren are in it): a kill goes to the
- * group and the pid, and reaping a child also reaps any of its group that
- * were orphaned to this process (as pid 1 of a container, or a subreaper).
+ * reaper thread, or sbx_pool_free for idle ones. No child can fork (its
+ * filter has no clone, its RLIMIT_NPROC is 0); still, every child leads its
+ * own process group: a kill goes to the group and the pid, and reaping a
+ * child also reaps any of its group orphaned to this process (as pid 1 of a
+ * container, or a subreaper), so that a jail broken that far leaves nothing.
  * If the zygote is unavailable (disabled, or it died and cannot be
  * restarted) children are exec'd one by one, which is slower but the same
  * jail. */
@@ -94,7 +95,7 @@ struct sbx_pool {
     /* Every child made (the zygote too) and not yet waited for: the
      * reaper's sweep for lost children (sbx_spawn.c) never takes one of
      * these, which have an owner that waits for it in its own time (a
-     * session's holder, between evaluations, until the next). own_mu is a
+     * session's evaluator, between evaluations, until the next). own_mu is a
      * leaf lock: nothing else is taken while it is held. */
     pthread_mutex_t own_mu;
     pid_t *owned;
@@ -152,7 +153,6 @@ typedef struct {
     sbx_gate gate;          /* the pool's gate when it began (copied)        */
     sbx_ticket *ticket;     /* the gate's admission (NULL: no gate)          */
     pid_t watch_pid;        /* the child whose memory the gate watches       */
-    int watch_tree;         /* 1: also the child's children (a holder's)     */
 } sbx_run;
 
 /* Checks the request (sizes), is admitted by the pool's gate (if any, with

@@ -1,17 +1,18 @@
 /* sandbox/jail/sbx_session: sessions and batches (sbx.h): the evaluations of
- * one transcript, in order, on one image, through one holder (jail.h,
- * jail_holder.c): a jailed child that takes the image once and forks the
- * session's evaluator (jail_evaluator.c). The parent side here hands the
- * holder each request, enforces the evaluation's wall clock (waiting for a
- * slot, the deadline, cancellation and the output bound are sbx_eval's:
- * sbx_run_begin and the outcome mapping of sbx_eval.c), and reads back the
- * evaluator's outcome (fd 1) and the holder's report of how it ended (fd 0).
- * Anything but a clean end (a well-formed outcome, reported) retires the
- * holder and its evaluator (killed as one process group); the session's
- * next evaluation gets a fresh holder. Shared structures: sbx_int.h. */
+ * one transcript, in order, on one image, in one evaluator (jail.h,
+ * jail_evaluator.c): a jailed child that takes the image once and evaluates
+ * the session's requests one after another. The parent side here hands it
+ * each request, enforces the evaluation's wall clock (waiting for a slot,
+ * the deadline, cancellation and the output bound are sbx_eval's:
+ * sbx_run_begin and the outcome mapping of sbx_eval.c), and reads back its
+ * outcome (fd 1) and its report (fd 0). An evaluator that retires is let go;
+ * anything but a clean end (a well-formed outcome, reported) kills it. Either
+ * way the session's next evaluation gets a fresh child, to which the image is
+ * handed again. Shared structures: sbx_int.h. */
 #include "sandbox/jail/sbx_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,37 +21,35 @@
 #include <string.h>
 #include <unistd.h>
 
-/* How long the holder's report may take once the outcome line is in (a
+/* How long the evaluator's report may take once the outcome line is in (a
  * single-use child's grace, sbx_eval.c), whatever the deadline: past it the
- * holder is killed and the line, if well-formed, is the outcome. */
+ * evaluator is killed and the line, if well-formed, is the outcome. */
 #define REPORT_GRACE_MS 2000
 
 struct sbx_session {
     sbx_pool *pool;   /* borrowed */
     sbx_image *image; /* borrowed; may be NULL */
-    child_t h;        /* the holder, when `have` */
+    child_t h;        /* the evaluator, when `have` */
     int have;
-    int cpu;   /* >= 0: the CPU its holders are kept on (sbx_session_set_cpu) */
-    char *buf; /* owned: the outcome buffer, kept across evaluations */
+    int served; /* evaluations the evaluator has reported */
+    int cpu;    /* >= 0: the CPU its evaluators are kept on (sbx_session_set_cpu) */
+    char *buf;  /* owned: the outcome buffer, kept across evaluations */
     size_t cap;
 };
 
-/* Lets the holder go, reaped in the background: `kill_it` kills it with
- * its evaluator; else its socket closes, and it waits for its evaluator
- * (which ends on the EOF) and exits, so that what the evaluator used is
- * counted in its parent's children's figures (getrusage) as a single-use
- * child's is. */
-static void holder_drop(sbx_session *s, int kill_it)
+/* Lets the evaluator go, reaped in the background: `kill_it` kills it;
+ * else it ends on its own (retired, or on the EOF of its socket). */
+static void evaluator_drop(sbx_session *s, int kill_it)
 {
     if (!s->have) return;
     sbx_reap_later(s->pool, &s->h, kill_it);
     s->have = 0;
 }
 
-/* Keeps the holder on s->cpu. Set from here, the parent: the holder's
- * filter stays without sched_setaffinity, and each evaluator it forks
- * inherits the mask. Best effort: a holder left where it was still serves. */
-static void holder_pin(sbx_session *s)
+/* Keeps the evaluator on s->cpu. Set from here, the parent: the child's
+ * filter stays without sched_setaffinity. Best effort: an evaluator left
+ * where it was still serves. */
+static void evaluator_pin(sbx_session *s)
 {
     if (!s->have || s->cpu < 0 || s->cpu >= CPU_SETSIZE) return;
     cpu_set_t set;
@@ -59,10 +58,10 @@ static void holder_pin(sbx_session *s)
     (void)sched_setaffinity(s->h.pid, sizeof set, &set);
 }
 
-/* Makes a child the session's holder: hands it the session (its image fd
- * attached). `spawn` 0: only a pre-started child, none is no error but -1.
+/* Makes a child the session's evaluator: hands it the session (its image
+ * fd attached). `spawn` 0: only a pre-started child, none is no error but -1.
  * 0, or -1 with err filled. */
-static int holder_start(sbx_session *s, int spawn, fps_err *err)
+static int evaluator_start(sbx_session *s, int spawn, fps_err *err)
 {
     child_t c;
     if (spawn) {
@@ -86,9 +85,26 @@ static int holder_start(sbx_session *s, int spawn, fps_err *err)
     }
     s->h = c;
     s->have = 1;
-    holder_pin(s);
+    s->served = 0;
+    evaluator_pin(s);
     atomic_fetch_add(&s->pool->holders, 1);
     return 0;
+}
+
+/* Starts the evaluator's next peak resident set from what it holds now
+ * (clear_refs 5: the kernel's high-water mark, which its getrusage reports,
+ * goes back to its current RSS), so that each report gives the peak of its
+ * own evaluation, not of the evaluator's life. Written from here: the child
+ * opens no file. Best effort: where /proc refuses, reports keep the
+ * lifetime peak, an overestimate. */
+static void reset_peak(pid_t pid)
+{
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/clear_refs", (int)pid);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)!write(fd, "5", 1);
+    close(fd);
 }
 
 /* One read of the outcome pipe into s->buf at *len: 1 read (or nothing to
@@ -110,13 +126,12 @@ static int read_pipe(sbx_session *s, size_t *len)
     return *len > JAIL_MAX_OUTCOME ? -2 : 1;
 }
 
-/* Reads the evaluation's outcome (s->buf, *len) and the holder's report
+/* Reads the evaluation's outcome (s->buf, *len) and the evaluator's report
  * (*rep) until both are in, the deadline, cancellation or the output bound.
  * RD_EOF: done, with *reported 1 (the report is in and the pipe drained:
- * the evaluator wrote its outcome before it told the holder it was done,
- * or has exited, so everything it wrote is there) or 0 (the
- * holder closed its socket: it is gone). RD_LINE: an outcome line came but
- * no report within REPORT_GRACE_MS of it (the evaluator lingers). */
+ * the evaluator wrote its outcome before its report, so everything it wrote
+ * is there) or 0 (it closed its socket: it has ended). RD_LINE: an outcome
+ * line came but no report within REPORT_GRACE_MS of it (it lingers). */
 static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel, size_t *len,
                              jail_report *rep, int *reported, sbx_run *watch)
 {
@@ -151,7 +166,7 @@ static read_end read_session(sbx_session *s, double deadline, atomic_int *cancel
         if (n < 0 && errno != ECONNRESET) return RD_ERROR;
         if (n > 0) got += (size_t)n;
         if (n > 0 && got < sizeof *rep) continue;
-        /* The report is in, or the holder is gone: take what the pipe has. */
+        /* The report is in, or the evaluator is gone: take what the pipe has. */
         for (;;) {
             struct pollfd q = {s->h.out, POLLIN, 0};
             if (!pipe_open || poll(&q, 1, 0) <= 0) break;
@@ -180,7 +195,7 @@ sbx_session *sbx_session_open(sbx_pool *pool, sbx_image *image)
     /* A pre-started child, if one is idle, takes the image now, while the
      * caller prepares its first request. */
     fps_err err;
-    (void)holder_start(s, 0, &err);
+    (void)evaluator_start(s, 0, &err);
     return s;
 }
 
@@ -195,25 +210,25 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
     sbx_run run;
     *stopped = 0;
     if (sbx_run_begin(pool, &r, 0, &run, out, ticket) != 0) return;
-    /* The holder has the image: the request carries none. */
+    /* The evaluator has the image: the request carries none. */
     run.hdr.flags &= ~JAIL_REQ_IMAGE;
     fps_err err;
-    /* A holder may have died while it waited (killed from outside): then try
-     * once more with a fresh one. */
+    /* An evaluator may have died while it waited (killed from outside): then
+     * try once more with a fresh one. */
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (!s->have && holder_start(s, 1, &err) != 0) {
+        if (!s->have && evaluator_start(s, 1, &err) != 0) {
             sbx_set_status(out, SBX_JAIL_FAILURE, NULL, "%s", err.msg);
             goto done;
         }
+        if (s->served > 0) reset_peak(s->h.pid);
         run.handed = 1;
         run.watch_pid = s->h.pid;
-        run.watch_tree = 1; /* the evaluation runs in the holder's evaluator */
         sbx_track_running(pool, s->h.pid, 1);
         atomic_fetch_add(&pool->started, 1);
         int rc = sbx_send_request(&s->h, &run.hdr, -1, run.src, run.key, run.deadline, r.cancel);
         if (rc == 0) break;
         sbx_track_running(pool, s->h.pid, 0);
-        holder_drop(s, 1);
+        evaluator_drop(s, 1);
         if (rc == -2) {
             sbx_set_status(out, SBX_TIMEOUT, "timeout",
                            "deadline passed while sending the request");
@@ -236,50 +251,54 @@ static void session_eval_once(sbx_session *s, const sbx_request *req, sbx_outcom
     read_end end = read_session(s, run.deadline, r.cancel, &len, &rep, &reported, &run);
     sbx_track_running(pool, s->h.pid, 0);
     out->run_ms = now_ms() - run.t_run;
+    out->pid = s->h.pid;
     if (end == RD_STOP) {
-        holder_drop(s, 1);
+        evaluator_drop(s, 1);
         *stopped = 1;
         goto done;
     }
     if (end == RD_LINE) {
-        /* A line, and then the evaluator neither exited nor was reported:
-         * the line is the outcome if well-formed (as sbx_eval takes it
-         * without waiting for the exit); the holder goes. */
-        holder_drop(s, 1);
+        /* A line, and then the evaluator neither exited nor reported: the
+         * line is the outcome if well-formed (as sbx_eval takes it without
+         * waiting for the exit); the evaluator goes. */
+        evaluator_drop(s, 1);
         if (!sbx_outcome_parse(out, s->buf, len)) sbx_outcome_from_exit(out, -1, s->buf, len);
         goto done;
     }
     if (end != RD_EOF) {
-        holder_drop(s, 1);
+        evaluator_drop(s, 1);
         sbx_outcome_from_read(out, end, &run);
         goto done;
     }
     if (!reported) {
-        /* The holder ended (its set-up failed, or it was killed): its own
-         * exit status says why. */
+        /* The evaluator ended (a limit, a crash, its set-up failed, a test
+         * mode, a compile check): its exit status says why. */
         sbx_kill_child(s->h.pid);
         int st = sbx_reap_child(pool, &s->h, 0, 2000);
         s->have = 0;
         if (!sbx_outcome_parse(out, s->buf, len)) sbx_outcome_from_exit(out, st, s->buf, len);
         goto done;
     }
-    if (rep.magic != JAIL_REP_MAGIC || rep.pid <= 0) {
-        holder_drop(s, 1);
-        sbx_set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox holder answered garbage");
+    if (rep.magic != JAIL_REP_MAGIC) {
+        evaluator_drop(s, 1);
+        sbx_set_status(out, SBX_JAIL_FAILURE, NULL, "the sandbox evaluator answered garbage");
         goto done;
     }
-    out->pid = rep.pid;
+    s->served++;
     out->has_stats = rep.has_stats != 0;
     out->steps = rep.steps;
     out->alloc_bytes = rep.alloc_bytes;
     out->peak_rss_kb = (long)rep.maxrss_kb;
     out->cpu_us = (long)rep.cpu_us;
     out->minflt = (long)rep.minflt;
-    if (sbx_outcome_parse(out, s->buf, len)) goto done;
-    /* No usable outcome: the evaluator's exit status says why, and the
-     * rest of the session is served by a fresh holder. */
-    sbx_outcome_from_exit(out, rep.status, s->buf, len);
-    holder_drop(s, 1);
+    if (sbx_outcome_parse(out, s->buf, len)) {
+        /* A retired evaluator exits now; the next request gets a fresh one. */
+        if (rep.flags & JAIL_REP_RETIRE) evaluator_drop(s, 0);
+        goto done;
+    }
+    /* Reported, yet no usable outcome: a broken evaluator. */
+    sbx_outcome_from_exit(out, 0, s->buf, len);
+    evaluator_drop(s, 1);
 done:
     sbx_run_end(pool, &run, out);
 }
@@ -301,7 +320,7 @@ void sbx_session_eval(sbx_session *s, const sbx_request *req, sbx_outcome *out)
 void sbx_session_close(sbx_session *s)
 {
     if (s == NULL) return;
-    holder_drop(s, 0);
+    evaluator_drop(s, 0);
     free(s->buf);
     free(s);
 }
@@ -309,7 +328,7 @@ void sbx_session_close(sbx_session *s)
 void sbx_session_set_cpu(sbx_session *s, int cpu)
 {
     s->cpu = cpu;
-    holder_pin(s);
+    evaluator_pin(s);
 }
 
 int sbx_session_pid(const sbx_session *s)

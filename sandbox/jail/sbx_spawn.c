@@ -83,9 +83,9 @@ static void undo_unregistered(pid_t pid)
     }
 }
 
-/* SIGKILL to a child's process group (a holder and its grandchild) and to
- * the child itself (it may not have made its group yet). Only while the
- * child is unreaped: its pid, and so its group's id, cannot be reused. */
+/* SIGKILL to a child's process group (sbx_int.h: no child can fork, the
+ * group is defence in depth) and to the child itself (it may not have made its group yet). Only
+ * while the child is unreaped: its pid, and so its group's id, cannot be reused. */
 void sbx_kill_child(pid_t pid)
 {
     kill(-pid, SIGKILL);
@@ -93,10 +93,9 @@ void sbx_kill_child(pid_t pid)
 }
 
 /* After a child is reaped: members of its group that were orphaned to this
- * process (a killed holder's grandchild, when this process is a container's
- * pid 1 or a subreaper) are reaped too. Returns at once when there are none
- * (ECHILD); they were killed with the group, or die with their holder
- * (PR_SET_PDEATHSIG). */
+ * process (when this process is a container's pid 1 or a subreaper; there
+ * are none unless a child's jail was broken) are reaped too. Returns at
+ * once when there are none (ECHILD); they were killed with the group. */
 static void reap_orphans(pid_t pgid)
 {
     for (;;) {

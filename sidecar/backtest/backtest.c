@@ -741,7 +741,7 @@ static void pin_self(int cpu)
 typedef struct {
     backtest *bt;
     int cpu; /* >= 0 (cfg.pin): the CPU the job's two threads and its
-                sessions' holders are kept on; -1: not pinned */
+                sessions' evaluators are kept on; -1: not pinned */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bt_prep next; /* under mu, when `ready`; owned by the job until taken */

@@ -195,7 +195,7 @@ void worker_process(actx *x)
     if (!defs_have_local(defs)) drop_bytes(x, &transcript, image_len);
     /* One jail session serves its managed evaluations in turn (closed at the
      * end, whichever way the assignment ends); with at most one, a session
-     * would only add its holder: that one runs alone. */
+     * would only add its report: that one runs alone. */
     if (managed_evaluations(defs) > 1)
         x->ss = sbx_session_open(env->pool, img); /* NULL: each evaluation alone */
     if (worker_conditions(x, defs, img, &s) != 0) goto done;

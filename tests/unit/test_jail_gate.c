@@ -246,7 +246,7 @@ static void stopped_by_its_flag_in_a_session(void **state)
     assert_true(score(&o) == 0.25);
     assert_int_equal(o.reruns, 2);
     sbx_outcome_free(&o);
-    /* the session goes on with a fresh holder */
+    /* the session goes on with a fresh evaluator */
     sbx_session_eval(s, &q, &o);
     assert_true(score(&o) == 0.25);
     assert_int_equal(o.reruns, 0);

@@ -1,7 +1,7 @@
 /* tests/bench/jail/bench_jail: latency of one managed evaluation through the
  * jail (sbx_eval: slot, pre-started child, request, interpreter, read-back,
  * reap), sequentially, p50/p99; or, with --batch B, of the evaluations of
- * sessions of B (sbx_session_open/eval/close: one holder per session, as
+ * sessions of B (sbx_session_open/eval/close: one evaluator per session, as
  * one assignment's managed definitions run); and posix_spawn+wait of
  * /bin/true as the floor. Built and run by tests/bench/jail/run.sh, which also runs the
  * reference-style anchor (anchor.py) and prints the ratios.

@@ -10,7 +10,7 @@
 #   next to posix_spawn of /bin/true from as many streams; the last line is
 #   `capacity-json: {...}` (read by tests/bench/worker/bench_worker.py),
 #   after `batched_assignments_per_s <n>`: sessions of 3 evaluations (one
-#   holder each, as an assignment with three managed definitions) per second.
+#   evaluator each, as an assignment with three managed definitions) per second.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -94,7 +94,7 @@ import json, sys
 size = int(sys.argv[1])
 (js, as_, jb, ab, paced, pacedb, cold, exec1, nons, bs, bb, bs3, bb3, w1, w6) = (
     json.loads(x) for x in sys.argv[2:])
-print("per-evaluation cost, batched (sessions of B: one holder each, its evaluator serving them in turn) vs "
+print("per-evaluation cost, batched (sessions of B: one evaluator each, serving them in turn) vs "
       "unbatched (sbx_eval: a child each), back to back; ms = wall / evaluations, CPU = sidecar + "
       "children per evaluation")
 print(f"{'transcript':<30}{'B':>3}{'unbatched ms':>13}{'batched ms':>12}{'ratio':>7}{'unbatched CPU':>15}"

@@ -85,7 +85,7 @@ def has_repeat(binary):
 
 def timed_cpu(argv):
     """Wall seconds, CPU seconds (user + system of the CLI and every process
-    under it: the zygote, holders, grandchildren, all reaped by the time it
+    under it: the zygote, the sandbox children, all reaped by the time it
     exits) and stdout of one CLI run. The CPU figure does not count time
     spent waiting for a core, so it holds on a shared machine where the wall
     figure does not."""

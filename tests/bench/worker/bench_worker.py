@@ -168,7 +168,7 @@ def print_ceiling(rps, evals, runs):
     tests/bench/jail/run.sh capacity with a trivial evaluator and nothing
     else running (no HTTP, no SQLite, no sidecar): its batched assignments
     per second (`batched_assignments_per_s`: sessions of 3 evaluations, one
-    holder each, as an assignment's managed definitions share one) x `runs`
+    evaluator each, as an assignment's managed definitions share one) x `runs`
     runs per assignment. A run.sh without that line falls back to its
     unbatched capacity (every evaluation its own process: evaluations/s x
     runs / evals), said so on the line."""
