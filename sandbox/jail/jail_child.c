@@ -463,7 +463,7 @@ void jail_write_outcome(const char *s, int last)
     char small[1024];
     char *buf = len < sizeof small ? small : malloc(len + 1);
     if (buf != NULL) {
-        memcpy(buf, s, len);
+        memcpy(buf, s, len + 1); /* its NUL too, which the newline replaces */
         buf[len] = '\n';
         int rc = write_all(1, buf, len + 1);
         if (buf != small) free(buf);

@@ -1552,20 +1552,19 @@ static void test_inner_filter_takes_back_only_the_lock_down_calls(void **state)
     /* The lock-down calls: allowed by the outer filter alone, killed by the
      * stack. A forking process's calls: killed by the outer filter. */
     const struct {
-        int nr;
+        int nr, outer_allows;
         uint64_t a0, a1;
-        int outer_allows;
-    } calls[] = {{__NR_getrandom, 0, 0, 1},
-                 {__NR_prctl, PR_SET_SECCOMP, 0, 1},
-                 {__NR_clone, SIGCHLD, 0, 0},
+    } calls[] = {{__NR_getrandom, 1, 0, 0},
+                 {__NR_prctl, 1, PR_SET_SECCOMP, 0},
+                 {__NR_clone, 0, SIGCHLD, 0},
                  {__NR_wait4, 0, 0, 0},
                  {__NR_getppid, 0, 0, 0},
-                 {__NR_socketpair, AF_UNIX, 0, 0},
-                 {__NR_dup3, 4, 0, 0},
-                 {__NR_prctl, PR_SET_PDEATHSIG, 0, 0},
-                 {__NR_prlimit64, 0, RLIMIT_NPROC, 0},
-                 {__NR_read, 3, 0, 0},
-                 {__NR_write, 3, 0, 0}};
+                 {__NR_socketpair, 0, AF_UNIX, 0},
+                 {__NR_dup3, 0, 4, 0},
+                 {__NR_prctl, 0, PR_SET_PDEATHSIG, 0},
+                 {__NR_prlimit64, 0, 0, RLIMIT_NPROC},
+                 {__NR_read, 0, 3, 0},
+                 {__NR_write, 0, 3, 0}};
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         struct seccomp_data d;
         memset(&d, 0, sizeof d);
