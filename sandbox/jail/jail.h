@@ -190,7 +190,8 @@ typedef struct {
     uint32_t flags;     /* JAIL_REP_RETIRE                                        */
     uint32_t has_stats; /* 1: steps and alloc_bytes were reported (lang_stats)    */
     uint32_t reserved;
-    int64_t maxrss_kb;    /* the evaluator's peak resident set so far (ru_maxrss)   */
+    int64_t maxrss_kb;    /* its peak resident set (ru_maxrss) since the parent last */
+                          /* reset it (sbx_session.c), else over its life            */
     int64_t cpu_us;       /* its user + system CPU time since its last report       */
     int64_t minflt;       /* its minor page faults since then                       */
     uint64_t steps;       /* lang_stats                                             */

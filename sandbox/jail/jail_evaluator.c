@@ -3,7 +3,7 @@
  * whose first request is JAIL_REQ_SESSION becomes it: it maps the session
  * image's memfd read-only (the page cache the parent wrote, shared),
  * validates it once for the whole session, closes the memfd, locks itself
- * down exactly as a single-use child does (jail_lock_down: RLIMIT_NPROC 0,
+ * down exactly as a single-use child does (jail_lock_down: its CPU limit,
  * the inner filter) and then serves each request on fd 0: its outcome on
  * fd 1, then one jail_report on fd 0.
  *
